@@ -1,0 +1,68 @@
+"""How a program of the browser computer runs: its process log and server.
+
+Each program logs to stderr (which supervisord sends to the container's
+stdout) and to ``<log_dir>/<program>.log``. When the log folder cannot be
+written (a developer's machine without /var/log/agentenv), ``.agentenv/`` in
+the working directory is used instead, with one warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import sys
+from pathlib import Path
+
+from aiohttp import web
+
+from agentenv.settings import Settings
+
+__all__ = ["log_dir", "run_server", "setup_logging"]
+
+_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def log_dir(settings: Settings) -> tuple[Path, str | None]:
+    """The folder logs go to, and a warning when it is the fallback."""
+    wanted = settings.log_dir
+    try:
+        wanted.mkdir(parents=True, exist_ok=True)
+        if os.access(wanted, os.W_OK):
+            return wanted, None
+    except OSError:
+        pass
+    fallback = Path.cwd() / ".agentenv"
+    fallback.mkdir(parents=True, exist_ok=True)
+    return fallback, f"{wanted} cannot be written; logging to {fallback} instead"
+
+
+def setup_logging(settings: Settings, program: str) -> Path:
+    """Send ``program``'s log to stderr and to its file; returns the folder."""
+    folder, warning = log_dir(settings)
+    root = logging.getLogger()
+    root.setLevel(os.environ.get("AGENTENV_LOG_LEVEL", "INFO").upper())
+    formatter = logging.Formatter(_FORMAT)
+    stream = logging.StreamHandler(sys.stderr)
+    stream.setFormatter(formatter)
+    file = logging.handlers.RotatingFileHandler(
+        folder / f"{program}.log", maxBytes=10 * 1024 * 1024, backupCount=2
+    )
+    file.setFormatter(formatter)
+    root.handlers[:] = [stream, file]
+    if warning:
+        logging.getLogger(program).warning(warning)
+    return folder
+
+
+def run_server(app: web.Application, host: str, port: int) -> None:
+    """Serve ``app`` until SIGTERM/SIGINT, closing connections on the way out."""
+    web.run_app(
+        app,
+        host=host,
+        port=port,
+        access_log=None,
+        print=None,
+        shutdown_timeout=5.0,
+        handle_signals=True,
+    )

@@ -1,0 +1,42 @@
+"""The card: what a browser computer is and which ops it serves (``GET /card``).
+
+A client checks the card before calling an op and fails with a clear message
+naming the op it lacks (:meth:`Card.require`).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["BROWSER_RECORDING_V1", "BROWSER_V1", "Card", "Extension", "MissingOp"]
+
+BROWSER_V1 = "browser/v1"
+BROWSER_RECORDING_V1 = "browser-recording/v1"
+
+
+class MissingOp(LookupError):
+    """The computer does not serve an op the caller needs."""
+
+
+class Extension(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ops: list[str]
+    params: list[str] = []
+
+
+class Card(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    versions: dict[str, str]
+    extensions: dict[str, Extension]
+
+    def serves(self, extension: str, op: str) -> bool:
+        found = self.extensions.get(extension)
+        return found is not None and op in found.ops
+
+    def require(self, extension: str, op: str) -> None:
+        """Raise :class:`MissingOp` unless this computer serves ``extension``'s ``op``."""
+        if not self.serves(extension, op):
+            raise MissingOp(f"serves no {extension} {op}: rebuild the image on a newer agentenv")

@@ -1,0 +1,147 @@
+"""Who is calling, and may they: tokens, ``Host`` and ``Origin`` (no I/O).
+
+- With users configured, a request needs a known token (``Authorization:
+  Bearer`` or ``?token=``), else 401; ``/json/version`` alone is open, since
+  clients such as Puppeteer fetch it bare and it reveals no tab or secret.
+- With no users configured, the user is ``?user=``, else ``default``.
+- The control token is always recognised and makes the caller ``agentenv``.
+- ``Host`` must be an IP literal, ``localhost`` or an allowed name, so a DNS
+  rebinding page cannot reach the relay under a name it controls. The host
+  is never echoed back in an error.
+- A browser ``Origin`` not allowed gets 403; clients that send none are fine.
+
+Tokens are compared in constant time against every known token, and no
+message here ever contains one.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from dataclasses import dataclass
+
+from agentenv.relay.errors import AccessDenied
+from agentenv.settings import AGENTENV_USER, Settings
+
+__all__ = [
+    "DEFAULT_USER",
+    "Identity",
+    "bearer_token",
+    "check_host",
+    "check_origin",
+    "host_name",
+    "identify",
+]
+
+DEFAULT_USER = "default"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a connection acts as. ``control`` marks the harness's token."""
+
+    user: str
+    control: bool = False
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, if any."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def _matches(candidate: str, token: str) -> bool:
+    return hmac.compare_digest(candidate.encode(), token.encode())
+
+
+def identify(
+    settings: Settings,
+    token: str | None,
+    user_param: str | None,
+    *,
+    open_path: bool = False,
+) -> Identity:
+    """The identity a request acts as; raises :class:`AccessDenied`.
+
+    ``open_path`` marks paths that answer without a token (``/json/version``).
+    """
+    if token is not None:
+        found: Identity | None = None
+        # Compare against every token, so timing tells nothing about which
+        # one (or how much of one) matched.
+        if settings.control_token is not None and _matches(token, settings.control_token):
+            found = Identity(AGENTENV_USER, control=True)
+        for name, known in settings.users.items():
+            if _matches(token, known) and found is None:
+                found = Identity(name)
+        if found is not None:
+            return found
+        if settings.users or settings.control_token is not None:
+            raise AccessDenied(
+                "unknown token: use a token from AGENTENV_USERS (as "
+                "'Authorization: Bearer <token>' or '?token=<token>')",
+                status=401,
+            )
+    if settings.users:
+        if open_path:
+            return Identity(DEFAULT_USER)
+        raise AccessDenied(
+            "a token is required: send 'Authorization: Bearer <token>' or add "
+            "'?token=<token>' to the URL (tokens are set in AGENTENV_USERS)",
+            status=401,
+        )
+    if user_param is not None:
+        user = user_param.strip()
+        if not user or len(user) > 64 or not user.isprintable():
+            raise AccessDenied("?user= must be 1 to 64 printable characters", status=400)
+        if user == AGENTENV_USER:
+            raise AccessDenied(
+                f"?user={AGENTENV_USER} is reserved for the computer's own actions; "
+                "pick another name",
+                status=400,
+            )
+        return Identity(user)
+    return Identity(DEFAULT_USER)
+
+
+def host_name(host_header: str) -> str:
+    """The host part of a ``Host`` header, lowercased, brackets removed."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host[1:]
+    if host.count(":") == 1:
+        return host.split(":", 1)[0]
+    return host
+
+
+def check_host(settings: Settings, host_header: str | None) -> None:
+    """Refuse a ``Host`` that is not an IP, ``localhost`` or allowed."""
+    if not host_header:
+        raise AccessDenied("a Host header is required", status=400)
+    name = host_name(host_header)
+    if name == "localhost" or name in settings.allowed_hosts:
+        return
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        # Never echo the header: it is the attacker's text.
+        raise AccessDenied(
+            "Host not allowed: connect by IP address or localhost, or add the "
+            "name to AGENTENV_ALLOWED_HOSTS"
+        ) from None
+
+
+def check_origin(settings: Settings, origin: str | None) -> None:
+    """Refuse a browser ``Origin`` that is not allowed (none is fine)."""
+    if origin is None:
+        return
+    if "*" in settings.allowed_origins or origin.strip().lower() in settings.allowed_origins:
+        return
+    raise AccessDenied(
+        "Origin not allowed: browser pages may not drive this computer unless "
+        "their origin is in AGENTENV_ALLOWED_ORIGINS"
+    )

@@ -1,0 +1,36 @@
+"""The relay's exceptions.
+
+::
+
+    RelayError
+    ├── AccessDenied      a request refused before any upgrade (401/403/400)
+    └── UpstreamError     Chromium did not answer or refused (502/503/404)
+"""
+
+from __future__ import annotations
+
+__all__ = ["AccessDenied", "RelayError", "UpstreamError"]
+
+
+class RelayError(Exception):
+    """Root of the relay's errors; ``status`` is the HTTP status to answer."""
+
+    status = 500
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if status is not None:
+            self.status = status
+
+
+class AccessDenied(RelayError):
+    """The caller may not use this door (bad token, Host or Origin)."""
+
+    status = 403
+
+
+class UpstreamError(RelayError):
+    """Chromium is not answering, or refused what was asked."""
+
+    status = 503

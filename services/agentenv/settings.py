@@ -1,0 +1,149 @@
+"""Settings shared by every program of the browser computer.
+
+Read once from the environment (``AGENTENV_*``) by :func:`load` and passed
+down; no program reads the environment elsewhere, so the image and the native
+stack (``make dev``) share one configuration.
+
+Users and tokens: ``AGENTENV_USERS`` holds ``name:token`` pairs separated by
+commas or whitespace; ``AGENTENV_USERS_FILE`` names a file of such pairs, one a
+line (``#`` comments allowed). ``AGENTENV_CONTROL_TOKEN`` is the harness's
+token: it is accepted everywhere, as the user ``agentenv``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["AGENTENV_USER", "Settings", "SettingsError", "load", "parse_users"]
+
+#: The name the computer's own actions (and the control token) carry.
+AGENTENV_USER = "agentenv"
+
+
+class SettingsError(ValueError):
+    """A setting is malformed; the message names the variable to fix."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    name: str = "browser"
+    log_dir: Path = Path("/var/log/agentenv")
+    profile_dir: Path = Path("/home/agentenv/profile")
+    downloads_dir: Path = Path("/home/agentenv/downloads")
+    chromium_host: str = "127.0.0.1"
+    chromium_port: int = 9223
+    relay_host: str = "0.0.0.0"
+    relay_port: int = 9222
+    app_host: str = "0.0.0.0"
+    app_port: int = 8080
+    recorder_port: int = 8081
+    #: user name -> token; empty means no auth (users come from ``?user=``).
+    users: Mapping[str, str] = field(default_factory=dict)
+    control_token: str | None = None
+    #: Host names accepted in ``Host`` besides IP addresses and ``localhost``.
+    allowed_hosts: frozenset[str] = frozenset()
+    #: Browser origins accepted in ``Origin``; ``*`` accepts any.
+    allowed_origins: frozenset[str] = frozenset()
+    #: Upper bound of one WebSocket message, each way.
+    max_message_bytes: int = 256 * 1024 * 1024
+    #: How long discovery and readiness calls to Chromium may take.
+    upstream_timeout_s: float = 5.0
+
+    @property
+    def chromium_http(self) -> str:
+        return f"http://{self.chromium_host}:{self.chromium_port}"
+
+    @property
+    def relay_http(self) -> str:
+        """The relay as the other programs in the computer reach it."""
+        host = "127.0.0.1" if self.relay_host in ("0.0.0.0", "::", "") else self.relay_host
+        return f"http://{host}:{self.relay_port}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.log_dir / f"browser-{self.name}.jsonl"
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.users) or self.control_token is not None
+
+
+def parse_users(text: str, source: str = "AGENTENV_USERS") -> dict[str, str]:
+    """Parse ``name:token`` pairs; raise :class:`SettingsError` naming ``source``.
+
+    The error never quotes a token.
+    """
+    users: dict[str, str] = {}
+    for number, raw in enumerate(text.replace(",", "\n").splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        for pair in line.split():
+            name, sep, token = pair.partition(":")
+            if not sep or not name or not token:
+                raise SettingsError(
+                    f"{source}: entry {number} is not name:token; write users as "
+                    "name:token pairs separated by commas"
+                )
+            if name == AGENTENV_USER:
+                raise SettingsError(
+                    f"{source}: the user name {AGENTENV_USER!r} is reserved for the "
+                    "control token; set AGENTENV_CONTROL_TOKEN instead"
+                )
+            if name in users:
+                raise SettingsError(f"{source}: user {name!r} is listed twice")
+            users[name] = token
+    return users
+
+
+def _int(env: Mapping[str, str], key: str, default: int) -> int:
+    value = env.get(key)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise SettingsError(f"{key} must be an integer, got {value!r}") from None
+
+
+def _set(env: Mapping[str, str], key: str) -> frozenset[str]:
+    return frozenset(v.strip().lower() for v in env.get(key, "").split(",") if v.strip())
+
+
+def load(env: Mapping[str, str] | None = None) -> Settings:
+    """Settings from ``env`` (default: the process environment)."""
+    env = os.environ if env is None else env
+    users: dict[str, str] = {}
+    if env.get("AGENTENV_USERS"):
+        users.update(parse_users(env["AGENTENV_USERS"]))
+    users_file = env.get("AGENTENV_USERS_FILE")
+    if users_file:
+        try:
+            text = Path(users_file).read_text()
+        except OSError as exc:
+            raise SettingsError(
+                f"AGENTENV_USERS_FILE: cannot read {users_file}: {exc.strerror}"
+            ) from None
+        for name, token in parse_users(text, "AGENTENV_USERS_FILE").items():
+            if name in users:
+                raise SettingsError(f"user {name!r} is in both AGENTENV_USERS and its file")
+            users[name] = token
+    defaults = Settings()
+    return Settings(
+        name=env.get("AGENTENV_NAME") or defaults.name,
+        log_dir=Path(env.get("AGENTENV_LOG_DIR") or defaults.log_dir),
+        profile_dir=Path(env.get("AGENTENV_PROFILE_DIR") or defaults.profile_dir),
+        downloads_dir=Path(env.get("AGENTENV_DOWNLOADS_DIR") or defaults.downloads_dir),
+        chromium_host=env.get("AGENTENV_CHROMIUM_HOST") or defaults.chromium_host,
+        chromium_port=_int(env, "AGENTENV_CHROMIUM_PORT", defaults.chromium_port),
+        relay_host=env.get("AGENTENV_RELAY_HOST") or defaults.relay_host,
+        relay_port=_int(env, "AGENTENV_RELAY_PORT", defaults.relay_port),
+        app_host=env.get("AGENTENV_APP_HOST") or defaults.app_host,
+        app_port=_int(env, "AGENTENV_APP_PORT", defaults.app_port),
+        recorder_port=_int(env, "AGENTENV_RECORDER_PORT", defaults.recorder_port),
+        users=users,
+        control_token=env.get("AGENTENV_CONTROL_TOKEN") or None,
+        allowed_hosts=_set(env, "AGENTENV_ALLOWED_HOSTS"),
+        allowed_origins=_set(env, "AGENTENV_ALLOWED_ORIGINS"),
+    )

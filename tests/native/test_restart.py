@@ -1,0 +1,58 @@
+"""Chromium killed under the stack: clients get a close frame, /readyz goes
+not-ready, then ready, and a new client works."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+
+import aiohttp
+import pytest
+import requests
+from playwright.async_api import async_playwright
+
+from tests.support.site import Site
+from tests.support.stack import NativeStack, missing_tools
+from tests.support.timing import deadline, wait_for
+
+
+@pytest.fixture(scope="module")
+def own_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NativeStack]:
+    if missing_tools():
+        pytest.skip("native stack needs chromium and supervisord: run `make test`")
+    with NativeStack(tmp_path_factory.mktemp("restart")) as running:
+        yield running
+
+
+async def test_chromium_restart(own_stack: NativeStack, site: Site) -> None:
+    stack = own_stack
+    version = requests.get(stack.relay_http + "/json/version", timeout=10).json()
+    old_url = version["webSocketDebuggerUrl"]
+    statuses: list[int] = []
+    async with aiohttp.ClientSession() as http, http.ws_connect(old_url) as ws:
+        await ws.send_json({"id": 1, "method": "Browser.getVersion"})
+        assert (await ws.receive_json(timeout=10))["id"] == 1
+        old_pid = stack.pid("chromium")
+        os.kill(old_pid, signal.SIGKILL)
+        closing = await ws.receive(timeout=deadline(20))
+        assert closing.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+        assert ws.close_code == 1011
+
+    def not_ready() -> bool:
+        answer = requests.get(stack.app_http + "/readyz", timeout=5)
+        statuses.append(answer.status_code)
+        return answer.status_code == 503
+
+    # Chromium takes about a second to come back: the window is there to see.
+    wait_for(not_ready, "/readyz to say not ready", timeout_s=10, interval_s=0.02)
+    stack.wait_ready()
+    assert stack.pid("chromium") != old_pid
+    # A client holding the old browser URL reconnects with it.
+    async with async_playwright() as pw:
+        browser = await pw.chromium.connect_over_cdp(old_url)
+        page = await browser.contexts[0].new_page()
+        await page.goto(site.url + "/next")
+        assert await page.title() == "Next"
+        await page.close()
+        await browser.close()

@@ -1,0 +1,62 @@
+"""A small web site served by the tests on 127.0.0.1, in a thread."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+__all__ = ["PAGES", "Site"]
+
+PAGES: Mapping[str, str] = {
+    "/": """<!doctype html><title>Start</title>
+<h1>Start page</h1>
+<form id=login onsubmit="return false">
+  <input id=user name=user placeholder=user>
+  <input id=password name=password type=password placeholder=password>
+  <input id=search name=q placeholder=search>
+  <button id=go type=button onclick="document.getElementById('out').textContent='clicked:'+document.getElementById('search').value">Go</button>
+</form>
+<p id=out></p>
+<a id=next href="/next">Next page</a>
+<a id=popup href="/popup" target="_blank">Open popup</a>
+""",
+    "/next": "<!doctype html><title>Next</title><h1>Next page</h1>",
+    "/popup": "<!doctype html><title>Popup</title><h1>Popup page</h1>",
+    "/tall": "<!doctype html><title>Tall</title>"
+    + "".join(
+        f"<p style='height:200px;background:hsl({i * 37 % 360},60%,70%)'>{i}</p>" for i in range(40)
+    ),
+}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        page = PAGES.get(self.path.split("?", 1)[0])
+        body = (page or "<!doctype html><title>Not found</title>not found").encode()
+        self.send_response(200 if page else 404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class Site:
+    def __init__(self) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Site:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentenv.protocol.card import BROWSER_V1, Card, Extension, MissingOp
+from agentenv.settings import SettingsError, load, parse_users
+
+
+def test_defaults() -> None:
+    s = load({})
+    assert (s.name, s.relay_port, s.chromium_port, s.app_port) == ("browser", 9222, 9223, 8080)
+    assert s.log_file == Path("/var/log/agentenv/browser-browser.jsonl")
+    assert not s.users and not s.auth_enabled
+    assert s.relay_http == "http://127.0.0.1:9222"
+
+
+def test_users_from_env_and_file(tmp_path: Path) -> None:
+    file = tmp_path / "users"
+    file.write_text("# team\ncarol:c-tok\n\ndave:d-tok # ops\n")
+    s = load({"AGENTENV_USERS": "alice:a-tok, bob:b-tok", "AGENTENV_USERS_FILE": str(file)})
+    assert s.users == {"alice": "a-tok", "bob": "b-tok", "carol": "c-tok", "dave": "d-tok"}
+    assert s.auth_enabled
+
+
+@pytest.mark.parametrize("text", ["alice", "alice:", ":tok", "alice:x,alice:y", "agentenv:tok"])
+def test_bad_users_name_the_problem_without_the_token(text: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        parse_users(text)
+    assert "AGENTENV_USERS" in str(caught.value)
+    assert "tok" not in str(caught.value).replace("token", "")
+
+
+def test_bad_port_and_missing_file() -> None:
+    with pytest.raises(SettingsError, match="AGENTENV_RELAY_PORT"):
+        load({"AGENTENV_RELAY_PORT": "ninety"})
+    with pytest.raises(SettingsError, match="AGENTENV_USERS_FILE"):
+        load({"AGENTENV_USERS_FILE": "/nonexistent/users"})
+
+
+def test_card_require() -> None:
+    card = Card(name="b", versions={}, extensions={BROWSER_V1: Extension(ops=["tabs/list"])})
+    card.require(BROWSER_V1, "tabs/list")
+    with pytest.raises(MissingOp, match="serves no browser/v1 tabs/open: rebuild the image"):
+        card.require(BROWSER_V1, "tabs/open")
