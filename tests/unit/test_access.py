@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentenv.relay.access import (
+from agentenv.access import (
     DEFAULT_USER,
+    AccessDenied,
     Identity,
     bearer_token,
     check_host,
@@ -11,7 +12,6 @@ from agentenv.relay.access import (
     host_name,
     identify,
 )
-from agentenv.relay.errors import AccessDenied
 from agentenv.settings import AGENTENV_USER, Settings
 
 USERS = Settings(users={"alice": "a-secret-1", "bob": "b-secret-2"}, control_token="ctl-3")

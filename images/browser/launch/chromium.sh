@@ -2,6 +2,8 @@
 # Starts Chromium for the browser computer: headless, CDP on 127.0.0.1 only,
 # as AGENTENV_CHROMIUM_USER when started as root. Output goes to stdout (for
 # supervisord and `docker logs`) and to $AGENTENV_LOG_DIR/chromium.log.
+# The back-forward cache is off: a page restored from it fires no load event,
+# and Playwright clients (connect_over_cdp) wait for one after go_back.
 set -euo pipefail
 
 : "${AGENTENV_LOG_DIR:?}" "${AGENTENV_PROFILE_DIR:?}"
@@ -33,7 +35,7 @@ exec "${run_as[@]}" env HOME="$AGENTENV_PROFILE_DIR" "$binary" \
     --disable-component-update \
     --disable-sync \
     --disable-quic \
-    --disable-features=Translate,MediaRouter \
+    --disable-features=Translate,MediaRouter,BackForwardCache \
     --window-size=1280,800 \
     --remote-debugging-address=127.0.0.1 \
     --remote-debugging-port="$port" \

@@ -4,30 +4,125 @@
 - ``GET /readyz``: 200 when Chromium answers through the relay and the log
   folder can be written; 503 with the reason otherwise.
 - ``GET /card``: the computer's name, versions and the ops it serves.
+- ``POST /v1/browser/log``: ``{after, limit}`` → ``{lines, last}``, read from
+  the log file off the event loop.
+
+Every request passes the relay's ``Host`` and ``Origin`` checks. Data ops
+(``log``) need the control token when one is configured; with neither users
+nor a control token configured (a developer's machine) they are open.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
+import orjson
 from aiohttp import web
+from pydantic import ValidationError
 
 import agentenv
+from agentenv.access import AccessDenied, Identity, bearer_token, check_host, check_origin, identify
+from agentenv.log.reader import LogReader
 from agentenv.process import log_dir
 from agentenv.protocol import dump
 from agentenv.protocol.card import BROWSER_V1, Card, Extension
+from agentenv.protocol.log import LogRequest
 from agentenv.settings import Settings
 
 __all__ = ["Readiness", "make_app", "readiness"]
 
 settings_key = web.AppKey("settings", Settings)
 client_key = web.AppKey("client", aiohttp.ClientSession)
+reader_key = web.AppKey("reader", LogReader)
 
 #: browser/v1 ops this server answers; grows as ops land.
-BROWSER_V1_OPS: list[str] = []
+BROWSER_V1_OPS: list[str] = ["log"]
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class OpError(Exception):
+    """An op refused: ``status`` and a message that says what to do."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def error_response(status: int, message: str) -> web.Response:
+    return web.json_response({"error": {"code": status, "message": message}}, status=status)
+
+
+@web.middleware
+async def _checks(request: web.Request, handler: Handler) -> web.StreamResponse:
+    settings = request.app[settings_key]
+    try:
+        check_host(settings, request.headers.get("Host"))
+        check_origin(settings, request.headers.get("Origin"))
+        return await handler(request)
+    except AccessDenied as exc:
+        return error_response(exc.status, exc.message)
+    except OpError as exc:
+        return error_response(exc.status, exc.message)
+    except web.HTTPNotFound:
+        ops = ", ".join(f"/v1/browser/{op}" for op in BROWSER_V1_OPS)
+        return error_response(404, f"no such path; this server has /card, /healthz, /readyz, {ops}")
+    except web.HTTPMethodNotAllowed as exc:
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        return error_response(405, f"{request.method} is not allowed here; use {allowed}")
+
+
+def _token(request: web.Request) -> str | None:
+    return bearer_token(request.headers.get("Authorization")) or request.query.get("token")
+
+
+def caller(request: web.Request) -> Identity:
+    return identify(request.app[settings_key], _token(request), None)
+
+
+def require_control(request: web.Request) -> Identity:
+    """The caller, who must hold the control token when one is configured."""
+    settings = request.app[settings_key]
+    identity = caller(request)
+    if identity.control or (settings.control_token is None and not settings.users):
+        return identity  # the harness, or a developer's open computer
+    if settings.control_token is None:
+        raise AccessDenied(
+            "this op needs the control token, and none is configured: "
+            "start the computer with AGENTENV_CONTROL_TOKEN set"
+        )
+    raise AccessDenied(
+        "this op needs the control token: send 'Authorization: Bearer <AGENTENV_CONTROL_TOKEN>'",
+        status=401 if _token(request) is None else 403,
+    )
+
+
+async def body_of(request: web.Request) -> dict[str, Any]:
+    raw = await request.read()
+    if not raw.strip():
+        return {}
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise OpError(400, "the body is not JSON: send a JSON object") from None
+    if not isinstance(body, dict):
+        raise OpError(400, "the body must be a JSON object")
+    return body
+
+
+def invalid(exc: ValidationError) -> OpError:
+    """A 400 naming each bad field, never echoing its value."""
+    problems = []
+    for error in exc.errors(include_input=False, include_url=False):
+        where = ".".join(str(p) for p in error["loc"]) or "body"
+        problems.append(f"{where}: {error['msg']}")
+    return OpError(400, "; ".join(problems))
 
 
 @dataclass(frozen=True)
@@ -90,6 +185,18 @@ async def card(request: web.Request) -> web.Response:
     return web.json_response(dump(body))
 
 
+async def log_op(request: web.Request) -> web.Response:
+    require_control(request)
+    try:
+        ask = LogRequest.model_validate(await body_of(request))
+    except ValidationError as exc:
+        raise invalid(exc) from None
+    reader = request.app[reader_key]
+    page = await asyncio.get_running_loop().run_in_executor(None, reader.read, ask.after, ask.limit)
+    body = b'{"lines":[' + b",".join(page.lines) + b'],"last":' + str(page.last).encode() + b"}"
+    return web.Response(body=body, content_type="application/json")
+
+
 async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     app[client_key] = aiohttp.ClientSession()
     yield
@@ -98,10 +205,13 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
 
 def make_app(settings: Settings) -> web.Application:
     """The app server for ``settings``."""
-    app = web.Application()
+    app = web.Application(middlewares=[_checks])
     app[settings_key] = settings
+    folder, _ = log_dir(settings)
+    app[reader_key] = LogReader(folder / settings.log_file.name)
     app.cleanup_ctx.append(_client_ctx)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/card", card)
+    app.router.add_post("/v1/browser/log", log_op)
     return app

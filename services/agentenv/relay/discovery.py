@@ -4,8 +4,9 @@ Chromium builds ``webSocketDebuggerUrl`` and ``devtoolsFrontendUrl`` from the
 address the relay used to reach it (127.0.0.1:9223, unreachable from
 outside); every one is rewritten to the address the client used, which
 :func:`agentenv.relay.access.check_host` has already accepted. A client that
-authenticated with ``?token=`` gets the token carried on, since it is a
-client that cannot set headers.
+authenticated with ``?token=`` (or named itself with ``?user=``) gets it
+carried on, since it is a client that cannot set headers and Playwright
+drops the endpoint's query when it follows ``webSocketDebuggerUrl``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class ClientAddress:
     host: str  # the Host header, "host:port"
     secure: bool = False  # reached through TLS (X-Forwarded-Proto: https)
     token: str | None = None  # the ?token= the client used, carried on
+    user: str | None = None  # the ?user= the client used, carried on
 
     @property
     def ws_scheme(self) -> str:
@@ -36,9 +38,10 @@ class ClientAddress:
 def _ws_url(url: str, client: ClientAddress) -> str:
     parts = urlsplit(url)
     query = parts.query
-    if client.token is not None:
-        carried = f"token={quote(client.token, safe='')}"
-        query = f"{query}&{carried}" if query else carried
+    for key, value in (("token", client.token), ("user", client.user)):
+        if value is not None:
+            carried = f"{key}={quote(value, safe='')}"
+            query = f"{query}&{carried}" if query else carried
     return urlunsplit((client.ws_scheme, client.host, parts.path, query, parts.fragment))
 
 

@@ -3,13 +3,14 @@
 ::
 
     RelayError
-    ├── AccessDenied      a request refused before any upgrade (401/403/400)
     └── UpstreamError     Chromium did not answer or refused (502/503/404)
+
+Refusals of the caller are :class:`agentenv.access.AccessDenied`.
 """
 
 from __future__ import annotations
 
-__all__ = ["AccessDenied", "RelayError", "UpstreamError"]
+__all__ = ["RelayError", "UpstreamError"]
 
 
 class RelayError(Exception):
@@ -22,12 +23,6 @@ class RelayError(Exception):
         self.message = message
         if status is not None:
             self.status = status
-
-
-class AccessDenied(RelayError):
-    """The caller may not use this door (bad token, Host or Origin)."""
-
-    status = 403
 
 
 class UpstreamError(RelayError):

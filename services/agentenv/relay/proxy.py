@@ -1,10 +1,21 @@
-"""One client WebSocket bridged to its own upstream WebSocket to Chromium.
+"""One client WebSocket bridged to its own upstream WebSocket to Chromium,
+with every command on the record.
 
-Messages move as they arrive, each way, up to the settings' size limit, with
-compression off and no ping timeout (an idle agent is never dropped). When
-Chromium goes away the client gets a close frame (1011) telling it to
-reconnect once the computer is ready again; when the client goes, its
-upstream connection is closed.
+Client to Chromium, in arrival order (a command is written upstream only
+after the one before it, so a click never overtakes typing that waits on
+its password check): each text message is parsed; ``AgentEnv.*``
+pseudo-commands are answered here; the guard may answer a command with a
+CDP error instead of sending it; typing waits on the focus check; every
+command gets an entry (:class:`~agentenv.relay.logbook.Logbook`) and is
+sent as the bytes the client sent.
+
+Chromium to client, as answers are ready: answers end their entries;
+``Target.attachedToTarget``/``detachedFromTarget`` keep the map from
+flattened sessions to tabs.
+
+When the client leaves, commands still unanswered are waited for (up to
+:data:`SETTLE_S`) so their entries and effects are settled as if answered.
+When Chromium goes away, the client gets a close frame (1011).
 """
 
 from __future__ import annotations
@@ -12,54 +23,308 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
+import orjson
 from aiohttp import WSMsgType, web
 
-from agentenv.relay.access import Identity
+from agentenv.access import Identity
+from agentenv.log.redact import redact_params
+from agentenv.relay import guard, password
+from agentenv.relay.logbook import Logbook
+from agentenv.relay.watcher import Watcher
 
-__all__ = ["BROWSER_GONE", "Connection", "bridge"]
+__all__ = ["BROWSER_GONE", "SETTLE_S", "Connection", "bridge"]
 
 log = logging.getLogger("agentenv.relay")
 
 #: The close frame a client gets when Chromium exits under it.
 BROWSER_GONE = (1011, b"Chromium exited; reconnect when /readyz says ready")
+#: How long a left client's unanswered commands are waited for.
+SETTLE_S = 10.0
+
+_AGENTENV_METHODS = ("AgentEnv.beginAction", "AgentEnv.endAction", "AgentEnv.whoami")
 
 
-@dataclass(frozen=True)
+@dataclass
+class _Pending:
+    entry: int
+    method: str
+    params: Any
+
+
+@dataclass
 class Connection:
-    """A client's relay connection: its number (from 1 per relay boot),
-    identity, and the path it asked for."""
+    """A client's relay connection: number (from 1 per relay boot), who it
+    is, an optional tag (``AgentEnv-Tag``), and the tab of a page endpoint."""
 
     number: int
     identity: Identity
     path: str
+    tag: str | None = None
+    page: str | None = None
+    sessions: dict[str, str] = field(default_factory=dict)  # sessionId -> tab
+    pending: dict[tuple[str | None, int], _Pending] = field(default_factory=dict)
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def tab_of(self, session: object, method: str, params: Any) -> str | None:
+        if isinstance(params, dict) and method.startswith("Target."):
+            target = params.get("targetId")
+            if isinstance(target, str):
+                return target
+        if isinstance(session, str):
+            return self.sessions.get(session)
+        return self.page
 
 
-async def _pump(
-    source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
-    sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
-) -> None:
-    async for msg in source:
-        if msg.type is WSMsgType.TEXT:
-            await sink.send_str(msg.data)
-        elif msg.type is WSMsgType.BINARY:
-            await sink.send_bytes(msg.data)
-        elif msg.type is WSMsgType.ERROR:
-            break
+class _Bridge:
+    def __init__(
+        self,
+        client: web.WebSocketResponse,
+        upstream: aiohttp.ClientWebSocketResponse,
+        conn: Connection,
+        logbook: Logbook,
+        watcher: Watcher,
+        downloads: str,
+    ) -> None:
+        self.client = client
+        self.upstream = upstream
+        self.conn = conn
+        self.logbook = logbook
+        self.watcher = watcher
+        self.downloads = downloads
+
+    # -- client to Chromium --------------------------------------------------
+
+    async def to_upstream(self) -> None:
+        async for msg in self.client:
+            if msg.type is WSMsgType.TEXT:
+                await self._command(msg.data)
+            elif msg.type is WSMsgType.BINARY:
+                await self.upstream.send_bytes(msg.data)
+            elif msg.type is WSMsgType.ERROR:
+                break
+
+    async def _answer(self, message: dict[str, Any]) -> None:
+        if not self.client.closed:
+            await self.client.send_str(orjson.dumps(message).decode())
+
+    async def _error(self, call: object, session: object, code: int, text: str) -> None:
+        message: dict[str, Any] = {"error": {"code": code, "message": text}}
+        if isinstance(call, int):
+            message = {"id": call, **message}
+        if isinstance(session, str):
+            message["sessionId"] = session
+        await self._answer(message)
+
+    def _invalid(self, error: str) -> None:
+        entry = self.logbook.begin_command(
+            self.conn.identity, self.conn.number, self.conn.tag, "(invalid)", None, None
+        )
+        self.logbook.end_command(entry, False, error)
+
+    async def _command(self, data: str) -> None:
+        conn = self.conn
+        try:
+            message = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            text = "malformed JSON: send one CDP command object per message"
+            self._invalid(text)
+            await self._error(None, None, -32700, text)
+            return
+        call = message.get("id") if isinstance(message, dict) else None
+        method = message.get("method") if isinstance(message, dict) else None
+        if not isinstance(call, int) or isinstance(call, bool) or not isinstance(method, str):
+            session = message.get("sessionId") if isinstance(message, dict) else None
+            text = "a CDP command needs an integer id and a method name"
+            self._invalid(text)
+            await self._error(call, session, -32600, text)
+            return
+        session = message.get("sessionId")
+        params = message.get("params")
+        if method.startswith("AgentEnv."):
+            await self._agentenv(call, session, method, params)
+            return
+        # An unknown sessionId goes on: Chromium answers it with an error, and
+        # the entry is written with no tab.
+        tab = conn.tab_of(session, method, params)
+        verdict = guard.check(method, params if isinstance(params, dict) else None, self.downloads)
+        typing = verdict is None and password.is_typing(
+            method, params if isinstance(params, dict) else None
+        )
+        typed = password.withhold_typing(method, params) if typing else None
+        entry = self.logbook.begin_command(
+            conn.identity, conn.number, conn.tag, method, params, tab, typed
+        )
+        if verdict is not None and verdict.action == "withheld":
+            self.logbook.end_command(entry, True, guard=verdict.as_entry())
+            answer: dict[str, Any] = {"id": call, "result": {}}
+            if isinstance(session, str):
+                answer["sessionId"] = session
+            await self._answer(answer)
+            return
+        if verdict is not None:
+            self.logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
+            await self._error(call, session, guard.GUARD_ERROR_CODE, verdict.message)
+            return
+        if typing:
+            focus = await self.watcher.focus(tab)
+            if focus == "no":
+                fields = self.logbook.writer.fields(entry)
+                if fields is not None:
+                    fields["params"] = _typed_params(method, params)
+            else:
+                self.logbook.typing_withheld(conn.number, conn.tag)
+        conn.pending[(session if isinstance(session, str) else None, call)] = _Pending(
+            entry, method, params
+        )
+        conn.settled.clear()
+        try:
+            await self.upstream.send_str(data)
+        except (ConnectionError, RuntimeError, aiohttp.ClientError) as exc:
+            conn.pending.pop((session if isinstance(session, str) else None, call), None)
+            self.logbook.end_command(entry, False, f"could not send to Chromium: {exc}")
+            raise
+
+    async def _agentenv(self, call: int, session: object, method: str, params: Any) -> None:
+        conn = self.conn
+        if not conn.identity.control:
+            await self._error(
+                call,
+                session,
+                -32601,
+                "AgentEnv.* commands need the control token (AGENTENV_CONTROL_TOKEN)",
+            )
+            return
+        if not isinstance(params, dict):
+            params = {}
+        try:
+            if method == "AgentEnv.beginAction":
+                result: dict[str, Any] = {"entry": self.logbook.begin_action(conn.number, params)}
+            elif method == "AgentEnv.endAction":
+                self.logbook.end_action(conn.number, params)
+                result = {}
+            elif method == "AgentEnv.whoami":
+                result = {"conn": conn.number, "user": conn.identity.user}
+            else:
+                await self._error(
+                    call,
+                    session,
+                    -32601,
+                    f"unknown {method}; the relay knows {', '.join(_AGENTENV_METHODS)}",
+                )
+                return
+        except ValueError as exc:
+            await self._error(call, session, -32602, f"{method}: {exc}")
+            return
+        await self._answer({"id": call, "result": result})
+
+    # -- Chromium to client --------------------------------------------------
+
+    async def to_client(self) -> None:
+        async for msg in self.upstream:
+            if msg.type is WSMsgType.TEXT:
+                data = msg.data
+                if data.startswith('{"method":'):
+                    if data.startswith('{"method":"Target.', 0):
+                        self._target_event(data)
+                else:
+                    self._answered(data)
+                if not self.client.closed:
+                    await self.client.send_str(data)
+            elif msg.type is WSMsgType.BINARY:
+                if not self.client.closed:
+                    await self.client.send_bytes(msg.data)
+            elif msg.type is WSMsgType.ERROR:
+                break
+            if not self.conn.pending:
+                self.conn.settled.set()
+
+    def _target_event(self, data: str) -> None:
+        if not (
+            data.startswith('{"method":"Target.attachedToTarget"')
+            or data.startswith('{"method":"Target.detachedFromTarget"')
+        ):
+            return
+        message = orjson.loads(data)
+        params = message.get("params") or {}
+        session = params.get("sessionId")
+        if not isinstance(session, str):
+            return
+        if message["method"] == "Target.detachedFromTarget":
+            self.conn.sessions.pop(session, None)
+            return
+        info = params.get("targetInfo") or {}
+        target = info.get("targetId")
+        if info.get("type") == "page" or not isinstance(message.get("sessionId"), str):
+            tab = target
+        else:  # a frame or worker inside a page: its tab is the page's
+            tab = self.conn.sessions.get(message["sessionId"], target)
+        if isinstance(tab, str):
+            self.conn.sessions[session] = tab
+
+    def _answered(self, data: str) -> None:
+        try:
+            message = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return
+        call = message.get("id")
+        session = message.get("sessionId")
+        pending = self.conn.pending.pop((session if isinstance(session, str) else None, call), None)
+        if pending is None:
+            return
+        error = message.get("error")
+        ok = error is None
+        result = message.get("result") if ok else None
+        opened = None
+        if ok and isinstance(result, dict):
+            if pending.method == "Target.createTarget":
+                opened = result.get("targetId") if isinstance(result.get("targetId"), str) else None
+            elif pending.method == "Target.attachToTarget":
+                new = result.get("sessionId")
+                target = (
+                    pending.params.get("targetId") if isinstance(pending.params, dict) else None
+                )
+                if isinstance(new, str) and isinstance(target, str):
+                    self.conn.sessions[new] = target
+        text = None
+        if not ok:
+            text = error.get("message") if isinstance(error, dict) else str(error)
+            text = str(text)
+        self.logbook.end_command(pending.entry, ok, text, opened=opened)
+
+    def end_pending(self, why: str) -> None:
+        for pending in self.conn.pending.values():
+            self.logbook.end_command(pending.entry, False, why)
+        self.conn.pending.clear()
+        self.conn.settled.set()
+
+
+def _typed_params(method: str, params: Any) -> dict[str, Any]:
+    return redact_params(method, params if isinstance(params, dict) else None)
 
 
 async def bridge(
     client: web.WebSocketResponse,
     upstream: aiohttp.ClientWebSocketResponse,
     conn: Connection,
+    logbook: Logbook,
+    watcher: Watcher,
+    downloads: str,
 ) -> None:
-    """Move messages until either side ends; then close the other."""
-    to_upstream = asyncio.create_task(_pump(client, upstream), name=f"conn{conn.number}-up")
-    to_client = asyncio.create_task(_pump(upstream, client), name=f"conn{conn.number}-down")
+    """Move messages until either side ends; settle what is in flight; close."""
+    b = _Bridge(client, upstream, conn, logbook, watcher, downloads)
+    to_upstream = asyncio.create_task(b.to_upstream(), name=f"conn{conn.number}-up")
+    to_client = asyncio.create_task(b.to_client(), name=f"conn{conn.number}-down")
     try:
         done, _ = await asyncio.wait({to_upstream, to_client}, return_when=asyncio.FIRST_COMPLETED)
+        if to_upstream in done and not to_client.done() and conn.pending:
+            # The client left: let Chromium answer what it was sent.
+            conn.settled.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(conn.settled.wait(), SETTLE_S)
     finally:
         for task in (to_upstream, to_client):
             task.cancel()
@@ -67,6 +332,13 @@ async def bridge(
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
     upstream_ended = to_client in done and not client.closed
+    if conn.pending:
+        b.end_pending(
+            "Chromium exited before answering"
+            if upstream_ended
+            else f"no answer within {SETTLE_S:.0f} s after the client left"
+        )
+    logbook.drop_owner(conn.number)
     if upstream_ended:
         code, message = BROWSER_GONE
         log.info("conn %d: Chromium closed its side; closing the client", conn.number)

@@ -23,10 +23,21 @@ from weakref import WeakSet
 import aiohttp
 from aiohttp import web
 
-from agentenv.relay import discovery
-from agentenv.relay.access import Identity, bearer_token, check_host, check_origin, identify
+from agentenv.access import (
+    AccessDenied,
+    Identity,
+    bearer_token,
+    check_host,
+    check_origin,
+    identify,
+)
+from agentenv.log.writer import LogWriter
+from agentenv.process import log_dir
+from agentenv.relay import discovery, guard
 from agentenv.relay.errors import RelayError, UpstreamError
+from agentenv.relay.logbook import Logbook
 from agentenv.relay.proxy import Connection, bridge
+from agentenv.relay.watcher import Watcher
 from agentenv.settings import Settings
 
 __all__ = ["make_app", "settings_key"]
@@ -37,6 +48,8 @@ settings_key = web.AppKey("settings", Settings)
 client_key = web.AppKey("client", aiohttp.ClientSession)
 sockets_key: web.AppKey[WeakSet[web.WebSocketResponse]] = web.AppKey("sockets")
 numbers_key: web.AppKey[itertools.count[int]] = web.AppKey("numbers")
+logbook_key = web.AppKey("logbook", Logbook)
+watcher_key = web.AppKey("watcher", Watcher)
 
 _KNOWN = (
     "/json/version, /json/list, /json, /json/protocol, /json/new?<url>, "
@@ -57,7 +70,7 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         check_host(settings, request.headers.get("Host"))
         check_origin(settings, request.headers.get("Origin"))
         return await handler(request)
-    except RelayError as exc:
+    except (RelayError, AccessDenied) as exc:
         return _error(exc.status, exc.message)
     except web.HTTPNotFound:
         return _error(404, f"no such path here; the relay serves {_KNOWN}")
@@ -79,6 +92,7 @@ def _client_address(request: web.Request) -> discovery.ClientAddress:
         host=request.headers["Host"],
         secure=forwarded == "https",
         token=request.query.get("token"),
+        user=request.query.get("user"),
     )
 
 
@@ -123,35 +137,69 @@ async def json_protocol(request: web.Request) -> web.Response:
     return await _discovery(request, "/json/protocol")
 
 
+def _http_entry(
+    request: web.Request, identity: Identity, method: str, params: dict[str, Any]
+) -> int:
+    """An entry for a discovery call that acts, logged as the command it stands for."""
+    numbers = request.app[numbers_key]
+    tab = params.get("targetId")
+    return request.app[logbook_key].begin_command(
+        identity,
+        next(numbers),
+        request.query.get("tag"),
+        method,
+        params,
+        tab if isinstance(tab, str) else None,
+    )
+
+
 async def json_new(request: web.Request) -> web.Response:
-    query = f"?{request.query_string}" if request.query_string else ""
     # Chromium accepts /json/new only as PUT; clients that still send GET work too.
-    _identity(request)
+    identity = _identity(request)
     settings = request.app[settings_key]
-    body = await _upstream_json(request, "/json/new" + query, "PUT")
+    logbook = request.app[logbook_key]
+    url = request.query_string  # /json/new?<url>, as Chromium takes it
+    params = {"url": url} if url else {}
+    entry = _http_entry(request, identity, "Target.createTarget", params)
+    verdict = guard.check_url(url)
+    if verdict is not None:
+        logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
+        raise RelayError(verdict.message, 403)
+    query = f"?{url}" if url else ""
+    try:
+        body = await _upstream_json(request, "/json/new" + query, "PUT")
+    except RelayError as exc:
+        logbook.end_command(entry, False, exc.message)
+        raise
+    opened = body.get("id") if isinstance(body, dict) else None
+    logbook.end_command(entry, True, opened=opened if isinstance(opened, str) else None)
     upstream = f"{settings.chromium_host}:{settings.chromium_port}"
     return web.json_response(discovery.rewrite(body, upstream, _client_address(request)))
 
 
-async def _json_target_op(request: web.Request, op: str) -> web.Response:
-    _identity(request)
+async def _json_target_op(request: web.Request, op: str, method: str) -> web.Response:
+    identity = _identity(request)
     settings = request.app[settings_key]
+    logbook = request.app[logbook_key]
     target = request.match_info["id"]
+    entry = _http_entry(request, identity, method, {"targetId": target})
     url = f"{settings.chromium_http}/json/{op}/{target}"
     try:
         async with request.app[client_key].get(url) as answer:
             text = await answer.text()
-            return web.Response(status=answer.status, text=text, content_type="text/plain")
     except (aiohttp.ClientError, OSError, TimeoutError):
+        logbook.end_command(entry, False, "Chromium is not answering")
         raise UpstreamError("Chromium is not answering; retry when /readyz says ready") from None
+    logbook.end_command(entry, answer.status == 200, None if answer.status == 200 else text)
+    return web.Response(status=answer.status, text=text, content_type="text/plain")
 
 
 async def json_close(request: web.Request) -> web.Response:
-    return await _json_target_op(request, "close")
+    return await _json_target_op(request, "close", "Target.closeTarget")
 
 
 async def json_activate(request: web.Request) -> web.Response:
-    return await _json_target_op(request, "activate")
+    return await _json_target_op(request, "activate", "Target.activateTarget")
 
 
 async def _upstream_ws_url(request: web.Request, kind: str, target: str) -> str:
@@ -199,7 +247,10 @@ async def devtools(request: web.Request) -> web.StreamResponse:
     except (aiohttp.ClientError, OSError, TimeoutError):
         return _error(503, "Chromium is not answering; retry when /readyz says ready")
     numbers = request.app[numbers_key]
-    conn = Connection(next(numbers), identity, request.path)
+    tag = request.headers.get("AgentEnv-Tag") or request.query.get("tag")
+    conn = Connection(
+        next(numbers), identity, request.path, tag, target if kind == "page" else None
+    )
     try:
         await client.prepare(request)
     except BaseException:
@@ -209,7 +260,14 @@ async def devtools(request: web.Request) -> web.StreamResponse:
     sockets.add(client)
     log.info("conn %d: %s opened %s", conn.number, identity.user, request.path)
     try:
-        await bridge(client, upstream, conn)
+        await bridge(
+            client,
+            upstream,
+            conn,
+            request.app[logbook_key],
+            request.app[watcher_key],
+            str(settings.downloads_dir),
+        )
     finally:
         sockets.discard(client)
         log.info("conn %d: closed", conn.number)
@@ -225,6 +283,36 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     )
     yield
     await app[client_key].close()
+
+
+async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The log writer, the watcher and the once-a-second tick."""
+    settings = app[settings_key]
+    folder, warning = log_dir(settings)
+    if warning:
+        log.warning(warning)
+    writer = LogWriter.open(folder / settings.log_file.name)
+    logbook = Logbook(writer)
+    app[logbook_key] = logbook
+    watcher = Watcher(settings, app[client_key], logbook)
+    app[watcher_key] = watcher
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                logbook.tick()
+            except Exception:
+                log.exception("log tick failed")
+
+    tasks = [asyncio.create_task(watcher.run()), asyncio.create_task(tick())]
+    log.info("writing the action log to %s (next entry %d)", writer.path, writer.next_seq)
+    yield
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    logbook.ended("stop")
+    writer.close()
 
 
 async def _close_sockets(app: web.Application) -> None:
@@ -246,6 +334,7 @@ def make_app(settings: Settings) -> web.Application:
     app[sockets_key] = WeakSet()
     app[numbers_key] = itertools.count(1)
     app.cleanup_ctx.append(_client_ctx)
+    app.cleanup_ctx.append(_log_ctx)
     app.on_shutdown.append(_close_sockets)
     app.router.add_get("/json/version", json_version)
     app.router.add_get("/json/version/", json_version)

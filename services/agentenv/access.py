@@ -1,5 +1,7 @@
 """Who is calling, and may they: tokens, ``Host`` and ``Origin`` (no I/O).
 
+Shared by the relay and the app server, which check callers the same way.
+
 - With users configured, a request needs a known token (``Authorization:
   Bearer`` or ``?token=``), else 401; ``/json/version`` alone is open, since
   clients such as Puppeteer fetch it bare and it reveals no tab or secret.
@@ -20,11 +22,11 @@ import hmac
 import ipaddress
 from dataclasses import dataclass
 
-from agentenv.relay.errors import AccessDenied
 from agentenv.settings import AGENTENV_USER, Settings
 
 __all__ = [
     "DEFAULT_USER",
+    "AccessDenied",
     "Identity",
     "bearer_token",
     "check_host",
@@ -34,6 +36,15 @@ __all__ = [
 ]
 
 DEFAULT_USER = "default"
+
+
+class AccessDenied(Exception):
+    """The caller may not use this door; ``status`` is the HTTP status (401/403/400)."""
+
+    def __init__(self, message: str, status: int = 403) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,19 @@
+"""The action log: one JSON line per action and tab event (SPEC.md section 1).
+
+Pure parts, free of I/O and unit-tested on their own:
+
+- :mod:`.marks` — which CDP methods act and which read;
+- :mod:`.redact` — secrets out of every value before it is written;
+- :mod:`.lines` — the line kinds and their encoding;
+- :mod:`.numbering` — numbers taken at begin, stalled actions, restart recovery.
+
+I/O:
+
+- :mod:`.writer` — the single writer (``O_APPEND``, one ``os.write`` a line,
+  an ``fcntl`` lock);
+- :mod:`.reader` — ``log {after, limit}`` from an incremental index of offsets.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

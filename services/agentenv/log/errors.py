@@ -1,0 +1,19 @@
+"""The log's exceptions.
+
+::
+
+    LogError
+    └── LogLocked     another writer holds the file's lock
+"""
+
+from __future__ import annotations
+
+__all__ = ["LogError", "LogLocked"]
+
+
+class LogError(Exception):
+    """Root of the log's errors."""
+
+
+class LogLocked(LogError):
+    """A second writer tried to open a log file that already has one."""

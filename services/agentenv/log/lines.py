@@ -1,0 +1,52 @@
+"""The log's line kinds and their encoding (SPEC.md section 1, "Line kinds").
+
+Every line is ``{"seq": N, "at": "<UTC ISO 8601 ms>", <kind>: {...}}`` with
+``seq`` first, so readers find a line's number without parsing it all
+(:func:`seq_of`). Kinds: ``action``, ``tab``, ``reset``, ``outcome``, ``lost``.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import orjson
+
+__all__ = ["KINDS", "Kind", "encode", "iso", "line", "seq_of"]
+
+Kind = Literal["action", "tab", "reset", "outcome", "lost"]
+KINDS: tuple[Kind, ...] = ("action", "tab", "reset", "outcome", "lost")
+
+_PREFIX = b'{"seq":'
+
+
+def iso(t: float | None = None) -> str:
+    """UTC ISO 8601 with milliseconds, e.g. ``2026-11-30T06:20:01.123Z``."""
+    moment = datetime.fromtimestamp(time.time() if t is None else t, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def line(seq: int, at: str, kind: Kind, body: dict[str, Any]) -> dict[str, Any]:
+    return {"seq": seq, "at": at, kind: body}
+
+
+def encode(entry: dict[str, Any]) -> bytes:
+    """One complete line, newline included."""
+    return orjson.dumps(entry, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def seq_of(raw: bytes) -> int | None:
+    """The ``seq`` of an encoded line, or None if it has none."""
+    if raw.startswith(_PREFIX):
+        end = raw.find(b",", len(_PREFIX))
+        try:
+            return int(raw[len(_PREFIX) : end])
+        except ValueError:
+            pass
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    seq = value.get("seq") if isinstance(value, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None

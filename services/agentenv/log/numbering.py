@@ -1,0 +1,89 @@
+"""Numbers taken when an action begins, lines written when it ends (no I/O).
+
+- :class:`Numbering` hands out numbers and tracks the actions still open, so
+  an action open longer than :data:`STALLED_S` can be written as unfinished
+  in its place (it then holds back no reader) and its ``outcome`` later.
+- :func:`recover` reads a log file's bytes after a restart: where numbering
+  carries on, a half-written last line to move aside, and the numbers taken
+  before the crash that never got a line (each then gets a ``lost`` line).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentenv.log.lines import seq_of
+
+__all__ = ["STALLED_S", "Numbering", "Open", "Recovery", "recover"]
+
+#: An action still open after this long is written as unfinished.
+STALLED_S = 60.0
+
+
+@dataclass
+class Open:
+    """An action whose number is taken and whose line is not final yet."""
+
+    seq: int
+    began: float  # monotonic seconds
+    at: str  # when it began, as written
+    fields: dict[str, Any]
+    unfinished: bool = False  # already written as unfinished
+
+
+@dataclass
+class Numbering:
+    next_seq: int = 1
+    open: dict[int, Open] = field(default_factory=dict)
+    stalled_s: float = STALLED_S
+
+    def take(self) -> int:
+        """A number for a line written at once."""
+        seq = self.next_seq
+        self.next_seq += 1
+        return seq
+
+    def begin(self, began: float, at: str, fields: dict[str, Any]) -> Open:
+        """A number for an action that has begun."""
+        entry = Open(self.take(), began, at, fields)
+        self.open[entry.seq] = entry
+        return entry
+
+    def finish(self, seq: int) -> Open | None:
+        """The action ``seq`` ended; None if it is not open (ended twice)."""
+        return self.open.pop(seq, None)
+
+    def stalled(self, now: float) -> list[Open]:
+        """Actions open longer than the limit and not yet written; marks them."""
+        found = [
+            o for o in self.open.values() if not o.unfinished and now - o.began >= self.stalled_s
+        ]
+        for o in found:
+            o.unfinished = True
+        return found
+
+
+@dataclass(frozen=True)
+class Recovery:
+    keep: int  # bytes of the file that end in a complete line
+    partial: bytes  # a half-written last line, moved to <file>.partial
+    highest: int  # the highest seq written
+    missing: list[int]  # numbers below ``highest`` without a line
+
+
+def recover(data: bytes) -> Recovery:
+    """What a restarted writer must do with a log file holding ``data``."""
+    keep = data.rfind(b"\n") + 1
+    partial = data[keep:]
+    seen: set[int] = set()
+    start = 0
+    while start < keep:
+        end = data.index(b"\n", start)
+        seq = seq_of(data[start:end])
+        if seq is not None:
+            seen.add(seq)
+        start = end + 1
+    highest = max(seen, default=0)
+    missing = [n for n in range(1, highest + 1) if n not in seen] if len(seen) < highest else []
+    return Recovery(keep, partial, highest, missing)

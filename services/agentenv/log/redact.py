@@ -1,0 +1,275 @@
+"""Secrets out of every value before it reaches the log (SPEC.md section 1).
+
+Pure functions. What goes:
+
+- URL credentials, in any string at any depth (params, args, errors): the
+  values of credential query keys (also in fragments, as OAuth's implicit
+  flow puts them) become ``REDACTED``, and so does a password in user info;
+  scheme, host, path and the keys stay.
+- Cookie values: a cookie object keeps its name, domain and flags; its value
+  becomes ``{"withheld": "cookie", "length": N}``.
+- Headers ``Authorization``, ``Cookie``, ``Set-Cookie``,
+  ``Proxy-Authorization`` and ``X-*-Token|Key|Secret``: values withheld.
+- Bodies and page content (``Fetch.fulfillRequest`` body,
+  ``Page.setDocumentContent`` html, ``Runtime.evaluate`` expressions over
+  2 KB): withheld, length kept.
+- ``Runtime.callFunctionOn`` argument strings: withheld, length kept.
+  Playwright's ``fill()`` hands the text to its injected script as an
+  argument before it types it, password fields included, and nothing at that
+  point says which field it is for.
+- Values under keys that name a secret (``password``, ``client_secret``,
+  ``*_token``, ...): withheld.
+- JWT-shaped strings lose their signature part.
+- Long strings are cut to 2,000 characters, after redaction, as
+  ``{"cut": first_2000, "length": N}``.
+
+Typed text in password fields is the relay's decision (it asks the page);
+:func:`withheld` builds the marker it writes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = [
+    "CUT_AT",
+    "EXPRESSION_LIMIT",
+    "REDACTED",
+    "credential_key",
+    "cut",
+    "redact",
+    "redact_params",
+    "redact_text",
+    "secret_header",
+    "withheld",
+]
+
+REDACTED = "REDACTED"
+CUT_AT = 2000
+EXPRESSION_LIMIT = 2048
+
+_CREDENTIAL_KEYS = frozenset(
+    k.lower()
+    for k in [
+        "token",
+        "access_token",
+        "id_token",
+        "refresh_token",
+        "key",
+        "api_key",
+        "apikey",
+        "code",
+        "code_verifier",
+        "client_secret",
+        "password",
+        "passwd",
+        "pwd",
+        "secret",
+        "session",
+        "sessionid",
+        "sid",
+        "sig",
+        "signature",
+        "auth",
+        "authorization",
+        "credential",
+        "state",
+        "SAMLRequest",
+        "SAMLResponse",
+    ]
+)
+_CREDENTIAL_PREFIXES = ("x-amz-", "x-goog-")
+_CREDENTIAL_SUFFIXES = ("_token", "_secret", "_key")
+
+# Keys of JSON objects whose values are secrets. Narrower than the URL list:
+# CDP uses ``key`` and ``code`` for keyboard keys, which are not secrets.
+_SECRET_FIELDS = frozenset(
+    [
+        "password",
+        "passwd",
+        "pwd",
+        "secret",
+        "token",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "client_secret",
+        "api_key",
+        "apikey",
+        "authorization",
+        "credential",
+        "credentials",
+        "proxy_authorization",
+        "secret_access_key",
+        "session_token",
+    ]
+)
+_SECRET_FIELD_SUFFIXES = ("_token", "_secret", "_password", "accesskey", "secretkey")
+
+_SECRET_HEADERS = frozenset({"authorization", "cookie", "set-cookie", "proxy-authorization"})
+_X_SECRET_HEADER = re.compile(r"^x-.+-(?:token|key|secret)$", re.IGNORECASE)
+
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#@\s:\"'<>]*):([^/?#@\s\"'<>]*)@")
+_QUERY_PAIR = re.compile(r"([?&;#])([^=&#?;\s\"'<>]+)=([^&#;\s\"'<>]*)")
+_JWT = re.compile(r"(eyJ[A-Za-z0-9_\-]{2,}\.eyJ[A-Za-z0-9_\-]{2,})\.[A-Za-z0-9_\-]{2,}")
+
+_COOKIE_HINTS = ("domain", "url", "path", "expires", "httpOnly", "secure", "sameSite", "size")
+
+
+def credential_key(name: str) -> bool:
+    """Whether a URL query key carries a credential (case-insensitive)."""
+    n = name.lower()
+    return (
+        n in _CREDENTIAL_KEYS
+        or n.startswith(_CREDENTIAL_PREFIXES)
+        or n.endswith(_CREDENTIAL_SUFFIXES)
+    )
+
+
+def _secret_field(name: str) -> bool:
+    n = name.lower().replace("-", "_")
+    return n in _SECRET_FIELDS or n.endswith(_SECRET_FIELD_SUFFIXES)
+
+
+def secret_header(name: str) -> bool:
+    """Whether a header's value must be withheld."""
+    return name.lower() in _SECRET_HEADERS or bool(_X_SECRET_HEADER.match(name))
+
+
+def withheld(kind: str, value: object) -> dict[str, Any]:
+    """The marker written in place of a secret: its kind and length."""
+    length = len(value) if isinstance(value, str | bytes | list | dict) else None
+    out: dict[str, Any] = {"withheld": kind}
+    if length is not None:
+        out["length"] = length
+    return out
+
+
+def _query_pair(match: re.Match[str]) -> str:
+    sep, key, _ = match.groups()
+    if credential_key(key):
+        return f"{sep}{key}={REDACTED}"
+    return match.group(0)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with URL credentials and JWT signatures replaced."""
+    if "@" in text and "://" in text:
+        text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{REDACTED}@", text)
+    if "=" in text:
+        text = _QUERY_PAIR.sub(_query_pair, text)
+    if "eyJ" in text:
+        text = _JWT.sub(lambda m: f"{m.group(1)}.{REDACTED}", text)
+    return text
+
+
+def cut(text: str) -> str | dict[str, Any]:
+    """``text``, or its first 2,000 characters with the full length."""
+    if len(text) <= CUT_AT:
+        return text
+    return {"cut": text[:CUT_AT], "length": len(text)}
+
+
+def _headers(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            k: withheld("header", v) if secret_header(str(k)) else redact(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        out = []
+        for item in value:
+            if isinstance(item, Mapping) and secret_header(str(item.get("name", ""))):
+                kept = {k: redact(v) for k, v in item.items() if k != "value"}
+                kept["value"] = withheld("header", item.get("value", ""))
+                out.append(kept)
+            else:
+                out.append(redact(item))
+        return out
+    return redact(value)
+
+
+def _is_cookie(value: Mapping[str, Any]) -> bool:
+    return "name" in value and "value" in value and any(h in value for h in _COOKIE_HINTS)
+
+
+def redact(value: Any) -> Any:
+    """A copy of a JSON value with every secret shape replaced."""
+    if isinstance(value, str):
+        return cut(redact_text(value))
+    if isinstance(value, Mapping):
+        cookie = _is_cookie(value)
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if cookie and key == "value":
+                out[key] = withheld("cookie", item)
+            elif key.lower().endswith("headers"):
+                out[key] = _headers(item)
+            elif _secret_field(key) and item not in (None, "", True, False):
+                out[key] = withheld("secret", item)
+            else:
+                out[key] = redact(item)
+        return out
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value
+
+
+def _withhold_field(field: str, limit: int = 0) -> Callable[[dict[str, Any]], None]:
+    def rule(params: dict[str, Any]) -> None:
+        body = params.get(field)
+        if isinstance(body, str) and len(body) > limit:
+            params[field] = withheld("body", body)
+
+    return rule
+
+
+def _strings_withheld(value: Any) -> Any:
+    if isinstance(value, str):
+        return withheld("argument", value)
+    if isinstance(value, Mapping):
+        return {k: _strings_withheld(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strings_withheld(v) for v in value]
+    return value
+
+
+def _call_arguments(params: dict[str, Any]) -> None:
+    arguments = params.get("arguments")
+    if isinstance(arguments, list):
+        params["arguments"] = {
+            "withheld": "arguments",
+            "values": [
+                {k: _strings_withheld(v) if k == "value" else v for k, v in a.items()}
+                if isinstance(a, Mapping)
+                else _strings_withheld(a)
+                for a in arguments
+            ],
+        }
+
+
+#: Method-specific rules, applied before the generic walk.
+_METHOD_RULES: dict[str, Callable[[dict[str, Any]], None]] = {
+    "Fetch.fulfillRequest": _withhold_field("body"),
+    "Page.setDocumentContent": _withhold_field("html"),
+    "Runtime.evaluate": _withhold_field("expression", EXPRESSION_LIMIT),
+    "Runtime.callFunctionOn": _call_arguments,
+}
+
+
+def redact_params(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A CDP command's params as the log keeps them."""
+    if not params:
+        return {}
+    rule = _METHOD_RULES.get(method)
+    if rule is None:
+        out: dict[str, Any] = redact(params)
+        return out
+    copy = dict(params)
+    rule(copy)
+    markers = {k: v for k, v in copy.items() if isinstance(v, dict) and "withheld" in v}
+    rest = redact({k: v for k, v in copy.items() if k not in markers})
+    rest.update(markers)
+    return {k: rest[k] for k in params}

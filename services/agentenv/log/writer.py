@@ -1,0 +1,161 @@
+"""The action log's single writer.
+
+- Opens the file ``O_WRONLY | O_APPEND`` and holds an ``fcntl`` lock on it: a
+  second writer gets :class:`~agentenv.log.errors.LogLocked`.
+- On open, recovers from a crash (:func:`~agentenv.log.numbering.recover`):
+  a half-written last line is moved to ``<file>.partial`` and cut off,
+  numbering carries on after the highest ``seq``, and each number taken and
+  never written gets a ``lost`` line.
+- Each line is written with one ``os.write`` of the complete line, no
+  user-space buffering, so a crash can tear at most the line being written.
+- :meth:`LogWriter.check_stalled` (called about once a second) writes actions
+  open past the limit as unfinished; their end then writes an ``outcome``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentenv.log.errors import LogError, LogLocked
+from agentenv.log.lines import Kind, encode, iso, line
+from agentenv.log.numbering import STALLED_S, Numbering, recover
+
+__all__ = ["LogWriter"]
+
+log = logging.getLogger("agentenv.log")
+
+
+class LogWriter:
+    def __init__(
+        self,
+        path: Path,
+        fd: int,
+        numbering: Numbering,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = path
+        self._fd = fd
+        self._numbering = numbering
+        self._clock = clock
+        self._monotonic = monotonic
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        *,
+        stalled_s: float = STALLED_S,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> LogWriter:
+        """Open ``path`` as its only writer, recovering from a crash."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogLocked(
+                f"another writer holds {path}: only one relay may write a computer's "
+                "log; stop the other one, or give this one its own AGENTENV_NAME"
+            ) from None
+        try:
+            writer = cls(path, fd, Numbering(stalled_s=stalled_s), clock, monotonic)
+            writer._recover()
+        except BaseException:
+            os.close(fd)
+            raise
+        return writer
+
+    def _recover(self) -> None:
+        data = self.path.read_bytes()
+        found = recover(data)
+        if found.partial:
+            with open(f"{self.path}.partial", "ab") as aside:
+                aside.write(found.partial + b"\n")
+            os.ftruncate(self._fd, found.keep)
+            log.warning(
+                "moved a half-written last line (%d bytes) to %s.partial",
+                len(found.partial),
+                self.path,
+            )
+        self._numbering.next_seq = found.highest + 1
+        at = iso(self._clock())
+        for seq in found.missing:
+            self._write(line(seq, at, "lost", {"entry": seq}))
+        if found.missing:
+            log.warning("wrote %d lost lines for numbers never written", len(found.missing))
+
+    @property
+    def next_seq(self) -> int:
+        return self._numbering.next_seq
+
+    @property
+    def open_count(self) -> int:
+        return len(self._numbering.open)
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        data = encode(entry)
+        try:
+            written = os.write(self._fd, data)
+            while written < len(data):  # only on a full disk or a signal
+                written += os.write(self._fd, data[written:])
+        except OSError as exc:
+            raise LogError(f"cannot write {self.path}: {exc.strerror}") from exc
+
+    def begin(self, fields: dict[str, Any]) -> int:
+        """Take a number for an action that begins now; its line comes at :meth:`end`.
+
+        ``fields`` stays the writer's: later changes to it are written too.
+        """
+        return self._numbering.begin(self._monotonic(), iso(self._clock()), fields).seq
+
+    def fields(self, seq: int) -> dict[str, Any] | None:
+        """The fields of an open action, to add what becomes known later."""
+        entry = self._numbering.open.get(seq)
+        return entry.fields if entry else None
+
+    def end(self, seq: int, ok: bool, error: str | None = None, **more: Any) -> None:
+        """Write the action ``seq`` (or its ``outcome`` if written unfinished)."""
+        entry = self._numbering.finish(seq)
+        if entry is None:
+            log.warning("entry %d ended twice or was never begun", seq)
+            return
+        if entry.unfinished:
+            body: dict[str, Any] = {"entry": seq, "ok": ok}
+            if error is not None:
+                body["error"] = error
+            self._write(line(self._numbering.take(), iso(self._clock()), "outcome", body))
+            return
+        fields = entry.fields
+        fields.update(more)
+        fields["ok"] = ok
+        if error is not None:
+            fields["error"] = error
+        self._write(line(seq, entry.at, "action", fields))
+
+    def record(self, kind: Kind, body: dict[str, Any]) -> int:
+        """Take a number and write a line at once (tab events, resets)."""
+        seq = self._numbering.take()
+        self._write(line(seq, iso(self._clock()), kind, body))
+        return seq
+
+    def check_stalled(self) -> int:
+        """Write actions open past the limit as unfinished; how many."""
+        found = self._numbering.stalled(self._monotonic())
+        for entry in found:
+            fields = dict(entry.fields, ok=None, unfinished=True)
+            self._write(line(entry.seq, entry.at, "action", fields))
+        return len(found)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

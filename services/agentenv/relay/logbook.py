@@ -1,0 +1,309 @@
+"""What the relay writes to the action log, for every path in.
+
+:class:`Logbook` holds the relay's one :class:`~agentenv.log.writer.LogWriter`,
+the tab book (:class:`~agentenv.relay.tabs.Causes`) and the actions reported
+with ``AgentEnv.beginAction`` that are still open. Connections call it as
+their commands begin and end; the watcher calls it as Chromium reports tab
+events. No socket I/O here: only the log file.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentenv.access import Identity
+from agentenv.log.marks import ACTING, acts
+from agentenv.log.redact import redact, redact_params, redact_text, withheld
+from agentenv.log.writer import LogWriter
+from agentenv.relay.tabs import TAB_METHODS, Causes, Command
+
+__all__ = ["Action", "Logbook", "Scope"]
+
+log = logging.getLogger("agentenv.relay")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The relay connections whose commands belong to an open action."""
+
+    conns: frozenset[int] = frozenset()
+    tags: frozenset[str] = frozenset()
+
+    def covers(self, conn: int, tag: str | None) -> bool:
+        return conn in self.conns or (tag is not None and tag in self.tags)
+
+
+@dataclass
+class Action:
+    """An action reported by ``AgentEnv.beginAction``, open until its end."""
+
+    entry: int
+    via: str
+    who: str
+    owner: int  # the reporting connection
+    scope: Scope
+    tab: str | None = None
+    #: Arg paths holding typed text, and their values until every check clears.
+    typed: dict[str, Any] = field(default_factory=dict)
+    cleared: bool = True
+
+
+@dataclass
+class Logbook:
+    writer: LogWriter
+    causes: Causes = field(default_factory=Causes)
+    actions: dict[int, Action] = field(default_factory=dict)
+    monotonic: Callable[[], float] = time.monotonic
+
+    # -- CDP commands --------------------------------------------------------
+
+    def within(self, conn: int, tag: str | None) -> Action | None:
+        """The latest open action whose scope covers this connection."""
+        found = None
+        for action in self.actions.values():
+            if action.scope.covers(conn, tag):
+                found = action
+        return found
+
+    def begin_command(
+        self,
+        identity: Identity,
+        conn: int,
+        tag: str | None,
+        method: str,
+        params: Mapping[str, Any] | None,
+        tab: str | None,
+        typed: dict[str, Any] | None = None,
+    ) -> int:
+        """Take an entry for a CDP command about to be sent.
+
+        ``typed`` replaces the params of a typing command the password check
+        did not clear (withheld text).
+        """
+        mark = acts(method)
+        fields: dict[str, Any] = {
+            "via": "cdp",
+            "who": identity.user,
+            "conn": conn,
+            "method": method,
+            "acts": mark,
+        }
+        if method == "Target.createTarget":
+            tab = None  # it takes the tab it opens, once answered
+        if tab is not None:
+            fields["tab"] = tab
+            url = self.causes.url(tab)
+            if url is not None:
+                fields["url"] = redact_text(url)
+        if mark == ACTING:
+            fields["params"] = typed if typed is not None else redact_params(method, params)
+        action = self.within(conn, tag)
+        if action is not None:
+            fields["within"] = action.entry
+        entry = self.writer.begin(fields)
+        if mark == ACTING:
+            self.causes.acting(tab, entry)
+        if method in TAB_METHODS:
+            target = tab
+            if method == "Target.closeTarget" and params:
+                target = params.get("targetId") if isinstance(params.get("targetId"), str) else tab
+            self.causes.sent(Command(entry, method, target, self._by(entry, identity, action)))
+        return entry
+
+    def _by(self, entry: int, identity: Identity, action: Action | None) -> dict[str, Any]:
+        if action is not None and action.via == "agentenv":
+            return {"kind": "agentenv"}
+        by: dict[str, Any] = {"kind": "command", "entry": entry, "via": "cdp", "who": identity.user}
+        if action is not None:
+            by["within"] = action.entry
+        return by
+
+    def end_command(
+        self,
+        entry: int,
+        ok: bool,
+        error: str | None = None,
+        guard: dict[str, str] | None = None,
+        opened: str | None = None,
+    ) -> None:
+        """Write a command's entry; ``opened`` is the tab a createTarget opened."""
+        more: dict[str, Any] = {}
+        if guard is not None:
+            more["guard"] = guard
+        if opened is not None:
+            fields = self.writer.fields(entry)
+            if fields is not None:
+                fields["tab"] = opened
+                url = self.causes.url(opened)
+                if url is not None:
+                    fields["url"] = redact_text(url)
+        self.writer.end(entry, ok, redact_text(error)[:2000] if error else None, **more)
+        self._write_tabs(self.causes.answered(entry, ok, opened, self.monotonic()))
+
+    # -- actions reported by the app server and the recorder -----------------
+
+    def begin_action(self, owner: int, params: Mapping[str, Any]) -> int:
+        """``AgentEnv.beginAction``; raises ValueError on malformed params."""
+        via = params.get("via")
+        if via not in ("mcp", "agentenv"):
+            raise ValueError("via must be 'mcp' or 'agentenv'")
+        who = params.get("who")
+        if not isinstance(who, str) or not who:
+            raise ValueError("who must be a non-empty string")
+        op = params.get("op")
+        tool = params.get("tool")
+        if not isinstance(op, str) and not isinstance(tool, str):
+            raise ValueError("op or tool must be given")
+        mark = params.get("acts", ACTING)
+        if mark not in ("acting", "reading"):
+            raise ValueError("acts must be 'acting' or 'reading'")
+        scope = _scope(params.get("scope"))
+        tab = params.get("tab")
+        if tab is not None and not isinstance(tab, str):
+            raise ValueError("tab must be a target id")
+        fields: dict[str, Any] = {"via": via, "who": who}
+        for key in ("tool", "call", "op"):
+            value = params.get(key)
+            if value is not None:
+                if not isinstance(value, str):
+                    raise ValueError(f"{key} must be a string")
+                fields[key] = value
+        fields["acts"] = mark
+        if tab is not None:
+            fields["tab"] = tab
+            url = self.causes.url(tab)
+            if url is not None:
+                fields["url"] = redact_text(url)
+        typed: dict[str, Any] = {}
+        if mark == ACTING and params.get("args") is not None:
+            args = redact(params["args"])
+            typing = params.get("typing") or []
+            if not isinstance(typing, list) or not all(isinstance(p, str) for p in typing):
+                raise ValueError("typing must be a list of argument paths like 'text'")
+            for path in typing:
+                typed.update(withhold_path(args, path))
+            fields["args"] = args
+        entry = self.writer.begin(fields)
+        self.actions[entry] = Action(entry, via, who, owner, scope, tab, typed)
+        if mark == ACTING:
+            self.causes.acting(tab, entry)
+        return entry
+
+    def end_action(self, owner: int, params: Mapping[str, Any]) -> None:
+        """``AgentEnv.endAction``; raises ValueError on malformed params."""
+        entry = params.get("entry")
+        if not isinstance(entry, int) or entry not in self.actions:
+            raise ValueError("entry is not an open action (was the relay restarted?)")
+        if self.actions[entry].owner != owner:
+            raise ValueError("entry was begun by another connection")
+        ok = params.get("ok")
+        if not isinstance(ok, bool):
+            raise ValueError("ok must be true or false")
+        error = params.get("error")
+        action = self.actions.pop(entry)
+        if action.typed and action.cleared:
+            fields = self.writer.fields(entry)
+            if fields is not None and "args" in fields:
+                restore_paths(fields["args"], action.typed)
+        message = redact_text(str(error))[:2000] if error is not None else None
+        self.writer.end(entry, ok, message)
+
+    def typing_withheld(self, conn: int, tag: str | None) -> None:
+        """A typing command within an action was withheld: so is the action's text."""
+        action = self.within(conn, tag)
+        if action is not None:
+            action.cleared = False
+
+    def drop_owner(self, owner: int) -> None:
+        """A reporting connection left: end its open actions."""
+        for entry in [e for e, a in self.actions.items() if a.owner == owner]:
+            del self.actions[entry]
+            self.writer.end(entry, False, "the reporting program disconnected before the end")
+
+    # -- Chromium's tab events ----------------------------------------------
+
+    def _write_tabs(self, events: list[dict[str, Any]]) -> None:
+        for event in events:
+            event = dict(event, url=redact_text(event.get("url") or ""))
+            self.writer.record("tab", event)
+
+    def created(self, tab: str, url: str, opener: str | None) -> None:
+        self._write_tabs(self.causes.created(tab, url, opener, self.monotonic()))
+
+    def navigated(self, tab: str, url: str) -> None:
+        self._write_tabs(self.causes.navigated(tab, url, self.monotonic()))
+
+    def destroyed(self, tab: str) -> None:
+        self._write_tabs(self.causes.destroyed(tab, self.monotonic()))
+
+    def ended(self, kind: str) -> None:
+        self._write_tabs(self.causes.ended(kind))
+
+    def tick(self) -> None:
+        """Once a second: release held tab events, write stalled actions."""
+        self._write_tabs(self.causes.tick(self.monotonic()))
+        self.writer.check_stalled()
+
+    def reset(self, reason: str) -> int:
+        return self.writer.record("reset", {"reason": reason})
+
+
+def withhold_path(args: Any, path: str) -> dict[str, Any]:
+    """Replace the typed text at ``path`` (``text``, ``fields.*.value``) with a
+    withheld marker; returns the concrete paths and the values taken."""
+    taken: dict[str, Any] = {}
+
+    def walk(node: Any, parts: list[str], here: str) -> None:
+        if not parts:
+            return
+        head, rest = parts[0], parts[1:]
+        if head == "*" and isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, rest, f"{here}.{i}" if here else str(i))
+            return
+        if isinstance(node, dict) and head in node:
+            where = f"{here}.{head}" if here else head
+            if rest:
+                walk(node[head], rest, where)
+            else:
+                taken[where] = node[head]
+                node[head] = withheld("password", node[head])
+
+    walk(args, path.split("."), "")
+    return taken
+
+
+def restore_paths(args: Any, taken: Mapping[str, Any]) -> None:
+    """Put back values taken by :func:`withhold_path` (every check cleared)."""
+    for where, value in taken.items():
+        node = args
+        parts = where.split(".")
+        for part in parts[:-1]:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        last = parts[-1]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+
+def _scope(value: object) -> Scope:
+    if value is None:
+        return Scope()
+    items = value if isinstance(value, list) else [value]
+    conns: set[int] = set()
+    tags: set[str] = set()
+    for item in items:
+        if isinstance(item, bool):
+            raise ValueError("scope items are connection numbers or tags")
+        if isinstance(item, int):
+            conns.add(item)
+        elif isinstance(item, str) and item:
+            tags.add(item)
+        else:
+            raise ValueError("scope items are connection numbers or tags")
+    return Scope(frozenset(conns), frozenset(tags))

@@ -1,0 +1,272 @@
+"""Tabs and what caused their events (SPEC.md section 1, "Tab events"). No I/O.
+
+:class:`Causes` is told about commands that may open, navigate or close tabs
+(as they are sent and answered), about acting entries (the latest on each
+tab), and about what Chromium reports (a target created, a main-frame
+navigation, a target destroyed). It answers with the tab events to write,
+each with its cause:
+
+- the command that asked for it (``Target.createTarget`` opens, and claims
+  the new tab's first navigation unless a navigation command claims it;
+  ``Page.navigate`` navigates; ``Page.reload`` and
+  ``Page.navigateToHistoryEntry`` navigate but credit only once answered
+  without error; ``Target.closeTarget`` and ``Page.close`` close);
+- ``agentenv`` when that command ran for the computer's own op;
+- else ``page``, after the latest acting entry on the tab, or on its opener
+  for a popup.
+
+An event that may belong to a command still in flight is held until the
+command is answered (or :data:`HOLD_S` passes). A command answered keeps
+its claim open for :data:`CLAIM_WINDOW_S`, since Chromium reports the
+navigation on another connection, in either order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CLAIM_WINDOW_S", "HOLD_S", "TAB_METHODS", "Causes", "Command", "Tab"]
+
+HOLD_S = 5.0
+CLAIM_WINDOW_S = 5.0
+
+_OPENS = frozenset({"Target.createTarget"})
+_NAVIGATES = frozenset({"Page.navigate"})
+_MOVES = frozenset({"Page.reload", "Page.navigateToHistoryEntry"})
+_CLOSES = frozenset({"Target.closeTarget", "Page.close"})
+
+#: Methods whose commands may cause tab events.
+TAB_METHODS = _OPENS | _NAVIGATES | _MOVES | _CLOSES
+
+Event = dict[str, Any]
+
+
+@dataclass
+class Tab:
+    id: str
+    url: str
+    opener: str | None = None
+    last_acting: int | None = None
+    navigated_once: bool = False
+    #: A tab the page opened (a popup): its opened event's ``after``, which
+    #: its first navigation shares (the click that opened it, not the
+    #: client's set-up of the new tab).
+    opened_after: int | None = None
+    popup: bool = False
+
+
+@dataclass
+class Command:
+    entry: int
+    method: str
+    tab: str | None  # the tab it acts on; for an open, the tab it opened (once known)
+    by: dict[str, Any]
+    answered_at: float | None = None
+    ok: bool | None = None
+    claimed: bool = False  # credited its event
+    claimed_navigation: bool = False  # an open: credited the new tab's first navigation
+
+
+@dataclass
+class _Held:
+    event: Event
+    until: float
+    kind: str  # "opened" | "navigated"
+
+
+@dataclass
+class Causes:
+    tabs: dict[str, Tab] = field(default_factory=dict)
+    commands: dict[int, Command] = field(default_factory=dict)
+    held: list[_Held] = field(default_factory=list)
+
+    # -- what agents did -------------------------------------------------
+
+    def sent(self, command: Command) -> None:
+        if command.method in TAB_METHODS:
+            self.commands[command.entry] = command
+
+    def acting(self, tab: str | None, entry: int) -> None:
+        if tab is not None and tab in self.tabs:
+            self.tabs[tab].last_acting = entry
+
+    def answered(self, entry: int, ok: bool, opened: str | None, now: float) -> list[Event]:
+        """Command ``entry`` was answered; ``opened`` is a created target's id."""
+        command = self.commands.get(entry)
+        if command is None:
+            return []
+        command.answered_at = now
+        command.ok = ok
+        if opened is not None:
+            command.tab = opened
+        if not ok and command.method in _MOVES:
+            command.claimed = True  # nowhere to go, or failed: credits nothing
+        return self._release(now, force=False)
+
+    # -- what Chromium reported ------------------------------------------
+
+    def known(self, tab: str, url: str, opener: str | None = None) -> None:
+        """A tab that existed before the relay started watching (no event)."""
+        self.tabs.setdefault(tab, Tab(tab, url, opener))
+
+    def created(self, tab: str, url: str, opener: str | None, now: float) -> list[Event]:
+        self.tabs[tab] = Tab(tab, url, opener)
+        event: Event = {"event": "opened", "id": tab, "url": url}
+        return self._settle(event, "opened", now)
+
+    def navigated(self, tab: str, url: str, now: float) -> list[Event]:
+        info = self.tabs.setdefault(tab, Tab(tab, url))
+        info.url = url
+        event: Event = {"event": "navigated", "id": tab, "url": url}
+        return self._settle(event, "navigated", now)
+
+    def url_changed(self, tab: str, url: str) -> None:
+        if tab in self.tabs:
+            self.tabs[tab].url = url
+
+    def destroyed(self, tab: str, now: float) -> list[Event]:
+        out = self._release(now, force=True, tab=tab)
+        info = self.tabs.pop(tab, None)
+        event: Event = {"event": "closed", "id": tab, "url": info.url if info else ""}
+        command = self._claim_close(tab, now)
+        event["by"] = command.by if command else self._page(info)
+        return [*out, event]
+
+    def ended(self, kind: str) -> list[Event]:
+        """Chromium exited (``exit``) or the computer stops (``stop``): every tab closes."""
+        out = [h.event | {"by": self._fallback(h)} for h in self.held]
+        self.held.clear()
+        out += [
+            {"event": "closed", "id": t.id, "url": t.url, "by": {"kind": kind}}
+            for t in self.tabs.values()
+        ]
+        self.tabs.clear()
+        self.commands.clear()
+        return out
+
+    def tick(self, now: float) -> list[Event]:
+        """Release held events past their deadline; forget stale commands."""
+        out = self._release(now, force=False)
+        stale = [
+            e
+            for e, c in self.commands.items()
+            if c.answered_at is not None and now - c.answered_at > CLAIM_WINDOW_S
+        ]
+        for e in stale:
+            del self.commands[e]
+        return out
+
+    def url(self, tab: str | None) -> str | None:
+        info = self.tabs.get(tab) if tab is not None else None
+        return info.url if info else None
+
+    # -- matching ----------------------------------------------------------
+
+    def _live(self, command: Command, now: float) -> bool:
+        return command.answered_at is None or now - command.answered_at <= CLAIM_WINDOW_S
+
+    def _settle(self, event: Event, kind: str, now: float) -> list[Event]:
+        tab = event["id"]
+        if any(h.event["id"] == tab for h in self.held):
+            self.held.append(_Held(event, now + HOLD_S, kind))  # keep the tab's order
+            return []
+        by = self._match(event, kind, now, final=False)
+        if by is None:
+            self.held.append(_Held(event, now + HOLD_S, kind))
+            return []
+        return [event | {"by": by}]
+
+    def _release(self, now: float, force: bool, tab: str | None = None) -> list[Event]:
+        out: list[Event] = []
+        still: list[_Held] = []
+        blocked: set[str] = set()
+        for h in self.held:
+            t = h.event["id"]
+            if t in blocked:
+                still.append(h)
+                continue
+            final = now >= h.until or (force and (tab is None or t == tab))
+            by = self._match(h.event, h.kind, now, final=final)
+            if by is None:
+                still.append(h)
+                blocked.add(t)
+            else:
+                out.append(h.event | {"by": by})
+        self.held = still
+        return out
+
+    def _match(self, event: Event, kind: str, now: float, final: bool) -> dict[str, Any] | None:
+        """The cause, or None to hold the event (only when not ``final``)."""
+        tab = event["id"]
+        info = self.tabs.get(tab)
+        live = [c for c in self.commands.values() if not c.claimed and self._live(c, now)]
+        if kind == "opened":
+            for c in live:
+                if c.method in _OPENS and c.tab == tab:
+                    c.claimed = True
+                    return c.by
+            if not final and any(c.method in _OPENS and c.answered_at is None for c in live):
+                return None
+            by = self._page(info, opener=True)
+            if info is not None:
+                info.popup = True
+                info.opened_after = by["after"]
+            return by
+        for c in live:
+            if c.tab == tab and c.method in _NAVIGATES:
+                c.claimed = True
+                self._first_navigation(tab)
+                return c.by
+        for c in live:
+            if c.tab == tab and c.method in _MOVES:
+                if c.answered_at is None:
+                    if not final:
+                        return None
+                    continue
+                c.claimed = True
+                self._first_navigation(tab)
+                return c.by
+        if info is not None and not info.navigated_once:
+            for c in self.commands.values():
+                if c.method in _OPENS and c.tab == tab and not c.claimed_navigation:
+                    c.claimed_navigation = True
+                    info.navigated_once = True
+                    return c.by
+        if (
+            not final
+            and any(c.method in _OPENS and c.answered_at is None for c in live)
+            and info is not None
+            and not info.navigated_once
+        ):
+            return None
+        if info is not None and info.popup and not info.navigated_once:
+            self._first_navigation(tab)
+            return {"kind": "page", "after": info.opened_after}
+        self._first_navigation(tab)
+        return self._page(info, opener=info is not None and info.last_acting is None)
+
+    def _first_navigation(self, tab: str) -> None:
+        info = self.tabs.get(tab)
+        if info is not None:
+            info.navigated_once = True
+            for c in self.commands.values():
+                if c.method in _OPENS and c.tab == tab:
+                    c.claimed_navigation = True
+
+    def _claim_close(self, tab: str, now: float) -> Command | None:
+        for c in self.commands.values():
+            if not c.claimed and c.method in _CLOSES and c.tab == tab and self._live(c, now):
+                c.claimed = True
+                return c
+        return None
+
+    def _page(self, info: Tab | None, opener: bool = False) -> dict[str, Any]:
+        after = info.last_acting if info else None
+        if after is None and opener and info is not None and info.opener:
+            parent = self.tabs.get(info.opener)
+            after = parent.last_acting if parent else None
+        return {"kind": "page", "after": after}
+
+    def _fallback(self, held: _Held) -> dict[str, Any]:
+        return self._page(self.tabs.get(held.event["id"]), opener=True)

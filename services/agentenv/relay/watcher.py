@@ -1,0 +1,224 @@
+"""The relay's own connection to Chromium: tab events and password checks.
+
+It watches targets (``Target.setDiscoverTargets``) and reports page targets
+opened, navigated (a URL change, same-document moves included) and closed to
+the :class:`~agentenv.relay.logbook.Logbook`. It runs the focus check before
+typing (:mod:`agentenv.relay.password`) in a session of its own, attached on
+first need, so its commands have their own id space and their answers never
+reach a client. It enables no domain in pages, so agents see the browser
+exactly as they would without it.
+
+When Chromium exits, every tab is written as closed ``by: exit``, and the
+watcher reconnects as soon as Chromium answers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from typing import Any
+
+import aiohttp
+import orjson
+
+from agentenv.relay.logbook import Logbook
+from agentenv.relay.password import CHECK_TIMEOUT_S, FOCUS_CHECK, Focus, verdict
+from agentenv.settings import Settings
+
+__all__ = ["Watcher"]
+
+log = logging.getLogger("agentenv.relay.watcher")
+
+
+class WatcherError(Exception):
+    pass
+
+
+class Watcher:
+    def __init__(self, settings: Settings, http: aiohttp.ClientSession, logbook: Logbook) -> None:
+        self.settings = settings
+        self.http = http
+        self.logbook = logbook
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._ids = itertools.count(1)
+        self._calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._sessions: dict[str, str] = {}  # tab -> our session
+        self._attaching: dict[str, asyncio.Task[str | None]] = {}
+        self._initial = True
+        self._saw_exit = False
+        self.connected = asyncio.Event()
+
+    async def run(self) -> None:
+        """Watch until cancelled, reconnecting after Chromium restarts."""
+        delay = 0.2
+        while True:
+            try:
+                await self._watch()
+                delay = 0.2
+            except (aiohttp.ClientError, OSError, WatcherError, TimeoutError) as exc:
+                log.debug("watcher: Chromium not reachable (%s)", exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    async def _browser_url(self) -> str:
+        url = f"{self.settings.chromium_http}/json/version"
+        timeout = aiohttp.ClientTimeout(total=self.settings.upstream_timeout_s)
+        async with self.http.get(url, timeout=timeout) as answer:
+            body = await answer.json(content_type=None)
+        ws = body.get("webSocketDebuggerUrl") if isinstance(body, dict) else None
+        if not isinstance(ws, str):
+            raise WatcherError("no webSocketDebuggerUrl")
+        return ws
+
+    async def _watch(self) -> None:
+        url = await self._browser_url()
+        async with self.http.ws_connect(
+            url, max_msg_size=self.settings.max_message_bytes, compress=0, heartbeat=None
+        ) as ws:
+            self._ws = ws
+            self._initial = not self._saw_exit
+            reader = asyncio.create_task(self._read(ws))
+            try:
+                await self._call("Target.setDiscoverTargets", {"discover": True}, deadline_s=10)
+                self._initial = False
+                downloads = str(self.settings.downloads_dir)
+                await self._call(
+                    "Browser.setDownloadBehavior",
+                    {"behavior": "allow", "downloadPath": downloads},
+                    deadline_s=10,
+                )
+                self.connected.set()
+                await reader
+            finally:
+                reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reader
+                self.connected.clear()
+                self._ws = None
+                self._fail_calls("Chromium went away")
+                self._sessions.clear()
+                for task in self._attaching.values():
+                    task.cancel()
+                self._attaching.clear()
+        # The browser connection ended: Chromium exited (or is restarting).
+        self._saw_exit = True
+        self.logbook.ended("exit")
+        log.warning("Chromium's connection ended; tabs written as closed by exit")
+
+    async def _read(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        async for msg in ws:
+            if msg.type is not aiohttp.WSMsgType.TEXT:
+                continue
+            try:
+                message = orjson.loads(msg.data)
+                self._dispatch(message)
+            except Exception:  # one bad event must not stop the watcher
+                log.exception("watcher: could not handle a message")
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        call = message.get("id")
+        if isinstance(call, int):
+            future = self._calls.pop(call, None)
+            if future is not None and not future.done():
+                future.set_result(message)
+            return
+        method = message.get("method")
+        params = message.get("params") or {}
+        if method == "Target.targetCreated":
+            info = params.get("targetInfo", {})
+            if info.get("type") == "page":
+                tab, url = info["targetId"], info.get("url", "")
+                if self._initial:
+                    self.logbook.causes.known(tab, url, info.get("openerId"))
+                else:
+                    self.logbook.created(tab, url, info.get("openerId"))
+        elif method == "Target.targetInfoChanged":
+            info = params.get("targetInfo", {})
+            if info.get("type") == "page":
+                tab, url = info["targetId"], info.get("url", "")
+                known = self.logbook.causes.url(tab)
+                if known is None:
+                    self.logbook.causes.known(tab, url, info.get("openerId"))
+                elif url != known:
+                    self.logbook.navigated(tab, url)
+        elif method == "Target.targetDestroyed":
+            tab = params.get("targetId")
+            if isinstance(tab, str):
+                self._sessions.pop(tab, None)
+                if self.logbook.causes.url(tab) is not None:
+                    self.logbook.destroyed(tab)
+        elif method == "Target.detachedFromTarget":
+            session = params.get("sessionId")
+            for tab, ours in list(self._sessions.items()):
+                if ours == session:
+                    del self._sessions[tab]
+
+    def _fail_calls(self, why: str) -> None:
+        for future in self._calls.values():
+            if not future.done():
+                future.set_exception(WatcherError(why))
+        self._calls.clear()
+
+    async def _call(
+        self,
+        method: str,
+        params: dict[str, Any],
+        session: str | None = None,
+        deadline_s: float = 5.0,
+    ) -> dict[str, Any]:
+        ws = self._ws
+        if ws is None or ws.closed:
+            raise WatcherError("not connected to Chromium")
+        call = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._calls[call] = future
+        message: dict[str, Any] = {"id": call, "method": method, "params": params}
+        if session is not None:
+            message["sessionId"] = session
+        try:
+            await ws.send_str(orjson.dumps(message).decode())
+            return await asyncio.wait_for(future, deadline_s)
+        finally:
+            self._calls.pop(call, None)
+
+    async def _attach(self, tab: str) -> str | None:
+        answer = await self._call(
+            "Target.attachToTarget", {"targetId": tab, "flatten": True}, deadline_s=CHECK_TIMEOUT_S
+        )
+        session = answer.get("result", {}).get("sessionId")
+        if isinstance(session, str):
+            self._sessions[tab] = session
+            return session
+        return None
+
+    async def _session(self, tab: str) -> str | None:
+        session = self._sessions.get(tab)
+        if session is not None:
+            return session
+        task = self._attaching.get(tab)
+        if task is None:
+            task = asyncio.create_task(self._attach(tab))
+            self._attaching[tab] = task
+            task.add_done_callback(lambda _t: self._attaching.pop(tab, None))
+        return await asyncio.shield(task)
+
+    async def focus(self, tab: str | None) -> Focus:
+        """Whether focus in ``tab`` is in a password field; undecided on any doubt."""
+        if tab is None:
+            return "undecided"
+        try:
+            async with asyncio.timeout(CHECK_TIMEOUT_S):
+                session = await self._session(tab)
+                if session is None:
+                    return "undecided"
+                answer = await self._call(
+                    "Runtime.evaluate",
+                    {"expression": FOCUS_CHECK, "returnByValue": True, "silent": True},
+                    session=session,
+                    deadline_s=CHECK_TIMEOUT_S,
+                )
+        except (WatcherError, TimeoutError, aiohttp.ClientError, OSError):
+            return "undecided"
+        return verdict(answer)

@@ -1,0 +1,171 @@
+"""The writer and reader: numbering, recovery, the lock, stalled actions."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentenv.log.errors import LogLocked
+from agentenv.log.lines import encode, seq_of
+from agentenv.log.numbering import Numbering, recover
+from agentenv.log.reader import LogIndex, LogReader
+from agentenv.log.writer import LogWriter
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(x) for x in path.read_bytes().splitlines()]
+
+
+def test_numbers_taken_at_begin_lines_written_at_end(tmp_path: Path) -> None:
+    path = tmp_path / "browser-t.jsonl"
+    w = LogWriter.open(path)
+    first = w.begin({"via": "cdp", "method": "Page.navigate"})
+    second = w.begin({"via": "cdp", "method": "Runtime.evaluate"})
+    assert (first, second) == (1, 2)
+    w.end(second, ok=True)
+    w.end(first, ok=False, error="boom")
+    tab = w.record("tab", {"event": "opened", "id": "T"})
+    assert tab == 3
+    got = _lines(path)
+    assert [g["seq"] for g in got] == [2, 1, 3]  # file order is end order
+    assert got[1]["action"] == {
+        "via": "cdp",
+        "method": "Page.navigate",
+        "ok": False,
+        "error": "boom",
+    }
+    r = LogReader(path)
+    page = r.read(0, 10)
+    assert [seq_of(x) for x in page.lines] == [1, 2, 3] and page.last == 3
+    assert r.read(3).lines == [] and r.read(3).last == 3
+    assert [seq_of(x) for x in r.read(1, 1).lines] == [2]
+    w.close()
+
+
+def test_reader_holds_back_behind_an_open_action(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    w = LogWriter.open(path)
+    a = w.begin({"n": 1})
+    b = w.begin({"n": 2})
+    w.end(b, ok=True)
+    r = LogReader(path)
+    assert r.read(0).lines == [] and r.read(0).last == 0
+    w.end(a, ok=True)
+    assert [seq_of(x) for x in r.read(0).lines] == [1, 2]
+
+
+def test_reads_across_a_stalled_action(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    mono = Clock()
+    w = LogWriter.open(path, monotonic=mono, stalled_s=60)
+    stuck = w.begin({"method": "Runtime.evaluate"})
+    done = w.begin({"method": "Page.navigate"})
+    w.end(done, ok=True)
+    r = LogReader(path)
+    assert r.read(0).last == 0
+    mono.now += 59
+    assert w.check_stalled() == 0
+    mono.now += 2
+    assert w.check_stalled() == 1
+    assert w.check_stalled() == 0  # once
+    page = r.read(0)
+    assert [seq_of(x) for x in page.lines] == [1, 2]
+    stalled = json.loads(page.lines[0])["action"]
+    assert stalled["ok"] is None and stalled["unfinished"] is True
+    w.end(stuck, ok=True)
+    outcome = json.loads(r.read(2).lines[0])
+    assert outcome["seq"] == 3 and outcome["outcome"] == {"entry": 1, "ok": True}
+
+
+def test_second_writer_refused(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    w = LogWriter.open(path)
+    with pytest.raises(LogLocked, match="another writer"):
+        LogWriter.open(path)
+    # Also from another process (flock is per open file description).
+    code = (
+        "import sys; from pathlib import Path; from agentenv.log.writer import LogWriter\n"
+        "from agentenv.log.errors import LogLocked\n"
+        f"try:\n LogWriter.open(Path({str(path)!r}))\nexcept LogLocked: sys.exit(3)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], timeout=30).returncode == 3
+    w.close()
+    LogWriter.open(path).close()
+
+
+def test_restart_after_a_half_written_line(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    w = LogWriter.open(path)
+    for n in range(4):
+        w.begin({"n": n})
+    w.end(1, ok=True)
+    w.end(2, ok=True)
+    w.end(4, ok=True)  # 3 was taken and never written: the writer "dies"
+    w.close()
+    with open(path, "ab") as f:
+        f.write(b'{"seq":5,"at":"2026-01-01T00:00:00.000Z","act')  # torn
+    w2 = LogWriter.open(path)
+    assert (tmp_path / "l.jsonl.partial").read_bytes().startswith(b'{"seq":5,')
+    assert path.read_bytes().endswith(b"\n")
+    got = _lines(path)
+    assert got[-1]["seq"] == 3 and got[-1]["lost"] == {"entry": 3}
+    assert w2.begin({"n": "after"}) == 5  # numbering carries on
+    w2.end(5, ok=True)
+    page = LogReader(path).read(0)
+    assert [seq_of(x) for x in page.lines] == [1, 2, 3, 4, 5]
+    w2.close()
+
+
+def test_recover_pure() -> None:
+    data = b"".join(encode({"seq": s, "at": "t", "lost": {"entry": s}}) for s in (1, 2, 5))
+    found = recover(data + b'{"seq":6')
+    assert found.keep == len(data) and found.partial == b'{"seq":6'
+    assert found.highest == 5 and found.missing == [3, 4]
+    assert recover(b"").highest == 0
+
+
+def test_numbering_pure() -> None:
+    n = Numbering(next_seq=10, stalled_s=5)
+    a = n.begin(0.0, "t", {})
+    assert a.seq == 10 and n.take() == 11
+    assert n.stalled(4.9) == [] and [o.seq for o in n.stalled(5.0)] == [10]
+    assert n.finish(10) is a and a.unfinished
+    assert n.finish(10) is None
+
+
+def test_index_incremental_and_grows() -> None:
+    index = LogIndex()
+    first = encode({"seq": 2, "at": "t", "lost": {"entry": 2}})
+    index.feed(first + b'{"seq":1,"at"')
+    assert index.contiguous == 0 and index.scanned == len(first)
+    rest = b'{"seq":1,"at":"t","lost":{"entry":1}}\n'
+    index.feed(rest)
+    assert index.contiguous == 2
+    assert list(index.span(0, 1000)) == [1, 2]
+    for s in range(3, 5000):
+        index.feed(encode({"seq": s, "at": "t", "lost": {"entry": s}}))
+    assert index.contiguous == 4999 and list(index.span(4990, 3)) == [4991, 4992, 4993]
+
+
+def test_reader_follows_truncation(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    path.write_bytes(encode({"seq": 1, "at": "t", "lost": {"entry": 1}}))
+    r = LogReader(path)
+    assert r.read(0).last == 1
+    os.truncate(path, 0)
+    path.write_bytes(encode({"seq": 1, "at": "t2", "lost": {"entry": 1}}))
+    assert b"t2" in r.read(0).lines[0]
+    assert LogReader(tmp_path / "none.jsonl").read(5).last == 5

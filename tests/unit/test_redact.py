@@ -1,0 +1,189 @@
+"""Every redaction shape of SPEC.md section 1."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentenv.log.redact import (
+    REDACTED,
+    credential_key,
+    cut,
+    redact,
+    redact_params,
+    redact_text,
+    secret_header,
+    withheld,
+)
+
+SPEC_KEYS = (
+    "token access_token id_token refresh_token key api_key apikey code code_verifier "
+    "client_secret password passwd pwd secret session sessionid sid sig signature auth "
+    "authorization credential state SAMLRequest SAMLResponse"
+).split()
+
+
+@pytest.mark.parametrize(
+    "key", [*SPEC_KEYS, "TOKEN", "X-Amz-Signature", "x-goog-credential", "my_token", "a_secret"]
+)
+def test_credential_query_keys(key: str) -> None:
+    assert credential_key(key)
+    out = redact_text(f"https://h.example/p/a?keep=1&{key}=s3cr3tv&x=2")
+    assert out == f"https://h.example/p/a?keep=1&{key}={REDACTED}&x=2"
+
+
+@pytest.mark.parametrize("key", ["q", "page", "keyword", "tokens_left", "id", "codename"])
+def test_other_query_keys_kept(key: str) -> None:
+    assert not credential_key(key)
+    assert redact_text(f"http://h/?{key}=v") == f"http://h/?{key}=v"
+
+
+def test_userinfo_password_and_fragment() -> None:
+    assert redact_text("ftp://me:hunter2@h.example/x") == f"ftp://me:{REDACTED}@h.example/x"
+    assert (
+        redact_text("https://app.example/cb#access_token=abc&state=xyz&mode=1")
+        == f"https://app.example/cb#access_token={REDACTED}&state={REDACTED}&mode=1"
+    )
+
+
+def test_urls_in_free_text_and_errors() -> None:
+    error = "net::ERR_FAILED at https://u:pw@h.example/a?token=zzz9 while loading"
+    out = redact_text(error)
+    assert "pw@" not in out and "zzz9" not in out and "net::ERR_FAILED" in out
+
+
+def test_urls_at_any_depth() -> None:
+    params = {"a": [{"b": {"url": "https://h/?sig=abc123"}}], "n": 3, "f": None}
+    assert redact(params) == {
+        "a": [{"b": {"url": f"https://h/?sig={REDACTED}"}}],
+        "n": 3,
+        "f": None,
+    }
+
+
+def test_jwt_loses_its_signature() -> None:
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLXBhcnQ"
+    out = redact_text(f"Bearer-ish {jwt} end")
+    assert out == "Bearer-ish eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.REDACTED end"
+
+
+def test_cookie_values_replaced_by_length() -> None:
+    cookie = {"name": "sid", "value": "topsecretvalue", "domain": ".h.example", "httpOnly": True}
+    out = redact_params("Network.setCookie", cookie)
+    assert out == {
+        "name": "sid",
+        "value": {"withheld": "cookie", "length": 14},
+        "domain": ".h.example",
+        "httpOnly": True,
+    }
+    many = redact_params("Storage.setCookies", {"cookies": [cookie, dict(cookie, value="x")]})
+    assert [c["value"] for c in many["cookies"]] == [
+        withheld("cookie", "a" * 14),
+        withheld("cookie", "x"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Authorization",
+        "cookie",
+        "Set-Cookie",
+        "Proxy-Authorization",
+        "X-Api-Key",
+        "X-Auth-Token",
+        "x-client-secret",
+    ],
+)
+def test_secret_headers(name: str) -> None:
+    assert secret_header(name)
+    as_map = redact_params(
+        "Network.setExtraHTTPHeaders", {"headers": {name: "v4lue", "Accept": "a"}}
+    )
+    assert as_map["headers"] == {name: {"withheld": "header", "length": 5}, "Accept": "a"}
+    as_list = redact_params(
+        "Fetch.continueRequest",
+        {
+            "requestId": "1",
+            "headers": [{"name": name, "value": "v4lue"}, {"name": "Accept", "value": "a"}],
+        },
+    )
+    assert as_list["headers"][0]["value"] == {"withheld": "header", "length": 5}
+    assert as_list["headers"][1] == {"name": "Accept", "value": "a"}
+
+
+@pytest.mark.parametrize("name", ["Accept", "X-Requested-With", "Content-Type"])
+def test_plain_headers_kept(name: str) -> None:
+    assert not secret_header(name)
+
+
+def test_bodies_and_page_content_withheld() -> None:
+    body = redact_params(
+        "Fetch.fulfillRequest", {"requestId": "r", "responseCode": 200, "body": "c2VjcmV0"}
+    )
+    assert body == {
+        "requestId": "r",
+        "responseCode": 200,
+        "body": {"withheld": "body", "length": 8},
+    }
+    html = redact_params("Page.setDocumentContent", {"frameId": "f", "html": "<p>hi</p>"})
+    assert html["html"] == {"withheld": "body", "length": 9}
+
+
+def test_long_expressions_withheld_short_kept() -> None:
+    short = redact_params("Runtime.evaluate", {"expression": "document.title"})
+    assert short == {"expression": "document.title"}
+    long = redact_params("Runtime.evaluate", {"expression": "x" * 3000, "awaitPromise": True})
+    assert long == {"expression": {"withheld": "body", "length": 3000}, "awaitPromise": True}
+
+
+def test_secret_fields() -> None:
+    out = redact(
+        {
+            "authChallengeResponse": {
+                "response": "ProvideCredentials",
+                "username": "u",
+                "password": "pw!",
+            }
+        }
+    )
+    assert out["authChallengeResponse"]["password"] == {"withheld": "secret", "length": 3}
+    assert out["authChallengeResponse"]["username"] == "u"
+    # Keyboard fields named key and code are not secrets.
+    keys = redact_params("Input.dispatchKeyEvent", {"type": "keyDown", "key": "a", "code": "KeyA"})
+    assert keys == {"type": "keyDown", "key": "a", "code": "KeyA"}
+
+
+def test_long_values_cut_after_redaction() -> None:
+    url = "https://h.example/?token=" + "t" * 50 + "&q=" + "a" * 5000
+    out = redact({"url": url})["url"]
+    assert out["length"] == len(url) - 50 + len(REDACTED)
+    assert out["cut"].startswith(f"https://h.example/?token={REDACTED}&q=aaa")
+    assert len(out["cut"]) == 2000
+    # A credential beyond the cut is still redacted (redacted before cutting).
+    late = "https://h/?q=" + "b" * 3000 + "&api_key=zz"
+    assert "zz" not in json.dumps(redact(late))
+    assert cut("short") == "short"
+
+
+def test_input_not_mutated() -> None:
+    params = {"cookies": [{"name": "a", "value": "b", "url": "http://h/?token=1"}]}
+    snapshot = json.dumps(params)
+    redact_params("Network.setCookies", params)
+    assert json.dumps(params) == snapshot
+
+
+def test_call_function_arguments_withheld() -> None:
+    params = {
+        "functionDeclaration": "(a, b) => a",
+        "objectId": "1.2.3",
+        "arguments": [{"objectId": "9"}, {"value": "hunter2"}, {"value": {"v": ["s3"], "n": 1}}],
+    }
+    out = redact_params("Runtime.callFunctionOn", params)
+    assert "hunter2" not in json.dumps(out) and "s3" not in json.dumps(out)
+    assert out["functionDeclaration"] == "(a, b) => a"
+    values = out["arguments"]["values"]
+    assert values[0] == {"objectId": "9"}
+    assert values[1] == {"value": {"withheld": "argument", "length": 7}}
+    assert values[2]["value"]["n"] == 1
