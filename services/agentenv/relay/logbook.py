@@ -106,7 +106,7 @@ class Logbook:
             fields["within"] = action.entry
         entry = self.writer.begin(fields)
         if mark == ACTING:
-            self.causes.acting(tab, entry)
+            self.causes.acting(tab, entry, method, self.monotonic())
         if method in TAB_METHODS:
             target = tab
             if method == "Target.closeTarget" and params:
@@ -190,7 +190,7 @@ class Logbook:
         entry = self.writer.begin(fields)
         self.actions[entry] = Action(entry, via, who, owner, scope, tab, typed)
         if mark == ACTING:
-            self.causes.acting(tab, entry)
+            self.causes.acting(tab, entry, "", self.monotonic())
         return entry
 
     def end_action(self, owner: int, params: Mapping[str, Any]) -> None:

@@ -274,7 +274,12 @@ class _Bridge:
         session = message.get("sessionId")
         pending = self.conn.pending.pop((session if isinstance(session, str) else None, call), None)
         if pending is None:
-            return
+            # Chromium answers a command for an unknown session without the
+            # sessionId: match on the id alone.
+            key = next((k for k in self.conn.pending if k[1] == call), None)
+            if key is None:
+                return
+            pending = self.conn.pending.pop(key)
         error = message.get("error")
         ok = error is None
         result = message.get("result") if ok else None

@@ -13,7 +13,10 @@ each with its cause:
   without error; ``Target.closeTarget`` and ``Page.close`` close);
 - ``agentenv`` when that command ran for the computer's own op;
 - else ``page``, after the latest acting entry on the tab, or on its opener
-  for a popup.
+  for a popup. Script calls (``Runtime.evaluate``/``callFunctionOn``) act,
+  but a client's own checks follow its input (Playwright inspects the page
+  right after a click): an input or other acting command up to
+  :data:`SCRIPT_AFTER_S` before the latest script call is the one credited.
 
 An event that may belong to a command still in flight is held until the
 command is answered (or :data:`HOLD_S` passes). A command answered keeps
@@ -30,6 +33,9 @@ __all__ = ["CLAIM_WINDOW_S", "HOLD_S", "TAB_METHODS", "Causes", "Command", "Tab"
 
 HOLD_S = 5.0
 CLAIM_WINDOW_S = 5.0
+SCRIPT_AFTER_S = 1.0
+
+_SCRIPTS = frozenset({"Runtime.evaluate", "Runtime.callFunctionOn"})
 
 _OPENS = frozenset({"Target.createTarget"})
 _NAVIGATES = frozenset({"Page.navigate"})
@@ -48,6 +54,9 @@ class Tab:
     url: str
     opener: str | None = None
     last_acting: int | None = None
+    last_acting_at: float = 0.0
+    last_input: int | None = None  # the latest acting entry that is not a script call
+    last_input_at: float = 0.0
     navigated_once: bool = False
     #: A tab the page opened (a popup): its opened event's ``after``, which
     #: its first navigation shares (the click that opened it, not the
@@ -87,9 +96,13 @@ class Causes:
         if command.method in TAB_METHODS:
             self.commands[command.entry] = command
 
-    def acting(self, tab: str | None, entry: int) -> None:
-        if tab is not None and tab in self.tabs:
-            self.tabs[tab].last_acting = entry
+    def acting(self, tab: str | None, entry: int, method: str = "", now: float = 0.0) -> None:
+        info = self.tabs.get(tab) if tab is not None else None
+        if info is None:
+            return
+        info.last_acting, info.last_acting_at = entry, now
+        if method not in _SCRIPTS:
+            info.last_input, info.last_input_at = entry, now
 
     def answered(self, entry: int, ok: bool, opened: str | None, now: float) -> list[Event]:
         """Command ``entry`` was answered; ``opened`` is a created target's id."""
@@ -262,11 +275,19 @@ class Causes:
         return None
 
     def _page(self, info: Tab | None, opener: bool = False) -> dict[str, Any]:
-        after = info.last_acting if info else None
+        after = _credited(info)
         if after is None and opener and info is not None and info.opener:
-            parent = self.tabs.get(info.opener)
-            after = parent.last_acting if parent else None
+            after = _credited(self.tabs.get(info.opener))
         return {"kind": "page", "after": after}
 
     def _fallback(self, held: _Held) -> dict[str, Any]:
         return self._page(self.tabs.get(held.event["id"]), opener=True)
+
+
+def _credited(info: Tab | None) -> int | None:
+    """The acting entry a page-caused event on this tab follows."""
+    if info is None:
+        return None
+    if info.last_input is not None and info.last_acting_at - info.last_input_at <= SCRIPT_AFTER_S:
+        return info.last_input
+    return info.last_acting

@@ -1,0 +1,113 @@
+"""Tab events and their causes, with a fake clock (no browser)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentenv.relay.tabs import CLAIM_WINDOW_S, HOLD_S, Causes, Command
+
+ALICE: dict[str, Any] = {"kind": "command", "via": "cdp", "who": "alice"}
+
+
+def by(entry: int) -> dict[str, Any]:
+    return ALICE | {"entry": entry}
+
+
+def cmd(entry: int, method: str, tab: str | None) -> Command:
+    return Command(entry, method, tab, by(entry))
+
+
+def test_create_target_claims_opened_and_first_navigation() -> None:
+    c = Causes()
+    c.known("A", "about:blank")
+    c.sent(cmd(5, "Target.createTarget", None))
+    assert c.created("B", "about:blank", None, 1.0) == []  # held: the open is in flight
+    out = c.answered(5, True, "B", 1.1)
+    assert out == [{"event": "opened", "id": "B", "url": "about:blank", "by": by(5)}]
+    assert c.navigated("B", "http://x/", 1.2) == [
+        {"event": "navigated", "id": "B", "url": "http://x/", "by": by(5)}
+    ]
+    # A later navigation with nothing in flight: the page, after nothing acted.
+    assert c.navigated("B", "http://x/2", 2.0)[0]["by"] == {"kind": "page", "after": None}
+
+
+def test_answer_before_event() -> None:
+    c = Causes()
+    c.sent(cmd(5, "Target.createTarget", None))
+    assert c.answered(5, True, "B", 1.0) == []
+    assert c.created("B", "", None, 1.1)[0]["by"] == by(5)
+
+
+def test_navigate_claims_one_navigation_then_the_page_is_credited() -> None:
+    c = Causes()
+    c.known("A", "about:blank")
+    c.acting("A", 3, "Input.dispatchMouseEvent", 0.5)
+    c.sent(cmd(7, "Page.navigate", "A"))
+    c.acting("A", 7, "Page.navigate", 1.0)
+    c.answered(7, True, None, 1.2)
+    assert c.navigated("A", "http://a/", 1.3)[0]["by"] == by(7)
+    c.acting("A", 9, "Input.dispatchMouseEvent", 2.0)
+    c.acting("A", 10, "Runtime.callFunctionOn", 2.1)  # the client's own check after the click
+    assert c.navigated("A", "http://a/next", 2.2)[0]["by"] == {"kind": "page", "after": 9}
+    c.acting("A", 11, "Runtime.evaluate", 9.0)  # a script that navigates, long after
+    assert c.navigated("A", "http://a/js", 9.1)[0]["by"] == {"kind": "page", "after": 11}
+
+
+def test_reload_credits_only_once_answered_ok() -> None:
+    c = Causes()
+    c.known("A", "http://a/")
+    c.sent(cmd(4, "Page.reload", "A"))
+    assert c.navigated("A", "http://a/", 1.0) == []  # held until the reload is answered
+    assert c.answered(4, True, None, 1.1)[0]["by"] == by(4)
+    # A history move with nowhere to go credits nothing after it.
+    c.sent(cmd(6, "Page.navigateToHistoryEntry", "A"))
+    c.answered(6, False, None, 2.0)
+    assert c.navigated("A", "http://a/x", 2.1)[0]["by"]["kind"] == "page"
+
+
+def test_held_event_released_after_its_deadline() -> None:
+    c = Causes()
+    c.known("A", "http://a/")
+    c.sent(cmd(4, "Page.navigateToHistoryEntry", "A"))
+    assert c.navigated("A", "http://a/b", 1.0) == []
+    assert c.tick(1.0 + HOLD_S - 0.1) == []
+    out = c.tick(1.0 + HOLD_S)
+    assert out[0]["event"] == "navigated" and out[0]["by"]["kind"] == "page"
+
+
+def test_popup_opened_by_the_page_after_the_click_on_its_opener() -> None:
+    c = Causes()
+    c.known("A", "http://a/")
+    c.acting("A", 12, "Input.dispatchMouseEvent", 1.0)
+    opened = c.created("P", "", "A", 1.1)
+    assert opened[0]["by"] == {"kind": "page", "after": 12}
+    c.acting("P", 15, "Emulation.setFocusEmulationEnabled", 1.2)  # a client sets up the new tab
+    assert c.navigated("P", "http://a/popup", 1.3)[0]["by"] == {"kind": "page", "after": 12}
+
+
+def test_close_by_command_page_exit_and_stop() -> None:
+    c = Causes()
+    for tab in ("A", "B", "C"):
+        c.known(tab, f"http://{tab}/")
+    c.sent(cmd(20, "Target.closeTarget", "A"))
+    assert c.destroyed("A", 1.0) == [
+        {"event": "closed", "id": "A", "url": "http://A/", "by": by(20)}
+    ]
+    c.acting("B", 21, "Runtime.evaluate", 1.5)  # window.close()
+    assert c.destroyed("B", 1.6)[0]["by"] == {"kind": "page", "after": 21}
+    assert c.ended("exit") == [
+        {"event": "closed", "id": "C", "url": "http://C/", "by": {"kind": "exit"}}
+    ]
+    assert c.ended("stop") == []
+
+
+def test_agentenv_cause_and_stale_commands_forgotten() -> None:
+    c = Causes()
+    c.known("A", "http://a/")
+    c.sent(Command(30, "Page.navigate", "A", {"kind": "agentenv"}))
+    c.answered(30, True, None, 1.0)
+    assert c.navigated("A", "http://a/2", 1.1)[0]["by"] == {"kind": "agentenv"}
+    c.sent(cmd(31, "Page.navigate", "A"))
+    c.answered(31, True, None, 2.0)
+    c.tick(2.0 + CLAIM_WINDOW_S + 0.1)
+    assert 31 not in c.commands
