@@ -169,3 +169,12 @@ def test_reader_follows_truncation(tmp_path: Path) -> None:
     path.write_bytes(encode({"seq": 1, "at": "t2", "lost": {"entry": 1}}))
     assert b"t2" in r.read(0).lines[0]
     assert LogReader(tmp_path / "none.jsonl").read(5).last == 5
+
+
+def test_iso_times() -> None:
+    from agentenv.log.lines import iso
+
+    assert iso(0) == "1970-01-01T00:00:00.000Z"
+    assert iso(1764483601.1239) == "2025-11-30T06:20:01.123Z"
+    assert iso(1764483601.9999) == "2025-11-30T06:20:01.999Z"
+    assert iso(1764483602.0) == "2025-11-30T06:20:02.000Z"

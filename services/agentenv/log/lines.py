@@ -21,10 +21,17 @@ KINDS: tuple[Kind, ...] = ("action", "tab", "reset", "outcome", "lost")
 _PREFIX = b'{"seq":'
 
 
+_second: list[Any] = [None, ""]  # the last whole second formatted, and its text
+
+
 def iso(t: float | None = None) -> str:
     """UTC ISO 8601 with milliseconds, e.g. ``2026-11-30T06:20:01.123Z``."""
-    moment = datetime.fromtimestamp(time.time() if t is None else t, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    t = time.time() if t is None else t
+    whole = int(t)
+    if _second[0] != whole:  # format the date and time once a second
+        stamp = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+        _second[0], _second[1] = whole, stamp
+    return f"{_second[1]}{int((t - whole) * 1000):03d}Z"
 
 
 def line(seq: int, at: str, kind: Kind, body: dict[str, Any]) -> dict[str, Any]:

@@ -111,8 +111,18 @@ _SECRET_FIELD_SUFFIXES = ("_token", "_secret", "_password", "accesskey", "secret
 _SECRET_HEADERS = frozenset({"authorization", "cookie", "set-cookie", "proxy-authorization"})
 _X_SECRET_HEADER = re.compile(r"^x-.+-(?:token|key|secret)$", re.IGNORECASE)
 
+_KEY_CHARS = "[^=&#?;\\s\"'<>]"
+# One pattern for every credential key, so redaction needs no callback: the
+# exact keys, the x-amz-/x-goog- families and the _token/_secret/_key endings.
+_CREDENTIAL_PAIR = re.compile(
+    r"([?&;#])("
+    + "|".join(sorted((re.escape(k) for k in _CREDENTIAL_KEYS), key=len, reverse=True))
+    + rf"|x-amz-{_KEY_CHARS}*|x-goog-{_KEY_CHARS}*|{_KEY_CHARS}*_(?:token|secret|key)"
+    + r")=[^&#;\s\"'<>]*",
+    re.IGNORECASE,
+)
+_PAIR_REDACTED = rf"\1\2={REDACTED}"
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#@\s:\"'<>]*):([^/?#@\s\"'<>]*)@")
-_QUERY_PAIR = re.compile(r"([?&;#])([^=&#?;\s\"'<>]+)=([^&#;\s\"'<>]*)")
 _JWT = re.compile(r"(eyJ[A-Za-z0-9_\-]{2,}\.eyJ[A-Za-z0-9_\-]{2,})\.[A-Za-z0-9_\-]{2,}")
 
 _COOKIE_HINTS = ("domain", "url", "path", "expires", "httpOnly", "secure", "sameSite", "size")
@@ -147,19 +157,12 @@ def withheld(kind: str, value: object) -> dict[str, Any]:
     return out
 
 
-def _query_pair(match: re.Match[str]) -> str:
-    sep, key, _ = match.groups()
-    if credential_key(key):
-        return f"{sep}{key}={REDACTED}"
-    return match.group(0)
-
-
 def redact_text(text: str) -> str:
     """``text`` with URL credentials and JWT signatures replaced."""
     if "@" in text and "://" in text:
         text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{REDACTED}@", text)
-    if "=" in text:
-        text = _QUERY_PAIR.sub(_query_pair, text)
+    if "=" in text and _CREDENTIAL_PAIR.search(text) is not None:
+        text = _CREDENTIAL_PAIR.sub(_PAIR_REDACTED, text)
     if "eyJ" in text:
         text = _JWT.sub(lambda m: f"{m.group(1)}.{REDACTED}", text)
     return text
@@ -268,8 +271,7 @@ def redact_params(method: str, params: Mapping[str, Any] | None) -> dict[str, An
         out: dict[str, Any] = redact(params)
         return out
     copy = dict(params)
+    before = {k: id(v) for k, v in copy.items()}
     rule(copy)
-    markers = {k: v for k, v in copy.items() if isinstance(v, dict) and "withheld" in v}
-    rest = redact({k: v for k, v in copy.items() if k not in markers})
-    rest.update(markers)
-    return {k: rest[k] for k in params}
+    # What the rule replaced is already safe; the rest takes the generic walk.
+    return {k: redact({k: v})[k] if before.get(k) == id(v) else v for k, v in copy.items()}

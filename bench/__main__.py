@@ -1,0 +1,26 @@
+"""``python -m bench [relay|log|container]``: run benchmarks, print tables."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+
+def main() -> None:
+    wanted = set(sys.argv[1:]) or {"log", "relay", "container"}
+    if "log" in wanted:
+        from bench import log
+
+        print(log.run(), flush=True)
+    if "relay" in wanted:
+        from bench import relay
+
+        print(asyncio.run(relay.run()), flush=True)
+    if "container" in wanted:
+        from bench import container
+
+        print(container.run(), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""The log writer vs raw appends, and a read at the end of a 1,000,000-line log.
+
+Anchors in the same run: raw ``os.write`` appends of the exact bytes the
+writer produces, and ``json.dumps`` plus the write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from agentenv.log.lines import encode, line
+from agentenv.log.reader import LogReader
+from agentenv.log.writer import LogWriter
+from bench.stats import percentile, table
+
+N = 200_000
+BIG = 1_000_000
+
+
+def _fields(n: int) -> dict[str, Any]:
+    return {
+        "via": "cdp",
+        "who": "alice",
+        "conn": 3,
+        "method": "Runtime.evaluate",
+        "acts": "acting",
+        "tab": "8F1A2B3C4D5E6F708192A3B4C5D6E7F8",
+        "url": "https://shop.example/search?q=shoes&token=abc",
+        "params": {"expression": f"document.title + {n}"},
+    }
+
+
+def _writer(folder: Path) -> float:
+    from agentenv.log.redact import redact_params, redact_text
+
+    w = LogWriter.open(folder / "w.jsonl")
+    ready = [_fields(n) for n in range(N)]  # what a connection hands the writer
+    t = time.perf_counter()
+    for f in ready:
+        f["url"] = redact_text(f["url"])
+        f["params"] = redact_params("Runtime.evaluate", f["params"])
+        seq = w.begin(f)
+        w.end(seq, True)
+    elapsed = time.perf_counter() - t
+    w.close()
+    return N / elapsed
+
+
+def _raw(folder: Path, payload: list[bytes]) -> float:
+    fd = os.open(folder / "raw.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    t = time.perf_counter()
+    for data in payload:
+        os.write(fd, data)
+    elapsed = time.perf_counter() - t
+    os.close(fd)
+    return N / elapsed
+
+
+def _json_dumps(folder: Path) -> float:
+    fd = os.open(folder / "json.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    entries = [
+        line(n + 1, "2026-11-30T00:00:00.000Z", "action", _fields(n) | {"ok": True})
+        for n in range(N)
+    ]
+    t = time.perf_counter()
+    for e in entries:
+        os.write(fd, (json.dumps(e) + "\n").encode())
+    elapsed = time.perf_counter() - t
+    os.close(fd)
+    return N / elapsed
+
+
+def _big_read(folder: Path) -> tuple[float, list[float]]:
+    path = folder / "big.jsonl"
+    with open(path, "wb") as f:
+        chunk = []
+        for n in range(1, BIG + 1):
+            chunk.append(
+                encode(line(n, "2026-11-30T00:00:00.000Z", "action", _fields(n) | {"ok": True}))
+            )
+            if len(chunk) == 10000:
+                f.write(b"".join(chunk))
+                chunk = []
+        f.write(b"".join(chunk))
+    reader = LogReader(path)
+    t = time.perf_counter()
+    reader.read(0, 1)  # builds the index once
+    build = time.perf_counter() - t
+    times = []
+    for _ in range(50):
+        t = time.perf_counter()
+        page = reader.read(BIG - 1000, 1000)
+        times.append((time.perf_counter() - t) * 1000)
+        assert len(page.lines) == 1000 and page.last == BIG
+    return build, times
+
+
+def run() -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        payload = [
+            encode(line(n + 1, "2026-11-30T00:00:00.000Z", "action", _fields(n) | {"ok": True}))
+            for n in range(N)
+        ]
+        raw = _raw(folder, payload)
+        dumps = _json_dumps(folder)
+        writer = _writer(folder)
+        build, reads = _big_read(folder)
+    rows = [
+        ["raw os.write appends (anchor)", f"{raw:,.0f} lines/s", "1.00"],
+        ["json.dumps + os.write", f"{dumps:,.0f} lines/s", f"{dumps / raw:.2f}"],
+        [
+            "LogWriter begin+end, redaction included",
+            f"{writer:,.0f} lines/s",
+            f"{writer / raw:.2f}",
+        ],
+        ["log {after: 999000, limit: 1000} p50", f"{percentile(reads, 50):.2f} ms", ""],
+        ["log {after: 999000, limit: 1000} p99", f"{percentile(reads, 99):.2f} ms", ""],
+        ["index build, 1,000,000 lines (once)", f"{build * 1000:.0f} ms", ""],
+    ]
+    return table("action log (raw appends are the anchor)", ["case", "figure", "vs raw"], rows)
+
+
+def main() -> None:
+    print(run())
+
+
+if __name__ == "__main__":
+    main()
