@@ -91,7 +91,7 @@ def identify(
                 found = Identity(name)
         if found is not None:
             return found
-        if settings.users or settings.control_token is not None:
+        if settings.users or (settings.control_token is not None and not settings.control_open):
             raise AccessDenied(
                 "unknown token: use a token from AGENTENV_USERS (as "
                 "'Authorization: Bearer <token>' or '?token=<token>')",

@@ -7,7 +7,10 @@ stack (``make dev``) share one configuration.
 Users and tokens: ``AGENTENV_USERS`` holds ``name:token`` pairs separated by
 commas or whitespace; ``AGENTENV_USERS_FILE`` names a file of such pairs, one a
 line (``#`` comments allowed). ``AGENTENV_CONTROL_TOKEN`` is the harness's
-token: it is accepted everywhere, as the user ``agentenv``.
+token: it is accepted everywhere, as the user ``agentenv``. When none is
+configured, ``launch/supervisord.sh`` makes one for the boot and sets
+``AGENTENV_CONTROL_OPEN=1``: the programs still report with it, and control
+ops are open to callers.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ class Settings:
     #: user name -> token; empty means no auth (users come from ``?user=``).
     users: Mapping[str, str] = field(default_factory=dict)
     control_token: str | None = None
+    #: The control token was made for this boot, not configured: control ops
+    #: are open to callers (a developer's machine). Set by launch/supervisord.sh.
+    control_open: bool = False
     #: Host names accepted in ``Host`` besides IP addresses and ``localhost``.
     allowed_hosts: frozenset[str] = frozenset()
     #: Browser origins accepted in ``Origin``; ``*`` accepts any.
@@ -144,6 +150,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         recorder_port=_int(env, "AGENTENV_RECORDER_PORT", defaults.recorder_port),
         users=users,
         control_token=env.get("AGENTENV_CONTROL_TOKEN") or None,
+        control_open=env.get("AGENTENV_CONTROL_OPEN") == "1",
         allowed_hosts=_set(env, "AGENTENV_ALLOWED_HOSTS"),
         allowed_origins=_set(env, "AGENTENV_ALLOWED_ORIGINS"),
     )

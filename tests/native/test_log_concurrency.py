@@ -38,21 +38,25 @@ async def _agent(url: str, token: str, site: Site, rounds: int) -> None:
 
 
 async def _computer(url: str, rounds: int) -> None:
-    """The computer's own actions, reported as the app server does."""
+    """The computer's own actions, reported as the app server does: an op's
+    commands are logged within it; its reads outside an op are not logged."""
     async with (
         aiohttp.ClientSession() as http,
         http.ws_connect(url, headers={"Authorization": f"Bearer {CONTROL}"}) as ws,
     ):
         cdp = RawCdp(ws)
+        me = (await cdp.call("AgentEnv.whoami"))["result"]["conn"]
         for n in range(rounds):
             begun = await cdp.call(
-                "AgentEnv.beginAction", {"via": "agentenv", "who": "agentenv", "op": f"op-{n}"}
+                "AgentEnv.beginAction",
+                {"via": "agentenv", "who": "agentenv", "op": f"op-{n}", "scope": [me]},
             )
             await cdp.call("Browser.getVersion")
             ended = await cdp.call(
                 "AgentEnv.endAction", {"entry": begun["result"]["entry"], "ok": True}
             )
             assert "error" not in ended, ended
+            await cdp.call("Target.getTargets")  # a read of its own: not on the record
 
 
 async def test_two_agents_and_the_computer_at_once(authed_stack: NativeStack, site: Site) -> None:
@@ -66,12 +70,17 @@ async def test_two_agents_and_the_computer_at_once(authed_stack: NativeStack, si
     seqs = [x["seq"] for x in lines]
     assert sorted(seqs) == list(range(1, len(seqs) + 1)), "numbers must be unique and gap-free"
     who = Counter(x["action"]["who"] for x in lines if "action" in x)
-    assert who["alice"] >= 40 and who["bob"] >= 40 and who["agentenv"] >= 80
-    ops = [x["action"] for x in lines if "action" in x and x["action"].get("via") == "agentenv"]
-    assert len(ops) == 40 and all(o["ok"] is True and o["op"].startswith("op-") for o in ops)
-    # The computer's own CDP reads ran within its actions.
-    within = [x["action"] for x in lines if "action" in x and x["action"].get("within")]
-    assert not within  # no scope was given, so nothing is credited to the ops
+    assert who["alice"] >= 40 and who["bob"] >= 40 and who["agentenv"] == 80
+    ops = {
+        x["seq"]: x["action"] for x in lines if "action" in x and x["action"]["via"] == "agentenv"
+    }
+    assert len(ops) == 40 and all(
+        o["ok"] is True and o["op"].startswith("op-") for o in ops.values()
+    )
+    own = [x["action"] for x in lines if "action" in x and x["action"]["who"] == "agentenv"]
+    reads = [a for a in own if a.get("via") == "cdp"]
+    assert len(reads) == 40 and all(a["method"] == "Browser.getVersion" for a in reads)
+    assert {a["within"] for a in reads} == set(ops)
 
 
 async def test_agentenv_commands_need_the_control_token(authed_stack: NativeStack) -> None:

@@ -108,3 +108,9 @@ def test_origins() -> None:
     with pytest.raises(AccessDenied):
         check_origin(allowed, "http://ok.example.evil")
     check_origin(Settings(allowed_origins=frozenset({"*"})), "http://any.example")
+
+
+def test_boot_control_token_keeps_an_open_computer_open() -> None:
+    boot = Settings(control_token="made-at-boot", control_open=True)
+    assert identify(boot, "made-at-boot", None).control
+    assert identify(boot, "anything-else", "erin") == Identity("erin")

@@ -5,4 +5,12 @@ set -euo pipefail
 : "${AGENTENV_LOG_DIR:?}" "${AGENTENV_RUN_DIR:?}" "${AGENTENV_IMAGE_DIR:?}" "${AGENTENV_VENV:?}"
 : "${AGENTENV_PROFILE_DIR:?}"
 mkdir -p "$AGENTENV_LOG_DIR" "$AGENTENV_RUN_DIR"
+# The app server and the recorder report to the relay's log with the control
+# token, so one always exists. When none is configured, a random one is made
+# for this boot (never written anywhere) and the control ops stay open to
+# callers, as on a developer's machine (AGENTENV_CONTROL_OPEN=1).
+if [ -z "${AGENTENV_CONTROL_TOKEN:-}" ]; then
+    AGENTENV_CONTROL_TOKEN="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    export AGENTENV_CONTROL_TOKEN AGENTENV_CONTROL_OPEN=1
+fi
 exec supervisord -n -c "$AGENTENV_IMAGE_DIR/supervisord.conf"

@@ -16,6 +16,9 @@ flattened sessions to tabs.
 When the client leaves, commands still unanswered are waited for (up to
 :data:`SETTLE_S`) so their entries and effects are settled as if answered.
 When Chromium goes away, the client gets a close frame (1011).
+
+A control connection's commands outside any open action it is in the scope
+of are the computer's own reads: they are forwarded but not logged.
 """
 
 from __future__ import annotations
@@ -151,6 +154,15 @@ class _Bridge:
         # the entry is written with no tab.
         tab = conn.tab_of(session, method, params)
         verdict = guard.check(method, params if isinstance(params, dict) else None, self.downloads)
+        if conn.identity.control and self.logbook.within(conn.number, conn.tag) is None:
+            # The computer's own reads (an app op that only reads, the
+            # recorder's captures) are not on the record; its acting ops
+            # report an action first, and their commands are logged within it.
+            if verdict is not None:
+                await self._error(call, session, guard.GUARD_ERROR_CODE, verdict.message)
+            else:
+                await self.upstream.send_str(data)
+            return
         typing = verdict is None and password.is_typing(
             method, params if isinstance(params, dict) else None
         )
