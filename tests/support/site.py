@@ -22,6 +22,17 @@ PAGES: Mapping[str, str] = {
 <a id=popup href="/popup" target="_blank">Open popup</a>
 """,
     "/next": "<!doctype html><title>Next</title><h1>Next page</h1>",
+    "/pixels": """<!doctype html><title>Pixels</title>
+<body style="margin:0">
+<button id=b style="position:absolute;left:100px;top:100px;width:200px;height:60px"
+  onclick="document.getElementById('out').textContent='pressed';document.getElementById('q').focus()">Press</button>
+<form onsubmit="document.getElementById('out').textContent='sent:'+document.getElementById('q').value;return false">
+  <input id=q style="position:absolute;left:100px;top:200px;width:300px;height:30px">
+  <input id=pw type=password style="position:absolute;left:100px;top:260px;width:300px;height:30px">
+  <input type=submit value=Send style="position:absolute;left:-999px">
+</form>
+<p id=out style="position:absolute;left:100px;top:320px">waiting</p>
+""",
     "/popup": "<!doctype html><title>Popup</title><h1>Popup page</h1>",
     "/tall": "<!doctype html><title>Tall</title>"
     + "".join(
@@ -30,9 +41,18 @@ PAGES: Mapping[str, str] = {
 }
 
 
+def _account(cookie_header: str) -> str:
+    """A page that shows who the session cookie signs in."""
+    cookies = dict(part.strip().split("=", 1) for part in cookie_header.split(";") if "=" in part)
+    who = cookies.get("session")
+    state = f"Signed in as {who}" if who else "Signed out"
+    return f"<!doctype html><title>Account</title><h1 id=state>{state}</h1>"
+
+
 class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
-        page = PAGES.get(self.path.split("?", 1)[0])
+        path = self.path.split("?", 1)[0]
+        page = _account(self.headers.get("Cookie", "")) if path == "/account" else PAGES.get(path)
         body = (page or "<!doctype html><title>Not found</title>not found").encode()
         self.send_response(200 if page else 404)
         self.send_header("Content-Type", "text/html; charset=utf-8")

@@ -27,6 +27,10 @@ from pydantic import ValidationError
 
 import agentenv
 from agentenv.access import AccessDenied, Identity, bearer_token, check_host, check_origin, identify
+from agentenv.app import toolcall
+from agentenv.app.browser import BrowserError, BrowserLink, CdpError
+from agentenv.app.keys import KeyError_
+from agentenv.app.ops import OPS, Caller, Image, OpFailed, Ops, failure
 from agentenv.log.reader import LogReader
 from agentenv.process import log_dir
 from agentenv.protocol import dump
@@ -39,9 +43,11 @@ __all__ = ["Readiness", "make_app", "readiness"]
 settings_key = web.AppKey("settings", Settings)
 client_key = web.AppKey("client", aiohttp.ClientSession)
 reader_key = web.AppKey("reader", LogReader)
+link_key = web.AppKey("link", BrowserLink)
+ops_key = web.AppKey("ops", Ops)
 
-#: browser/v1 ops this server answers; grows as ops land.
-BROWSER_V1_OPS: list[str] = ["log"]
+#: browser/v1 ops this server answers.
+BROWSER_V1_OPS: list[str] = [*OPS, "log"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -199,9 +205,44 @@ async def log_op(request: web.Request) -> web.Response:
     return web.Response(body=body, content_type="application/json")
 
 
+async def browser_op(request: web.Request) -> web.StreamResponse:
+    name = request.match_info["op"]
+    if name == "log":
+        return await log_op(request)
+    op = OPS.get(name)
+    if op is None:
+        known = ", ".join(BROWSER_V1_OPS)
+        raise OpError(404, f"unknown op {name!r}: browser/v1 serves {known}")
+    identity = require_control(request) if op.control else caller(request)
+    try:
+        tool = toolcall.parse(request.headers.get("AgentEnv-Tool-Call"))
+        role = toolcall.role(request.headers.get("AgentEnv-Role"))
+    except toolcall.ToolCallError as exc:
+        raise OpError(400, str(exc)) from None
+    try:
+        body = op.model.model_validate(await body_of(request))
+    except ValidationError as exc:
+        raise invalid(exc) from None
+    who = Caller("mcp", role, tool) if tool is not None else Caller("agentenv", "agentenv")
+    del identity
+    handler = getattr(request.app[ops_key], op.handler)
+    try:
+        result = await handler(body, who)
+    except (OpFailed, CdpError, BrowserError, KeyError_) as exc:
+        failed = failure(exc)
+        raise OpError(failed.status, failed.message) from None
+    if isinstance(result, Image):
+        return web.Response(body=result.data, content_type=result.content_type)
+    return web.json_response(result)
+
+
 async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     app[client_key] = aiohttp.ClientSession()
+    link = BrowserLink(app[settings_key], app[client_key])
+    app[link_key] = link
+    app[ops_key] = Ops(link, str(app[settings_key].downloads_dir))
     yield
+    await link.close()
     await app[client_key].close()
 
 
@@ -215,5 +256,5 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/card", card)
-    app.router.add_post("/v1/browser/log", log_op)
+    app.router.add_post("/v1/browser/{op:.+}", browser_op)
     return app

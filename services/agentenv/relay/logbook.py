@@ -58,6 +58,7 @@ class Logbook:
     causes: Causes = field(default_factory=Causes)
     actions: dict[int, Action] = field(default_factory=dict)
     monotonic: Callable[[], float] = time.monotonic
+    _unlogged: int = 0  # keys of unlogged commands count down from -1
 
     # -- CDP commands --------------------------------------------------------
 
@@ -143,6 +144,28 @@ class Logbook:
                     fields["url"] = redact_text(url)
         self.writer.end(entry, ok, redact_text(error)[:2000] if error else None, **more)
         self._write_tabs(self.causes.answered(entry, ok, opened, self.monotonic()))
+
+    def unlogged_command(
+        self, method: str, params: Mapping[str, Any] | None, tab: str | None
+    ) -> int:
+        """A key for a command of the computer's own reads (not on the record)
+        that may still cause tab events: they are credited to ``agentenv``."""
+        self._unlogged -= 1
+        if method in TAB_METHODS:
+            target = tab
+            if (
+                method == "Target.closeTarget"
+                and params
+                and isinstance(params.get("targetId"), str)
+            ):
+                target = params["targetId"]
+            if method == "Target.createTarget":
+                target = None
+            self.causes.sent(Command(self._unlogged, method, target, {"kind": "agentenv"}))
+        return self._unlogged
+
+    def end_unlogged(self, key: int, ok: bool, opened: str | None = None) -> None:
+        self._write_tabs(self.causes.answered(key, ok, opened, self.monotonic()))
 
     # -- actions reported by the app server and the recorder -----------------
 

@@ -37,6 +37,7 @@ from agentenv.access import Identity
 from agentenv.log.redact import redact_params
 from agentenv.relay import guard, password
 from agentenv.relay.logbook import Logbook
+from agentenv.relay.tabs import TAB_METHODS
 from agentenv.relay.watcher import Watcher
 
 __all__ = ["BROWSER_GONE", "SETTLE_S", "Connection", "bridge"]
@@ -160,8 +161,13 @@ class _Bridge:
             # report an action first, and their commands are logged within it.
             if verdict is not None:
                 await self._error(call, session, guard.GUARD_ERROR_CODE, verdict.message)
-            else:
-                await self.upstream.send_str(data)
+                return
+            if method in TAB_METHODS:
+                key = self.logbook.unlogged_command(method, params, tab)
+                conn.pending[(session if isinstance(session, str) else None, call)] = _Pending(
+                    key, method, params
+                )
+            await self.upstream.send_str(data)
             return
         typing = verdict is None and password.is_typing(
             method, params if isinstance(params, dict) else None
@@ -306,6 +312,9 @@ class _Bridge:
                 )
                 if isinstance(new, str) and isinstance(target, str):
                     self.conn.sessions[new] = target
+        if pending.entry < 0:  # the computer's own, not on the record
+            self.logbook.end_unlogged(pending.entry, ok, opened)
+            return
         text = None
         if not ok:
             text = error.get("message") if isinstance(error, dict) else str(error)
@@ -314,7 +323,10 @@ class _Bridge:
 
     def end_pending(self, why: str) -> None:
         for pending in self.conn.pending.values():
-            self.logbook.end_command(pending.entry, False, why)
+            if pending.entry < 0:
+                self.logbook.end_unlogged(pending.entry, False)
+            else:
+                self.logbook.end_command(pending.entry, False, why)
         self.conn.pending.clear()
         self.conn.settled.set()
 

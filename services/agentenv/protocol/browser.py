@@ -1,0 +1,182 @@
+"""browser/v1 wire models (SPEC.md section 3): bodies of ``POST /v1/browser/<op>``.
+
+Inbound models refuse unknown fields. Errors name the field, never its value
+(a cookie's value is a secret).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+
+__all__ = [
+    "CookieToSet",
+    "CookiesDelete",
+    "CookiesGet",
+    "CookiesSet",
+    "InputClick",
+    "InputKey",
+    "InputMove",
+    "InputScroll",
+    "InputType",
+    "LocalStorageClear",
+    "LocalStorageGet",
+    "LocalStorageSet",
+    "Navigate",
+    "Screenshot",
+    "Tab",
+    "TabRef",
+    "TabsOpen",
+    "absolute_url",
+    "origin_of",
+]
+
+
+class Inbound(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def absolute_url(value: str) -> str:
+    """``value`` if it is an absolute URL, else ValueError naming what to send."""
+    parts = urlsplit(value.strip())
+    if not parts.scheme or (parts.scheme in ("http", "https") and not parts.netloc):
+        raise ValueError("must be an absolute URL such as https://example.com/")
+    return value.strip()
+
+
+def origin_of(value: str) -> str:
+    """``value`` as an origin (``scheme://host[:port]``), else ValueError."""
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
+        raise ValueError("must be an origin such as https://example.com (scheme, host, port)")
+    if parts.query or parts.fragment:
+        raise ValueError("must be an origin such as https://example.com (no query or fragment)")
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+Url = Annotated[str, Field(min_length=1, max_length=65536)]
+
+
+class Tab(BaseModel):
+    id: str
+    url: str
+    title: str
+    active: bool
+
+
+class TabsOpen(Inbound):
+    url: Url | None = None
+    background: StrictBool = False
+
+    @field_validator("url")
+    @classmethod
+    def _absolute(cls, v: str | None) -> str | None:
+        return absolute_url(v) if v is not None else None
+
+
+class TabRef(Inbound):
+    id: str = Field(min_length=1, max_length=256)
+
+
+class CookieToSet(Inbound):
+    name: str = Field(min_length=1, max_length=4096)
+    value: str = Field(max_length=16384)
+    url: str | None = None
+    domain: str | None = Field(None, min_length=1, max_length=1024)
+    path: str | None = Field(None, max_length=4096)
+    secure: StrictBool | None = None
+    httpOnly: StrictBool | None = None
+    sameSite: Literal["Strict", "Lax", "None"] | None = None
+    expires: float | None = Field(None, ge=0)
+
+    @field_validator("url")
+    @classmethod
+    def _absolute(cls, v: str | None) -> str | None:
+        return absolute_url(v) if v is not None else None
+
+    @model_validator(mode="after")
+    def _where(self) -> CookieToSet:
+        if self.url is None and self.domain is None:
+            raise ValueError("needs url, or domain (and path)")
+        return self
+
+
+class CookiesGet(Inbound):
+    urls: list[Url] | None = None
+
+
+class CookiesSet(Inbound):
+    cookies: list[CookieToSet] = Field(min_length=1, max_length=1000)
+
+
+class CookiesDelete(Inbound):
+    name: str | None = None
+    domain: str | None = None
+    path: str | None = None
+
+
+class LocalStorageGet(Inbound):
+    origin: str
+
+    @field_validator("origin")
+    @classmethod
+    def _origin(cls, v: str) -> str:
+        return origin_of(v)
+
+
+class LocalStorageSet(LocalStorageGet):
+    items: dict[str, str]
+
+
+class LocalStorageClear(Inbound):
+    origin: str | None = None
+
+    @field_validator("origin")
+    @classmethod
+    def _origin(cls, v: str | None) -> str | None:
+        return origin_of(v) if v is not None else None
+
+
+class Navigate(Inbound):
+    url: Url
+    tab: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        return absolute_url(v)
+
+
+class Screenshot(Inbound):
+    tab: str | None = None
+    format: Literal["jpeg", "png"] = "jpeg"
+    quality: int | None = Field(None, ge=1, le=100)
+
+
+class InputClick(Inbound):
+    x: float = Field(ge=0)
+    y: float = Field(ge=0)
+    button: Literal["left", "right", "middle"] = "left"
+    clicks: int = Field(1, ge=1, le=3)
+
+
+class InputMove(Inbound):
+    x: float = Field(ge=0)
+    y: float = Field(ge=0)
+
+
+class InputScroll(Inbound):
+    x: float = Field(ge=0)
+    y: float = Field(ge=0)
+    dx: float = 0
+    dy: float = 0
+
+
+class InputType(Inbound):
+    text: str = Field(max_length=100_000)
+
+
+class InputKey(Inbound):
+    keys: str = Field(min_length=1, max_length=200)

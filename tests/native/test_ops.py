@@ -1,0 +1,162 @@
+"""browser/v1 ops on the native stack (SPEC.md section 3)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import requests
+
+from tests.support.cdp import RawCdp, browser_ws_url
+from tests.support.logfile import all_bytes, read_log
+from tests.support.site import Site
+from tests.support.stack import NativeStack
+from tests.support.timing import wait_for
+
+PASSWORD = "pixel-pa55word"
+
+
+def op(stack: NativeStack, name: str, body: dict[str, Any] | None = None, **headers: str) -> Any:
+    answer = requests.post(
+        f"{stack.app_http}/v1/browser/{name}", json=body or {}, headers=headers, timeout=60
+    )
+    assert answer.status_code == 200, (name, answer.status_code, answer.text)
+    if answer.headers["Content-Type"].startswith("image/"):
+        return answer.content
+    return answer.json()
+
+
+def refused(stack: NativeStack, name: str, body: Any, status: int) -> str:
+    answer = requests.post(f"{stack.app_http}/v1/browser/{name}", json=body, timeout=60)
+    assert answer.status_code == status, (name, answer.status_code, answer.text)
+    return str(answer.json()["error"]["message"])
+
+
+def test_cookies_and_a_background_tab_signed_in(stack: NativeStack, site: Site) -> None:
+    start = op(stack, "tabs/open", {"url": site.url + "/next"})["id"]
+    assert op(stack, "tabs/list")[0]["id"] == start
+    op(
+        stack,
+        "cookies/set",
+        {"cookies": [{"name": "session", "value": "alice-77", "url": site.url}]},
+    )
+    background = op(stack, "tabs/open", {"url": site.url + "/account", "background": True})["id"]
+    tabs = op(stack, "tabs/list")
+    assert tabs[0]["id"] == start and tabs[0]["active"] is True
+    assert [t["active"] for t in tabs].count(True) == 1
+
+    def signed_in() -> bool:
+        titles = {t["id"]: t["title"] for t in op(stack, "tabs/list")}
+        return titles.get(background) == "Account"
+
+    wait_for(signed_in, "the background tab to load")
+    shot = op(stack, "screenshot", {"format": "png"})
+    assert shot[:4] == b"\x89PNG"
+    # The background page loaded signed in (its own screenshot shows it, and
+    # taking it did not bring it forward).
+    assert op(stack, "screenshot", {"tab": background, "format": "jpeg"})[:2] == b"\xff\xd8"
+    assert op(stack, "tabs/list")[0]["id"] == start
+    op(stack, "tabs/activate", {"id": background})
+    assert op(stack, "tabs/list")[0]["id"] == background
+    cookies = op(stack, "cookies/get", {"urls": [site.url + "/account"]})["cookies"]
+    assert [c["name"] for c in cookies] == ["session"]
+    assert op(stack, "cookies/delete", {"domain": "127.0.0.1"}) == {"deleted": 1}
+    assert op(stack, "cookies/get")["cookies"] == []
+    op(stack, "tabs/close", {"id": background})
+    op(stack, "tabs/close", {"id": start})
+
+
+def test_local_storage_round_trips(stack: NativeStack, site: Site) -> None:
+    origin = site.url
+    op(stack, "local_storage/set", {"origin": origin, "items": {"theme": "dark", "n": "1"}})
+    assert op(stack, "local_storage/get", {"origin": origin})["items"] == {
+        "theme": "dark",
+        "n": "1",
+    }
+    op(stack, "local_storage/clear", {"origin": origin})
+    assert op(stack, "local_storage/get", {"origin": origin})["items"] == {}
+
+
+def test_bad_input_is_refused_and_changes_nothing(stack: NativeStack) -> None:
+    before = op(stack, "tabs/list")
+    message = refused(stack, "tabs/teleport", {}, 404)
+    assert "tabs/open" in message and "input/click" in message
+    message = refused(
+        stack, "cookies/set", {"cookies": [{"name": "s", "value": "sekrit-value-1"}]}, 400
+    )
+    assert "cookies.0" in message and "sekrit" not in message
+    message = refused(
+        stack, "cookies/set", {"cookies": [{"name": "s", "value": 5, "url": "http://a/"}]}, 400
+    )
+    assert "cookies.0.value" in message
+    assert "absolute" in refused(stack, "tabs/open", {"url": "/relative/path"}, 400)
+    assert "absolute" in refused(stack, "navigate", {"url": "example.com"}, 400)
+    assert "no tab" in refused(stack, "tabs/close", {"id": "NOPE"}, 404)
+    assert "boolean" in refused(stack, "tabs/open", {"url": "http://a/", "background": "yes"}, 400)
+    assert "extra" in refused(stack, "tabs/list", {"unknown": 1}, 400).lower()
+    assert "guard" in refused(stack, "tabs/open", {"url": "file:///etc/passwd"}, 403)
+    assert "origin" in refused(stack, "local_storage/get", {"origin": "not an origin"}, 400)
+    assert (
+        "JSON" in requests.post(f"{stack.app_http}/v1/browser/tabs/list", data="{", timeout=10).text
+    )
+    after = op(stack, "tabs/list")
+    assert [t["id"] for t in after] == [t["id"] for t in before]
+
+
+def test_computer_use_loop_with_tool_call_headers(stack: NativeStack, site: Site) -> None:
+    from agentenv.app.toolcall import ToolCall, encode
+
+    tab = op(stack, "tabs/open", {"url": site.url + "/pixels"})["id"]
+    wait_for(lambda: op(stack, "tabs/list")[0]["title"] == "Pixels", "the pixels page")
+    _, start = read_log(stack.app_http)
+
+    def call(name: str, body: dict[str, Any], n: int) -> Any:
+        header = encode(ToolCall("computer", f"call-{n}", {"action": name, **body}))
+        return op(stack, name, body, **{"AgentEnv-Tool-Call": header, "AgentEnv-Role": "cua"})
+
+    assert call("screenshot", {"format": "jpeg"}, 1)[:2] == b"\xff\xd8"
+    call("input/click", {"x": 200, "y": 130}, 2)
+    call("input/type", {"text": "hello there"}, 3)
+    call("input/key", {"keys": "Enter"}, 4)
+    wait_for(lambda: _out(stack, tab) == "sent:hello there", "the form to be sent")
+    call("input/click", {"x": 200, "y": 275}, 5)  # the password field
+    call("input/type", {"text": PASSWORD}, 6)
+    call("input/key", {"keys": "x"}, 7)
+    lines, _ = read_log(stack.app_http, start)
+    mcp = [x["action"] for x in lines if "action" in x and x["action"]["via"] == "mcp"]
+    assert [(a["tool"], a["call"], a["op"], a["who"]) for a in mcp] == [
+        ("computer", "call-1", "screenshot", "cua"),
+        ("computer", "call-2", "input/click", "cua"),
+        ("computer", "call-3", "input/type", "cua"),
+        ("computer", "call-4", "input/key", "cua"),
+        ("computer", "call-5", "input/click", "cua"),
+        ("computer", "call-6", "input/type", "cua"),
+        ("computer", "call-7", "input/key", "cua"),
+    ]
+    assert mcp[0]["acts"] == "reading" and all(a["acts"] == "acting" for a in mcp[1:])
+    assert mcp[2]["args"]["text"] == "hello there"  # the focus check cleared it
+    assert mcp[5]["args"]["text"] == {"withheld": "password", "length": len(PASSWORD)}
+    assert mcp[6]["args"]["keys"] == {"withheld": "password", "length": 1}
+    assert PASSWORD.encode() not in all_bytes(stack.log_dir)
+    op(stack, "tabs/close", {"id": tab})
+
+
+def _out(stack: NativeStack, tab: str) -> str:
+    """The page's #out text, read by a CDP client of the test's own."""
+
+    async def read() -> str:
+        url = browser_ws_url(stack.relay_http, "user=observer")
+        async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+            cdp = RawCdp(ws)
+            session = (await cdp.call("Target.attachToTarget", {"targetId": tab, "flatten": True}))[
+                "result"
+            ]["sessionId"]
+            answer = await cdp.call(
+                "Runtime.evaluate",
+                {"expression": "document.getElementById('out').textContent", "returnByValue": True},
+                sessionId=session,
+            )
+            return str(answer["result"]["result"]["value"])
+
+    return asyncio.run(read())
