@@ -160,3 +160,52 @@ def _out(stack: NativeStack, tab: str) -> str:
             return str(answer["result"]["result"]["value"])
 
     return asyncio.run(read())
+
+
+def test_data_get_reset_add(stack: NativeStack, site: Site) -> None:
+    import io
+    import json
+    import tarfile
+
+    op(stack, "cookies/set", {"cookies": [{"name": "session", "value": "bob-1", "url": site.url}]})
+    op(stack, "local_storage/set", {"origin": site.url, "items": {"cart": "3 items"}})
+    first = op(stack, "tabs/open", {"url": site.url + "/account"})["id"]
+    op(stack, "tabs/open", {"url": site.url + "/next", "background": True})
+    wait_for(lambda: {t["title"] for t in op(stack, "tabs/list")} >= {"Account", "Next"}, "tabs")
+    before = op(stack, "tabs/list")
+    assert before[0]["id"] == first
+
+    archive = requests.post(f"{stack.app_http}/v1/browser/data/get", timeout=60)
+    assert archive.status_code == 200 and archive.headers["Content-Type"] == "application/gzip"
+    with tarfile.open(fileobj=io.BytesIO(archive.content), mode="r:gz") as tar:
+        names = tar.getnames()
+        state = json.loads(tar.extractfile("browser-state.json").read())  # type: ignore[union-attr]
+        log = tar.extractfile("browser-log.jsonl").read()  # type: ignore[union-attr]
+    assert names == ["browser-state.json", "browser-log.jsonl"]
+    assert [c["name"] for c in state["cookies"]] == ["session"]
+    assert state["local_storage"][site.url] == {"cart": "3 items"}
+    assert log.count(b"\n") >= 3
+
+    reset = op(stack, "data/reset")
+    tabs = op(stack, "tabs/list")
+    assert [t["url"] for t in tabs] == ["about:blank"] and tabs[0]["id"] == reset["tab"]
+    assert op(stack, "cookies/get")["cookies"] == []
+    assert op(stack, "local_storage/get", {"origin": site.url})["items"] == {}
+    lines, _ = read_log(stack.app_http, reset["reset"] - 1)
+    assert lines[0] == lines[0] | {"seq": reset["reset"], "reset": {"reason": "data/reset"}}
+
+    added = requests.post(f"{stack.app_http}/v1/browser/data/add", data=archive.content, timeout=60)
+    assert added.status_code == 200, added.text
+    assert op(stack, "cookies/get")["cookies"][0]["value"] == "bob-1"
+    assert op(stack, "local_storage/get", {"origin": site.url})["items"] == {"cart": "3 items"}
+    wait_for(
+        lambda: (
+            {t["url"] for t in op(stack, "tabs/list")}
+            >= {site.url + "/account", site.url + "/next"}
+        ),
+        "the saved tabs back",
+    )
+    assert op(stack, "tabs/list")[0]["url"] == site.url + "/account"  # the active one in front
+    bad = requests.post(f"{stack.app_http}/v1/browser/data/add", data=b"not a tarball", timeout=30)
+    assert bad.status_code == 400 and "tar.gz" in bad.json()["error"]["message"]
+    op(stack, "data/reset")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 from pydantic import BaseModel
 
 from agentenv.app.browser import ActionContext, BrowserError, BrowserLink, CdpError
@@ -43,6 +44,7 @@ from agentenv.protocol.browser import (
     TabRef,
     TabsOpen,
 )
+from agentenv.protocol.data import BrowserState, SavedTab
 
 __all__ = ["OPS", "Caller", "Op", "OpFailed", "Ops"]
 
@@ -52,6 +54,8 @@ log = logging.getLogger("agentenv.app.ops")
 #: a second one (Chromium answers the first only once another arrives).
 SECOND_CAPTURE_S = 0.5
 CAPTURE_DEADLINE_S = 10.0
+#: What data/reset clears per origin ("all" fails in headless Chromium).
+CLEARED_STORAGE = "local_storage,indexeddb,cache_storage,service_workers,file_systems,websql"
 _BLANK_PAGE = base64.b64encode(b"<!doctype html><title>agentenv</title>").decode()
 
 
@@ -94,6 +98,38 @@ def failure(exc: Exception) -> OpFailed:
     raise exc
 
 
+def _origin(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return f"{parts.scheme}://{parts.netloc}".lower()
+    return None
+
+
+_COOKIE_PARAMS = (
+    "name",
+    "value",
+    "domain",
+    "path",
+    "secure",
+    "httpOnly",
+    "sameSite",
+    "expires",
+    "priority",
+    "sameParty",
+    "sourceScheme",
+    "sourcePort",
+    "partitionKey",
+)
+
+
+def _settable(cookie: dict[str, Any]) -> dict[str, Any]:
+    """A cookie as Storage.getCookies gave it, as Storage.setCookies takes it."""
+    out = {k: v for k, v in cookie.items() if k in _COOKIE_PARAMS}
+    if out.get("expires", 0) in (-1, 0) or cookie.get("session"):
+        out.pop("expires", None)
+    return out
+
+
 def _cookie_matches(cookie: dict[str, Any], url: str) -> bool:
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
@@ -118,6 +154,9 @@ class Ops:
     #: Counts calls that switched the active tab, so a background open does
     #: not undo a switch another call made meanwhile.
     switches: int = 0
+    #: Origins whose local storage this computer wrote (data/get saves them,
+    #: with the origins of open tabs: Chromium cannot list them all).
+    storage_origins: set[str] = field(default_factory=set)
     _storage_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     # -- helpers -------------------------------------------------------------
@@ -344,8 +383,6 @@ class Ops:
         return {"origin": body.origin, "items": items or {}}
 
     async def local_storage_set(self, body: LocalStorageSet, caller: Caller) -> Any:
-        import orjson
-
         script = (
             f"(() => {{ const items = {orjson.dumps(body.items).decode()};"
             " for (const [k, v] of Object.entries(items)) localStorage.setItem(k, v);"
@@ -353,6 +390,7 @@ class Ops:
         )
         async with self._acting(caller, "local_storage/set", body):
             await self._on_origin(body.origin, script)
+        self.storage_origins.add(body.origin)
         return {}
 
     async def local_storage_clear(self, body: LocalStorageClear, caller: Caller) -> Any:
@@ -360,10 +398,102 @@ class Ops:
             if body.origin is not None:
                 await self._on_origin(body.origin, "localStorage.clear()")
             else:
-                await self.link.call(
-                    "Storage.clearDataForOrigin", {"origin": "*", "storageTypes": "local_storage"}
-                )
+                session = await self.link.session(await self.active())
+                for origin in sorted(self.storage_origins | await self._tab_origins()):
+                    await self.link.call(
+                        "Storage.clearDataForOrigin",
+                        {"origin": origin, "storageTypes": "local_storage"},
+                        session=session,
+                    )
         return {}
+
+    async def _tab_origins(self) -> set[str]:
+        return {o for o in (_origin(p.get("url", "")) for p in await self._pages()) if o}
+
+    # -- data: the browser's state as an archive ----------------------------------
+
+    async def _local_storage(self, tabs: list[Tab]) -> dict[str, dict[str, str]]:
+        saved: dict[str, dict[str, str]] = {}
+        read = "JSON.stringify(Object.fromEntries(Object.entries(localStorage)))"
+        for tab in tabs:
+            origin = _origin(tab.url)
+            if origin is None or origin in saved:
+                continue
+            with contextlib.suppress(BrowserError, CdpError):
+                session = await self.link.session(tab.id)
+                result = await self.link.call(
+                    "Runtime.evaluate",
+                    {"expression": read, "returnByValue": True},
+                    session=session,
+                    deadline_s=5,
+                )
+                value = result.get("result", {}).get("value")
+                if isinstance(value, str):
+                    saved[origin] = orjson.loads(value)
+        for origin in sorted(self.storage_origins - saved.keys()):
+            items = await self._on_origin(origin, read)
+            if isinstance(items, str):
+                saved[origin] = orjson.loads(items)
+        return {origin: items for origin, items in saved.items() if items}
+
+    async def state(self) -> BrowserState:
+        """Cookies, local storage per origin and tabs, as data/get saves them."""
+        tabs = await self.tabs()
+        return BrowserState(
+            cookies=await self._cookies(),
+            local_storage=await self._local_storage(tabs),
+            tabs=[SavedTab(url=t.url, title=t.title, active=t.active) for t in tabs],
+        )
+
+    async def restore(self, state: BrowserState, caller: Caller) -> Any:
+        """data/add: cookies, local storage and tabs back as saved."""
+        async with self._acting(caller, "data/add", None):
+            if state.cookies:
+                await self.link.call(
+                    "Storage.setCookies", {"cookies": [_settable(c) for c in state.cookies]}
+                )
+            for origin, items in state.local_storage.items():
+                script = (
+                    f"(() => {{ const items = {orjson.dumps(items).decode()};"
+                    " for (const [k, v] of Object.entries(items)) localStorage.setItem(k, v); })()"
+                )
+                await self._on_origin(origin, script)
+                self.storage_origins.add(origin)
+            ordered = sorted(state.tabs, key=lambda t: t.active)  # the active one last: in front
+            for tab in ordered:
+                await self.link.call("Target.createTarget", {"url": tab.url or "about:blank"})
+            self.switches += 1
+        return {
+            "cookies": len(state.cookies),
+            "local_storage": len(state.local_storage),
+            "tabs": len(state.tabs),
+        }
+
+    async def reset(self, caller: Caller) -> Any:
+        """data/reset: one blank tab, no cookies or storage, a reset line."""
+        async with self._acting(caller, "data/reset", None):
+            pages = await self._pages()
+            origins = {o for o in (_origin(p.get("url", "")) for p in pages) if o}
+            origins |= self.storage_origins
+            blank = (await self.link.call("Target.createTarget", {"url": "about:blank"}))[
+                "targetId"
+            ]
+            for page in pages:
+                with contextlib.suppress(CdpError):
+                    await self.link.call("Target.closeTarget", {"targetId": page["targetId"]})
+            await self.link.call("Storage.clearCookies")
+            # Storage.clearDataForOrigin answers only on a page's session.
+            session = await self.link.session(blank)
+            for origin in sorted(origins):
+                await self.link.call(
+                    "Storage.clearDataForOrigin",
+                    {"origin": origin, "storageTypes": CLEARED_STORAGE},
+                    session=session,
+                )
+            self.storage_origins.clear()
+            self.switches += 1
+            entry = (await self.link.call("AgentEnv.reset", {"reason": "data/reset"}))["entry"]
+        return {"tab": blank, "reset": entry}
 
     # -- navigation and pixels ----------------------------------------------------
 

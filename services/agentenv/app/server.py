@@ -35,6 +35,7 @@ from agentenv.log.reader import LogReader
 from agentenv.process import log_dir
 from agentenv.protocol import dump
 from agentenv.protocol.card import BROWSER_V1, Card, Extension
+from agentenv.protocol.data import ARCHIVE_LIMIT, ArchiveError, pack, unpack
 from agentenv.protocol.log import LogRequest
 from agentenv.settings import Settings
 
@@ -46,8 +47,9 @@ reader_key = web.AppKey("reader", LogReader)
 link_key = web.AppKey("link", BrowserLink)
 ops_key = web.AppKey("ops", Ops)
 
+DATA_OPS = ("data/get", "data/add", "data/reset")
 #: browser/v1 ops this server answers.
-BROWSER_V1_OPS: list[str] = [*OPS, "log"]
+BROWSER_V1_OPS: list[str] = [*OPS, "log", *DATA_OPS]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -205,10 +207,53 @@ async def log_op(request: web.Request) -> web.Response:
     return web.Response(body=body, content_type="application/json")
 
 
+async def data_op(request: web.Request, name: str) -> web.StreamResponse:
+    """data/get, data/add, data/reset (control token)."""
+    require_control(request)
+    ops = request.app[ops_key]
+    who = Caller("agentenv", "agentenv")
+    try:
+        if name == "data/get":
+            await body_of(request)  # no params; refuses a body that is not JSON
+            state = await ops.state()
+            reader = request.app[reader_key]
+            log = await asyncio.get_running_loop().run_in_executor(None, _whole_log, reader)
+            archive = pack(state, log)
+            return web.Response(
+                body=archive,
+                content_type="application/gzip",
+                headers={"Content-Disposition": 'attachment; filename="browser-data.tar.gz"'},
+            )
+        if name == "data/add":
+            try:
+                state = unpack(await request.read())
+            except ArchiveError as exc:
+                raise OpError(400, str(exc)) from None
+            return web.json_response(await ops.restore(state, who))
+        await body_of(request)
+        return web.json_response(await ops.reset(who))
+    except (OpFailed, CdpError, BrowserError) as exc:
+        failed = failure(exc)
+        raise OpError(failed.status, failed.message) from None
+
+
+def _whole_log(reader: LogReader) -> bytes:
+    parts: list[bytes] = []
+    last = 0
+    while True:
+        page = reader.read(last, 10000)
+        if not page.lines:
+            return b"".join(parts)
+        parts.extend(line + b"\n" for line in page.lines)
+        last = page.last
+
+
 async def browser_op(request: web.Request) -> web.StreamResponse:
     name = request.match_info["op"]
     if name == "log":
         return await log_op(request)
+    if name in DATA_OPS:
+        return await data_op(request, name)
     op = OPS.get(name)
     if op is None:
         known = ", ".join(BROWSER_V1_OPS)
@@ -248,7 +293,7 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
 
 def make_app(settings: Settings) -> web.Application:
     """The app server for ``settings``."""
-    app = web.Application(middlewares=[_checks])
+    app = web.Application(middlewares=[_checks], client_max_size=ARCHIVE_LIMIT)
     app[settings_key] = settings
     folder, _ = log_dir(settings)
     app[reader_key] = LogReader(folder / settings.log_file.name)

@@ -49,7 +49,12 @@ BROWSER_GONE = (1011, b"Chromium exited; reconnect when /readyz says ready")
 #: How long a left client's unanswered commands are waited for.
 SETTLE_S = 10.0
 
-_AGENTENV_METHODS = ("AgentEnv.beginAction", "AgentEnv.endAction", "AgentEnv.whoami")
+_AGENTENV_METHODS = (
+    "AgentEnv.beginAction",
+    "AgentEnv.endAction",
+    "AgentEnv.whoami",
+    "AgentEnv.reset",
+)
 
 
 @dataclass
@@ -226,6 +231,11 @@ class _Bridge:
                 result = {}
             elif method == "AgentEnv.whoami":
                 result = {"conn": conn.number, "user": conn.identity.user}
+            elif method == "AgentEnv.reset":
+                reason = params.get("reason")
+                if not isinstance(reason, str) or not reason:
+                    raise ValueError("reason must be a non-empty string")
+                result = {"entry": self.logbook.reset(reason[:200])}
             else:
                 await self._error(
                     call,
