@@ -185,18 +185,29 @@ class BrowserLink:
         *,
         via: str,
         who: str,
-        op: str,
+        op: str | None = None,
         tool: str | None = None,
         call: str | None = None,
         args: Any = None,
         tab: str | None = None,
         typing: list[str] | None = None,
         acts: str = "acting",
+        scope: list[int | str] | None = None,
     ) -> AsyncIterator[ActionContext]:
-        """An action on the record around the commands made inside it."""
+        """An action on the record around the commands made inside it.
+
+        Its scope is this connection, unless ``scope`` names others (a
+        Playwright MCP's connection tag).
+        """
         await self._connect()
-        params: dict[str, Any] = {"via": via, "who": who, "op": op, "scope": [self.conn]}
-        for key, value in (("tool", tool), ("call", call), ("args", args), ("tab", tab)):
+        params: dict[str, Any] = {"via": via, "who": who, "scope": scope or [self.conn]}
+        for key, value in (
+            ("op", op),
+            ("tool", tool),
+            ("call", call),
+            ("args", args),
+            ("tab", tab),
+        ):
             if value is not None:
                 params[key] = value
         if typing:

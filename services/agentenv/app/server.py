@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 import orjson
 from aiohttp import web
+from aiohttp_asgi import ASGIResource
 from pydantic import ValidationError
 
 import agentenv
@@ -30,6 +31,7 @@ from agentenv.access import AccessDenied, Identity, bearer_token, check_host, ch
 from agentenv.app import toolcall
 from agentenv.app.browser import BrowserError, BrowserLink, CdpError
 from agentenv.app.keys import KeyError_
+from agentenv.app.mcp import McpProxy
 from agentenv.app.ops import OPS, Caller, Image, OpFailed, Ops, failure
 from agentenv.log.reader import LogReader
 from agentenv.process import log_dir
@@ -46,6 +48,7 @@ client_key = web.AppKey("client", aiohttp.ClientSession)
 reader_key = web.AppKey("reader", LogReader)
 link_key = web.AppKey("link", BrowserLink)
 ops_key = web.AppKey("ops", Ops)
+mcp_key = web.AppKey("mcp", McpProxy)
 
 DATA_OPS = ("data/get", "data/add", "data/reset")
 #: browser/v1 ops this server answers.
@@ -73,6 +76,8 @@ async def _checks(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         check_host(settings, request.headers.get("Host"))
         check_origin(settings, request.headers.get("Origin"))
+        if request.path.startswith("/mcp"):
+            caller(request)  # with users configured, MCP needs a token too
         return await handler(request)
     except AccessDenied as exc:
         return error_response(exc.status, exc.message)
@@ -286,7 +291,9 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     link = BrowserLink(app[settings_key], app[client_key])
     app[link_key] = link
     app[ops_key] = Ops(link, str(app[settings_key].downloads_dir))
-    yield
+    proxy = app[mcp_key] = McpProxy(app[settings_key], link)
+    async with proxy.running():
+        yield
     await link.close()
     await app[client_key].close()
 
@@ -302,4 +309,11 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/card", card)
     app.router.add_post("/v1/browser/{op:.+}", browser_op)
+
+    # /mcp: the mcp SDK's streamable HTTP app, mounted through aiohttp-asgi
+    # (the proxy itself is made at startup, with the browser link).
+    async def mcp_asgi(scope: Any, receive: Any, send: Any) -> None:
+        await app[mcp_key].asgi(scope, receive, send)
+
+    app.router.register_resource(ASGIResource(mcp_asgi, root_path="/mcp"))
     return app

@@ -1,0 +1,307 @@
+"""``/mcp``: Playwright MCP's tools for agents, every call on the record.
+
+Streamable HTTP served by the ``mcp`` SDK (v2) low-level ``Server``, mounted
+in the app server through ``aiohttp-asgi``. Each MCP session gets its own
+Playwright MCP (``python -m playwright mcp``, bundled in the playwright
+wheel), started on first use over stdio in a private temporary folder, and
+connected to the relay with the control token and a connection tag of its
+own. It ends when the MCP session ends (DELETE) or idles out. Clients of the
+sessionless 2026-07-28 protocol get one per caller (see
+:meth:`McpProxy._session_of`).
+
+Answers are JSON (the SDK's ``json_response`` mode, a form streamable HTTP
+allows): through ``aiohttp-asgi`` an SSE answer's events were not flushed to
+the client. No tool here streams progress, so nothing is lost.
+
+``tools/list`` is Playwright MCP's list minus :data:`REMOVED` (tools that
+would break the computer), with the ``vision`` (x, y) tools. Each
+``tools/call`` is an action (via ``mcp``, who = ``AgentEnv-Role``, the tool,
+the call id, the arguments redacted; acting unless ``readOnlyHint``) whose
+scope is that Playwright MCP's connection, so its CDP commands and the tab
+events they cause are credited to the call. A tool's result is never logged:
+Playwright MCP echoes typed text in its results, passwords included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+
+from agentenv.app.browser import BrowserError, BrowserLink, CdpError
+from agentenv.app.toolcall import ToolCallError, role
+from agentenv.log.marks import tool_acts
+from agentenv.settings import Settings
+
+__all__ = ["REMOVED", "TYPING_ARGS", "McpProxy"]
+
+log = logging.getLogger("agentenv.app.mcp")
+
+#: Tools that would break the computer: not listed, refused if called.
+REMOVED = frozenset({"browser_install", "browser_close"})
+#: Arguments holding typed text, per tool: withheld unless every password check cleared.
+TYPING_ARGS: dict[str, list[str]] = {
+    "browser_type": ["text"],
+    "browser_fill_form": ["fields.*.value"],
+    "browser_press_key": ["key"],
+    "browser_press_sequentially": ["text"],
+}
+#: Arguments naming files: allowed only inside the downloads folder.
+FILE_ARGS = ("filename", "paths", "path")
+IDLE_S = float(os.environ.get("AGENTENV_MCP_IDLE_S", "1800"))
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+class ToolRefused(Exception):
+    pass
+
+
+@dataclass
+class PlaywrightSession:
+    """One Playwright MCP, serving one MCP session."""
+
+    settings: Settings
+    tag: str = field(default_factory=lambda: f"mcp-{uuid.uuid4().hex[:12]}")
+    folder: Path | None = None
+    client: Client | None = None
+    used: float = field(default_factory=time.monotonic)
+    _task: asyncio.Task[None] | None = None
+    _ready: asyncio.Event = field(default_factory=asyncio.Event)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _error: BaseException | None = None
+    _tools: list[types.Tool] | None = None
+
+    def _server(self) -> StdioServerParameters:
+        args = [
+            "-m",
+            "playwright",
+            "mcp",
+            "--cdp-endpoint",
+            self.settings.relay_http,
+            "--cdp-header",
+            f"AgentEnv-Tag: {self.tag}",
+            "--caps",
+            "vision",
+            "--output-dir",
+            str(self.settings.downloads_dir),
+        ]
+        if self.settings.control_token:
+            args += ["--cdp-header", f"Authorization: Bearer {self.settings.control_token}"]
+        return StdioServerParameters(command=sys.executable, args=args, cwd=self.folder)
+
+    async def _run(self) -> None:
+        # anyio contexts must be entered and left in one task: this one.
+        try:
+            async with Client(self._server(), read_timeout_seconds=120) as client:
+                self.client = client
+                self._ready.set()
+                await self._stop.wait()
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            if not isinstance(exc, asyncio.CancelledError):
+                log.warning("Playwright MCP %s ended: %r", self.tag, exc)
+        finally:
+            self.client = None
+
+    async def start(self) -> Client:
+        if self._task is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="agentenv-mcp-"))
+            self._task = asyncio.create_task(self._run(), name=f"playwright-mcp-{self.tag}")
+        await asyncio.wait_for(self._ready.wait(), 120)
+        if self.client is None:
+            raise BrowserError(f"Playwright MCP did not start: {self._error!r}")
+        self.used = time.monotonic()
+        return self.client
+
+    async def tools(self) -> list[types.Tool]:
+        if self._tools is None:
+            client = await self.start()
+            listed = await client.list_tools()
+            self._tools = [t for t in listed.tools if t.name not in REMOVED]
+        return self._tools
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self._task, 15)
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _outside(value: Any, downloads: str) -> bool:
+    paths = value if isinstance(value, list) else [value]
+    root = os.path.normpath(downloads)
+    for path in paths:
+        if not isinstance(path, str):
+            continue
+        full = os.path.normpath(path if os.path.isabs(path) else os.path.join(root, path))
+        if full != root and not full.startswith(root + os.sep):
+            return True
+    return False
+
+
+class McpProxy:
+    def __init__(self, settings: Settings, link: BrowserLink) -> None:
+        self.settings = settings
+        self.link = link
+        self.sessions: dict[str, PlaywrightSession] = {}
+        server: Server[Any] = Server(
+            "agentenv-browser",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        self.manager = StreamableHTTPSessionManager(
+            server,
+            # The app server checks Host and Origin itself, as the relay does.
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            session_idle_timeout=IDLE_S,
+            json_response=True,
+        )
+
+    # -- sessions ----------------------------------------------------------------
+
+    def _session_of(self, ctx: Any) -> tuple[PlaywrightSession, str]:
+        """The Playwright MCP serving this request's MCP session, and the role.
+
+        A legacy (handshake) client has an ``Mcp-Session-Id``. Under the
+        2026-07-28 protocol there are no sessions: a request is served by the
+        Playwright MCP of its caller, its credential (hashed) and role, or of
+        the ``AgentEnv-Session`` it names, so one agent keeps its page
+        snapshot and refs from call to call.
+        """
+        request = getattr(ctx, "request", None)
+        headers = getattr(request, "headers", None) or {}
+        try:
+            who = role(headers.get("agentenv-role"))
+        except ToolCallError:
+            who = "default"
+        key = headers.get("mcp-session-id")
+        if not key:
+            credential = hashlib.sha256(headers.get("authorization", "").encode()).hexdigest()[:16]
+            chosen = headers.get("agentenv-session", "")[:200]
+            key = f"caller:{credential}:{who}:{chosen}"
+        session = self.sessions.get(key)
+        if session is None:
+            session = self.sessions[key] = PlaywrightSession(self.settings)
+        return session, who
+
+    async def end(self, key: str) -> None:
+        session = self.sessions.pop(key, None)
+        if session is not None:
+            await session.stop()
+
+    async def reap(self) -> None:
+        """End Playwright MCPs idle longer than the MCP sessions' idle limit."""
+        while True:
+            await asyncio.sleep(30)
+            now = time.monotonic()
+            for key, session in list(self.sessions.items()):
+                if now - session.used > IDLE_S:
+                    log.info("ending idle Playwright MCP %s", session.tag)
+                    await self.end(key)
+
+    # -- handlers ------------------------------------------------------------------
+
+    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        session, _ = self._session_of(ctx)
+        return types.ListToolsResult(tools=await session.tools())
+
+    async def _call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        session, who = self._session_of(ctx)
+        name = params.name
+        args = dict(params.arguments or {})
+        tools = {t.name: t for t in await session.tools()}
+        if name in REMOVED or name not in tools:
+            return _error(
+                f"tool {name!r} is not served here"
+                + (
+                    ": it would break the computer"
+                    if name in REMOVED
+                    else "; tools/list shows them"
+                )
+            )
+        downloads = str(self.settings.downloads_dir)
+        for key in FILE_ARGS:
+            if key in args and _outside(args[key], downloads):
+                return _error(f"{name}: {key} must be inside the downloads folder {downloads}")
+        annotations = tools[name].annotations
+        read_only = getattr(annotations, "read_only_hint", None) if annotations else None
+        typing = TYPING_ARGS.get(name)
+        call = str(getattr(ctx, "request_id", None) or uuid.uuid4().hex)
+        client = await session.start()
+        try:
+            async with self.link.action(
+                via="mcp",
+                who=who,
+                tool=name,
+                call=call,
+                args=args,
+                acts=tool_acts(read_only),
+                typing=typing,
+                scope=[session.tag],
+            ) as action:
+                result = await client.call_tool(name, args)
+                if result.is_error:
+                    action.ok = False
+                    # Never the result's text: it may echo what was typed.
+                    action.error = f"{name} reported an error (its text is not logged)"
+        except (BrowserError, CdpError) as exc:
+            return _error(f"{name}: the computer could not record or run it: {exc}")
+        finally:
+            session.used = time.monotonic()
+        return result
+
+    # -- ASGI ------------------------------------------------------------------------
+
+    async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The manager's ASGI app, ending a session's Playwright MCP on DELETE."""
+        ended = None
+        if scope.get("type") == "http" and scope.get("method") == "DELETE":
+            for name, value in scope.get("headers", []):
+                if name.lower() == b"mcp-session-id":
+                    ended = value.decode("latin-1")
+        await self.manager.handle_request(scope, receive, send)
+        if ended is not None:
+            await self.end(ended)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        reaper = asyncio.create_task(self.reap())
+        try:
+            async with self.manager.run():
+                yield
+        finally:
+            reaper.cancel()
+            for key in list(self.sessions):
+                await self.end(key)
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)], is_error=True
+    )

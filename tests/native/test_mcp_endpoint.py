@@ -1,0 +1,123 @@
+"""/mcp on the app server: Playwright MCP's tools, every call on the record."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import requests
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.native.test_mcp import _ref, _ref_argument, _text
+from tests.support.logfile import actions, all_bytes, read_log, tab_events
+from tests.support.site import Site
+from tests.support.stack import NativeStack
+from tests.support.timing import wait_for
+
+PASSWORD = "mcp-hunter2-secret"
+
+
+def _client(stack: NativeStack, role: str) -> Client:
+    import httpx2
+
+    http = httpx2.AsyncClient(headers={"AgentEnv-Role": role}, timeout=120)
+    return Client(
+        streamable_http_client(stack.app_http + "/mcp", http_client=http), read_timeout_seconds=120
+    )
+
+
+async def test_mcp_calls_are_on_the_record(stack: NativeStack, site: Site) -> None:
+    _, start = read_log(stack.app_http)
+    async with _client(stack, "alice") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert "browser_navigate" in tools and "browser_click" in tools
+        assert "browser_install" not in tools and "browser_close" not in tools
+        assert any(name.endswith("_xy") for name in tools), "the vision tools"
+        ref = _ref_argument(tools["browser_type"])
+        nav = await client.call_tool("browser_navigate", {"url": site.url + "/"})
+        assert not nav.is_error, _text(nav)
+        snap = _text(await client.call_tool("browser_snapshot", {}))
+        typed = await client.call_tool(
+            "browser_type", {"element": "password", ref: _ref(snap, "password"), "text": PASSWORD}
+        )
+        assert not typed.is_error, _text(typed)
+        search = await client.call_tool(
+            "browser_type", {"element": "search", ref: _ref(snap, "search"), "text": "red hats"}
+        )
+        assert not search.is_error
+        popup = await client.call_tool(
+            "browser_click", {"element": "popup link", ref: _ref(snap, "Open popup")}
+        )
+        assert not popup.is_error, _text(popup)
+        assert not (await client.call_tool("browser_tabs", {"action": "list"})).is_error
+        shot = await client.call_tool("browser_take_screenshot", {})
+        assert not shot.is_error
+        refused = await client.call_tool("browser_close", {})
+        assert refused.is_error and "break the computer" in _text(refused)
+
+    def popup_opened() -> list[dict[str, Any]] | None:
+        lines, _ = read_log(stack.app_http, start)
+        opened = [e for e in tab_events(lines) if e["event"] == "opened"]
+        return lines if opened else None
+
+    lines = wait_for(popup_opened, "the popup's opened event")
+    entries = actions(lines)
+    calls = {s: a for s, a in entries.items() if a.get("via") == "mcp"}
+    tools_called = [a["tool"] for _, a in sorted(calls.items())]
+    assert tools_called == [
+        "browser_navigate",
+        "browser_snapshot",
+        "browser_type",
+        "browser_type",
+        "browser_click",
+        "browser_tabs",
+        "browser_take_screenshot",
+    ]
+    assert all(a["who"] == "alice" and a["call"] for a in calls.values())
+    by_tool = {a["tool"]: s for s, a in sorted(calls.items())}
+    assert entries[by_tool["browser_snapshot"]]["acts"] == "reading"
+    typed_entries = [a for a in calls.values() if a["tool"] == "browser_type"]
+    assert typed_entries[0]["args"]["text"] == {"withheld": "password", "length": len(PASSWORD)}
+    assert typed_entries[1]["args"]["text"] == "red hats"
+    # CDP commands made for a call are credited to it.
+    navigate = next(a for a in entries.values() if a.get("method") == "Page.navigate")
+    assert navigate["within"] == by_tool["browser_navigate"]
+    click = by_tool["browser_click"]
+    opened = [e for e in tab_events(lines) if e["event"] == "opened"]
+    popup_event = opened[-1]
+    after = popup_event["by"].get("after")
+    assert after is not None and entries[after].get("within") == click
+    assert PASSWORD.encode() not in all_bytes(stack.log_dir)
+
+
+async def test_two_sessions_with_their_own_roles(stack: NativeStack, site: Site) -> None:
+    _, start = read_log(stack.app_http)
+
+    async def agent(role: str, path: str) -> None:
+        async with _client(stack, role) as client:
+            for _ in range(2):
+                result = await client.call_tool("browser_navigate", {"url": site.url + path})
+                assert not result.is_error, _text(result)
+
+    await asyncio.gather(agent("ann", "/next"), agent("ben", "/popup"))
+    lines, _ = read_log(stack.app_http, start)
+    entries = actions(lines)
+    calls = [a for a in entries.values() if a.get("via") == "mcp"]
+    assert sorted(a["who"] for a in calls) == ["ann", "ann", "ben", "ben"]
+    for seq, a in entries.items():
+        if a.get("method") == "Page.navigate" and a.get("within"):
+            owner = entries[a["within"]]
+            assert owner["who"] == ("ann" if a["params"]["url"].endswith("/next") else "ben"), seq
+
+
+def test_mcp_checks_host_and_origin(stack: NativeStack) -> None:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    evil = requests.post(
+        stack.app_http + "/mcp", json=body, headers={"Host": "evil.example"}, timeout=10
+    )
+    assert evil.status_code == 403 and "evil" not in evil.text
+    origin = requests.post(
+        stack.app_http + "/mcp", json=body, headers={"Origin": "http://evil.example"}, timeout=10
+    )
+    assert origin.status_code == 403
