@@ -42,6 +42,22 @@ async def test_mcp_calls_are_on_the_record(stack: NativeStack, site: Site) -> No
             "browser_type", {"element": "password", ref: _ref(snap, "password"), "text": PASSWORD}
         )
         assert not typed.is_error, _text(typed)
+        fields = tools["browser_fill_form"].input_schema["properties"]["fields"]["items"]
+        field_ref = "target" if "target" in fields.get("properties", {}) else "ref"
+        filled = await client.call_tool(
+            "browser_fill_form",
+            {
+                "fields": [
+                    {
+                        "name": "password",
+                        "type": "textbox",
+                        field_ref: _ref(snap, "password"),
+                        "value": PASSWORD + "-form",
+                    }
+                ]
+            },
+        )
+        assert not filled.is_error, _text(filled)
         search = await client.call_tool(
             "browser_type", {"element": "search", ref: _ref(snap, "search"), "text": "red hats"}
         )
@@ -69,6 +85,7 @@ async def test_mcp_calls_are_on_the_record(stack: NativeStack, site: Site) -> No
         "browser_navigate",
         "browser_snapshot",
         "browser_type",
+        "browser_fill_form",
         "browser_type",
         "browser_click",
         "browser_tabs",
@@ -77,6 +94,8 @@ async def test_mcp_calls_are_on_the_record(stack: NativeStack, site: Site) -> No
     assert all(a["who"] == "alice" and a["call"] for a in calls.values())
     by_tool = {a["tool"]: s for s, a in sorted(calls.items())}
     assert entries[by_tool["browser_snapshot"]]["acts"] == "reading"
+    form = next(a for a in calls.values() if a["tool"] == "browser_fill_form")
+    assert form["args"]["fields"][0]["value"]["withheld"] == "password"
     typed_entries = [a for a in calls.values() if a["tool"] == "browser_type"]
     assert typed_entries[0]["args"]["text"] == {"withheld": "password", "length": len(PASSWORD)}
     assert typed_entries[1]["args"]["text"] == "red hats"
@@ -96,6 +115,9 @@ async def test_two_sessions_with_their_own_roles(stack: NativeStack, site: Site)
 
     async def agent(role: str, path: str) -> None:
         async with _client(stack, role) as client:
+            # One browser, two agents: each works in a tab of its own.
+            opened = await client.call_tool("browser_tabs", {"action": "new"})
+            assert not opened.is_error, _text(opened)
             for _ in range(2):
                 result = await client.call_tool("browser_navigate", {"url": site.url + path})
                 assert not result.is_error, _text(result)
@@ -104,7 +126,7 @@ async def test_two_sessions_with_their_own_roles(stack: NativeStack, site: Site)
     lines, _ = read_log(stack.app_http, start)
     entries = actions(lines)
     calls = [a for a in entries.values() if a.get("via") == "mcp"]
-    assert sorted(a["who"] for a in calls) == ["ann", "ann", "ben", "ben"]
+    assert sorted(a["who"] for a in calls) == ["ann"] * 3 + ["ben"] * 3
     for seq, a in entries.items():
         if a.get("method") == "Page.navigate" and a.get("within"):
             owner = entries[a["within"]]

@@ -53,6 +53,9 @@ def test_cookies_and_a_background_tab_signed_in(stack: NativeStack, site: Site) 
     wait_for(signed_in, "the background tab to load")
     shot = op(stack, "screenshot", {"format": "png"})
     assert shot[:4] == b"\x89PNG"
+    # The active tab's screenshot is the old page's, not the new tab's.
+    assert shot == op(stack, "screenshot", {"tab": start, "format": "png"})
+    assert shot != op(stack, "screenshot", {"tab": background, "format": "png"})
     # The background page loaded signed in (its own screenshot shows it, and
     # taking it did not bring it forward).
     assert op(stack, "screenshot", {"tab": background, "format": "jpeg"})[:2] == b"\xff\xd8"
@@ -209,3 +212,21 @@ def test_data_get_reset_add(stack: NativeStack, site: Site) -> None:
     bad = requests.post(f"{stack.app_http}/v1/browser/data/add", data=b"not a tarball", timeout=30)
     assert bad.status_code == 400 and "tar.gz" in bad.json()["error"]["message"]
     op(stack, "data/reset")
+
+
+def test_tokens_for_ops(authed_stack: NativeStack) -> None:
+    url = f"{authed_stack.app_http}/v1/browser"
+    assert requests.post(f"{url}/tabs/list", json={}, timeout=30).status_code == 401
+    wrong = {"Authorization": "Bearer nope"}
+    assert requests.post(f"{url}/tabs/list", json={}, headers=wrong, timeout=30).status_code == 401
+    alice = {"Authorization": "Bearer alice-token-123"}
+    assert requests.post(f"{url}/tabs/list", json={}, headers=alice, timeout=30).status_code == 200
+    refused = requests.post(f"{url}/cookies/get", json={}, headers=alice, timeout=30)
+    assert refused.status_code == 403 and "control token" in refused.json()["error"]["message"]
+    control = {"Authorization": "Bearer control-token-789"}
+    assert (
+        requests.post(f"{url}/cookies/get", json={}, headers=control, timeout=30).status_code == 200
+    )
+    assert requests.post(f"{url}/log", json={}, headers=alice, timeout=30).status_code == 403
+    mcp = requests.post(authed_stack.app_http + "/mcp", json={}, timeout=30)
+    assert mcp.status_code == 401
