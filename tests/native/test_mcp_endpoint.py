@@ -6,11 +6,10 @@ import asyncio
 from typing import Any
 
 import requests
-from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
 
-from tests.native.test_mcp import _ref, _ref_argument, _text
 from tests.support.logfile import actions, all_bytes, read_log, tab_events
+from tests.support.mcp import client as mcp_client
+from tests.support.mcp import ref, ref_argument, text
 from tests.support.site import Site
 from tests.support.stack import NativeStack
 from tests.support.timing import wait_for
@@ -18,30 +17,22 @@ from tests.support.timing import wait_for
 PASSWORD = "mcp-hunter2-secret"
 
 
-def _client(stack: NativeStack, role: str) -> Client:
-    import httpx2
-
-    http = httpx2.AsyncClient(headers={"AgentEnv-Role": role}, timeout=120)
-    return Client(
-        streamable_http_client(stack.app_http + "/mcp", http_client=http), read_timeout_seconds=120
-    )
-
-
 async def test_mcp_calls_are_on_the_record(stack: NativeStack, site: Site) -> None:
     _, start = read_log(stack.app_http)
-    async with _client(stack, "alice") as client:
+    async with mcp_client(stack.app_http, "alice") as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert "browser_navigate" in tools and "browser_click" in tools
         assert "browser_install" not in tools and "browser_close" not in tools
         assert any(name.endswith("_xy") for name in tools), "the vision tools"
-        ref = _ref_argument(tools["browser_type"])
+        ref_arg = ref_argument(tools["browser_type"])
         nav = await client.call_tool("browser_navigate", {"url": site.url + "/"})
-        assert not nav.is_error, _text(nav)
-        snap = _text(await client.call_tool("browser_snapshot", {}))
+        assert not nav.is_error, text(nav)
+        snap = text(await client.call_tool("browser_snapshot", {}))
         typed = await client.call_tool(
-            "browser_type", {"element": "password", ref: _ref(snap, "password"), "text": PASSWORD}
+            "browser_type",
+            {"element": "password", ref_arg: ref(snap, "password"), "text": PASSWORD},
         )
-        assert not typed.is_error, _text(typed)
+        assert not typed.is_error, text(typed)
         fields = tools["browser_fill_form"].input_schema["properties"]["fields"]["items"]
         field_ref = "target" if "target" in fields.get("properties", {}) else "ref"
         filled = await client.call_tool(
@@ -51,26 +42,26 @@ async def test_mcp_calls_are_on_the_record(stack: NativeStack, site: Site) -> No
                     {
                         "name": "password",
                         "type": "textbox",
-                        field_ref: _ref(snap, "password"),
+                        field_ref: ref(snap, "password"),
                         "value": PASSWORD + "-form",
                     }
                 ]
             },
         )
-        assert not filled.is_error, _text(filled)
+        assert not filled.is_error, text(filled)
         search = await client.call_tool(
-            "browser_type", {"element": "search", ref: _ref(snap, "search"), "text": "red hats"}
+            "browser_type", {"element": "search", ref_arg: ref(snap, "search"), "text": "red hats"}
         )
         assert not search.is_error
         popup = await client.call_tool(
-            "browser_click", {"element": "popup link", ref: _ref(snap, "Open popup")}
+            "browser_click", {"element": "popup link", ref_arg: ref(snap, "Open popup")}
         )
-        assert not popup.is_error, _text(popup)
+        assert not popup.is_error, text(popup)
         assert not (await client.call_tool("browser_tabs", {"action": "list"})).is_error
         shot = await client.call_tool("browser_take_screenshot", {})
         assert not shot.is_error
         refused = await client.call_tool("browser_close", {})
-        assert refused.is_error and "break the computer" in _text(refused)
+        assert refused.is_error and "break the computer" in text(refused)
 
     def popup_opened() -> list[dict[str, Any]] | None:
         lines, _ = read_log(stack.app_http, start)
@@ -114,13 +105,13 @@ async def test_two_sessions_with_their_own_roles(stack: NativeStack, site: Site)
     _, start = read_log(stack.app_http)
 
     async def agent(role: str, path: str) -> None:
-        async with _client(stack, role) as client:
+        async with mcp_client(stack.app_http, role) as client:
             # One browser, two agents: each works in a tab of its own.
             opened = await client.call_tool("browser_tabs", {"action": "new"})
-            assert not opened.is_error, _text(opened)
+            assert not opened.is_error, text(opened)
             for _ in range(2):
                 result = await client.call_tool("browser_navigate", {"url": site.url + path})
-                assert not result.is_error, _text(result)
+                assert not result.is_error, text(result)
 
     await asyncio.gather(agent("ann", "/next"), agent("ben", "/popup"))
     lines, _ = read_log(stack.app_http, start)

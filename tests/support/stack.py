@@ -43,6 +43,7 @@ class NativeStack:
     relay_port: int = field(default_factory=free_port)
     chromium_port: int = field(default_factory=free_port)
     app_port: int = field(default_factory=free_port)
+    recorder_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -75,6 +76,7 @@ class NativeStack:
             AGENTENV_RELAY_PORT=str(self.relay_port),
             AGENTENV_CHROMIUM_PORT=str(self.chromium_port),
             AGENTENV_APP_PORT=str(self.app_port),
+            AGENTENV_RECORDER_PORT=str(self.recorder_port),
             AGENTENV_RELAY_HOST="127.0.0.1",
             AGENTENV_APP_HOST="127.0.0.1",
         )

@@ -46,8 +46,8 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
-from agentenv.app.browser import BrowserError, BrowserLink, CdpError
 from agentenv.app.toolcall import ToolCallError, role
+from agentenv.cdp import BrowserError, BrowserLink, CdpError
 from agentenv.log.marks import tool_acts
 from agentenv.settings import Settings
 

@@ -23,9 +23,17 @@ from urllib.parse import urlsplit
 import orjson
 from pydantic import BaseModel
 
-from agentenv.app.browser import ActionContext, BrowserError, BrowserLink, CdpError
 from agentenv.app.keys import KeyError_, key_events
 from agentenv.app.toolcall import ToolCall
+from agentenv.cdp import (
+    ActionContext,
+    BrowserError,
+    BrowserLink,
+    CdpError,
+    capture,
+    pages,
+    visible,
+)
 from agentenv.protocol.browser import (
     CookiesDelete,
     CookiesGet,
@@ -50,10 +58,6 @@ __all__ = ["OPS", "Caller", "Op", "OpFailed", "Ops"]
 
 log = logging.getLogger("agentenv.app.ops")
 
-#: A capture of a background tab still unanswered after this is followed by
-#: a second one (Chromium answers the first only once another arrives).
-SECOND_CAPTURE_S = 0.5
-CAPTURE_DEADLINE_S = 10.0
 #: What data/reset clears per origin ("all" fails in headless Chromium).
 CLEARED_STORAGE = "local_storage,indexeddb,cache_storage,service_workers,file_systems,websql"
 _BLANK_PAGE = base64.b64encode(b"<!doctype html><title>agentenv</title>").decode()
@@ -201,21 +205,10 @@ class Ops:
             yield
 
     async def _pages(self) -> list[dict[str, Any]]:
-        infos = (await self.link.call("Target.getTargets"))["targetInfos"]
-        return [t for t in infos if t.get("type") == "page"]
+        return await pages(self.link)
 
     async def _visible(self, tab: str) -> bool:
-        try:
-            session = await self.link.session(tab)
-            result = await self.link.call(
-                "Runtime.evaluate",
-                {"expression": "document.visibilityState", "returnByValue": True},
-                session=session,
-                deadline_s=2.0,
-            )
-        except (BrowserError, CdpError):
-            return False
-        return bool(result.get("result", {}).get("value") == "visible")
+        return await visible(self.link, tab)
 
     async def tabs(self) -> list[Tab]:
         pages = await self._pages()
@@ -509,44 +502,10 @@ class Ops:
                 raise OpFailed(502, f"the navigation failed: {result['errorText']}")
         return {"tab": tab, "url": body.url}
 
-    async def capture(self, tab: str, fmt: str, quality: int | None) -> bytes:
-        """A screenshot of ``tab``, never bringing it to the front.
-
-        A capture still unanswered after :data:`SECOND_CAPTURE_S` is followed
-        by a second; the first answer wins; every capture has a deadline.
-        """
-        session = await self.link.session(tab)
-        params: dict[str, Any] = {"format": fmt}
-        if fmt == "jpeg":
-            params["quality"] = quality or 80
-        first = asyncio.ensure_future(
-            self.link.call(
-                "Page.captureScreenshot", params, session=session, deadline_s=CAPTURE_DEADLINE_S
-            )
-        )
-        tasks = {first}
-        done, _ = await asyncio.wait(tasks, timeout=SECOND_CAPTURE_S)
-        if not done:
-            tasks.add(
-                asyncio.ensure_future(
-                    self.link.call(
-                        "Page.captureScreenshot",
-                        params,
-                        session=session,
-                        deadline_s=CAPTURE_DEADLINE_S,
-                    )
-                )
-            )
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        answer = next(iter(done))
-        for task in tasks - {answer}:
-            task.cancel()
-        return base64.b64decode(answer.result()["data"])
-
     async def screenshot(self, body: Screenshot, caller: Caller) -> Any:
         tab = await self._tab(body.tab)
         async with self._reading(caller, "screenshot", body, tab):
-            data = await self.capture(tab, body.format, body.quality)
+            data = await capture(self.link, tab, body.format, body.quality)
         return Image(data, f"image/{body.format}")
 
     async def _input(

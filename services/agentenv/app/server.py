@@ -15,6 +15,7 @@ nor a control token configured (a developer's machine) they are open.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -29,17 +30,19 @@ from pydantic import ValidationError
 import agentenv
 from agentenv.access import AccessDenied, Identity, bearer_token, check_host, check_origin, identify
 from agentenv.app import toolcall
-from agentenv.app.browser import BrowserError, BrowserLink, CdpError
 from agentenv.app.keys import KeyError_
 from agentenv.app.mcp import McpProxy
 from agentenv.app.ops import OPS, Caller, Image, OpFailed, Ops, failure
+from agentenv.cdp import BrowserError, BrowserLink, CdpError
 from agentenv.log.reader import LogReader
 from agentenv.process import log_dir
 from agentenv.protocol import dump
-from agentenv.protocol.card import BROWSER_V1, Card, Extension
+from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card, Extension
 from agentenv.protocol.data import ARCHIVE_LIMIT, ArchiveError, pack, unpack
 from agentenv.protocol.log import LogRequest
 from agentenv.settings import Settings
+
+log = logging.getLogger("agentenv.app")
 
 __all__ = ["Readiness", "make_app", "readiness"]
 
@@ -195,7 +198,10 @@ async def card(request: web.Request) -> web.Response:
     body = Card(
         name=settings.name,
         versions=versions,
-        extensions={BROWSER_V1: Extension(ops=list(BROWSER_V1_OPS))},
+        extensions={
+            BROWSER_V1: Extension(ops=list(BROWSER_V1_OPS)),
+            BROWSER_RECORDING_V1: Extension(ops=list(RECORDING_OPS), params=RECORDING_PARAMS),
+        },
     )
     return web.json_response(dump(body))
 
@@ -222,8 +228,8 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
             await body_of(request)  # no params; refuses a body that is not JSON
             state = await ops.state()
             reader = request.app[reader_key]
-            log = await asyncio.get_running_loop().run_in_executor(None, _whole_log, reader)
-            archive = pack(state, log)
+            lines = await asyncio.get_running_loop().run_in_executor(None, _whole_log, reader)
+            archive = pack(state, lines)
             return web.Response(
                 body=archive,
                 content_type="application/gzip",
@@ -236,6 +242,10 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
                 raise OpError(400, str(exc)) from None
             return web.json_response(await ops.restore(state, who))
         await body_of(request)
+        # Open recordings end first, so their log and manifest upload.
+        ended = await recorder_call(request.app, "end_all", b'{"reason": "reset"}')
+        if ended.status != 200:
+            log.warning("data/reset: the recorder could not end its recordings")
         return web.json_response(await ops.reset(who))
     except (OpFailed, CdpError, BrowserError) as exc:
         failed = failure(exc)
@@ -286,6 +296,37 @@ async def browser_op(request: web.Request) -> web.StreamResponse:
     return web.json_response(result)
 
 
+RECORDING_OPS = ("start", "end", "end_all")
+RECORDING_PARAMS = ["max_duration_s", "max_frames", "frames"]
+
+
+async def recorder_call(app: web.Application, op: str, body: bytes) -> web.Response:
+    """Forward a browser-recording/v1 op to the recorder (127.0.0.1)."""
+    settings = app[settings_key]
+    headers = {"Content-Type": "application/json"}
+    if settings.control_token:
+        headers["Authorization"] = f"Bearer {settings.control_token}"
+    url = f"http://127.0.0.1:{settings.recorder_port}/{op}"
+    try:
+        async with app[client_key].post(
+            url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=120)
+        ) as answer:
+            payload = await answer.read()
+            return web.Response(body=payload, status=answer.status, content_type="application/json")
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        raise OpError(503, "the recorder is not answering; retry when /readyz says ready") from None
+
+
+async def recording_op(request: web.Request) -> web.Response:
+    op = request.match_info["op"]
+    if op not in RECORDING_OPS:
+        known = ", ".join(RECORDING_OPS)
+        raise OpError(404, f"unknown op {op!r}: browser-recording/v1 serves {known}")
+    require_control(request)
+    body = await request.read()
+    return await recorder_call(request.app, op, body)
+
+
 async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     app[client_key] = aiohttp.ClientSession()
     link = BrowserLink(app[settings_key], app[client_key])
@@ -309,6 +350,7 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/card", card)
     app.router.add_post("/v1/browser/{op:.+}", browser_op)
+    app.router.add_post("/v1/browser-recording/{op}", recording_op)
 
     # /mcp: the mcp SDK's streamable HTTP app, mounted through aiohttp-asgi
     # (the proxy itself is made at startup, with the browser link).

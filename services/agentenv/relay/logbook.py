@@ -86,6 +86,11 @@ class Logbook:
         did not clear (withheld text).
         """
         mark = acts(method)
+        action = self.within(conn, tag)
+        if identity.control and action is not None:
+            # The computer's connections act for the action they run in (a
+            # Playwright MCP for an agent's tool call): its caller is who.
+            identity = Identity(action.who, control=True)
         fields: dict[str, Any] = {
             "via": "cdp",
             "who": identity.user,
@@ -102,7 +107,6 @@ class Logbook:
                 fields["url"] = redact_text(url)
         if mark == ACTING:
             fields["params"] = typed if typed is not None else redact_params(method, params)
-        action = self.within(conn, tag)
         if action is not None:
             fields["within"] = action.entry
         entry = self.writer.begin(fields)

@@ -1,10 +1,12 @@
-"""The app server's connection to the browser: through the relay, as ``agentenv``.
+"""The computer's own connection to the browser: through the relay, as ``agentenv``.
 
-One CDP connection to the relay with the control token, made on first use and
-again after it drops. Its commands outside an action are the computer's own
-reads and are not logged; an acting op opens an action first
-(:meth:`BrowserLink.action`), whose scope is this connection, so its commands
-and the tab events they cause are credited to it.
+Used by the app server and the recorder. One CDP connection to the relay
+with the control token, made on first use and again after it drops. Its
+commands outside an action are the computer's own reads and are not logged;
+an acting op opens an action first (:meth:`BrowserLink.action`), whose scope
+is this connection, so its commands and the tab events they cause are
+credited to it. :func:`capture` takes a screenshot without bringing the tab
+to the front.
 """
 
 from __future__ import annotations
@@ -22,9 +24,14 @@ import orjson
 
 from agentenv.settings import Settings
 
-__all__ = ["BrowserError", "BrowserLink", "CdpError"]
+__all__ = ["BrowserError", "BrowserLink", "CdpError", "active_tab", "capture", "pages", "visible"]
 
-log = logging.getLogger("agentenv.app.browser")
+log = logging.getLogger("agentenv.cdp")
+
+#: A capture still unanswered after this is followed by a second: Chromium
+#: answers a capture of a tab behind the active one only once another arrives.
+SECOND_CAPTURE_S = 0.5
+CAPTURE_DEADLINE_S = 10.0
 
 
 class BrowserError(Exception):
@@ -236,3 +243,65 @@ class BrowserLink:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
+
+
+async def capture(link: BrowserLink, tab: str, fmt: str, quality: int | None = None) -> bytes:
+    """A screenshot of ``tab``, never bringing it to the front.
+
+    A capture still unanswered after :data:`SECOND_CAPTURE_S` is followed by
+    a second; the first answer wins; every capture has a deadline.
+    """
+    import base64
+
+    session = await link.session(tab)
+    params: dict[str, Any] = {"format": fmt}
+    if fmt == "jpeg":
+        params["quality"] = quality or 80
+
+    def shot() -> asyncio.Future[dict[str, Any]]:
+        return asyncio.ensure_future(
+            link.call(
+                "Page.captureScreenshot", params, session=session, deadline_s=CAPTURE_DEADLINE_S
+            )
+        )
+
+    tasks = {shot()}
+    done, _ = await asyncio.wait(tasks, timeout=SECOND_CAPTURE_S)
+    if not done:
+        tasks.add(shot())
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    answer = next(iter(done))
+    for task in tasks - {answer}:
+        task.cancel()
+    return base64.b64decode(answer.result()["data"])
+
+
+async def pages(link: BrowserLink) -> list[dict[str, Any]]:
+    """The browser's tabs (page targets), in Chromium's order."""
+    infos = (await link.call("Target.getTargets"))["targetInfos"]
+    return [t for t in infos if t.get("type") == "page"]
+
+
+async def visible(link: BrowserLink, tab: str, deadline_s: float = 2.0) -> bool:
+    """Whether ``tab`` is the one Chromium shows (``document.visibilityState``)."""
+    try:
+        session = await link.session(tab)
+        result = await link.call(
+            "Runtime.evaluate",
+            {"expression": "document.visibilityState", "returnByValue": True},
+            session=session,
+            deadline_s=deadline_s,
+        )
+    except (BrowserError, CdpError):
+        return False
+    return bool(result.get("result", {}).get("value") == "visible")
+
+
+async def active_tab(link: BrowserLink) -> str | None:
+    """The tab in front, else the first tab, else None."""
+    found = await pages(link)
+    shown = await asyncio.gather(*(visible(link, p["targetId"]) for p in found))
+    for page, front in zip(found, shown, strict=True):
+        if front:
+            return str(page["targetId"])
+    return str(found[0]["targetId"]) if found else None

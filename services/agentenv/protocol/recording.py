@@ -1,0 +1,128 @@
+"""browser-recording/v1 wire models (SPEC.md section 4)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+
+__all__ = [
+    "REASONS",
+    "BrowserRecordingManifest",
+    "End",
+    "EndAll",
+    "FrameEntry",
+    "FrameKind",
+    "Grant",
+    "ImageType",
+    "LogEntry",
+    "Start",
+]
+
+#: Why a recording ended.
+REASONS = ("completed", "failed", "cancelled", "timeout", "reset", "stopped", "max_duration")
+Reason = Literal["completed", "failed", "cancelled", "timeout", "reset", "stopped", "max_duration"]
+
+
+class Inbound(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Grant(Inbound):
+    """Where and how to upload: a folder (``file:///…``) or S3 (``s3://bucket/prefix``).
+
+    Credentials never reach a log, a manifest or an error.
+    """
+
+    url: str = Field(min_length=1, max_length=4096)
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = Field(default=None, repr=False)
+    secret_access_key: str | None = Field(default=None, repr=False)
+    session_token: str | None = Field(default=None, repr=False)
+    expires_at: datetime | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme == "file":
+            if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+                raise ValueError("a file grant needs an absolute folder: file:///path/to/folder")
+        elif parts.scheme == "s3":
+            if not parts.netloc:
+                raise ValueError("an s3 grant needs a bucket: s3://bucket/prefix")
+        else:
+            raise ValueError("must be file:///folder or s3://bucket/prefix")
+        return v
+
+    def expired(self, now: datetime | None = None) -> bool:
+        if self.expires_at is None:
+            return False
+        moment = now or datetime.now(UTC)
+        expires = self.expires_at if self.expires_at.tzinfo else self.expires_at.replace(tzinfo=UTC)
+        return expires <= moment
+
+    def where(self) -> str:
+        """The grant's destination without credentials, for manifests and errors."""
+        parts = urlsplit(self.url)
+        return f"{parts.scheme}://{parts.netloc}{parts.path}"
+
+
+class Start(Inbound):
+    request_id: str = Field(min_length=1, max_length=200)
+    upload: Grant
+    frames: StrictBool = True
+    name: str | None = Field(None, max_length=200)
+    max_frames: int | None = Field(None, ge=1, le=100_000)
+    max_duration_s: float | None = Field(None, gt=0, le=7 * 24 * 3600)
+
+
+class End(Inbound):
+    recording_id: str = Field(min_length=1, max_length=200)
+    upload: Grant | None = None
+    reason: Reason = "completed"
+
+
+class EndAll(Inbound):
+    reason: Reason = "stopped"
+
+
+FrameKind = Literal["first", "action", "last"]
+ImageType = Literal["jpeg", "png"]
+
+
+class FrameEntry(BaseModel):
+    index: int
+    kind: FrameKind | None
+    after: list[int]
+    tab: str | None
+    url: str | None
+    at: str | None
+    file: str
+    type: ImageType
+    error: str | None = None
+
+
+class LogEntry(BaseModel):
+    file: str
+    lines: int
+
+
+class BrowserRecordingManifest(BaseModel):
+    recording_id: str
+    request_id: str | None
+    name: str | None
+    started_at: str | None
+    ended_at: str | None
+    reason: str | None
+    start_seq: int | None
+    end_seq: int | None
+    frames: list[FrameEntry]
+    log: LogEntry | None
+    missing_frames: int
+    log_missing: list[int]
+    limits_hit: list[str]
+    rebuilt: bool = False

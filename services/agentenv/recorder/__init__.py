@@ -1,0 +1,17 @@
+"""The recorder: ``browser-recording/v1`` (SPEC.md section 4).
+
+A recording takes a frame at its start, one after each burst of agent
+actions settles, and one at its end, each keyed to the log entries it
+follows, and uploads frames, the log's lines between start and end, and a
+manifest as it goes.
+
+- :mod:`.bursts` — burst timing and the frame's tab (no I/O, fake clock);
+- :mod:`.manifest` — the manifest, and rebuilding one from an upload (no I/O);
+- :mod:`.grants` — where and how to upload: folders and S3-compatible stores;
+- :mod:`.capture` — screenshots through the relay, never bringing a tab forward;
+- :mod:`.recording` — one recording's life; :mod:`.server` — the HTTP ops.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

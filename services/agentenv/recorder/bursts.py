@@ -1,0 +1,70 @@
+"""Bursts of agent actions and when to frame them (no I/O).
+
+Each acting entry written for an agent (a CDP command or an MCP call; not the
+computer's own, ``who: agentenv``) restarts a :data:`SETTLE_S` timer; when it
+fires, one frame is due, keyed (``after``) to every such entry since the
+previous frame, on the tab of the burst's last entry (else the active tab).
+Typing a word is one frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["SETTLE_S", "Bursts", "FrameDue", "counts"]
+
+SETTLE_S = 0.5
+
+
+def counts(line: dict[str, Any]) -> bool:
+    """Whether a log line is an agent's acting entry (it starts or extends a burst)."""
+    action = line.get("action")
+    if not isinstance(action, dict) or action.get("acts") != "acting":
+        return False
+    if action.get("who") == "agentenv" or action.get("via") == "agentenv":
+        return False
+    return action.get("via") in ("cdp", "mcp")
+
+
+@dataclass(frozen=True)
+class FrameDue:
+    after: list[int]
+    tab: str | None  # None: the active tab
+
+
+@dataclass
+class Bursts:
+    settle_s: float = SETTLE_S
+    pending: list[int] = field(default_factory=list)
+    tab: str | None = None
+    last_at: float | None = None
+
+    def seen(self, line: dict[str, Any], now: float) -> None:
+        """A line appeared in the log at ``now``."""
+        if not counts(line):
+            return
+        self.pending.append(int(line["seq"]))
+        tab = line["action"].get("tab")
+        self.tab = tab if isinstance(tab, str) else None
+        self.last_at = now
+
+    def due(self, now: float) -> FrameDue | None:
+        """The frame due at ``now``, if the burst has settled."""
+        if not self.pending or self.last_at is None or now - self.last_at < self.settle_s:
+            return None
+        return self.flush()
+
+    def flush(self) -> FrameDue | None:
+        """The burst's frame now (at the end, a burst still settling)."""
+        if not self.pending:
+            return None
+        frame = FrameDue(sorted(self.pending), self.tab)
+        self.pending, self.tab, self.last_at = [], None, None
+        return frame
+
+    def wait_s(self, now: float) -> float | None:
+        """How long until the current burst settles (None: no burst)."""
+        if not self.pending or self.last_at is None:
+            return None
+        return max(0.0, self.settle_s - (now - self.last_at))

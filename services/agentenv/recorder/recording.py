@@ -1,0 +1,274 @@
+"""One recording's life: frames as bursts settle, uploads as taken, an end.
+
+The recorder follows the log file (the interface between programs) and hands
+each new line to every open recording (:meth:`Recording.seen`); a recording's
+frame loop takes a frame when its burst settles. Captures go through the
+relay as ``agentenv``, so they are not on the record, and never bring a tab
+to the front.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from agentenv.cdp import BrowserError, BrowserLink, CdpError, active_tab, capture, pages
+from agentenv.log.lines import iso
+from agentenv.log.reader import LogReader
+from agentenv.protocol.recording import (
+    BrowserRecordingManifest,
+    FrameEntry,
+    FrameKind,
+    Grant,
+    ImageType,
+    LogEntry,
+    Start,
+)
+from agentenv.recorder.bursts import Bursts, FrameDue
+from agentenv.recorder.grants import Uploader, UploadError, uploader
+from agentenv.recorder.manifest import frame_file
+
+__all__ = ["END_WAIT_S", "LOAD_WAIT_S", "Recording"]
+
+log = logging.getLogger("agentenv.recorder")
+
+#: How long an end waits for entries still in flight to be written.
+END_WAIT_S = 10.0
+#: How long a frame waits for its tab's page to finish loading.
+LOAD_WAIT_S = 5.0
+_ERROR_CUT = 2000
+
+
+@dataclass
+class Recording:
+    start: Start
+    link: BrowserLink
+    reader: LogReader
+    upload: Uploader
+    recording_id: str
+    bursts: Bursts = field(default_factory=Bursts)
+    frames: list[FrameEntry] = field(default_factory=list)
+    start_seq: int = 0
+    started_at: str = ""
+    limits_hit: list[str] = field(default_factory=list)
+    manifest: BrowserRecordingManifest | None = None
+    last_tab: str | None = None
+    _last_capture: dict[str, tuple[bytes, ImageType]] = field(default_factory=dict)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _ending: bool = False
+    _take: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _loop: asyncio.Task[None] | None = None
+    _timer: asyncio.Task[None] | None = None
+    _end_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _began: float = field(default_factory=time.monotonic)
+
+    # -- lines from the log ----------------------------------------------------
+
+    def seen(self, line: dict[str, Any]) -> None:
+        if self._ending or int(line.get("seq", 0)) <= self.start_seq:
+            return
+        self.bursts.seen(line, time.monotonic())
+        if self.bursts.pending:
+            self._wake.set()
+
+    # -- frames ------------------------------------------------------------------
+
+    async def _page_loaded(self, tab: str) -> bool:
+        """Wait (bounded) for the page to finish loading; False if it cannot say."""
+        deadline = time.monotonic() + LOAD_WAIT_S
+        try:
+            session = await self.link.session(tab)
+            while time.monotonic() < deadline:
+                result = await self.link.call(
+                    "Runtime.evaluate",
+                    {"expression": "document.readyState", "returnByValue": True},
+                    session=session,
+                    deadline_s=max(0.2, deadline - time.monotonic()),
+                )
+                if result.get("result", {}).get("value") == "complete":
+                    return True
+                await asyncio.sleep(0.05)
+        except (BrowserError, CdpError):
+            return False
+        return True  # loading past the limit: frame it as it is
+
+    async def take(self, kind: FrameKind, after: list[int], tab: str | None) -> None:
+        """Take, upload and list one frame (one at a time)."""
+        if not self.start.frames:
+            return
+        async with self._take:
+            limit = self.start.max_frames
+            if limit is not None and len(self.frames) >= limit:
+                if "max_frames" not in self.limits_hit:
+                    self.limits_hit.append("max_frames")
+                return
+            index = len(self.frames)
+            at = iso()
+            error: str | None = None
+            data: bytes | None = None
+            fmt: ImageType = "jpeg"
+            url: str | None = None
+            try:
+                open_tabs = {p["targetId"]: p for p in await pages(self.link)}
+                if tab not in open_tabs:
+                    tab = await active_tab(self.link)
+                if tab is None:
+                    raise BrowserError("no tab is open")
+                url = str(open_tabs.get(tab, {}).get("url", "")) or None
+                answered = await self._page_loaded(tab)
+                try:
+                    if not answered and tab in self._last_capture:
+                        raise BrowserError("the page does not answer (a dialog?)")
+                    data = await capture(self.link, tab, "jpeg", 80)
+                    self._last_capture[tab] = (data, "jpeg")
+                except (BrowserError, CdpError):
+                    if tab not in self._last_capture:
+                        raise
+                    # A dialog keeps the page from painting: its last capture, as it was.
+                    data, fmt = self._last_capture[tab]
+            except (BrowserError, CdpError) as exc:
+                error = str(exc)[:_ERROR_CUT]
+            file = frame_file(index, kind, fmt)
+            if data is not None:
+                try:
+                    await self.upload.put(file, data, f"image/{fmt}")
+                except UploadError as exc:
+                    error = str(exc)[:_ERROR_CUT]
+            self.frames.append(
+                FrameEntry(
+                    index=index,
+                    kind=kind,
+                    after=after,
+                    tab=tab,
+                    url=url,
+                    at=at,
+                    file=file,
+                    type=fmt,
+                    error=error,
+                )
+            )
+            if tab is not None:
+                self.last_tab = tab
+
+    async def _run(self) -> None:
+        await self.take("first", [], None)
+        while not self._ending:
+            wait = self.bursts.wait_s(time.monotonic())
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait if wait is not None else 1.0)
+            due: FrameDue | None = self.bursts.due(time.monotonic())
+            if due is not None and not self._ending:
+                await self.take("action", due.after, due.tab)
+
+    async def _limit(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        self.limits_hit.append("max_duration_s")
+        await self.end("max_duration", None)
+
+    async def begin(self) -> None:
+        async with self.link.action(
+            via="agentenv",
+            who="agentenv",
+            op="browser-recording/start",
+            acts="reading",
+            args={
+                "request_id": self.start.request_id,
+                "name": self.start.name,
+                "frames": self.start.frames,
+                "recording_id": self.recording_id,
+            },
+        ) as action:
+            self.start_seq = action.entry
+        self.started_at = iso()
+        self._loop = asyncio.create_task(self._run(), name=self.recording_id)
+        if self.start.max_duration_s is not None:
+            self._timer = asyncio.create_task(self._limit(self.start.max_duration_s))
+
+    # -- the end -------------------------------------------------------------------
+
+    async def end(self, reason: str, grant: Grant | None) -> BrowserRecordingManifest:
+        """End (once; again answers the same manifest), upload log and manifest."""
+        async with self._end_lock:
+            if self.manifest is not None:
+                return self.manifest
+            if grant is not None:
+                self.upload = uploader(grant, self.recording_id)  # refused before anything ends
+            self._ending = True
+            self._wake.set()
+            if self._loop is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(self._loop, 30)
+            if self._timer is not None and self._timer is not asyncio.current_task():
+                self._timer.cancel()
+            settling = self.bursts.flush()
+            if settling is not None:  # a burst still settling: its frame before the last
+                await self.take("action", settling.after, settling.tab)
+            await self.take("last", [], self.last_tab)
+            async with self.link.action(
+                via="agentenv",
+                who="agentenv",
+                op="browser-recording/end",
+                acts="reading",
+                args={"recording_id": self.recording_id, "reason": reason},
+            ) as action:
+                end_seq = action.entry
+            lines, missing = await self._log_slice(end_seq)
+            log_entry: LogEntry | None = LogEntry(file="log.jsonl", lines=len(lines))
+            try:
+                await self.upload.put(
+                    "log.jsonl", b"".join(x + b"\n" for x in lines), "application/x-ndjson"
+                )
+            except UploadError as exc:
+                log.error("%s: %s", self.recording_id, exc)
+                log_entry = None
+            manifest = BrowserRecordingManifest(
+                recording_id=self.recording_id,
+                request_id=self.start.request_id,
+                name=self.start.name,
+                started_at=self.started_at,
+                ended_at=iso(),
+                reason=reason,
+                start_seq=self.start_seq,
+                end_seq=end_seq,
+                frames=self.frames,
+                log=log_entry,
+                missing_frames=sum(1 for f in self.frames if f.error),
+                log_missing=missing,
+                limits_hit=self.limits_hit,
+            )
+            try:
+                await self.upload.put(
+                    "manifest.json", manifest.model_dump_json(indent=2).encode(), "application/json"
+                )
+            except UploadError as exc:
+                log.error("%s: %s", self.recording_id, exc)
+            self.manifest = manifest
+            return manifest
+
+    async def _log_slice(self, end_seq: int) -> tuple[list[bytes], list[int]]:
+        """The log's lines from the start's entry to the end's, waiting (bounded)
+        for entries still in flight."""
+        loop = asyncio.get_running_loop()
+        deadline = time.monotonic() + END_WAIT_S
+        while True:
+            page = await loop.run_in_executor(
+                None, self.reader.read, self.start_seq - 1, end_seq - self.start_seq + 1
+            )
+            if page.last >= end_seq or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.1)
+        lines = [x for x in page.lines if self.start_seq <= _seq(x) <= end_seq]
+        have = {_seq(x) for x in lines}
+        return lines, [n for n in range(self.start_seq, end_seq + 1) if n not in have]
+
+
+def _seq(raw: bytes) -> int:
+    value = orjson.loads(raw).get("seq", 0)
+    return int(value)

@@ -1,0 +1,192 @@
+"""The recorder's HTTP ops on 127.0.0.1 (the app server forwards to them).
+
+``POST /start``, ``/end``, ``/end_all`` with the wire models of
+:mod:`agentenv.protocol.recording`; the control token is required. A
+follower reads the log file and hands new lines to every open recording.
+On shutdown every open recording is ended (reason ``stopped``) so its log
+and manifest upload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from agentenv.access import bearer_token
+from agentenv.cdp import BrowserError, BrowserLink, CdpError
+from agentenv.log.reader import LogReader
+from agentenv.process import log_dir
+from agentenv.protocol.recording import End, EndAll, Start
+from agentenv.recorder.grants import GrantError, UploadError, uploader
+from agentenv.recorder.recording import Recording
+from agentenv.settings import Settings
+
+__all__ = ["Recorder", "make_app"]
+
+log = logging.getLogger("agentenv.recorder")
+
+settings_key = web.AppKey("settings", Settings)
+recorder_key: web.AppKey[Recorder] = web.AppKey("recorder")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class Recorder:
+    def __init__(self, settings: Settings, link: BrowserLink, reader: LogReader) -> None:
+        self.settings = settings
+        self.link = link
+        self.reader = reader
+        self.recordings: dict[str, Recording] = {}
+        self.by_request: dict[str, str] = {}
+        self._lock = asyncio.Lock()
+        self._last = 0
+
+    async def follow(self) -> None:
+        """Hand each new log line to the open recordings, as it appears."""
+        loop = asyncio.get_running_loop()
+        page = await loop.run_in_executor(None, self.reader.read, 0, 1)
+        self._last = self.reader.contiguous  # lines before the recorder started are past
+        while True:
+            page = await loop.run_in_executor(None, self.reader.read, self._last, 1000)
+            open_ones = [r for r in self.recordings.values() if r.manifest is None]
+            for raw in page.lines:
+                line = orjson.loads(raw)
+                for recording in open_ones:
+                    recording.seen(line)
+            self._last = page.last
+            if len(page.lines) < 1000:
+                await asyncio.sleep(0.05)
+
+    async def start(self, ask: Start) -> Recording:
+        async with self._lock:
+            known = self.by_request.get(ask.request_id)
+            if known is not None:
+                return self.recordings[known]  # a retried start joins the recording
+            recording_id = f"rec-{uuid.uuid4().hex[:16]}"
+            recording = Recording(
+                ask, self.link, self.reader, uploader(ask.upload, recording_id), recording_id
+            )
+            await recording.begin()
+            self.recordings[recording.recording_id] = recording
+            self.by_request[ask.request_id] = recording.recording_id
+            return recording
+
+    async def end(self, ask: End) -> Any:
+        recording = self.recordings.get(ask.recording_id)
+        if recording is None:
+            raise Refused(
+                404,
+                f"no recording {ask.recording_id!r} here (the recorder may have restarted: "
+                "rebuild its manifest from the upload)",
+            )
+        return await recording.end(ask.reason, ask.upload)
+
+    async def end_all(self, reason: str) -> list[Any]:
+        open_ones = [r for r in self.recordings.values() if r.manifest is None]
+        return list(await asyncio.gather(*(r.end(reason, None) for r in open_ones)))
+
+
+def _check_token(request: web.Request) -> None:
+    settings = request.app[settings_key]
+    token = bearer_token(request.headers.get("Authorization"))
+    if settings.control_token and (
+        token is None or not hmac.compare_digest(token.encode(), settings.control_token.encode())
+    ):
+        raise Refused(401, "the recorder takes the control token (call it through the app server)")
+
+
+async def _body(request: web.Request, model: type[BaseModel]) -> Any:
+    try:
+        raw = await request.read()
+        return model.model_validate(orjson.loads(raw) if raw.strip() else {})
+    except orjson.JSONDecodeError:
+        raise Refused(400, "the body is not JSON") from None
+    except ValidationError as exc:
+        where = "; ".join(
+            ".".join(str(p) for p in e["loc"]) + ": " + e["msg"]
+            for e in exc.errors(include_input=False, include_url=False)
+        )
+        raise Refused(400, where) from None
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        if request.path != "/healthz":
+            _check_token(request)
+        return await handler(request)
+    except Refused as exc:
+        return web.json_response(
+            {"error": {"code": exc.status, "message": exc.message}}, status=exc.status
+        )
+    except GrantError as exc:
+        return web.json_response({"error": {"code": 400, "message": str(exc)}}, status=400)
+    except (UploadError, BrowserError, CdpError) as exc:
+        return web.json_response({"error": {"code": 502, "message": str(exc)}}, status=502)
+
+
+async def start(request: web.Request) -> web.Response:
+    recording = await request.app[recorder_key].start(await _body(request, Start))
+    return web.json_response({"recording_id": recording.recording_id})
+
+
+async def end(request: web.Request) -> web.Response:
+    manifest = await request.app[recorder_key].end(await _body(request, End))
+    return web.json_response(manifest.model_dump(mode="json"))
+
+
+async def end_all(request: web.Request) -> web.Response:
+    ask: EndAll = await _body(request, EndAll)
+    manifests = await request.app[recorder_key].end_all(ask.reason)
+    return web.json_response([m.model_dump(mode="json") for m in manifests])
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
+
+
+async def _recorder_ctx(app: web.Application) -> AsyncIterator[None]:
+    settings = app[settings_key]
+    http = aiohttp.ClientSession()
+    link = BrowserLink(settings, http)
+    folder, _ = log_dir(settings)
+    recorder = Recorder(settings, link, LogReader(folder / settings.log_file.name))
+    app[recorder_key] = recorder
+    follower = asyncio.create_task(recorder.follow())
+    yield
+    try:
+        await asyncio.wait_for(recorder.end_all("stopped"), 50)
+    except Exception:
+        log.exception("could not end every recording while stopping")
+    follower.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await follower
+    await link.close()
+    await http.close()
+
+
+def make_app(settings: Settings) -> web.Application:
+    app = web.Application(middlewares=[_errors])
+    app[settings_key] = settings
+    app.cleanup_ctx.append(_recorder_ctx)
+    app.router.add_post("/start", start)
+    app.router.add_post("/end", end)
+    app.router.add_post("/end_all", end_all)
+    app.router.add_get("/healthz", healthz)
+    return app

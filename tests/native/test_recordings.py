@@ -1,0 +1,292 @@
+"""Recordings (SPEC.md section 4) on the native stack."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import requests
+
+from agentenv.recorder.manifest import rebuild
+from tests.support.cdp import RawCdp, browser_ws_url
+from tests.support.logfile import all_bytes
+from tests.support.mcp import client as mcp_client
+from tests.support.mcp import ref, ref_argument, text
+from tests.support.site import Site
+from tests.support.stack import NativeStack, free_port
+from tests.support.timing import wait_for
+
+
+def rec(stack: NativeStack, op: str, body: dict[str, Any], status: int = 200) -> Any:
+    answer = requests.post(f"{stack.app_http}/v1/browser-recording/{op}", json=body, timeout=120)
+    assert answer.status_code == status, (op, answer.status_code, answer.text)
+    return answer.json()
+
+
+def start(stack: NativeStack, folder: Path, **more: Any) -> str:
+    body = {"request_id": uuid.uuid4().hex, "upload": {"url": f"file://{folder}"}, **more}
+    return str(rec(stack, "start", body)["recording_id"])
+
+
+def frames_on_disk(folder: Path, recording: str) -> list[str]:
+    path = folder / recording / "frames"
+    return sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+
+
+def test_mcp_typing_then_navigation(stack: NativeStack, site: Site, tmp_path: Path) -> None:
+    async def scenario() -> dict[str, Any]:
+        async with mcp_client(stack.app_http, "rita") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            ref_arg = ref_argument(tools["browser_type"])
+            await client.call_tool("browser_tabs", {"action": "new"})
+            assert not (
+                await client.call_tool("browser_navigate", {"url": site.url + "/"})
+            ).is_error
+            snap = text(await client.call_tool("browser_snapshot", {}))
+            recording = await asyncio.to_thread(start, stack, tmp_path, name="typing")
+            await asyncio.to_thread(
+                wait_for, lambda: frames_on_disk(tmp_path, recording), "the first frame"
+            )
+            typed = await client.call_tool(
+                "browser_type", {"element": "search", ref_arg: ref(snap, "search"), "text": "words"}
+            )
+            assert not typed.is_error, text(typed)
+            await asyncio.to_thread(
+                wait_for, lambda: len(frames_on_disk(tmp_path, recording)) >= 2, "the typing frame"
+            )
+            assert not (
+                await client.call_tool("browser_navigate", {"url": site.url + "/next"})
+            ).is_error
+            await asyncio.to_thread(
+                wait_for,
+                lambda: len(frames_on_disk(tmp_path, recording)) >= 3,
+                "the navigation frame",
+            )
+            return dict(rec(stack, "end", {"recording_id": recording}))
+
+    manifest = asyncio.run(scenario())
+    folder = tmp_path / manifest["recording_id"]
+    kinds = [f["kind"] for f in manifest["frames"]]
+    assert kinds == ["first", "action", "action", "last"], kinds
+    assert manifest["missing_frames"] == 0 and manifest["log_missing"] == []
+    for frame in manifest["frames"]:
+        assert (folder / frame["file"]).read_bytes()[:2] == b"\xff\xd8", frame  # JPEG
+        assert frame.get("error") is None
+    lines = [json.loads(x) for x in (folder / "log.jsonl").read_text().splitlines()]
+    seqs = [x["seq"] for x in lines]
+    assert seqs == list(range(manifest["start_seq"], manifest["end_seq"] + 1))
+    by_seq = {x["seq"]: x for x in lines}
+    typing, navigation = manifest["frames"][1]["after"], manifest["frames"][2]["after"]
+    typing_tools = {by_seq[s]["action"].get("tool") for s in typing}
+    assert "browser_type" in typing_tools
+    assert any(by_seq[s]["action"].get("method") == "Input.insertText" for s in typing)
+    # Every acting agent entry between the frames is keyed: none left out.
+    acting = [
+        x["seq"]
+        for x in lines
+        if "action" in x
+        and x["action"]["acts"] == "acting"
+        and x["action"]["who"] != "agentenv"
+        and x["action"]["via"] in ("cdp", "mcp")
+    ]
+    assert sorted(typing + navigation) == acting
+    assert "browser_navigate" in {by_seq[s]["action"].get("tool") for s in navigation}
+    assert manifest["frames"][-1]["url"] == site.url + "/next"
+    assert json.loads((folder / "manifest.json").read_text()) == manifest
+
+
+async def _background_agent(stack: NativeStack, site: Site, frames: Path, recording: str) -> str:
+    url = browser_ws_url(stack.relay_http, "user=bg-agent")
+    async with aiohttp.ClientSession() as http, http.ws_connect(url, max_msg_size=0) as ws:
+        cdp = RawCdp(ws)
+        tab = (await cdp.call("Target.createTarget", {"url": "about:blank", "background": True}))[
+            "result"
+        ]["targetId"]
+        session = (await cdp.call("Target.attachToTarget", {"targetId": tab, "flatten": True}))[
+            "result"
+        ]["sessionId"]
+
+        async def settled(count: int) -> None:
+            await asyncio.to_thread(
+                wait_for, lambda: len(frames_on_disk(frames, recording)) >= count, f"frame {count}"
+            )
+
+        await cdp.call("Page.navigate", {"url": site.url + "/next"}, sessionId=session)
+        await settled(2)
+        await cdp.call(
+            "Runtime.evaluate",
+            {"expression": "document.body.style.background = 'rgb(200, 40, 40)'"},
+            sessionId=session,
+        )
+        await settled(3)
+        await cdp.call("Page.navigate", {"url": site.url + "/popup"}, sessionId=session)
+        await settled(4)
+        return str(tab)
+
+
+@pytest.mark.parametrize("run", [1, 2, 3])
+def test_a_background_tab_is_framed_never_brought_forward(
+    stack: NativeStack, site: Site, tmp_path: Path, run: int
+) -> None:
+    front = requests.post(
+        f"{stack.app_http}/v1/browser/tabs/open", json={"url": site.url + "/account"}, timeout=30
+    ).json()["id"]
+    recording = start(stack, tmp_path, name=f"background-{run}")
+    wait_for(lambda: frames_on_disk(tmp_path, recording), "the first frame")
+    tab = asyncio.run(_background_agent(stack, site, tmp_path, recording))
+    manifest = rec(stack, "end", {"recording_id": recording})
+    assert manifest["missing_frames"] == 0
+    assert all(f.get("error") is None for f in manifest["frames"]), manifest["frames"]
+    last = manifest["frames"][-1]
+    assert last["kind"] == "last" and last["tab"] == tab and last["url"] == site.url + "/popup"
+    assert all(f["tab"] == tab for f in manifest["frames"][1:])
+    tabs = requests.post(f"{stack.app_http}/v1/browser/tabs/list", json={}, timeout=30).json()
+    assert tabs[0]["id"] == front and tabs[0]["active"]  # the front tab stayed in front
+    for t in tabs:
+        requests.post(f"{stack.app_http}/v1/browser/tabs/close", json={"id": t["id"]}, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A real S3-compatible server (moto in server mode) on 127.0.0.1."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: requests.get(endpoint, timeout=2).status_code < 500, "the S3 server")
+        import boto3
+
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="AKIDTESTKEY",
+            aws_secret_access_key="s3-secret-do-not-log",
+        )
+        client.create_bucket(Bucket="frames")
+        yield {
+            "endpoint_url": endpoint,
+            "access_key_id": "AKIDTESTKEY",
+            "secret_access_key": "s3-secret-do-not-log",
+        }
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _s3_names(s3: dict[str, str], prefix: str) -> list[str]:
+    import boto3
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3["endpoint_url"],
+        region_name="us-east-1",
+        aws_access_key_id=s3["access_key_id"],
+        aws_secret_access_key=s3["secret_access_key"],
+    )
+    found = client.list_objects_v2(Bucket="frames", Prefix=prefix).get("Contents", [])
+    return sorted(o["Key"][len(prefix) :] for o in found)
+
+
+def test_uploads_to_s3_and_every_refusal(
+    stack: NativeStack, site: Site, s3: dict[str, str]
+) -> None:
+    grant = {"url": "s3://frames/runs/42", **s3}
+    requests.post(f"{stack.app_http}/v1/browser/tabs/open", json={}, timeout=30)
+    request_id = uuid.uuid4().hex
+    first = rec(stack, "start", {"request_id": request_id, "upload": grant})["recording_id"]
+    assert rec(stack, "start", {"request_id": request_id, "upload": grant})["recording_id"] == first
+    requests.post(
+        f"{stack.app_http}/v1/browser/tabs/open", json={"url": site.url + "/next"}, timeout=30
+    )
+    quiet = rec(stack, "start", {"request_id": uuid.uuid4().hex, "upload": grant, "frames": False})
+    manifest = rec(stack, "end", {"recording_id": first})
+    listed = _s3_names(s3, f"runs/42/{first}/")
+    taken = [f["file"] for f in manifest["frames"] if not f.get("error")]
+    assert manifest["missing_frames"] == 0
+    assert listed == sorted([*taken, "log.jsonl", "manifest.json"])
+    assert rec(stack, "end", {"recording_id": first}) == manifest  # an end again: the same manifest
+    assert "404" in json.dumps(rec(stack, "end", {"recording_id": "rec-nope"}, status=404))
+    rec(stack, "end", {"recording_id": first, "reason": "because"}, status=400)
+    bad = rec(stack, "start", {"request_id": "x", "upload": {"url": "s3://frames"}}, status=400)
+    assert "access_key_id" in bad["error"]["message"]
+    expired = {"url": "s3://frames/x", **s3, "expires_at": "2020-01-01T00:00:00Z"}
+    refused = rec(stack, "start", {"request_id": "y", "upload": expired}, status=400)
+    assert "expired" in refused["error"]["message"]
+    assert s3["secret_access_key"] not in json.dumps(refused)
+    ended = rec(stack, "end_all", {})
+    assert [m["recording_id"] for m in ended] == [quiet["recording_id"]]
+    assert ended[0]["frames"] == [] and ended[0]["log"]["lines"] >= 2
+    assert _s3_names(s3, f"runs/42/{quiet['recording_id']}/") == ["log.jsonl", "manifest.json"]
+    assert s3["secret_access_key"].encode() not in all_bytes(stack.log_dir)
+
+
+def test_a_frame_that_cannot_be_taken_is_kept_with_its_error(
+    stack: NativeStack, site: Site, tmp_path: Path
+) -> None:
+    recording = start(stack, tmp_path)
+    wait_for(lambda: frames_on_disk(tmp_path, recording), "the first frame")
+    for t in requests.post(f"{stack.app_http}/v1/browser/tabs/list", json={}, timeout=30).json():
+        requests.post(f"{stack.app_http}/v1/browser/tabs/close", json={"id": t["id"]}, timeout=30)
+    manifest = rec(stack, "end", {"recording_id": recording})
+    last = manifest["frames"][-1]
+    assert last["error"] and manifest["missing_frames"] >= 1
+    requests.post(f"{stack.app_http}/v1/browser/tabs/open", json={}, timeout=30)
+
+
+def test_recorder_killed_mid_recording(stack: NativeStack, site: Site, tmp_path: Path) -> None:
+    requests.post(
+        f"{stack.app_http}/v1/browser/tabs/open", json={"url": site.url + "/next"}, timeout=30
+    )
+    recording = start(stack, tmp_path)
+    wait_for(lambda: frames_on_disk(tmp_path, recording), "the first frame")
+
+    async def act() -> None:
+        url = browser_ws_url(stack.relay_http, "user=kill-test")
+        async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+            cdp = RawCdp(ws)
+            tab = (await cdp.call("Target.createTarget", {"url": site.url + "/popup"}))["result"][
+                "targetId"
+            ]
+            await asyncio.to_thread(
+                wait_for, lambda: len(frames_on_disk(tmp_path, recording)) >= 2, "an action frame"
+            )
+            await cdp.call("Target.closeTarget", {"targetId": tab})
+
+    asyncio.run(act())
+    taken = frames_on_disk(tmp_path, recording)
+    old = stack.pid("recorder")
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: stack.pid("recorder") not in (0, old), "supervisord to restart the recorder")
+
+    def restarted() -> dict[str, Any] | None:
+        answer = requests.post(
+            f"{stack.app_http}/v1/browser-recording/end",
+            json={"recording_id": recording},
+            timeout=30,
+        )
+        return dict(answer.json()) if answer.status_code == 404 else None
+
+    gone = wait_for(restarted, "the restarted recorder to answer")
+    assert "rebuild" in gone["error"]["message"]
+    folder = tmp_path / recording
+    names = [str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()]
+    manifest = rebuild(recording, names, None)
+    assert [Path(f.file).name for f in manifest.frames] == taken
+    assert all(f.kind is None and f.at is None for f in manifest.frames)

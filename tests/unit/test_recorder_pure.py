@@ -1,0 +1,102 @@
+"""Burst timing, manifests rebuilt from uploads, grants (no browser)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from agentenv.protocol.recording import End, Grant, Start
+from agentenv.recorder.bursts import Bursts, FrameDue, counts
+from agentenv.recorder.grants import GrantError, uploader
+from agentenv.recorder.manifest import frame_file, rebuild
+
+
+def act(seq: int, tab: str | None = "T1", **over: Any) -> dict[str, Any]:
+    action = {"via": "cdp", "who": "alice", "acts": "acting", "method": "Input.insertText"}
+    if tab:
+        action["tab"] = tab
+    return {"seq": seq, "action": action | over}
+
+
+def test_what_counts() -> None:
+    assert counts(act(1))
+    assert counts(act(1, via="mcp", tool="browser_type"))
+    assert not counts(act(1, acts="reading"))
+    assert not counts(act(1, who="agentenv"))
+    assert not counts(act(1, via="agentenv", who="agentenv", op="tabs/open"))
+    assert not counts({"seq": 2, "tab": {"event": "opened"}})
+
+
+def test_typing_a_word_is_one_frame() -> None:
+    b = Bursts()
+    for n, t in enumerate((0.0, 0.1, 0.2, 0.3), start=10):
+        b.seen(act(n), t)
+        assert b.due(t) is None
+    assert b.due(0.79) is None
+    assert b.wait_s(0.79) == pytest.approx(0.01)
+    assert b.due(0.8) == FrameDue([10, 11, 12, 13], "T1")
+    assert b.due(5.0) is None and b.wait_s(5.0) is None
+
+
+def test_reading_and_own_entries_do_not_restart_the_timer() -> None:
+    b = Bursts()
+    b.seen(act(1), 0.0)
+    b.seen(act(2, acts="reading"), 0.4)
+    b.seen(act(3, who="agentenv"), 0.45)
+    assert b.due(0.5) == FrameDue([1], "T1")
+
+
+def test_the_tab_of_the_last_entry_else_the_active_one() -> None:
+    b = Bursts()
+    b.seen(act(1, tab="A"), 0.0)
+    b.seen(act(2, tab="B"), 0.1)
+    assert b.due(1.0) == FrameDue([1, 2], "B")
+    b.seen(act(3, tab="A"), 2.0)
+    b.seen(act(4, tab=None, method="Storage.setCookies"), 2.1)
+    assert b.due(3.0) == FrameDue([3, 4], None)
+
+
+def test_a_burst_still_settling_is_flushed_at_the_end() -> None:
+    b = Bursts()
+    b.seen(act(7), 0.0)
+    assert b.due(0.1) is None
+    assert b.flush() == FrameDue([7], "T1")
+    assert b.flush() is None
+
+
+def test_rebuild_from_the_upload() -> None:
+    names = [
+        frame_file(1, "action", "jpeg"),
+        frame_file(0, "first", "jpeg"),
+        frame_file(2, "last", "png"),
+        "log.jsonl",
+        "frames/README",
+    ]
+    manifest = rebuild("rec-1", names, log_lines=12)
+    assert [(f.index, f.type, f.kind, f.at) for f in manifest.frames] == [
+        (0, "jpeg", None, None),
+        (1, "jpeg", None, None),
+        (2, "png", None, None),
+    ]
+    assert manifest.rebuilt and manifest.log is not None and manifest.log.lines == 12
+    assert rebuild("rec-2", [], None).log is None
+
+
+def test_grants_refused_when_malformed_or_expired(tmp_path: Any) -> None:
+    for url in ("http://example.com/x", "file://relative/path", "s3://", "ftp://h/x"):
+        with pytest.raises(ValidationError):
+            Grant(url=url)
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    with pytest.raises(GrantError, match="expired"):
+        uploader(Grant(url=f"file://{tmp_path}", expires_at=past), "rec-1")
+    with pytest.raises(GrantError, match="access_key_id"):
+        uploader(Grant(url="s3://bucket/prefix"), "rec-1")
+    secret = Grant(url="s3://b/p", access_key_id="AKIAEXAMPLE", secret_access_key="wJalrSECRET")
+    assert "SECRET" not in repr(secret) and "AKIA" not in secret.where()
+    with pytest.raises(ValidationError):
+        End(recording_id="r", reason="because")
+    with pytest.raises(ValidationError):
+        Start(request_id="x", upload=Grant(url=f"file://{tmp_path}"), frames="yes")
