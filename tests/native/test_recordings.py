@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 import requests
 
-from agentenv.recorder.manifest import rebuild
+from agentenv.protocol.recording import rebuild
 from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.logfile import all_bytes
 from tests.support.mcp import client as mcp_client

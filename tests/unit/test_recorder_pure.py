@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agentenv.protocol.recording import End, Grant, Start
+from agentenv.protocol.recording import End, Grant, Start, frame_file, rebuild
 from agentenv.recorder.bursts import Bursts, FrameDue, counts
 from agentenv.recorder.grants import GrantError, uploader
-from agentenv.recorder.manifest import frame_file, rebuild
 
 
 def act(seq: int, tab: str | None = "T1", **over: Any) -> dict[str, Any]:

@@ -6,7 +6,6 @@ follows, and uploads frames, the log's lines between start and end, and a
 manifest as it goes.
 
 - :mod:`.bursts` — burst timing and the frame's tab (no I/O, fake clock);
-- :mod:`.manifest` — the manifest, and rebuilding one from an upload (no I/O);
 - :mod:`.grants` — where and how to upload: folders and S3-compatible stores;
 - :mod:`.capture` — screenshots through the relay, never bringing a tab forward;
 - :mod:`.recording` — one recording's life; :mod:`.server` — the HTTP ops.

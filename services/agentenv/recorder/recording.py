@@ -29,10 +29,10 @@ from agentenv.protocol.recording import (
     ImageType,
     LogEntry,
     Start,
+    frame_file,
 )
 from agentenv.recorder.bursts import Bursts, FrameDue
 from agentenv.recorder.grants import Uploader, UploadError, uploader
-from agentenv.recorder.manifest import frame_file
 
 __all__ = ["END_WAIT_S", "LOAD_WAIT_S", "Recording"]
 

@@ -1,0 +1,50 @@
+"""``agentenv run task.yaml [--out DIR]`` (also ``python -m agentenv``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from agentenv.harness.preflight import preflight
+from agentenv.harness.runner import EXIT_BAD_INPUT, Run
+from agentenv.harness.steps import TaskError, load_task
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="agentenv", description="Run tasks against browser computers."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a task (JSON or YAML) and keep its artifacts")
+    run.add_argument("task", type=Path)
+    run.add_argument("--out", type=Path, help="the run folder (default runs/<task>-<time>)")
+    check = sub.add_parser("check", help="preflight a task without running it")
+    check.add_argument("task", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        task = load_task(args.task)
+    except TaskError as exc:
+        print(f"agentenv: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    problems = preflight(task)
+    if problems:
+        print(
+            f"agentenv: {args.task} has {len(problems)} problem(s); nothing was deployed:",
+            file=sys.stderr,
+        )
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.command == "check":
+        print(f"agentenv: {args.task}: {len(task.steps)} steps, no problems")
+        return 0
+    out = args.out or Path("runs") / f"{args.task.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return Run(task, out).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""A browser computer as the harness sees it: its API, deployed or attached.
+
+:func:`deploy` starts a computer from the image with the docker SDK (ports
+published on 127.0.0.1, a fresh control token) or attaches to one by URL.
+:class:`Computer` calls its ops, checking the card first: a computer that
+does not serve an op fails with ``serves no browser/v1 <op>: rebuild the
+image on a newer agentenv``. Optional parameters are sent only when set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card
+
+__all__ = ["Computer", "ComputerError", "deploy"]
+
+DEFAULT_IMAGE = "agentenv/browser:latest"
+
+
+class ComputerError(Exception):
+    """The computer refused, failed or could not be reached (infrastructure)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Computer:
+    api: str  # http://127.0.0.1:<port>
+    cdp: str  # http://127.0.0.1:<port>
+    token: str | None = field(default=None, repr=False)
+    container: Any = None  # the docker SDK container, when deployed here
+    _card: Card | None = None
+
+    def _request(self, path: str, body: Any = None, raw: bytes | None = None) -> tuple[bytes, str]:
+        data = raw if raw is not None else json.dumps(body or {}).encode()
+        request = urllib.request.Request(self.api + path, data=data, method="POST")
+        request.add_header(
+            "Content-Type", "application/json" if raw is None else "application/gzip"
+        )
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=180) as answer:
+                return answer.read(), answer.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                detail = json.loads(detail)["error"]["message"]
+            raise ComputerError(f"{path}: {detail}", exc.code) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise ComputerError(
+                f"{path}: the computer at {self.api} is not answering ({exc})"
+            ) from None
+
+    def card(self) -> Card:
+        if self._card is None:
+            try:
+                with urllib.request.urlopen(self.api + "/card", timeout=30) as answer:
+                    self._card = Card.model_validate_json(answer.read())
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                raise ComputerError(f"cannot read the card at {self.api}/card: {exc}") from None
+        return self._card
+
+    def op(self, op: str, body: dict[str, Any] | None = None) -> Any:
+        """A browser/v1 op; optional parameters left out when None."""
+        self.card().require(BROWSER_V1, op)
+        data, kind = self._request(
+            f"/v1/browser/{op}", {k: v for k, v in (body or {}).items() if v is not None}
+        )
+        return json.loads(data) if kind.startswith("application/json") else data
+
+    def data_get(self) -> bytes:
+        self.card().require(BROWSER_V1, "data/get")
+        return self._request("/v1/browser/data/get", {})[0]
+
+    def recording(self, op: str, body: dict[str, Any]) -> Any:
+        self.card().require(BROWSER_RECORDING_V1, op)
+        return json.loads(self._request(f"/v1/browser-recording/{op}", body)[0])
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.api + "/readyz", timeout=5) as answer:
+                return bool(answer.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def wait_ready(self, timeout_s: float = 120) -> None:
+        end = time.monotonic() + timeout_s
+        while not self.ready():
+            if time.monotonic() > end:
+                raise ComputerError(
+                    f"the computer at {self.api} was not ready after {timeout_s:.0f} s"
+                )
+            time.sleep(0.25)
+
+    def stop(self) -> None:
+        if self.container is not None:
+            self.container.remove(force=True)
+            self.container = None
+
+
+def deploy(
+    image: str | None, url: str | None, token: str | None, cdp_url: str | None = None
+) -> Computer:
+    """Start a computer from ``image`` (docker SDK) or attach to the one at ``url``."""
+    if url is not None:
+        api = url.rstrip("/")
+        computer = Computer(api, (cdp_url or api.rsplit(":", 1)[0] + ":9222").rstrip("/"), token)
+        computer.card()
+        computer.wait_ready(60)
+        return computer
+    import docker
+
+    control = secrets.token_urlsafe(24)
+    try:
+        client = docker.from_env()
+        container = client.containers.run(
+            image or DEFAULT_IMAGE,
+            detach=True,
+            shm_size="1g",
+            init=False,
+            ports={"9222/tcp": ("127.0.0.1", None), "8080/tcp": ("127.0.0.1", None)},
+            environment={"AGENTENV_CONTROL_TOKEN": control},
+            labels={"io.agentenv.harness": "1"},
+        )
+    except Exception as exc:  # the docker SDK's errors: image missing, engine down
+        raise ComputerError(
+            f"cannot start {image or DEFAULT_IMAGE}: {exc} (make image builds it)"
+        ) from None
+    container.reload()
+    ports = container.attrs["NetworkSettings"]["Ports"]
+    api = f"http://127.0.0.1:{ports['8080/tcp'][0]['HostPort']}"
+    cdp = f"http://127.0.0.1:{ports['9222/tcp'][0]['HostPort']}"
+    computer = Computer(api, cdp, control, container)
+    try:
+        computer.wait_ready(120)
+    except ComputerError:
+        computer.stop()
+        raise
+    return computer

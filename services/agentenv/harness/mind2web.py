@@ -1,0 +1,136 @@
+"""Online-Mind2Web's v2 layout, from a recording (no I/O but the writes).
+
+``<out>/<task_id>/result.json``::
+
+    {"schema_version": "online-mind2web-v2", "task", "task_id",
+     "reference_length"?, "agent_final_answer",
+     "action_history": [{"step", "screenshot", "url", "action", "action_status",
+                         "thought": null}]}
+
+and ``<out>/<task_id>/trajectory/NNNN.jpg``: one step per action frame, its
+``action`` a readable description of the entries it follows; the last step is
+``TASK_COMPLETE -> ANSWER: …``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from agentenv.protocol.recording import BrowserRecordingManifest
+
+__all__ = ["SCHEMA_VERSION", "describe", "export"]
+
+SCHEMA_VERSION = "online-mind2web-v2"
+
+
+def describe(entry: dict[str, Any]) -> str:
+    """A readable line for one log entry (its action)."""
+    action = entry.get("action", {})
+    if action.get("via") == "mcp":
+        args = action.get("args") or {}
+        detail = ", ".join(f"{k}={v!r}" for k, v in args.items() if not isinstance(v, dict | list))
+        return f"{action.get('tool') or action.get('op')}({detail})"
+    method = str(action.get("method", ""))
+    params = action.get("params") or {}
+    if method == "Page.navigate":
+        return f"navigate to {params.get('url')}"
+    if method == "Input.insertText":
+        text = params.get("text")
+        return "type [withheld]" if isinstance(text, dict) else f"type {text!r}"
+    if method == "Input.dispatchMouseEvent" and params.get("type") == "mousePressed":
+        return f"click at ({params.get('x')}, {params.get('y')})"
+    if method == "Input.dispatchKeyEvent" and params.get("type") in ("keyDown", "rawKeyDown"):
+        return f"press {params.get('key', '[withheld]')}"
+    return method
+
+
+def _describe_all(entries: list[dict[str, Any]]) -> str:
+    parts: list[str] = []
+    for entry in entries:
+        action = entry.get("action", {})
+        if (
+            action.get("method") == "Input.dispatchMouseEvent"
+            and action.get("params", {}).get("type") != "mousePressed"
+        ):
+            continue
+        if (
+            action.get("method") == "Input.dispatchKeyEvent"
+            and action.get("params", {}).get("type") == "keyUp"
+        ):
+            continue
+        text = describe(entry)
+        if not parts or parts[-1] != text:
+            parts.append(text)
+    return "; ".join(parts) or "(no action)"
+
+
+def export(
+    manifest: BrowserRecordingManifest,
+    recording_folder: Path,
+    out: Path,
+    task: str,
+    task_id: str,
+    answer: str | None,
+    reference_length: int | None = None,
+) -> Path:
+    """Write the v2 layout; returns ``<out>/<task_id>``."""
+    lines = {}
+    log_file = recording_folder / "log.jsonl"
+    if log_file.exists():
+        for raw in log_file.read_text().splitlines():
+            entry = json.loads(raw)
+            lines[entry["seq"]] = entry
+    target = out / task_id
+    trajectory = target / "trajectory"
+    trajectory.mkdir(parents=True, exist_ok=True)
+    history: list[dict[str, Any]] = []
+    for frame in manifest.frames:
+        if frame.kind != "action" or frame.error:
+            continue
+        step = len(history)
+        name = f"{step:04d}.jpg"
+        source = recording_folder / frame.file
+        if source.exists():
+            shutil.copyfile(source, trajectory / name)
+        entries = [lines[s] for s in frame.after if s in lines and "action" in lines[s]]
+        history.append(
+            {
+                "step": step,
+                "screenshot": f"trajectory/{name}",
+                "url": frame.url,
+                "action": _describe_all(entries),
+                "action_status": "success"
+                if all(e["action"].get("ok") for e in entries)
+                else "failed",
+                "thought": None,
+            }
+        )
+    last = manifest.frames[-1] if manifest.frames else None
+    final_step = len(history)
+    final_name = f"{final_step:04d}.jpg"
+    if last is not None and not last.error and (recording_folder / last.file).exists():
+        shutil.copyfile(recording_folder / last.file, trajectory / final_name)
+    history.append(
+        {
+            "step": final_step,
+            "screenshot": f"trajectory/{final_name}",
+            "url": last.url if last else None,
+            "action": f"TASK_COMPLETE -> ANSWER: {answer or ''}",
+            "action_status": "success",
+            "thought": None,
+        }
+    )
+    result: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "task": task,
+        "task_id": task_id,
+        "agent_final_answer": answer or "",
+        "action_history": history,
+    }
+    if reference_length is not None:
+        result["reference_length"] = reference_length
+    (target / "result.json").write_text(json.dumps(result, indent=2))
+    return target

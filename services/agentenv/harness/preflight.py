@@ -1,0 +1,114 @@
+"""Preflight: every problem of a task, listed before anything deploys (no I/O).
+
+A browser step whose env has no browser, names one the env does not have, or
+names none when it has several; a cookie that does not fit ``CookieToSet``
+(reported without its value); an origin that is not one; a URL that is not
+absolute; ``background`` that is not a boolean. Each env is read at the
+version the first ``deploy_env`` before the step pins, else the latest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from agentenv.harness.steps import (
+    BROWSER_STEPS,
+    BrowserActivateTab,
+    BrowserClearLocalStorage,
+    BrowserCloseTab,
+    BrowserOpenTab,
+    BrowserSetCookies,
+    BrowserSetLocalStorage,
+    DeployEnv,
+    Task,
+)
+from agentenv.protocol.browser import CookieToSet, absolute_url, origin_of
+
+__all__ = ["Problem", "preflight"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    step: int  # 1-based
+    step_id: str | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        label = f"step {self.step}" + (f" ({self.step_id})" if self.step_id else "")
+        return f"{label}: {self.field}: {self.message}"
+
+
+def preflight(task: Task) -> list[Problem]:
+    problems: list[Problem] = []
+    pinned: dict[str, int | None] = {}
+    for number, step in enumerate(task.steps, start=1):
+
+        def say(field: str, message: str, step_id: str | None = step.id, at: int = number) -> None:
+            problems.append(Problem(at, step_id, field, message))
+
+        if isinstance(step, DeployEnv):
+            if step.env_id not in task.envs:
+                say("env_id", f"no env {step.env_id!r} is defined")
+            elif step.version is not None and task.envs[step.env_id].at(step.version) is None:
+                say("version", f"env {step.env_id!r} has no version {step.version}")
+            if step.image is not None and step.url is not None:
+                say("url", "give image or url, not both")
+            pinned.setdefault(step.env_id, step.version)
+            continue
+        if not isinstance(step, BROWSER_STEPS):
+            continue
+        env = task.envs.get(step.env_id)
+        if env is None:
+            say("env_id", f"no env {step.env_id!r} is defined")
+        else:
+            found = env.at(pinned.get(step.env_id))
+            if found is None:
+                say("env_id", f"env {step.env_id!r} has no version {pinned.get(step.env_id)}")
+            else:
+                version, spec = found
+                if not spec.browsers:
+                    say("env_id", f"env {step.env_id!r} (version {version}) has no browser")
+                elif step.browser is not None and step.browser not in spec.browsers:
+                    say(
+                        "browser",
+                        f"env {step.env_id!r} (version {version}) has no browser "
+                        f"{step.browser!r}; it has {', '.join(spec.browsers)}",
+                    )
+                elif step.browser is None and len(spec.browsers) > 1:
+                    say(
+                        "browser",
+                        f"env {step.env_id!r} (version {version}) has several browsers "
+                        f"({', '.join(spec.browsers)}): name one",
+                    )
+        if isinstance(step, BrowserSetCookies):
+            for index, cookie in enumerate(step.cookies):
+                try:
+                    CookieToSet.model_validate(cookie)
+                except ValidationError as exc:
+                    for error in exc.errors(include_input=False, include_url=False):
+                        where = ".".join(str(p) for p in error["loc"])
+                        field = f"cookies.{index}" + (f".{where}" if where else "")
+                        say(field, error["msg"].lower())  # never the value
+        if (
+            isinstance(step, BrowserSetLocalStorage | BrowserClearLocalStorage)
+            and step.origin is not None
+        ):
+            try:
+                origin_of(step.origin)
+            except ValueError as exc:
+                say("origin", str(exc))
+        if isinstance(step, BrowserOpenTab | BrowserCloseTab | BrowserActivateTab):
+            try:
+                absolute_url(step.url)
+            except ValueError as exc:
+                say("url", str(exc))
+        if (
+            isinstance(step, BrowserOpenTab)
+            and step.background is not None
+            and not isinstance(step.background, bool)
+        ):
+            say("background", "must be true or false")
+    return problems

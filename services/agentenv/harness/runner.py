@@ -1,0 +1,360 @@
+"""A run: a task's steps in order, against its computers, leaving a folder of artifacts.
+
+Each step's start, end, duration and outcome go to the terminal; a summary
+closes the run; ``metadata.json`` records what each step did, by step id.
+Exit status: 0 done, 1 the task failed (the agent, or a step the task asked
+for could not be done), 2 the task file is wrong (nothing deployed), 3 an
+infrastructure failure (a computer or a recording let the run down).
+
+Recording steps fail the task by default as infrastructure failures when the
+end did not happen, the log did not upload or a frame is missing;
+``fail_task_on_error: false`` makes them best-effort. Teardown ends open
+recordings with fresh grants, registers from the upload any it could not
+end, then stops the computers it started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from agentenv.harness import steps as s
+from agentenv.harness.computer import Computer, ComputerError, deploy
+from agentenv.harness.mind2web import export
+from agentenv.harness.urls import normalize
+from agentenv.protocol.card import MissingOp
+from agentenv.protocol.recording import BrowserRecordingManifest, rebuild
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INFRA", "EXIT_OK", "EXIT_TASK_FAILED", "Run"]
+
+EXIT_OK, EXIT_TASK_FAILED, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
+
+
+class StepFailed(Exception):
+    def __init__(self, message: str, infrastructure: bool = False) -> None:
+        super().__init__(message)
+        self.infrastructure = infrastructure
+
+
+@dataclass
+class Recorded:
+    name: str
+    env_id: str
+    recording_id: str
+    folder: Path
+    manifest: BrowserRecordingManifest | None = None
+
+
+@dataclass
+class Run:
+    task: s.Task
+    out: Path
+    stream: TextIO = sys.stdout
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    computers: dict[str, Computer] = field(default_factory=dict)
+    started_here: list[Computer] = field(default_factory=list)
+    recordings: dict[str, Recorded] = field(default_factory=dict)
+    cdp_urls: dict[str, str] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    answer: str | None = None
+
+    def say(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    # -- the run -----------------------------------------------------------------
+
+    def run(self) -> int:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.metadata = {"run_id": self.run_id, "steps": {}}
+        outcome = EXIT_OK
+        total = len(self.task.steps)
+        failures: list[str] = []
+        try:
+            for number, step in enumerate(self.task.steps, start=1):
+                key = step.id or f"step-{number}"
+                label = f"[{number:>2}/{total}] {step.type}" + (f" ({step.id})" if step.id else "")
+                self.say(f"{label} ...")
+                began = time.monotonic()
+                try:
+                    result = self._do(step)
+                except StepFailed as exc:
+                    took = time.monotonic() - began
+                    kind = "infrastructure failure" if exc.infrastructure else "failed"
+                    self.say(f"{label} {kind} after {took:.2f}s: {exc}")
+                    self.metadata["steps"][key] = {
+                        "type": step.type,
+                        "ok": False,
+                        "error": str(exc),
+                        "infrastructure": exc.infrastructure,
+                    }
+                    failures.append(f"{key}: {exc}")
+                    outcome = EXIT_INFRA if exc.infrastructure else EXIT_TASK_FAILED
+                    break
+                took = time.monotonic() - began
+                self.metadata["steps"][key] = {
+                    "type": step.type,
+                    "ok": True,
+                    "seconds": round(took, 3),
+                    **(result or {}),
+                }
+                self.say(f"{label} ok in {took:.2f}s")
+        finally:
+            self._teardown(failures)
+            (self.out / "metadata.json").write_text(json.dumps(self.metadata, indent=2))
+        status = {
+            EXIT_OK: "done",
+            EXIT_TASK_FAILED: "task failed",
+            EXIT_INFRA: "infrastructure failure",
+        }
+        self.say(
+            f"summary: {status[outcome]}; {len(self.metadata['steps'])} of {total} steps run; "
+            f"artifacts in {self.out}"
+        )
+        for failure in failures:
+            self.say(f"  {failure}")
+        return outcome
+
+    def _computer(self, env_id: str | None) -> Computer:
+        if env_id is None or env_id not in self.computers:
+            raise StepFailed(
+                f"env {env_id!r} is not deployed: add a deploy_env step before this one"
+            )
+        return self.computers[env_id]
+
+    def _do(self, step: Any) -> dict[str, Any] | None:
+        handler: Callable[[Any], dict[str, Any] | None] = getattr(self, f"_{step.type}")
+        try:
+            return handler(step)
+        except MissingOp as exc:
+            raise StepFailed(str(exc), infrastructure=True) from None
+        except ComputerError as exc:
+            infrastructure = exc.status is None or exc.status >= 500
+            raise StepFailed(str(exc), infrastructure=infrastructure) from None
+
+    # -- steps ---------------------------------------------------------------------
+
+    def _deploy_env(self, step: s.DeployEnv) -> dict[str, Any]:
+        env = self.task.envs[step.env_id]
+        found = env.at(step.version)
+        version, spec = found if found else (None, None)
+        image = step.image or (spec.image if spec else None)
+        computer = deploy(image if step.url is None else None, step.url, step.token, step.cdp_url)
+        self.computers[step.env_id] = computer
+        if computer.container is not None:
+            self.started_here.append(computer)
+        return {"env_id": step.env_id, "version": version, "api": computer.api, "cdp": computer.cdp}
+
+    def _browser_set_cookies(self, step: s.BrowserSetCookies) -> None:
+        self._computer(step.env_id).op("cookies/set", {"cookies": step.cookies})
+
+    def _browser_delete_cookies(self, step: s.BrowserDeleteCookies) -> dict[str, Any]:
+        body = {"name": step.name, "domain": step.domain, "path": step.path}
+        return {"deleted": self._computer(step.env_id).op("cookies/delete", body)["deleted"]}
+
+    def _browser_set_local_storage(self, step: s.BrowserSetLocalStorage) -> None:
+        self._computer(step.env_id).op(
+            "local_storage/set", {"origin": step.origin, "items": step.items}
+        )
+
+    def _browser_clear_local_storage(self, step: s.BrowserClearLocalStorage) -> None:
+        self._computer(step.env_id).op("local_storage/clear", {"origin": step.origin})
+
+    def _browser_open_tab(self, step: s.BrowserOpenTab) -> dict[str, Any]:
+        opened = self._computer(step.env_id).op(
+            "tabs/open", {"url": step.url, "background": step.background}
+        )
+        return {"tab": opened["id"]}
+
+    def _tab_at(self, computer: Computer, url: str) -> str:
+        tabs = computer.op("tabs/list")
+        wanted = normalize(url)
+        found = [t for t in tabs if normalize(t["url"]) == wanted]
+        if len(found) != 1:
+            shown = ", ".join(t["url"] for t in tabs) or "(none)"
+            what = "no tab shows" if not found else f"{len(found)} tabs show"
+            raise StepFailed(f"{what} {url}; the open tabs: {shown}")
+        return str(found[0]["id"])
+
+    def _browser_close_tab(self, step: s.BrowserCloseTab) -> dict[str, Any]:
+        computer = self._computer(step.env_id)
+        tab = self._tab_at(computer, step.url)
+        computer.op("tabs/close", {"id": tab})
+        return {"tab": tab}
+
+    def _browser_activate_tab(self, step: s.BrowserActivateTab) -> dict[str, Any]:
+        computer = self._computer(step.env_id)
+        tab = self._tab_at(computer, step.url)
+        computer.op("tabs/activate", {"id": tab})
+        return {"tab": tab}
+
+    def _browser_connect_cdp(self, step: s.BrowserConnectCdp) -> dict[str, Any]:
+        computer = self._computer(step.env_id)
+        url = f"{computer.cdp}?user={step.agent}"
+        self.cdp_urls[step.env_id] = url
+        return {"agent": step.agent, "cdp": url}
+
+    def _start_browser_recording(self, step: s.StartBrowserRecording) -> dict[str, Any] | None:
+        computer = self._computer(step.env_id)
+        folder = (self.out / "recordings").resolve()
+        try:
+            started = computer.recording(
+                "start",
+                {
+                    "request_id": f"{self.run_id}-{step.name}",
+                    "name": step.name,
+                    "upload": {"url": f"file://{folder}"},
+                    "frames": step.frames,
+                },
+            )
+        except (ComputerError, MissingOp) as exc:
+            if step.fail_task_on_error:
+                raise StepFailed(
+                    f"the recording did not start: {exc}", infrastructure=True
+                ) from None
+            return {"recording": None, "error": str(exc)}
+        recording_id = started["recording_id"]
+        self.recordings[step.name] = Recorded(
+            step.name, step.env_id, recording_id, folder / recording_id
+        )
+        return {"recording_id": recording_id}
+
+    def _end_recording(self, recorded: Recorded, reason: str) -> BrowserRecordingManifest:
+        computer = self.computers[recorded.env_id]
+        grant = {"url": f"file://{recorded.folder.parent}"}  # a fresh grant for the end
+        try:
+            answer = computer.recording(
+                "end", {"recording_id": recorded.recording_id, "upload": grant, "reason": reason}
+            )
+            manifest = BrowserRecordingManifest.model_validate(answer)
+        except ComputerError as exc:
+            if exc.status != 404:
+                raise
+            # The computer no longer knows it: register what its upload holds.
+            names = [
+                str(p.relative_to(recorded.folder))
+                for p in recorded.folder.rglob("*")
+                if p.is_file()
+            ]
+            log = recorded.folder / "log.jsonl"
+            lines = len(log.read_text().splitlines()) if log.exists() else None
+            manifest = rebuild(recorded.recording_id, names, lines)
+        recorded.manifest = manifest
+        return manifest
+
+    def _end_browser_recording(self, step: s.EndBrowserRecording) -> dict[str, Any]:
+        recorded = self.recordings.get(step.name)
+        if recorded is None:
+            raise StepFailed(f"no recording {step.name!r} was started in this run")
+        problems: list[str] = []
+        try:
+            manifest = self._end_recording(recorded, "completed")
+        except (ComputerError, MissingOp) as exc:
+            problems.append(f"the recording did not end: {exc}")
+            manifest = None
+        if manifest is not None:
+            if manifest.log is None:
+                problems.append("its log did not upload")
+            if manifest.missing_frames:
+                problems.append(f"{manifest.missing_frames} frame(s) missing")
+            if manifest.log_missing:
+                problems.append(f"{len(manifest.log_missing)} log entries missing")
+        if problems and step.fail_task_on_error:
+            raise StepFailed("; ".join(problems), infrastructure=True)
+        artifacts = {}
+        if manifest is not None:
+            base = recorded.folder
+            artifacts = {
+                "manifest": str(base / "manifest.json"),
+                "log": str(base / "log.jsonl"),
+                "frames": [str(base / f.file) for f in manifest.frames if not f.error],
+            }
+        return {"recording_id": recorded.recording_id, "problems": problems, "artifacts": artifacts}
+
+    def _run_agent(self, step: s.RunAgent) -> dict[str, Any]:
+        computer = (
+            self._computer(step.env_id)
+            if step.env_id
+            else next(iter(self.computers.values()), None)
+        )
+        answer_file = self.out / f"agent-answer-{uuid.uuid4().hex[:6]}.txt"
+        env = dict(os.environ, **step.env, AGENTENV_ANSWER_FILE=str(answer_file))
+        if computer is not None:
+            env_id = step.env_id or next(iter(self.computers))
+            env.update(
+                AGENTENV_CDP_URL=self.cdp_urls.get(env_id, computer.cdp),
+                AGENTENV_API_URL=computer.api,
+                AGENTENV_MCP_URL=computer.api + "/mcp",
+            )
+        command = (
+            step.command if isinstance(step.command, list) else ["/bin/sh", "-c", step.command]
+        )
+        log = self.out / f"agent-{step.id or uuid.uuid4().hex[:6]}.log"
+        with open(log, "wb") as output:
+            try:
+                done = subprocess.run(
+                    command,
+                    env=env,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    timeout=step.timeout_s,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                raise StepFailed(
+                    f"the agent ran past {step.timeout_s:.0f} s (its output: {log})"
+                ) from None
+            except OSError as exc:
+                raise StepFailed(f"the agent could not start: {exc.strerror}") from None
+        if answer_file.exists():
+            self.answer = answer_file.read_text().strip()
+        if done.returncode != 0:
+            raise StepFailed(f"the agent exited with status {done.returncode} (its output: {log})")
+        return {"exit_status": 0, "output": str(log), "answer": self.answer}
+
+    def _snapshot_env(self, step: s.SnapshotEnv) -> dict[str, Any]:
+        archive = self._computer(step.env_id).data_get()
+        path = self.out / f"snapshot-{step.env_id}.tar.gz"
+        path.write_bytes(archive)
+        return {"snapshot": str(path)}
+
+    def _export_mind2web(self, step: s.ExportMind2web) -> dict[str, Any]:
+        recorded = self.recordings.get(step.recording)
+        if recorded is None or recorded.manifest is None:
+            raise StepFailed(
+                f"recording {step.recording!r} has not ended: end it before the export"
+            )
+        target = export(
+            recorded.manifest,
+            recorded.folder,
+            self.out / "mind2web",
+            step.task,
+            step.task_id,
+            step.agent_final_answer or self.answer,
+            step.reference_length,
+        )
+        return {"export": str(target)}
+
+    # -- teardown --------------------------------------------------------------------
+
+    def _teardown(self, failures: list[str]) -> None:
+        for recorded in self.recordings.values():
+            if recorded.manifest is not None or recorded.env_id not in self.computers:
+                continue
+            try:
+                self._end_recording(recorded, "stopped")
+                self.say(f"teardown: ended recording {recorded.name}")
+            except (ComputerError, MissingOp) as exc:
+                failures.append(f"teardown: recording {recorded.name}: {exc}")
+        for computer in self.started_here:
+            try:
+                computer.stop()
+            except Exception as exc:  # the docker SDK's: report, go on stopping
+                failures.append(f"teardown: could not stop a computer: {exc}")

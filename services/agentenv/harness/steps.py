@@ -1,0 +1,271 @@
+"""The task file: env definitions with versions, and steps as one tagged union.
+
+A task is JSON or YAML::
+
+    envs:                       # inline, or envs_file: envs.yaml
+      shop:
+        versions:
+          1: {browsers: [main]}
+    steps:
+      - {type: deploy_env, env_id: shop, version: 1}
+      - {type: browser_open_tab, env_id: shop, url: "https://shop.example/"}
+
+Steps are checked loosely here (so preflight can report every problem at
+once, values never quoted); :mod:`.preflight` is the strict check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "BROWSER_STEPS",
+    "EnvDefinition",
+    "EnvVersion",
+    "Step",
+    "Task",
+    "TaskError",
+    "load_task",
+]
+
+
+class TaskError(ValueError):
+    """A task file that cannot be run: one message naming the step and field."""
+
+
+class EnvVersion(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    browsers: list[str] = Field(default_factory=list)
+    image: str | None = None
+
+
+class EnvDefinition(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    versions: dict[int, EnvVersion]
+
+    def at(self, version: int | None) -> tuple[int, EnvVersion] | None:
+        if not self.versions:
+            return None
+        chosen = max(self.versions) if version is None else version
+        found = self.versions.get(chosen)
+        return (chosen, found) if found is not None else None
+
+
+class _Step(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = None
+
+
+class _BrowserStep(_Step):
+    env_id: str
+    browser: str | None = None
+
+
+class DeployEnv(_Step):
+    type: Literal["deploy_env"]
+    env_id: str
+    image: str | None = None
+    url: str | None = None
+    version: int | None = None
+    token: str | None = Field(None, repr=False)  # the control token of an attached computer
+    cdp_url: str | None = None  # an attached computer's relay, when not at port 9222
+
+
+class BrowserSetCookies(_BrowserStep):
+    type: Literal["browser_set_cookies"]
+    cookies: list[Any]  # each checked against CookieToSet by preflight
+
+
+class BrowserDeleteCookies(_BrowserStep):
+    type: Literal["browser_delete_cookies"]
+    name: str | None = None
+    domain: str | None = None
+    path: str | None = None
+
+
+class BrowserSetLocalStorage(_BrowserStep):
+    type: Literal["browser_set_local_storage"]
+    origin: str
+    items: dict[str, str]
+
+
+class BrowserClearLocalStorage(_BrowserStep):
+    type: Literal["browser_clear_local_storage"]
+    origin: str | None = None
+
+
+class BrowserOpenTab(_BrowserStep):
+    type: Literal["browser_open_tab"]
+    url: str
+    background: Any = None  # a boolean: preflight says so when it is not
+
+
+class BrowserCloseTab(_BrowserStep):
+    type: Literal["browser_close_tab"]
+    url: str
+
+
+class BrowserActivateTab(_BrowserStep):
+    type: Literal["browser_activate_tab"]
+    url: str
+
+
+class BrowserConnectCdp(_BrowserStep):
+    type: Literal["browser_connect_cdp"]
+    agent: str
+
+
+class StartBrowserRecording(_BrowserStep):
+    type: Literal["start_browser_recording"]
+    name: str
+    frames: bool = True
+    fail_task_on_error: bool = True
+
+
+class EndBrowserRecording(_BrowserStep):
+    type: Literal["end_browser_recording"]
+    name: str
+    fail_task_on_error: bool = True
+
+
+class RunAgent(_Step):
+    type: Literal["run_agent"]
+    command: list[str] | str
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(600, gt=0)
+    env_id: str | None = None
+    browser: str | None = None
+
+
+class SnapshotEnv(_BrowserStep):
+    type: Literal["snapshot_env"]
+
+
+class ExportMind2web(_Step):
+    type: Literal["export_mind2web"]
+    recording: str
+    task: str
+    task_id: str
+    agent_final_answer: str | None = None
+    reference_length: int | None = None
+
+
+Step = Annotated[
+    DeployEnv
+    | BrowserSetCookies
+    | BrowserDeleteCookies
+    | BrowserSetLocalStorage
+    | BrowserClearLocalStorage
+    | BrowserOpenTab
+    | BrowserCloseTab
+    | BrowserActivateTab
+    | BrowserConnectCdp
+    | StartBrowserRecording
+    | EndBrowserRecording
+    | RunAgent
+    | SnapshotEnv
+    | ExportMind2web,
+    Field(discriminator="type"),
+]
+
+#: Steps that act on a browser (and so need the env to have one).
+BROWSER_STEPS = (
+    BrowserSetCookies,
+    BrowserDeleteCookies,
+    BrowserSetLocalStorage,
+    BrowserClearLocalStorage,
+    BrowserOpenTab,
+    BrowserCloseTab,
+    BrowserActivateTab,
+    BrowserConnectCdp,
+    StartBrowserRecording,
+    EndBrowserRecording,
+    SnapshotEnv,
+)
+
+
+class Task(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    envs: dict[str, EnvDefinition] = Field(default_factory=dict)
+    envs_file: str | None = None
+    steps: list[Step]
+
+
+_STEP: TypeAdapter[Any] = TypeAdapter(Step)
+
+
+def _parse_file(path: Path) -> Any:
+    import json
+
+    import yaml
+
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise TaskError(f"{path}: cannot read it: {exc.strerror}") from None
+    try:
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise TaskError(
+            f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}{line}"
+        ) from None
+
+
+def load_task(path: Path) -> Task:
+    """The task in ``path``; :class:`TaskError` names the step and field of the first problem."""
+    raw = _parse_file(path)
+    if isinstance(raw, list):
+        raw = {"steps": raw}
+    if not isinstance(raw, dict) or not isinstance(raw.get("steps"), list):
+        raise TaskError(
+            f"{path}: a task is a list of steps, or a mapping with 'steps' (and 'envs')"
+        )
+    for index, step in enumerate(raw["steps"]):
+        label = f"step {index + 1}"
+        if isinstance(step, dict) and step.get("id"):
+            label += f" ({step['id']})"
+        if not isinstance(step, dict) or "type" not in step:
+            raise TaskError(f"{label}: a step is a mapping with a 'type'")
+        try:
+            _STEP.validate_python(step)
+        except Exception as exc:
+            raise TaskError(f"{label}: {_first_error(exc)}") from None
+    try:
+        task = Task.model_validate(raw)
+    except Exception as exc:
+        raise TaskError(f"{path}: {_first_error(exc)}") from None
+    if task.envs_file:
+        envs_raw = _parse_file(path.parent / task.envs_file)
+        try:
+            extra = {k: EnvDefinition.model_validate(v) for k, v in (envs_raw or {}).items()}
+        except Exception as exc:
+            raise TaskError(f"{task.envs_file}: {_first_error(exc)}") from None
+        task.envs = {**extra, **task.envs}
+    return task
+
+
+def _first_error(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if errors is None:
+        return str(exc)
+    first = errors(include_input=False, include_url=False)[0]
+    loc = [str(p) for p in first["loc"]]
+    if first["type"] == "union_tag_invalid":
+        ctx = first.get("ctx", {})
+        return f"unknown step type {ctx.get('tag')!r}; known: {ctx.get('expected_tags')}"
+    # Drop the tagged-union tag from the location: it repeats the type.
+    if len(loc) > 1 and loc[0].startswith(
+        ("deploy_env", "browser_", "start_", "end_", "run_", "snapshot_", "export_")
+    ):
+        loc = loc[1:]
+    field = ".".join(loc) or "step"
+    return f"{field}: {first['msg'].lower()}"

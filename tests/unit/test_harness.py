@@ -1,0 +1,190 @@
+"""The harness's pure parts: task files, preflight, tabs by URL, the CLI's refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agentenv.harness.preflight import preflight
+from agentenv.harness.steps import Task, TaskError, load_task
+from agentenv.harness.urls import normalize
+
+ENVS = {
+    "shop": {"versions": {1: {"browsers": ["main"]}, 2: {"browsers": []}}},
+    "twin": {"versions": {1: {"browsers": ["left", "right"]}}},
+}
+
+
+def task(steps: list[Any], envs: dict[str, Any] | None = None) -> Task:
+    return Task.model_validate({"envs": ENVS if envs is None else envs, "steps": steps})
+
+
+def problems(steps: list[Any]) -> list[str]:
+    return [str(p) for p in preflight(task(steps))]
+
+
+def test_pinned_version_with_a_browser_passes_and_latest_without_reports_every_step() -> None:
+    browser_steps = [
+        {"type": "browser_open_tab", "env_id": "shop", "url": "https://shop.example/"},
+        {"type": "browser_set_cookies", "env_id": "shop", "cookies": []},
+        {"type": "start_browser_recording", "env_id": "shop", "name": "r"},
+    ]
+    pinned = [{"type": "deploy_env", "env_id": "shop", "version": 1}, *browser_steps]
+    assert problems(pinned) == []
+    unpinned = [{"type": "deploy_env", "env_id": "shop"}, *browser_steps]
+    found = problems(unpinned)
+    assert len(found) == 3 and all("has no browser" in p and "version 2" in p for p in found)
+
+
+def test_browser_naming() -> None:
+    deploy = {"type": "deploy_env", "env_id": "twin"}
+    found = problems([deploy, {"type": "snapshot_env", "env_id": "twin"}])
+    assert found == [
+        "step 2: browser: env 'twin' (version 1) has several browsers (left, right): name one"
+    ]
+    found = problems([deploy, {"type": "snapshot_env", "env_id": "twin", "browser": "middle"}])
+    assert "has no browser 'middle'" in found[0]
+    assert problems([deploy, {"type": "snapshot_env", "env_id": "twin", "browser": "left"}]) == []
+    assert "no env 'nowhere'" in problems([{"type": "snapshot_env", "env_id": "nowhere"}])[0]
+
+
+def test_every_refusal_at_once_and_no_cookie_value() -> None:
+    found = problems(
+        [
+            {"type": "deploy_env", "env_id": "shop", "version": 1},
+            {
+                "id": "c",
+                "type": "browser_set_cookies",
+                "env_id": "shop",
+                "cookies": [
+                    {"name": "sid", "value": "TOP-SECRET-VALUE"},
+                    {"name": "ok", "value": "v", "url": "https://a/"},
+                    {"name": "n", "value": 5, "domain": "a.example"},
+                ],
+            },
+            {
+                "type": "browser_set_local_storage",
+                "env_id": "shop",
+                "origin": "https://a.example/path",
+                "items": {},
+            },
+            {"type": "browser_clear_local_storage", "env_id": "shop", "origin": "not-an-origin"},
+            {"type": "browser_open_tab", "env_id": "shop", "url": "/relative", "background": "yes"},
+            {"type": "browser_close_tab", "env_id": "shop", "url": "example.com"},
+            {"type": "browser_activate_tab", "env_id": "shop", "url": "https://fine.example/"},
+        ]
+    )
+    text = "\n".join(found)
+    assert "TOP-SECRET-VALUE" not in text
+    assert "step 2 (c): cookies.0: value error, needs url, or domain (and path)" in text
+    assert "step 2 (c): cookies.2.value:" in text
+    assert "step 3: origin:" in text and "step 4: origin:" in text
+    assert (
+        "step 5: url: must be an absolute URL" in text
+        and "step 5: background: must be true or false" in text
+    )
+    assert "step 6: url:" in text
+    assert len(found) == 7
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("http://faß.localhost:8783/other", "http://xn--fa-hia.localhost:8783/other"),
+        ("https://bücher.test/", "https://xn--bcher-kva.test/"),
+        ("HTTP://Example.COM:80", "http://example.com/"),
+        ("https://example.com:443/a?b=1#c", "https://example.com/a?b=1#c"),
+        ("https://example.com:8443", "https://example.com:8443/"),
+        ("about:blank", "about:blank"),
+    ],
+)
+def test_urls_normalized_as_the_browser_shows_them(given: str, shown: str) -> None:
+    assert normalize(given) == normalize(shown) == shown
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_task_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(TaskError, match="not valid YAML"):
+        load_task(_write(tmp_path, "a.yaml", "steps: [\n  - {type: deploy_env"))
+    with pytest.raises(TaskError, match="not valid JSON"):
+        load_task(_write(tmp_path, "a.json", "{steps: ]"))
+    with pytest.raises(TaskError, match=r"step 1 \(x\): unknown step type 'teleport'"):
+        load_task(_write(tmp_path, "b.yaml", "steps:\n  - {id: x, type: teleport}\n"))
+    with pytest.raises(TaskError, match="step 2: url: field required"):
+        load_task(
+            _write(
+                tmp_path,
+                "c.yaml",
+                yaml.safe_dump(
+                    {
+                        "steps": [
+                            {"type": "deploy_env", "env_id": "shop"},
+                            {"type": "browser_open_tab", "env_id": "shop"},
+                        ]
+                    }
+                ),
+            )
+        )
+    envs = _write(
+        tmp_path, "envs.yaml", yaml.safe_dump({"shop": {"versions": {1: {"browsers": ["b"]}}}})
+    )
+    loaded = load_task(
+        _write(
+            tmp_path,
+            "d.yaml",
+            yaml.safe_dump(
+                {"envs_file": envs.name, "steps": [{"type": "deploy_env", "env_id": "shop"}]}
+            ),
+        )
+    )
+    assert loaded.envs["shop"].at(None) is not None
+
+
+def test_cli_refuses_bad_tasks_with_status_2_and_deploys_nothing(tmp_path: Path) -> None:
+    bad = _write(
+        tmp_path,
+        "bad.yaml",
+        "steps:\n  - {type: deploy_env, env_id: shop, image: nope/never:1}\n"
+        "  - {type: browser_open_tab, env_id: shop}\n",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "agentenv", "run", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    assert "step 2: url: field required" in done.stderr and "nope/never" not in done.stderr
+    flawed = _write(
+        tmp_path,
+        "flawed.yaml",
+        yaml.safe_dump(
+            {
+                "envs": ENVS,
+                "steps": [
+                    {"type": "deploy_env", "env_id": "shop", "image": "nope/never:1"},
+                    {"type": "browser_open_tab", "env_id": "shop", "url": "https://a.example/"},
+                ],
+            }
+        ),
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "agentenv", "run", str(flawed)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2 and "nothing was deployed" in done.stderr
+    assert not (tmp_path / "runs").exists()
