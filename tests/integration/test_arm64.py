@@ -43,6 +43,9 @@ def test_arm64_image_builds_and_answers_under_emulation() -> None:
             "--name",
             name,
             "--shm-size=1g",
+            # Under qemu, Chromium's GPU process keeps dying: one process it is.
+            "-e",
+            "AGENTENV_CHROMIUM_FLAGS=--single-process",
             "-p",
             f"127.0.0.1:{port}:9222",
             IMAGE_ARM64,

@@ -11,6 +11,9 @@ port="${AGENTENV_CHROMIUM_PORT:-9223}"
 binary="${AGENTENV_CHROMIUM:-chromium}"
 user="${AGENTENV_CHROMIUM_USER:-}"
 downloads="${AGENTENV_DOWNLOADS_DIR:-$AGENTENV_PROFILE_DIR/../downloads}"
+# Extra flags, split on spaces: e.g. --single-process for an arm64 image run
+# under qemu emulation, where Chromium's GPU process keeps dying.
+read -r -a extra <<<"${AGENTENV_CHROMIUM_FLAGS:-}"
 
 mkdir -p "$AGENTENV_PROFILE_DIR" "$downloads"
 # A Chromium killed with -9 leaves its singleton lock behind; this container
@@ -40,4 +43,5 @@ exec "${run_as[@]}" env HOME="$AGENTENV_PROFILE_DIR" "$binary" \
     --remote-debugging-address=127.0.0.1 \
     --remote-debugging-port="$port" \
     --user-data-dir="$AGENTENV_PROFILE_DIR" \
+    "${extra[@]}" \
     about:blank

@@ -1,0 +1,78 @@
+# The browser computer. The two commands that matter:
+#   make up     build and start one computer, print its addresses
+#   make test   install what is needed, then run every test
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV := .venv
+PY := $(VENV)/bin/python
+# Native stack paths for `make dev` (the container uses the image's ENV).
+DEV := $(CURDIR)/.agentenv
+
+.PHONY: help up down logs dev image image-arm64 engine base wheels venv host-deps \
+        test test-unit test-native test-container bench lint clean
+
+help:
+	@echo "make up | down | logs | dev | image | image-arm64 | test | bench | lint"
+
+$(VENV)/.stamp: pyproject.toml requirements/runtime.lock requirements/dev.txt scripts/venv.sh
+	scripts/venv.sh
+
+venv: $(VENV)/.stamp
+
+host-deps:
+	scripts/host-deps.sh
+
+engine:
+	scripts/engine.sh
+
+base: engine
+	scripts/base-image.sh amd64
+
+wheels: venv
+	scripts/wheels.sh amd64
+
+image: engine venv
+	scripts/build.sh amd64
+
+image-arm64: engine venv
+	scripts/build.sh arm64
+
+up: image
+	scripts/up.sh
+
+down:
+	scripts/compose.sh down
+
+logs:
+	scripts/compose.sh logs -f --tail=200
+
+dev: host-deps venv
+	AGENTENV_IMAGE_DIR=$(CURDIR)/images/browser AGENTENV_VENV=$(CURDIR)/$(VENV) \
+	AGENTENV_LOG_DIR=$(DEV)/log AGENTENV_RUN_DIR=$(DEV)/run \
+	AGENTENV_PROFILE_DIR=$(DEV)/profile AGENTENV_DOWNLOADS_DIR=$(DEV)/downloads \
+	AGENTENV_CHROMIUM_USER= \
+	images/browser/launch/supervisord.sh
+
+# Everything: unit, native (Chromium on the host), container and arm64 tests.
+test: host-deps venv engine
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: venv
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+test-native: host-deps venv
+	$(PY) -m pytest tests/native $(PYTEST_ARGS)
+
+test-container: venv engine
+	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+bench: host-deps venv engine
+	$(PY) -m bench
+
+lint: venv
+	$(VENV)/bin/ruff check services tests bench
+	$(VENV)/bin/ruff format --check services tests bench
+	$(VENV)/bin/mypy services tests bench
+
+clean:
+	rm -rf build .agentenv .pytest_cache .mypy_cache .ruff_cache
