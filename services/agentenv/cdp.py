@@ -298,7 +298,10 @@ async def visible(link: BrowserLink, tab: str, deadline_s: float = 2.0) -> bool:
 
 
 async def active_tab(link: BrowserLink) -> str | None:
-    """The tab in front, else the first tab, else None."""
+    """The tab in front (as the relay keeps it), else the first tab, else None."""
+    known = (await link.call("AgentEnv.tabs")).get("active")
+    if isinstance(known, str):
+        return known
     found = await pages(link)
     shown = await asyncio.gather(*(visible(link, p["targetId"]) for p in found))
     for page, front in zip(found, shown, strict=True):

@@ -64,7 +64,9 @@ def image() -> str:
     return IMAGE
 
 
-def start_computer(image: str, env: dict[str, str] | None = None) -> Any:
+def start_computer(
+    image: str, env: dict[str, str] | None = None, shared: Path | None = None
+) -> Any:
     from testcontainers.core.container import DockerContainer
     from testcontainers.core.wait_strategies import HttpWaitStrategy
 
@@ -80,6 +82,8 @@ def start_computer(image: str, env: dict[str, str] | None = None) -> Any:
     )
     for key, value in (env or {}).items():
         container = container.with_env(key, value)
+    if shared is not None:  # a host folder at the same path inside (file:// grants)
+        container = container.with_volume_mapping(str(shared), str(shared), "rw")
     return container.start()
 
 

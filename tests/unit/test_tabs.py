@@ -111,3 +111,30 @@ def test_agentenv_cause_and_stale_commands_forgotten() -> None:
     c.answered(31, True, None, 2.0)
     c.tick(2.0 + CLAIM_WINDOW_S + 0.1)
     assert 31 not in c.commands
+
+
+def test_the_front_tab_is_kept_from_commands() -> None:
+    c = Causes()
+    for tab in ("A", "B"):
+        c.known(tab, f"http://{tab}/")
+    c.to_front("B")
+    assert c.active == "B"
+    c.sent(Command(1, "Target.createTarget", None, by(1), background=True))
+    c.created("C", "about:blank", None, 1.0)
+    c.answered(1, True, "C", 1.1)
+    assert c.active == "B"  # opened behind
+    c.sent(Command(2, "Target.createTarget", None, by(2)))
+    c.answered(2, True, "D", 2.0)
+    c.created("D", "about:blank", None, 2.1)  # the answer came first
+    assert c.active == "D"
+    c.created("P", "", "D", 3.0)  # a popup comes to the front
+    assert c.active == "P"
+    c.sent(cmd(4, "Target.activateTarget", "C"))
+    assert c.active == "P"  # not before it is answered
+    c.answered(4, True, None, 4.0)
+    assert c.active == "C"
+    c.destroyed("C", 5.0)
+    assert c.active == "P" and c.front == ["P", "D", "B", "A"]
+    c.sent(cmd(6, "Target.activateTarget", "A"))
+    c.answered(6, False, None, 6.0)
+    assert c.active == "P"  # a failed activation changes nothing

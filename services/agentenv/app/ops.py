@@ -211,18 +211,26 @@ class Ops:
         return await visible(self.link, tab)
 
     async def tabs(self) -> list[Tab]:
+        """The tabs, the one in front first, as the relay keeps them (it sees every
+        command; a page's own visibility lies once a client emulates focus)."""
         pages = await self._pages()
-        visible = await asyncio.gather(*(self._visible(p["targetId"]) for p in pages))
-        tabs = [
-            Tab(id=p["targetId"], url=p.get("url", ""), title=p.get("title", ""), active=v)
-            for p, v in zip(pages, visible, strict=True)
+        order = await self.link.call("AgentEnv.tabs")
+        front: list[str] = order.get("order") or []
+        active = order.get("active")
+        if active is None:  # the relay does not know yet: ask the pages
+            shown = await asyncio.gather(*(self._visible(p["targetId"]) for p in pages))
+            active = next((p["targetId"] for p, v in zip(pages, shown, strict=True) if v), None)
+        rank = {tab: n for n, tab in enumerate(front)}
+        pages.sort(key=lambda p: (p["targetId"] != active, rank.get(p["targetId"], len(rank))))
+        return [
+            Tab(
+                id=p["targetId"],
+                url=p.get("url", ""),
+                title=p.get("title", ""),
+                active=p["targetId"] == active,
+            )
+            for p in pages
         ]
-        seen_active = False
-        for t in tabs:  # one active tab at most
-            if t.active and seen_active:
-                t.active = False
-            seen_active = seen_active or t.active
-        return sorted(tabs, key=lambda t: not t.active)
 
     async def active(self) -> str:
         tabs = await self.tabs()
@@ -232,6 +240,15 @@ class Ops:
         if tabs:
             return tabs[0].id
         raise OpFailed(409, "no tab is open: open one with tabs/open")
+
+    async def _close(self, tab: str) -> None:
+        """Close ``tab`` and wait (bounded) until Chromium lists it no more, so
+        the op's caller never sees a tab that is on its way out."""
+        await self.link.call("Target.closeTarget", {"targetId": tab})
+        for _ in range(100):
+            if tab not in {p["targetId"] for p in await self._pages()}:
+                return
+            await asyncio.sleep(0.05)
 
     async def _tab(self, tab: str | None) -> str:
         if tab is None:
@@ -267,7 +284,7 @@ class Ops:
     async def tabs_close(self, body: TabRef, caller: Caller) -> Any:
         tab = await self._tab(body.id)
         async with self._acting(caller, "tabs/close", body, tab):
-            await self.link.call("Target.closeTarget", {"targetId": tab})
+            await self._close(tab)
         self.switches += 1
         return {}
 
@@ -366,7 +383,7 @@ class Ops:
                 return result.get("result", {}).get("value")
             finally:
                 with contextlib.suppress(BrowserError, CdpError):
-                    await self.link.call("Target.closeTarget", {"targetId": tab})
+                    await self._close(tab)
 
     async def local_storage_get(self, body: LocalStorageGet, caller: Caller) -> Any:
         async with self._reading(caller, "local_storage/get", body, None):
@@ -473,7 +490,7 @@ class Ops:
             ]
             for page in pages:
                 with contextlib.suppress(CdpError):
-                    await self.link.call("Target.closeTarget", {"targetId": page["targetId"]})
+                    await self._close(page["targetId"])
             await self.link.call("Storage.clearCookies")
             # Storage.clearDataForOrigin answers only on a page's session.
             session = await self.link.session(blank)

@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card
@@ -110,9 +111,18 @@ class Computer:
 
 
 def deploy(
-    image: str | None, url: str | None, token: str | None, cdp_url: str | None = None
+    image: str | None,
+    url: str | None,
+    token: str | None,
+    cdp_url: str | None = None,
+    artifacts: Path | None = None,
 ) -> Computer:
-    """Start a computer from ``image`` (docker SDK) or attach to the one at ``url``."""
+    """Start a computer from ``image`` (docker SDK) or attach to the one at ``url``.
+
+    A computer started here gets ``artifacts`` (the run's folder) mounted at the
+    same path, so recordings upload there under ``file://`` grants. An attached
+    computer must see that path itself (or take S3 grants).
+    """
     if url is not None:
         api = url.rstrip("/")
         computer = Computer(api, (cdp_url or api.rsplit(":", 1)[0] + ":9222").rstrip("/"), token)

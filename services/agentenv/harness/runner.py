@@ -146,7 +146,13 @@ class Run:
         found = env.at(step.version)
         version, spec = found if found else (None, None)
         image = step.image or (spec.image if spec else None)
-        computer = deploy(image if step.url is None else None, step.url, step.token, step.cdp_url)
+        computer = deploy(
+            image if step.url is None else None,
+            step.url,
+            step.token,
+            step.cdp_url,
+            artifacts=self.out.resolve(),
+        )
         self.computers[step.env_id] = computer
         if computer.container is not None:
             self.started_here.append(computer)

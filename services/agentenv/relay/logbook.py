@@ -113,11 +113,23 @@ class Logbook:
         if mark == ACTING:
             self.causes.acting(tab, entry, method, self.monotonic())
         if method in TAB_METHODS:
-            target = tab
-            if method == "Target.closeTarget" and params:
-                target = params.get("targetId") if isinstance(params.get("targetId"), str) else tab
-            self.causes.sent(Command(entry, method, target, self._by(entry, identity, action)))
+            self.causes.sent(
+                self._command(entry, method, params, tab, self._by(entry, identity, action))
+            )
         return entry
+
+    @staticmethod
+    def _command(
+        key: int, method: str, params: Mapping[str, Any] | None, tab: str | None, by: dict[str, Any]
+    ) -> Command:
+        target = tab
+        if method in ("Target.closeTarget", "Target.activateTarget") and params:
+            named = params.get("targetId")
+            target = named if isinstance(named, str) else tab
+        if method == "Target.createTarget":
+            target = None
+        background = bool(params and params.get("background") is True)
+        return Command(key, method, target, by, background=background)
 
     def _by(self, entry: int, identity: Identity, action: Action | None) -> dict[str, Any]:
         if action is not None and action.via == "agentenv":
@@ -156,16 +168,9 @@ class Logbook:
         that may still cause tab events: they are credited to ``agentenv``."""
         self._unlogged -= 1
         if method in TAB_METHODS:
-            target = tab
-            if (
-                method == "Target.closeTarget"
-                and params
-                and isinstance(params.get("targetId"), str)
-            ):
-                target = params["targetId"]
-            if method == "Target.createTarget":
-                target = None
-            self.causes.sent(Command(self._unlogged, method, target, {"kind": "agentenv"}))
+            self.causes.sent(
+                self._command(self._unlogged, method, params, tab, {"kind": "agentenv"})
+            )
         return self._unlogged
 
     def end_unlogged(self, key: int, ok: bool, opened: str | None = None) -> None:

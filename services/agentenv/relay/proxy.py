@@ -54,6 +54,7 @@ _AGENTENV_METHODS = (
     "AgentEnv.endAction",
     "AgentEnv.whoami",
     "AgentEnv.reset",
+    "AgentEnv.tabs",
 )
 
 
@@ -231,6 +232,9 @@ class _Bridge:
                 result = {}
             elif method == "AgentEnv.whoami":
                 result = {"conn": conn.number, "user": conn.identity.user}
+            elif method == "AgentEnv.tabs":
+                causes = self.logbook.causes
+                result = {"active": causes.active, "order": list(causes.front)}
             elif method == "AgentEnv.reset":
                 reason = params.get("reason")
                 if not isinstance(reason, str) or not reason:

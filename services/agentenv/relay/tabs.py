@@ -41,9 +41,10 @@ _OPENS = frozenset({"Target.createTarget"})
 _NAVIGATES = frozenset({"Page.navigate"})
 _MOVES = frozenset({"Page.reload", "Page.navigateToHistoryEntry"})
 _CLOSES = frozenset({"Target.closeTarget", "Page.close"})
+_ACTIVATES = frozenset({"Target.activateTarget", "Page.bringToFront"})
 
-#: Methods whose commands may cause tab events.
-TAB_METHODS = _OPENS | _NAVIGATES | _MOVES | _CLOSES
+#: Methods whose commands may cause tab events or bring a tab to the front.
+TAB_METHODS = _OPENS | _NAVIGATES | _MOVES | _CLOSES | _ACTIVATES
 
 Event = dict[str, Any]
 
@@ -75,6 +76,7 @@ class Command:
     ok: bool | None = None
     claimed: bool = False  # credited its event
     claimed_navigation: bool = False  # an open: credited the new tab's first navigation
+    background: bool = False  # an open behind the active tab
 
 
 @dataclass
@@ -89,6 +91,22 @@ class Causes:
     tabs: dict[str, Tab] = field(default_factory=dict)
     commands: dict[int, Command] = field(default_factory=dict)
     held: list[_Held] = field(default_factory=list)
+    #: Tabs, the one in front first. Chromium says which tab is in front to
+    #: no client (and a page's visibility lies once a client emulates focus),
+    #: so the relay, which sees every command, keeps it: an open not in the
+    #: background, a popup, an activation bring a tab to the front; when the
+    #: front tab closes, the one in front before it comes back.
+    front: list[str] = field(default_factory=list)
+
+    @property
+    def active(self) -> str | None:
+        return self.front[0] if self.front else None
+
+    def to_front(self, tab: str) -> None:
+        if tab in self.tabs:
+            if tab in self.front:
+                self.front.remove(tab)
+            self.front.insert(0, tab)
 
     # -- what agents did -------------------------------------------------
 
@@ -113,6 +131,10 @@ class Causes:
         command.ok = ok
         if opened is not None:
             command.tab = opened
+            if ok and not command.background:
+                self.to_front(opened)
+        if ok and command.method in _ACTIVATES and command.tab is not None:
+            self.to_front(command.tab)
         if not ok and command.method in _MOVES:
             command.claimed = True  # nowhere to go, or failed: credits nothing
         return self._release(now, force=False)
@@ -121,10 +143,20 @@ class Causes:
 
     def known(self, tab: str, url: str, opener: str | None = None) -> None:
         """A tab that existed before the relay started watching (no event)."""
-        self.tabs.setdefault(tab, Tab(tab, url, opener))
+        if tab not in self.tabs:
+            self.tabs[tab] = Tab(tab, url, opener)
+            self.front.append(tab)
 
     def created(self, tab: str, url: str, opener: str | None, now: float) -> list[Event]:
         self.tabs[tab] = Tab(tab, url, opener)
+        self.front.append(tab)
+        opening = [
+            c for c in self.commands.values() if c.method in _OPENS and c.answered_at is None
+        ]
+        if opener is not None and not opening:
+            self.to_front(tab)  # a popup comes to the front
+        elif any(c.tab == tab and c.ok and not c.background for c in self.commands.values()):
+            self.to_front(tab)  # its open was answered first
         event: Event = {"event": "opened", "id": tab, "url": url}
         return self._settle(event, "opened", now)
 
@@ -141,6 +173,8 @@ class Causes:
     def destroyed(self, tab: str, now: float) -> list[Event]:
         out = self._release(now, force=True, tab=tab)
         info = self.tabs.pop(tab, None)
+        if tab in self.front:
+            self.front.remove(tab)
         event: Event = {"event": "closed", "id": tab, "url": info.url if info else ""}
         command = self._claim_close(tab, now)
         event["by"] = command.by if command else self._page(info)
@@ -156,6 +190,7 @@ class Causes:
         ]
         self.tabs.clear()
         self.commands.clear()
+        self.front.clear()
         return out
 
     def tick(self, now: float) -> list[Event]:

@@ -83,6 +83,7 @@ class Watcher:
             try:
                 await self._call("Target.setDiscoverTargets", {"discover": True}, deadline_s=10)
                 self._initial = False
+                await self._find_front()
                 downloads = str(self.settings.downloads_dir)
                 await self._call(
                     "Browser.setDownloadBehavior",
@@ -154,6 +155,28 @@ class Watcher:
             for tab, ours in list(self._sessions.items()):
                 if ours == session:
                     del self._sessions[tab]
+
+    async def _find_front(self) -> None:
+        """Which of the tabs found at start is in front: the one page that says it
+        is visible (before any client emulates focus; best effort)."""
+        shown: list[str] = []
+        for tab in list(self.logbook.causes.front):
+            try:
+                session = await self._session(tab)
+                if session is None:
+                    continue
+                answer = await self._call(
+                    "Runtime.evaluate",
+                    {"expression": "document.visibilityState", "returnByValue": True},
+                    session=session,
+                    deadline_s=2.0,
+                )
+            except (WatcherError, TimeoutError):
+                continue
+            if answer.get("result", {}).get("result", {}).get("value") == "visible":
+                shown.append(tab)
+        if len(shown) == 1:
+            self.logbook.causes.to_front(shown[0])
 
     def _fail_calls(self, why: str) -> None:
         for future in self._calls.values():

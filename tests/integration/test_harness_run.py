@@ -1,0 +1,210 @@
+"""A whole task through ``agentenv run`` against a real computer container."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.integration.conftest import start_computer
+from tests.support.timing import deadline
+
+CONTROL = "harness-control-token-31"
+SITE = "http://127.0.0.1:8000"
+PAGES = {
+    "index.html": "<!doctype html><title>Start</title><h1>Start</h1><input id=q>",
+    "account.html": (
+        "<!doctype html><title>Account</title><script>document.title ="
+        " document.cookie.includes('session=') ? 'Signed in' : 'Signed out'</script>"
+    ),
+    "other.html": "<!doctype html><title>Other</title>",
+}
+
+AGENT = textwrap.dedent(
+    """
+    import os, sys
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(os.environ["AGENTENV_CDP_URL"])
+        pages = {p.url: p for p in browser.contexts[0].pages}
+        start = pages["http://127.0.0.1:8000/index.html"]
+        account = pages["http://127.0.0.1:8000/account.html"]
+        account.wait_for_function("document.title !== 'Account'")
+        if account.title() != "Signed in":
+            sys.exit(f"the background tab is {account.title()!r}")
+        # The computer's view (Playwright emulates focus in every page it drives).
+        import json, urllib.request
+        listed = urllib.request.urlopen(urllib.request.Request(
+            os.environ["AGENTENV_API_URL"] + "/v1/browser/tabs/list", data=b"{}", method="POST"))
+        tabs = json.loads(listed.read())
+        if tabs[0]["url"] != start.url or not tabs[0]["active"]:
+            sys.exit(f"the start tab is not the active one: {tabs}")
+        start.fill("#q", "blue suede shoes")
+        start.keyboard.press("Enter")
+        browser.close()
+    with open(os.environ["AGENTENV_ANSWER_FILE"], "w") as f:
+        f.write("signed in")
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run folders, mounted at the same path in the computer (recordings upload there)."""
+    return tmp_path_factory.mktemp("runs").resolve()
+
+
+@pytest.fixture(scope="module")
+def shop(image: str, runs: Path) -> Iterator[dict[str, str]]:
+    container = start_computer(image, {"AGENTENV_CONTROL_TOKEN": CONTROL}, shared=runs)
+    try:
+        files = " && ".join(
+            f"printf '%s' {json.dumps(html)} > /tmp/site/{name}" for name, html in PAGES.items()
+        )
+        serve = (
+            f"mkdir -p /tmp/site && {files} && cd /tmp/site && "
+            "setsid python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 < /dev/null &"
+        )
+        result = container.exec(["sh", "-c", serve])
+        assert result.exit_code == 0, result.output
+        host = container.get_container_host_ip()
+        yield {
+            "url": f"http://{host}:{container.get_exposed_port(8080)}",
+            "cdp_url": f"http://{host}:{container.get_exposed_port(9222)}",
+        }
+    finally:
+        container.stop()
+
+
+def _run(task: dict[str, Any], folder: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    path = folder / "task.yaml"
+    path.write_text(yaml.safe_dump(task))
+    return subprocess.run(
+        [sys.executable, "-m", "agentenv", "run", str(path), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=deadline(600),
+        cwd=folder,
+    )
+
+
+def test_a_whole_task(shop: dict[str, str], runs: Path, tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text(AGENT)
+    deploy = {"type": "deploy_env", "env_id": "shop", "version": 1, "token": CONTROL, **shop}
+    task = {
+        "envs": {"shop": {"versions": {1: {"browsers": ["main"]}}}},
+        "steps": [
+            deploy,
+            {
+                "id": "cookie",
+                "type": "browser_set_cookies",
+                "env_id": "shop",
+                "cookies": [{"name": "session", "value": "s3cr3t-cookie-42", "url": SITE}],
+            },
+            {
+                "type": "browser_set_local_storage",
+                "env_id": "shop",
+                "origin": SITE,
+                "items": {"cart": "2"},
+            },
+            {
+                "id": "start-tab",
+                "type": "browser_open_tab",
+                "env_id": "shop",
+                "url": f"{SITE}/index.html",
+            },
+            {
+                "id": "bg-tab",
+                "type": "browser_open_tab",
+                "env_id": "shop",
+                "url": f"{SITE}/account.html",
+                "background": True,
+            },
+            {"type": "browser_connect_cdp", "env_id": "shop", "agent": "shopper"},
+            {"type": "start_browser_recording", "env_id": "shop", "name": "run1"},
+            {
+                "id": "agent",
+                "type": "run_agent",
+                "command": [sys.executable, "agent.py"],
+                "timeout_s": 120,
+            },
+            {"type": "end_browser_recording", "env_id": "shop", "name": "run1"},
+            {
+                "type": "browser_activate_tab",
+                "env_id": "shop",
+                "url": "HTTP://127.0.0.1:8000/account.html",
+            },
+            {"type": "browser_close_tab", "env_id": "shop", "url": f"{SITE}/account.html"},
+            {
+                "id": "forget",
+                "type": "browser_delete_cookies",
+                "env_id": "shop",
+                "domain": "127.0.0.1",
+            },
+            {
+                "type": "export_mind2web",
+                "recording": "run1",
+                "task": "Check the account",
+                "task_id": "t-1",
+            },
+            {"id": "snap", "type": "snapshot_env", "env_id": "shop"},
+        ],
+    }
+    run = runs / "whole"
+    done = _run(task, tmp_path, run)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "summary: done" in done.stdout and "browser_open_tab (bg-tab) ok in" in done.stdout
+    meta = json.loads((run / "metadata.json").read_text())["steps"]
+    assert meta["bg-tab"]["tab"] and meta["bg-tab"]["tab"] != meta["start-tab"]["tab"]
+    assert meta["forget"]["deleted"] == 1
+    assert meta["agent"]["answer"] == "signed in"
+    recording = next(v for v in meta.values() if v["type"] == "end_browser_recording")
+    assert recording["problems"] == []
+    manifest = json.loads(Path(recording["artifacts"]["manifest"]).read_text())
+    kinds = [f["kind"] for f in manifest["frames"]]
+    assert kinds[0] == "first" and kinds[-1] == "last" and "action" in kinds
+    assert all(Path(p).read_bytes()[:2] == b"\xff\xd8" for p in recording["artifacts"]["frames"])
+    result = json.loads((run / "mind2web" / "t-1" / "result.json").read_text())
+    assert result["schema_version"] == "online-mind2web-v2"
+    assert {"task", "task_id", "agent_final_answer", "action_history"} <= result.keys()
+    assert result["agent_final_answer"] == "signed in"
+    for step in result["action_history"]:
+        assert set(step) == {"step", "screenshot", "url", "action", "action_status", "thought"}
+        assert (run / "mind2web" / "t-1" / step["screenshot"]).exists()
+        assert step["thought"] is None
+    assert result["action_history"][-1]["action"] == "TASK_COMPLETE -> ANSWER: signed in"
+    assert any("blue suede shoes" in s["action"] for s in result["action_history"])
+    assert (run / "snapshot-shop.tar.gz").stat().st_size > 0
+    for path in run.rglob("*"):
+        if path.is_file() and not path.name.endswith(".tar.gz"):
+            assert b"s3cr3t-cookie-42" not in path.read_bytes(), path
+
+
+def test_a_close_naming_no_open_tab_fails_listing_them(
+    shop: dict[str, str], runs: Path, tmp_path: Path
+) -> None:
+    task = {
+        "envs": {"shop": {"versions": {1: {"browsers": ["main"]}}}},
+        "steps": [
+            {"type": "deploy_env", "env_id": "shop", "token": CONTROL, **shop},
+            {"type": "browser_open_tab", "env_id": "shop", "url": f"{SITE}/other.html"},
+            {
+                "id": "gone",
+                "type": "browser_close_tab",
+                "env_id": "shop",
+                "url": f"{SITE}/nowhere.html",
+            },
+        ],
+    }
+    done = _run(task, tmp_path, runs / "closing")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "no tab shows http://127.0.0.1:8000/nowhere.html" in done.stdout
+    assert f"{SITE}/other.html" in done.stdout
