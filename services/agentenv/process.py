@@ -12,13 +12,16 @@ import logging
 import logging.handlers
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
 
+from agentenv import settings as settings_module
+from agentenv.log.errors import LogError
 from agentenv.settings import Settings
 
-__all__ = ["log_dir", "run_server", "setup_logging"]
+__all__ = ["log_dir", "main", "run_server", "setup_logging"]
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -66,3 +69,22 @@ def run_server(app: web.Application, host: str, port: int) -> None:
         shutdown_timeout=5.0,
         handle_signals=True,
     )
+
+
+def main(
+    program: str,
+    make_app: Callable[[Settings], web.Application],
+    address: Callable[[Settings], tuple[str, int]],
+) -> None:
+    """Run ``program``'s server with settings from the environment; a bad
+    setting or a log another writer holds ends it with one clear line."""
+    try:
+        settings = settings_module.load()
+    except settings_module.SettingsError as exc:
+        sys.exit(f"agentenv-{program}: {exc}")
+    setup_logging(settings, program)
+    host, port = address(settings)
+    try:
+        run_server(make_app(settings), host, port)
+    except LogError as exc:
+        sys.exit(f"agentenv-{program}: {exc}")
