@@ -1,4 +1,4 @@
-"""``python -m bench [relay|log|container]``: run benchmarks, print tables."""
+"""``python -m bench [log|relay|mcp|recorder|container]``: run benchmarks, print tables."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 
 def main() -> None:
-    wanted = set(sys.argv[1:]) or {"log", "relay", "container"}
+    wanted = set(sys.argv[1:]) or {"log", "relay", "mcp", "recorder", "container"}
     if "log" in wanted:
         from bench import log
 
@@ -16,6 +16,14 @@ def main() -> None:
         from bench import relay
 
         print(asyncio.run(relay.run()), flush=True)
+    if "mcp" in wanted:
+        from bench import mcp
+
+        print(mcp.run(), flush=True)
+    if "recorder" in wanted:
+        from bench import recorder
+
+        print(recorder.run(), flush=True)
     if "container" in wanted:
         from bench import container
 

@@ -36,18 +36,27 @@ def _fields(n: int) -> dict[str, Any]:
 
 
 def _writer(folder: Path) -> float:
-    from agentenv.log.redact import redact_params, redact_text
+    """The relay's own path per command: the logbook's begin and end (marks,
+    the tab's URL, params redacted, numbering, serialization, the write)."""
+    from agentenv.access import Identity
+    from agentenv.relay.logbook import Logbook
 
-    w = LogWriter.open(folder / "w.jsonl")
-    ready = [_fields(n) for n in range(N)]  # what a connection hands the writer
+    book = Logbook(LogWriter.open(folder / "w.jsonl"))
+    tab = "8F1A2B3C4D5E6F708192A3B4C5D6E7F8"
+    book.causes.known(tab, "https://shop.example/search?q=shoes&token=abc")
+    alice = Identity("alice")
+    commands = [
+        ("Runtime.evaluate", {"expression": f"document.title + {n}"})
+        if n % 2
+        else ("DOM.describeNode", {"nodeId": n})
+        for n in range(N)
+    ]
     t = time.perf_counter()
-    for f in ready:
-        f["url"] = redact_text(f["url"])
-        f["params"] = redact_params("Runtime.evaluate", f["params"])
-        seq = w.begin(f)
-        w.end(seq, True)
+    for method, params in commands:
+        seq = book.begin_command(alice, 3, None, method, params, tab)
+        book.end_command(seq, True)
     elapsed = time.perf_counter() - t
-    w.close()
+    book.writer.close()
     return N / elapsed
 
 
@@ -115,7 +124,7 @@ def run() -> str:
         ["raw os.write appends (anchor)", f"{raw:,.0f} lines/s", "1.00"],
         ["json.dumps + os.write", f"{dumps:,.0f} lines/s", f"{dumps / raw:.2f}"],
         [
-            "LogWriter begin+end, redaction included",
+            "relay logbook per command (redaction included)",
             f"{writer:,.0f} lines/s",
             f"{writer / raw:.2f}",
         ],

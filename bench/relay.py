@@ -17,15 +17,8 @@ from typing import Any
 import aiohttp
 
 from bench.stats import percentile, row, table
+from tests.support.site import Site
 from tests.support.stack import NativeStack
-
-# A page whose PNG screenshot is about 1.5 MB: noise in a canvas.
-NOISE = (
-    "data:text/html,<body style='margin:0'><canvas id=c width=1280 height=800></canvas><script>"
-    "const c=document.getElementById('c').getContext('2d');const d=c.createImageData(1280,800);"
-    "let s=1;for(let i=0;i<d.data.length;i++){s=(s*16807)%2147483647;"
-    "d.data[i]=(i%4==3)?255:((s%7==0)?(s&255):(i>>10)&255);}c.putImageData(d,0,0);</script>"
-)
 
 
 class Client:
@@ -70,12 +63,21 @@ async def _time(client: Client, method: str, params: dict[str, Any], n: int) -> 
 
 
 async def run(small: int = 3000, shots: int = 60) -> str:
-    with tempfile.TemporaryDirectory() as folder, NativeStack(Path(folder)) as stack:
+    with (
+        Site() as site,
+        tempfile.TemporaryDirectory() as folder,
+        NativeStack(Path(folder)) as stack,
+    ):
         async with aiohttp.ClientSession() as http:
-            async with http.put(stack.chromium_http + "/json/new?" + NOISE) as answer:
+            async with http.put(stack.chromium_http + "/json/new?" + site.url + "/noise") as answer:
                 target = (await answer.json())["id"]
             direct = await _open(http, stack.chromium_http, target)
             relay = await _open(http, stack.relay_http, target)
+            for _ in range(200):  # the page has painted its canvas (bounded)
+                state = await direct.call("Runtime.evaluate", {"expression": "document.readyState"})
+                if state["result"]["result"]["value"] == "complete":
+                    break
+                await asyncio.sleep(0.05)
             shot = (await direct.call("Page.captureScreenshot", {"format": "png"}))["result"][
                 "data"
             ]

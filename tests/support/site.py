@@ -34,6 +34,16 @@ PAGES: Mapping[str, str] = {
 <p id=out style="position:absolute;left:100px;top:320px">waiting</p>
 """,
     "/popup": "<!doctype html><title>Popup</title><h1>Popup page</h1>",
+    # A page whose PNG screenshot is about 1.5 MB: noise in a canvas.
+    "/noise": (
+        "<!doctype html><title>Noise</title><body style='margin:0'>"
+        "<canvas id=c width=1280 height=800></canvas><script>"
+        "const c = document.getElementById('c').getContext('2d');"
+        "const d = c.createImageData(1280, 800); let s = 1;"
+        "for (let i = 0; i < d.data.length; i++) { s = (s * 16807) % 2147483647;"
+        " d.data[i] = (i % 4 == 3) ? 255 : ((s % 5 == 0) ? (s & 255) : (i >> 11) & 255); }"
+        "c.putImageData(d, 0, 0);</script>"
+    ),
     "/tall": "<!doctype html><title>Tall</title>"
     + "".join(
         f"<p style='height:200px;background:hsl({i * 37 % 360},60%,70%)'>{i}</p>" for i in range(40)

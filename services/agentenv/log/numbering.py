@@ -21,7 +21,7 @@ __all__ = ["STALLED_S", "Numbering", "Open", "Recovery", "recover"]
 STALLED_S = 60.0
 
 
-@dataclass
+@dataclass(slots=True)
 class Open:
     """An action whose number is taken and whose line is not final yet."""
 

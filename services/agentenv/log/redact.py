@@ -29,6 +29,7 @@ Typed text in password fields is the relay's decision (it asks the page);
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -121,13 +122,15 @@ _CREDENTIAL_PAIR = re.compile(
     + r")=[^&#;\s\"'<>]*",
     re.IGNORECASE,
 )
-_PAIR_REDACTED = rf"\1\2={REDACTED}"
+# Any query pair; tried only once _CREDENTIAL_PAIR found one worth redacting.
+_ANY_PAIR = re.compile(r"([?&;#])([^=&#?;\s\"'<>]+)=([^&#;\s\"'<>]*)")
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#@\s:\"'<>]*):([^/?#@\s\"'<>]*)@")
 _JWT = re.compile(r"(eyJ[A-Za-z0-9_\-]{2,}\.eyJ[A-Za-z0-9_\-]{2,})\.[A-Za-z0-9_\-]{2,}")
 
 _COOKIE_HINTS = ("domain", "url", "path", "expires", "httpOnly", "secure", "sameSite", "size")
 
 
+@functools.lru_cache(maxsize=4096)
 def credential_key(name: str) -> bool:
     """Whether a URL query key carries a credential (case-insensitive)."""
     n = name.lower()
@@ -157,12 +160,24 @@ def withheld(kind: str, value: object) -> dict[str, Any]:
     return out
 
 
+def _redact_pairs(text: str) -> str:
+    parts: list[str] = []
+    last = 0
+    for found in _ANY_PAIR.finditer(text):
+        if credential_key(found.group(2)):
+            parts.append(text[last : found.start(3)])
+            parts.append(REDACTED)
+            last = found.end(3)
+    parts.append(text[last:])
+    return "".join(parts)
+
+
 def redact_text(text: str) -> str:
     """``text`` with URL credentials and JWT signatures replaced."""
     if "@" in text and "://" in text:
         text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{REDACTED}@", text)
     if "=" in text and _CREDENTIAL_PAIR.search(text) is not None:
-        text = _CREDENTIAL_PAIR.sub(_PAIR_REDACTED, text)
+        text = _redact_pairs(text)
     if "eyJ" in text:
         text = _JWT.sub(lambda m: f"{m.group(1)}.{REDACTED}", text)
     return text
@@ -198,22 +213,37 @@ def _is_cookie(value: Mapping[str, Any]) -> bool:
     return "name" in value and "value" in value and any(h in value for h in _COOKIE_HINTS)
 
 
+_PLAIN, _HEADERS, _SECRET = 0, 1, 2
+
+
+@functools.lru_cache(maxsize=4096)
+def _key_kind(key: str) -> int:
+    if key.lower().endswith("headers"):
+        return _HEADERS
+    return _SECRET if _secret_field(key) else _PLAIN
+
+
 def redact(value: Any) -> Any:
     """A copy of a JSON value with every secret shape replaced."""
     if isinstance(value, str):
+        if len(value) <= CUT_AT and "=" not in value and "@" not in value and "eyJ" not in value:
+            return value  # nothing to redact: the common case, kept cheap
         return cut(redact_text(value))
     if isinstance(value, Mapping):
-        cookie = _is_cookie(value)
+        cookie = "value" in value and "name" in value and _is_cookie(value)
         out: dict[str, Any] = {}
         for key, item in value.items():
+            kind = _key_kind(key)
             if cookie and key == "value":
                 out[key] = withheld("cookie", item)
-            elif key.lower().endswith("headers"):
+            elif kind == _HEADERS:
                 out[key] = _headers(item)
-            elif _secret_field(key) and item not in (None, "", True, False):
+            elif kind == _SECRET and item not in (None, "", True, False):
                 out[key] = withheld("secret", item)
-            else:
+            elif isinstance(item, str | Mapping | list):
                 out[key] = redact(item)
+            else:
+                out[key] = item
         return out
     if isinstance(value, list):
         return [redact(v) for v in value]
@@ -271,7 +301,11 @@ def redact_params(method: str, params: Mapping[str, Any] | None) -> dict[str, An
         out: dict[str, Any] = redact(params)
         return out
     copy = dict(params)
-    before = {k: id(v) for k, v in copy.items()}
     rule(copy)
     # What the rule replaced is already safe; the rest takes the generic walk.
-    return {k: redact({k: v})[k] if before.get(k) == id(v) else v for k, v in copy.items()}
+    changed = {k for k, v in copy.items() if v is not params.get(k)}
+    if not changed:
+        plain: dict[str, Any] = redact(copy)
+        return plain
+    rest = redact({k: v for k, v in copy.items() if k not in changed})
+    return {k: copy[k] if k in changed else rest[k] for k in copy}

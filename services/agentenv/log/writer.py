@@ -22,9 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from agentenv.log.errors import LogError, LogLocked
 from agentenv.log.lines import Kind, encode, iso, line
-from agentenv.log.numbering import STALLED_S, Numbering, recover
+from agentenv.log.numbering import STALLED_S, Numbering, Open, recover
 
 __all__ = ["LogWriter"]
 
@@ -102,7 +104,9 @@ class LogWriter:
         return len(self._numbering.open)
 
     def _write(self, entry: dict[str, Any]) -> None:
-        data = encode(entry)
+        self._put(encode(entry))
+
+    def _put(self, data: bytes) -> None:
         try:
             written = os.write(self._fd, data)
             while written < len(data):  # only on a full disk or a signal
@@ -115,7 +119,11 @@ class LogWriter:
 
         ``fields`` stays the writer's: later changes to it are written too.
         """
-        return self._numbering.begin(self._monotonic(), iso(self._clock()), fields).seq
+        numbering = self._numbering
+        seq = numbering.next_seq
+        numbering.next_seq = seq + 1
+        numbering.open[seq] = Open(seq, self._monotonic(), iso(self._clock()), fields)
+        return seq
 
     def fields(self, seq: int) -> dict[str, Any] | None:
         """The fields of an open action, to add what becomes known later."""
@@ -124,7 +132,7 @@ class LogWriter:
 
     def end(self, seq: int, ok: bool, error: str | None = None, **more: Any) -> None:
         """Write the action ``seq`` (or its ``outcome`` if written unfinished)."""
-        entry = self._numbering.finish(seq)
+        entry = self._numbering.open.pop(seq, None)
         if entry is None:
             log.warning("entry %d ended twice or was never begun", seq)
             return
@@ -135,11 +143,18 @@ class LogWriter:
             self._write(line(self._numbering.take(), iso(self._clock()), "outcome", body))
             return
         fields = entry.fields
-        fields.update(more)
+        if more:
+            fields.update(more)
         fields["ok"] = ok
         if error is not None:
             fields["error"] = error
-        self._write(line(seq, entry.at, "action", fields))
+        # The line is {"seq", "at", "action"} with seq first; built as bytes.
+        data = b'{"seq":%d,"at":"%s","action":%s}\n' % (
+            seq,
+            entry.at.encode(),
+            orjson.dumps(fields),
+        )
+        self._put(data)
 
     def record(self, kind: Kind, body: dict[str, Any]) -> int:
         """Take a number and write a line at once (tab events, resets)."""

@@ -59,6 +59,7 @@ class Logbook:
     actions: dict[int, Action] = field(default_factory=dict)
     monotonic: Callable[[], float] = time.monotonic
     _unlogged: int = 0  # keys of unlogged commands count down from -1
+    _urls: dict[str, str] = field(default_factory=dict)  # URL -> redacted
 
     # -- CDP commands --------------------------------------------------------
 
@@ -86,7 +87,7 @@ class Logbook:
         did not clear (withheld text).
         """
         mark = acts(method)
-        action = self.within(conn, tag)
+        action = self.within(conn, tag) if self.actions else None
         if identity.control and action is not None:
             # The computer's connections act for the action they run in (a
             # Playwright MCP for an agent's tool call): its caller is who.
@@ -104,7 +105,7 @@ class Logbook:
             fields["tab"] = tab
             url = self.causes.url(tab)
             if url is not None:
-                fields["url"] = redact_text(url)
+                fields["url"] = self._safe_url(url)
         if mark == ACTING:
             fields["params"] = typed if typed is not None else redact_params(method, params)
         if action is not None:
@@ -131,6 +132,15 @@ class Logbook:
         background = bool(params and params.get("background") is True)
         return Command(key, method, target, by, background=background)
 
+    def _safe_url(self, url: str) -> str:
+        """A tab's URL, redacted once per URL (most commands name the same few)."""
+        safe = self._urls.get(url)
+        if safe is None:
+            if len(self._urls) > 1024:
+                self._urls.clear()
+            safe = self._urls[url] = redact_text(url)
+        return safe
+
     def _by(self, entry: int, identity: Identity, action: Action | None) -> dict[str, Any]:
         if action is not None and action.via == "agentenv":
             return {"kind": "agentenv"}
@@ -148,6 +158,11 @@ class Logbook:
         opened: str | None = None,
     ) -> None:
         """Write a command's entry; ``opened`` is the tab a createTarget opened."""
+        if guard is None and opened is None and error is None:  # the common case, kept lean
+            self.writer.end(entry, ok)
+            if entry in self.causes.commands:
+                self._write_tabs(self.causes.answered(entry, ok, None, self.monotonic()))
+            return
         more: dict[str, Any] = {}
         if guard is not None:
             more["guard"] = guard
@@ -157,7 +172,7 @@ class Logbook:
                 fields["tab"] = opened
                 url = self.causes.url(opened)
                 if url is not None:
-                    fields["url"] = redact_text(url)
+                    fields["url"] = self._safe_url(url)
         self.writer.end(entry, ok, redact_text(error)[:2000] if error else None, **more)
         self._write_tabs(self.causes.answered(entry, ok, opened, self.monotonic()))
 
