@@ -23,6 +23,7 @@ async def test_mcp_calls_are_on_the_record(stack: NativeStack, site: Site) -> No
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert "browser_navigate" in tools and "browser_click" in tools
         assert "browser_install" not in tools and "browser_close" not in tools
+        assert "browser_run_code_unsafe" not in tools  # it would hold the control token
         assert any(name.endswith("_xy") for name in tools), "the vision tools"
         ref_arg = ref_argument(tools["browser_type"])
         nav = await client.call_tool("browser_navigate", {"url": site.url + "/"})

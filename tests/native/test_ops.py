@@ -114,8 +114,8 @@ def test_computer_use_loop_with_tool_call_headers(stack: NativeStack, site: Site
     wait_for(lambda: op(stack, "tabs/list")[0]["title"] == "Pixels", "the pixels page")
     _, start = read_log(stack.app_http)
 
-    def call(name: str, body: dict[str, Any], n: int) -> Any:
-        header = encode(ToolCall("computer", f"call-{n}", {"action": name, **body}))
+    def call(name: str, body: dict[str, Any], n: int, args: dict[str, Any] | None = None) -> Any:
+        header = encode(ToolCall("computer", f"call-{n}", args or {"action": name, **body}))
         return op(stack, name, body, **{"AgentEnv-Tool-Call": header, "AgentEnv-Role": "cua"})
 
     assert call("screenshot", {"format": "jpeg"}, 1)[:2] == b"\xff\xd8"
@@ -124,7 +124,8 @@ def test_computer_use_loop_with_tool_call_headers(stack: NativeStack, site: Site
     call("input/key", {"keys": "Enter"}, 4)
     wait_for(lambda: _out(stack, tab) == "sent:hello there", "the form to be sent")
     call("input/click", {"x": 200, "y": 275}, 5)  # the password field
-    call("input/type", {"text": PASSWORD}, 6)
+    # The tool names its arguments its own way: the typed text is found by value.
+    call("input/type", {"text": PASSWORD}, 6, {"action": "type", "input": {"value": PASSWORD}})
     call("input/key", {"keys": "x"}, 7)
     lines, _ = read_log(stack.app_http, start)
     mcp = [x["action"] for x in lines if "action" in x and x["action"]["via"] == "mcp"]
@@ -139,7 +140,7 @@ def test_computer_use_loop_with_tool_call_headers(stack: NativeStack, site: Site
     ]
     assert mcp[0]["acts"] == "reading" and all(a["acts"] == "acting" for a in mcp[1:])
     assert mcp[2]["args"]["text"] == "hello there"  # the focus check cleared it
-    assert mcp[5]["args"]["text"] == {"withheld": "password", "length": len(PASSWORD)}
+    assert mcp[5]["args"]["input"]["value"] == {"withheld": "password", "length": len(PASSWORD)}
     assert mcp[6]["args"]["keys"] == {"withheld": "password", "length": 1}
     assert PASSWORD.encode() not in all_bytes(stack.log_dir)
     op(stack, "tabs/close", {"id": tab})

@@ -65,7 +65,7 @@ def test_mcp_typing_then_navigation(stack: NativeStack, site: Site, tmp_path: Pa
                 wait_for, lambda: len(frames_on_disk(tmp_path, recording)) >= 2, "the typing frame"
             )
             assert not (
-                await client.call_tool("browser_navigate", {"url": site.url + "/next"})
+                await client.call_tool("browser_navigate", {"url": site.url + "/next?token=tok-77"})
             ).is_error
             await asyncio.to_thread(
                 wait_for,
@@ -101,7 +101,8 @@ def test_mcp_typing_then_navigation(stack: NativeStack, site: Site, tmp_path: Pa
     ]
     assert sorted(typing + navigation) == acting
     assert "browser_navigate" in {by_seq[s]["action"].get("tool") for s in navigation}
-    assert manifest["frames"][-1]["url"] == site.url + "/next"
+    assert manifest["frames"][-1]["url"] == site.url + "/next?token=REDACTED"
+    assert "tok-77" not in json.dumps(manifest)
     assert json.loads((folder / "manifest.json").read_text()) == manifest
 
 

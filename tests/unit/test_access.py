@@ -114,3 +114,10 @@ def test_boot_control_token_keeps_an_open_computer_open() -> None:
     boot = Settings(control_token="made-at-boot", control_open=True)
     assert identify(boot, "made-at-boot", None).control
     assert identify(boot, "anything-else", "erin") == Identity("erin")
+
+
+def test_json_new_drops_the_relays_own_query_pairs() -> None:
+    from agentenv.relay.server import _without_own_params
+
+    assert _without_own_params("https://x/?a=1&token=S&user=u") == "https://x/?a=1"
+    assert _without_own_params("token=S") == ""

@@ -87,3 +87,32 @@ def test_verdict() -> None:
     assert verdict(answer("undecided")) == "undecided"
     assert verdict({"id": 1, "error": {"message": "x"}}) == "undecided"
     assert verdict(None) == "undecided"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "fi\tle:///etc/passwd",
+        "\x01file:///etc/passwd",
+        "view-source:fi\nle:///x",
+        " chrome://version",
+    ],
+)
+def test_local_urls_blocked_as_chromium_parses_them(url: str) -> None:
+    found = check("Page.navigate", {"url": url}, DOWNLOADS)
+    assert found is not None and found.rule == "local-url"
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("Target.sendMessageToTarget", {"message": "{}", "sessionId": "S"}),
+        ("Target.exposeDevToolsProtocol", {"targetId": "T"}),
+        ("Target.attachToTarget", {"targetId": "T"}),
+        ("Target.attachToTarget", {"targetId": "T", "flatten": False}),
+    ],
+)
+def test_wrapped_commands_blocked(method: str, params: dict[str, object]) -> None:
+    found = check(method, params, DOWNLOADS)
+    assert found is not None and found.rule == "unwrapped-only" and "flatten" in found.message
+    assert check("Target.attachToTarget", {"targetId": "T", "flatten": True}, DOWNLOADS) is None

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,3 +179,44 @@ def test_iso_times() -> None:
     assert iso(1764483601.1239) == "2025-11-30T06:20:01.123Z"
     assert iso(1764483601.9999) == "2025-11-30T06:20:01.999Z"
     assert iso(1764483602.0) == "2025-11-30T06:20:02.000Z"
+
+
+def test_read_range_skips_gaps_and_long_lines_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    long_line = encode({"seq": 3, "at": "t", "lost": {"entry": 3}, "pad": "x" * (5 * 1024 * 1024)})
+    path.write_bytes(
+        encode({"seq": 1, "at": "t", "lost": {"entry": 1}})
+        + long_line
+        + encode({"seq": 4, "at": "t", "lost": {"entry": 4}})
+    )
+    reader = LogReader(path)
+    assert reader.read(0).last == 1  # 2 is not written: reads stop before it
+    assert [seq_of(x) for x in reader.read_range(1, 4)] == [1, 3, 4]
+
+
+def test_typed_text_is_kept_only_once_a_check_cleared(tmp_path: Path) -> None:
+    from agentenv.relay.logbook import Logbook
+
+    book = Logbook(LogWriter.open(tmp_path / "l.jsonl"))
+    begin = {
+        "via": "mcp",
+        "who": "r",
+        "tool": "browser_type",
+        "args": {"text": "hunter2"},
+        "typing": ["text"],
+        "scope": ["tag-1"],
+    }
+    unchecked = book.begin_action(1, begin)
+    book.end_action(1, {"entry": unchecked, "ok": False})  # failed before typing: no check ran
+    cleared = book.begin_action(1, begin)
+    book.typing_checked(99, "tag-1", cleared=True)
+    book.end_action(1, {"entry": cleared, "ok": True})
+    withheld_ = book.begin_action(1, begin)
+    book.typing_checked(99, "tag-1", cleared=True)
+    book.typing_checked(99, "tag-1", cleared=False)
+    book.end_action(1, {"entry": withheld_, "ok": True})
+    raw: list[Any] = _lines(tmp_path / "l.jsonl")
+    lines = {x["seq"]: x["action"]["args"]["text"] for x in raw}
+    assert lines[unchecked] == {"withheld": "password", "length": 7}
+    assert lines[cleared] == "hunter2"
+    assert lines[withheld_] == {"withheld": "password", "length": 7}

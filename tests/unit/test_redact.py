@@ -187,3 +187,19 @@ def test_call_function_arguments_withheld() -> None:
     assert values[0] == {"objectId": "9"}
     assert values[1] == {"value": {"withheld": "argument", "length": 7}}
     assert values[2]["value"]["n"] == 1
+
+
+def test_request_bodies_and_binary_headers_withheld() -> None:
+    out = redact_params(
+        "Fetch.continueRequest", {"requestId": "r", "postData": "cGFzc3dvcmQ9aHVudGVyMg=="}
+    )
+    assert out == {"requestId": "r", "postData": {"withheld": "body", "length": 24}}
+    out = redact_params(
+        "Fetch.fulfillRequest", {"requestId": "r", "binaryResponseHeaders": "U2V0LUNvb2tpZQ=="}
+    )
+    assert out["binaryResponseHeaders"] == {"withheld": "body", "length": 16}
+
+
+def test_a_credential_at_the_start_of_a_string() -> None:
+    assert redact_text("token=abc&q=1") == f"token={REDACTED}&q=1"
+    assert redact_text("q=1") == "q=1"

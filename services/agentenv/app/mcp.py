@@ -56,7 +56,9 @@ __all__ = ["REMOVED", "TYPING_ARGS", "McpProxy"]
 log = logging.getLogger("agentenv.app.mcp")
 
 #: Tools that would break the computer: not listed, refused if called.
-REMOVED = frozenset({"browser_install", "browser_close"})
+#: browser_run_code_unsafe runs code in Playwright MCP's own process, which
+#: holds the relay's control token: it would escape the record.
+REMOVED = frozenset({"browser_install", "browser_close", "browser_run_code_unsafe"})
 #: Arguments holding typed text, per tool: withheld unless every password check cleared.
 TYPING_ARGS: dict[str, list[str]] = {
     "browser_type": ["text"],
@@ -126,12 +128,23 @@ class PlaywrightSession:
             self.client = None
 
     async def start(self) -> Client:
+        if self._task is not None and self._task.done():  # it died: start a new one
+            self._task, self._ready, self._stop = None, asyncio.Event(), asyncio.Event()
+            self._tools, self._error = None, None
         if self._task is None:
             self.folder = Path(tempfile.mkdtemp(prefix="agentenv-mcp-"))
             self._task = asyncio.create_task(self._run(), name=f"playwright-mcp-{self.tag}")
-        await asyncio.wait_for(self._ready.wait(), 120)
+        try:
+            await asyncio.wait_for(self._ready.wait(), 120)
+        except TimeoutError:
+            raise BrowserError(
+                "Playwright MCP did not start within 120 s; retry the call"
+            ) from None
         if self.client is None:
-            raise BrowserError(f"Playwright MCP did not start: {self._error!r}")
+            raise BrowserError(
+                f"Playwright MCP could not start ({type(self._error).__name__}); retry the call, "
+                "or end the MCP session"
+            )
         self.used = time.monotonic()
         return self.client
 
@@ -272,6 +285,11 @@ class McpProxy:
                     action.error = f"{name} reported an error (its text is not logged)"
         except (BrowserError, CdpError) as exc:
             return _error(f"{name}: the computer could not record or run it: {exc}")
+        except Exception:
+            # The SDK's or Playwright MCP's own failure: its text may echo what was
+            # typed, so the log keeps a fixed one (the action ended not ok).
+            session.used = time.monotonic()
+            raise
         finally:
             session.used = time.monotonic()
         return result

@@ -102,6 +102,29 @@ def failure(exc: Exception) -> OpFailed:
     raise exc
 
 
+def _typed_paths(args: Any, typed: set[Any]) -> tuple[Any, list[str]]:
+    """The dotted paths in ``args`` whose value is one of the typed strings."""
+    paths: list[str] = []
+
+    def walk(node: Any, here: str) -> None:
+        items = (
+            node.items()
+            if isinstance(node, dict)
+            else enumerate(node)
+            if isinstance(node, list)
+            else []
+        )
+        for key, value in items:
+            where = f"{here}.{key}" if here else str(key)
+            if isinstance(value, str) and value in typed:
+                paths.append(where)
+            else:
+                walk(value, where)
+
+    walk(args, "")
+    return args, paths
+
+
 def _origin(url: str) -> str | None:
     parts = urlsplit(url)
     if parts.scheme in ("http", "https") and parts.netloc:
@@ -178,6 +201,12 @@ class Ops:
         args: Any
         if caller.tool is not None:
             args = caller.tool.args
+            if typing and args is not None and body is not None:
+                # The tool's own arguments hold the typed text under names of its
+                # own: every string equal to it is typed text.
+                typed = {getattr(body, t, None) for t in typing} - {None, ""}
+                args, paths = _typed_paths(args, typed)
+                typing = paths
         else:
             args = body.model_dump(mode="json", exclude_none=True) if body is not None else None
         async with self.link.action(
@@ -188,7 +217,7 @@ class Ops:
             call=caller.tool.call if caller.tool else None,
             args=args,
             tab=tab,
-            typing=typing if caller.tool is None or caller.tool.args is not None else None,
+            typing=typing,
             acts=acts,
         ) as ctx:
             yield ctx
@@ -360,7 +389,15 @@ class Ops:
                     navigate = asyncio.create_task(
                         self.link.call("Page.navigate", {"url": f"{origin}/"}, session=session)
                     )
-                    request = await asyncio.wait_for(paused.get(), 10)
+                    try:
+                        request = await asyncio.wait_for(paused.get(), 10)
+                    except TimeoutError:
+                        navigate.cancel()
+                        raise OpFailed(
+                            502,
+                            f"the page at {origin} did not load within 10 s: give the origin as "
+                            "the browser shows it (the scheme it ends on, no default port)",
+                        ) from None
                     await self.link.call(
                         "Fetch.fulfillRequest",
                         {

@@ -95,7 +95,21 @@ class LogReader:
             if self._index.scanned == before:
                 if len(chunk) < _CHUNK:
                     break  # a line still being written
-                raise ValueError(f"{self.path}: a line longer than {_CHUNK} bytes")
+                # One line longer than a chunk: read on until its newline.
+                end = self._find_newline(fd, before + len(chunk), st.st_size)
+                if end < 0:
+                    break
+                self._index.feed(os.pread(fd, end + 1 - before, before))
+
+    @staticmethod
+    def _find_newline(fd: int, offset: int, size: int) -> int:
+        while offset < size:
+            chunk = os.pread(fd, min(_CHUNK, size - offset), offset)
+            found = chunk.find(b"\n")
+            if found >= 0:
+                return offset + found
+            offset += len(chunk)
+        return -1
 
     def read(self, after: int = 0, limit: int = DEFAULT_LIMIT) -> Page:
         """Lines with ``seq > after``, at most ``limit``, in ``seq`` order."""
@@ -119,6 +133,27 @@ class LogReader:
             else:
                 lines = [os.pread(fd, e - s, s)[:-1] for s, e in zip(starts, ends, strict=True)]
             return Page(lines, seqs[-1])
+        finally:
+            os.close(fd)
+
+    def read_range(self, first: int, last: int) -> list[bytes]:
+        """Every line written with ``first <= seq <= last``, in order, gaps skipped
+        (a recording's slice once its end has waited long enough)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return []
+        try:
+            with self._lock:
+                self._refresh(fd)
+                index = self._index
+                top = min(last, len(index.starts) - 1)
+                spans = [
+                    (index.starts[s], index.ends[s])
+                    for s in range(max(first, 1), top + 1)
+                    if index.starts[s] >= 0
+                ]
+            return [os.pread(fd, end - start, start)[:-1] for start, end in spans]
         finally:
             os.close(fd)
 

@@ -10,7 +10,8 @@ Pure functions. What goes:
   becomes ``{"withheld": "cookie", "length": N}``.
 - Headers ``Authorization``, ``Cookie``, ``Set-Cookie``,
   ``Proxy-Authorization`` and ``X-*-Token|Key|Secret``: values withheld.
-- Bodies and page content (``Fetch.fulfillRequest`` body,
+- Bodies and page content (``Fetch.fulfillRequest`` body and binary
+  headers, ``Fetch.continueRequest`` post data,
   ``Page.setDocumentContent`` html, ``Runtime.evaluate`` expressions over
   2 KB): withheld, length kept.
 - ``Runtime.callFunctionOn`` argument strings: withheld, length kept.
@@ -116,14 +117,14 @@ _KEY_CHARS = "[^=&#?;\\s\"'<>]"
 # One pattern for every credential key, so redaction needs no callback: the
 # exact keys, the x-amz-/x-goog- families and the _token/_secret/_key endings.
 _CREDENTIAL_PAIR = re.compile(
-    r"([?&;#])("
+    r"(^|[?&;#])("
     + "|".join(sorted((re.escape(k) for k in _CREDENTIAL_KEYS), key=len, reverse=True))
     + rf"|x-amz-{_KEY_CHARS}*|x-goog-{_KEY_CHARS}*|{_KEY_CHARS}*_(?:token|secret|key)"
     + r")=[^&#;\s\"'<>]*",
     re.IGNORECASE,
 )
 # Any query pair; tried only once _CREDENTIAL_PAIR found one worth redacting.
-_ANY_PAIR = re.compile(r"([?&;#])([^=&#?;\s\"'<>]+)=([^&#;\s\"'<>]*)")
+_ANY_PAIR = re.compile(r"(^|[?&;#])([^=&#?;\s\"'<>]+)=([^&#;\s\"'<>]*)")
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#@\s:\"'<>]*):([^/?#@\s\"'<>]*)@")
 _JWT = re.compile(r"(eyJ[A-Za-z0-9_\-]{2,}\.eyJ[A-Za-z0-9_\-]{2,})\.[A-Za-z0-9_\-]{2,}")
 
@@ -250,6 +251,16 @@ def redact(value: Any) -> Any:
     return value
 
 
+def _withhold_fields(*fields: str) -> Callable[[dict[str, Any]], None]:
+    rules = [_withhold_field(f) for f in fields]
+
+    def rule(params: dict[str, Any]) -> None:
+        for one in rules:
+            one(params)
+
+    return rule
+
+
 def _withhold_field(field: str, limit: int = 0) -> Callable[[dict[str, Any]], None]:
     def rule(params: dict[str, Any]) -> None:
         body = params.get(field)
@@ -285,7 +296,8 @@ def _call_arguments(params: dict[str, Any]) -> None:
 
 #: Method-specific rules, applied before the generic walk.
 _METHOD_RULES: dict[str, Callable[[dict[str, Any]], None]] = {
-    "Fetch.fulfillRequest": _withhold_field("body"),
+    "Fetch.fulfillRequest": _withhold_fields("body", "binaryResponseHeaders"),
+    "Fetch.continueRequest": _withhold_fields("postData"),
     "Page.setDocumentContent": _withhold_field("html"),
     "Runtime.evaluate": _withhold_field("expression", EXPRESSION_LIMIT),
     "Runtime.callFunctionOn": _call_arguments,

@@ -53,7 +53,12 @@ def origin_of(value: str) -> str:
         raise ValueError("must be an origin such as https://example.com (scheme, host, port)")
     if parts.query or parts.fragment:
         raise ValueError("must be an origin such as https://example.com (no query or fragment)")
-    return f"{parts.scheme}://{parts.netloc}".lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    port = parts.port
+    default = {"http": 80, "https": 443}[parts.scheme]
+    return f"{parts.scheme}://{host}" + (f":{port}" if port not in (None, default) else "")
 
 
 Url = Annotated[str, Field(min_length=1, max_length=65536)]

@@ -105,7 +105,10 @@ class S3Uploader:
             )
         except Exception as exc:  # botocore's errors: name the place, not the keys
             code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
-            raise UploadError(f"cannot upload {name} to {self.where}: {code}") from None
+            raise UploadError(
+                f"cannot upload {name} to {self.where}: {code}; check the grant's bucket, "
+                "region and credentials, or ask for a fresh grant"
+            ) from None
 
     async def list(self) -> list[str]:
         def walk() -> list[str]:

@@ -21,6 +21,7 @@ import orjson
 from agentenv.cdp import BrowserError, BrowserLink, CdpError, active_tab, capture, pages
 from agentenv.log.lines import iso
 from agentenv.log.reader import LogReader
+from agentenv.log.redact import cut, redact_text
 from agentenv.protocol.recording import (
     BrowserRecordingManifest,
     FrameEntry,
@@ -120,7 +121,8 @@ class Recording:
                     tab = await active_tab(self.link)
                 if tab is None:
                     raise BrowserError("no tab is open")
-                url = str(open_tabs.get(tab, {}).get("url", "")) or None
+                raw = str(open_tabs.get(tab, {}).get("url", ""))
+                url = _safe_url(raw) if raw else None
                 answered = await self._page_loaded(tab)
                 try:
                     if not answered and tab in self._last_capture:
@@ -133,7 +135,7 @@ class Recording:
                     # A dialog keeps the page from painting: its last capture, as it was.
                     data, fmt = self._last_capture[tab]
             except (BrowserError, CdpError) as exc:
-                error = str(exc)[:_ERROR_CUT]
+                error = redact_text(str(exc))[:_ERROR_CUT]
             file = frame_file(index, kind, fmt)
             if data is not None:
                 try:
@@ -254,19 +256,23 @@ class Recording:
 
     async def _log_slice(self, end_seq: int) -> tuple[list[bytes], list[int]]:
         """The log's lines from the start's entry to the end's, waiting (bounded)
-        for entries still in flight."""
+        for entries still in flight; what is still unwritten is listed."""
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + END_WAIT_S
-        while True:
-            page = await loop.run_in_executor(
-                None, self.reader.read, self.start_seq - 1, end_seq - self.start_seq + 1
-            )
-            if page.last >= end_seq or time.monotonic() >= deadline:
+        while self.reader.contiguous < end_seq and time.monotonic() < deadline:
+            await loop.run_in_executor(None, self.reader.read, end_seq, 1)
+            if self.reader.contiguous >= end_seq:
                 break
             await asyncio.sleep(0.1)
-        lines = [x for x in page.lines if self.start_seq <= _seq(x) <= end_seq]
+        lines = await loop.run_in_executor(None, self.reader.read_range, self.start_seq, end_seq)
         have = {_seq(x) for x in lines}
         return lines, [n for n in range(self.start_seq, end_seq + 1) if n not in have]
+
+
+def _safe_url(url: str) -> str:
+    """A frame's URL as the log writes it: credentials out, cut when long."""
+    redacted = cut(redact_text(url))
+    return redacted if isinstance(redacted, str) else str(redacted["cut"])
 
 
 def _seq(raw: bytes) -> int:

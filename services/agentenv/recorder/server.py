@@ -63,14 +63,19 @@ class Recorder:
         page = await loop.run_in_executor(None, self.reader.read, 0, 1)
         self._last = self.reader.contiguous  # lines before the recorder started are past
         while True:
-            page = await loop.run_in_executor(None, self.reader.read, self._last, 1000)
-            open_ones = [r for r in self.recordings.values() if r.manifest is None]
-            for raw in page.lines:
-                line = orjson.loads(raw)
-                for recording in open_ones:
-                    recording.seen(line)
-            self._last = page.last
-            if len(page.lines) < 1000:
+            try:
+                page = await loop.run_in_executor(None, self.reader.read, self._last, 1000)
+                open_ones = [r for r in self.recordings.values() if r.manifest is None]
+                for raw in page.lines:
+                    line = orjson.loads(raw)
+                    for recording in open_ones:
+                        recording.seen(line)
+                self._last = page.last
+                full = len(page.lines) == 1000
+            except Exception:  # keep following: a recording without frames is worse
+                log.exception("reading the log failed; trying again")
+                full = False
+            if not full:
                 await asyncio.sleep(0.05)
 
     async def start(self, ask: Start) -> Recording:
@@ -98,8 +103,16 @@ class Recorder:
         return await recording.end(ask.reason, ask.upload)
 
     async def end_all(self, reason: str) -> list[Any]:
+        """End every open recording; one that fails does not stop the others
+        (it stays open, and a retry ends it)."""
         open_ones = [r for r in self.recordings.values() if r.manifest is None]
-        return list(await asyncio.gather(*(r.end(reason, None) for r in open_ones)))
+        ended = await asyncio.gather(
+            *(r.end(reason, None) for r in open_ones), return_exceptions=True
+        )
+        for recording, result in zip(open_ones, ended, strict=True):
+            if isinstance(result, BaseException):
+                log.error("could not end %s: %s", recording.recording_id, result)
+        return [m for m in ended if not isinstance(m, BaseException)]
 
 
 def _check_token(request: web.Request) -> None:

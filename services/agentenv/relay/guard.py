@@ -23,6 +23,7 @@ __all__ = ["GUARD_ERROR_CODE", "RULES", "Verdict", "check", "check_url"]
 
 GUARD_ERROR_CODE = -32000
 
+_DROPPED = {ord("\t"): None, ord("\n"): None, ord("\r"): None}
 _LOCAL_SCHEMES = ("file:", "chrome:", "chrome-extension:", "chrome-untrusted:", "devtools:")
 
 
@@ -37,7 +38,9 @@ class Verdict:
 
 
 def _local_url(url: str) -> bool:
-    u = url.strip().lower()
+    # As Chromium's URL parser does: tabs and newlines anywhere go, and so do
+    # leading and trailing control characters and spaces.
+    u = url.translate(_DROPPED).strip("".join(map(chr, range(33)))).lower()
     while u.startswith("view-source:"):
         u = u[len("view-source:") :].strip()
     return u.startswith(_LOCAL_SCHEMES)
@@ -70,6 +73,19 @@ def _navigation(params: Mapping[str, Any], downloads: str) -> Verdict | None:
     return check_url(params.get("url"))
 
 
+def _wrapper(params: Mapping[str, Any], downloads: str) -> Verdict | None:
+    return Verdict(
+        "unwrapped-only",
+        "blocked by agentenv guard unwrapped-only: commands sent inside another (or a CDP "
+        "channel for the page) would pass the record and the guard; use flattened sessions "
+        "(Target.attachToTarget with flatten: true)",
+    )
+
+
+def _attach(params: Mapping[str, Any], downloads: str) -> Verdict | None:
+    return None if params.get("flatten") is True else _wrapper(params, downloads)
+
+
 def _download_folder(params: Mapping[str, Any], downloads: str) -> Verdict | None:
     behavior = params.get("behavior")
     path = params.get("downloadPath")
@@ -89,7 +105,8 @@ def _download_folder(params: Mapping[str, Any], downloads: str) -> Verdict | Non
 
 Rule = Callable[[Mapping[str, Any], str], Verdict | None]
 
-#: method -> rule. Names: browser-close, browser-crash, local-url, download-folder.
+#: method -> rule. Names: browser-close, browser-crash, local-url,
+#: download-folder, unwrapped-only.
 RULES: dict[str, Rule] = {
     "Browser.close": _browser_close,
     "Browser.crash": _browser_crash,
@@ -97,6 +114,9 @@ RULES: dict[str, Rule] = {
     "Page.navigate": _navigation,
     "Target.createTarget": _navigation,
     "Browser.setDownloadBehavior": _download_folder,
+    "Target.sendMessageToTarget": _wrapper,
+    "Target.exposeDevToolsProtocol": _wrapper,
+    "Target.attachToTarget": _attach,
     "Page.setDownloadBehavior": _download_folder,
 }
 

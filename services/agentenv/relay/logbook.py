@@ -17,7 +17,7 @@ from typing import Any
 
 from agentenv.access import Identity
 from agentenv.log.marks import ACTING, acts
-from agentenv.log.redact import redact, redact_params, redact_text, withheld
+from agentenv.log.redact import cut, redact, redact_params, redact_text, withheld
 from agentenv.log.writer import LogWriter
 from agentenv.relay.tabs import TAB_METHODS, Causes, Command
 
@@ -49,7 +49,8 @@ class Action:
     tab: str | None = None
     #: Arg paths holding typed text, and their values until every check clears.
     typed: dict[str, Any] = field(default_factory=dict)
-    cleared: bool = True
+    cleared: bool = True  # no check said password (or could not decide)
+    checked: bool = False  # at least one check ran
 
 
 @dataclass
@@ -138,7 +139,8 @@ class Logbook:
         if safe is None:
             if len(self._urls) > 1024:
                 self._urls.clear()
-            safe = self._urls[url] = redact_text(url)
+            redacted = cut(redact_text(url))
+            safe = self._urls[url] = redacted if isinstance(redacted, str) else redacted["cut"]
         return safe
 
     def _by(self, entry: int, identity: Identity, action: Action | None) -> dict[str, Any]:
@@ -252,18 +254,21 @@ class Logbook:
             raise ValueError("ok must be true or false")
         error = params.get("error")
         action = self.actions.pop(entry)
-        if action.typed and action.cleared:
+        if action.typed and action.cleared and action.checked:
             fields = self.writer.fields(entry)
             if fields is not None and "args" in fields:
                 restore_paths(fields["args"], action.typed)
         message = redact_text(str(error))[:2000] if error is not None else None
         self.writer.end(entry, ok, message)
 
-    def typing_withheld(self, conn: int, tag: str | None) -> None:
-        """A typing command within an action was withheld: so is the action's text."""
+    def typing_checked(self, conn: int, tag: str | None, cleared: bool) -> None:
+        """A typing command within an action was checked; if it was withheld, so
+        is the action's typed text. Text is kept only once every check cleared,
+        and at least one ran."""
         action = self.within(conn, tag)
         if action is not None:
-            action.cleared = False
+            action.checked = True
+            action.cleared = action.cleared and cleared
 
     def drop_owner(self, owner: int) -> None:
         """A reporting connection left: end its open actions."""
@@ -275,7 +280,7 @@ class Logbook:
 
     def _write_tabs(self, events: list[dict[str, Any]]) -> None:
         for event in events:
-            event = dict(event, url=redact_text(event.get("url") or ""))
+            event = dict(event, url=self._safe_url(event.get("url") or ""))
             self.writer.record("tab", event)
 
     def created(self, tab: str, url: str, opener: str | None) -> None:
@@ -311,6 +316,14 @@ def withhold_path(args: Any, path: str) -> dict[str, Any]:
         if head == "*" and isinstance(node, list):
             for i, item in enumerate(node):
                 walk(item, rest, f"{here}.{i}" if here else str(i))
+            return
+        if head.isdigit() and isinstance(node, list) and int(head) < len(node):
+            where = f"{here}.{head}" if here else head
+            if rest:
+                walk(node[int(head)], rest, where)
+            else:
+                taken[where] = node[int(head)]
+                node[int(head)] = withheld("password", node[int(head)])
             return
         if isinstance(node, dict) and head in node:
             where = f"{here}.{head}" if here else head

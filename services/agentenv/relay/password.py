@@ -44,7 +44,12 @@ FOCUS_CHECK = r"""(() => {
   if (!el) return "no";
   if (el.tagName === "INPUT" && String(el.type).toLowerCase() === "password") return "password";
   const ac = String(el.getAttribute && el.getAttribute("autocomplete") || "").toLowerCase();
-  return secret.test(ac) ? "password" : "no";
+  if (secret.test(ac)) return "password";
+  // Only a field that shows what it holds clears; anything else (a closed
+  // shadow root's host, say) cannot be seen into.
+  if (el.tagName === "INPUT" || el.tagName === "TEXTAREA" || el.isContentEditable) return "no";
+  if (el === document.body || el === document.documentElement) return "no";
+  return "undecided";
 })()"""
 
 _TYPING = frozenset({"Input.insertText", "Input.imeSetComposition"})

@@ -34,6 +34,8 @@ import orjson
 from aiohttp import WSMsgType, web
 
 from agentenv.access import Identity
+from agentenv.log.errors import LogError
+from agentenv.log.marks import method_acts
 from agentenv.log.redact import redact_params
 from agentenv.relay import guard, password
 from agentenv.relay.logbook import Logbook
@@ -63,6 +65,8 @@ class _Pending:
     entry: int
     method: str
     params: Any
+    tab: str | None = None
+    acting: bool = False
 
 
 @dataclass
@@ -78,6 +82,7 @@ class Connection:
     sessions: dict[str, str] = field(default_factory=dict)  # sessionId -> tab
     pending: dict[tuple[str | None, int], _Pending] = field(default_factory=dict)
     settled: asyncio.Event = field(default_factory=asyncio.Event)
+    answered: asyncio.Event = field(default_factory=asyncio.Event)  # an answer came back
 
     def tab_of(self, session: object, method: str, params: Any) -> str | None:
         if isinstance(params, dict) and method.startswith("Target."):
@@ -194,15 +199,21 @@ class _Bridge:
             await self._error(call, session, guard.GUARD_ERROR_CODE, verdict.message)
             return
         if typing:
-            focus = await self.watcher.focus(tab)
+            try:
+                await self._earlier_answered(tab)
+                focus = await self.watcher.focus(tab)
+            except BaseException:
+                self.logbook.end_command(
+                    entry, False, "the connection ended during the password check"
+                )
+                raise
             if focus == "no":
                 fields = self.logbook.writer.fields(entry)
                 if fields is not None:
                     fields["params"] = _typed_params(method, params)
-            else:
-                self.logbook.typing_withheld(conn.number, conn.tag)
+            self.logbook.typing_checked(conn.number, conn.tag, focus == "no")
         conn.pending[(session if isinstance(session, str) else None, call)] = _Pending(
-            entry, method, params
+            entry, method, params, tab, method_acts(method)
         )
         conn.settled.clear()
         try:
@@ -211,6 +222,19 @@ class _Bridge:
             conn.pending.pop((session if isinstance(session, str) else None, call), None)
             self.logbook.end_command(entry, False, f"could not send to Chromium: {exc}")
             raise
+
+    async def _earlier_answered(self, tab: str | None) -> None:
+        """Wait (bounded) until this connection's earlier acting commands on the
+        tab are answered, so the focus check sees where they moved focus (a
+        click on a password field sent just before the typing)."""
+        deadline = asyncio.get_running_loop().time() + password.CHECK_TIMEOUT_S
+        while (
+            any(p.tab == tab and p.acting for p in self.conn.pending.values())
+            and asyncio.get_running_loop().time() < deadline
+        ):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.conn.answered.wait(), 0.05)
+            self.conn.answered.clear()
 
     async def _agentenv(self, call: int, session: object, method: str, params: Any) -> None:
         conn = self.conn
@@ -259,11 +283,14 @@ class _Bridge:
         async for msg in self.upstream:
             if msg.type is WSMsgType.TEXT:
                 data = msg.data
-                if data.startswith('{"method":'):
-                    if data.startswith('{"method":"Target.', 0):
-                        self._target_event(data)
-                else:
-                    self._answered(data)
+                try:
+                    if data.startswith('{"method":'):
+                        if data.startswith('{"method":"Target.', 0):
+                            self._target_event(data)
+                    else:
+                        self._answered(data)
+                except LogError as exc:  # a full disk must not cut the agent off
+                    log.error("conn %d: %s", self.conn.number, exc)
                 if not self.client.closed:
                     await self.client.send_str(data)
             elif msg.type is WSMsgType.BINARY:
@@ -298,6 +325,8 @@ class _Bridge:
             self.conn.sessions[session] = tab
 
     def _answered(self, data: str) -> None:
+        if not self.conn.pending:
+            return  # nothing awaits an answer: do not parse it (screenshots are MBs)
         try:
             message = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -312,6 +341,7 @@ class _Bridge:
             if key is None:
                 return
             pending = self.conn.pending.pop(key)
+        self.conn.answered.set()
         error = message.get("error")
         ok = error is None
         result = message.get("result") if ok else None

@@ -153,12 +153,19 @@ def _http_entry(
     )
 
 
+def _without_own_params(query: str) -> str:
+    """``/json/new``'s URL without the ``token=``/``user=``/``tag=`` pairs the
+    relay read (they are the caller's, not the page's)."""
+    kept = [p for p in query.split("&") if p.split("=", 1)[0] not in ("token", "user", "tag")]
+    return "&".join(kept)
+
+
 async def json_new(request: web.Request) -> web.Response:
     # Chromium accepts /json/new only as PUT; clients that still send GET work too.
     identity = _identity(request)
     settings = request.app[settings_key]
     logbook = request.app[logbook_key]
-    url = request.query_string  # /json/new?<url>, as Chromium takes it
+    url = _without_own_params(request.query_string)  # /json/new?<url>, as Chromium takes it
     params = {"url": url} if url else {}
     entry = _http_entry(request, identity, "Target.createTarget", params)
     verdict = guard.check_url(url)

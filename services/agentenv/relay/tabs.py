@@ -135,7 +135,7 @@ class Causes:
                 self.to_front(opened)
         if ok and command.method in _ACTIVATES and command.tab is not None:
             self.to_front(command.tab)
-        if not ok and command.method in _MOVES:
+        if not ok and command.method in _MOVES | _NAVIGATES:
             command.claimed = True  # nowhere to go, or failed: credits nothing
         return self._release(now, force=False)
 
