@@ -36,10 +36,13 @@ class Client:
                 return dict(msg)
 
 
-async def _open(http: aiohttp.ClientSession, base: str, target: str) -> Client:
+async def _open(
+    http: aiohttp.ClientSession, base: str, target: str, token: str | None = None
+) -> Client:
     async with http.get(base + "/json/version") as answer:
         url = (await answer.json())["webSocketDebuggerUrl"]
-    ws = await http.ws_connect(url, max_msg_size=0)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    ws = await http.ws_connect(url, max_msg_size=0, headers=headers)
     call = {
         "id": 1,
         "method": "Target.attachToTarget",
@@ -63,16 +66,20 @@ async def _time(client: Client, method: str, params: dict[str, Any], n: int) -> 
 
 
 async def run(small: int = 3000, shots: int = 60) -> str:
+    control = "bench-control-token"
     with (
         Site() as site,
         tempfile.TemporaryDirectory() as folder,
-        NativeStack(Path(folder)) as stack,
+        NativeStack(Path(folder), extra_env={"AGENTENV_CONTROL_TOKEN": control}) as stack,
     ):
         async with aiohttp.ClientSession() as http:
             async with http.put(stack.chromium_http + "/json/new?" + site.url + "/noise") as answer:
                 target = (await answer.json())["id"]
             direct = await _open(http, stack.chromium_http, target)
             relay = await _open(http, stack.relay_http, target)
+            # The computer's own connection, outside any action: the same relay
+            # and hops, nothing logged. The anchor for what logging adds.
+            quiet = await _open(http, stack.relay_http, target, control)
             for _ in range(200):  # the page has painted its canvas (bounded)
                 state = await direct.call("Runtime.evaluate", {"expression": "document.readyState"})
                 if state["result"]["result"]["value"] == "complete":
@@ -82,14 +89,18 @@ async def run(small: int = 3000, shots: int = 60) -> str:
                 "data"
             ]
             size_mb = len(shot) * 3 / 4 / 1e6
-            results: dict[str, list[float]] = {k: [] for k in ("ed", "er", "sd", "sr")}
+            results: dict[str, list[float]] = {k: [] for k in ("ed", "eq", "er", "sd", "sr")}
             for _ in range(10):  # warm up both
                 await direct.call("Runtime.evaluate", {"expression": "1"})
                 await relay.call("Runtime.evaluate", {"expression": "1"})
+                await quiet.call("Runtime.evaluate", {"expression": "1"})
             blocks = 10
             for _ in range(blocks):
                 results["ed"] += await _time(
                     direct, "Runtime.evaluate", {"expression": "1"}, small // blocks
+                )
+                results["eq"] += await _time(
+                    quiet, "Runtime.evaluate", {"expression": "1"}, small // blocks
                 )
                 results["er"] += await _time(
                     relay, "Runtime.evaluate", {"expression": "1"}, small // blocks
@@ -101,15 +112,18 @@ async def run(small: int = 3000, shots: int = 60) -> str:
                     relay, "Page.captureScreenshot", {"format": "png"}, shots // blocks
                 )
             await direct.ws.close()
+            await quiet.ws.close()
             await relay.ws.close()
-    ed, er, sd, sr = (results[k] for k in ("ed", "er", "sd", "sr"))
+    ed, eq, er, sd, sr = (results[k] for k in ("ed", "eq", "er", "sd", "sr"))
     rows = [
         row("evaluate('1') direct", ed),
+        row("evaluate('1') via relay, not logged", eq),
         row("evaluate('1') via relay (logged)", er),
         row(f"screenshot {size_mb:.1f} MB direct", sd),
         row(f"screenshot {size_mb:.1f} MB via relay (logged)", sr),
     ]
     summary = [
+        ["logging adds, p50", f"{percentile(er, 50) - percentile(eq, 50):.3f} ms", "", "", ""],
         [
             "evaluate overhead p50",
             f"{percentile(er, 50) - percentile(ed, 50):.3f} ms",

@@ -208,3 +208,29 @@ def test_a_close_naming_no_open_tab_fails_listing_them(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "no tab shows http://127.0.0.1:8000/nowhere.html" in done.stdout
     assert f"{SITE}/other.html" in done.stdout
+
+
+def test_deploy_env_starts_and_stops_a_computer(image: str, tmp_path: Path) -> None:
+    """deploy_env with an image: the docker SDK starts it, teardown removes it."""
+    import docker
+
+    task = {
+        "envs": {"blank": {"versions": {1: {"browsers": ["main"], "image": image}}}},
+        "steps": [
+            {"type": "deploy_env", "env_id": "blank"},
+            {"id": "tab", "type": "browser_open_tab", "env_id": "blank", "url": "about:blank"},
+            {"type": "start_browser_recording", "env_id": "blank", "name": "r"},
+            {"type": "snapshot_env", "env_id": "blank"},
+        ],
+    }
+    run = tmp_path / "run"
+    done = _run(task, tmp_path, run)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "teardown: ended recording r" in done.stdout
+    meta = json.loads((run / "metadata.json").read_text())["steps"]
+    assert meta["step-1"]["api"].startswith("http://127.0.0.1:")
+    recording = meta["step-3"]["recording_id"]
+    assert (run / "recordings" / recording / "manifest.json").exists()  # uploaded into the mount
+    client = docker.from_env()
+    left = client.containers.list(all=True, filters={"label": "io.agentenv.harness=1"})
+    assert left == [], "teardown must remove the computer it started"

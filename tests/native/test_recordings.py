@@ -291,3 +291,43 @@ def test_recorder_killed_mid_recording(stack: NativeStack, site: Site, tmp_path:
     manifest = rebuild(recording, names, None)
     assert [Path(f.file).name for f in manifest.frames] == taken
     assert all(f.kind is None and f.at is None for f in manifest.frames)
+
+
+def test_limits_and_reset_end_recordings(stack: NativeStack, site: Site, tmp_path: Path) -> None:
+    requests.post(
+        f"{stack.app_http}/v1/browser/tabs/open", json={"url": site.url + "/next"}, timeout=30
+    )
+    capped = start(stack, tmp_path, max_frames=2)
+    timed = start(stack, tmp_path, max_duration_s=1)
+
+    async def act(count: int) -> None:
+        url = browser_ws_url(stack.relay_http, "user=limits")
+        async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+            cdp = RawCdp(ws)
+            tab = (await cdp.call("Target.createTarget", {"url": site.url + "/popup"}))["result"][
+                "targetId"
+            ]
+            for n in range(count):
+                await asyncio.to_thread(
+                    wait_for,
+                    lambda n=n: len(frames_on_disk(tmp_path, capped)) >= min(n + 1, 2),
+                    "a frame",
+                )
+                await cdp.call("Target.activateTarget", {"targetId": tab})
+            await cdp.call("Target.closeTarget", {"targetId": tab})
+
+    asyncio.run(act(3))
+    # The timed one ended itself: its manifest is uploaded and says why.
+    manifest_file = tmp_path / timed / "manifest.json"
+    wait_for(manifest_file.exists, "the timed recording to end itself")
+    timed_manifest = json.loads(manifest_file.read_text())
+    assert (
+        timed_manifest["reason"] == "max_duration"
+        and "max_duration_s" in timed_manifest["limits_hit"]
+    )
+    assert rec(stack, "end", {"recording_id": timed}) == timed_manifest
+    # data/reset ends the open one first, so its log and manifest upload.
+    requests.post(f"{stack.app_http}/v1/browser/data/reset", json={}, timeout=60).raise_for_status()
+    capped_manifest = json.loads((tmp_path / capped / "manifest.json").read_text())
+    assert capped_manifest["reason"] == "reset"
+    assert len(capped_manifest["frames"]) == 2 and "max_frames" in capped_manifest["limits_hit"]

@@ -251,25 +251,6 @@ def redact(value: Any) -> Any:
     return value
 
 
-def _withhold_fields(*fields: str) -> Callable[[dict[str, Any]], None]:
-    rules = [_withhold_field(f) for f in fields]
-
-    def rule(params: dict[str, Any]) -> None:
-        for one in rules:
-            one(params)
-
-    return rule
-
-
-def _withhold_field(field: str, limit: int = 0) -> Callable[[dict[str, Any]], None]:
-    def rule(params: dict[str, Any]) -> None:
-        body = params.get(field)
-        if isinstance(body, str) and len(body) > limit:
-            params[field] = withheld("body", body)
-
-    return rule
-
-
 def _strings_withheld(value: Any) -> Any:
     if isinstance(value, str):
         return withheld("argument", value)
@@ -280,10 +261,17 @@ def _strings_withheld(value: Any) -> Any:
     return value
 
 
-def _call_arguments(params: dict[str, Any]) -> None:
+#: A method's rule: the params it replaces (already safe); the rest takes the
+#: generic walk.
+Rule = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+def _call_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
     arguments = params.get("arguments")
-    if isinstance(arguments, list):
-        params["arguments"] = {
+    if not isinstance(arguments, list):
+        return {}
+    return {
+        "arguments": {
             "withheld": "arguments",
             "values": [
                 {k: _strings_withheld(v) if k == "value" else v for k, v in a.items()}
@@ -292,14 +280,28 @@ def _call_arguments(params: dict[str, Any]) -> None:
                 for a in arguments
             ],
         }
+    }
 
 
-#: Method-specific rules, applied before the generic walk.
-_METHOD_RULES: dict[str, Callable[[dict[str, Any]], None]] = {
+def _withhold_fields(*fields: str, limit: int = 0) -> Rule:
+    """Replace each named string field (longer than ``limit``) by its length."""
+
+    def rule(params: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for field in fields:
+            body = params.get(field)
+            if isinstance(body, str) and len(body) > limit:
+                out[field] = withheld("body", body)
+        return out
+
+    return rule
+
+
+_METHOD_RULES: dict[str, Rule] = {
     "Fetch.fulfillRequest": _withhold_fields("body", "binaryResponseHeaders"),
     "Fetch.continueRequest": _withhold_fields("postData"),
-    "Page.setDocumentContent": _withhold_field("html"),
-    "Runtime.evaluate": _withhold_field("expression", EXPRESSION_LIMIT),
+    "Page.setDocumentContent": _withhold_fields("html"),
+    "Runtime.evaluate": _withhold_fields("expression", limit=EXPRESSION_LIMIT),
     "Runtime.callFunctionOn": _call_arguments,
 }
 
@@ -309,15 +311,9 @@ def redact_params(method: str, params: Mapping[str, Any] | None) -> dict[str, An
     if not params:
         return {}
     rule = _METHOD_RULES.get(method)
-    if rule is None:
+    replaced = rule(params) if rule is not None else None
+    if not replaced:
         out: dict[str, Any] = redact(params)
         return out
-    copy = dict(params)
-    rule(copy)
-    # What the rule replaced is already safe; the rest takes the generic walk.
-    changed = {k for k, v in copy.items() if v is not params.get(k)}
-    if not changed:
-        plain: dict[str, Any] = redact(copy)
-        return plain
-    rest = redact({k: v for k, v in copy.items() if k not in changed})
-    return {k: copy[k] if k in changed else rest[k] for k in copy}
+    rest = redact({k: v for k, v in params.items() if k not in replaced})
+    return {k: replaced[k] if k in replaced else rest[k] for k in params}
