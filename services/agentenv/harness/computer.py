@@ -142,6 +142,11 @@ def deploy(
             ports={"9222/tcp": ("127.0.0.1", None), "8080/tcp": ("127.0.0.1", None)},
             environment={"AGENTENV_CONTROL_TOKEN": control},
             labels={"io.agentenv.harness": "1"},
+            volumes=(
+                {str(artifacts): {"bind": str(artifacts), "mode": "rw"}}
+                if artifacts is not None
+                else None
+            ),
         )
     except Exception as exc:  # the docker SDK's errors: image missing, engine down
         raise ComputerError(
