@@ -37,6 +37,7 @@ def test_a_playwright_agent_is_on_the_record(stack: NativeStack, site: Site) -> 
         page.click("#next")
         page.wait_for_url(f"{site.url}/next")
         page.go_back()
+        page.reload()
         with page.expect_popup() as popup_info:
             page.click("#popup")
         popup = popup_info.value
@@ -95,6 +96,9 @@ def test_a_playwright_agent_is_on_the_record(stack: NativeStack, site: Site) -> 
     assert entries[link["by"]["after"]]["method"] == "Input.dispatchMouseEvent"
     back = next(e for e in events if e["event"] == "navigated" and e["seq"] > link["seq"])
     assert entries[back["by"]["entry"]]["method"] == "Page.navigateToHistoryEntry"
+    reload = next(e for e in events if e["event"] == "navigated" and e["seq"] > back["seq"])
+    assert entries[reload["by"]["entry"]]["method"] == "Page.reload"  # same URL: its answer tells
+    assert reload["url"] == back["url"]
     popup_opened = opened[1]
     assert popup_opened["by"]["kind"] == "page"
     assert entries[popup_opened["by"]["after"]]["method"] == "Input.dispatchMouseEvent"

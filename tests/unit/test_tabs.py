@@ -138,3 +138,21 @@ def test_the_front_tab_is_kept_from_commands() -> None:
     c.sent(cmd(6, "Target.activateTarget", "A"))
     c.answered(6, False, None, 6.0)
     assert c.active == "P"  # a failed activation changes nothing
+
+
+def test_a_reload_or_a_same_url_navigation_is_written_when_answered() -> None:
+    c = Causes()
+    c.known("A", "http://a/page")
+    c.sent(cmd(3, "Page.reload", "A"))
+    assert c.answered(3, True, None, 1.0) == [
+        {"event": "navigated", "id": "A", "url": "http://a/page", "by": by(3)}
+    ]
+    same = Command(4, "Page.navigate", "A", by(4), url="HTTP://A/page")
+    c.sent(same)
+    assert c.answered(4, True, None, 2.0)[0]["by"] == by(4)
+    elsewhere = Command(5, "Page.navigate", "A", by(5), url="http://a/other")
+    c.sent(elsewhere)
+    assert c.answered(5, True, None, 3.0) == []  # its URL change will tell
+    assert c.navigated("A", "http://a/other", 3.1)[0]["by"] == by(5)
+    c.sent(cmd(6, "Page.reload", "A"))
+    assert c.answered(6, False, None, 4.0) == []  # a failed reload: nothing

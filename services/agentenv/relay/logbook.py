@@ -131,7 +131,15 @@ class Logbook:
         if method == "Target.createTarget":
             target = None
         background = bool(params and params.get("background") is True)
-        return Command(key, method, target, by, background=background)
+        url = params.get("url") if params and method == "Page.navigate" else None
+        return Command(
+            key,
+            method,
+            target,
+            by,
+            background=background,
+            url=url if isinstance(url, str) else None,
+        )
 
     def _safe_url(self, url: str) -> str:
         """A tab's URL, redacted once per URL (most commands name the same few)."""

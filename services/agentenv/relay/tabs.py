@@ -10,7 +10,9 @@ each with its cause:
   the new tab's first navigation unless a navigation command claims it;
   ``Page.navigate`` navigates; ``Page.reload`` and
   ``Page.navigateToHistoryEntry`` navigate but credit only once answered
-  without error; ``Target.closeTarget`` and ``Page.close`` close);
+  without error; ``Target.closeTarget`` and ``Page.close`` close). Chromium
+  reports navigations as URL changes, so a reload, or a navigation to the
+  URL the tab already shows, is written when its answer comes;
 - ``agentenv`` when that command ran for the computer's own op;
 - else ``page``, after the latest acting entry on the tab, or on its opener
   for a popup. Script calls (``Runtime.evaluate``/``callFunctionOn``) act,
@@ -77,6 +79,7 @@ class Command:
     claimed: bool = False  # credited its event
     claimed_navigation: bool = False  # an open: credited the new tab's first navigation
     background: bool = False  # an open behind the active tab
+    url: str | None = None  # a navigation's destination
 
 
 @dataclass
@@ -137,7 +140,24 @@ class Causes:
             self.to_front(command.tab)
         if not ok and command.method in _MOVES | _NAVIGATES:
             command.claimed = True  # nowhere to go, or failed: credits nothing
-        return self._release(now, force=False)
+        out = self._release(now, force=False)
+        return out + self._in_place(command)
+
+    def _in_place(self, command: Command) -> list[Event]:
+        """A reload, or a navigation to the URL the tab already shows: no URL
+        change will tell of it, so its answer does."""
+        info = self.tabs.get(command.tab) if command.tab is not None else None
+        if info is None or command.claimed or not command.ok:
+            return []
+        if command.method == "Page.reload" or (
+            command.method in _NAVIGATES
+            and command.url is not None
+            and _same_url(command.url, info.url)
+        ):
+            command.claimed = True
+            self._first_navigation(info.id)
+            return [{"event": "navigated", "id": info.id, "url": info.url, "by": command.by}]
+        return []
 
     # -- what Chromium reported ------------------------------------------
 
@@ -326,3 +346,15 @@ def _credited(info: Tab | None) -> int | None:
     if info.last_input is not None and info.last_acting_at - info.last_input_at <= SCRIPT_AFTER_S:
         return info.last_input
     return info.last_acting
+
+
+def _same_url(a: str, b: str) -> bool:
+    """The same address as Chromium would show it (case of scheme and host, a
+    root path's slash)."""
+    from urllib.parse import urlsplit
+
+    def key(url: str) -> tuple[str, str, str, str, str]:
+        p = urlsplit(url.strip())
+        return (p.scheme.lower(), p.netloc.lower(), p.path or "/", p.query, p.fragment)
+
+    return key(a) == key(b)
