@@ -203,3 +203,13 @@ def test_request_bodies_and_binary_headers_withheld() -> None:
 def test_a_credential_at_the_start_of_a_string() -> None:
     assert redact_text("token=abc&q=1") == f"token={REDACTED}&q=1"
     assert redact_text("q=1") == "q=1"
+
+
+def test_a_percent_encoded_url_inside_a_query() -> None:
+    url = "https://a.example/login?next=https%3A%2F%2Fb.example%2Fcb%3Fcode%3DSECRET1%26x%3D1"
+    out = redact_text(url)
+    assert "SECRET1" not in out and "x%3D1" in out and "next=https%3A%2F%2Fb.example" in out
+
+
+def test_a_password_holding_an_at_sign() -> None:
+    assert redact_text("https://u:p@ss@host.example/x") == f"https://u:{REDACTED}@host.example/x"

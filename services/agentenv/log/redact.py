@@ -125,7 +125,12 @@ _CREDENTIAL_PAIR = re.compile(
 )
 # Any query pair; tried only once _CREDENTIAL_PAIR found one worth redacting.
 _ANY_PAIR = re.compile(r"(^|[?&;#])([^=&#?;\s\"'<>]+)=([^&#;\s\"'<>]*)")
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#@\s:\"'<>]*):([^/?#@\s\"'<>]*)@")
+# The password runs to the last "@" of the authority (a password may hold one).
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#@\s:\"'<>]*):([^/?#\s\"'<>]*)@")
+# A URL inside another's query, percent-encoded: ?next=https%3A%2F%2Fb%2F%3Fcode%3DSECRET
+_ENCODED_PAIR = re.compile(
+    r"(%3[fF]|%26|%23|%3[bB])([^=&#?;%\s\"'<>]+)(%3[dD])((?:(?!%26|%23|%3[bB])[^&#;\s\"'<>])*)"
+)
 _JWT = re.compile(r"(eyJ[A-Za-z0-9_\-]{2,}\.eyJ[A-Za-z0-9_\-]{2,})\.[A-Za-z0-9_\-]{2,}")
 
 _COOKIE_HINTS = ("domain", "url", "path", "expires", "httpOnly", "secure", "sameSite", "size")
@@ -179,6 +184,15 @@ def redact_text(text: str) -> str:
         text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{REDACTED}@", text)
     if "=" in text and _CREDENTIAL_PAIR.search(text) is not None:
         text = _redact_pairs(text)
+    if "%3" in text and _ENCODED_PAIR.search(text) is not None:
+        text = _ENCODED_PAIR.sub(
+            lambda m: (
+                m.group(0)
+                if not credential_key(m.group(2))
+                else f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}"
+            ),
+            text,
+        )
     if "eyJ" in text:
         text = _JWT.sub(lambda m: f"{m.group(1)}.{REDACTED}", text)
     return text
@@ -227,7 +241,13 @@ def _key_kind(key: str) -> int:
 def redact(value: Any) -> Any:
     """A copy of a JSON value with every secret shape replaced."""
     if isinstance(value, str):
-        if len(value) <= CUT_AT and "=" not in value and "@" not in value and "eyJ" not in value:
+        if (
+            len(value) <= CUT_AT
+            and "=" not in value
+            and "@" not in value
+            and "eyJ" not in value
+            and "%3" not in value
+        ):
             return value  # nothing to redact: the common case, kept cheap
         return cut(redact_text(value))
     if isinstance(value, Mapping):
