@@ -233,24 +233,18 @@ class Ops:
         async with self._acting(caller, op, body, tab, acts="reading"):
             yield
 
-    async def _pages(self) -> list[dict[str, Any]]:
-        return await pages(self.link)
-
-    async def _visible(self, tab: str) -> bool:
-        return await visible(self.link, tab)
-
     async def tabs(self) -> list[Tab]:
         """The tabs, the one in front first, as the relay keeps them (it sees every
         command; a page's own visibility lies once a client emulates focus)."""
-        pages = await self._pages()
+        found = await pages(self.link)
         order = await self.link.call("AgentEnv.tabs")
         front: list[str] = order.get("order") or []
         active = order.get("active")
         if active is None:  # the relay does not know yet: ask the pages
-            shown = await asyncio.gather(*(self._visible(p["targetId"]) for p in pages))
-            active = next((p["targetId"] for p, v in zip(pages, shown, strict=True) if v), None)
+            shown = await asyncio.gather(*(visible(self.link, p["targetId"]) for p in found))
+            active = next((p["targetId"] for p, v in zip(found, shown, strict=True) if v), None)
         rank = {tab: n for n, tab in enumerate(front)}
-        pages.sort(key=lambda p: (p["targetId"] != active, rank.get(p["targetId"], len(rank))))
+        found.sort(key=lambda p: (p["targetId"] != active, rank.get(p["targetId"], len(rank))))
         return [
             Tab(
                 id=p["targetId"],
@@ -258,7 +252,7 @@ class Ops:
                 title=p.get("title", ""),
                 active=p["targetId"] == active,
             )
-            for p in pages
+            for p in found
         ]
 
     async def active(self) -> str:
@@ -275,14 +269,14 @@ class Ops:
         the op's caller never sees a tab that is on its way out."""
         await self.link.call("Target.closeTarget", {"targetId": tab})
         for _ in range(100):
-            if tab not in {p["targetId"] for p in await self._pages()}:
+            if tab not in {p["targetId"] for p in await pages(self.link)}:
                 return
             await asyncio.sleep(0.05)
 
     async def _tab(self, tab: str | None) -> str:
         if tab is None:
             return await self.active()
-        ids = {p["targetId"] for p in await self._pages()}
+        ids = {p["targetId"] for p in await pages(self.link)}
         if tab not in ids:
             raise OpFailed(404, f"no tab {tab!r}: tabs/list shows the open tabs")
         return tab
@@ -304,7 +298,7 @@ class Ops:
             if before is not None:
                 # Chromium may give the new tab focus anyway: bring the old one
                 # back, unless another call switched tabs meanwhile.
-                if await self._visible(tab) and self.switches == switches:
+                if await visible(self.link, tab) and self.switches == switches:
                     await self.link.call("Target.activateTarget", {"targetId": before})
             else:
                 self.switches += 1
@@ -455,7 +449,7 @@ class Ops:
         return {}
 
     async def _tab_origins(self) -> set[str]:
-        return {o for o in (_origin(p.get("url", "")) for p in await self._pages()) if o}
+        return {o for o in (_origin(p.get("url", "")) for p in await pages(self.link)) if o}
 
     # -- data: the browser's state as an archive ----------------------------------
 
@@ -519,13 +513,13 @@ class Ops:
     async def reset(self, caller: Caller) -> Any:
         """data/reset: one blank tab, no cookies or storage, a reset line."""
         async with self._acting(caller, "data/reset", None):
-            pages = await self._pages()
-            origins = {o for o in (_origin(p.get("url", "")) for p in pages) if o}
+            found = await pages(self.link)
+            origins = {o for o in (_origin(p.get("url", "")) for p in found) if o}
             origins |= self.storage_origins
             blank = (await self.link.call("Target.createTarget", {"url": "about:blank"}))[
                 "targetId"
             ]
-            for page in pages:
+            for page in found:
                 with contextlib.suppress(CdpError):
                     await self._close(page["targetId"])
             await self.link.call("Storage.clearCookies")

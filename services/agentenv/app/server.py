@@ -273,7 +273,10 @@ async def browser_op(request: web.Request) -> web.StreamResponse:
     if op is None:
         known = ", ".join(BROWSER_V1_OPS)
         raise OpError(404, f"unknown op {name!r}: browser/v1 serves {known}")
-    identity = require_control(request) if op.control else caller(request)
+    if op.control:
+        require_control(request)
+    else:
+        caller(request)
     try:
         tool = toolcall.parse(request.headers.get("AgentEnv-Tool-Call"))
         role = toolcall.role(request.headers.get("AgentEnv-Role"))
@@ -284,7 +287,6 @@ async def browser_op(request: web.Request) -> web.StreamResponse:
     except ValidationError as exc:
         raise invalid(exc) from None
     who = Caller("mcp", role, tool) if tool is not None else Caller("agentenv", "agentenv")
-    del identity
     handler = getattr(request.app[ops_key], op.handler)
     try:
         result = await handler(body, who)

@@ -26,7 +26,7 @@ import orjson
 
 from agentenv.log.errors import LogError, LogLocked
 from agentenv.log.lines import Kind, encode, iso, line
-from agentenv.log.numbering import STALLED_S, Numbering, Open, recover
+from agentenv.log.numbering import STALLED_S, Numbering, recover
 
 __all__ = ["LogWriter"]
 
@@ -119,11 +119,7 @@ class LogWriter:
 
         ``fields`` stays the writer's: later changes to it are written too.
         """
-        numbering = self._numbering
-        seq = numbering.next_seq
-        numbering.next_seq = seq + 1
-        numbering.open[seq] = Open(seq, self._monotonic(), iso(self._clock()), fields)
-        return seq
+        return self._numbering.begin(self._monotonic(), iso(self._clock()), fields).seq
 
     def fields(self, seq: int) -> dict[str, Any] | None:
         """The fields of an open action, to add what becomes known later."""
@@ -132,7 +128,7 @@ class LogWriter:
 
     def end(self, seq: int, ok: bool, error: str | None = None, **more: Any) -> None:
         """Write the action ``seq`` (or its ``outcome`` if written unfinished)."""
-        entry = self._numbering.open.pop(seq, None)
+        entry = self._numbering.finish(seq)
         if entry is None:
             log.warning("entry %d ended twice or was never begun", seq)
             return

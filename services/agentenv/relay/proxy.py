@@ -210,7 +210,9 @@ class _Bridge:
             if focus == "no":
                 fields = self.logbook.writer.fields(entry)
                 if fields is not None:
-                    fields["params"] = _typed_params(method, params)
+                    fields["params"] = redact_params(
+                        method, params if isinstance(params, dict) else None
+                    )
             self.logbook.typing_checked(conn.number, conn.tag, focus == "no")
         conn.pending[(session if isinstance(session, str) else None, call)] = _Pending(
             entry, method, params, tab, method_acts(method)
@@ -373,10 +375,6 @@ class _Bridge:
                 self.logbook.end_command(pending.entry, False, why)
         self.conn.pending.clear()
         self.conn.settled.set()
-
-
-def _typed_params(method: str, params: Any) -> dict[str, Any]:
-    return redact_params(method, params if isinstance(params, dict) else None)
 
 
 async def bridge(
