@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 from dataclasses import dataclass
 
 from agentenv.settings import AGENTENV_USER, Settings
@@ -33,6 +34,7 @@ __all__ = [
     "check_origin",
     "host_name",
     "identify",
+    "parse_host",
 ]
 
 DEFAULT_USER = "default"
@@ -119,31 +121,66 @@ def identify(
     return Identity(DEFAULT_USER)
 
 
+_HOST_NAME = re.compile(r"^[a-z0-9_]([a-z0-9._-]{0,251}[a-z0-9_])?$")
+
+
+def parse_host(host_header: str) -> tuple[str, int | None]:
+    """A ``Host`` header as ``(host, port)``, lowercased, brackets removed;
+    :class:`AccessDenied` (400) unless it is exactly ``host[:port]`` with a
+    host name, an IPv4 address or a bracketed IPv6 address (no user info,
+    no path, no spaces)."""
+    text = host_header.strip().lower()
+    port: int | None = None
+    if text.startswith("["):
+        end = text.find("]")
+        host, rest = text[1:end], text[end + 1 :]
+        if end < 0 or ":" not in host:
+            raise _bad_host()
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise _bad_host() from None
+    else:
+        host, sep, rest = text.partition(":")
+        rest = sep + rest
+        if not _HOST_NAME.match(host):
+            raise _bad_host()
+    if rest:
+        digits = rest[1:]
+        if not rest.startswith(":") or not digits.isdigit() or not 0 < int(digits) < 65536:
+            raise _bad_host()
+        port = int(digits)
+    return host, port
+
+
+def _bad_host() -> AccessDenied:
+    # Never echo the header: it is the attacker's text.
+    return AccessDenied("malformed Host header: send host[:port]", status=400)
+
+
 def host_name(host_header: str) -> str:
-    """The host part of a ``Host`` header, lowercased, brackets removed."""
-    host = host_header.strip().lower()
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host[1:]
-    if host.count(":") == 1:
-        return host.split(":", 1)[0]
-    return host
+    """The host part of a ``Host`` header (see :func:`parse_host`)."""
+    return parse_host(host_header)[0]
 
 
-def check_host(settings: Settings, host_header: str | None) -> None:
-    """Refuse a ``Host`` that is not an IP, ``localhost`` or allowed."""
+def check_host(settings: Settings, host_header: str | None) -> str:
+    """Refuse a ``Host`` that is malformed, or not an IP, ``localhost`` or
+    allowed; returns it normalized (``host[:port]``, IPv6 in brackets)."""
     if not host_header:
         raise AccessDenied("a Host header is required", status=400)
-    name = host_name(host_header)
+    name, port = parse_host(host_header)
+    shown = f"[{name}]" if ":" in name else name
+    normal = f"{shown}:{port}" if port is not None else shown
     if name == "localhost" or name in settings.allowed_hosts:
-        return
+        return normal
     try:
         ipaddress.ip_address(name)
     except ValueError:
-        # Never echo the header: it is the attacker's text.
         raise AccessDenied(
             "Host not allowed: connect by IP address or localhost, or add the "
             "name to AGENTENV_ALLOWED_HOSTS"
         ) from None
+    return normal
 
 
 def check_origin(settings: Settings, origin: str | None) -> None:

@@ -71,11 +71,41 @@ def test_control_token_without_users() -> None:
         ("[::1]:9222", "::1"),
         ("[::1]", "::1"),
         ("Example.COM", "example.com"),
-        ("::1", "::1"),
+        ("computer_1:80", "computer_1"),
     ],
 )
 def test_host_name(header: str, name: str) -> None:
     assert host_name(header) == name
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "127.0.0.1:x@evil.example",
+        "127.0.0.1@evil.example",
+        "user:pw@127.0.0.1",
+        "127.0.0.1:9222/path",
+        "127.0.0.1 evil",
+        "::1",
+        "[::1",
+        "[not-v6]:80",
+        "127.0.0.1:0",
+        "127.0.0.1:65536",
+        "127.0.0.1:",
+        "-evil.example",
+        "",
+    ],
+)
+def test_malformed_hosts_refused_without_echo(header: str) -> None:
+    with pytest.raises(AccessDenied) as caught:
+        check_host(OPEN, header or " ")
+    assert caught.value.status == 400 and "evil" not in caught.value.message
+
+
+def test_check_host_gives_the_normal_form() -> None:
+    assert check_host(OPEN, "LOCALHOST:9222") == "localhost:9222"
+    assert check_host(OPEN, "[::1]:80") == "[::1]:80"
+    assert check_host(OPEN, "10.0.0.1") == "10.0.0.1"
 
 
 @pytest.mark.parametrize("host", ["localhost:9222", "127.0.0.1", "10.1.2.3:80", "[::1]:9222"])
@@ -116,8 +146,12 @@ def test_boot_control_token_keeps_an_open_computer_open() -> None:
     assert identify(boot, "anything-else", "erin") == Identity("erin")
 
 
-def test_json_new_drops_the_relays_own_query_pairs() -> None:
-    from agentenv.relay.server import _without_own_params
+def test_json_new_reads_its_url_as_chromium_does() -> None:
+    from agentenv.relay.server import new_tab_url
 
-    assert _without_own_params("https://x/?a=1&token=S&user=u") == "https://x/?a=1"
-    assert _without_own_params("token=S") == ""
+    assert new_tab_url("https://x/?a=1&token=S&user=u") == "https://x/?a=1"
+    assert new_tab_url("token=S") == ""
+    # Decoded once, as Chromium decodes /json/new's query: a twice-encoded
+    # scheme stays encoded, so it is no scheme at all.
+    assert new_tab_url("%2566ile:///etc/passwd") == "%66ile:///etc/passwd"
+    assert new_tab_url("%66ile:///etc/passwd") == "file:///etc/passwd"

@@ -195,26 +195,28 @@ def test_read_range_skips_gaps_and_long_lines_are_read(tmp_path: Path) -> None:
 
 
 def test_typed_text_is_kept_only_once_a_check_cleared(tmp_path: Path) -> None:
+    from agentenv.protocol.control import BeginAction, EndAction
     from agentenv.relay.logbook import Logbook
 
     book = Logbook(LogWriter.open(tmp_path / "l.jsonl"))
-    begin = {
-        "via": "mcp",
-        "who": "r",
-        "tool": "browser_type",
-        "args": {"text": "hunter2"},
-        "typing": ["text"],
-        "scope": ["tag-1"],
-    }
+    begin = BeginAction(
+        via="mcp",
+        who="r",
+        tool="browser_type",
+        args={"text": "hunter2"},
+        typing=["text"],
+        scope=["tag-1"],
+    )
     unchecked = book.begin_action(1, begin)
-    book.end_action(1, {"entry": unchecked, "ok": False})  # failed before typing: no check ran
+    # failed before typing: no check ran
+    book.end_action(1, EndAction(entry=unchecked, ok=False))
     cleared = book.begin_action(1, begin)
     book.typing_checked(99, "tag-1", cleared=True)
-    book.end_action(1, {"entry": cleared, "ok": True})
+    book.end_action(1, EndAction(entry=cleared, ok=True))
     withheld_ = book.begin_action(1, begin)
     book.typing_checked(99, "tag-1", cleared=True)
     book.typing_checked(99, "tag-1", cleared=False)
-    book.end_action(1, {"entry": withheld_, "ok": True})
+    book.end_action(1, EndAction(entry=withheld_, ok=True))
     raw: list[Any] = _lines(tmp_path / "l.jsonl")
     lines = {x["seq"]: x["action"]["args"]["text"] for x in raw}
     assert lines[unchecked] == {"withheld": "password", "length": 7}

@@ -14,6 +14,9 @@ Pure functions. What goes:
   headers, ``Fetch.continueRequest`` post data,
   ``Page.setDocumentContent`` html, ``Runtime.evaluate`` expressions over
   2 KB): withheld, length kept.
+- A ``value`` attribute set through ``DOM.setAttributeValue``, and the text
+  of ``DOM.setAttributesAsText``: withheld as a password, since the field
+  they set may be one.
 - ``Runtime.callFunctionOn`` argument strings: withheld, length kept.
   Playwright's ``fill()`` hands the text to its injected script as an
   argument before it types it, password fields included, and nothing at that
@@ -317,7 +320,18 @@ def _withhold_fields(*fields: str, limit: int = 0) -> Rule:
     return rule
 
 
+def _attribute_value(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``value`` attribute set by CDP: withheld like typing, since the relay
+    cannot tell from a client's node id whether it is a password input."""
+    name = params.get("name")
+    if isinstance(name, str) and name.strip().lower() == "value" and "value" in params:
+        return {"value": withheld("password", params["value"])}
+    return {}
+
+
 _METHOD_RULES: dict[str, Rule] = {
+    "DOM.setAttributeValue": _attribute_value,
+    "DOM.setAttributesAsText": _withhold_fields("text"),
     "Fetch.fulfillRequest": _withhold_fields("body", "binaryResponseHeaders"),
     "Fetch.continueRequest": _withhold_fields("postData"),
     "Page.setDocumentContent": _withhold_fields("html"),

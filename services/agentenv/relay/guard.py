@@ -1,15 +1,27 @@
-"""The guard: CDP commands the relay refuses to forward (SPEC.md section 2).
+"""The guard: what an agent's command may do (SPEC.md section 2). No I/O.
 
-Each rule has a name, written in the entry's ``guard`` when it acts:
+Two checks, both on every connection:
 
-- ``blocked``: the command gets a CDP error answer with its own ``id`` (and
+1. The method must be in :data:`~agentenv.relay.allowlist.ALLOWED`, else
+   rule ``not-allowed``.
+2. Parameters that reach the machine are checked, whichever method carries
+   them (:data:`PARAMS`): URLs to open (rule ``local-url``), file paths
+   (``outside-downloads``), download folders (``download-folder``) and the
+   targets a session may attach to (``not-a-web-target``, ``unwrapped-only``).
+
+A :class:`Verdict` says what the relay does instead of forwarding as sent:
+
+- ``blocked``: a CDP error answer with the command's own ``id`` (and
   ``sessionId``); the connection stays open.
-- ``withheld``: the command is not sent, and the relay answers it with an
-  empty success. Used for ``Browser.setDownloadBehavior`` outside the
-  downloads folder: Playwright's ``connect_over_cdp`` sends one with a folder
-  of the client's machine and fails to connect if it is refused, while the
-  computer keeps saving downloads into its own folder (set by the relay's
-  watcher when it connects).
+- ``rewritten``: forwarded with :attr:`Verdict.params` in place of the
+  client's. Used for ``Browser.setDownloadBehavior``/``Page.setDownloadBehavior``
+  naming a folder outside the downloads folder: Playwright's
+  ``connect_over_cdp`` sends one with a folder of the client's own machine and
+  fails to connect if it is refused, so the relay sends it with the downloads
+  folder instead, and downloads (and their events) still work.
+
+URLs are read the way Chromium's URL parser reads them, then held to an
+allowlist of schemes (:func:`agentenv.protocol.urls.web_url`).
 """
 
 from __future__ import annotations
@@ -17,115 +29,215 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["GUARD_ERROR_CODE", "RULES", "Verdict", "check", "check_url"]
+from agentenv.protocol.urls import web_url
+from agentenv.relay.allowlist import ALLOWED
+
+__all__ = [
+    "GUARD_ERROR_CODE",
+    "PARAMS",
+    "WEB_TARGET_TYPES",
+    "Targets",
+    "Verdict",
+    "check",
+    "check_url",
+    "inside",
+    "not_allowed",
+    "web_target",
+    "web_target_verdict",
+    "web_url",
+]
 
 GUARD_ERROR_CODE = -32000
 
-_DROPPED = {ord("\t"): None, ord("\n"): None, ord("\r"): None}
-_LOCAL_SCHEMES = ("file:", "chrome:", "chrome-extension:", "chrome-untrusted:", "devtools:")
+#: Target types an agent may attach to: web content only, never the browser's UI.
+WEB_TARGET_TYPES = frozenset({"page", "iframe", "worker", "shared_worker", "service_worker", "tab"})
+Action = Literal["blocked", "rewritten"]
 
 
 @dataclass(frozen=True)
 class Verdict:
     rule: str
     message: str
-    action: str = "blocked"
+    action: Action = "blocked"
+    #: For ``rewritten``: the params sent instead of the client's.
+    params: dict[str, Any] | None = None
 
     def as_entry(self) -> dict[str, str]:
         return {"rule": self.rule, "action": self.action}
 
 
-def _local_url(url: str) -> bool:
-    # As Chromium's URL parser does: tabs and newlines anywhere go, and so do
-    # leading and trailing control characters and spaces.
-    u = url.translate(_DROPPED).strip("".join(map(chr, range(33)))).lower()
-    while u.startswith("view-source:"):
-        u = u[len("view-source:") :].strip()
-    return u.startswith(_LOCAL_SCHEMES)
+#: What the relay knows of a target: ``(type, url)`` by id, or None if unknown.
+Targets = Callable[[str], "tuple[str, str] | None"]
+
+
+def _unknown(target: str) -> tuple[str, str] | None:
+    return None
 
 
 def check_url(url: object) -> Verdict | None:
     """The ``local-url`` rule for a URL an agent asks to open."""
-    if isinstance(url, str) and _local_url(url):
-        return Verdict(
-            "local-url",
-            "blocked by agentenv guard local-url: file:, chrome:, chrome-extension: and "
-            "view-source: of those are not reachable; navigate to an http(s) URL",
-        )
-    return None
-
-
-def _browser_close(params: Mapping[str, Any], downloads: str) -> Verdict | None:
+    if url is None or (isinstance(url, str) and web_url(url)):
+        return None
     return Verdict(
-        "browser-close",
-        "blocked by agentenv guard browser-close: the computer's browser stays up; "
-        "close tabs with Target.closeTarget instead",
+        "local-url",
+        "blocked by agentenv guard local-url: only http(s), data:, about:blank and blob: URLs "
+        "can be opened (file:, chrome:, extension and other local pages are not reachable); "
+        "give an absolute http(s) URL",
     )
 
 
-def _browser_crash(params: Mapping[str, Any], downloads: str) -> Verdict | None:
-    return Verdict("browser-crash", "blocked by agentenv guard browser-crash")
+def inside(path: object, downloads: str) -> bool:
+    """Whether ``path`` is an absolute path inside the downloads folder, after
+    resolving ``..`` and links."""
+    if not isinstance(path, str) or not path or "\x00" in path or not os.path.isabs(path):
+        return False
+    if not downloads:
+        return False
+    root = os.path.realpath(downloads)
+    real = os.path.realpath(path)
+    return real == root or real.startswith(root + os.sep)
 
 
-def _navigation(params: Mapping[str, Any], downloads: str) -> Verdict | None:
+def _outside(downloads: str) -> Verdict:
+    return Verdict(
+        "outside-downloads",
+        f"blocked by agentenv guard outside-downloads: files can be handed to pages only "
+        f"from the downloads folder {downloads}; give absolute paths inside it",
+    )
+
+
+def web_target(info: tuple[str, str] | None) -> bool:
+    """Whether a target (``(type, url)``) is web content an agent may attach to."""
+    if info is None:
+        return False
+    kind, url = info
+    return kind in WEB_TARGET_TYPES and (web_url(url) or url.startswith("chrome-error:"))
+
+
+def web_target_verdict() -> Verdict:
+    return Verdict(
+        "not-a-web-target",
+        "blocked by agentenv guard not-a-web-target: sessions are only for pages, frames and "
+        "workers of web pages, never the browser's own UI; list them with Target.getTargets",
+    )
+
+
+# -- rules by method ---------------------------------------------------------------
+
+Rule = Callable[[Mapping[str, Any], str, Targets], Verdict | None]
+
+
+def _navigate(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
     return check_url(params.get("url"))
 
 
-def _wrapper(params: Mapping[str, Any], downloads: str) -> Verdict | None:
-    return Verdict(
-        "unwrapped-only",
-        "blocked by agentenv guard unwrapped-only: commands sent inside another (or a CDP "
-        "channel for the page) would pass the record and the guard; use flattened sessions "
-        "(Target.attachToTarget with flatten: true)",
-    )
+def _continue_request(
+    params: Mapping[str, Any], downloads: str, targets: Targets
+) -> Verdict | None:
+    url = params.get("url")
+    if url is None:
+        return None
+    if isinstance(url, str) and web_url(url, empty_ok=False):
+        return None
+    return check_url(url if isinstance(url, str) and url else "-")
 
 
-def _attach(params: Mapping[str, Any], downloads: str) -> Verdict | None:
-    return None if params.get("flatten") is True else _wrapper(params, downloads)
-
-
-def _download_folder(params: Mapping[str, Any], downloads: str) -> Verdict | None:
+def _download_folder(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
     behavior = params.get("behavior")
     path = params.get("downloadPath")
     if behavior in ("deny", "default") and path is None:
         return None
-    if isinstance(path, str) and downloads:
-        real = os.path.normpath(path)
-        root = os.path.normpath(downloads)
-        if real == root or real.startswith(root + os.sep):
-            return None
+    if path is not None and inside(path, downloads):
+        return None
+    sent = dict(params)
+    sent["downloadPath"] = downloads
+    if behavior not in ("allow", "allowAndName"):
+        sent["behavior"] = "allow"
     return Verdict(
         "download-folder",
-        f"withheld by agentenv guard download-folder: downloads go to {downloads} only",
-        action="withheld",
+        f"rewritten by agentenv guard download-folder: downloads go to {downloads} only",
+        action="rewritten",
+        params=sent,
     )
 
 
-Rule = Callable[[Mapping[str, Any], str], Verdict | None]
+def _file_input(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
+    files = params.get("files")
+    if not isinstance(files, list) or not all(inside(f, downloads) for f in files):
+        return _outside(downloads)
+    return None
 
-#: method -> rule. Names: browser-close, browser-crash, local-url,
-#: download-folder, unwrapped-only.
-RULES: dict[str, Rule] = {
-    "Browser.close": _browser_close,
-    "Browser.crash": _browser_crash,
-    "Browser.crashGpuProcess": _browser_crash,
-    "Page.navigate": _navigation,
-    "Target.createTarget": _navigation,
+
+def _drag(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
+    data = params.get("data")
+    files = data.get("files") if isinstance(data, Mapping) else None
+    if files is None:
+        return None
+    if not isinstance(files, list) or not all(inside(f, downloads) for f in files):
+        return _outside(downloads)
+    return None
+
+
+def _attach(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
+    if params.get("flatten") is not True:
+        return Verdict(
+            "unwrapped-only",
+            "blocked by agentenv guard unwrapped-only: sessions must be flattened "
+            "(Target.attachToTarget with flatten: true); messages wrapped in another "
+            "would pass the record and the guard",
+        )
+    return _target_op(params, downloads, targets)
+
+
+def _target_op(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
+    """A target the relay knows to be no web content is refused; one it does not
+    know yet (just created) goes on, and its attach is checked when it lands
+    (:func:`agentenv.relay.core.from_upstream`)."""
+    target = params.get("targetId")
+    if not isinstance(target, str):
+        return None  # Chromium answers the missing parameter itself
+    info = targets(target)
+    if info is not None and not web_target(info):
+        return web_target_verdict()
+    return None
+
+
+#: method -> the check of its parameters that reach the machine.
+PARAMS: dict[str, Rule] = {
+    "Page.navigate": _navigate,
+    "Target.createTarget": _navigate,
+    "Fetch.continueRequest": _continue_request,
     "Browser.setDownloadBehavior": _download_folder,
-    "Target.sendMessageToTarget": _wrapper,
-    "Target.exposeDevToolsProtocol": _wrapper,
+    "DOM.setFileInputFiles": _file_input,
+    "Input.dispatchDragEvent": _drag,
     "Target.attachToTarget": _attach,
-    "Page.setDownloadBehavior": _download_folder,
+    "Target.autoAttachRelated": _target_op,
+    "Target.activateTarget": _target_op,
+    "Target.closeTarget": _target_op,
 }
 
 
-def check(method: str, params: Mapping[str, Any] | None, downloads: str) -> Verdict | None:
-    """The guard's verdict on a command, or None to let it through."""
-    rule = RULES.get(method)
-    if rule is None and method.startswith("Browser.crash"):
-        rule = _browser_crash
+def not_allowed(method: str) -> Verdict:
+    return Verdict(
+        "not-allowed",
+        f"blocked by agentenv guard not-allowed: {method[:100]} is not among the CDP methods "
+        "this computer lets agents send (extensions, browser control and access to the "
+        "machine stay closed); see the README's security section",
+    )
+
+
+def check(
+    method: str,
+    params: Mapping[str, Any] | None,
+    downloads: str,
+    targets: Targets | None = None,
+) -> Verdict | None:
+    """The guard's verdict on a command, or None to forward it as sent."""
+    if method not in ALLOWED:
+        return not_allowed(method)
+    rule = PARAMS.get(method)
     if rule is None:
         return None
-    return rule(params or {}, downloads)
+    return rule(params or {}, downloads, targets or _unknown)

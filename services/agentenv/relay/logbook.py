@@ -19,6 +19,7 @@ from agentenv.access import Identity
 from agentenv.log.marks import ACTING, acts
 from agentenv.log.redact import cut, redact, redact_params, redact_text, withheld
 from agentenv.log.writer import LogWriter
+from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.relay.tabs import TAB_METHODS, Causes, Command
 
 __all__ = ["Action", "Logbook", "Scope"]
@@ -186,6 +187,12 @@ class Logbook:
         self.writer.end(entry, ok, redact_text(error)[:2000] if error else None, **more)
         self._write_tabs(self.causes.answered(entry, ok, opened, self.monotonic()))
 
+    def guarded(self, entry: int, guard: dict[str, str]) -> None:
+        """Record what the guard did to a command still in flight (rewritten)."""
+        fields = self.writer.fields(entry)
+        if fields is not None:
+            fields["guard"] = guard
+
     def unlogged_command(
         self, method: str, params: Mapping[str, Any] | None, tab: str | None
     ) -> int:
@@ -203,71 +210,50 @@ class Logbook:
 
     # -- actions reported by the app server and the recorder -----------------
 
-    def begin_action(self, owner: int, params: Mapping[str, Any]) -> int:
-        """``AgentEnv.beginAction``; raises ValueError on malformed params."""
-        via = params.get("via")
-        if via not in ("mcp", "agentenv"):
-            raise ValueError("via must be 'mcp' or 'agentenv'")
-        who = params.get("who")
-        if not isinstance(who, str) or not who:
-            raise ValueError("who must be a non-empty string")
-        op = params.get("op")
-        tool = params.get("tool")
-        if not isinstance(op, str) and not isinstance(tool, str):
-            raise ValueError("op or tool must be given")
-        mark = params.get("acts", ACTING)
-        if mark not in ("acting", "reading"):
-            raise ValueError("acts must be 'acting' or 'reading'")
-        scope = _scope(params.get("scope"))
-        tab = params.get("tab")
-        if tab is not None and not isinstance(tab, str):
-            raise ValueError("tab must be a target id")
-        fields: dict[str, Any] = {"via": via, "who": who}
+    def begin_action(self, owner: int, params: BeginAction) -> int:
+        """``AgentEnv.beginAction``: an action's entry, open until its end."""
+        fields: dict[str, Any] = {"via": params.via, "who": params.who}
+        if params.role is not None:
+            fields["role"] = params.role
         for key in ("tool", "call", "op"):
-            value = params.get(key)
+            value = getattr(params, key)
             if value is not None:
-                if not isinstance(value, str):
-                    raise ValueError(f"{key} must be a string")
                 fields[key] = value
-        fields["acts"] = mark
-        if tab is not None:
-            fields["tab"] = tab
-            url = self.causes.url(tab)
+        fields["acts"] = params.acts
+        if params.tab is not None:
+            fields["tab"] = params.tab
+            url = self.causes.url(params.tab)
             if url is not None:
-                fields["url"] = redact_text(url)
+                fields["url"] = self._safe_url(url)
         typed: dict[str, Any] = {}
-        if mark == ACTING and params.get("args") is not None:
-            args = redact(params["args"])
-            typing = params.get("typing") or []
-            if not isinstance(typing, list) or not all(isinstance(p, str) for p in typing):
-                raise ValueError("typing must be a list of argument paths like 'text'")
-            for path in typing:
+        if params.acts == ACTING and params.args is not None:
+            args = redact(params.args)
+            for path in params.typing:
                 typed.update(withhold_path(args, path))
             fields["args"] = args
         entry = self.writer.begin(fields)
-        self.actions[entry] = Action(entry, via, who, owner, scope, tab, typed)
-        if mark == ACTING:
-            self.causes.acting(tab, entry, "", self.monotonic())
+        self.actions[entry] = Action(
+            entry, params.via, params.who, owner, _scope(params.scope), params.tab, typed
+        )
+        if params.acts == ACTING:
+            self.causes.acting(params.tab, entry, "", self.monotonic())
         return entry
 
-    def end_action(self, owner: int, params: Mapping[str, Any]) -> None:
-        """``AgentEnv.endAction``; raises ValueError on malformed params."""
-        entry = params.get("entry")
-        if not isinstance(entry, int) or entry not in self.actions:
+    def end_action(self, owner: int, params: EndAction) -> None:
+        """``AgentEnv.endAction``; raises ValueError for an entry not open here."""
+        entry = params.entry
+        if entry not in self.actions:
             raise ValueError("entry is not an open action (was the relay restarted?)")
         if self.actions[entry].owner != owner:
             raise ValueError("entry was begun by another connection")
-        ok = params.get("ok")
-        if not isinstance(ok, bool):
-            raise ValueError("ok must be true or false")
-        error = params.get("error")
         action = self.actions.pop(entry)
         if action.typed and action.cleared and action.checked:
             fields = self.writer.fields(entry)
             if fields is not None and "args" in fields:
                 restore_paths(fields["args"], action.typed)
-        message = redact_text(str(error))[:2000] if error is not None else None
-        self.writer.end(entry, ok, message)
+        error = params.error
+        message = redact_text(error)[:2000] if error is not None else None
+        self.writer.end(entry, params.ok, message)
 
     def typing_checked(self, conn: int, tag: str | None, cleared: bool) -> None:
         """A typing command within an action was checked; if it was withheld, so
@@ -359,19 +345,7 @@ def restore_paths(args: Any, taken: Mapping[str, Any]) -> None:
             node[last] = value
 
 
-def _scope(value: object) -> Scope:
-    if value is None:
-        return Scope()
-    items = value if isinstance(value, list) else [value]
-    conns: set[int] = set()
-    tags: set[str] = set()
-    for item in items:
-        if isinstance(item, bool):
-            raise ValueError("scope items are connection numbers or tags")
-        if isinstance(item, int):
-            conns.add(item)
-        elif isinstance(item, str) and item:
-            tags.add(item)
-        else:
-            raise ValueError("scope items are connection numbers or tags")
-    return Scope(frozenset(conns), frozenset(tags))
+def _scope(items: list[int | str]) -> Scope:
+    conns = frozenset(i for i in items if isinstance(i, int))
+    tags = frozenset(i for i in items if isinstance(i, str))
+    return Scope(conns, tags)

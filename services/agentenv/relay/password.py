@@ -1,14 +1,19 @@
-"""Typing into password fields never reaches the log (SPEC.md section 1).
+"""Typing into password fields never reaches the log (SPEC.md sections 1 and 2).
 
-Before a typing command is sent, the relay asks its tab whether focus is in
-a password field (:data:`FOCUS_CHECK`, run in the tab by the relay's own
-connection). While the check is pending the entry is withheld; the text is
-kept only once a check says no; a check that cannot decide (no tab, a
-timeout, focus in a cross-origin frame) counts as a password.
+Before a typing command is sent, the relay asks its tab whether the field it
+types into is a password field (:func:`check_expression`, run in the tab by
+the relay's own connection). While the check is pending the entry is
+withheld; the text is kept only once a check says no; a check that cannot
+decide (no tab, a timeout, a cross-origin frame) counts as a password.
 
-Typing: ``Input.insertText``, ``Input.imeSetComposition``, and
+Typing: ``Input.insertText``, ``Input.imeSetComposition``,
 ``Input.dispatchKeyEvent`` with ``text`` or with a one-character ``key`` (a
-key-up names the character it releases).
+key-up names the character it releases): the field is the focused one.
+``Input.dispatchDragEvent`` carrying text: the field is the element at the
+drop point. ``DOM.setAttributeValue`` of ``value`` and
+``DOM.setAttributesAsText`` are withheld without a check (their node ids
+belong to the client's session, which the relay does not read): see
+:mod:`agentenv.log.redact`.
 """
 
 from __future__ import annotations
@@ -18,16 +23,41 @@ from typing import Any, Literal
 
 from agentenv.log.redact import withheld
 
-__all__ = ["CHECK_TIMEOUT_S", "FOCUS_CHECK", "Focus", "is_typing", "verdict", "withhold_typing"]
+__all__ = [
+    "CHECK_TIMEOUT_S",
+    "Focus",
+    "check_expression",
+    "drop_point",
+    "is_typing",
+    "verdict",
+    "withhold_typing",
+]
 
 Focus = Literal["password", "no", "undecided"]
 
-#: How long a focus check may take before it counts as a password.
+#: How long a check may take before it counts as a password.
 CHECK_TIMEOUT_S = 1.0
 
-#: Evaluated in the tab: "password", "no" or "undecided".
-FOCUS_CHECK = r"""(() => {
+# classify(el): "password", "no" or "undecided" for the element typed into.
+_CLASSIFY = r"""
   const secret = /(^|\s)(current-password|new-password|one-time-code|cc-[a-z-]+)(\s|$)/;
+  const classify = (el) => {
+    if (!el) return "no";
+    if (el.tagName === "INPUT" && String(el.type).toLowerCase() === "password") return "password";
+    const ac = String(el.getAttribute && el.getAttribute("autocomplete") || "").toLowerCase();
+    if (secret.test(ac)) return "password";
+    // Only a field that shows what it holds clears; anything else (a closed
+    // shadow root's host, say) cannot be seen into.
+    if (el.tagName === "INPUT" || el.tagName === "TEXTAREA" || el.isContentEditable) return "no";
+    if (el === el.ownerDocument.body || el === el.ownerDocument.documentElement) return "no";
+    return "undecided";
+  };
+"""
+
+_FOCUS = (
+    "(() => {"
+    + _CLASSIFY
+    + r"""
   let el = document.activeElement;
   for (let depth = 0; el && depth < 32; depth++) {
     const inner = el.shadowRoot && el.shadowRoot.activeElement;
@@ -41,32 +71,81 @@ FOCUS_CHECK = r"""(() => {
     }
     break;
   }
-  if (!el) return "no";
-  if (el.tagName === "INPUT" && String(el.type).toLowerCase() === "password") return "password";
-  const ac = String(el.getAttribute && el.getAttribute("autocomplete") || "").toLowerCase();
-  if (secret.test(ac)) return "password";
-  // Only a field that shows what it holds clears; anything else (a closed
-  // shadow root's host, say) cannot be seen into.
-  if (el.tagName === "INPUT" || el.tagName === "TEXTAREA" || el.isContentEditable) return "no";
-  if (el === document.body || el === document.documentElement) return "no";
-  return "undecided";
+  return classify(el);
 })()"""
+)
+
+_POINT = (
+    "((x, y) => {"
+    + _CLASSIFY
+    + r"""
+  let doc = document, el = null;
+  for (let depth = 0; depth < 32; depth++) {
+    el = doc.elementFromPoint(x, y);
+    while (el && el.shadowRoot) {
+      const inner = el.shadowRoot.elementFromPoint(x, y);
+      if (!inner || inner === el) break;
+      el = inner;
+    }
+    if (el && (el.tagName === "IFRAME" || el.tagName === "FRAME")) {
+      let inner = null;
+      try { inner = el.contentDocument; } catch (e) { return "undecided"; }
+      if (!inner) return "undecided";
+      const box = el.getBoundingClientRect();
+      x -= box.left + el.clientLeft; y -= box.top + el.clientTop;
+      doc = inner;
+      continue;
+    }
+    break;
+  }
+  return classify(el);
+})"""
+)
 
 _TYPING = frozenset({"Input.insertText", "Input.imeSetComposition"})
+
+
+def check_expression(point: tuple[float, float] | None = None) -> str:
+    """The script a check evaluates: the focused field, or the element at ``point``."""
+    if point is None:
+        return _FOCUS
+    return f"{_POINT}({float(point[0])!r}, {float(point[1])!r})"
+
+
+def _drag_texts(params: Mapping[str, Any]) -> bool:
+    data = params.get("data")
+    items = data.get("items") if isinstance(data, Mapping) else None
+    return isinstance(items, list) and any(
+        isinstance(i, Mapping) and isinstance(i.get("data"), str) and i.get("data") for i in items
+    )
 
 
 def is_typing(method: str, params: Mapping[str, Any] | None) -> bool:
     """Whether a command types text that might be a password."""
     if method in _TYPING:
         return True
-    if method == "Input.dispatchKeyEvent" and params:
+    if not params:
+        return False
+    if method == "Input.dispatchKeyEvent":
         key = params.get("key")
         return bool(params.get("text")) or (isinstance(key, str) and len(key) == 1)
+    if method == "Input.dispatchDragEvent":
+        return _drag_texts(params)
     return False
 
 
+def drop_point(method: str, params: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """Where a drag drops its text (the element there is the field), else None."""
+    if method != "Input.dispatchDragEvent" or not params:
+        return None
+    x, y = params.get("x"), params.get("y")
+    if isinstance(x, int | float) and isinstance(y, int | float):
+        return float(x), float(y)
+    return None
+
+
 def verdict(answer: object) -> Focus:
-    """A focus check's answer (the ``Runtime.evaluate`` answer message) as a verdict."""
+    """A check's answer (the ``Runtime.evaluate`` answer message) as a verdict."""
     if isinstance(answer, Mapping):
         outer = answer.get("result")
         inner = outer.get("result") if isinstance(outer, Mapping) else None
@@ -78,6 +157,20 @@ def verdict(answer: object) -> Focus:
 
 def withhold_typing(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """A typing command's params with every trace of the typed text removed."""
+    if method == "Input.dispatchDragEvent":
+        data = params.get("data")
+        items = data.get("items", []) if isinstance(data, Mapping) else []
+        kept = [
+            {"mimeType": i.get("mimeType"), "data": withheld("password", i.get("data", ""))}
+            for i in items
+            if isinstance(i, Mapping)
+        ]
+        return {
+            "type": params.get("type"),
+            "x": params.get("x"),
+            "y": params.get("y"),
+            "data": {"items": kept},
+        }
     text = params.get("text")
     if not isinstance(text, str):
         key = params.get("key")

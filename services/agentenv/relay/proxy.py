@@ -1,21 +1,20 @@
-"""One client WebSocket bridged to its own upstream WebSocket to Chromium,
-with every command on the record.
+"""One client WebSocket bridged to its own upstream WebSocket to Chromium:
+the socket loops around :mod:`agentenv.relay.core`.
 
 Client to Chromium, in arrival order (a command is written upstream only
-after the one before it, so a click never overtakes typing that waits on
-its password check): each text message is parsed; ``AgentEnv.*``
-pseudo-commands are answered here; the guard may answer a command with a
-CDP error instead of sending it; typing waits on the focus check; every
-command gets an entry (:class:`~agentenv.relay.logbook.Logbook`) and is
-sent as the bytes the client sent.
+after the one before it, so a click never overtakes typing that waits on its
+password check): the core says what to do with each message, and this layer
+does it, writing the entry through the :class:`~agentenv.relay.logbook.Logbook`.
+A binary frame closes the connection (1003) with a reason: CDP is JSON text.
 
-Chromium to client, as answers are ready: answers end their entries;
-``Target.attachedToTarget``/``detachedFromTarget`` keep the map from
-flattened sessions to tabs.
+Chromium to client, as answers are ready: answers end their entries; the
+relay's own commands' answers are dropped; attaches to targets that are not
+web content are detached before the client sees them.
 
 When the client leaves, commands still unanswered are waited for (up to
-:data:`SETTLE_S`) so their entries and effects are settled as if answered.
-When Chromium goes away, the client gets a close frame (1011).
+:data:`SETTLE_S`) so their entries and effects are settled as if answered, and
+a download folder it changed is set back. When Chromium goes away, the client
+gets a close frame (1011).
 
 A control connection's commands outside any open action it is in the scope
 of are the computer's own reads: they are forwarded but not logged.
@@ -26,72 +25,43 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import orjson
 from aiohttp import WSMsgType, web
 
-from agentenv.access import Identity
 from agentenv.log.errors import LogError
 from agentenv.log.marks import method_acts
 from agentenv.log.redact import redact_params
-from agentenv.relay import guard, password
+from agentenv.protocol.control import (
+    BeginAction,
+    ControlParams,
+    EndAction,
+    Grant,
+    Reset,
+    Revoke,
+    Tabs,
+    Whoami,
+)
+from agentenv.relay import core, password
+from agentenv.relay.core import ClientState, Down, Kind, Pending, Step
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.tabs import TAB_METHODS
+from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
 
-__all__ = ["BROWSER_GONE", "SETTLE_S", "Connection", "bridge"]
+__all__ = ["BINARY_REFUSED", "BROWSER_GONE", "SETTLE_S", "bridge"]
 
 log = logging.getLogger("agentenv.relay")
 
 #: The close frame a client gets when Chromium exits under it.
 BROWSER_GONE = (1011, b"Chromium exited; reconnect when /readyz says ready")
+#: The close frame for a binary message.
+BINARY_REFUSED = (1003, b"CDP messages are JSON text frames; binary frames are not accepted")
 #: How long a left client's unanswered commands are waited for.
 SETTLE_S = 10.0
-
-_AGENTENV_METHODS = (
-    "AgentEnv.beginAction",
-    "AgentEnv.endAction",
-    "AgentEnv.whoami",
-    "AgentEnv.reset",
-    "AgentEnv.tabs",
-)
-
-
-@dataclass
-class _Pending:
-    entry: int
-    method: str
-    params: Any
-    tab: str | None = None
-    acting: bool = False
-
-
-@dataclass
-class Connection:
-    """A client's relay connection: number (from 1 per relay boot), who it
-    is, an optional tag (``AgentEnv-Tag``), and the tab of a page endpoint."""
-
-    number: int
-    identity: Identity
-    path: str
-    tag: str | None = None
-    page: str | None = None
-    sessions: dict[str, str] = field(default_factory=dict)  # sessionId -> tab
-    pending: dict[tuple[str | None, int], _Pending] = field(default_factory=dict)
-    settled: asyncio.Event = field(default_factory=asyncio.Event)
-    answered: asyncio.Event = field(default_factory=asyncio.Event)  # an answer came back
-
-    def tab_of(self, session: object, method: str, params: Any) -> str | None:
-        if isinstance(params, dict) and method.startswith("Target."):
-            target = params.get("targetId")
-            if isinstance(target, str):
-                return target
-        if isinstance(session, str):
-            return self.sessions.get(session)
-        return self.page
 
 
 class _Bridge:
@@ -99,17 +69,31 @@ class _Bridge:
         self,
         client: web.WebSocketResponse,
         upstream: aiohttp.ClientWebSocketResponse,
-        conn: Connection,
+        state: ClientState,
         logbook: Logbook,
         watcher: Watcher,
+        granted: Granted,
         downloads: str,
     ) -> None:
         self.client = client
         self.upstream = upstream
-        self.conn = conn
+        self.state = state
         self.logbook = logbook
         self.watcher = watcher
+        self.granted = granted
         self.downloads = downloads
+        self.answered = asyncio.Event()  # an answer came back
+        self.settled = asyncio.Event()  # nothing is in flight
+        self.refused_binary = False
+        self._control: dict[type[ControlParams], Callable[[Any], Awaitable[dict[str, Any]]]] = {
+            BeginAction: self._begin,
+            EndAction: self._end,
+            Whoami: self._whoami,
+            Tabs: self._tabs,
+            Reset: self._reset,
+            Grant: self._grant,
+            Revoke: self._revoke,
+        }
 
     # -- client to Chromium --------------------------------------------------
 
@@ -118,7 +102,10 @@ class _Bridge:
             if msg.type is WSMsgType.TEXT:
                 await self._command(msg.data)
             elif msg.type is WSMsgType.BINARY:
-                await self.upstream.send_bytes(msg.data)
+                self.refused_binary = True
+                code, reason = BINARY_REFUSED
+                await self.client.close(code=code, message=reason)
+                break
             elif msg.type is WSMsgType.ERROR:
                 break
 
@@ -126,276 +113,220 @@ class _Bridge:
         if not self.client.closed:
             await self.client.send_str(orjson.dumps(message).decode())
 
-    async def _error(self, call: object, session: object, code: int, text: str) -> None:
-        message: dict[str, Any] = {"error": {"code": code, "message": text}}
-        if isinstance(call, int):
-            message = {"id": call, **message}
-        if isinstance(session, str):
-            message["sessionId"] = session
-        await self._answer(message)
-
-    def _invalid(self, error: str) -> None:
-        entry = self.logbook.begin_command(
-            self.conn.identity, self.conn.number, self.conn.tag, "(invalid)", None, None
+    def _entry(self, step: Step, typed: dict[str, Any] | None = None) -> int:
+        state = self.state
+        return self.logbook.begin_command(
+            state.identity, state.number, state.tag, step.method, step.params, step.tab, typed
         )
-        self.logbook.end_command(entry, False, error)
 
     async def _command(self, data: str) -> None:
-        conn = self.conn
+        state = self.state
+        step = core.receive(state, data, self.downloads, self.watcher.target)
+        kind = step.kind
+        if kind is Kind.CONTROL:
+            await self._control_command(step)
+            return
+        if kind is Kind.INVALID:
+            self.logbook.end_command(self._entry(step), False, step.error)
+            await self._answer(step.error_answer())
+            return
+        if state.identity.control and self.logbook.within(state.number, state.tag) is None:
+            await self._own(step)
+            return
+        if kind is Kind.BLOCK:
+            assert step.verdict is not None
+            entry = self._entry(step)
+            self.logbook.end_command(
+                entry, False, step.verdict.message, guard=step.verdict.as_entry()
+            )
+            await self._answer(step.error_answer())
+            return
+        typed = password.withhold_typing(step.method, step.params or {}) if step.typing else None
+        entry = self._entry(step, typed)
+        if step.typing:
+            await self._check_typing(step, entry)
+        await self._send(
+            step, Pending(entry, step.method, step.params, step.tab, method_acts(step.method))
+        )
+
+    async def _own(self, step: Step) -> None:
+        """The computer's own command, outside any action: not on the record."""
+        if step.kind is Kind.BLOCK:
+            await self._answer(step.error_answer())
+            return
+        key = 0
+        if step.method in TAB_METHODS:
+            key = self.logbook.unlogged_command(step.method, step.params, step.tab)
+        await self._send(step, Pending(key, step.method, step.params) if key else None)
+
+    async def _check_typing(self, step: Step, entry: int) -> None:
         try:
-            message = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            text = "malformed JSON: send one CDP command object per message"
-            self._invalid(text)
-            await self._error(None, None, -32700, text)
-            return
-        call = message.get("id") if isinstance(message, dict) else None
-        method = message.get("method") if isinstance(message, dict) else None
-        if not isinstance(call, int) or isinstance(call, bool) or not isinstance(method, str):
-            session = message.get("sessionId") if isinstance(message, dict) else None
-            text = "a CDP command needs an integer id and a method name"
-            self._invalid(text)
-            await self._error(call, session, -32600, text)
-            return
-        session = message.get("sessionId")
-        params = message.get("params")
-        if method.startswith("AgentEnv."):
-            await self._agentenv(call, session, method, params)
-            return
-        # An unknown sessionId goes on: Chromium answers it with an error, and
-        # the entry is written with no tab.
-        tab = conn.tab_of(session, method, params)
-        verdict = guard.check(method, params if isinstance(params, dict) else None, self.downloads)
-        if conn.identity.control and self.logbook.within(conn.number, conn.tag) is None:
-            # The computer's own reads (an app op that only reads, the
-            # recorder's captures) are not on the record; its acting ops
-            # report an action first, and their commands are logged within it.
-            if verdict is not None:
-                await self._error(call, session, guard.GUARD_ERROR_CODE, verdict.message)
-                return
-            if method in TAB_METHODS:
-                key = self.logbook.unlogged_command(method, params, tab)
-                conn.pending[(session if isinstance(session, str) else None, call)] = _Pending(
-                    key, method, params
-                )
-            await self.upstream.send_str(data)
-            return
-        typing = verdict is None and password.is_typing(
-            method, params if isinstance(params, dict) else None
-        )
-        typed = password.withhold_typing(method, params) if typing else None
-        entry = self.logbook.begin_command(
-            conn.identity, conn.number, conn.tag, method, params, tab, typed
-        )
-        if verdict is not None and verdict.action == "withheld":
-            self.logbook.end_command(entry, True, guard=verdict.as_entry())
-            answer: dict[str, Any] = {"id": call, "result": {}}
-            if isinstance(session, str):
-                answer["sessionId"] = session
-            await self._answer(answer)
-            return
-        if verdict is not None:
-            self.logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
-            await self._error(call, session, guard.GUARD_ERROR_CODE, verdict.message)
-            return
-        if typing:
-            try:
-                await self._earlier_answered(tab)
-                focus = await self.watcher.focus(tab)
-            except BaseException:
-                self.logbook.end_command(
-                    entry, False, "the connection ended during the password check"
-                )
-                raise
-            if focus == "no":
-                fields = self.logbook.writer.fields(entry)
-                if fields is not None:
-                    fields["params"] = redact_params(
-                        method, params if isinstance(params, dict) else None
-                    )
-            self.logbook.typing_checked(conn.number, conn.tag, focus == "no")
-        conn.pending[(session if isinstance(session, str) else None, call)] = _Pending(
-            entry, method, params, tab, method_acts(method)
-        )
-        conn.settled.clear()
-        try:
-            await self.upstream.send_str(data)
-        except (ConnectionError, RuntimeError, aiohttp.ClientError) as exc:
-            conn.pending.pop((session if isinstance(session, str) else None, call), None)
-            self.logbook.end_command(entry, False, f"could not send to Chromium: {exc}")
+            await self._earlier_answered(step.tab)
+            focus = await self.watcher.check(step.tab, step.point)
+        except BaseException:
+            self.logbook.end_command(entry, False, "the connection ended during the password check")
             raise
+        if focus == "no":
+            fields = self.logbook.writer.fields(entry)
+            if fields is not None:
+                fields["params"] = redact_params(step.method, step.params)
+        self.logbook.typing_checked(self.state.number, self.state.tag, focus == "no")
+
+    async def _send(self, step: Step, pending: Pending | None) -> None:
+        key = (step.session, step.call if step.call is not None else -1)
+        if pending is not None:
+            self.state.pending[key] = pending
+            self.settled.clear()
+        try:
+            await self.upstream.send_str(step.data)
+        except (ConnectionError, RuntimeError, aiohttp.ClientError) as exc:
+            self.state.pending.pop(key, None)
+            if pending is not None and pending.entry > 0:
+                self.logbook.end_command(pending.entry, False, f"could not send to Chromium: {exc}")
+            raise
+        if step.kind is Kind.REWRITE and pending is not None and step.verdict is not None:
+            self.logbook.guarded(pending.entry, step.verdict.as_entry())
 
     async def _earlier_answered(self, tab: str | None) -> None:
         """Wait (bounded) until this connection's earlier acting commands on the
-        tab are answered, so the focus check sees where they moved focus (a
-        click on a password field sent just before the typing)."""
-        deadline = asyncio.get_running_loop().time() + password.CHECK_TIMEOUT_S
+        tab are answered, so the check sees where they moved focus (a click on
+        a password field sent just before the typing)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + password.CHECK_TIMEOUT_S
         while (
-            any(p.tab == tab and p.acting for p in self.conn.pending.values())
-            and asyncio.get_running_loop().time() < deadline
+            any(p.tab == tab and p.acting for p in self.state.pending.values())
+            and loop.time() < deadline
         ):
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.conn.answered.wait(), 0.05)
-            self.conn.answered.clear()
+                await asyncio.wait_for(self.answered.wait(), 0.05)
+            self.answered.clear()
 
-    async def _agentenv(self, call: int, session: object, method: str, params: Any) -> None:
-        conn = self.conn
-        if not conn.identity.control:
-            await self._error(
-                call,
-                session,
-                -32601,
-                "AgentEnv.* commands need the control token (AGENTENV_CONTROL_TOKEN)",
-            )
+    # -- AgentEnv.* ------------------------------------------------------------
+
+    async def _control_command(self, step: Step) -> None:
+        if step.control is None:
+            await self._answer(step.error_answer())
             return
-        if not isinstance(params, dict):
-            params = {}
         try:
-            if method == "AgentEnv.beginAction":
-                result: dict[str, Any] = {"entry": self.logbook.begin_action(conn.number, params)}
-            elif method == "AgentEnv.endAction":
-                self.logbook.end_action(conn.number, params)
-                result = {}
-            elif method == "AgentEnv.whoami":
-                result = {"conn": conn.number, "user": conn.identity.user}
-            elif method == "AgentEnv.tabs":
-                causes = self.logbook.causes
-                result = {"active": causes.active, "order": list(causes.front)}
-            elif method == "AgentEnv.reset":
-                reason = params.get("reason")
-                if not isinstance(reason, str) or not reason:
-                    raise ValueError("reason must be a non-empty string")
-                result = {"entry": self.logbook.reset(reason[:200])}
-            else:
-                await self._error(
-                    call,
-                    session,
-                    -32601,
-                    f"unknown {method}; the relay knows {', '.join(_AGENTENV_METHODS)}",
-                )
-                return
+            result = await self._control[type(step.control)](step.control)
         except ValueError as exc:
-            await self._error(call, session, -32602, f"{method}: {exc}")
+            step.code, step.error = -32602, f"{step.method}: {exc}"
+            await self._answer(step.error_answer())
             return
-        await self._answer({"id": call, "result": result})
+        await self._answer({"id": step.call, "result": result})
+
+    async def _begin(self, params: BeginAction) -> dict[str, Any]:
+        return {"entry": self.logbook.begin_action(self.state.number, params)}
+
+    async def _end(self, params: EndAction) -> dict[str, Any]:
+        self.logbook.end_action(self.state.number, params)
+        return {}
+
+    async def _whoami(self, params: Whoami) -> dict[str, Any]:
+        return {"conn": self.state.number, "user": self.state.identity.user}
+
+    async def _tabs(self, params: Tabs) -> dict[str, Any]:
+        causes = self.logbook.causes
+        return {"active": causes.active, "order": list(causes.front)}
+
+    async def _reset(self, params: Reset) -> dict[str, Any]:
+        return {"entry": self.logbook.reset(params.reason)}
+
+    async def _grant(self, params: Grant) -> dict[str, Any]:
+        return {"token": self.granted.grant(self.state.number, params.who, params.tag)}
+
+    async def _revoke(self, params: Revoke) -> dict[str, Any]:
+        self.granted.revoke(params.token)
+        return {}
 
     # -- Chromium to client --------------------------------------------------
 
     async def to_client(self) -> None:
+        state = self.state
         async for msg in self.upstream:
             if msg.type is WSMsgType.TEXT:
                 data = msg.data
                 try:
-                    if data.startswith('{"method":'):
-                        if data.startswith('{"method":"Target.', 0):
-                            self._target_event(data)
-                    else:
-                        self._answered(data)
+                    down = core.from_upstream(state, data)
+                    if down.pending is not None:
+                        self._answered(down)
+                    for orphan in down.orphans:
+                        self._orphaned(orphan)
                 except LogError as exc:  # a full disk must not cut the agent off
-                    log.error("conn %d: %s", self.conn.number, exc)
-                if not self.client.closed:
+                    log.error("conn %d: %s", state.number, exc)
+                    down = core.Downstream(Down.PASS)
+                if down.kind is Down.DETACH:
+                    await self._detach(down)
+                elif down.kind is Down.PASS and not self.client.closed:
                     await self.client.send_str(data)
             elif msg.type is WSMsgType.BINARY:
                 if not self.client.closed:
                     await self.client.send_bytes(msg.data)
             elif msg.type is WSMsgType.ERROR:
                 break
-            if not self.conn.pending:
-                self.conn.settled.set()
+            if not state.pending:
+                self.settled.set()
 
-    def _target_event(self, data: str) -> None:
-        if not (
-            data.startswith('{"method":"Target.attachedToTarget"')
-            or data.startswith('{"method":"Target.detachedFromTarget"')
-        ):
-            return
-        message = orjson.loads(data)
-        params = message.get("params") or {}
-        session = params.get("sessionId")
-        if not isinstance(session, str):
-            return
-        if message["method"] == "Target.detachedFromTarget":
-            self.conn.sessions.pop(session, None)
-            return
-        info = params.get("targetInfo") or {}
-        target = info.get("targetId")
-        if info.get("type") == "page" or not isinstance(message.get("sessionId"), str):
-            tab = target
-        else:  # a frame or worker inside a page: its tab is the page's
-            tab = self.conn.sessions.get(message["sessionId"], target)
-        if isinstance(tab, str):
-            self.conn.sessions[session] = tab
+    async def _detach(self, down: core.Downstream) -> None:
+        message: dict[str, Any] = {
+            "id": self.state.own_id(),
+            "method": "Target.detachFromTarget",
+            "params": {"sessionId": down.session},
+        }
+        if down.parent is not None:
+            message["sessionId"] = down.parent
+        log.info(
+            "conn %d: detached a session on a target that is not web content", self.state.number
+        )
+        await self.upstream.send_str(orjson.dumps(message).decode())
 
-    def _answered(self, data: str) -> None:
-        if not self.conn.pending:
-            return  # nothing awaits an answer: do not parse it (screenshots are MBs)
-        try:
-            message = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return
-        call = message.get("id")
-        session = message.get("sessionId")
-        pending = self.conn.pending.pop((session if isinstance(session, str) else None, call), None)
-        if pending is None:
-            # Chromium answers a command for an unknown session without the
-            # sessionId: match on the id alone.
-            key = next((k for k in self.conn.pending if k[1] == call), None)
-            if key is None:
-                return
-            pending = self.conn.pending.pop(key)
-        self.conn.answered.set()
-        error = message.get("error")
-        ok = error is None
-        result = message.get("result") if ok else None
-        opened = None
-        if ok and isinstance(result, dict):
-            if pending.method == "Target.createTarget":
-                opened = result.get("targetId") if isinstance(result.get("targetId"), str) else None
-            elif pending.method == "Target.attachToTarget":
-                new = result.get("sessionId")
-                target = (
-                    pending.params.get("targetId") if isinstance(pending.params, dict) else None
-                )
-                if isinstance(new, str) and isinstance(target, str):
-                    self.conn.sessions[new] = target
+    def _answered(self, down: core.Downstream) -> None:
+        pending = down.pending
+        assert pending is not None
+        self.answered.set()
         if pending.entry < 0:  # the computer's own, not on the record
-            self.logbook.end_unlogged(pending.entry, ok, opened)
+            self.logbook.end_unlogged(pending.entry, down.ok, down.opened)
             return
-        text = None
-        if not ok:
-            text = error.get("message") if isinstance(error, dict) else str(error)
-            text = str(text)
-        self.logbook.end_command(pending.entry, ok, text, opened=opened)
+        self.logbook.end_command(pending.entry, down.ok, down.error, opened=down.opened)
+
+    def _orphaned(self, pending: Pending) -> None:
+        if pending.entry < 0:
+            self.logbook.end_unlogged(pending.entry, False)
+        elif pending.entry > 0:
+            self.logbook.end_command(
+                pending.entry, False, "the target went away before Chromium answered"
+            )
 
     def end_pending(self, why: str) -> None:
-        for pending in self.conn.pending.values():
+        for pending in self.state.pending.values():
             if pending.entry < 0:
                 self.logbook.end_unlogged(pending.entry, False)
             else:
                 self.logbook.end_command(pending.entry, False, why)
-        self.conn.pending.clear()
-        self.conn.settled.set()
+        self.state.pending.clear()
+        self.settled.set()
 
 
 async def bridge(
     client: web.WebSocketResponse,
     upstream: aiohttp.ClientWebSocketResponse,
-    conn: Connection,
+    state: ClientState,
     logbook: Logbook,
     watcher: Watcher,
+    granted: Granted,
     downloads: str,
 ) -> None:
     """Move messages until either side ends; settle what is in flight; close."""
-    b = _Bridge(client, upstream, conn, logbook, watcher, downloads)
-    to_upstream = asyncio.create_task(b.to_upstream(), name=f"conn{conn.number}-up")
-    to_client = asyncio.create_task(b.to_client(), name=f"conn{conn.number}-down")
+    b = _Bridge(client, upstream, state, logbook, watcher, granted, downloads)
+    to_upstream = asyncio.create_task(b.to_upstream(), name=f"conn{state.number}-up")
+    to_client = asyncio.create_task(b.to_client(), name=f"conn{state.number}-down")
     try:
         done, _ = await asyncio.wait({to_upstream, to_client}, return_when=asyncio.FIRST_COMPLETED)
-        if to_upstream in done and not to_client.done() and conn.pending:
+        if to_upstream in done and not to_client.done() and state.pending:
             # The client left: let Chromium answer what it was sent.
-            conn.settled.clear()
+            b.settled.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(conn.settled.wait(), SETTLE_S)
+                await asyncio.wait_for(b.settled.wait(), SETTLE_S)
     finally:
         for task in (to_upstream, to_client):
             task.cancel()
@@ -403,16 +334,19 @@ async def bridge(
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
     upstream_ended = to_client in done and not client.closed
-    if conn.pending:
+    if state.pending:
         b.end_pending(
             "Chromium exited before answering"
             if upstream_ended
             else f"no answer within {SETTLE_S:.0f} s after the client left"
         )
-    logbook.drop_owner(conn.number)
+    logbook.drop_owner(state.number)
+    granted.drop_owner(state.number)
+    if state.downloads_changed and not upstream_ended:
+        watcher.reset_downloads()
     if upstream_ended:
         code, message = BROWSER_GONE
-        log.info("conn %d: Chromium closed its side; closing the client", conn.number)
+        log.info("conn %d: Chromium closed its side; closing the client", state.number)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(client.close(code=code, message=message), 5.0)
     with contextlib.suppress(Exception):

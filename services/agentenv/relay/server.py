@@ -1,13 +1,20 @@
 """The relay's aiohttp application: discovery over HTTP, CDP over WebSocket.
 
-Every request passes the ``Host`` and ``Origin`` checks first, then the token
-check (``/json/version`` answers without a token); refusals come before any
+Every request passes the ``Host`` and ``Origin`` checks first (``Host`` parsed
+strictly: ``host[:port]`` and nothing else), then the token check
+(``/json/version`` answers without a token); refusals come before any
 WebSocket upgrade. Each WebSocket client gets its own upstream connection to
-Chromium (:mod:`agentenv.relay.proxy`).
+Chromium (:mod:`agentenv.relay.proxy`). ``HEAD`` works wherever ``GET`` does.
 
 ``/devtools/browser/<id>`` reaches Chromium's current browser endpoint
 whatever ``<id>`` says, so a client holding the URL from before a Chromium
-restart can reconnect with it.
+restart can reconnect with it; so does the root, ``ws://host:9222/?token=…``,
+as Browserless and Steel users connect. ``/devtools/page/<id>`` reaches only
+web pages, never the browser's own UI, and discovery lists only those.
+
+``/json/new?<url>`` is decoded once, as Chromium decodes it, checked, and the
+tab is opened by the relay itself with ``Target.createTarget``: the raw query
+never reaches Chromium, so the check and the browser cannot read it apart.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+from urllib.parse import unquote_to_bytes
 from weakref import WeakSet
 
 import aiohttp
@@ -31,12 +39,15 @@ from agentenv.access import (
     check_origin,
     identify,
 )
+from agentenv.http import error_response
 from agentenv.log.writer import LogWriter
 from agentenv.process import log_dir
 from agentenv.relay import discovery, guard
+from agentenv.relay.core import ClientState
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.logbook import Logbook
-from agentenv.relay.proxy import Connection, bridge
+from agentenv.relay.proxy import bridge
+from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
 from agentenv.settings import Settings
 
@@ -50,24 +61,25 @@ sockets_key: web.AppKey[WeakSet[web.WebSocketResponse]] = web.AppKey("sockets")
 numbers_key: web.AppKey[itertools.count[int]] = web.AppKey("numbers")
 logbook_key = web.AppKey("logbook", Logbook)
 watcher_key = web.AppKey("watcher", Watcher)
+granted_key = web.AppKey("granted", Granted)
 
 _KNOWN = (
     "/json/version, /json/list, /json, /json/protocol, /json/new?<url>, "
-    "/json/close/<id>, /json/activate/<id>, /devtools/browser/<id>, /devtools/page/<id>"
+    "/json/close/<id>, /json/activate/<id>, /devtools/browser/<id>, /devtools/page/<id>, "
+    "and / for a WebSocket to the browser"
 )
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": {"code": status, "message": message}}, status=status)
+_error = error_response
 
 
 @web.middleware
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     settings = request.app[settings_key]
     try:
-        check_host(settings, request.headers.get("Host"))
+        request["host"] = check_host(settings, request.headers.get("Host"))
         check_origin(settings, request.headers.get("Origin"))
         return await handler(request)
     except (RelayError, AccessDenied) as exc:
@@ -80,16 +92,23 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         )
 
 
+def _token(request: web.Request) -> str | None:
+    return bearer_token(request.headers.get("Authorization")) or request.query.get("token")
+
+
 def _identity(request: web.Request, *, open_path: bool = False) -> Identity:
     settings = request.app[settings_key]
-    token = bearer_token(request.headers.get("Authorization")) or request.query.get("token")
+    token = _token(request)
+    granted = request.app[granted_key].get(token)
+    if granted is not None:
+        return granted.identity
     return identify(settings, token, request.query.get("user"), open_path=open_path)
 
 
 def _client_address(request: web.Request) -> discovery.ClientAddress:
     forwarded = request.headers.get("X-Forwarded-Proto", "").lower()
     return discovery.ClientAddress(
-        host=request.headers["Host"],
+        host=request["host"],
         secure=forwarded == "https",
         token=request.query.get("token"),
         user=request.query.get("user"),
@@ -120,9 +139,18 @@ async def _upstream_json(request: web.Request, path: str, method: str = "GET") -
 async def _discovery(request: web.Request, path: str, *, open_path: bool = False) -> web.Response:
     _identity(request, open_path=open_path)
     settings = request.app[settings_key]
-    body = await _upstream_json(request, path, request.method)
+    body = await _upstream_json(request, path)
+    if path == "/json/list":
+        body = (
+            [t for t in body if isinstance(t, dict) and _web(t)] if isinstance(body, list) else []
+        )
     upstream = f"{settings.chromium_host}:{settings.chromium_port}"
     return web.json_response(discovery.rewrite(body, upstream, _client_address(request)))
+
+
+def _web(target: dict[str, Any]) -> bool:
+    kind, url = target.get("type"), target.get("url")
+    return isinstance(kind, str) and isinstance(url, str) and guard.web_target((kind, url))
 
 
 async def json_version(request: web.Request) -> web.Response:
@@ -153,11 +181,11 @@ def _http_entry(
     )
 
 
-def _without_own_params(query: str) -> str:
-    """``/json/new``'s URL without the ``token=``/``user=``/``tag=`` pairs the
-    relay read (they are the caller's, not the page's)."""
-    kept = [p for p in query.split("&") if p.split("=", 1)[0] not in ("token", "user", "tag")]
-    return "&".join(kept)
+def new_tab_url(raw_query: str) -> str:
+    """``/json/new``'s URL as Chromium reads it: the raw query without the
+    ``token=``/``user=``/``tag=`` pairs the relay read, percent-decoded once."""
+    kept = [p for p in raw_query.split("&") if p.split("=", 1)[0] not in ("token", "user", "tag")]
+    return unquote_to_bytes("&".join(kept)).decode("utf-8", errors="replace")
 
 
 async def json_new(request: web.Request) -> web.Response:
@@ -165,23 +193,26 @@ async def json_new(request: web.Request) -> web.Response:
     identity = _identity(request)
     settings = request.app[settings_key]
     logbook = request.app[logbook_key]
-    url = _without_own_params(request.query_string)  # /json/new?<url>, as Chromium takes it
-    params = {"url": url} if url else {}
+    url = new_tab_url(request.rel_url.raw_query_string)
+    params = {"url": url or "about:blank"}
     entry = _http_entry(request, identity, "Target.createTarget", params)
-    verdict = guard.check_url(url)
+    verdict = guard.check_url(params["url"])
     if verdict is not None:
         logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
         raise RelayError(verdict.message, 403)
-    query = f"?{url}" if url else ""
     try:
-        body = await _upstream_json(request, "/json/new" + query, "PUT")
+        opened = await request.app[watcher_key].create_target(params["url"])
     except RelayError as exc:
         logbook.end_command(entry, False, exc.message)
         raise
-    opened = body.get("id") if isinstance(body, dict) else None
-    logbook.end_command(entry, True, opened=opened if isinstance(opened, str) else None)
+    logbook.end_command(entry, True, opened=opened)
+    listed = await _upstream_json(request, "/json/list")
+    found = next(
+        (t for t in listed if isinstance(t, dict) and t.get("id") == opened),
+        {"id": opened, "type": "page", "url": params["url"], "title": ""},
+    )
     upstream = f"{settings.chromium_host}:{settings.chromium_port}"
-    return web.json_response(discovery.rewrite(body, upstream, _client_address(request)))
+    return web.json_response(discovery.rewrite(found, upstream, _client_address(request)))
 
 
 async def _json_target_op(request: web.Request, op: str, method: str) -> web.Response:
@@ -189,7 +220,14 @@ async def _json_target_op(request: web.Request, op: str, method: str) -> web.Res
     settings = request.app[settings_key]
     logbook = request.app[logbook_key]
     target = request.match_info["id"]
-    entry = _http_entry(request, identity, method, {"targetId": target})
+    params = {"targetId": target}
+    entry = _http_entry(request, identity, method, params)
+    verdict = guard.check(
+        method, params, str(settings.downloads_dir), request.app[watcher_key].target
+    )
+    if verdict is not None:
+        logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
+        raise RelayError(verdict.message, 403)
     url = f"{settings.chromium_http}/json/{op}/{target}"
     try:
         async with request.app[client_key].get(url) as answer:
@@ -209,7 +247,7 @@ async def json_activate(request: web.Request) -> web.Response:
     return await _json_target_op(request, "activate", "Target.activateTarget")
 
 
-async def _upstream_ws_url(request: web.Request, kind: str, target: str) -> str:
+async def _upstream_ws_url(request: web.Request, kind: str, target: str, identity: Identity) -> str:
     settings = request.app[settings_key]
     if kind == "browser":
         version = await _upstream_json(request, "/json/version")
@@ -217,6 +255,17 @@ async def _upstream_ws_url(request: web.Request, kind: str, target: str) -> str:
         if not isinstance(url, str):
             raise UpstreamError("Chromium's /json/version has no webSocketDebuggerUrl", 502)
         return url
+    # A page endpoint reaches web pages only: Chromium's own list says what it is.
+    listed = await _upstream_json(request, "/json/list")
+    found = next((t for t in listed if isinstance(t, dict) and t.get("id") == target), None)
+    if found is None:
+        raise RelayError(f"no page {target[:64]!r}: list pages with /json/list", 404)
+    if not _web(found):
+        verdict = guard.web_target_verdict()
+        logbook = request.app[logbook_key]
+        entry = _http_entry(request, identity, "Target.attachToTarget", {"targetId": target})
+        logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
+        raise RelayError(verdict.message, 403)
     return f"ws://{settings.chromium_host}:{settings.chromium_port}/devtools/page/{target}"
 
 
@@ -233,11 +282,11 @@ async def devtools(request: web.Request) -> web.StreamResponse:
         return _error(
             400,
             "this path takes a WebSocket upgrade: connect a CDP client to "
-            f"ws://{request.headers['Host']}{request.path}",
+            f"ws://{request['host']}{request.path}",
         )
-    kind = request.match_info["kind"]
+    kind = request.match_info.get("kind", "browser")
     target = request.match_info.get("id", "")
-    url = await _upstream_ws_url(request, kind, target)
+    url = await _upstream_ws_url(request, kind, target, identity)
     try:
         upstream = await request.app[client_key].ws_connect(
             url,
@@ -249,14 +298,23 @@ async def devtools(request: web.Request) -> web.StreamResponse:
         )
     except aiohttp.WSServerHandshakeError as exc:
         if kind == "page":
-            return _error(404, f"no page {target!r}: list pages with /json/list")
+            return _error(404, f"no page {target[:64]!r}: list pages with /json/list")
         return _error(502, f"Chromium refused the connection ({exc.status})")
     except (aiohttp.ClientError, OSError, TimeoutError):
         return _error(503, "Chromium is not answering; retry when /readyz says ready")
+    granted = request.app[granted_key].get(_token(request))
+    tag = (
+        granted.tag
+        if granted is not None
+        else request.headers.get("AgentEnv-Tag") or request.query.get("tag")
+    )
     numbers = request.app[numbers_key]
-    tag = request.headers.get("AgentEnv-Tag") or request.query.get("tag")
-    conn = Connection(
-        next(numbers), identity, request.path, tag, target if kind == "page" else None
+    state = ClientState(
+        next(numbers),
+        identity,
+        request.path,
+        tag,
+        target if kind == "page" else None,
     )
     try:
         await client.prepare(request)
@@ -265,19 +323,20 @@ async def devtools(request: web.Request) -> web.StreamResponse:
         raise
     sockets = request.app[sockets_key]
     sockets.add(client)
-    log.info("conn %d: %s opened %s", conn.number, identity.user, request.path)
+    log.info("conn %d: %s opened %s", state.number, identity.user, request.path)
     try:
         await bridge(
             client,
             upstream,
-            conn,
+            state,
             request.app[logbook_key],
             request.app[watcher_key],
+            request.app[granted_key],
             str(settings.downloads_dir),
         )
     finally:
         sockets.discard(client)
-        log.info("conn %d: closed", conn.number)
+        log.info("conn %d: closed", state.number)
     return client
 
 
@@ -340,6 +399,7 @@ def make_app(settings: Settings) -> web.Application:
     app[settings_key] = settings
     app[sockets_key] = WeakSet()
     app[numbers_key] = itertools.count(1)
+    app[granted_key] = Granted()
     app.cleanup_ctx.append(_client_ctx)
     app.cleanup_ctx.append(_log_ctx)
     app.on_shutdown.append(_close_sockets)
@@ -353,6 +413,7 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/json/new", json_new)
     app.router.add_get("/json/close/{id}", json_close)
     app.router.add_get("/json/activate/{id}", json_activate)
+    app.router.add_get("/", devtools)
     app.router.add_get("/devtools/{kind:browser}", devtools)
     app.router.add_get("/devtools/{kind:browser}/{id}", devtools)
     app.router.add_get("/devtools/{kind:page}/{id}", devtools)

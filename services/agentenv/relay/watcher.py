@@ -23,8 +23,9 @@ from typing import Any
 import aiohttp
 import orjson
 
+from agentenv.relay.errors import UpstreamError
 from agentenv.relay.logbook import Logbook
-from agentenv.relay.password import CHECK_TIMEOUT_S, FOCUS_CHECK, Focus, verdict
+from agentenv.relay.password import CHECK_TIMEOUT_S, Focus, check_expression, verdict
 from agentenv.settings import Settings
 
 __all__ = ["Watcher"]
@@ -49,6 +50,13 @@ class Watcher:
         self._initial = True
         self._saw_exit = False
         self.connected = asyncio.Event()
+        #: Every target Chromium reported: id -> (type, url), for the guard.
+        self.targets: dict[str, tuple[str, str]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def target(self, target: str) -> tuple[str, str] | None:
+        """What the watcher knows of a target: ``(type, url)``, None if unknown."""
+        return self.targets.get(target)
 
     async def run(self) -> None:
         """Watch until cancelled, reconnecting after Chromium restarts."""
@@ -84,12 +92,7 @@ class Watcher:
                 await self._call("Target.setDiscoverTargets", {"discover": True}, deadline_s=10)
                 self._initial = False
                 await self._find_front()
-                downloads = str(self.settings.downloads_dir)
-                await self._call(
-                    "Browser.setDownloadBehavior",
-                    {"behavior": "allow", "downloadPath": downloads},
-                    deadline_s=10,
-                )
+                await self._set_downloads()
                 self.connected.set()
                 await reader
             finally:
@@ -98,6 +101,7 @@ class Watcher:
                     await reader
                 self.connected.clear()
                 self._ws = None
+                self.targets.clear()
                 self._fail_calls("Chromium went away")
                 self._sessions.clear()
                 for task in self._attaching.values():
@@ -107,6 +111,42 @@ class Watcher:
         self._saw_exit = True
         self.logbook.ended("exit")
         log.warning("Chromium's connection ended; tabs written as closed by exit")
+
+    async def _set_downloads(self) -> None:
+        await self._call(
+            "Browser.setDownloadBehavior",
+            {"behavior": "allow", "downloadPath": str(self.settings.downloads_dir)},
+            deadline_s=10,
+        )
+
+    async def create_target(self, url: str) -> str:
+        """Open a tab at ``url`` (already checked by the guard); its id."""
+        try:
+            answer = await self._call("Target.createTarget", {"url": url}, deadline_s=10)
+        except (WatcherError, TimeoutError):
+            raise UpstreamError(
+                "Chromium is not answering; retry when /readyz says ready"
+            ) from None
+        error = answer.get("error")
+        target = answer.get("result", {}).get("targetId")
+        if error is not None or not isinstance(target, str):
+            message = error.get("message") if isinstance(error, dict) else "no target id"
+            raise UpstreamError(f"Chromium refused to open the tab: {message}", 502)
+        return target
+
+    def reset_downloads(self) -> None:
+        """Set downloads back to the downloads folder (a client that changed
+        where they go has left; Chromium would fall back to the profile's own)."""
+
+        async def reset() -> None:
+            try:
+                await self._set_downloads()
+            except (WatcherError, TimeoutError) as exc:
+                log.warning("could not set the download folder back: %s", exc)
+
+        task = asyncio.create_task(reset())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _read(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         async for msg in ws:
@@ -127,6 +167,11 @@ class Watcher:
             return
         method = message.get("method")
         params = message.get("params") or {}
+        if method in ("Target.targetCreated", "Target.targetInfoChanged"):
+            info = params.get("targetInfo", {})
+            target, kind = info.get("targetId"), info.get("type")
+            if isinstance(target, str) and isinstance(kind, str):
+                self.targets[target] = (kind, str(info.get("url", "")))
         if method == "Target.targetCreated":
             info = params.get("targetInfo", {})
             if info.get("type") == "page":
@@ -147,6 +192,7 @@ class Watcher:
         elif method == "Target.targetDestroyed":
             tab = params.get("targetId")
             if isinstance(tab, str):
+                self.targets.pop(tab, None)
                 self._sessions.pop(tab, None)
                 if self.logbook.causes.url(tab) is not None:
                     self.logbook.destroyed(tab)
@@ -227,8 +273,9 @@ class Watcher:
             task.add_done_callback(lambda _t: self._attaching.pop(tab, None))
         return await asyncio.shield(task)
 
-    async def focus(self, tab: str | None) -> Focus:
-        """Whether focus in ``tab`` is in a password field; undecided on any doubt."""
+    async def check(self, tab: str | None, point: tuple[float, float] | None = None) -> Focus:
+        """Whether typing in ``tab`` goes into a password field: the focused
+        field, or the element at ``point`` (a drop). Undecided on any doubt."""
         if tab is None:
             return "undecided"
         try:
@@ -238,7 +285,7 @@ class Watcher:
                     return "undecided"
                 answer = await self._call(
                     "Runtime.evaluate",
-                    {"expression": FOCUS_CHECK, "returnByValue": True, "silent": True},
+                    {"expression": check_expression(point), "returnByValue": True, "silent": True},
                     session=session,
                     deadline_s=CHECK_TIMEOUT_S,
                 )

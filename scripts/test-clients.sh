@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Installs the real CDP clients that tests/clients/*.{js,py} drive (scripted,
+# no LLM): Puppeteer and browser-use, each pinned, each in its own place.
+#
+#   scripts/test-clients.sh [node|browser-use|all]     (default: all)
+#
+# Result, in build/clients/:
+#   node/          puppeteer-core from tests/clients/package.json and its
+#                  package-lock.json (`npm ci`; puppeteer-core downloads no
+#                  browser). Needs Node 18 or newer: Debian's nodejs is
+#                  installed when node is missing and we are root.
+#   browser-use/   a Python venv with tests/clients/browser-use.txt (its pins
+#                  clash with ours, so it never shares .venv).
+#
+# Each part keeps a stamp holding the hash of its inputs: a second run with
+# nothing changed does nothing. Python: $PYTHON, else python3 (3.11 or newer).
+# Run them (the browser-use script turns its telemetry off itself):
+#   node tests/clients/puppeteer_session.js WS-ENDPOINT SITE-URL
+#   build/clients/browser-use/bin/python tests/clients/browser_use_session.py CDP-URL SITE-URL
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+want=all
+for arg in "$@"; do
+    case "$arg" in
+        node | browser-use | all) want="$arg" ;;
+        -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+        *) die "unknown argument '$arg'" "usage: scripts/test-clients.sh [node|browser-use|all]" ;;
+    esac
+done
+
+cd "$AGENTENV_ROOT"
+src=tests/clients
+out=build/clients
+
+# inputs_hash FILE...: one hash of the named files and this script.
+inputs_hash() {
+    local f
+    for f in "$@"; do [ -f "$f" ] || die "$f is missing" "restore it from git"; done
+    cat "$@" "${BASH_SOURCE[0]}" | sha256sum | cut -d' ' -f1
+}
+
+install_node() {
+    local dir="$out/node" hash
+    hash="$(inputs_hash "$src/package.json" "$src/package-lock.json")"
+    if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$hash" ] &&
+        [ -d "$dir/node_modules/puppeteer-core" ]; then
+        return 0
+    fi
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        apt_install nodejs npm
+    fi
+    local major
+    major="$(node -p 'process.versions.node.split(".")[0]')"
+    [ "$major" -ge 18 ] || die "node $(node --version) is too old for puppeteer-core" \
+        "install Node 18 or newer"
+    log "installing puppeteer-core into $dir"
+    mkdir -p "$dir"
+    cp "$src/package.json" "$src/package-lock.json" "$dir/"
+    # puppeteer-core has no install script that fetches a browser; keep it so.
+    PUPPETEER_SKIP_DOWNLOAD=1 npm ci --prefix "$dir" --ignore-scripts --no-audit --no-fund \
+        --loglevel=error >&2 || die "npm ci in $dir failed" "read npm's error above"
+    printf '%s\n' "$hash" >"$dir/.stamp"
+}
+
+install_browser_use() {
+    local dir="$out/browser-use" hash py="${PYTHON:-python3}"
+    hash="$(inputs_hash "$src/browser-use.txt")"
+    if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$hash" ] &&
+        [ -x "$dir/bin/python" ]; then
+        return 0
+    fi
+    command -v "$py" >/dev/null 2>&1 || die "$py not found" "install Python 3.11 or newer"
+    "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
+        die "browser-use needs Python 3.11 or newer ($py is $("$py" --version 2>&1))" \
+            "set PYTHON to a newer python3"
+    if [ ! -x "$dir/bin/python" ]; then
+        mkdir -p "$out"
+        "$py" -m venv "$dir" 2>/dev/null || {
+            rm -rf "$dir"
+            apt_install python3-venv
+            "$py" -m venv "$dir"
+        } || die "cannot create the venv $dir" "install python3-venv and retry"
+    fi
+    log "installing browser-use into $dir"
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$src/browser-use.txt" >&2 ||
+        die "pip install -r $src/browser-use.txt failed" "read pip's error above"
+    printf '%s\n' "$hash" >"$dir/.stamp"
+}
+
+case "$want" in
+    node) install_node ;;
+    browser-use) install_browser_use ;;
+    all) install_node; install_browser_use ;;
+esac

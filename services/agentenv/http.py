@@ -1,0 +1,65 @@
+"""What the three servers (relay, app, recorder) answer over HTTP when they
+refuse: one error body, ``{"error": {"code", "message"}}``, and bounded reads
+of request bodies.
+
+The message says what to do next; it never echoes a secret or the caller's
+own text (a ``Host`` header, a token).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from agentenv.protocol.errors import ErrorBody, ErrorDetail
+
+__all__ = ["BodyError", "error_response", "read_body", "read_json"]
+
+
+class BodyError(Exception):
+    """A request body that cannot be taken: ``status`` and what to send instead."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def error_response(status: int, message: str) -> web.Response:
+    body = ErrorBody(error=ErrorDetail(code=status, message=message))
+    return web.json_response(body.model_dump(mode="json"), status=status)
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The body, refused with 413 past ``limit`` bytes (read no further than that)."""
+    if request.content_length is not None and request.content_length > limit:
+        raise BodyError(413, _too_big(limit))
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise BodyError(413, _too_big(limit))
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json(request: web.Request, limit: int) -> dict[str, Any]:
+    """A JSON object body (an empty body is ``{}``), at most ``limit`` bytes."""
+    raw = await read_body(request, limit)
+    if not raw.strip():
+        return {}
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise BodyError(400, "the body is not JSON: send a JSON object") from None
+    if not isinstance(body, dict):
+        raise BodyError(400, "the body must be a JSON object")
+    return body
+
+
+def _too_big(limit: int) -> str:
+    size = f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit // 1024} KiB"
+    return f"the body is over {size}, the most this op takes"

@@ -1,0 +1,109 @@
+"""``AgentEnv.*`` pseudo-commands: how the computer's programs report to the relay.
+
+They travel as CDP commands on a relay connection that holds the control
+token, and are never forwarded to Chromium (ARCHITECTURE.md, "The one log").
+Each method's params are one model here; :data:`CONTROL_METHODS` maps the
+method to its model, and the relay answers a command whose params do not
+fit with a CDP error naming the field.
+
+- ``AgentEnv.beginAction`` → ``{entry}``: an action begins (an op, a tool call).
+- ``AgentEnv.endAction``: it ended.
+- ``AgentEnv.whoami`` → ``{conn, user}``: this connection's number.
+- ``AgentEnv.tabs`` → ``{active, order}``: which tab is in front, as the relay keeps it.
+- ``AgentEnv.reset`` → ``{entry}``: writes a ``reset`` line.
+- ``AgentEnv.grant`` → ``{token}``: a token for one agent's connection
+  (Playwright MCP's), acting as ``who`` under the guard like any agent; it
+  lives until the granting connection closes or ``AgentEnv.revoke``.
+- ``AgentEnv.revoke``: ends a granted token.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
+
+__all__ = [
+    "CONTROL_METHODS",
+    "BeginAction",
+    "ControlParams",
+    "EndAction",
+    "Grant",
+    "Name",
+    "Reset",
+    "Revoke",
+    "Tabs",
+    "Via",
+    "Whoami",
+]
+
+#: How an action came in (SPEC.md section 1, ``via``).
+Via = Literal["mcp", "api", "agentenv"]
+#: A name in the log: who acted, a role, a tool, a call id.
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+class ControlParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BeginAction(ControlParams):
+    via: Via
+    who: Name
+    #: The role a caller named when it was not theirs to name (kept beside who).
+    role: Name | None = None
+    op: Name | None = None
+    tool: Name | None = None
+    call: Name | None = None
+    args: Any = None
+    tab: Name | None = None
+    acts: Literal["acting", "reading"] = "acting"
+    #: Relay connections (numbers) or connection tags whose commands belong to it.
+    scope: list[Annotated[StrictInt, Field(ge=1)] | Name] = Field(default_factory=list)
+    #: Argument paths holding typed text (``text``, ``fields.*.value``).
+    typing: list[Name] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _names_what(self) -> BeginAction:
+        if self.op is None and self.tool is None:
+            raise ValueError("op or tool must be given")
+        return self
+
+
+class EndAction(ControlParams):
+    entry: StrictInt
+    ok: StrictBool
+    error: str | None = None
+
+
+class Whoami(ControlParams):
+    pass
+
+
+class Tabs(ControlParams):
+    pass
+
+
+class Reset(ControlParams):
+    reason: Name
+
+
+class Grant(ControlParams):
+    who: Name
+    #: The connection tag the granted connection must carry (AgentEnv-Tag).
+    tag: Name
+
+
+class Revoke(ControlParams):
+    token: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+CONTROL_METHODS: dict[str, type[ControlParams]] = {
+    "AgentEnv.beginAction": BeginAction,
+    "AgentEnv.endAction": EndAction,
+    "AgentEnv.whoami": Whoami,
+    "AgentEnv.tabs": Tabs,
+    "AgentEnv.reset": Reset,
+    "AgentEnv.grant": Grant,
+    "AgentEnv.revoke": Revoke,
+}

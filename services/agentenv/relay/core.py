@@ -1,0 +1,386 @@
+"""What the relay does with each message of one client connection. No I/O.
+
+The socket loops (:mod:`agentenv.relay.proxy`) hand every text message to
+:func:`receive` (client to Chromium) or :func:`from_upstream` (Chromium to
+client) with the connection's :class:`ClientState`, and carry out the
+:class:`Step` or :class:`Downstream` they get back: forward, answer, refuse,
+rewrite, wait for a password check, report to the log. Nothing here touches
+a socket or the log file, so every rule is unit-tested on recorded traffic of
+real clients (``tests/unit/traffic/``).
+
+Client to Chromium:
+
+1. The message must be a JSON object with an integer ``id`` from 0 to
+   2**31 - 1 (Chromium's own range; the relay's own commands on a client's
+   upstream connection use negative ids, so they never clash), a ``method``
+   string, ``params`` an object if given, ``sessionId`` a string if given,
+   and an id not already in flight on that session. Otherwise: ``INVALID``,
+   an error answer at once (the entry is written at once too).
+2. ``AgentEnv.*``: ``CONTROL`` with its params parsed (control token only;
+   from anyone else it is refused by the guard as ``not-allowed``).
+3. A command on a session the relay closed (attached to a target that is not
+   web content) is refused (``not-a-web-target``).
+4. The guard (:mod:`agentenv.relay.guard`): ``BLOCK`` or ``REWRITE``.
+5. ``Target.setAutoAttach`` is sent with a filter that leaves out the
+   browser's own UI and other targets that are not web content.
+6. Else ``FORWARD``, with ``typing`` set when the password check must run
+   first.
+
+Chromium to client: ``Target.attachedToTarget`` of a target that is not web
+content is dropped and its session detached (``DETACH``); other attach and
+detach events keep the session map, and a detach ends the commands still in
+flight on that session (Chromium never answers them once its target is
+gone); answers to the relay's own commands never reach the client
+(``DROP``); the client's answers end their entries.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from agentenv.access import Identity
+from agentenv.protocol.control import CONTROL_METHODS, ControlParams
+from agentenv.relay import guard, password
+
+__all__ = [
+    "MAX_ID",
+    "ClientState",
+    "Downstream",
+    "Kind",
+    "Pending",
+    "SessionInfo",
+    "Step",
+    "auto_attach_filter",
+    "from_upstream",
+    "receive",
+]
+
+#: The largest command id Chromium accepts (a 32-bit signed integer).
+MAX_ID = 2**31 - 1
+
+#: Target types left out of every auto-attach (the first matching filter
+#: entry decides; the relay's check of each attach catches any other type).
+_DENIED_TYPES = ("browser", "browser_ui", "other", "webview", "background_page", "app")
+
+
+class Kind(enum.Enum):
+    FORWARD = "forward"
+    BLOCK = "block"
+    REWRITE = "rewrite"
+    CONTROL = "control"
+    INVALID = "invalid"
+
+
+@dataclass
+class Pending:
+    """A command sent to Chromium and not yet answered."""
+
+    entry: int  # its log entry (negative: the computer's own, not on the record)
+    method: str
+    params: Any
+    tab: str | None = None
+    acting: bool = False
+
+
+@dataclass
+class SessionInfo:
+    tab: str | None
+    web: bool = True
+
+
+@dataclass
+class ClientState:
+    """One client connection: its number (from 1 per relay boot), who it is,
+    an optional tag (``AgentEnv-Tag``), and the tab of a page endpoint."""
+
+    number: int
+    identity: Identity
+    path: str = "/devtools/browser"
+    tag: str | None = None
+    page: str | None = None
+    sessions: dict[str, SessionInfo] = field(default_factory=dict)
+    pending: dict[tuple[str | None, int], Pending] = field(default_factory=dict)
+    #: Ids of the relay's own commands on this connection (negative).
+    own: set[int] = field(default_factory=set)
+    next_own: int = -1
+    #: The client changed where downloads go: set it back when it leaves.
+    downloads_changed: bool = False
+
+    def tab_of(self, session: str | None, method: str, params: dict[str, Any] | None) -> str | None:
+        if params is not None and method.startswith("Target."):
+            target = params.get("targetId")
+            if isinstance(target, str):
+                return target
+        if session is not None:
+            info = self.sessions.get(session)
+            return info.tab if info is not None else None
+        return self.page
+
+    def own_id(self) -> int:
+        call = self.next_own
+        self.next_own -= 1
+        self.own.add(call)
+        return call
+
+
+@dataclass(slots=True)
+class Step:
+    """What to do with one client message."""
+
+    kind: Kind
+    call: int | None = None
+    session: str | None = None
+    method: str = "(invalid)"
+    params: dict[str, Any] | None = None
+    tab: str | None = None
+    verdict: guard.Verdict | None = None
+    #: INVALID and refused CONTROL: the CDP error code and text.
+    code: int = 0
+    error: str = ""
+    #: FORWARD: the password check must clear first; where it looks.
+    typing: bool = False
+    point: tuple[float, float] | None = None
+    #: FORWARD and REWRITE: the text to send (the client's own bytes when unchanged).
+    data: str = ""
+    #: CONTROL: the params, parsed.
+    control: ControlParams | None = None
+
+    def error_answer(self) -> dict[str, Any]:
+        """The CDP error answer for an INVALID, BLOCK or refused CONTROL step."""
+        code, text = self.code, self.error
+        if self.verdict is not None and self.kind is Kind.BLOCK:
+            code, text = guard.GUARD_ERROR_CODE, self.verdict.message
+        message: dict[str, Any] = {"error": {"code": code, "message": text}}
+        if self.call is not None:
+            message = {"id": self.call, **message}
+        if self.session is not None:
+            message["sessionId"] = self.session
+        return message
+
+
+def _invalid(code: int, text: str, message: object) -> Step:
+    call = message.get("id") if isinstance(message, dict) else None
+    session = message.get("sessionId") if isinstance(message, dict) else None
+    method = message.get("method") if isinstance(message, dict) else None
+    return Step(
+        Kind.INVALID,
+        call=call if _valid_id(call) else None,
+        session=session if isinstance(session, str) else None,
+        method=method[:200] if isinstance(method, str) and method else "(invalid)",
+        code=code,
+        error=text,
+    )
+
+
+def _valid_id(call: object) -> bool:
+    return isinstance(call, int) and not isinstance(call, bool) and 0 <= call <= MAX_ID
+
+
+def auto_attach_filter(params: dict[str, Any]) -> dict[str, Any]:
+    """``Target.setAutoAttach`` params with the relay's exclusions first."""
+    theirs = params.get("filter")
+    if not isinstance(theirs, list):
+        theirs = [{"type": "browser", "exclude": True}, {"type": "tab", "exclude": True}, {}]
+    ours = [{"type": t, "exclude": True} for t in _DENIED_TYPES]
+    return {**params, "filter": ours + theirs}
+
+
+def receive(
+    state: ClientState, data: str, downloads: str, targets: guard.Targets | None = None
+) -> Step:
+    """What to do with one text message from the client."""
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return _invalid(-32700, "malformed JSON: send one CDP command object per message", None)
+    if not isinstance(message, dict):
+        return _invalid(-32600, "a CDP command is a JSON object with an id and a method", message)
+    call = message.get("id")
+    method = message.get("method")
+    if not _valid_id(call):
+        return _invalid(-32600, f"a CDP command needs an integer id from 0 to {MAX_ID}", message)
+    if not isinstance(method, str) or not method:
+        return _invalid(-32600, "a CDP command needs a method name", message)
+    session = message.get("sessionId")
+    if session is not None and not isinstance(session, str):
+        return _invalid(-32600, "sessionId must be a string", message)
+    params = message.get("params")
+    if params is not None and not isinstance(params, dict):
+        return _invalid(-32602, "params must be a JSON object", message)
+    assert isinstance(call, int)
+    if (session, call) in state.pending:
+        return _invalid(
+            -32600,
+            f"id {call} is already in flight on this connection and session; use a new id",
+            message,
+        )
+    tab = state.tab_of(session, method, params)
+    step = Step(Kind.FORWARD, call, session, method, params, tab, data=data)
+
+    if method.startswith("AgentEnv."):
+        return _control(state, step)
+    if session is not None:
+        info = state.sessions.get(session)
+        if info is not None and not info.web:
+            step.kind, step.verdict = Kind.BLOCK, guard.web_target_verdict()
+            return step
+    verdict = guard.check(method, params, downloads, targets)
+    if verdict is not None:
+        step.verdict = verdict
+        if verdict.action == "rewritten" and verdict.params is not None:
+            step.kind = Kind.REWRITE
+            step.params = verdict.params
+            step.data = _with_params(message, verdict.params)
+        else:
+            step.kind = Kind.BLOCK
+        return step
+    if method == "Target.setAutoAttach" and params is not None and params.get("autoAttach"):
+        step.data = _with_params(message, auto_attach_filter(params))
+    elif password.is_typing(method, params):
+        step.typing = True
+        step.point = password.drop_point(method, params)
+    return step
+
+
+def _with_params(message: dict[str, Any], params: dict[str, Any]) -> str:
+    return orjson.dumps({**message, "params": params}).decode()
+
+
+def _control(state: ClientState, step: Step) -> Step:
+    if not state.identity.control:
+        step.kind = Kind.BLOCK
+        step.verdict = guard.Verdict(
+            "not-allowed",
+            "blocked by agentenv guard not-allowed: AgentEnv.* commands need the control "
+            "token (AGENTENV_CONTROL_TOKEN); they are the computer's own reports",
+        )
+        return step
+    model = CONTROL_METHODS.get(step.method)
+    step.kind = Kind.CONTROL
+    if model is None:
+        step.code = -32601
+        step.error = f"unknown {step.method}; the relay knows {', '.join(CONTROL_METHODS)}"
+        return step
+    try:
+        step.control = model.model_validate(step.params or {})
+    except ValidationError as exc:
+        problems = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}"
+            for e in exc.errors(include_input=False, include_url=False)
+        ]
+        step.code = -32602
+        step.error = f"{step.method}: {'; '.join(problems)}"
+    return step
+
+
+# -- Chromium to client ----------------------------------------------------------------
+
+
+class Down(enum.Enum):
+    PASS = "pass"  # send to the client as it came
+    DROP = "drop"  # an answer to the relay's own command: never the client's
+    DETACH = "detach"  # drop it and detach the session it names
+
+
+@dataclass(slots=True)
+class Downstream:
+    kind: Down
+    #: An answer to a client's command: the command, and how it ended.
+    pending: Pending | None = None
+    ok: bool = True
+    error: str | None = None
+    #: ``Target.createTarget``: the tab it opened.
+    opened: str | None = None
+    #: DETACH: the session to detach, and the session it was attached on.
+    session: str | None = None
+    parent: str | None = None
+    #: Commands on a session that just detached: Chromium will not answer them.
+    orphans: list[Pending] = field(default_factory=list)
+
+
+_PASS = Downstream(Down.PASS)
+
+
+def from_upstream(state: ClientState, data: str) -> Downstream:
+    """What to do with one text message from Chromium to this client."""
+    if data.startswith('{"method":'):
+        if data.startswith('{"method":"Target.attachedToTarget"') or data.startswith(
+            '{"method":"Target.detachedFromTarget"'
+        ):
+            return _session_event(state, orjson.loads(data))
+        return _PASS
+    if not state.pending and not state.own:
+        return _PASS  # nothing awaits an answer: do not parse it (screenshots are MBs)
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return _PASS
+    call = message.get("id")
+    if isinstance(call, int) and call < 0:
+        state.own.discard(call)
+        return Downstream(Down.DROP)
+    session = message.get("sessionId")
+    pending = state.pending.pop((session if isinstance(session, str) else None, call), None)
+    if pending is None:
+        # Chromium answers a command for an unknown session without the
+        # sessionId: match on the id alone.
+        key = next((k for k in state.pending if k[1] == call), None)
+        if key is None:
+            return _PASS
+        pending = state.pending.pop(key)
+    error = message.get("error")
+    ok = error is None
+    result = message.get("result") if ok else None
+    out = Downstream(Down.PASS, pending, ok)
+    if not ok:
+        out.error = str(error.get("message") if isinstance(error, dict) else error)
+    elif isinstance(result, dict):
+        if pending.method == "Target.createTarget":
+            opened = result.get("targetId")
+            out.opened = opened if isinstance(opened, str) else None
+        elif pending.method == "Target.attachToTarget":
+            new = result.get("sessionId")
+            target = pending.params.get("targetId") if isinstance(pending.params, dict) else None
+            if isinstance(new, str) and isinstance(target, str) and new not in state.sessions:
+                state.sessions[new] = SessionInfo(target)
+        elif pending.method in ("Browser.setDownloadBehavior", "Page.setDownloadBehavior"):
+            state.downloads_changed = True
+    return out
+
+
+def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
+    params = message.get("params") or {}
+    session = params.get("sessionId")
+    if not isinstance(session, str):
+        return _PASS
+    if message.get("method") == "Target.detachedFromTarget":
+        info = state.sessions.pop(session, None)
+        if info is not None and not info.web:
+            return Downstream(Down.DROP)  # the relay's own detach: the client never saw it
+        orphans = [key for key in state.pending if key[0] == session]
+        if not orphans:
+            return _PASS
+        return Downstream(Down.PASS, orphans=[state.pending.pop(key) for key in orphans])
+    target_info = params.get("targetInfo") or {}
+    target = target_info.get("targetId")
+    kind, url = target_info.get("type"), target_info.get("url")
+    parent = message.get("sessionId")
+    if not guard.web_target(
+        (kind, url) if isinstance(kind, str) and isinstance(url, str) else None
+    ):
+        state.sessions[session] = SessionInfo(target if isinstance(target, str) else None, False)
+        return Downstream(
+            Down.DETACH, session=session, parent=parent if isinstance(parent, str) else None
+        )
+    if kind in ("page", "tab") or not isinstance(parent, str):
+        tab = target
+    else:  # a frame or worker inside a page: its tab is the page's
+        owner = state.sessions.get(parent)
+        tab = owner.tab if owner is not None else target
+    state.sessions[session] = SessionInfo(tab if isinstance(tab, str) else None)
+    return _PASS

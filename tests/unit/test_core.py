@@ -1,0 +1,236 @@
+"""The relay's core on recorded traffic of real clients, and on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from agentenv.access import Identity
+from agentenv.protocol.control import BeginAction, Grant
+from agentenv.relay import core
+from agentenv.relay.allowlist import CLIENTS
+from agentenv.relay.core import ClientState, Down, Kind, Pending, SessionInfo
+
+TRAFFIC = Path(__file__).parent / "traffic"
+DOWNLOADS = "/home/agentenv/downloads"
+
+
+def agent() -> ClientState:
+    return ClientState(7, Identity("alice"))
+
+
+def control() -> ClientState:
+    return ClientState(1, Identity("agentenv", control=True))
+
+
+def send(state: ClientState, message: Any) -> core.Step:
+    data = message if isinstance(message, str) else json.dumps(message)
+    return core.receive(state, data, DOWNLOADS)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_recorded_traffic_passes(client: str) -> None:
+    state = agent()
+    kinds: dict[Kind, int] = {}
+    for line in (TRAFFIC / f"{client}.jsonl").read_text().splitlines():
+        message = json.loads(line)["message"]
+        step = send(state, message)
+        kinds[step.kind] = kinds.get(step.kind, 0) + 1
+        assert step.kind in (Kind.FORWARD, Kind.REWRITE), (step.method, step.verdict)
+        assert step.call == message["id"] and step.method == message["method"]
+        if step.kind is Kind.REWRITE:
+            assert step.method == "Browser.setDownloadBehavior"
+            assert orjson.loads(step.data)["params"]["downloadPath"] == DOWNLOADS
+        elif step.method == "Target.setAutoAttach" and message["params"].get("autoAttach"):
+            sent = orjson.loads(step.data)["params"]
+            assert {"type": "browser_ui", "exclude": True} in sent["filter"]
+        else:
+            assert step.data == json.dumps(message)  # the client's own bytes
+    assert kinds.get(Kind.FORWARD, 0) > 20
+
+
+def test_typing_is_flagged_for_the_check() -> None:
+    state = agent()
+    step = send(
+        state, {"id": 1, "method": "Input.insertText", "params": {"text": "x"}, "sessionId": "S"}
+    )
+    assert step.kind is Kind.FORWARD and step.typing and step.point is None
+    click = {"type": "mousePressed", "x": 1, "y": 1, "button": "left", "clickCount": 1}
+    assert not send(state, {"id": 2, "method": "Input.dispatchMouseEvent", "params": click}).typing
+    drop = {
+        "type": "drop",
+        "x": 5,
+        "y": 6,
+        "data": {"items": [{"mimeType": "text/plain", "data": "pw"}], "dragOperationsMask": 1},
+    }
+    step = send(state, {"id": 3, "method": "Input.dispatchDragEvent", "params": drop})
+    assert step.typing and step.point == (5.0, 6.0)
+
+
+@pytest.mark.parametrize(
+    ("data", "code", "call"),
+    [
+        ("not json", -32700, None),
+        ("[1, 2]", -32600, None),
+        ('{"id": "7", "method": "Page.enable"}', -32600, None),
+        ('{"id": 7.5, "method": "Page.enable"}', -32600, None),
+        ('{"id": true, "method": "Page.enable"}', -32600, None),
+        ('{"id": -1, "method": "Page.enable"}', -32600, None),
+        ('{"id": 2147483648, "method": "Page.enable"}', -32600, None),
+        ('{"id": 7}', -32600, 7),
+        ('{"id": 7, "method": ""}', -32600, 7),
+        ('{"id": 7, "method": "Target.createTarget", "params": "x"}', -32602, 7),
+        ('{"id": 7, "method": "Page.enable", "params": [1]}', -32602, 7),
+        ('{"id": 7, "method": "Page.enable", "sessionId": 5}', -32600, 7),
+    ],
+)
+def test_bad_input_gets_an_error_answer_at_once(data: str, code: int, call: int | None) -> None:
+    step = core.receive(agent(), data, DOWNLOADS)
+    assert step.kind is Kind.INVALID and step.code == code
+    answer = step.error_answer()
+    assert answer.get("id") == call and answer["error"]["code"] == code
+    assert answer["error"]["message"]
+
+
+def test_the_largest_id_chromium_takes_is_fine() -> None:
+    step = send(agent(), {"id": 2**31 - 1, "method": "Page.enable"})
+    assert step.kind is Kind.FORWARD
+
+
+def test_an_id_in_flight_cannot_be_reused() -> None:
+    state = agent()
+    state.pending[("S", 4)] = Pending(10, "Page.navigate", {})
+    step = send(state, {"id": 4, "method": "Page.enable", "sessionId": "S"})
+    assert step.kind is Kind.INVALID and "in flight" in step.error
+    assert step.error_answer() == {
+        "id": 4,
+        "error": {"code": -32600, "message": step.error},
+        "sessionId": "S",
+    }
+    assert send(state, {"id": 4, "method": "Page.enable"}).kind is Kind.FORWARD  # other session
+
+
+def test_blocked_commands_answer_with_their_own_id_and_session() -> None:
+    step = send(
+        agent(),
+        {"id": 9, "method": "Extensions.loadUnpacked", "params": {"path": "/x"}, "sessionId": "S"},
+    )
+    assert step.kind is Kind.BLOCK and step.verdict is not None
+    answer = step.error_answer()
+    assert answer["id"] == 9 and answer["sessionId"] == "S" and answer["error"]["code"] == -32000
+
+
+def test_agentenv_commands_are_for_the_control_token_only() -> None:
+    step = send(agent(), {"id": 1, "method": "AgentEnv.beginAction", "params": {}})
+    assert step.kind is Kind.BLOCK and step.verdict is not None
+    assert step.verdict.rule == "not-allowed"
+    params = {"via": "api", "who": "alice", "op": "input/click", "scope": [3, "tag"]}
+    step = send(control(), {"id": 1, "method": "AgentEnv.beginAction", "params": params})
+    assert step.kind is Kind.CONTROL and isinstance(step.control, BeginAction)
+    assert step.control.scope == [3, "tag"]
+    step = send(
+        control(), {"id": 2, "method": "AgentEnv.grant", "params": {"who": "a", "tag": "t"}}
+    )
+    assert isinstance(step.control, Grant)
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "says"),
+    [
+        ("AgentEnv.nope", {}, "unknown AgentEnv.nope"),
+        ("AgentEnv.beginAction", {"via": "cdp", "who": "a", "op": "x"}, "via"),
+        ("AgentEnv.beginAction", {"via": "api", "who": "", "op": "x"}, "who"),
+        ("AgentEnv.beginAction", {"via": "api", "who": "a"}, "op or tool"),
+        ("AgentEnv.beginAction", {"via": "api", "who": "a\nb", "op": "x"}, "who"),
+        ("AgentEnv.beginAction", {"via": "api", "who": "a", "op": "x", "scope": [True]}, "scope"),
+        ("AgentEnv.beginAction", {"via": "api", "who": "a", "op": "x", "extra": 1}, "extra"),
+        ("AgentEnv.endAction", {"entry": "1", "ok": True}, "entry"),
+        ("AgentEnv.reset", {}, "reason"),
+    ],
+)
+def test_control_params_are_checked(method: str, params: dict[str, Any], says: str) -> None:
+    step = send(control(), {"id": 5, "method": method, "params": params})
+    assert step.kind is Kind.CONTROL and step.control is None and says in step.error
+    assert step.error_answer()["id"] == 5
+
+
+def test_a_closed_session_refuses_commands() -> None:
+    state = agent()
+    state.sessions["UI"] = SessionInfo("T", web=False)
+    step = send(state, {"id": 1, "method": "Runtime.evaluate", "params": {}, "sessionId": "UI"})
+    assert step.kind is Kind.BLOCK and step.verdict is not None
+    assert step.verdict.rule == "not-a-web-target"
+
+
+def _attached(session: str, kind: str, url: str, parent: str | None = None) -> str:
+    message: dict[str, Any] = {
+        "method": "Target.attachedToTarget",
+        "params": {
+            "sessionId": session,
+            "targetInfo": {"targetId": f"T-{session}", "type": kind, "url": url},
+            "waitingForDebugger": True,
+        },
+    }
+    if parent:
+        message["sessionId"] = parent
+    return orjson.dumps(message).decode()
+
+
+def test_attaches_to_the_browsers_own_ui_are_detached_unseen() -> None:
+    state = agent()
+    down = core.from_upstream(state, _attached("S1", "page", "https://a.b/"))
+    assert down.kind is Down.PASS and state.sessions["S1"].tab == "T-S1"
+    down = core.from_upstream(state, _attached("S2", "iframe", "https://c.d/", parent="S1"))
+    assert down.kind is Down.PASS and state.sessions["S2"].tab == "T-S1"
+    down = core.from_upstream(
+        state, _attached("S3", "browser_ui", "chrome://omnibox-popup.top-chrome/", "S1")
+    )
+    assert down.kind is Down.DETACH and down.session == "S3" and down.parent == "S1"
+    assert not state.sessions["S3"].web
+    detached: dict[str, Any] = {
+        "method": "Target.detachedFromTarget",
+        "params": {"sessionId": "S3"},
+    }
+    assert core.from_upstream(state, json.dumps(detached, separators=(",", ":"))).kind is Down.DROP
+    assert "S3" not in state.sessions
+    detached["params"]["sessionId"] = "S1"
+    assert core.from_upstream(state, json.dumps(detached, separators=(",", ":"))).kind is Down.PASS
+
+
+def test_answers_end_their_commands_and_the_relays_own_never_pass() -> None:
+    state = agent()
+    state.pending[(None, 3)] = Pending(11, "Target.createTarget", {"url": "about:blank"})
+    down = core.from_upstream(state, '{"id":3,"result":{"targetId":"NEW"}}')
+    assert down.kind is Down.PASS and down.pending is not None and down.opened == "NEW"
+    own = state.own_id()
+    assert own < 0
+    assert core.from_upstream(state, f'{{"id":{own},"result":{{}}}}').kind is Down.DROP
+    state.pending[("S", 4)] = Pending(12, "Page.navigate", {})
+    down = core.from_upstream(state, '{"id":4,"error":{"code":-32000,"message":"No session"}}')
+    assert down.pending is not None and not down.ok and down.error == "No session"
+    state.pending[(None, 5)] = Pending(13, "Browser.setDownloadBehavior", {})
+    core.from_upstream(state, '{"id":5,"result":{}}')
+    assert state.downloads_changed
+
+
+def test_big_answers_are_not_parsed_when_nothing_waits() -> None:
+    state = agent()
+    assert (
+        core.from_upstream(state, '{"id":1,"result":{"data":"' + "A" * 1000 + '"}}').pending is None
+    )
+
+
+def test_a_detach_ends_the_commands_still_waiting_on_its_session() -> None:
+    state = agent()
+    state.sessions["S"] = SessionInfo("T")
+    state.pending[("S", 1)] = Pending(20, "Runtime.runIfWaitingForDebugger", {})
+    state.pending[("S", 2)] = Pending(21, "Page.createIsolatedWorld", {})
+    state.pending[(None, 3)] = Pending(22, "Target.getTargets", {})
+    detached = '{"method":"Target.detachedFromTarget","params":{"sessionId":"S","targetId":"T"}}'
+    down = core.from_upstream(state, detached)
+    assert down.kind is Down.PASS and sorted(p.entry for p in down.orphans) == [20, 21]
+    assert list(state.pending) == [(None, 3)]

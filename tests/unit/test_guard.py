@@ -1,0 +1,300 @@
+"""The guard: the allowlist, and parameters that reach the machine."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from agentenv.relay import guard
+from agentenv.relay.allowlist import ALLOWED, CLIENTS, COMPUTER
+from agentenv.relay.guard import check, check_url, inside, web_target, web_url
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAFFIC = Path(__file__).parent / "traffic"
+
+
+def recorded(client: str) -> set[str]:
+    lines = (TRAFFIC / f"{client}.jsonl").read_text().splitlines()
+    return {json.loads(line)["message"]["method"] for line in lines if line.strip()}
+
+
+# -- the allowlist is what real clients send ------------------------------------------
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_every_method_a_client_sent_is_allowed(client: str) -> None:
+    assert recorded(client) - ALLOWED.keys() == set()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_every_client_named_in_the_table_sent_it(client: str) -> None:
+    claimed = {m for m, why in ALLOWED.items() if client in why.sent_by}
+    assert claimed - recorded(client) == set()
+
+
+def test_every_entry_says_who_sends_it_or_why() -> None:
+    for method, why in ALLOWED.items():
+        assert why.sent_by or why.note, method
+        assert set(why.sent_by) <= {*CLIENTS, COMPUTER}, method
+
+
+def _computer_methods() -> set[str]:
+    """CDP method names the computer's own programs send (string literals)."""
+    found: set[str] = set()
+    folder = ROOT / "services" / "agentenv"
+    for path in [folder / "cdp.py", *folder.glob("app/*.py"), *folder.glob("recorder/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and node.args:
+                first = node.args[0]
+                name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                if name == "call" and isinstance(first, ast.Constant):
+                    value = first.value
+                    if isinstance(value, str) and not value.startswith("AgentEnv."):
+                        found.add(value)
+    return found
+
+
+def test_the_computers_own_commands_are_allowed_and_named() -> None:
+    sent = _computer_methods()
+    assert sent, "found no CDP calls in the app and recorder"
+    assert sent - ALLOWED.keys() == set()
+    assert {m for m, why in ALLOWED.items() if COMPUTER in why.sent_by} == sent
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "Extensions.loadUnpacked",
+        "Extensions.uninstall",
+        "Extensions.getStorageItems",
+        "Target.exposeDevToolsProtocol",
+        "Target.sendMessageToTarget",
+        "Target.setRemoteLocations",
+        "Browser.close",
+        "Browser.crash",
+        "Browser.crashGpuProcess",
+        "Browser.getBrowserCommandLine",
+        "Browser.executeBrowserCommand",
+        "Page.crash",
+        "Network.loadNetworkResource",
+        "Tracing.start",
+        "Tethering.bind",
+        "SystemInfo.getProcessInfo",
+        "Storage.getSharedStorageEntries",
+        "PWA.install",
+        "AgentEnv.beginAction",
+        "Unknown.method",
+        "",
+    ],
+)
+def test_methods_off_the_list_are_blocked(method: str) -> None:
+    verdict = check(method, {}, "/dl")
+    assert verdict is not None and verdict.rule == "not-allowed" and verdict.action == "blocked"
+    assert "not-allowed" in verdict.message and "README" in verdict.message
+
+
+# -- URLs ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "file:///etc/passwd",
+        "FILE:///etc/passwd",
+        "FiLe://localhost/etc/passwd",
+        "fi\tle:///etc/passwd",
+        "f\nile:///etc/passwd",
+        "\x01file:///etc/passwd",
+        " \x00 file:///etc/passwd",
+        "%66ile:///etc/passwd",
+        "%2566ile:///etc/passwd",
+        "%46ILE:///etc/passwd",
+        "\uff46\uff49\uff4c\uff45:///etc/passwd",  # fullwidth letters
+        "chrome://settings",
+        "Chrome://version",
+        " chrome://version",
+        "%63hrome://version",
+        "chrome-extension://abc/page.html",
+        "chrome-untrusted://terminal/",
+        "chrome-search://local-ntp/",
+        "devtools://devtools/bundled/inspector.html",
+        "view-source:file:///etc/passwd",
+        "VIEW-SOURCE:chrome://settings",
+        " view-source: view-source:file:///x",
+        "view-source:%66ile:///etc/passwd",
+        "view-source:",
+        "about:version",
+        "about:settings",
+        "ABOUT:Version",
+        "filesystem:http://x/temporary/a",
+        "blob:file:///uuid",
+        "blob:null/uuid",
+        "javascript:alert(1)",
+        "/etc/passwd",
+        "etc/passwd",
+        "example.com",
+        "intent://x#Intent;end",
+        "isolated-app://abc/",
+    ],
+)
+@pytest.mark.parametrize("method", ["Page.navigate", "Target.createTarget"])
+def test_urls_that_are_not_web_pages_are_blocked(method: str, url: str) -> None:
+    verdict = check(method, {"url": url}, "/dl")
+    assert verdict is not None and verdict.rule == "local-url" and verdict.action == "blocked"
+    assert url.strip() not in verdict.message or not url.strip()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.com",
+        "HTTP://EXAMPLE.COM/a?b=c",
+        "  https://example.com  ",
+        "about:blank",
+        "about:blank#x",
+        "ABOUT:BLANK",
+        "about:srcdoc",
+        "view-source:https://a.b",
+        "data:text/html,x",
+        "blob:https://example.com/uuid",
+        "https://example.com/file:///etc/passwd",
+    ],
+)
+def test_web_urls_pass(url: str) -> None:
+    assert check("Page.navigate", {"url": url}, "/dl") is None
+    assert check("Target.createTarget", {"url": url}, "/dl") is None
+
+
+def test_empty_url_opens_a_blank_tab_only() -> None:
+    assert check_url("") is None
+    assert check("Target.createTarget", {}, "/dl") is None
+    assert not web_url("view-source:")
+    assert check_url(3) is not None
+
+
+def test_fetch_may_not_redirect_a_request_to_a_local_url() -> None:
+    assert check("Fetch.continueRequest", {"requestId": "r"}, "/dl") is None
+    ok = {"requestId": "r", "url": "https://b.example/"}
+    assert check("Fetch.continueRequest", ok, "/dl") is None
+    for url in ("file:///etc/passwd", "", "chrome://version"):
+        found = check("Fetch.continueRequest", {"requestId": "r", "url": url}, "/dl")
+        assert found is not None and found.rule == "local-url"
+
+
+# -- files -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def downloads(tmp_path: Path) -> str:
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    (folder / "ok.txt").write_text("x")
+    (folder / "sub").mkdir()
+    (folder / "escape").symlink_to("/etc/passwd")
+    (folder / "dir-escape").symlink_to("/etc")
+    return str(folder)
+
+
+def test_inside_resolves_dots_and_links(downloads: str) -> None:
+    assert inside(os.path.join(downloads, "ok.txt"), downloads)
+    assert inside(os.path.join(downloads, "sub", "..", "ok.txt"), downloads)
+    for path in (
+        "/etc/passwd",
+        os.path.join(downloads, "..", "x"),
+        downloads + "-evil/x",
+        os.path.join(downloads, "escape"),
+        os.path.join(downloads, "dir-escape", "passwd"),
+        "ok.txt",
+        "",
+        os.path.join(downloads, "ok.txt\x00"),
+        None,
+        42,
+    ):
+        assert not inside(path, downloads), path
+
+
+def test_file_inputs_only_from_the_downloads_folder(downloads: str) -> None:
+    good = {"files": [os.path.join(downloads, "ok.txt")], "backendNodeId": 1}
+    assert check("DOM.setFileInputFiles", good, downloads) is None
+    for files in (["/etc/passwd"], [os.path.join(downloads, "escape")], "x", None, [1]):
+        found = check("DOM.setFileInputFiles", {"files": files, "nodeId": 1}, downloads)
+        assert found is not None and found.rule == "outside-downloads"
+        assert "/etc" not in found.message
+
+
+def test_dropped_files_only_from_the_downloads_folder(downloads: str) -> None:
+    base = {"type": "drop", "x": 1, "y": 1}
+    text = {
+        **base,
+        "data": {"items": [{"mimeType": "text/plain", "data": "x"}], "dragOperationsMask": 1},
+    }
+    assert check("Input.dispatchDragEvent", text, downloads) is None
+    good = {**base, "data": {"items": [], "files": [os.path.join(downloads, "ok.txt")]}}
+    assert check("Input.dispatchDragEvent", good, downloads) is None
+    bad = {**base, "data": {"items": [], "files": ["/home/agentenv/profile/Default/Cookies"]}}
+    found = check("Input.dispatchDragEvent", bad, downloads)
+    assert found is not None and found.rule == "outside-downloads"
+
+
+def test_downloads_go_to_the_downloads_folder_whatever_was_asked(downloads: str) -> None:
+    inside_folder = {"behavior": "allow", "downloadPath": os.path.join(downloads, "sub")}
+    assert check("Browser.setDownloadBehavior", inside_folder, downloads) is None
+    assert check("Browser.setDownloadBehavior", {"behavior": "deny"}, downloads) is None
+    for path in (
+        "/tmp/x",
+        os.path.join(downloads, "..", ".."),
+        downloads + "-evil",
+        os.path.join(downloads, "dir-escape"),
+    ):
+        asked = {"behavior": "allowAndName", "downloadPath": path, "eventsEnabled": True}
+        found = check("Browser.setDownloadBehavior", asked, downloads)
+        assert found is not None and found.rule == "download-folder"
+        assert found.action == "rewritten" and found.params is not None
+        assert found.params == {**asked, "downloadPath": downloads}
+    found = check("Browser.setDownloadBehavior", {"behavior": "allow"}, downloads)
+    assert found is not None and found.params == {"behavior": "allow", "downloadPath": downloads}
+
+
+# -- targets ---------------------------------------------------------------------------
+
+TARGETS = {
+    "PAGE": ("page", "https://example.com/"),
+    "BLANK": ("page", "about:blank"),
+    "UI": ("browser_ui", "chrome://omnibox-popup.top-chrome/"),
+    "SETTINGS": ("page", "chrome://settings/"),
+    "EXT": ("background_page", "chrome-extension://abc/bg.html"),
+    "WORKER": ("service_worker", "https://example.com/sw.js"),
+}
+
+
+def test_attach_only_to_web_targets() -> None:
+    def lookup(target: str) -> tuple[str, str] | None:
+        return TARGETS.get(target)
+
+    for target in ("PAGE", "BLANK", "WORKER", "NEW"):
+        params = {"targetId": target, "flatten": True}
+        assert check("Target.attachToTarget", params, "/dl", lookup) is None, target
+    for target in ("UI", "SETTINGS", "EXT"):
+        for method in ("Target.attachToTarget", "Target.activateTarget", "Target.closeTarget"):
+            found = check(method, {"targetId": target, "flatten": True}, "/dl", lookup)
+            assert found is not None and found.rule == "not-a-web-target", (method, target)
+    wrapped = check("Target.attachToTarget", {"targetId": "PAGE"}, "/dl", lookup)
+    assert wrapped is not None and wrapped.rule == "unwrapped-only"
+
+
+def test_web_target_types() -> None:
+    assert web_target(("iframe", "https://a.b/"))
+    assert web_target(("tab", "about:blank"))
+    assert web_target(("page", "chrome-error://chromewebdata/"))
+    assert not web_target(("browser", ""))
+    assert not web_target(("other", "https://a.b/"))
+    assert not web_target(None)
+
+
+def test_verdicts_are_entries() -> None:
+    verdict = guard.not_allowed("X.y")
+    assert verdict.as_entry() == {"rule": "not-allowed", "action": "blocked"}
