@@ -35,10 +35,16 @@ CAPTURE_DEADLINE_S = 10.0
 
 
 class BrowserError(Exception):
-    """The browser could not be reached (HTTP 503 for a caller)."""
+    """The browser could not be reached (HTTP 503 for a caller).
+
+    ::
+
+        BrowserError
+        └── CdpError     Chromium (or the relay's guard) refused a command
+    """
 
 
-class CdpError(Exception):
+class CdpError(BrowserError):
     """Chromium (or the relay's guard) refused a command."""
 
     def __init__(self, method: str, message: str) -> None:
@@ -66,6 +72,9 @@ class BrowserLink:
         self._lock = asyncio.Lock()
         self._listeners: dict[tuple[str | None, str], asyncio.Queue[dict[str, Any]]] = {}
         self.conn = 0
+        #: Counts connections to the relay: what the relay granted on an
+        #: earlier one (AgentEnv.grant) died with it.
+        self.generation = 0
 
     async def _connect(self) -> aiohttp.ClientWebSocketResponse:
         async with self._lock:
@@ -96,6 +105,7 @@ class BrowserLink:
             self._reader = asyncio.create_task(self._read(ws))
             who = await self._send(ws, "AgentEnv.whoami", {}, None, 10.0)
             self.conn = int(who.get("conn", 0))
+            self.generation += 1
             return ws
 
     async def _read(self, ws: aiohttp.ClientWebSocketResponse) -> None:
@@ -192,6 +202,7 @@ class BrowserLink:
         *,
         via: str,
         who: str,
+        role: str | None = None,
         op: str | None = None,
         tool: str | None = None,
         call: str | None = None,
@@ -209,6 +220,7 @@ class BrowserLink:
         await self._connect()
         params: dict[str, Any] = {"via": via, "who": who, "scope": scope or [self.conn]}
         for key, value in (
+            ("role", role),
             ("op", op),
             ("tool", tool),
             ("call", call),

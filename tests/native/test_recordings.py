@@ -88,8 +88,15 @@ def test_mcp_typing_then_navigation(stack: NativeStack, site: Site, tmp_path: Pa
     by_seq = {x["seq"]: x for x in lines}
     typing, navigation = manifest["frames"][1]["after"], manifest["frames"][2]["after"]
     typing_tools = {by_seq[s]["action"].get("tool") for s in typing}
-    assert "browser_type" in typing_tools
-    assert any(by_seq[s]["action"].get("method") == "Input.insertText" for s in typing)
+    assert typing_tools == {"browser_type"}
+    # The tool call's own CDP commands count through it: they are on the
+    # record within it, and the frame is keyed to the call alone.
+    call = next(s for s in typing if by_seq[s]["action"].get("tool") == "browser_type")
+    assert any(
+        x["action"].get("method") == "Input.insertText" and x["action"].get("within") == call
+        for x in lines
+        if "action" in x
+    )
     # Every acting agent entry between the frames is keyed: none left out.
     acting = [
         x["seq"]
@@ -97,7 +104,8 @@ def test_mcp_typing_then_navigation(stack: NativeStack, site: Site, tmp_path: Pa
         if "action" in x
         and x["action"]["acts"] == "acting"
         and x["action"]["who"] != "agentenv"
-        and x["action"]["via"] in ("cdp", "mcp")
+        and x["action"]["via"] in ("cdp", "mcp", "api")
+        and x["action"].get("within") is None
     ]
     assert sorted(typing + navigation) == acting
     assert "browser_navigate" in {by_seq[s]["action"].get("tool") for s in navigation}

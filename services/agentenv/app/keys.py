@@ -5,11 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agentenv.app.errors import OpError
+
 __all__ = ["KeyError_", "key_events"]
 
 
-class KeyError_(ValueError):
-    """A key combination that names no key."""
+class KeyError_(OpError):
+    """A key combination that names no key (400)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(400, message)
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,11 @@ Streamable HTTP served by the ``mcp`` SDK (v2) low-level ``Server``, mounted
 in the app server through ``aiohttp-asgi``. Each MCP session gets its own
 Playwright MCP (``python -m playwright mcp``, bundled in the playwright
 wheel), started on first use over stdio in a private temporary folder, and
-connected to the relay with the control token and a connection tag of its
-own. It ends when the MCP session ends (DELETE) or idles out. Clients of the
-sessionless 2026-07-28 protocol get one per caller (see
-:meth:`McpProxy._session_of`).
+connected to the relay with a token the relay granted for that session's
+caller (``AgentEnv.grant``) and a connection tag of its own: never the
+control token, so its commands pass the guard like any agent's. It ends
+when the MCP session ends (DELETE) or idles out. Clients of the sessionless
+2026-07-28 protocol get one per caller (see :meth:`McpProxy._session_of`).
 
 Answers are JSON (the SDK's ``json_response`` mode, a form streamable HTTP
 allows): through ``aiohttp-asgi`` an SSE answer's events were not flushed to
@@ -15,7 +16,7 @@ the client. No tool here streams progress, so nothing is lost.
 
 ``tools/list`` is Playwright MCP's list minus :data:`REMOVED` (tools that
 would break the computer), with the ``vision`` (x, y) tools. Each
-``tools/call`` is an action (via ``mcp``, who = ``AgentEnv-Role``, the tool,
+``tools/call`` is an action (via ``mcp``, who as :mod:`agentenv.app.caller` says, the tool,
 the call id, the arguments redacted; acting unless ``readOnlyHint``) whose
 scope is that Playwright MCP's connection, so its CDP commands and the tab
 events they cause are credited to the call. A tool's result is never logged:
@@ -46,18 +47,20 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
+from agentenv.access import AccessDenied, bearer_token, identify
+from agentenv.app.caller import Caller, caller_of
 from agentenv.app.toolcall import ToolCallError, role
-from agentenv.cdp import BrowserError, BrowserLink, CdpError
+from agentenv.cdp import BrowserError, BrowserLink
 from agentenv.log.marks import tool_acts
 from agentenv.settings import Settings
 
-__all__ = ["REMOVED", "TYPING_ARGS", "McpProxy"]
+__all__ = ["REMOVED", "TYPING_ARGS", "McpProxy", "runtime_problem"]
 
 log = logging.getLogger("agentenv.app.mcp")
 
 #: Tools that would break the computer: not listed, refused if called.
-#: browser_run_code_unsafe runs code in Playwright MCP's own process, which
-#: holds the relay's control token: it would escape the record.
+#: browser_run_code_unsafe runs code in Playwright MCP's own (node) process,
+#: outside the browser: it could read the computer's files, off the record.
 REMOVED = frozenset({"browser_install", "browser_close", "browser_run_code_unsafe"})
 #: Arguments holding typed text, per tool: withheld unless every password check cleared.
 TYPING_ARGS: dict[str, list[str]] = {
@@ -79,12 +82,38 @@ class ToolRefused(Exception):
     pass
 
 
+async def runtime_problem() -> str | None:
+    """Why Playwright MCP's runtime (the node bundled in the playwright wheel)
+    cannot start here, or None when it can."""
+    from playwright._impl._driver import compute_driver_executable
+
+    node, _cli = compute_driver_executable()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            node,
+            "--version",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(process.communicate(), 30)
+    except (OSError, TimeoutError) as exc:
+        return f"{node} does not run ({exc})"
+    if process.returncode != 0 or not out.startswith(b"v"):
+        first = (err or out).decode(errors="replace").strip().splitlines()[:1]
+        return f"{node} --version failed: {first[0] if first else process.returncode}"
+    return None
+
+
 @dataclass
 class PlaywrightSession:
-    """One Playwright MCP, serving one MCP session."""
+    """One Playwright MCP, serving one MCP session (one caller)."""
 
     settings: Settings
+    link: BrowserLink
+    caller: Caller
     tag: str = field(default_factory=lambda: f"mcp-{uuid.uuid4().hex[:12]}")
+    token: str | None = None
+    generation: int = -1
     folder: Path | None = None
     client: Client | None = None
     used: float = field(default_factory=time.monotonic)
@@ -94,7 +123,7 @@ class PlaywrightSession:
     _error: BaseException | None = None
     _tools: list[types.Tool] | None = None
 
-    def _server(self) -> StdioServerParameters:
+    def _server(self, token: str) -> StdioServerParameters:
         args = [
             "-m",
             "playwright",
@@ -103,19 +132,19 @@ class PlaywrightSession:
             self.settings.relay_http,
             "--cdp-header",
             f"AgentEnv-Tag: {self.tag}",
+            "--cdp-header",
+            f"Authorization: Bearer {token}",
             "--caps",
             "vision",
             "--output-dir",
             str(self.settings.downloads_dir),
         ]
-        if self.settings.control_token:
-            args += ["--cdp-header", f"Authorization: Bearer {self.settings.control_token}"]
         return StdioServerParameters(command=sys.executable, args=args, cwd=self.folder)
 
-    async def _run(self) -> None:
+    async def _run(self, token: str) -> None:
         # anyio contexts must be entered and left in one task: this one.
         try:
-            async with Client(self._server(), read_timeout_seconds=120) as client:
+            async with Client(self._server(token), read_timeout_seconds=120) as client:
                 self.client = client
                 self._ready.set()
                 await self._stop.wait()
@@ -128,12 +157,21 @@ class PlaywrightSession:
             self.client = None
 
     async def start(self) -> Client:
+        if self._task is not None and self.generation != self.link.generation:
+            # The relay restarted: the granted token died with the app's link.
+            await self.stop()
         if self._task is not None and self._task.done():  # it died: start a new one
             self._task, self._ready, self._stop = None, asyncio.Event(), asyncio.Event()
             self._tools, self._error = None, None
         if self._task is None:
+            granted = await self.link.call(
+                "AgentEnv.grant", {"who": self.caller.who, "tag": self.tag}
+            )
+            self.token, self.generation = str(granted["token"]), self.link.generation
             self.folder = Path(tempfile.mkdtemp(prefix="agentenv-mcp-"))
-            self._task = asyncio.create_task(self._run(), name=f"playwright-mcp-{self.tag}")
+            self._task = asyncio.create_task(
+                self._run(self.token), name=f"playwright-mcp-{self.tag}"
+            )
         try:
             await asyncio.wait_for(self._ready.wait(), 120)
         except TimeoutError:
@@ -160,8 +198,15 @@ class PlaywrightSession:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(self._task, 15)
+        if self.token is not None and self.generation == self.link.generation:
+            with contextlib.suppress(BrowserError):
+                await self.link.call("AgentEnv.revoke", {"token": self.token})
+        self._task, self.token = None, None
+        self._ready, self._stop = asyncio.Event(), asyncio.Event()
+        self._tools, self._error = None, None
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
 
 def _outside(value: Any, downloads: str) -> bool:
@@ -196,30 +241,39 @@ class McpProxy:
 
     # -- sessions ----------------------------------------------------------------
 
-    def _session_of(self, ctx: Any) -> tuple[PlaywrightSession, str]:
-        """The Playwright MCP serving this request's MCP session, and the role.
+    def _session_of(self, ctx: Any) -> PlaywrightSession:
+        """The Playwright MCP serving this request's MCP session.
 
         A legacy (handshake) client has an ``Mcp-Session-Id``. Under the
         2026-07-28 protocol there are no sessions: a request is served by the
-        Playwright MCP of its caller, its credential (hashed) and role, or of
-        the ``AgentEnv-Session`` it names, so one agent keeps its page
-        snapshot and refs from call to call.
+        Playwright MCP of its caller (its credential, hashed, and the name it
+        is on the record as), or of the ``AgentEnv-Session`` it names, so one
+        agent keeps its page snapshot and refs from call to call. A session
+        serves one caller: another caller's request on it is refused.
         """
         request = getattr(ctx, "request", None)
         headers = getattr(request, "headers", None) or {}
-        try:
-            who = role(headers.get("agentenv-role"))
-        except ToolCallError:
-            who = "default"
+        who = self._caller(headers)
         key = headers.get("mcp-session-id")
         if not key:
             credential = hashlib.sha256(headers.get("authorization", "").encode()).hexdigest()[:16]
             chosen = headers.get("agentenv-session", "")[:200]
-            key = f"caller:{credential}:{who}:{chosen}"
+            key = f"caller:{credential}:{who.who}:{chosen}"
         session = self.sessions.get(key)
         if session is None:
-            session = self.sessions[key] = PlaywrightSession(self.settings)
-        return session, who
+            session = self.sessions[key] = PlaywrightSession(self.settings, self.link, who)
+        elif session.caller.who != who.who:
+            raise AccessDenied("this MCP session belongs to another caller: start your own")
+        return session
+
+    def _caller(self, headers: Any) -> Caller:
+        token = bearer_token(headers.get("authorization")) or None
+        identity = identify(self.settings, token, None)
+        try:
+            named = role(headers.get("agentenv-role"))
+        except ToolCallError:
+            named = None  # a malformed role names nobody
+        return caller_of(identity, named, None, users=bool(self.settings.users))
 
     async def end(self, key: str) -> None:
         session = self.sessions.pop(key, None)
@@ -239,13 +293,14 @@ class McpProxy:
     # -- handlers ------------------------------------------------------------------
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
-        session, _ = self._session_of(ctx)
+        session = self._session_of(ctx)
         return types.ListToolsResult(tools=await session.tools())
 
     async def _call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        session, who = self._session_of(ctx)
+        session = self._session_of(ctx)
+        who = session.caller
         name = params.name
         args = dict(params.arguments or {})
         tools = {t.name: t for t in await session.tools()}
@@ -270,7 +325,8 @@ class McpProxy:
         try:
             async with self.link.action(
                 via="mcp",
-                who=who,
+                who=who.who,
+                role=who.role,
                 tool=name,
                 call=call,
                 args=args,
@@ -283,7 +339,7 @@ class McpProxy:
                     action.ok = False
                     # Never the result's text: it may echo what was typed.
                     action.error = f"{name} reported an error (its text is not logged)"
-        except (BrowserError, CdpError) as exc:
+        except BrowserError as exc:
             return _error(f"{name}: the computer could not record or run it: {exc}")
         except Exception:
             # The SDK's or Playwright MCP's own failure: its text may echo what was

@@ -1,15 +1,21 @@
 """The app server's aiohttp application.
 
 - ``GET /healthz``: the process is up (always 200 while it serves).
-- ``GET /readyz``: 200 when Chromium answers through the relay and the log
-  folder can be written; 503 with the reason otherwise.
+- ``GET /readyz``: 200 when every path an agent uses works: Chromium answers
+  through the relay, the log folder can be written, Playwright MCP's runtime
+  starts (checked once at boot), and the recorder answers; 503 with the
+  reason otherwise.
 - ``GET /card``: the computer's name, versions and the ops it serves.
-- ``POST /v1/browser/log``: ``{after, limit}`` → ``{lines, last}``, read from
-  the log file off the event loop.
+- ``POST /v1/browser/<op>``: browser/v1 ops (:mod:`agentenv.app.optable`),
+  ``log``, ``data/*``.
+- ``POST /v1/browser-recording/<op>``: forwarded to the recorder.
+- ``/mcp``: Playwright MCP's tools (:mod:`agentenv.app.mcp`).
 
-Every request passes the relay's ``Host`` and ``Origin`` checks. Data ops
-(``log``) need the control token when one is configured; with neither users
-nor a control token configured (a developer's machine) they are open.
+Every request passes the relay's ``Host`` and ``Origin`` checks. State, data
+and recording ops need the control token (open on a developer's machine with
+neither users nor a control token configured). Who each call is on the
+record as: :mod:`agentenv.app.caller`. Bodies are capped per op (1 MiB;
+``data/add`` takes an archive of up to 256 MiB, read off the event loop).
 """
 
 from __future__ import annotations
@@ -22,21 +28,25 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-import orjson
 from aiohttp import web
 from aiohttp_asgi import ASGIResource
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 import agentenv
 from agentenv.access import AccessDenied, Identity, bearer_token, check_host, check_origin, identify
-from agentenv.app import toolcall
-from agentenv.app.keys import KeyError_
-from agentenv.app.mcp import McpProxy
-from agentenv.app.ops import OPS, Caller, Image, OpFailed, Ops, failure
-from agentenv.cdp import BrowserError, BrowserLink, CdpError
+from agentenv.app import data, toolcall
+from agentenv.app.browser import Browser
+from agentenv.app.caller import Caller, caller_of
+from agentenv.app.errors import OpError, failure
+from agentenv.app.mcp import McpProxy, runtime_problem
+from agentenv.app.optable import BODY_LIMIT, DATA_OPS, OPS, all_ops
+from agentenv.app.pixels import Image
+from agentenv.cdp import BrowserError, BrowserLink
+from agentenv.http import BodyError, error_response, read_body, read_json
 from agentenv.log.reader import LogReader
 from agentenv.process import log_dir
 from agentenv.protocol import dump
+from agentenv.protocol.browser import Empty
 from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card, Extension
 from agentenv.protocol.data import ARCHIVE_LIMIT, ArchiveError, pack, unpack
 from agentenv.protocol.log import LogRequest
@@ -50,27 +60,15 @@ settings_key = web.AppKey("settings", Settings)
 client_key = web.AppKey("client", aiohttp.ClientSession)
 reader_key = web.AppKey("reader", LogReader)
 link_key = web.AppKey("link", BrowserLink)
-ops_key = web.AppKey("ops", Ops)
+browser_key = web.AppKey("browser", Browser)
 mcp_key = web.AppKey("mcp", McpProxy)
+#: Once checked at boot: [None] when Playwright MCP's runtime starts, else [why not].
+mcp_runtime_key = web.AppKey("mcp_runtime", list)
 
-DATA_OPS = ("data/get", "data/add", "data/reset")
-#: browser/v1 ops this server answers.
-BROWSER_V1_OPS: list[str] = [*OPS, "log", *DATA_OPS]
+RECORDING_OPS = ("start", "end", "end_all")
+RECORDING_PARAMS = ["max_duration_s", "max_frames", "frames"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-class OpError(Exception):
-    """An op refused: ``status`` and a message that says what to do."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def error_response(status: int, message: str) -> web.Response:
-    return web.json_response({"error": {"code": status, "message": message}}, status=status)
 
 
 @web.middleware
@@ -81,14 +79,17 @@ async def _checks(request: web.Request, handler: Handler) -> web.StreamResponse:
         check_origin(settings, request.headers.get("Origin"))
         if request.path.startswith("/mcp"):
             caller(request)  # with users configured, MCP needs a token too
+            if (request.content_length or 0) > BODY_LIMIT:
+                raise BodyError(413, "an MCP message over 1 MiB is not taken")
         return await handler(request)
-    except AccessDenied as exc:
-        return error_response(exc.status, exc.message)
-    except OpError as exc:
-        return error_response(exc.status, exc.message)
+    except (AccessDenied, OpError, BodyError) as exc:
+        status = exc.status
+        return error_response(status, exc.message)
     except web.HTTPNotFound:
-        ops = ", ".join(f"/v1/browser/{op}" for op in BROWSER_V1_OPS)
-        return error_response(404, f"no such path; this server has /card, /healthz, /readyz, {ops}")
+        ops = ", ".join(f"/v1/browser/{op}" for op in all_ops())
+        return error_response(
+            404, f"no such path; this server has /card, /healthz, /readyz, /mcp, {ops}"
+        )
     except web.HTTPMethodNotAllowed as exc:
         allowed = ", ".join(sorted(exc.allowed_methods))
         return error_response(405, f"{request.method} is not allowed here; use {allowed}")
@@ -121,26 +122,27 @@ def require_control(request: web.Request) -> Identity:
     )
 
 
-async def body_of(request: web.Request) -> dict[str, Any]:
-    raw = await request.read()
-    if not raw.strip():
-        return {}
+def acting_caller(request: web.Request, identity: Identity) -> Caller:
+    """Who a call is on the record as, from its token and headers."""
     try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise OpError(400, "the body is not JSON: send a JSON object") from None
-    if not isinstance(body, dict):
-        raise OpError(400, "the body must be a JSON object")
-    return body
+        tool = toolcall.parse(request.headers.get("AgentEnv-Tool-Call"))
+        role = toolcall.role(request.headers.get("AgentEnv-Role"))
+    except toolcall.ToolCallError as exc:
+        raise OpError(400, str(exc)) from None
+    users = bool(request.app[settings_key].users)
+    return caller_of(identity, role, tool, users=users)
 
 
-def invalid(exc: ValidationError) -> OpError:
-    """A 400 naming each bad field, never echoing its value."""
-    problems = []
-    for error in exc.errors(include_input=False, include_url=False):
-        where = ".".join(str(p) for p in error["loc"]) or "body"
-        problems.append(f"{where}: {error['msg']}")
-    return OpError(400, "; ".join(problems))
+def parse(model: type[BaseModel], body: dict[str, Any]) -> Any:
+    """``body`` as ``model``; a 400 naming each bad field, never its value."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_input=False, include_url=False):
+            where = ".".join(str(p) for p in error["loc"]) or "body"
+            problems.append(f"{where}: {error['msg']}")
+        raise OpError(400, "; ".join(problems)) from None
 
 
 @dataclass(frozen=True)
@@ -150,16 +152,17 @@ class Readiness:
     browser: str | None = None
 
 
-async def readiness(settings: Settings, client: aiohttp.ClientSession) -> Readiness:
-    """Whether Chromium answers through the relay and the log can be written."""
+async def readiness(
+    settings: Settings, client: aiohttp.ClientSession, mcp_problem: str | None = None
+) -> Readiness:
+    """Whether every path an agent uses works (see the module's docstring)."""
     headers = {}
     if settings.control_token:
         headers["Authorization"] = f"Bearer {settings.control_token}"
+    timeout = aiohttp.ClientTimeout(total=settings.upstream_timeout_s)
     try:
         async with client.get(
-            settings.relay_http + "/json/version",
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=settings.upstream_timeout_s),
+            settings.relay_http + "/json/version", headers=headers, timeout=timeout
         ) as answer:
             if answer.status != 200:
                 return Readiness(False, f"the relay answered {answer.status}: Chromium not ready")
@@ -172,6 +175,16 @@ async def readiness(settings: Settings, client: aiohttp.ClientSession) -> Readin
     folder, warning = log_dir(settings)
     if warning or not os.access(folder, os.W_OK):
         return Readiness(False, f"the log folder {settings.log_dir} cannot be written")
+    if mcp_problem is not None:
+        return Readiness(False, f"Playwright MCP cannot start: {mcp_problem}", browser)
+    try:
+        async with client.get(
+            f"http://127.0.0.1:{settings.recorder_port}/healthz", timeout=timeout
+        ) as answer:
+            if answer.status != 200:
+                return Readiness(False, f"the recorder answered {answer.status}", browser)
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return Readiness(False, "the recorder is not answering", browser)
     return Readiness(True, browser=browser)
 
 
@@ -179,8 +192,14 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
 
+async def _ready(request: web.Request) -> Readiness:
+    checked = request.app[mcp_runtime_key]
+    problem = checked[0] if checked else "its runtime is still being checked"
+    return await readiness(request.app[settings_key], request.app[client_key], problem)
+
+
 async def readyz(request: web.Request) -> web.Response:
-    state = await readiness(request.app[settings_key], request.app[client_key])
+    state = await _ready(request)
     body: dict[str, object] = {"ready": state.ready}
     if state.reason:
         body["reason"] = state.reason
@@ -199,7 +218,7 @@ async def card(request: web.Request) -> web.Response:
         name=settings.name,
         versions=versions,
         extensions={
-            BROWSER_V1: Extension(ops=list(BROWSER_V1_OPS)),
+            BROWSER_V1: Extension(ops=all_ops()),
             BROWSER_RECORDING_V1: Extension(ops=list(RECORDING_OPS), params=RECORDING_PARAMS),
         },
     )
@@ -208,10 +227,7 @@ async def card(request: web.Request) -> web.Response:
 
 async def log_op(request: web.Request) -> web.Response:
     require_control(request)
-    try:
-        ask = LogRequest.model_validate(await body_of(request))
-    except ValidationError as exc:
-        raise invalid(exc) from None
+    ask: LogRequest = parse(LogRequest, await read_json(request, BODY_LIMIT))
     reader = request.app[reader_key]
     page = await asyncio.get_running_loop().run_in_executor(None, reader.read, ask.after, ask.limit)
     body = b'{"lines":[' + b",".join(page.lines) + b'],"last":' + str(page.last).encode() + b"}"
@@ -220,36 +236,33 @@ async def log_op(request: web.Request) -> web.Response:
 
 async def data_op(request: web.Request, name: str) -> web.StreamResponse:
     """data/get, data/add, data/reset (control token)."""
-    require_control(request)
-    ops = request.app[ops_key]
-    who = Caller("agentenv", "agentenv")
-    try:
-        if name == "data/get":
-            await body_of(request)  # no params; refuses a body that is not JSON
-            state = await ops.state()
-            reader = request.app[reader_key]
-            lines = await asyncio.get_running_loop().run_in_executor(None, _whole_log, reader)
-            archive = pack(state, lines)
-            return web.Response(
-                body=archive,
-                content_type="application/gzip",
-                headers={"Content-Disposition": 'attachment; filename="browser-data.tar.gz"'},
-            )
-        if name == "data/add":
-            try:
-                state = unpack(await request.read())
-            except ArchiveError as exc:
-                raise OpError(400, str(exc)) from None
-            return web.json_response(await ops.restore(state, who))
-        await body_of(request)
-        # Open recordings end first, so their log and manifest upload.
-        ended = await recorder_call(request.app, "end_all", b'{"reason": "reset"}')
-        if ended.status != 200:
-            log.warning("data/reset: the recorder could not end its recordings")
-        return web.json_response(await ops.reset(who))
-    except (OpFailed, CdpError, BrowserError) as exc:
-        failed = failure(exc)
-        raise OpError(failed.status, failed.message) from None
+    identity = require_control(request)
+    who = acting_caller(request, identity)
+    browser = request.app[browser_key]
+    loop = asyncio.get_running_loop()
+    if name == "data/get":
+        parse(Empty, await read_json(request, BODY_LIMIT))
+        saved = await data.state(browser)
+        lines = await loop.run_in_executor(None, _whole_log, request.app[reader_key])
+        archive = await loop.run_in_executor(None, pack, saved, lines)
+        return web.Response(
+            body=archive,
+            content_type="application/gzip",
+            headers={"Content-Disposition": 'attachment; filename="browser-data.tar.gz"'},
+        )
+    if name == "data/add":
+        raw = await read_body(request, ARCHIVE_LIMIT)
+        try:
+            state = await loop.run_in_executor(None, unpack, raw)
+        except ArchiveError as exc:
+            raise OpError(400, str(exc)) from None
+        return web.json_response(await data.restore(browser, state, who))
+    parse(Empty, await read_json(request, BODY_LIMIT))
+    # Open recordings end first, so their log and manifest upload.
+    ended = await recorder_call(request.app, "end_all", b'{"reason": "reset"}')
+    if ended.status != 200:
+        log.warning("data/reset: the recorder could not end its recordings")
+    return web.json_response(await data.reset(browser, who))
 
 
 def _whole_log(reader: LogReader) -> bytes:
@@ -265,41 +278,23 @@ def _whole_log(reader: LogReader) -> bytes:
 
 async def browser_op(request: web.Request) -> web.StreamResponse:
     name = request.match_info["op"]
-    if name == "log":
-        return await log_op(request)
-    if name in DATA_OPS:
-        return await data_op(request, name)
-    op = OPS.get(name)
-    if op is None:
-        known = ", ".join(BROWSER_V1_OPS)
-        raise OpError(404, f"unknown op {name!r}: browser/v1 serves {known}")
-    if op.control:
-        require_control(request)
-    else:
-        caller(request)
     try:
-        tool = toolcall.parse(request.headers.get("AgentEnv-Tool-Call"))
-        role = toolcall.role(request.headers.get("AgentEnv-Role"))
-    except toolcall.ToolCallError as exc:
-        raise OpError(400, str(exc)) from None
-    try:
-        body = op.model.model_validate(await body_of(request))
-    except ValidationError as exc:
-        raise invalid(exc) from None
-    who = Caller("mcp", role, tool) if tool is not None else Caller("agentenv", "agentenv")
-    handler = getattr(request.app[ops_key], op.handler)
-    try:
-        result = await handler(body, who)
-    except (OpFailed, CdpError, BrowserError, KeyError_) as exc:
-        failed = failure(exc)
-        raise OpError(failed.status, failed.message) from None
+        if name == "log":
+            return await log_op(request)
+        if name in DATA_OPS:
+            return await data_op(request, name)
+        op = OPS.get(name)
+        if op is None:
+            raise OpError(404, f"unknown op {name!r}: browser/v1 serves {', '.join(all_ops())}")
+        identity = require_control(request) if op.control else caller(request)
+        who = acting_caller(request, identity)
+        body = parse(op.model, await read_json(request, op.limit))
+        result = await op.handler(request.app[browser_key], body, who)
+    except BrowserError as exc:
+        raise failure(exc) from None
     if isinstance(result, Image):
         return web.Response(body=result.data, content_type=result.content_type)
     return web.json_response(result)
-
-
-RECORDING_OPS = ("start", "end", "end_all")
-RECORDING_PARAMS = ["max_duration_s", "max_frames", "frames"]
 
 
 async def recorder_call(app: web.Application, op: str, body: bytes) -> web.Response:
@@ -325,20 +320,30 @@ async def recording_op(request: web.Request) -> web.Response:
         known = ", ".join(RECORDING_OPS)
         raise OpError(404, f"unknown op {op!r}: browser-recording/v1 serves {known}")
     require_control(request)
-    body = await request.read()
-    return await recorder_call(request.app, op, body)
+    return await recorder_call(request.app, op, await read_body(request, BODY_LIMIT))
 
 
 async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
+    settings = app[settings_key]
     app[client_key] = aiohttp.ClientSession()
-    link = BrowserLink(app[settings_key], app[client_key])
+    link = BrowserLink(settings, app[client_key])
     app[link_key] = link
-    app[ops_key] = Ops(link, str(app[settings_key].downloads_dir))
-    proxy = app[mcp_key] = McpProxy(app[settings_key], link)
+    app[browser_key] = Browser(link, str(settings.downloads_dir))
+    proxy = app[mcp_key] = McpProxy(settings, link)
+    app[mcp_runtime_key] = []
+    checked = asyncio.create_task(_check_mcp_runtime(app))
     async with proxy.running():
         yield
+    checked.cancel()
     await link.close()
     await app[client_key].close()
+
+
+async def _check_mcp_runtime(app: web.Application) -> None:
+    problem = await runtime_problem()
+    if problem is not None:
+        log.error("Playwright MCP cannot start: %s", problem)
+    app[mcp_runtime_key].append(problem)
 
 
 def make_app(settings: Settings) -> web.Application:

@@ -6,7 +6,7 @@ An op called for an agent's MCP tool call carries::
 
 ``args`` is left out when the arguments would make the header too long
 (over :data:`MAX_ARGS` characters encoded); the op is then logged with its
-tool and call alone. ``AgentEnv-Role`` names the caller (``default``).
+tool and call alone. ``AgentEnv-Role`` names a role (see :mod:`agentenv.app.caller`).
 """
 
 from __future__ import annotations
@@ -77,11 +77,11 @@ def encode(call: ToolCall) -> str:
     return header
 
 
-def role(header: str | None) -> str:
-    """The caller's role from ``AgentEnv-Role`` (``default`` without one)."""
+def role(header: str | None) -> str | None:
+    """The role a caller names with ``AgentEnv-Role`` (None without one)."""
     value = (header or "").strip()
     if not value:
-        return "default"
+        return None
     if len(value) > _NAME_LIMIT or not value.isprintable():
         raise ToolCallError(f"AgentEnv-Role must be 1 to {_NAME_LIMIT} printable characters")
     return value

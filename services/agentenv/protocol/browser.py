@@ -16,6 +16,7 @@ __all__ = [
     "CookiesDelete",
     "CookiesGet",
     "CookiesSet",
+    "Empty",
     "InputClick",
     "InputKey",
     "InputMove",
@@ -36,6 +37,10 @@ __all__ = [
 
 class Inbound(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class Empty(Inbound):
+    """The body of an op that takes no params (``{}`` or none)."""
 
 
 def absolute_url(value: str) -> str:

@@ -1,7 +1,8 @@
 """Bursts of agent actions and when to frame them (no I/O).
 
-Each acting entry written for an agent (a CDP command or an MCP call; not the
-computer's own, ``who: agentenv``) restarts a :data:`SETTLE_S` timer; when it
+Each acting entry written for an agent (a CDP command, an MCP tool call, or
+an op an agent called with its own token, ``via: api``; not the computer's
+own, ``via``/``who: agentenv``) restarts a :data:`SETTLE_S` timer; when it
 fires, one frame is due, keyed (``after``) to every such entry since the
 previous frame, on the tab of the burst's last entry (else the active tab).
 Typing a word is one frame.
@@ -24,7 +25,9 @@ def counts(line: dict[str, Any]) -> bool:
         return False
     if action.get("who") == "agentenv" or action.get("via") == "agentenv":
         return False
-    return action.get("via") in ("cdp", "mcp")
+    if action.get("within") is not None:
+        return False  # a command run for a tool call or op: that call's own mark decides
+    return action.get("via") in ("cdp", "mcp", "api")
 
 
 @dataclass(frozen=True)

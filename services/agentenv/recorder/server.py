@@ -23,7 +23,8 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from agentenv.access import bearer_token
-from agentenv.cdp import BrowserError, BrowserLink, CdpError
+from agentenv.cdp import BrowserError, BrowserLink
+from agentenv.http import BodyError, error_response, read_json
 from agentenv.log.reader import LogReader
 from agentenv.process import log_dir
 from agentenv.protocol.recording import End, EndAll, Start
@@ -32,6 +33,9 @@ from agentenv.recorder.recording import Recording
 from agentenv.settings import Settings
 
 __all__ = ["Recorder", "make_app"]
+
+#: The largest op body the recorder takes.
+BODY_LIMIT = 1024 * 1024
 
 log = logging.getLogger("agentenv.recorder")
 
@@ -126,10 +130,7 @@ def _check_token(request: web.Request) -> None:
 
 async def _body(request: web.Request, model: type[BaseModel]) -> Any:
     try:
-        raw = await request.read()
-        return model.model_validate(orjson.loads(raw) if raw.strip() else {})
-    except orjson.JSONDecodeError:
-        raise Refused(400, "the body is not JSON") from None
+        return model.model_validate(await read_json(request, BODY_LIMIT))
     except ValidationError as exc:
         where = "; ".join(
             ".".join(str(p) for p in e["loc"]) + ": " + e["msg"]
@@ -144,14 +145,12 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path != "/healthz":
             _check_token(request)
         return await handler(request)
-    except Refused as exc:
-        return web.json_response(
-            {"error": {"code": exc.status, "message": exc.message}}, status=exc.status
-        )
+    except (Refused, BodyError) as exc:
+        return error_response(exc.status, exc.message)
     except GrantError as exc:
-        return web.json_response({"error": {"code": 400, "message": str(exc)}}, status=400)
-    except (UploadError, BrowserError, CdpError) as exc:
-        return web.json_response({"error": {"code": 502, "message": str(exc)}}, status=502)
+        return error_response(400, str(exc))
+    except (UploadError, BrowserError) as exc:
+        return error_response(502, str(exc))
 
 
 async def start(request: web.Request) -> web.Response:

@@ -1,0 +1,88 @@
+"""Ops on the record: each acting op is an action entry, reads are entries
+only when an agent made them (the computer's own reads are not logged)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentenv.app.caller import Caller
+from agentenv.cdp import ActionContext, BrowserLink
+
+__all__ = ["acting", "reading", "typed_paths"]
+
+
+def typed_paths(args: Any, typed: set[Any]) -> list[str]:
+    """The dotted paths in ``args`` whose value is one of the typed strings."""
+    paths: list[str] = []
+
+    def walk(node: Any, here: str) -> None:
+        items = (
+            node.items()
+            if isinstance(node, dict)
+            else enumerate(node)
+            if isinstance(node, list)
+            else []
+        )
+        for key, value in items:
+            where = f"{here}.{key}" if here else str(key)
+            if isinstance(value, str) and value in typed:
+                paths.append(where)
+            else:
+                walk(value, where)
+
+    walk(args, "")
+    return paths
+
+
+@contextlib.asynccontextmanager
+async def acting(
+    link: BrowserLink,
+    caller: Caller,
+    op: str,
+    body: BaseModel | None,
+    tab: str | None = None,
+    typing: list[str] | None = None,
+    acts: str = "acting",
+) -> AsyncIterator[ActionContext]:
+    """An action entry around the op's commands.
+
+    For a tool call the entry keeps the tool's own arguments; the typed text
+    in them is found by value (they name it their own way).
+    """
+    args: Any
+    if caller.tool is not None:
+        args = caller.tool.args
+        if typing and args is not None and body is not None:
+            typed = {getattr(body, t, None) for t in typing} - {None, ""}
+            typing = typed_paths(args, typed)
+    else:
+        args = body.model_dump(mode="json", exclude_none=True) if body is not None else None
+    async with link.action(
+        via=caller.via,
+        who=caller.who,
+        role=caller.role,
+        op=op,
+        tool=caller.tool.tool if caller.tool else None,
+        call=caller.tool.call if caller.tool else None,
+        args=args,
+        tab=tab,
+        typing=typing,
+        acts=acts,
+    ) as ctx:
+        yield ctx
+
+
+@contextlib.asynccontextmanager
+async def reading(
+    link: BrowserLink, caller: Caller, op: str, body: BaseModel | None, tab: str | None
+) -> AsyncIterator[None]:
+    """A read: on the record (as reading) when an agent made it."""
+    if caller.own:
+        yield
+        return
+    async with acting(link, caller, op, body, tab, acts="reading"):
+        yield

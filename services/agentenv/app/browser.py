@@ -1,0 +1,82 @@
+"""The browser as the ops see it: the link through the relay, and what the
+app server keeps between ops (which calls switched tabs, which origins hold
+local storage it wrote). Every op module takes a :class:`Browser`."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentenv.app.errors import OpError
+from agentenv.cdp import BrowserLink, pages, visible
+from agentenv.protocol.browser import Tab
+
+__all__ = ["Browser"]
+
+
+@dataclass
+class Browser:
+    link: BrowserLink
+    downloads: str = ""
+    #: Counts calls that switched the active tab, so a background open does
+    #: not undo a switch another call made meanwhile.
+    switches: int = 0
+    #: Origins whose local storage this computer wrote (data/get saves them,
+    #: with the origins of open tabs: Chromium cannot list them all).
+    storage_origins: set[str] = field(default_factory=set)
+    storage_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def pages(self) -> list[dict[str, Any]]:
+        return await pages(self.link)
+
+    async def tabs(self) -> list[Tab]:
+        """The tabs, the one in front first, as the relay keeps them (it sees every
+        command; a page's own visibility lies once a client emulates focus)."""
+        found = await pages(self.link)
+        order = await self.link.call("AgentEnv.tabs")
+        front: list[str] = order.get("order") or []
+        active = order.get("active")
+        if active is None:  # the relay does not know yet: ask the pages
+            shown = await asyncio.gather(*(visible(self.link, p["targetId"]) for p in found))
+            active = next((p["targetId"] for p, v in zip(found, shown, strict=True) if v), None)
+        rank = {tab: n for n, tab in enumerate(front)}
+        found.sort(key=lambda p: (p["targetId"] != active, rank.get(p["targetId"], len(rank))))
+        return [
+            Tab(
+                id=p["targetId"],
+                url=p.get("url", ""),
+                title=p.get("title", ""),
+                active=p["targetId"] == active,
+            )
+            for p in found
+        ]
+
+    async def active(self) -> str:
+        tabs = await self.tabs()
+        for t in tabs:
+            if t.active:
+                return t.id
+        if tabs:
+            return tabs[0].id
+        raise OpError(409, "no tab is open: open one with tabs/open")
+
+    async def tab(self, tab: str | None) -> str:
+        """``tab`` if it is open (404 otherwise), or the active tab."""
+        if tab is None:
+            return await self.active()
+        ids = {p["targetId"] for p in await pages(self.link)}
+        if tab not in ids:
+            raise OpError(404, f"no tab {tab[:64]!r}: tabs/list shows the open tabs")
+        return tab
+
+    async def close(self, tab: str) -> None:
+        """Close ``tab`` and wait (bounded) until Chromium lists it no more, so
+        the op's caller never sees a tab that is on its way out."""
+        await self.link.call("Target.closeTarget", {"targetId": tab})
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5.0
+        while loop.time() < deadline:
+            if tab not in {p["targetId"] for p in await pages(self.link)}:
+                return
+            await asyncio.sleep(0.05)

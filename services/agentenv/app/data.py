@@ -1,0 +1,151 @@
+"""``data/get``, ``data/add`` and ``data/reset``: the browser's state as an
+archive, restored all or nothing, and cleared.
+
+``data/add`` checks the whole archive before it changes anything (the
+archive is read off the event loop, bounded: :mod:`agentenv.protocol.data`).
+If the browser then fails part way, what was changed is put back as it was
+(cookies, the local storage of the origins touched, the tabs opened) and the
+op fails saying so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import orjson
+
+from agentenv.app.acting import acting
+from agentenv.app.browser import Browser
+from agentenv.app.caller import Caller
+from agentenv.app.cookies import all_cookies, settable
+from agentenv.app.errors import OpError
+from agentenv.app.storage import READ_ALL, on_origin, origin, write_all
+from agentenv.cdp import BrowserError
+from agentenv.protocol.browser import Tab
+from agentenv.protocol.data import BrowserState, SavedTab
+
+__all__ = ["CLEARED_STORAGE", "reset", "restore", "state"]
+
+log = logging.getLogger("agentenv.app.data")
+
+#: What data/reset clears per origin ("all" fails in headless Chromium).
+CLEARED_STORAGE = "local_storage,indexeddb,cache_storage,service_workers,file_systems,websql"
+
+
+async def _local_storage(browser: Browser, tabs: list[Tab]) -> dict[str, dict[str, str]]:
+    saved: dict[str, dict[str, str]] = {}
+    for tab in tabs:
+        at = origin(tab.url)
+        if at is None or at in saved:
+            continue
+        with contextlib.suppress(BrowserError):
+            session = await browser.link.session(tab.id)
+            result = await browser.link.call(
+                "Runtime.evaluate",
+                {"expression": READ_ALL, "returnByValue": True},
+                session=session,
+                deadline_s=5,
+            )
+            value = result.get("result", {}).get("value")
+            if isinstance(value, str):
+                saved[at] = orjson.loads(value)
+    for at in sorted(browser.storage_origins - saved.keys()):
+        items = await on_origin(browser, at, READ_ALL)
+        if isinstance(items, str):
+            saved[at] = orjson.loads(items)
+    return {at: items for at, items in saved.items() if items}
+
+
+async def state(browser: Browser) -> BrowserState:
+    """Cookies, local storage per origin and tabs, as data/get saves them."""
+    tabs = await browser.tabs()
+    return BrowserState.model_validate(
+        {
+            "cookies": await all_cookies(browser),
+            "local_storage": await _local_storage(browser, tabs),
+            "tabs": [SavedTab(url=t.url, title=t.title, active=t.active) for t in tabs],
+        }
+    )
+
+
+async def restore(browser: Browser, saved: BrowserState, caller: Caller) -> Any:
+    """data/add: cookies, local storage and tabs back as saved, or nothing."""
+    link = browser.link
+    cookies_before = await all_cookies(browser)
+    storage_before = {at: await on_origin(browser, at, READ_ALL) for at in saved.local_storage}
+    opened: list[str] = []
+    try:
+        async with acting(link, caller, "data/add", None):
+            if saved.cookies:
+                await link.call(
+                    "Storage.setCookies",
+                    {"cookies": [settable(c.model_dump()) for c in saved.cookies]},
+                )
+            for at, items in saved.local_storage.items():
+                await on_origin(browser, at, write_all(items))
+                browser.storage_origins.add(at)
+            for tab in sorted(saved.tabs, key=lambda t: t.active):  # the active one last: in front
+                created = await link.call("Target.createTarget", {"url": tab.url or "about:blank"})
+                opened.append(str(created["targetId"]))
+            browser.switches += 1
+    except (BrowserError, OpError) as exc:
+        await _put_back(browser, cookies_before, storage_before, opened)
+        why = exc.message if isinstance(exc, OpError) else str(exc)
+        raise OpError(502, f"data/add restored nothing (the browser failed: {why})") from None
+    return {
+        "cookies": len(saved.cookies),
+        "local_storage": len(saved.local_storage),
+        "tabs": len(saved.tabs),
+    }
+
+
+async def _put_back(
+    browser: Browser,
+    cookies: list[dict[str, Any]],
+    storage: dict[str, Any],
+    opened: list[str],
+) -> None:
+    """Undo a data/add that failed part way (best effort: the browser may be gone)."""
+    link = browser.link
+    try:
+        for tab in opened:
+            with contextlib.suppress(BrowserError):
+                await browser.close(tab)
+        await link.call("Storage.clearCookies")
+        if cookies:
+            await link.call("Storage.setCookies", {"cookies": [settable(c) for c in cookies]})
+        for at, items in storage.items():
+            before = orjson.loads(items) if isinstance(items, str) else {}
+            await on_origin(browser, at, "localStorage.clear()")
+            if before:
+                await on_origin(browser, at, write_all(before))
+    except (BrowserError, OpError) as exc:
+        log.error("data/add: could not put the browser back as it was: %s", exc)
+
+
+async def reset(browser: Browser, caller: Caller) -> Any:
+    """data/reset: one blank tab, no cookies or storage, a reset line."""
+    link = browser.link
+    async with acting(link, caller, "data/reset", None):
+        found = await browser.pages()
+        origins = {o for o in (origin(p.get("url", "")) for p in found) if o}
+        origins |= browser.storage_origins
+        blank = (await link.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
+        for page in found:
+            with contextlib.suppress(BrowserError):
+                await browser.close(page["targetId"])
+        await link.call("Storage.clearCookies")
+        # Storage.clearDataForOrigin answers only on a page's session.
+        session = await link.session(blank)
+        for at in sorted(origins):
+            await link.call(
+                "Storage.clearDataForOrigin",
+                {"origin": at, "storageTypes": CLEARED_STORAGE},
+                session=session,
+            )
+        browser.storage_origins.clear()
+        browser.switches += 1
+        entry = (await link.call("AgentEnv.reset", {"reason": "data/reset"}))["entry"]
+    return {"tab": blank, "reset": entry}

@@ -1,0 +1,45 @@
+"""The app server's exceptions.
+
+::
+
+    AppError
+    └── OpError          an op refused or failed: an HTTP status and what to do next
+        └── KeyError_    a key combination that names no key (400)
+
+Errors of the browser link (:class:`agentenv.cdp.BrowserError`,
+:class:`agentenv.cdp.CdpError`) become an :class:`OpError` in :func:`failure`;
+bodies that cannot be read are :class:`agentenv.http.BodyError`.
+"""
+
+from __future__ import annotations
+
+from agentenv.cdp import BrowserError, CdpError
+
+__all__ = ["AppError", "OpError", "failure"]
+
+
+class AppError(Exception):
+    """Root of the app server's errors."""
+
+
+class OpError(AppError):
+    """An op that could not be done: an HTTP status and a message that says
+    what to do next."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def failure(exc: BrowserError | OpError) -> OpError:
+    """The HTTP answer for an error met while doing an op."""
+    if isinstance(exc, OpError):
+        return exc
+    if isinstance(exc, CdpError):
+        if "agentenv guard" in exc.message:
+            return OpError(403, exc.message)
+        if "No target with given id" in exc.message or "No such target" in exc.message:
+            return OpError(404, "no such tab: tabs/list shows the open tabs")
+        return OpError(502, f"Chromium refused {exc.method}: {exc.message}")
+    return OpError(503, str(exc))

@@ -1,0 +1,61 @@
+"""browser/v1 ops: each op's body model, handler, who may call it, and the
+largest body it takes (SPEC.md section 3)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentenv.app import cookies, pixels, storage, tabs
+from agentenv.app.browser import Browser
+from agentenv.app.caller import Caller
+from agentenv.protocol import browser as wire
+
+__all__ = ["BODY_LIMIT", "DATA_OPS", "OPS", "Op", "all_ops"]
+
+#: The largest body an op takes (data/add's archive has its own limit).
+BODY_LIMIT = 1024 * 1024
+
+Handler = Callable[[Browser, Any, Caller], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Op:
+    """An op: its body model, its handler, and whether it needs the control token."""
+
+    model: type[BaseModel]
+    handler: Handler
+    control: bool
+    limit: int = BODY_LIMIT
+
+
+#: browser/v1 ops served from the op modules (``log`` and ``data/*`` live in the server).
+OPS: dict[str, Op] = {
+    "tabs/list": Op(wire.Empty, tabs.tabs_list, control=False),
+    "tabs/open": Op(wire.TabsOpen, tabs.tabs_open, control=True),
+    "tabs/close": Op(wire.TabRef, tabs.tabs_close, control=True),
+    "tabs/activate": Op(wire.TabRef, tabs.tabs_activate, control=True),
+    "cookies/get": Op(wire.CookiesGet, cookies.cookies_get, control=True),
+    "cookies/set": Op(wire.CookiesSet, cookies.cookies_set, control=True),
+    "cookies/delete": Op(wire.CookiesDelete, cookies.cookies_delete, control=True),
+    "local_storage/get": Op(wire.LocalStorageGet, storage.local_storage_get, control=True),
+    "local_storage/set": Op(wire.LocalStorageSet, storage.local_storage_set, control=True),
+    "local_storage/clear": Op(wire.LocalStorageClear, storage.local_storage_clear, control=True),
+    "navigate": Op(wire.Navigate, pixels.navigate, control=False),
+    "screenshot": Op(wire.Screenshot, pixels.screenshot, control=False),
+    "input/click": Op(wire.InputClick, pixels.input_click, control=False),
+    "input/move": Op(wire.InputMove, pixels.input_move, control=False),
+    "input/scroll": Op(wire.InputScroll, pixels.input_scroll, control=False),
+    "input/type": Op(wire.InputType, pixels.input_type, control=False),
+    "input/key": Op(wire.InputKey, pixels.input_key, control=False),
+}
+
+DATA_OPS = ("data/get", "data/add", "data/reset")
+
+
+def all_ops() -> list[str]:
+    """Every browser/v1 op the app server answers, as the card lists them."""
+    return [*OPS, "log", *DATA_OPS]

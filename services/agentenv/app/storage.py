@@ -1,0 +1,136 @@
+"""``local_storage/get``, ``local_storage/set``, ``local_storage/clear``, and
+reading or writing one origin's local storage without loading its pages."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from agentenv.app.acting import acting, reading
+from agentenv.app.browser import Browser
+from agentenv.app.caller import Caller
+from agentenv.app.errors import OpError
+from agentenv.cdp import BrowserError
+from agentenv.protocol.browser import LocalStorageClear, LocalStorageGet, LocalStorageSet
+
+__all__ = [
+    "READ_ALL",
+    "local_storage_clear",
+    "local_storage_get",
+    "local_storage_set",
+    "on_origin",
+    "origin",
+    "tab_origins",
+    "write_all",
+]
+
+_BLANK_PAGE = base64.b64encode(b"<!doctype html><title>agentenv</title>").decode()
+#: Evaluated on an origin: its items as a JSON string.
+READ_ALL = "JSON.stringify(Object.fromEntries(Object.entries(localStorage)))"
+
+
+def write_all(items: dict[str, str]) -> str:
+    """The script that writes ``items`` into the origin's local storage."""
+    return (
+        f"(() => {{ const items = {orjson.dumps(items).decode()};"
+        " for (const [k, v] of Object.entries(items)) localStorage.setItem(k, v);"
+        " return localStorage.length; })()"
+    )
+
+
+def origin(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return f"{parts.scheme}://{parts.netloc}".lower()
+    return None
+
+
+async def tab_origins(browser: Browser) -> set[str]:
+    return {o for o in (origin(p.get("url", "")) for p in await browser.pages()) if o}
+
+
+async def on_origin(browser: Browser, at: str, expression: str) -> Any:
+    """Evaluate ``expression`` in a hidden tab at origin ``at``, served blank.
+
+    The tab loads nothing from the network: every request to the origin is
+    answered with an empty page (Fetch), as Playwright's storage state
+    does. The tab is closed after.
+    """
+    link = browser.link
+    async with browser.storage_lock:
+        created = await link.call("Target.createTarget", {"url": "about:blank", "background": True})
+        tab = str(created["targetId"])
+        try:
+            session = await link.session(tab)
+            await link.call(
+                "Fetch.enable", {"patterns": [{"urlPattern": f"{at}/*"}]}, session=session
+            )
+            with link.events("Fetch.requestPaused", session) as paused:
+                navigate = asyncio.create_task(
+                    link.call("Page.navigate", {"url": f"{at}/"}, session=session)
+                )
+                try:
+                    request = await asyncio.wait_for(paused.get(), 10)
+                except TimeoutError:
+                    navigate.cancel()
+                    raise OpError(
+                        502,
+                        f"the page at {at} did not load within 10 s: give the origin as "
+                        "the browser shows it (the scheme it ends on, no default port)",
+                    ) from None
+                await link.call(
+                    "Fetch.fulfillRequest",
+                    {
+                        "requestId": request["requestId"],
+                        "responseCode": 200,
+                        "responseHeaders": [{"name": "Content-Type", "value": "text/html"}],
+                        "body": _BLANK_PAGE,
+                    },
+                    session=session,
+                )
+                await navigate
+            result = await link.call(
+                "Runtime.evaluate",
+                {"expression": expression, "returnByValue": True},
+                session=session,
+            )
+            if "exceptionDetails" in result:
+                detail = result["exceptionDetails"].get("text", "an exception")
+                raise OpError(502, f"the page at {at} refused local storage: {detail}")
+            return result.get("result", {}).get("value")
+        finally:
+            with contextlib.suppress(BrowserError):
+                await browser.close(tab)
+
+
+async def local_storage_get(browser: Browser, body: LocalStorageGet, caller: Caller) -> Any:
+    async with reading(browser.link, caller, "local_storage/get", body, None):
+        items = await on_origin(browser, body.origin, READ_ALL)
+    return {"origin": body.origin, "items": orjson.loads(items) if isinstance(items, str) else {}}
+
+
+async def local_storage_set(browser: Browser, body: LocalStorageSet, caller: Caller) -> Any:
+    async with acting(browser.link, caller, "local_storage/set", body):
+        await on_origin(browser, body.origin, write_all(body.items))
+    browser.storage_origins.add(body.origin)
+    return {}
+
+
+async def local_storage_clear(browser: Browser, body: LocalStorageClear, caller: Caller) -> Any:
+    async with acting(browser.link, caller, "local_storage/clear", body):
+        if body.origin is not None:
+            await on_origin(browser, body.origin, "localStorage.clear()")
+        else:
+            session = await browser.link.session(await browser.active())
+            for found in sorted(browser.storage_origins | await tab_origins(browser)):
+                await browser.link.call(
+                    "Storage.clearDataForOrigin",
+                    {"origin": found, "storageTypes": "local_storage"},
+                    session=session,
+                )
+    return {}
