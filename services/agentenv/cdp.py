@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from agentenv.protocol.urls import tab
 from agentenv.settings import Settings
 
 __all__ = ["BrowserError", "BrowserLink", "CdpError", "active_tab", "capture", "pages", "visible"]
@@ -289,9 +290,9 @@ async def capture(link: BrowserLink, tab: str, fmt: str, quality: int | None = N
 
 
 async def pages(link: BrowserLink) -> list[dict[str, Any]]:
-    """The browser's tabs (page targets), in Chromium's order."""
+    """The browser's tabs (web page targets, not its own UI), in Chromium's order."""
     infos = (await link.call("Target.getTargets"))["targetInfos"]
-    return [t for t in infos if t.get("type") == "page"]
+    return [t for t in infos if tab((str(t.get("type")), str(t.get("url", ""))))]
 
 
 async def visible(link: BrowserLink, tab: str, deadline_s: float = 2.0) -> bool:

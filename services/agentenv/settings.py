@@ -34,8 +34,8 @@ class SettingsError(ValueError):
 class Settings:
     name: str = "browser"
     log_dir: Path = Path("/var/log/agentenv")
-    profile_dir: Path = Path("/home/agentenv/profile")
-    downloads_dir: Path = Path("/home/agentenv/downloads")
+    profile_dir: Path = Path("/home/browser/profile")
+    downloads_dir: Path = Path("/var/lib/agentenv/downloads")
     chromium_host: str = "127.0.0.1"
     chromium_port: int = 9223
     relay_host: str = "0.0.0.0"

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import requests
 
-from tests.integration.conftest import build, require_engine
+from tests.support.container import build, require_engine
 from tests.support.stack import free_port
 from tests.support.timing import deadline, wait_for
 

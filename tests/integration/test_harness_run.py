@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.conftest import start_computer
+from tests.support.container import start_computer
 from tests.support.timing import deadline
 
 CONTROL = "harness-control-token-31"

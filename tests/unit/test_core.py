@@ -16,7 +16,7 @@ from agentenv.relay.allowlist import CLIENTS
 from agentenv.relay.core import ClientState, Down, Kind, Pending, SessionInfo
 
 TRAFFIC = Path(__file__).parent / "traffic"
-DOWNLOADS = "/home/agentenv/downloads"
+DOWNLOADS = "/var/lib/agentenv/downloads"
 
 
 def agent() -> ClientState:

@@ -235,7 +235,7 @@ def test_dropped_files_only_from_the_downloads_folder(downloads: str) -> None:
     assert check("Input.dispatchDragEvent", text, downloads) is None
     good = {**base, "data": {"items": [], "files": [os.path.join(downloads, "ok.txt")]}}
     assert check("Input.dispatchDragEvent", good, downloads) is None
-    bad = {**base, "data": {"items": [], "files": ["/home/agentenv/profile/Default/Cookies"]}}
+    bad = {**base, "data": {"items": [], "files": ["/home/browser/profile/Default/Cookies"]}}
     found = check("Input.dispatchDragEvent", bad, downloads)
     assert found is not None and found.rule == "outside-downloads"
 

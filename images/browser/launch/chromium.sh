@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Starts Chromium for the browser computer: headless, CDP on 127.0.0.1 only,
-# as AGENTENV_CHROMIUM_USER when started as root. Output goes to stdout (for
-# supervisord and `docker logs`) and to $AGENTENV_LOG_DIR/chromium.log.
+# Starts Chromium for the browser computer: headless, CDP on 127.0.0.1 only.
+# Started as root (the image), it runs Chromium as AGENTENV_CHROMIUM_USER, a
+# user of its own that can read neither the action log nor the other
+# programs' environment (the control token); natively it runs as the caller.
+# Output goes to stdout (for supervisord and `docker logs`) and to
+# $AGENTENV_LOG_DIR/chromium.log. The managed policies in
+# /etc/chromium/policies/managed/ (the image) are Chromium's own wall.
 # The back-forward cache is off: a page restored from it fires no load event,
 # and Playwright clients (connect_over_cdp) wait for one after go_back.
 set -euo pipefail
@@ -11,23 +15,31 @@ port="${AGENTENV_CHROMIUM_PORT:-9223}"
 binary="${AGENTENV_CHROMIUM:-chromium}"
 user="${AGENTENV_CHROMIUM_USER:-}"
 downloads="${AGENTENV_DOWNLOADS_DIR:-$AGENTENV_PROFILE_DIR/../downloads}"
+
+if [ "${1:-}" != --as-user ]; then
+    # The log file is written by this (root's) shell; Chromium cannot reach it.
+    exec > >(tee -a "$AGENTENV_LOG_DIR/chromium.log") 2>&1
+    if [ "$(id -u)" = 0 ] && [ -n "$user" ] && [ "$user" != root ]; then
+        exec setpriv --reuid="$user" --regid="$user" --init-groups --reset-env \
+            env PATH=/usr/bin:/bin AGENTENV_LOG_DIR="$AGENTENV_LOG_DIR" \
+            AGENTENV_PROFILE_DIR="$AGENTENV_PROFILE_DIR" AGENTENV_DOWNLOADS_DIR="$downloads" \
+            AGENTENV_CHROMIUM_PORT="$port" AGENTENV_CHROMIUM="$binary" \
+            AGENTENV_CHROMIUM_FLAGS="${AGENTENV_CHROMIUM_FLAGS:-}" \
+            "$0" --as-user
+    fi
+fi
+
 # Extra flags, split on spaces: e.g. --single-process for an arm64 image run
 # under qemu emulation, where Chromium's GPU process keeps dying.
 read -r -a extra <<<"${AGENTENV_CHROMIUM_FLAGS:-}"
-
+# Downloads stay readable by the app's Playwright MCP (a group they share).
+umask 0007
 mkdir -p "$AGENTENV_PROFILE_DIR" "$downloads"
 # A Chromium killed with -9 leaves its singleton lock behind; this container
 # (or native stack) runs one Chromium per profile, so the lock is stale.
 rm -f "$AGENTENV_PROFILE_DIR"/Singleton{Lock,Socket,Cookie}
 
-run_as=()
-if [ "$(id -u)" = 0 ] && [ -n "$user" ] && [ "$user" != root ]; then
-    chown -R "$user:" "$AGENTENV_PROFILE_DIR" "$downloads"
-    run_as=(setpriv --reuid="$user" --regid="$user" --init-groups --reset-env)
-fi
-
-exec > >(tee -a "$AGENTENV_LOG_DIR/chromium.log") 2>&1
-exec "${run_as[@]}" env HOME="$AGENTENV_PROFILE_DIR" "$binary" \
+exec env HOME="$AGENTENV_PROFILE_DIR" "$binary" \
     --headless=new \
     --no-sandbox \
     --disable-gpu \

@@ -12,7 +12,10 @@ or anything else.
 
 from __future__ import annotations
 
-__all__ = ["scheme_of", "web_url"]
+__all__ = ["WEB_TARGET_TYPES", "scheme_of", "tab", "web_target", "web_url"]
+
+#: Target types an agent may attach to: web content only, never the browser's UI.
+WEB_TARGET_TYPES = frozenset({"page", "iframe", "worker", "shared_worker", "service_worker", "tab"})
 
 _WEB_SCHEMES = frozenset({"http", "https", "data"})
 _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+-.")
@@ -49,3 +52,21 @@ def web_url(url: str, *, empty_ok: bool = True) -> bool:
     if scheme == "view-source":
         return web_url(rest, empty_ok=False)
     return False
+
+
+def web_target(info: tuple[str, str] | None) -> bool:
+    """Whether a target (``(type, url)``) is web content an agent may attach to.
+
+    The browser's own UI is no web content, whatever its type says (Chromium
+    156 lists its omnibox popup as a ``page`` at a ``chrome://`` URL). A tab
+    showing an error page (``chrome-error:``) is still a tab.
+    """
+    if info is None:
+        return False
+    kind, url = info
+    return kind in WEB_TARGET_TYPES and (web_url(url) or url.startswith("chrome-error:"))
+
+
+def tab(info: tuple[str, str]) -> bool:
+    """Whether a target is one of the browser's tabs (a web page, not its UI)."""
+    return info[0] == "page" and web_target(info)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentenv.protocol.urls import web_url
+from agentenv.protocol.urls import WEB_TARGET_TYPES, web_target, web_url
 from agentenv.relay.allowlist import ALLOWED
 
 __all__ = [
@@ -51,8 +51,6 @@ __all__ = [
 
 GUARD_ERROR_CODE = -32000
 
-#: Target types an agent may attach to: web content only, never the browser's UI.
-WEB_TARGET_TYPES = frozenset({"page", "iframe", "worker", "shared_worker", "service_worker", "tab"})
 Action = Literal["blocked", "rewritten"]
 
 
@@ -106,14 +104,6 @@ def _outside(downloads: str) -> Verdict:
         f"blocked by agentenv guard outside-downloads: files can be handed to pages only "
         f"from the downloads folder {downloads}; give absolute paths inside it",
     )
-
-
-def web_target(info: tuple[str, str] | None) -> bool:
-    """Whether a target (``(type, url)``) is web content an agent may attach to."""
-    if info is None:
-        return False
-    kind, url = info
-    return kind in WEB_TARGET_TYPES and (web_url(url) or url.startswith("chrome-error:"))
 
 
 def web_target_verdict() -> Verdict:

@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from agentenv.protocol.urls import tab as is_tab
 from agentenv.relay.errors import UpstreamError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.password import CHECK_TIMEOUT_S, Focus, check_expression, verdict
@@ -170,25 +171,21 @@ class Watcher:
         if method in ("Target.targetCreated", "Target.targetInfoChanged"):
             info = params.get("targetInfo", {})
             target, kind = info.get("targetId"), info.get("type")
-            if isinstance(target, str) and isinstance(kind, str):
-                self.targets[target] = (kind, str(info.get("url", "")))
-        if method == "Target.targetCreated":
-            info = params.get("targetInfo", {})
-            if info.get("type") == "page":
-                tab, url = info["targetId"], info.get("url", "")
-                if self._initial:
-                    self.logbook.causes.known(tab, url, info.get("openerId"))
-                else:
-                    self.logbook.created(tab, url, info.get("openerId"))
-        elif method == "Target.targetInfoChanged":
-            info = params.get("targetInfo", {})
-            if info.get("type") == "page":
-                tab, url = info["targetId"], info.get("url", "")
-                known = self.logbook.causes.url(tab)
-                if known is None:
-                    self.logbook.causes.known(tab, url, info.get("openerId"))
-                elif url != known:
-                    self.logbook.navigated(tab, url)
+            if not isinstance(target, str) or not isinstance(kind, str):
+                return
+            url = str(info.get("url", ""))
+            self.targets[target] = (kind, url)
+            # Tabs are web pages: the browser's own UI (Chromium lists its
+            # omnibox popup as a page at a chrome:// URL) is none of them.
+            if not is_tab((kind, url)):
+                return
+            known = self.logbook.causes.url(target)
+            if method == "Target.targetCreated" and not self._initial:
+                self.logbook.created(target, url, info.get("openerId"))
+            elif known is None:
+                self.logbook.causes.known(target, url, info.get("openerId"))
+            elif url != known:
+                self.logbook.navigated(target, url)
         elif method == "Target.targetDestroyed":
             tab = params.get("targetId")
             if isinstance(tab, str):

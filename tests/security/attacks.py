@@ -1,0 +1,119 @@
+"""What the attack tests share: an agent's raw CDP connection to the computer
+under attack, and the checks each attack ends with."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+import requests
+
+from tests.support.container import Computer
+from tests.support.timing import deadline
+
+__all__ = ["Agent", "agent", "attempt", "clean", "guarded"]
+
+
+class Agent:
+    """One agent's CDP connection: commands with their answers, events kept."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.ids = itertools.count(1)
+        self.events: list[dict[str, Any]] = []
+
+    async def send(self, message: dict[str, Any]) -> dict[str, Any]:
+        await self.ws.send_json(message)
+        while True:
+            got = await self.ws.receive(timeout=deadline(30))
+            if got.type is not aiohttp.WSMsgType.TEXT:
+                raise AssertionError(f"the connection ended: {got.type} {got.data!r} {got.extra!r}")
+            answer = got.json()
+            if answer.get("id") == message.get("id") or (
+                "id" not in message and "error" in answer and "id" not in answer
+            ):
+                return dict(answer)
+            self.events.append(answer)
+
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
+        message: dict[str, Any] = {"id": next(self.ids), "method": method, "params": params or {}}
+        if session is not None:
+            message["sessionId"] = session
+        return await self.send(message)
+
+    async def page(self, url: str) -> tuple[str, str]:
+        """A new tab at ``url`` and a flattened session on it."""
+        tab = (await self.call("Target.createTarget", {"url": url}))["result"]["targetId"]
+        attached = await self.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
+        return tab, attached["result"]["sessionId"]
+
+    async def evaluate(self, session: str, expression: str) -> Any:
+        answer = await self.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+            session,
+        )
+        return answer["result"]["result"].get("value")
+
+
+def browser_url(target: Computer, user: str) -> str:
+    version = requests.get(target.relay + "/json/version", timeout=10).json()
+    return f"{version['webSocketDebuggerUrl']}?token={target.token(user)}"
+
+
+@asynccontextmanager
+async def agent(target: Computer, user: str = "alice") -> AsyncIterator[Agent]:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(browser_url(target, user), max_msg_size=0) as ws,
+    ):
+        yield Agent(ws)
+
+
+def attempt(target: Computer) -> int:
+    """The log's last entry now: what an attack writes comes after it."""
+    return target.log()[1]
+
+
+def guarded(
+    target: Computer,
+    after: int,
+    method: str,
+    rule: str,
+    who: str = "alice",
+    action: str = "blocked",
+) -> dict[str, Any]:
+    """The entry of the attempt (after ``after``), with what the guard did."""
+    from tests.support.timing import wait_for
+
+    def found() -> dict[str, Any] | None:
+        lines, _ = target.log(after)
+        for line in lines:
+            entry = line.get("action")
+            if (
+                entry
+                and entry.get("method") == method
+                and entry.get("who") == who
+                and (entry.get("guard") or {}).get("rule") == rule
+            ):
+                return dict(entry)
+        return None
+
+    entry = wait_for(found, f"the log to hold {who}'s {method} with guard {rule}", timeout_s=20)
+    assert entry["guard"] == {"rule": rule, "action": action}, entry
+    if action == "blocked":
+        assert entry["ok"] is False and "agentenv guard" in entry["error"], entry
+    return entry
+
+
+def clean(target: Computer, *secrets: str) -> None:
+    """No byte of any secret anywhere under /var/log/agentenv."""
+    everything = target.all_log_bytes()
+    for secret in (*secrets, *target.users.values(), target.control or ""):
+        if secret:
+            assert secret.encode() not in everything, "a secret reached /var/log/agentenv"

@@ -1,0 +1,249 @@
+"""The image in tests: built once per run (scripts/build.sh, which reuses the
+engine's layer cache), started hardened as users deploy it, and looked into.
+
+testcontainers is imported inside functions (it calls the engine at import).
+Without an engine these tests skip with the reason, unless
+AGENTENV_REQUIRE_DOCKER=1 (CI), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from agentenv.harness.hardening import docker_kwargs
+from tests.support.stack import ROOT
+from tests.support.timing import deadline, wait_for
+
+__all__ = [
+    "CONTROL",
+    "IMAGE",
+    "USERS",
+    "Computer",
+    "build",
+    "computer",
+    "require_engine",
+    "start_computer",
+]
+
+IMAGE = os.environ.get("AGENTENV_TEST_IMAGE", "agentenv/browser:latest")
+#: The users and control token a secured computer is started with.
+USERS = {"alice": "alice-token-5f1c", "bob": "bob-token-9a2e"}
+CONTROL = "control-token-7d3b"
+SUPERVISORCTL = ["supervisorctl", "-c", "/opt/agentenv/image/supervisord.conf"]
+#: The test site, served inside the computer on its own loopback.
+SITE = "http://127.0.0.1:8000"
+
+
+def require_engine() -> None:
+    try:
+        ok = subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if ok:
+        return
+    reason = "no Docker engine answers: run scripts/engine.sh (make test does)"
+    if os.environ.get("AGENTENV_REQUIRE_DOCKER") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def build(arch: str) -> None:
+    done = subprocess.run(
+        [str(ROOT / "scripts/build.sh"), arch],
+        cwd=ROOT,
+        timeout=deadline(3600),
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.fail(
+            f"scripts/build.sh {arch} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
+
+
+def start_computer(
+    image: str,
+    env: dict[str, str] | None = None,
+    shared: Path | None = None,
+    *,
+    hardened: bool = True,
+    network: str | None = None,
+) -> Any:
+    """A computer container, ready (``/readyz``), hardened as compose runs it."""
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.wait_strategies import HttpWaitStrategy
+
+    kwargs: dict[str, Any] = docker_kwargs() if hardened else {"shm_size": "1g"}
+    tmpfs = kwargs.pop("tmpfs", {})
+    container = DockerContainer(image)
+    container.tmpfs.update(tmpfs)  # testcontainers passes its own tmpfs argument
+    container = (
+        container.with_exposed_ports(9222, 8080)
+        .with_kwargs(**kwargs)
+        .waiting_for(
+            HttpWaitStrategy(8080, "/readyz")
+            .for_status_code(200)
+            .with_startup_timeout(int(deadline(120)))
+        )
+    )
+    for key, value in (env or {}).items():
+        container = container.with_env(key, value)
+    if shared is not None:  # a host folder at the same path inside (file:// grants)
+        container = container.with_volume_mapping(str(shared), str(shared), "rw")
+    if network is not None:
+        container = container.with_network(network)  # type: ignore[arg-type]
+    return container.start()
+
+
+@dataclass
+class Computer:
+    """A running computer container, as a test drives and inspects it."""
+
+    container: Any
+    users: dict[str, str]
+    control: str | None
+
+    @property
+    def host(self) -> str:
+        return str(self.container.get_container_host_ip())
+
+    @property
+    def relay(self) -> str:
+        return f"http://{self.host}:{self.container.get_exposed_port(9222)}"
+
+    @property
+    def app(self) -> str:
+        return f"http://{self.host}:{self.container.get_exposed_port(8080)}"
+
+    @property
+    def relay_address(self) -> str:
+        return f"{self.host}:{self.container.get_exposed_port(9222)}"
+
+    def token(self, user: str) -> str:
+        return self.users[user]
+
+    def headers(self, user: str | None = None) -> dict[str, str]:
+        token = self.control if user is None else self.users[user]
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def op(
+        self,
+        op: str,
+        body: dict[str, Any] | None = None,
+        user: str | None = None,
+        status: int = 200,
+        **headers: str,
+    ) -> Any:
+        answer = requests.post(
+            f"{self.app}/v1/browser/{op}",
+            json=body or {},
+            headers={**self.headers(user), **headers},
+            timeout=deadline(60),
+        )
+        assert answer.status_code == status, (op, answer.status_code, answer.text[:500])
+        kind = answer.headers.get("Content-Type", "")
+        return answer.json() if kind.startswith("application/json") else answer.content
+
+    def log(self, after: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """The action log through ``log`` with the control token, page by page."""
+        lines: list[dict[str, Any]] = []
+        last = after
+        while True:
+            page = self.op("log", {"after": last, "limit": 1000})
+            lines += page["lines"]
+            if page["last"] == last:
+                return lines, last
+            last = page["last"]
+
+    def settled_log(self, after: int = 0, *, past: int = 0) -> list[dict[str, Any]]:
+        """The log's lines after ``after``, once it reaches entry ``past``."""
+        return wait_for(
+            lambda: (lambda got: got[0] if got[1] >= past else None)(self.log(after)),
+            f"the log to reach entry {past}",
+            timeout_s=30,
+        )
+
+    def exec(self, *cmd: str, user: str | None = None) -> str:
+        result = self.container.get_wrapped_container().exec_run(list(cmd), user=user or "")
+        assert result.exit_code == 0, (cmd, result.output[-2000:])
+        return str(result.output.decode(errors="replace"))
+
+    def files(self, folder: str = "/var/log/agentenv") -> dict[str, bytes]:
+        """Every file under ``folder`` in the container, by path."""
+        stream, _ = self.container.get_wrapped_container().get_archive(folder)
+        data = io.BytesIO(b"".join(stream))
+        out: dict[str, bytes] = {}
+        with tarfile.open(fileobj=data) as tar:
+            for member in tar.getmembers():
+                if member.isfile():
+                    extracted = tar.extractfile(member)
+                    out[member.name] = extracted.read() if extracted is not None else b""
+        return out
+
+    def all_log_bytes(self) -> bytes:
+        return b"".join(self.files().values())
+
+    def serve_site(self) -> str:
+        """The test site (tests/support/site.py) served inside the computer."""
+        source = (ROOT / "tests/support/site.py").read_text()
+        code = base64.b64encode(source.encode()).decode()
+        script = (
+            "import base64, types, sys, time\n"
+            f"m = types.ModuleType('site_pages'); exec(base64.b64decode('{code}'), m.__dict__)\n"
+            "from http.server import ThreadingHTTPServer\n"
+            "ThreadingHTTPServer(('127.0.0.1', 8000), m._Handler).serve_forever()\n"
+        )
+        launch = base64.b64encode(script.encode()).decode()
+        self.exec(
+            "sh",
+            "-c",
+            f"echo {launch} | base64 -d > /tmp/site.py && "
+            "setsid python3 /tmp/site.py >/dev/null 2>&1 </dev/null &",
+        )
+        wait_for(
+            lambda: (
+                "200" in self.exec("sh", "-c", f"curl -s -o /dev/null -w '%{{http_code}}' {SITE}/")
+            ),
+            "the test site inside the computer",
+            timeout_s=20,
+        )
+        return SITE
+
+    def stop(self) -> None:
+        self.container.stop()
+
+
+@contextmanager
+def computer(
+    image: str,
+    *,
+    users: dict[str, str] | None = None,
+    control: str | None = CONTROL,
+    env: dict[str, str] | None = None,
+    **kwargs: Any,
+) -> Iterator[Computer]:
+    """A secured computer (users and a control token configured), stopped after."""
+    users = USERS if users is None else users
+    settings = dict(env or {})
+    if users:
+        settings["AGENTENV_USERS"] = ",".join(f"{u}:{t}" for u, t in users.items())
+    if control:
+        settings["AGENTENV_CONTROL_TOKEN"] = control
+    container = start_computer(image, settings, **kwargs)
+    running = Computer(container, users, control)
+    try:
+        yield running
+    finally:
+        running.stop()
