@@ -119,10 +119,16 @@ async def test_two_sessions_with_their_own_roles(stack: NativeStack, site: Site)
     entries = actions(lines)
     calls = [a for a in entries.values() if a.get("via") == "mcp"]
     assert sorted(a["who"] for a in calls) == ["ann"] * 3 + ["ben"] * 3
-    for seq, a in entries.items():
-        if a.get("method") == "Page.navigate" and a.get("within"):
-            owner = entries[a["within"]]
-            assert owner["who"] == ("ann" if a["params"]["url"].endswith("/next") else "ben"), seq
+    navigations = [
+        (seq, a)
+        for seq, a in entries.items()
+        if a.get("method") == "Page.navigate" and a.get("within")
+    ]
+    assert len(navigations) == 4, navigations  # two each: none missed, none unattributed
+    for seq, a in navigations:
+        owner = entries[a["within"]]
+        assert owner["who"] == ("ann" if a["params"]["url"].endswith("/next") else "ben"), seq
+        assert a["who"] == owner["who"], seq  # Playwright MCP's own commands carry the caller
 
 
 def test_mcp_checks_host_and_origin(stack: NativeStack) -> None:

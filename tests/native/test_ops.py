@@ -18,13 +18,7 @@ PASSWORD = "pixel-pa55word"
 
 
 def op(stack: NativeStack, name: str, body: dict[str, Any] | None = None, **headers: str) -> Any:
-    answer = requests.post(
-        f"{stack.app_http}/v1/browser/{name}", json=body or {}, headers=headers, timeout=60
-    )
-    assert answer.status_code == 200, (name, answer.status_code, answer.text)
-    if answer.headers["Content-Type"].startswith("image/"):
-        return answer.content
-    return answer.json()
+    return stack.op(name, body, **headers)
 
 
 def refused(stack: NativeStack, name: str, body: Any, status: int) -> str:

@@ -147,9 +147,7 @@ async def _background_agent(stack: NativeStack, site: Site, frames: Path, record
 def test_a_background_tab_is_framed_never_brought_forward(
     stack: NativeStack, site: Site, tmp_path: Path, run: int
 ) -> None:
-    front = requests.post(
-        f"{stack.app_http}/v1/browser/tabs/open", json={"url": site.url + "/account"}, timeout=30
-    ).json()["id"]
+    front = stack.op("tabs/open", {"url": site.url + "/account"})["id"]
     recording = start(stack, tmp_path, name=f"background-{run}")
     wait_for(lambda: frames_on_disk(tmp_path, recording), "the first frame")
     tab = asyncio.run(_background_agent(stack, site, tmp_path, recording))
@@ -159,10 +157,10 @@ def test_a_background_tab_is_framed_never_brought_forward(
     last = manifest["frames"][-1]
     assert last["kind"] == "last" and last["tab"] == tab and last["url"] == site.url + "/popup"
     assert all(f["tab"] == tab for f in manifest["frames"][1:])
-    tabs = requests.post(f"{stack.app_http}/v1/browser/tabs/list", json={}, timeout=30).json()
+    tabs = stack.op("tabs/list", {})
     assert tabs[0]["id"] == front and tabs[0]["active"]  # the front tab stayed in front
     for t in tabs:
-        requests.post(f"{stack.app_http}/v1/browser/tabs/close", json={"id": t["id"]}, timeout=30)
+        stack.op("tabs/close", {"id": t["id"]})
 
 
 @pytest.fixture(scope="module")
@@ -217,13 +215,11 @@ def test_uploads_to_s3_and_every_refusal(
     stack: NativeStack, site: Site, s3: dict[str, str]
 ) -> None:
     grant = {"url": "s3://frames/runs/42", **s3}
-    requests.post(f"{stack.app_http}/v1/browser/tabs/open", json={}, timeout=30)
+    stack.op("tabs/open", {})
     request_id = uuid.uuid4().hex
     first = rec(stack, "start", {"request_id": request_id, "upload": grant})["recording_id"]
     assert rec(stack, "start", {"request_id": request_id, "upload": grant})["recording_id"] == first
-    requests.post(
-        f"{stack.app_http}/v1/browser/tabs/open", json={"url": site.url + "/next"}, timeout=30
-    )
+    stack.op("tabs/open", {"url": site.url + "/next"})
     quiet = rec(stack, "start", {"request_id": uuid.uuid4().hex, "upload": grant, "frames": False})
     manifest = rec(stack, "end", {"recording_id": first})
     listed = _s3_names(s3, f"runs/42/{first}/")
@@ -251,18 +247,16 @@ def test_a_frame_that_cannot_be_taken_is_kept_with_its_error(
 ) -> None:
     recording = start(stack, tmp_path)
     wait_for(lambda: frames_on_disk(tmp_path, recording), "the first frame")
-    for t in requests.post(f"{stack.app_http}/v1/browser/tabs/list", json={}, timeout=30).json():
-        requests.post(f"{stack.app_http}/v1/browser/tabs/close", json={"id": t["id"]}, timeout=30)
+    for t in stack.op("tabs/list", {}):
+        stack.op("tabs/close", {"id": t["id"]})
     manifest = rec(stack, "end", {"recording_id": recording})
     last = manifest["frames"][-1]
     assert last["error"] and manifest["missing_frames"] >= 1
-    requests.post(f"{stack.app_http}/v1/browser/tabs/open", json={}, timeout=30)
+    stack.op("tabs/open", {})
 
 
 def test_recorder_killed_mid_recording(stack: NativeStack, site: Site, tmp_path: Path) -> None:
-    requests.post(
-        f"{stack.app_http}/v1/browser/tabs/open", json={"url": site.url + "/next"}, timeout=30
-    )
+    stack.op("tabs/open", {"url": site.url + "/next"})
     recording = start(stack, tmp_path)
     wait_for(lambda: frames_on_disk(tmp_path, recording), "the first frame")
 
@@ -277,6 +271,10 @@ def test_recorder_killed_mid_recording(stack: NativeStack, site: Site, tmp_path:
                 wait_for, lambda: len(frames_on_disk(tmp_path, recording)) >= 2, "an action frame"
             )
             await cdp.call("Target.closeTarget", {"targetId": tab})
+            # Closing the tab is an action too: its frame comes before the kill.
+            await asyncio.to_thread(
+                wait_for, lambda: len(frames_on_disk(tmp_path, recording)) >= 3, "the close frame"
+            )
 
     asyncio.run(act())
     taken = frames_on_disk(tmp_path, recording)
@@ -302,9 +300,7 @@ def test_recorder_killed_mid_recording(stack: NativeStack, site: Site, tmp_path:
 
 
 def test_limits_and_reset_end_recordings(stack: NativeStack, site: Site, tmp_path: Path) -> None:
-    requests.post(
-        f"{stack.app_http}/v1/browser/tabs/open", json={"url": site.url + "/next"}, timeout=30
-    )
+    stack.op("tabs/open", {"url": site.url + "/next"})
     capped = start(stack, tmp_path, max_frames=2)
     timed = start(stack, tmp_path, max_duration_s=1)
 
@@ -335,7 +331,7 @@ def test_limits_and_reset_end_recordings(stack: NativeStack, site: Site, tmp_pat
     )
     assert rec(stack, "end", {"recording_id": timed}) == timed_manifest
     # data/reset ends the open one first, so its log and manifest upload.
-    requests.post(f"{stack.app_http}/v1/browser/data/reset", json={}, timeout=60).raise_for_status()
+    stack.op("data/reset")
     capped_manifest = json.loads((tmp_path / capped / "manifest.json").read_text())
     assert capped_manifest["reason"] == "reset"
     assert len(capped_manifest["frames"]) == 2 and "max_frames" in capped_manifest["limits_hit"]

@@ -3,6 +3,7 @@ under attack, and the checks each attack ends with."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -47,10 +48,18 @@ class Agent:
         return await self.send(message)
 
     async def page(self, url: str) -> tuple[str, str]:
-        """A new tab at ``url`` and a flattened session on it."""
+        """A new tab at ``url``, loaded, and a flattened session on it."""
         tab = (await self.call("Target.createTarget", {"url": url}))["result"]["targetId"]
         attached = await self.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
-        return tab, attached["result"]["sessionId"]
+        session = attached["result"]["sessionId"]
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline(20)
+        check = "location.href + ' ' + document.readyState"
+        while await self.evaluate(session, check) != f"{url} complete":
+            if loop.time() > end:
+                raise AssertionError(f"{url} did not load within {deadline(20):.0f} s")
+            await asyncio.sleep(0.05)
+        return tab, session
 
     async def evaluate(self, session: str, expression: str) -> Any:
         answer = await self.call(

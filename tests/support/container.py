@@ -144,12 +144,13 @@ class Computer:
         body: dict[str, Any] | None = None,
         user: str | None = None,
         status: int = 200,
-        **headers: str,
+        headers: dict[str, str] | None = None,
     ) -> Any:
+        """A browser/v1 op as ``user`` (the control token when None)."""
         answer = requests.post(
             f"{self.app}/v1/browser/{op}",
             json=body or {},
-            headers={**self.headers(user), **headers},
+            headers={**self.headers(user), **(headers or {})},
             timeout=deadline(60),
         )
         assert answer.status_code == status, (op, answer.status_code, answer.text[:500])
@@ -214,7 +215,10 @@ class Computer:
         )
         wait_for(
             lambda: (
-                "200" in self.exec("sh", "-c", f"curl -s -o /dev/null -w '%{{http_code}}' {SITE}/")
+                "200"
+                in self.exec(
+                    "sh", "-c", f"curl -s -o /dev/null -w '%{{http_code}}' {SITE}/ || true"
+                )
             ),
             "the test site inside the computer",
             timeout_s=20,

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -96,6 +97,19 @@ class NativeStack:
         out.close()
         self.wait_ready()
         return self
+
+    def op(self, name: str, body: dict[str, Any] | None = None, **headers: str) -> Any:
+        """A browser/v1 op that must succeed: its JSON answer (or image bytes)."""
+        answer = requests.post(
+            f"{self.app_http}/v1/browser/{name}",
+            json=body or {},
+            headers=headers,
+            timeout=deadline(60),
+        )
+        assert answer.status_code == 200, (name, answer.status_code, answer.text[:500])
+        if answer.headers["Content-Type"].startswith("image/"):
+            return answer.content
+        return answer.json()
 
     def ready(self) -> bool:
         try:

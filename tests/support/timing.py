@@ -29,7 +29,12 @@ def wait_for(
     timeout_s: float = 30.0,
     interval_s: float = 0.1,
 ) -> T:
-    """Call ``probe`` until it returns something truthy; fail after the deadline."""
+    """Call ``probe`` until it returns something truthy; fail after the deadline.
+
+    An error the probe raises (a server still starting, a file not yet
+    written) is waited out; a failed assert in it is not: it fails at once,
+    with its own message.
+    """
     end = time.monotonic() + deadline(timeout_s)
     last_error: Exception | None = None
     while True:
@@ -37,6 +42,8 @@ def wait_for(
             value = probe()
             if value:
                 return value
+        except AssertionError:
+            raise
         except Exception as exc:  # the probe's failure is what we wait out
             last_error = exc
         if time.monotonic() > end:

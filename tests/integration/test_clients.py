@@ -1,0 +1,538 @@
+"""Each client's way in, against the built image with users and a control token.
+
+One computer for the module, started hardened with users alice and bob and a
+control token, with the test site served inside it. Each test drives one real
+client with a token and asserts three things: the client did its work (it read
+back what it typed and clicked), the action log holds its actions under the
+token's user (`who`), and no token, password or cookie value is anywhere under
+/var/log/agentenv.
+
+- Playwright `connect_over_cdp`: token in `Authorization`, or `?token=`.
+- Puppeteer (tests/clients/puppeteer_session.js): `browserWSEndpoint` at the
+  relay's root and at `/devtools/browser`, with `?token=`; `browserURL` with a
+  header fails cleanly (Puppeteer sends no header on the WebSocket it finds).
+- browser-use (tests/clients/browser_use_session.py): `http://host:port?token=`.
+- Raw CDP over aiohttp: `Authorization: Bearer` on the WebSocket upgrade.
+- The `mcp` SDK client through `/mcp` with a bearer token.
+- Pixel and navigation ops with an agent's token, and `AgentEnv-Role`.
+- What an agent's token cannot do: control ops, `AgentEnv.*` over CDP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+import aiohttp
+import pytest
+import requests
+from playwright.async_api import async_playwright
+
+from tests.security.attacks import Agent, clean, guarded
+from tests.support.container import SITE, Computer, computer
+from tests.support.mcp import ref, ref_argument, text
+from tests.support.stack import ROOT
+from tests.support.timing import deadline, wait_for
+
+T = TypeVar("T")
+
+PUPPETEER = ROOT / "tests/clients/puppeteer_session.js"
+BROWSER_USE = ROOT / "tests/clients/browser_use_session.py"
+BROWSER_USE_PYTHON = ROOT / "build/clients/browser-use/bin/python"
+#: Typed into the password field through /mcp: never to be found in the log.
+PASSWORD = "mcp-clients-hunter2-5e7a"
+#: The cookie Puppeteer's session sets: its value is never logged.
+PUPPETEER_COOKIE = "alice-cookie"
+
+
+@pytest.fixture(scope="module")
+def c(image: str) -> Iterator[Computer]:
+    """The secured computer every client here connects to, the site served inside."""
+    with computer(image) as running:
+        running.serve_site()
+        yield running
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def _installed(part: str) -> subprocess.CompletedProcess[str]:
+    """scripts/test-clients.sh for one part (idempotent: a stamp skips a second run)."""
+    return subprocess.run(
+        [str(ROOT / "scripts/test-clients.sh"), part],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=deadline(900),
+    )
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    """`node` with puppeteer-core installed in build/clients/node."""
+    done = _installed("node")
+    found = shutil.which("node")
+    if done.returncode != 0:
+        if found is None:
+            pytest.skip(
+                "node is missing and scripts/test-clients.sh node could not install it: "
+                + done.stderr[-500:]
+            )
+        pytest.fail(f"scripts/test-clients.sh node failed:\n{done.stderr[-3000:]}")
+    assert found is not None, "scripts/test-clients.sh node succeeded without a node"
+    return found
+
+
+@pytest.fixture(scope="module")
+def browser_use_python() -> str:
+    """The python of build/clients/browser-use, with browser-use installed."""
+    done = _installed("browser-use")
+    if done.returncode != 0:
+        pytest.fail(f"scripts/test-clients.sh browser-use failed:\n{done.stderr[-3000:]}")
+    return str(BROWSER_USE_PYTHON)
+
+
+def _mark(c: Computer) -> int:
+    """The log's last entry now: what a test's client writes comes after it."""
+    return c.log()[1]
+
+
+def _actions(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [line["action"] | {"seq": line["seq"]} for line in lines if "action" in line]
+
+
+def _tabs(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [line["tab"] | {"seq": line["seq"]} for line in lines if "tab" in line]
+
+
+def _logged(
+    c: Computer, after: int, what: str, done: Callable[[list[dict[str, Any]]], bool]
+) -> list[dict[str, Any]]:
+    """The log's lines after ``after``, once ``done`` holds for them (bounded)."""
+
+    def probe() -> list[dict[str, Any]] | None:
+        lines, _ = c.log(after)
+        return lines if done(lines) else None
+
+    return wait_for(probe, what, timeout_s=30)
+
+
+def _cdp_of(
+    lines: list[dict[str, Any]], who: str, method: str, **params: Any
+) -> list[dict[str, Any]]:
+    """``who``'s CDP command entries for ``method`` whose params hold ``params``."""
+    return [
+        a
+        for a in _actions(lines)
+        if a.get("via") == "cdp"
+        and a.get("who") == who
+        and a.get("method") == method
+        and all((a.get("params") or {}).get(k) == v for k, v in params.items())
+    ]
+
+
+def _has_cdp(who: str, navigated: str, *methods: str) -> Callable[[list[dict[str, Any]]], bool]:
+    """Whether the lines hold ``who``'s ``Page.navigate`` to ``navigated`` and each method."""
+
+    def done(lines: list[dict[str, Any]]) -> bool:
+        return bool(_cdp_of(lines, who, "Page.navigate", url=navigated)) and all(
+            _cdp_of(lines, who, m) for m in methods
+        )
+
+    return done
+
+
+def _only(lines: list[dict[str, Any]], who: str) -> None:
+    """Every action entry in ``lines`` is ``who``'s."""
+    strangers = [a for a in _actions(lines) if a.get("who") != who]
+    assert not strangers, strangers[:5]
+
+
+async def _eventually(probe: Callable[[], Awaitable[T | None]], what: str, timeout_s: float) -> T:
+    """Await ``probe`` until it gives something truthy; fail after the deadline."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline(timeout_s)
+    while True:
+        value = await probe()
+        if value:
+            return value
+        if loop.time() > end:
+            raise TimeoutError(f"waited {deadline(timeout_s):.0f} s for {what}")
+        await asyncio.sleep(0.1)
+
+
+def _browser_ws(c: Computer) -> str:
+    """The browser's WebSocket URL from ``/json/version`` (which needs no token)."""
+    answer = requests.get(c.relay + "/json/version", timeout=deadline(10))
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["webSocketDebuggerUrl"])
+
+
+async def _read_page(c: Computer, tab: str, expression: str) -> Any:
+    """``expression`` in ``tab``, read on a control-token connection (off the record)."""
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(_browser_ws(c), headers=c.headers(), max_msg_size=0) as ws,
+    ):
+        cdp = Agent(ws)
+        attached = await cdp.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
+        session = attached["result"]["sessionId"]
+        try:
+            return await cdp.evaluate(session, expression)
+        finally:
+            await cdp.call("Target.detachFromTarget", {"sessionId": session})
+
+
+def _page_value(c: Computer, tab: str, expression: str) -> Any:
+    return asyncio.run(_read_page(c, tab, expression))
+
+
+def _run(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=deadline(timeout_s)
+    )
+
+
+# -- 1. Playwright ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("way", ["header", "query"])
+async def test_playwright_connect_over_cdp(c: Computer, way: str) -> None:
+    # The header way as alice, the query way as bob: `who` comes from the token.
+    user = "alice" if way == "header" else "bob"
+    token = c.token(user)
+    before = _mark(c)
+    async with async_playwright() as pw:
+        if way == "header":
+            browser = await pw.chromium.connect_over_cdp(
+                c.relay, headers={"Authorization": f"Bearer {token}"}
+            )
+        else:
+            browser = await pw.chromium.connect_over_cdp(f"{c.relay}?token={token}")
+        page = await browser.contexts[0].new_page()
+        await page.goto(SITE + "/")
+        await page.fill("#user", f"{user}-by-{way}")
+        await page.fill("#search", f"{way} words")
+        await page.click("#go")
+        assert await page.text_content("#out") == f"clicked:{way} words"
+        assert await page.input_value("#user") == f"{user}-by-{way}"
+        await page.close()
+        await browser.close()
+
+    lines = _logged(
+        c,
+        before,
+        f"{user}'s Playwright commands",
+        _has_cdp(user, SITE + "/", "Input.insertText", "Input.dispatchMouseEvent"),
+    )
+    typed = [a["params"].get("text") for a in _cdp_of(lines, user, "Input.insertText")]
+    assert f"{user}-by-{way}" in typed and f"{way} words" in typed, typed
+    opened = [e for e in _tabs(lines) if e["event"] == "opened"]
+    assert any(e["by"].get("who") == user and e["by"]["kind"] == "command" for e in opened), opened
+    _only(lines, user)
+    clean(c)
+
+
+# -- 2. Puppeteer ----------------------------------------------------------------------
+
+
+def _puppeteer(node: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return _run([node, str(PUPPETEER), *args], timeout_s=90)
+
+
+@pytest.mark.parametrize("path", ["", "/devtools/browser"])
+def test_puppeteer_browser_ws_endpoint(c: Computer, node: str, path: str) -> None:
+    endpoint = f"ws://{c.relay_address}{path}?token={c.token('alice')}"
+    before = _mark(c)
+    done = _puppeteer(node, endpoint, SITE)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["user"] == "alice" and result["out"] == "clicked:", result
+    assert result["title"] == "Start" and result["next_title"] == "Next", result
+    assert result["back_title"] == "Start" and result["screenshot_bytes"] > 1000, result
+    assert result["cookie_names"] == ["session"], result
+
+    lines = _logged(
+        c,
+        before,
+        "alice's Puppeteer commands",
+        _has_cdp("alice", SITE + "/next", "Input.dispatchKeyEvent", "Input.dispatchMouseEvent"),
+    )
+    keys = _cdp_of(lines, "alice", "Input.dispatchKeyEvent")
+    assert "".join(a["params"].get("text", "") for a in keys) == "alice", keys
+    assert _cdp_of(lines, "alice", "Page.navigate", url=SITE + "/")
+    assert _cdp_of(lines, "alice", "Page.navigateToHistoryEntry")
+    _only(lines, "alice")
+    clean(c, PUPPETEER_COOKIE)
+
+
+def test_puppeteer_browser_url_with_a_header_fails_cleanly(c: Computer, node: str) -> None:
+    # Puppeteer fetches /json/version itself (it answers without a token) and
+    # opens the WebSocket it names without the header: the relay answers 401.
+    before = _mark(c)
+    done = _puppeteer(
+        node, "--browser-url", c.relay, "--header", f"Authorization=Bearer {c.token('alice')}", SITE
+    )
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr[-2000:])
+    assert "401" in done.stderr or "Unauthorized" in done.stderr, done.stderr[-2000:]
+    assert c.token("alice") not in done.stderr
+    lines, _ = c.log(before)
+    assert not _actions(lines), lines
+    clean(c)
+
+
+# -- 3. browser-use --------------------------------------------------------------------
+
+
+def test_browser_use_cdp_url_with_a_token(c: Computer, browser_use_python: str) -> None:
+    before = _mark(c)
+    done = _run(
+        [browser_use_python, str(BROWSER_USE), f"{c.relay}?token={c.token('alice')}", SITE],
+        timeout_s=150,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["user"] == "alice" and result["out"] == "clicked:", result
+    assert result["title"] == "Start" and result["next_title"] == "Next", result
+    assert result["back_title"] == "Start" and result["elements"] >= 4, result
+
+    lines = _logged(
+        c,
+        before,
+        "alice's browser-use commands",
+        _has_cdp("alice", SITE + "/next", "Input.dispatchMouseEvent"),
+    )
+    assert _cdp_of(lines, "alice", "Page.navigate", url=SITE + "/")
+    assert _cdp_of(lines, "alice", "Input.dispatchKeyEvent") or _cdp_of(
+        lines, "alice", "Input.insertText"
+    )
+    _only(lines, "alice")
+    clean(c)
+
+
+# -- 4. Raw CDP ------------------------------------------------------------------------
+
+
+async def test_raw_cdp_with_a_bearer_header(c: Computer) -> None:
+    before = _mark(c)
+    headers = {"Authorization": f"Bearer {c.token('alice')}"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(_browser_ws(c), headers=headers, max_msg_size=0) as ws,
+    ):
+        alice = Agent(ws)
+        tab, session = await alice.page(SITE + "/")
+
+        async def loaded() -> bool:
+            return bool(await alice.evaluate(session, "document.readyState") == "complete")
+
+        await _eventually(loaded, "the site to load", timeout_s=20)
+        await alice.evaluate(session, "document.getElementById('search').focus()")
+        inserted = await alice.call("Input.insertText", {"text": "raw words"}, session)
+        assert "error" not in inserted, inserted
+        await alice.evaluate(session, "document.getElementById('go').click()")
+        out = await alice.evaluate(session, "document.getElementById('out').textContent")
+        assert out == "clicked:raw words"
+        closed = await alice.call("Target.closeTarget", {"targetId": tab})
+        assert closed["result"]["success"] is True, closed
+
+    def closed_event(lines: list[dict[str, Any]]) -> bool:
+        return any(e["event"] == "closed" and e["id"] == tab for e in _tabs(lines))
+
+    lines = _logged(c, before, "the raw client's tab closed", closed_event)
+    assert _cdp_of(lines, "alice", "Target.createTarget", url=SITE + "/")
+    assert _cdp_of(lines, "alice", "Input.insertText", text="raw words")
+    assert _cdp_of(lines, "alice", "Runtime.evaluate")
+    events = {e["event"]: e for e in _tabs(lines) if e["id"] == tab}
+    for event in ("opened", "closed"):
+        assert events[event]["by"]["kind"] == "command", events
+        assert events[event]["by"]["who"] == "alice" and events[event]["by"]["via"] == "cdp"
+    _only(lines, "alice")
+    clean(c)
+
+
+# -- 5. MCP ----------------------------------------------------------------------------
+
+
+async def test_mcp_sdk_client_with_a_bearer_token(c: Computer) -> None:
+    import httpx2
+    from mcp.client.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    before = _mark(c)
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {c.token('alice')}"}, timeout=deadline(120)
+    )
+    transport = streamable_http_client(c.app + "/mcp", http_client=http)
+    async with http, Client(transport, read_timeout_seconds=deadline(120)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert {"browser_navigate", "browser_snapshot", "browser_type"} <= tools.keys()
+        assert {"browser_click", "browser_tabs"} <= tools.keys()
+        assert "slowly" in tools["browser_type"].input_schema["properties"]
+        type_ref = ref_argument(tools["browser_type"])
+        click_ref = ref_argument(tools["browser_click"])
+
+        navigated = await client.call_tool("browser_navigate", {"url": SITE + "/"})
+        assert not navigated.is_error, text(navigated)
+        snapshot = await client.call_tool("browser_snapshot", {})
+        assert not snapshot.is_error, text(snapshot)
+        snap = text(snapshot)
+        typed = await client.call_tool(
+            "browser_type",
+            {
+                "element": "password field",
+                type_ref: ref(snap, 'textbox "password"'),
+                "text": PASSWORD,
+                "slowly": True,
+            },
+        )
+        assert not typed.is_error, text(typed)
+        clicked = await client.call_tool(
+            "browser_click", {"element": "Go button", click_ref: ref(snap, 'button "Go"')}
+        )
+        assert not clicked.is_error, text(clicked)
+        # The click went through, and the password reached its field whole.
+        read = (
+            "() => document.getElementById('out').textContent + '|'"
+            " + document.getElementById('password').value.length"
+        )
+        seen = await client.call_tool("browser_evaluate", {"function": read})
+        assert f'"clicked:|{len(PASSWORD)}"' in text(seen), text(seen)
+        listed = await client.call_tool("browser_tabs", {"action": "list"})
+        assert not listed.is_error, text(listed)
+        assert SITE in text(listed), text(listed)
+
+    called = ["browser_navigate", "browser_snapshot", "browser_type", "browser_click"]
+    called += ["browser_evaluate", "browser_tabs"]
+
+    def all_calls(lines: list[dict[str, Any]]) -> bool:
+        return [a.get("tool") for a in _actions(lines) if a.get("via") == "mcp"] == called
+
+    lines = _logged(c, before, "one via-mcp entry per tool call", all_calls)
+    calls = [a for a in _actions(lines) if a.get("via") == "mcp"]
+    assert all(a["who"] == "alice" and a["call"] and a["ok"] is True for a in calls), calls
+    assert all("role" not in a or a["role"] is None for a in calls), calls
+    by_tool = {a["tool"]: a for a in calls}
+    assert by_tool["browser_snapshot"]["acts"] == "reading"
+    assert by_tool["browser_type"]["args"]["text"] == {
+        "withheld": "password",
+        "length": len(PASSWORD),
+    }
+    assert by_tool["browser_type"]["args"]["slowly"] is True
+    # Playwright MCP's own CDP commands for the calls are alice's, credited to them.
+    seqs = {a["seq"] for a in calls}
+    within = [a for a in _actions(lines) if a.get("within") in seqs]
+    assert within and all(a["who"] == "alice" for a in within), within[:5]
+    keys = [a for a in within if a.get("method") == "Input.dispatchKeyEvent"]
+    assert keys and all(a["within"] == by_tool["browser_type"]["seq"] for a in keys)
+    _only(lines, "alice")
+    clean(c, PASSWORD)
+
+
+# -- 6. Pixel ops ----------------------------------------------------------------------
+
+
+def test_pixel_ops_with_an_agents_token(c: Computer) -> None:
+    before = _mark(c)
+    tab = c.op("navigate", {"url": SITE + "/pixels"}, user="alice")["tab"]
+    wait_for(
+        lambda: _page_value(c, tab, "document.readyState") == "complete",
+        "the pixels page to load",
+        timeout_s=20,
+    )
+    c.op("input/click", {"x": 200, "y": 130}, user="alice")  # the button: focuses #q
+    c.op("input/type", {"text": "hello"}, user="alice")
+    c.op("input/key", {"keys": "Enter"}, user="alice")
+    wait_for(
+        lambda: _page_value(c, tab, "document.getElementById('out').textContent") == "sent:hello",
+        "the form sent by the pixel ops",
+        timeout_s=10,
+    )
+    shot = c.op("screenshot", {"format": "png"}, user="alice")
+    assert shot[:4] == b"\x89PNG"
+    # A role an agent names is kept beside its name, never instead of it.
+    c.op("input/click", {"x": 200, "y": 215}, user="alice", headers={"AgentEnv-Role": "bob"})
+    # The control token acting for a role: the role is the name.
+    c.op("input/click", {"x": 200, "y": 130}, headers={"AgentEnv-Role": "carol"})
+
+    want = [
+        ("navigate", "alice", None),
+        ("input/click", "alice", None),
+        ("input/type", "alice", None),
+        ("input/key", "alice", None),
+        ("screenshot", "alice", None),
+        ("input/click", "alice", "bob"),
+        ("input/click", "carol", None),
+    ]
+
+    def ops(lines: list[dict[str, Any]]) -> list[tuple[Any, Any, Any]]:
+        return [
+            (a.get("op"), a.get("who"), a.get("role"))
+            for a in _actions(lines)
+            if a.get("via") == "api"
+        ]
+
+    lines = _logged(c, before, "the pixel ops", lambda lines: ops(lines) == want)
+    entries = [a for a in _actions(lines) if a.get("via") == "api"]
+    assert entries[0]["args"]["url"] == SITE + "/pixels" and entries[0]["tab"] == tab
+    assert entries[2]["args"]["text"] == "hello"  # the focus check cleared it
+    assert entries[3]["args"]["keys"] == "Enter"
+    assert entries[4]["acts"] == "reading"
+    assert all(a["ok"] is True for a in entries), entries
+    assert not [a for a in _actions(lines) if a.get("via") == "agentenv"]
+    clean(c)
+
+
+# -- What an agent's token cannot do ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op", "body"),
+    [
+        ("tabs/open", {"url": SITE + "/next"}),
+        ("cookies/get", {}),
+        ("log", {"after": 0}),
+        ("data/get", {}),
+    ],
+)
+def test_an_agents_token_cannot_call_control_ops(
+    c: Computer, op: str, body: dict[str, Any]
+) -> None:
+    tabs = [t["id"] for t in c.op("tabs/list")]
+    for headers in ({"Authorization": f"Bearer {c.token('alice')}"}, {}):
+        answer = requests.post(
+            f"{c.app}/v1/browser/{op}", json=body, headers=headers, timeout=deadline(30)
+        )
+        assert answer.status_code in (401, 403), (op, headers, answer.status_code, answer.text)
+        assert "error" in answer.json(), answer.text
+        assert c.token("alice") not in answer.text
+    assert [t["id"] for t in c.op("tabs/list")] == tabs  # tabs/open opened nothing
+    clean(c)
+
+
+async def test_an_agent_cannot_report_actions_over_cdp(c: Computer) -> None:
+    before = _mark(c)
+    headers = {"Authorization": f"Bearer {c.token('alice')}"}
+    begin = {"via": "api", "who": "mallory", "op": "navigate"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(_browser_ws(c), headers=headers, max_msg_size=0) as ws,
+    ):
+        alice = Agent(ws)
+        refused = await alice.call("AgentEnv.beginAction", begin)
+        assert "result" not in refused, refused
+        assert "control token" in refused["error"]["message"], refused
+        whoami = await alice.call("AgentEnv.whoami")
+        assert "result" not in whoami and "error" in whoami, whoami
+        # The connection stays open and works.
+        version = await alice.call("Browser.getVersion")
+        assert "product" in version["result"], version
+    guarded(c, before, "AgentEnv.beginAction", "not-allowed")
+    lines, _ = c.log(before)
+    assert not [a for a in _actions(lines) if a.get("who") == "mallory"], lines
+    _only(lines, "alice")
+    clean(c)

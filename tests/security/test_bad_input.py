@@ -1,0 +1,117 @@
+"""Bad input gets an error answer at once, the connection stays open, and the
+log is never held up; what is malformed never reaches a URL handed back."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import aiohttp
+import pytest
+import requests
+
+from tests.security.attacks import browser_url
+from tests.support.container import Computer
+from tests.support.timing import deadline
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        '{"id": 7, "method": "Target.createTarget", "params": "x"}',
+        '{"id": 2147483648, "method": "Browser.getVersion"}',
+        '{"id": -5, "method": "Browser.getVersion"}',
+        '{"id": 7, "method": "Browser.getVersion", "sessionId": 12}',
+        '{"id": 7}',
+        "[]",
+        "nonsense",
+    ],
+)
+async def test_malformed_commands_answer_at_once_and_hold_nothing_up(
+    target: Computer, message: str
+) -> None:
+    _, last = target.log()
+    async with aiohttp.ClientSession() as http, http.ws_connect(browser_url(target, "alice")) as ws:
+        started = time.monotonic()
+        await ws.send_str(message)
+        answer = await ws.receive_json(timeout=deadline(10))
+        assert answer["error"]["code"] in (-32700, -32600, -32602), answer
+        assert time.monotonic() - started < 2
+        await ws.send_json({"id": 8, "method": "Browser.getVersion"})
+        assert "result" in await ws.receive_json(timeout=deadline(10))
+    # The log moves on past it at once (not after the 60 s an unfinished entry waits).
+    started = time.monotonic()
+    while target.log(last)[1] < last + 2:
+        assert time.monotonic() - started < deadline(10), "the log was held up"
+        time.sleep(0.05)
+
+
+async def test_a_reused_id_in_flight_is_refused(target: Computer) -> None:
+    async with aiohttp.ClientSession() as http, http.ws_connect(browser_url(target, "alice")) as ws:
+        slow = {"expression": "new Promise(r => setTimeout(r, 1000))", "awaitPromise": True}
+        tab = None
+        await ws.send_json(
+            {"id": 1, "method": "Target.createTarget", "params": {"url": "about:blank"}}
+        )
+        while tab is None:
+            got = await ws.receive_json(timeout=deadline(10))
+            tab = got.get("result", {}).get("targetId") if got.get("id") == 1 else None
+        await ws.send_json(
+            {
+                "id": 2,
+                "method": "Target.attachToTarget",
+                "params": {"targetId": tab, "flatten": True},
+            }
+        )
+        session = None
+        while session is None:
+            got = await ws.receive_json(timeout=deadline(10))
+            session = got.get("result", {}).get("sessionId") if got.get("id") == 2 else None
+        await ws.send_json(
+            {"id": 3, "method": "Runtime.evaluate", "params": slow, "sessionId": session}
+        )
+        await ws.send_json(
+            {"id": 3, "method": "Runtime.evaluate", "params": slow, "sessionId": session}
+        )
+        answers: list[dict[str, Any]] = []
+        while len(answers) < 2:
+            got = await ws.receive_json(timeout=deadline(10))
+            if got.get("id") == 3:
+                answers.append(got)
+        assert "in flight" in answers[0]["error"]["message"]  # the second, at once
+        assert "result" in answers[1]
+        await ws.send_json({"id": 4, "method": "Target.closeTarget", "params": {"targetId": tab}})
+
+
+async def test_a_binary_frame_closes_with_a_reason(target: Computer) -> None:
+    async with aiohttp.ClientSession() as http, http.ws_connect(browser_url(target, "alice")) as ws:
+        await ws.send_bytes(b'{"id": 1, "method": "Browser.getVersion"}')
+        closed = await ws.receive(timeout=deadline(10))
+        assert closed.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+        assert ws.close_code == 1003
+        assert "binary" in str(closed.extra) and "Chromium exited" not in str(closed.extra)
+
+
+def test_head_works_where_get_does(target: Computer) -> None:
+    assert requests.head(target.relay + "/json/version", timeout=10).status_code == 200
+    token = target.token("alice")
+    assert requests.head(f"{target.relay}/json/list?token={token}", timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["127.0.0.1:x@evil.example", "evil.example", "127.0.0.1 evil.example", "127.0.0.1:9222/x"],
+)
+def test_a_crafted_host_never_reaches_a_url_handed_back(target: Computer, host: str) -> None:
+    port = int(target.relay.rsplit(":", 1)[1])
+    with socket.create_connection((target.host, port), timeout=10) as s:
+        s.sendall(
+            f"GET /json/version HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+        )
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.split()[1] in (b"400", b"403"), head
+    assert b"evil" not in body and b"webSocketDebuggerUrl" not in body

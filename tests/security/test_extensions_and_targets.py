@@ -1,0 +1,143 @@
+"""Extensions and the browser's own UI: an extension would act in the browser
+without passing the relay; the UI's chrome:// pages have powers web pages
+lack. Neither is reachable, by the relay's allowlist and Chromium's policies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import requests
+
+from tests.security.attacks import agent, attempt, clean, guarded
+from tests.support.container import SITE, Computer
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("Extensions.loadUnpacked", {"path": "/var/lib/agentenv/downloads"}),
+        ("Extensions.getStorageItems", {"id": "a" * 32, "storageArea": "local"}),
+        ("Target.exposeDevToolsProtocol", {"targetId": "X"}),
+        ("Target.sendMessageToTarget", {"message": "{}", "sessionId": "S"}),
+        ("Target.setRemoteLocations", {"locations": [{"host": "10.0.0.1", "port": 9222}]}),
+        ("Browser.close", {}),
+        ("Browser.crash", {}),
+        (
+            "Network.loadNetworkResource",
+            {"frameId": "F", "url": "file:///etc/passwd", "options": {}},
+        ),
+        ("Tracing.start", {}),
+        ("Browser.getBrowserCommandLine", {}),
+    ],
+)
+async def test_methods_off_the_allowlist_are_refused(
+    target: Computer, method: str, params: dict[str, object]
+) -> None:
+    before = attempt(target)
+    async with agent(target) as alice:
+        answer = await alice.call(method, params)
+        assert answer["error"]["code"] == -32000 and "not-allowed" in answer["error"]["message"]
+        assert "result" in await alice.call("Browser.getVersion")  # the connection goes on
+    guarded(target, before, method, "not-allowed")
+    clean(target)
+
+
+def _raw(target: Computer, *args: str) -> Any:
+    source = (Path(__file__).parent / "raw_chromium.py").read_text()
+    out = target.exec("/opt/agentenv/venv/bin/python", "-c", source, *args, user="agentenv")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_chromium_itself_refuses_extensions(target: Computer) -> None:
+    """The second wall: even on Chromium's own port (inside the container, past
+    the relay), an unpacked extension is refused by the managed policies."""
+    answer = _raw(target, "extension")
+    assert "disabled by the administrator" in answer["error"]["message"], answer
+
+
+def test_chromium_itself_refuses_local_urls(target: Computer) -> None:
+    """The second wall for URLs: Chromium's own port, past the relay."""
+    urls = [
+        "file:///etc/passwd",
+        "chrome://version",
+        f"view-source:{SITE}/",
+        "http://127.0.0.1:9223/json/version",
+    ]
+    for url, text in _raw(target, "urls", *urls).items():
+        assert "root:x:0:0" not in text and "webSocketDebuggerUrl" not in text, url
+        assert "blocked" in text.lower(), (url, text[:200])
+
+
+def _ui_target(target: Computer) -> str | None:
+    """A target of the browser's own UI, from inside the container (Chromium's port)."""
+    listed = json.loads(target.exec("curl", "-s", "http://127.0.0.1:9223/json/list"))
+    for item in listed:
+        if item["url"].startswith("chrome://") or item["type"] == "browser_ui":
+            return str(item["id"])
+    return None
+
+
+async def test_the_browsers_own_ui_cannot_be_attached(target: Computer) -> None:
+    ui = _ui_target(target)
+    if ui is None:
+        pytest.skip("this Chromium shows no UI target to attack (no omnibox popup)")
+    before = attempt(target)
+    async with agent(target) as alice:
+        answer = await alice.call("Target.attachToTarget", {"targetId": ui, "flatten": True})
+        assert "not-a-web-target" in answer["error"]["message"]
+        for method in ("Target.activateTarget", "Target.closeTarget"):
+            refused = await alice.call(method, {"targetId": ui})
+            assert "not-a-web-target" in refused["error"]["message"]
+        # Auto-attach never hands the client a session on the UI.
+        await alice.call(
+            "Target.setAutoAttach",
+            {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": True},
+        )
+        await alice.call("Browser.getVersion")  # events before this answer have arrived
+        attached = [
+            e["params"]["targetInfo"]
+            for e in alice.events
+            if e.get("method") == "Target.attachedToTarget"
+        ]
+        assert attached, "auto-attach attached nothing"
+        assert all(not t["url"].startswith("chrome://") for t in attached), attached
+    guarded(target, before, "Target.attachToTarget", "not-a-web-target")
+    # Discovery lists no UI, and its page endpoint is refused before any upgrade.
+    token = target.token("alice")
+    listed = requests.get(f"{target.relay}/json/list?token={token}", timeout=10).json()
+    assert all(not t["url"].startswith("chrome://") for t in listed), listed
+    url = f"ws://{target.relay_address}/devtools/page/{ui}?token={token}"
+    async with aiohttp.ClientSession() as http:
+        with pytest.raises(aiohttp.WSServerHandshakeError) as handshake:
+            await http.ws_connect(url)
+    assert handshake.value.status == 403
+    clean(target)
+
+
+async def test_agentenv_commands_need_the_control_token(target: Computer) -> None:
+    before = attempt(target)
+    async with agent(target) as alice:
+        for method, params in (
+            ("AgentEnv.beginAction", {"via": "api", "who": "bob", "op": "x"}),
+            ("AgentEnv.grant", {"who": "bob", "tag": "t"}),
+            ("AgentEnv.reset", {"reason": "x"}),
+        ):
+            answer = await alice.call(method, params)
+            assert "control token" in answer["error"]["message"]
+    guarded(target, before, "AgentEnv.beginAction", "not-allowed")
+    assert not any(x.get("reset") for x in target.log(before)[0]), "an agent wrote a reset line"
+    clean(target)
+
+
+async def test_another_users_tab_is_still_a_web_page(target: Computer) -> None:
+    """Not isolation between agents (one browser is shared), but nothing beyond
+    web content: bob attaches to alice's tab like any page."""
+    async with agent(target, "alice") as alice, agent(target, "bob") as bob:
+        tab, _ = await alice.page(SITE + "/next")
+        attached = await bob.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
+        assert "result" in attached
+        await alice.call("Target.closeTarget", {"targetId": tab})

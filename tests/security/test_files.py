@@ -1,0 +1,137 @@
+"""Files of the machine handed to a page: file inputs, dropped files, download
+folders. Only the downloads folder is reachable, after resolving links."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.security.attacks import agent, attempt, clean, guarded
+from tests.support.container import SITE, Computer
+
+DOWNLOADS = "/var/lib/agentenv/downloads"
+SECRET_FILES = [
+    "/etc/passwd",
+    "/home/browser/profile/Default/Cookies",
+    "/var/log/agentenv/browser-browser.jsonl",
+    "/proc/self/environ",
+    f"{DOWNLOADS}/../../../../etc/passwd",
+    "relative/path",
+]
+
+
+@pytest.mark.parametrize("path", SECRET_FILES)
+async def test_file_inputs_take_no_file_outside_the_downloads_folder(
+    target: Computer, path: str
+) -> None:
+    before = attempt(target)
+    async with agent(target) as alice:
+        tab, session = await alice.page(SITE + "/")
+        await alice.evaluate(
+            session, "document.body.insertAdjacentHTML('beforeend', '<input type=file id=f>')"
+        )
+        document = await alice.call("DOM.getDocument", {}, session)
+        found = await alice.call(
+            "DOM.querySelector",
+            {"nodeId": document["result"]["root"]["nodeId"], "selector": "#f"},
+            session,
+        )
+        if "error" in found:  # DOM.querySelector is not on the allowlist: resolve by script
+            obj = await alice.call(
+                "Runtime.evaluate", {"expression": "document.getElementById('f')"}, session
+            )
+            described = await alice.call(
+                "DOM.describeNode", {"objectId": obj["result"]["result"]["objectId"]}, session
+            )
+            node = {"backendNodeId": described["result"]["node"]["backendNodeId"]}
+        else:
+            node = {"nodeId": found["result"]["nodeId"]}
+        answer = await alice.call("DOM.setFileInputFiles", {"files": [path], **node}, session)
+        assert "outside-downloads" in answer["error"]["message"]
+        assert await alice.evaluate(session, "document.getElementById('f').files.length") == 0
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    guarded(target, before, "DOM.setFileInputFiles", "outside-downloads")
+    clean(target)
+
+
+async def test_dropped_files_stay_in_the_downloads_folder(target: Computer) -> None:
+    before = attempt(target)
+    async with agent(target) as alice:
+        tab, session = await alice.page(SITE + "/")
+        drop = {
+            "type": "drop",
+            "x": 10,
+            "y": 10,
+            "data": {"items": [], "files": ["/etc/passwd"], "dragOperationsMask": 1},
+        }
+        answer = await alice.call("Input.dispatchDragEvent", drop, session)
+        assert "outside-downloads" in answer["error"]["message"]
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    guarded(target, before, "Input.dispatchDragEvent", "outside-downloads")
+    clean(target)
+
+
+async def test_a_file_from_the_downloads_folder_is_fine(target: Computer) -> None:
+    target.exec("sh", "-c", f"echo hello > {DOWNLOADS}/upload.txt", user="browser")
+    async with agent(target) as alice:
+        tab, session = await alice.page(SITE + "/")
+        obj = await alice.call(
+            "Runtime.evaluate",
+            {
+                "expression": "(() => { const f = document.createElement('input');"
+                " f.type = 'file'; document.body.append(f); return f; })()"
+            },
+            session,
+        )
+        described = await alice.call(
+            "DOM.describeNode", {"objectId": obj["result"]["result"]["objectId"]}, session
+        )
+        answer = await alice.call(
+            "DOM.setFileInputFiles",
+            {
+                "files": [f"{DOWNLOADS}/upload.txt"],
+                "backendNodeId": described["result"]["node"]["backendNodeId"],
+            },
+            session,
+        )
+        assert "error" not in answer, answer
+        names = await alice.evaluate(
+            session, "[...document.querySelector('input[type=file]').files].map(f => f.name)"
+        )
+        assert names == ["upload.txt"]
+        await alice.call("Target.closeTarget", {"targetId": tab})
+
+
+async def test_downloads_land_in_the_downloads_folder_after_a_client_moved_them(
+    target: Computer,
+) -> None:
+    """A client asks for /tmp (rewritten to the downloads folder), another sets
+    Chromium's default and leaves: the next download still lands in the
+    downloads folder, never the profile's own Downloads or /tmp."""
+    before = attempt(target)
+    async with agent(target) as alice:
+        asked = {"behavior": "allow", "downloadPath": "/tmp/elsewhere"}
+        answer = await alice.call("Browser.setDownloadBehavior", asked)
+        assert "error" not in answer
+        answer = await alice.call("Browser.setDownloadBehavior", {"behavior": "default"})
+        assert "error" not in answer
+    guarded(target, before, "Browser.setDownloadBehavior", "download-folder", action="rewritten")
+    async with agent(target, "bob") as bob:
+        tab, session = await bob.page(SITE + "/")
+        await bob.evaluate(
+            session,
+            "(() => { const a = document.createElement('a');"
+            " a.href = 'data:text/plain,downloaded-by-bob'; a.download = 'bob.txt';"
+            " document.body.append(a); a.click(); })()",
+        )
+        from tests.support.timing import wait_for
+
+        wait_for(
+            lambda: "bob.txt" in target.exec("ls", DOWNLOADS, user="browser"),
+            "the download in the downloads folder",
+            timeout_s=20,
+        )
+        await bob.call("Target.closeTarget", {"targetId": tab})
+    elsewhere = target.exec(
+        "sh", "-c", "ls /tmp/elsewhere /home/browser/Downloads 2>&1 || true", user="browser"
+    )
+    assert "bob.txt" not in elsewhere

@@ -1,0 +1,81 @@
+"""Names are proven by tokens: an agent cannot put another name in the log,
+by a header, a query parameter, or an MCP session."""
+
+from __future__ import annotations
+
+import httpx2
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.security.attacks import agent, attempt
+from tests.support.container import SITE, Computer
+from tests.support.timing import deadline, wait_for
+
+
+def _actions(target: Computer, after: int, **match: object) -> list[dict[str, object]]:
+    def found() -> list[dict[str, object]] | None:
+        got = [
+            x["action"]
+            for x in target.log(after)[0]
+            if "action" in x and all(x["action"].get(k) == v for k, v in match.items())
+        ]
+        return got or None
+
+    return wait_for(found, f"entries matching {match}", timeout_s=30)
+
+
+def test_a_role_header_never_renames_an_agent(target: Computer) -> None:
+    before = attempt(target)
+    tab = target.op("tabs/open", {"url": SITE + "/"})["id"]
+    target.op(
+        "navigate",
+        {"url": SITE + "/next", "tab": tab},
+        user="alice",
+        headers={"AgentEnv-Role": "bob"},
+    )
+    [entry] = _actions(target, before, op="navigate")
+    assert entry["who"] == "alice" and entry["role"] == "bob" and entry["via"] == "api"
+    target.op("input/move", {"x": 5, "y": 5}, user="alice", headers={"AgentEnv-Role": "agentenv"})
+    [moved] = _actions(target, before, op="input/move")
+    assert moved["who"] == "alice" and moved["role"] == "agentenv"
+    # The harness (control token) drives for a role: the role is the name.
+    target.op("input/move", {"x": 6, "y": 6}, headers={"AgentEnv-Role": "carol"})
+    assert any(a["who"] == "carol" for a in _actions(target, before, op="input/move"))
+    target.op("tabs/close", {"id": tab})
+
+
+async def test_a_user_query_parameter_never_renames_a_cdp_agent(target: Computer) -> None:
+    before = attempt(target)
+    async with agent(target) as alice:
+        await alice.call("Target.getTargets")
+    import aiohttp
+    import requests
+
+    version = requests.get(target.relay + "/json/version", timeout=10).json()
+    url = f"{version['webSocketDebuggerUrl']}?token={target.token('alice')}&user=bob"
+    async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+        await ws.send_json({"id": 1, "method": "Browser.getVersion"})
+        await ws.receive_json(timeout=deadline(20))
+    entries = _actions(target, before, method="Browser.getVersion")
+    assert {e["who"] for e in entries} == {"alice"}
+
+
+async def test_an_mcp_caller_is_its_token(target: Computer) -> None:
+    before = attempt(target)
+    headers = {"Authorization": f"Bearer {target.token('alice')}", "AgentEnv-Role": "bob"}
+    http = httpx2.AsyncClient(headers=headers, timeout=deadline(120))
+    async with Client(
+        streamable_http_client(target.app + "/mcp", http_client=http),
+        read_timeout_seconds=deadline(120),
+    ) as client:
+        result = await client.call_tool("browser_navigate", {"url": SITE + "/next"})
+        assert not result.is_error
+    [entry] = _actions(target, before, tool="browser_navigate")
+    assert entry["who"] == "alice" and entry["role"] == "bob" and entry["via"] == "mcp"
+    # Playwright MCP's own commands carry alice's name too, never the computer's.
+    within = [
+        x["action"]
+        for x in target.log(before)[0]
+        if "action" in x and x["action"].get("within") is not None
+    ]
+    assert within and {a["who"] for a in within} == {"alice"}

@@ -1,0 +1,137 @@
+"""Every way text can reach a password field is typing, and is withheld:
+keystrokes, inserted text, text dropped on it, a value attribute set by CDP,
+an MCP tool, a pixel op."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from tests.security.attacks import agent, attempt, clean
+from tests.support.container import SITE, Computer
+from tests.support.timing import wait_for
+
+PASSWORD = "correct-horse-battery-9137"
+
+
+def _entries(target: Computer, after: int, method: str) -> list[dict[str, object]]:
+    def found() -> list[dict[str, object]] | None:
+        got = [
+            x["action"]
+            for x in target.log(after)[0]
+            if "action" in x and x["action"].get("method") == method
+        ]
+        return got or None
+
+    return wait_for(found, f"the log to hold {method}", timeout_s=20)
+
+
+def _find(node: dict[str, Any], element_id: str) -> int | None:
+    attributes = node.get("attributes") or []
+    if "id" in attributes[::2] and attributes[attributes.index("id") + 1] == element_id:
+        return int(node["nodeId"])
+    for child in node.get("children") or []:
+        found = _find(child, element_id)
+        if found is not None:
+            return found
+    return None
+
+
+async def test_cdp_typing_dropping_and_setting_a_password(target: Computer) -> None:
+    before = attempt(target)
+    async with agent(target) as alice:
+        tab, session = await alice.page(SITE + "/pixels")
+        await alice.evaluate(session, "document.getElementById('pw').focus()")
+        await alice.call("Input.insertText", {"text": PASSWORD}, session)
+        for char in PASSWORD[:4]:
+            await alice.call(
+                "Input.dispatchKeyEvent", {"type": "keyDown", "key": char, "text": char}, session
+            )
+            await alice.call("Input.dispatchKeyEvent", {"type": "keyUp", "key": char}, session)
+        # Text dropped on the password field (at 250, 275: #pw on /pixels).
+        for kind in ("dragEnter", "dragOver", "drop"):
+            await alice.call(
+                "Input.dispatchDragEvent",
+                {
+                    "type": kind,
+                    "x": 250,
+                    "y": 275,
+                    "data": {
+                        "items": [{"mimeType": "text/plain", "data": PASSWORD}],
+                        "dragOperationsMask": 1,
+                    },
+                },
+                session,
+            )
+        # A value attribute set through DOM, on the password input.
+        document = await alice.call("DOM.getDocument", {"depth": -1}, session)
+        node = _find(document["result"]["root"], "pw")
+        assert node is not None, "no #pw in the document"
+        answer = await alice.call(
+            "DOM.setAttributeValue", {"nodeId": node, "name": "value", "value": PASSWORD}, session
+        )
+        assert "error" not in answer, answer
+        typed = await alice.evaluate(session, "document.getElementById('pw').value")
+        assert PASSWORD in str(typed)  # it reached the page
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    for method in (
+        "Input.insertText",
+        "Input.dispatchKeyEvent",
+        "Input.dispatchDragEvent",
+        "DOM.setAttributeValue",
+    ):
+        for entry in _entries(target, before, method):
+            assert "withheld" in json.dumps(entry), entry
+    clean(target, PASSWORD, PASSWORD[:4])
+
+
+async def test_typing_a_visible_field_is_kept(target: Computer) -> None:
+    before = attempt(target)
+    async with agent(target) as alice:
+        tab, session = await alice.page(SITE + "/pixels")
+        await alice.evaluate(session, "document.getElementById('q').focus()")
+        await alice.call("Input.insertText", {"text": "red shoes"}, session)
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    [entry] = _entries(target, before, "Input.insertText")
+    assert entry["params"] == {"text": "red shoes"}
+
+
+def test_pixel_ops_typing_a_password(target: Computer) -> None:
+    before = attempt(target)
+    tab = target.op("tabs/open", {"url": SITE + "/pixels"})["id"]
+    wait_for(lambda: target.op("tabs/list")[0]["title"] == "Pixels", "the pixels page")
+    target.op("input/click", {"x": 200, "y": 275}, user="alice")
+    target.op("input/type", {"text": PASSWORD}, user="alice")
+    ops = wait_for(
+        lambda: (
+            [
+                x["action"]
+                for x in target.log(before)[0]
+                if "action" in x and x["action"].get("op") == "input/type"
+            ]
+            or None
+        ),
+        "the input/type entry",
+        timeout_s=20,
+    )
+    assert ops[0]["args"]["text"] == {"withheld": "password", "length": len(PASSWORD)}
+    assert ops[0]["who"] == "alice" and ops[0]["via"] == "api"
+    target.op("tabs/close", {"id": tab})
+    clean(target, PASSWORD)
+
+
+def test_a_tool_call_header_cannot_smuggle_a_password(target: Computer) -> None:
+    """The tool call's own arguments hold the text under names of its own."""
+    tab = target.op("tabs/open", {"url": SITE + "/pixels"})["id"]
+    wait_for(lambda: target.op("tabs/list")[0]["title"] == "Pixels", "the pixels page")
+    target.op("input/click", {"x": 200, "y": 275}, user="alice")
+    args = base64.urlsafe_b64encode(json.dumps({"input": {"value": PASSWORD}}).encode()).decode()
+    target.op(
+        "input/type",
+        {"text": PASSWORD},
+        user="alice",
+        headers={"AgentEnv-Tool-Call": f"tool=computer; call=c-1; args={args.rstrip('=')}"},
+    )
+    target.op("tabs/close", {"id": tab})
+    clean(target, PASSWORD)
