@@ -8,8 +8,8 @@ PY := $(VENV)/bin/python
 # Native stack paths for `make dev` (the container uses the image's ENV).
 DEV := $(CURDIR)/.agentenv
 
-.PHONY: help up down logs dev image image-arm64 engine base wheels venv host-deps \
-        test test-unit test-native test-container bench lint clean
+.PHONY: help up down logs dev image image-arm64 engine base wheels venv host-deps clients \
+        test test-unit test-native test-container test-security bench lint clean
 
 help:
 	@echo "make up | down | logs | dev | image | image-arm64 | test | bench | lint"
@@ -21,6 +21,10 @@ venv: $(VENV)/.stamp
 
 host-deps:
 	scripts/host-deps.sh
+
+# The real clients the container tests drive (Puppeteer, browser-use), pinned.
+clients:
+	scripts/test-clients.sh
 
 engine:
 	scripts/engine.sh
@@ -53,8 +57,8 @@ dev: host-deps venv
 	AGENTENV_CHROMIUM_USER= \
 	images/browser/launch/supervisord.sh
 
-# Everything: unit, native (Chromium on the host), container and arm64 tests.
-test: host-deps venv engine
+# Everything: unit, native (Chromium on the host), container, security and arm64 tests.
+test: host-deps venv engine clients
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv
@@ -63,8 +67,12 @@ test-unit: venv
 test-native: host-deps venv
 	$(PY) -m pytest tests/native $(PYTEST_ARGS)
 
-test-container: venv engine
+test-container: venv engine clients
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+# The attack suite, against the image with users and a control token.
+test-security: venv engine
+	$(PY) -m pytest tests/security $(PYTEST_ARGS)
 
 bench: host-deps venv engine
 	$(PY) -m bench

@@ -1,16 +1,25 @@
 """Round trips through the relay vs straight to Chromium, in one run.
 
-Runtime.evaluate("1") and a ~1.5 MB PNG screenshot, each timed direct and
-through the relay (which logs every command), alternating in blocks so both
-see the same machine. Prints p50, p99 and the ratios.
+Runtime.evaluate("1") and a ~1.5 MB PNG screenshot, each timed direct, through
+a bare forwarding relay (``bench/bare_relay.py``: aiohttp on uvloop in its own
+process, no parsing, no logging: the floor) and through the relay (which
+checks and logs every command), alternating in blocks so all see the same
+machine. Prints p50, p99 and the differences. Then the guard's own cost per
+command, on the recorded traffic of real clients, beside parsing alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import json
+import socket
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +27,7 @@ import aiohttp
 
 from bench.stats import percentile, row, table
 from tests.support.site import Site
-from tests.support.stack import NativeStack
+from tests.support.stack import NativeStack, free_port
 
 
 class Client:
@@ -55,6 +64,43 @@ async def _open(
             return Client(ws, msg["result"]["sessionId"])
 
 
+async def _attach(ws: aiohttp.ClientWebSocketResponse, target: str) -> Client:
+    call = {
+        "id": 1,
+        "method": "Target.attachToTarget",
+        "params": {"targetId": target, "flatten": True},
+    }
+    await ws.send_json(call)
+    while True:
+        msg = await ws.receive_json(timeout=30)
+        if msg.get("id") == 1:
+            return Client(ws, msg["result"]["sessionId"])
+
+
+@contextlib.contextmanager
+def bare_relay(upstream_ws: str) -> Iterator[str]:
+    """The bare relay in a process of its own; its ws URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.bare_relay", upstream_ws, str(port)],
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("the bare relay did not start") from None
+                time.sleep(0.05)
+        yield f"ws://127.0.0.1:{port}/"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
 async def _time(client: Client, method: str, params: dict[str, Any], n: int) -> list[float]:
     out = []
     for _ in range(n):
@@ -77,6 +123,11 @@ async def run(small: int = 3000, shots: int = 60) -> str:
                 target = (await answer.json())["id"]
             direct = await _open(http, stack.chromium_http, target)
             relay = await _open(http, stack.relay_http, target)
+            async with http.get(stack.chromium_http + "/json/version") as answer:
+                browser_ws = (await answer.json())["webSocketDebuggerUrl"]
+            bare_ctx = bare_relay(browser_ws)
+            bare_url = bare_ctx.__enter__()
+            bare = await _attach(await http.ws_connect(bare_url, max_msg_size=0), target)
             # The computer's own connection, outside any action: the same relay
             # and hops, nothing logged. The anchor for what logging adds.
             quiet = await _open(http, stack.relay_http, target, control)
@@ -89,15 +140,21 @@ async def run(small: int = 3000, shots: int = 60) -> str:
                 "data"
             ]
             size_mb = len(shot) * 3 / 4 / 1e6
-            results: dict[str, list[float]] = {k: [] for k in ("ed", "eq", "er", "sd", "sr")}
+            results: dict[str, list[float]] = {
+                k: [] for k in ("ed", "eb", "eq", "er", "sd", "sb", "sr")
+            }
             for _ in range(10):  # warm up both
                 await direct.call("Runtime.evaluate", {"expression": "1"})
+                await bare.call("Runtime.evaluate", {"expression": "1"})
                 await relay.call("Runtime.evaluate", {"expression": "1"})
                 await quiet.call("Runtime.evaluate", {"expression": "1"})
             blocks = 10
             for _ in range(blocks):
                 results["ed"] += await _time(
                     direct, "Runtime.evaluate", {"expression": "1"}, small // blocks
+                )
+                results["eb"] += await _time(
+                    bare, "Runtime.evaluate", {"expression": "1"}, small // blocks
                 )
                 results["eq"] += await _time(
                     quiet, "Runtime.evaluate", {"expression": "1"}, small // blocks
@@ -108,21 +165,35 @@ async def run(small: int = 3000, shots: int = 60) -> str:
                 results["sd"] += await _time(
                     direct, "Page.captureScreenshot", {"format": "png"}, shots // blocks
                 )
+                results["sb"] += await _time(
+                    bare, "Page.captureScreenshot", {"format": "png"}, shots // blocks
+                )
                 results["sr"] += await _time(
                     relay, "Page.captureScreenshot", {"format": "png"}, shots // blocks
                 )
+            await bare.ws.close()
+            bare_ctx.__exit__(None, None, None)
             await direct.ws.close()
             await quiet.ws.close()
             await relay.ws.close()
-    ed, eq, er, sd, sr = (results[k] for k in ("ed", "eq", "er", "sd", "sr"))
+    ed, eb, eq, er, sd, sb, sr = (results[k] for k in ("ed", "eb", "eq", "er", "sd", "sb", "sr"))
     rows = [
         row("evaluate('1') direct", ed),
+        row("evaluate('1') via a bare forwarding relay", eb),
         row("evaluate('1') via relay, not logged", eq),
         row("evaluate('1') via relay (logged)", er),
         row(f"screenshot {size_mb:.1f} MB direct", sd),
+        row(f"screenshot {size_mb:.1f} MB via the bare relay", sb),
         row(f"screenshot {size_mb:.1f} MB via relay (logged)", sr),
     ]
     summary = [
+        [
+            "relay vs bare relay, p50",
+            f"+{percentile(er, 50) - percentile(eb, 50):.3f} ms",
+            f"bare +{percentile(eb, 50) - percentile(ed, 50):.3f} ms over direct",
+            f"relay +{percentile(er, 50) - percentile(ed, 50):.3f} ms over direct",
+            "",
+        ],
         ["logging adds, p50", f"{percentile(er, 50) - percentile(eq, 50):.3f} ms", "", "", ""],
         [
             "evaluate overhead p50",
@@ -139,10 +210,51 @@ async def run(small: int = 3000, shots: int = 60) -> str:
             "",
         ],
     ]
+    return (
+        table(
+            "relay round trip (direct and a bare forwarding relay are the anchors)",
+            ["case", "p50", "p99", "mean", "n"],
+            rows + summary,
+        )
+        + guard_cost()
+    )
+
+
+def guard_cost(rounds: int = 20) -> str:
+    """The core's per-command cost (parse, allowlist, parameter checks) on the
+    recorded traffic of real clients, beside parsing alone (``orjson.loads``)."""
+    import orjson
+
+    from agentenv.access import Identity
+    from agentenv.relay import core
+
+    folder = Path(__file__).resolve().parents[1] / "tests" / "unit" / "traffic"
+    messages = [
+        json.dumps(json.loads(line)["message"])
+        for path in sorted(folder.glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+    state = core.ClientState(1, Identity("alice"))
+    parse: list[float] = []
+    check: list[float] = []
+    for _ in range(rounds):
+        for data in messages:
+            t = time.perf_counter()
+            orjson.loads(data)
+            parse.append((time.perf_counter() - t) * 1e3)
+            t = time.perf_counter()
+            core.receive(state, data, "/var/lib/agentenv/downloads")
+            check.append((time.perf_counter() - t) * 1e3)
+    p50 = percentile(check, 50) - percentile(parse, 50)
     return table(
-        "relay round trip (direct is the anchor)",
+        f"the guard per command ({len(messages)} recorded client messages x {rounds})",
         ["case", "p50", "p99", "mean", "n"],
-        rows + summary,
+        [
+            row("orjson.loads alone (anchor)", parse),
+            row("core.receive: parse, allowlist, parameter checks", check),
+            ["checks add, p50", f"{p50:.4f} ms", "", "", ""],
+        ],
     )
 
 

@@ -27,6 +27,8 @@ async def test_mcp_navigates_types_and_clicks(
         assert {"browser_navigate", "browser_type", "browser_click"} <= tools.keys()
         ref_arg = ref_argument(tools["browser_type"])
 
+        # The browser is shared with other tests' agents: work in a tab of our own.
+        assert not (await client.call_tool("browser_tabs", {"action": "new"})).is_error
         result = await client.call_tool("browser_navigate", {"url": site.url + "/"})
         assert not result.is_error, text(result)
         snapshot = text(await client.call_tool("browser_snapshot", {}))

@@ -52,6 +52,7 @@ from agentenv.app.caller import Caller, caller_of
 from agentenv.app.toolcall import ToolCallError, role
 from agentenv.cdp import BrowserError, BrowserLink
 from agentenv.log.marks import tool_acts
+from agentenv.paths import inside
 from agentenv.settings import Settings
 
 __all__ = ["REMOVED", "TYPING_ARGS", "McpProxy", "runtime_problem"]
@@ -69,7 +70,8 @@ TYPING_ARGS: dict[str, list[str]] = {
     "browser_press_key": ["key"],
     "browser_press_sequentially": ["text"],
 }
-#: Arguments naming files: allowed only inside the downloads folder.
+#: Arguments naming files: allowed only in the session's own folder (where
+#: Playwright MCP writes its snapshots, screenshots and PDFs) or the downloads folder.
 FILE_ARGS = ("filename", "paths", "path")
 IDLE_S = float(os.environ.get("AGENTENV_MCP_IDLE_S", "1800"))
 
@@ -137,7 +139,7 @@ class PlaywrightSession:
             "--caps",
             "vision",
             "--output-dir",
-            str(self.settings.downloads_dir),
+            str(self.folder),
         ]
         return StdioServerParameters(command=sys.executable, args=args, cwd=self.folder)
 
@@ -168,7 +170,7 @@ class PlaywrightSession:
                 "AgentEnv.grant", {"who": self.caller.who, "tag": self.tag}
             )
             self.token, self.generation = str(granted["token"]), self.link.generation
-            self.folder = Path(tempfile.mkdtemp(prefix="agentenv-mcp-"))
+            self.prepare()
             self._task = asyncio.create_task(
                 self._run(self.token), name=f"playwright-mcp-{self.tag}"
             )
@@ -185,6 +187,12 @@ class PlaywrightSession:
             )
         self.used = time.monotonic()
         return self.client
+
+    def prepare(self) -> Path:
+        """The session's private folder (its working folder and output folder)."""
+        if self.folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="agentenv-mcp-"))
+        return self.folder
 
     async def tools(self) -> list[types.Tool]:
         if self._tools is None:
@@ -209,16 +217,11 @@ class PlaywrightSession:
             self.folder = None
 
 
-def _outside(value: Any, downloads: str) -> bool:
-    paths = value if isinstance(value, list) else [value]
-    root = os.path.normpath(downloads)
-    for path in paths:
-        if not isinstance(path, str):
-            continue
-        full = os.path.normpath(path if os.path.isabs(path) else os.path.join(root, path))
-        if full != root and not full.startswith(root + os.sep):
-            return True
-    return False
+def _outside(value: Any, *roots: str) -> bool:
+    """Whether a file argument names a path outside ``roots`` (relative paths
+    are taken from the first, Playwright MCP's own folder)."""
+    names = value if isinstance(value, list) else [value]
+    return any(isinstance(name, str) and not inside(name, *roots, base=roots[0]) for name in names)
 
 
 class McpProxy:
@@ -314,9 +317,13 @@ class McpProxy:
                 )
             )
         downloads = str(self.settings.downloads_dir)
+        own = str(session.folder or session.prepare())
         for key in FILE_ARGS:
-            if key in args and _outside(args[key], downloads):
-                return _error(f"{name}: {key} must be inside the downloads folder {downloads}")
+            if key in args and _outside(args[key], own, downloads):
+                return _error(
+                    f"{name}: {key} must be a file of this session's or in the downloads "
+                    f"folder {downloads}"
+                )
         annotations = tools[name].annotations
         read_only = getattr(annotations, "read_only_hint", None) if annotations else None
         typing = TYPING_ARGS.get(name)

@@ -26,11 +26,11 @@ allowlist of schemes (:func:`agentenv.protocol.urls.web_url`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentenv import paths
 from agentenv.protocol.urls import WEB_TARGET_TYPES, web_target, web_url
 from agentenv.relay.allowlist import ALLOWED
 
@@ -89,13 +89,7 @@ def check_url(url: object) -> Verdict | None:
 def inside(path: object, downloads: str) -> bool:
     """Whether ``path`` is an absolute path inside the downloads folder, after
     resolving ``..`` and links."""
-    if not isinstance(path, str) or not path or "\x00" in path or not os.path.isabs(path):
-        return False
-    if not downloads:
-        return False
-    root = os.path.realpath(downloads)
-    real = os.path.realpath(path)
-    return real == root or real.startswith(root + os.sep)
+    return paths.inside(path, downloads)
 
 
 def _outside(downloads: str) -> Verdict:
