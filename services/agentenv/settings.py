@@ -53,6 +53,8 @@ class Settings:
     allowed_hosts: frozenset[str] = frozenset()
     #: Browser origins accepted in ``Origin``; ``*`` accepts any.
     allowed_origins: frozenset[str] = frozenset()
+    #: Folders a recording's file: grant may write in (none: S3 grants only).
+    upload_roots: tuple[Path, ...] = ()
     #: Upper bound of one WebSocket message, each way.
     max_message_bytes: int = 256 * 1024 * 1024
     #: How long discovery and readiness calls to Chromium may take.
@@ -153,4 +155,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         control_open=env.get("AGENTENV_CONTROL_OPEN") == "1",
         allowed_hosts=_set(env, "AGENTENV_ALLOWED_HOSTS"),
         allowed_origins=_set(env, "AGENTENV_ALLOWED_ORIGINS"),
+        upload_roots=tuple(
+            Path(p) for p in env.get("AGENTENV_UPLOAD_ROOTS", "").replace(",", ":").split(":") if p
+        ),
     )

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from agentenv.harness.hardening import writable_by_the_computer
 from tests.support.container import start_computer
 from tests.support.timing import deadline
 
@@ -64,7 +65,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def shop(image: str, runs: Path) -> Iterator[dict[str, str]]:
-    container = start_computer(image, {"AGENTENV_CONTROL_TOKEN": CONTROL}, shared=runs)
+    # The recorder runs as an unprivileged user and writes only where told.
+    writable_by_the_computer(runs)
+    env = {"AGENTENV_CONTROL_TOKEN": CONTROL, "AGENTENV_UPLOAD_ROOTS": str(runs)}
+    container = start_computer(image, env, shared=runs)
     try:
         files = " && ".join(
             f"printf '%s' {json.dumps(html)} > /tmp/site/{name}" for name, html in PAGES.items()

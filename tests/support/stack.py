@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,8 @@ class NativeStack:
             AGENTENV_RECORDER_PORT=str(self.recorder_port),
             AGENTENV_RELAY_HOST="127.0.0.1",
             AGENTENV_APP_HOST="127.0.0.1",
+            # Tests hand file:// grants in their temporary folders.
+            AGENTENV_UPLOAD_ROOTS=tempfile.gettempdir(),
         )
         env.update(self.extra_env)
         return env

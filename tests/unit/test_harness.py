@@ -188,3 +188,24 @@ def test_cli_refuses_bad_tasks_with_status_2_and_deploys_nothing(tmp_path: Path)
     )
     assert done.returncode == 2 and "nothing was deployed" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_compose_runs_the_image_as_the_harness_does() -> None:
+    """compose.yaml and harness/hardening.py say the same: one hardening."""
+    from pathlib import Path
+
+    import yaml
+
+    from agentenv.harness.hardening import docker_kwargs
+
+    root = Path(__file__).resolve().parents[2]
+    service = yaml.safe_load((root / "compose.yaml").read_text())["services"]["browser"]
+    kwargs = docker_kwargs()
+    assert service["cap_drop"] == kwargs["cap_drop"] == ["ALL"]
+    assert service["cap_add"] == kwargs["cap_add"]
+    assert service["security_opt"] == kwargs["security_opt"]
+    assert service["read_only"] is kwargs["read_only"] is True
+    assert dict(t.split(":", 1) for t in service["tmpfs"]) == kwargs["tmpfs"]
+    assert service["mem_limit"] == kwargs["mem_limit"]
+    assert service["pids_limit"] == kwargs["pids_limit"]
+    assert service["shm_size"] == kwargs["shm_size"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -99,3 +100,40 @@ def test_grants_refused_when_malformed_or_expired(tmp_path: Any) -> None:
         End(recording_id="r", reason="because")
     with pytest.raises(ValidationError):
         Start(request_id="x", upload=Grant(url=f"file://{tmp_path}"), frames="yes")
+
+
+def test_grants_refuse_stores_the_computer_must_not_reach() -> None:
+    from agentenv.protocol.recording import public_enough
+
+    keys = {"access_key_id": "A", "secret_access_key": "S"}
+    for endpoint in (
+        "http://169.254.169.254/",
+        "http://[fe80::1]:5000/",
+        "http://metadata.google.internal/",
+        "http://100.100.100.200/",
+        "ftp://store:21/",
+        "file:///etc",
+        "http://0.0.0.0:9000/",
+        "s3.example.com",
+    ):
+        with pytest.raises(ValidationError) as refused:
+            Grant(url="s3://b/p", endpoint_url=endpoint, **keys)
+        assert "S" not in str(refused.value).replace("S3", "").replace("Sequence", "")
+    Grant(url="s3://b/p", endpoint_url="http://s3:5000", **keys)
+    Grant(url="s3://b/p", endpoint_url="https://10.0.0.5:9000", **keys)
+    assert public_enough("127.0.0.1") and not public_enough("169.254.1.1")
+
+
+async def test_file_grants_only_inside_the_upload_roots(tmp_path: Path) -> None:
+    from agentenv.recorder.grants import open_grant
+
+    allowed = tmp_path / "runs"
+    allowed.mkdir()
+    (allowed / "escape").symlink_to("/etc")
+    inside = await open_grant(Grant(url=f"file://{allowed}/r"), "rec-1", [allowed])
+    assert inside.where.startswith(f"file://{allowed}")
+    for url in ("file:///etc", f"file://{allowed}/../x", f"file://{allowed}/escape"):
+        with pytest.raises(GrantError, match="AGENTENV_UPLOAD_ROOTS"):
+            await open_grant(Grant(url=url), "rec-1", [allowed])
+    with pytest.raises(GrantError):
+        await open_grant(Grant(url=f"file://{allowed}"), "rec-1", [])

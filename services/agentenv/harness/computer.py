@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import secrets
 import time
 import urllib.error
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentenv.harness.hardening import SERVICE_UID, docker_kwargs
+from agentenv.harness.hardening import docker_kwargs, writable_by_the_computer
 from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card
 
 __all__ = ["Computer", "ComputerError", "deploy"]
@@ -112,15 +111,6 @@ class Computer:
             self.container = None
 
 
-def _writable_by_the_recorder(folder: Path) -> None:
-    """The recorder runs as an unprivileged user: let it write the run folder."""
-    folder.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() == 0:
-        os.chown(folder, SERVICE_UID, -1)
-    else:
-        folder.chmod(0o777)
-
-
 def deploy(
     image: str | None,
     url: str | None,
@@ -144,7 +134,7 @@ def deploy(
 
     control = secrets.token_urlsafe(24)
     if artifacts is not None:
-        _writable_by_the_recorder(artifacts)
+        writable_by_the_computer(artifacts)
     try:
         client = docker.from_env()
         container = client.containers.run(
@@ -153,7 +143,11 @@ def deploy(
             init=False,
             **docker_kwargs(),
             ports={"9222/tcp": ("127.0.0.1", None), "8080/tcp": ("127.0.0.1", None)},
-            environment={"AGENTENV_CONTROL_TOKEN": control},
+            environment={
+                "AGENTENV_CONTROL_TOKEN": control,
+                # The run folder is mounted at the same path: recordings may go there.
+                **({"AGENTENV_UPLOAD_ROOTS": str(artifacts)} if artifacts is not None else {}),
+            },
             labels={"io.agentenv.harness": "1"},
             volumes=(
                 {str(artifacts): {"bind": str(artifacts), "mode": "rw"}}

@@ -11,9 +11,19 @@ when it starts computers and by the container tests.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
-__all__ = ["CAPABILITIES", "MEMORY", "PIDS", "SERVICE_UID", "TMPFS", "docker_kwargs"]
+__all__ = [
+    "CAPABILITIES",
+    "MEMORY",
+    "PIDS",
+    "SERVICE_UID",
+    "TMPFS",
+    "docker_kwargs",
+    "writable_by_the_computer",
+]
 
 CAPABILITIES = ("SETUID", "SETGID", "KILL")
 #: The uid the relay, app server and recorder run as (they write recordings).
@@ -41,3 +51,13 @@ def docker_kwargs() -> dict[str, Any]:
         "mem_limit": MEMORY,
         "pids_limit": PIDS,
     }
+
+
+def writable_by_the_computer(folder: Path) -> None:
+    """Let a computer on this machine write ``folder`` (mounted at the same path):
+    its recorder runs as :data:`SERVICE_UID`, not as the harness's user."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        os.chown(folder, SERVICE_UID, -1)
+    else:
+        folder.chmod(0o777)

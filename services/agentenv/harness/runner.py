@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 from agentenv.harness import steps as s
 from agentenv.harness.computer import Computer, ComputerError, deploy
+from agentenv.harness.hardening import writable_by_the_computer
 from agentenv.harness.mind2web import export
 from agentenv.harness.urls import normalize
 from agentenv.protocol.card import MissingOp
@@ -210,6 +211,7 @@ class Run:
     def _start_browser_recording(self, step: s.StartBrowserRecording) -> dict[str, Any] | None:
         computer = self._computer(step.env_id)
         folder = (self.out / "recordings").resolve()
+        writable_by_the_computer(folder)
         try:
             started = computer.recording(
                 "start",

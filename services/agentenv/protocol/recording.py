@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ __all__ = [
     "LogEntry",
     "Start",
     "frame_file",
+    "public_enough",
     "rebuild",
 ]
 
@@ -32,6 +34,29 @@ Reason = Literal["completed", "failed", "cancelled", "timeout", "reset", "stoppe
 
 class Inbound(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+#: Host names of cloud metadata services (their addresses are link-local or listed).
+METADATA_HOSTS = frozenset(
+    {"metadata", "metadata.google.internal", "metadata.goog", "instance-data", "169.254.169.254"}
+)
+#: Metadata addresses outside the link-local ranges (Alibaba Cloud, AWS over IPv6).
+METADATA_ADDRESSES = frozenset({"100.100.100.200", "fd00:ec2::254"})
+
+
+def public_enough(host: str) -> bool:
+    """Whether an upload endpoint's host (a name or an address) is one the
+    computer may reach: not link-local, not a metadata service, not
+    unspecified or multicast. Names are checked again once resolved
+    (:func:`agentenv.recorder.grants.check_endpoint`)."""
+    name = host.strip("[]").lower().rstrip(".")
+    if name in METADATA_HOSTS or name in METADATA_ADDRESSES:
+        return False
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return True
+    return not (address.is_link_local or address.is_unspecified or address.is_multicast)
 
 
 class Grant(Inbound):
@@ -60,6 +85,18 @@ class Grant(Inbound):
                 raise ValueError("an s3 grant needs a bucket: s3://bucket/prefix")
         else:
             raise ValueError("must be file:///folder or s3://bucket/prefix")
+        return v
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http(s) URL of the S3-compatible store")
+        if not public_enough(parts.hostname):
+            raise ValueError("names a link-local or metadata address; give the store's own address")
         return v
 
     def expired(self, now: datetime | None = None) -> bool:

@@ -1,21 +1,52 @@
 """Uploads under a grant: a folder (``file:///…``) or any S3-compatible store.
 
 An :class:`Uploader` writes ``<prefix>/<recording_id>/<name>``. S3 goes
-through boto3 (the maintained client), with the grant's endpoint, region and
-credentials; errors name the destination without credentials.
+through boto3 (the maintained client, imported on first use), with the
+grant's endpoint, region and credentials; errors name the destination
+without credentials.
+
+Grants are checked on the computer (SPEC.md section 4):
+
+- a ``file:`` grant must be inside a folder the computer was told to allow
+  (``AGENTENV_UPLOAD_ROOTS``; none by default in the image), after
+  resolving ``..`` and links;
+- an S3 ``endpoint_url`` must be http(s), and neither its name nor any
+  address it resolves to may be link-local or a metadata service;
+- a start proves its grant by writing ``start.json`` (the recording's id and
+  start time) before it answers: a store that cannot be reached or refuses
+  the credentials fails the start, not the end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
-from agentenv.protocol.recording import Grant
+import orjson
 
-__all__ = ["GrantError", "UploadError", "Uploader", "uploader"]
+from agentenv.paths import inside
+from agentenv.protocol.recording import Grant, public_enough
+
+__all__ = [
+    "START_FILE",
+    "GrantError",
+    "UploadError",
+    "Uploader",
+    "check_endpoint",
+    "open_grant",
+    "prove",
+    "uploader",
+]
+
+#: The small object a start writes to prove its grant.
+START_FILE = "start.json"
+
+#: How long resolving an S3 endpoint's name may take.
+ENDPOINT_LOOKUP_S = 5.0
 
 
 class GrantError(ValueError):
@@ -68,6 +99,27 @@ class FolderUploader:
 
     async def get(self, name: str) -> bytes:
         return await asyncio.to_thread((self.folder / name).read_bytes)
+
+
+async def check_endpoint(grant: Grant) -> None:
+    """Refuse an S3 endpoint whose name resolves to a link-local or metadata address."""
+    host = urlsplit(grant.endpoint_url).hostname if grant.endpoint_url else None
+    if not host:
+        return
+    try:
+        found = await asyncio.wait_for(
+            asyncio.get_running_loop().getaddrinfo(host, None), ENDPOINT_LOOKUP_S
+        )
+    except (OSError, TimeoutError):
+        raise GrantError(
+            f"the store's endpoint {host!r} does not resolve: check the grant's endpoint_url"
+        ) from None
+    for *_rest, address in found:
+        if not public_enough(str(address[0])):
+            raise GrantError(
+                f"the store's endpoint {host!r} resolves to a link-local or metadata "
+                "address: give the store's own address"
+            )
 
 
 class S3Uploader:
@@ -133,15 +185,38 @@ class S3Uploader:
         return body
 
 
-def uploader(grant: Grant, recording_id: str) -> Uploader:
-    """An uploader for ``grant``, writing under ``<prefix>/<recording_id>/``."""
+def uploader(grant: Grant, recording_id: str, roots: Sequence[Path] = ()) -> Uploader:
+    """An uploader for ``grant``, writing under ``<prefix>/<recording_id>/``;
+    a ``file:`` grant only inside one of ``roots``."""
     if grant.expired():
         raise GrantError(f"the grant for {grant.where()} has expired: ask for a fresh one")
     parts = urlsplit(grant.url)
     if parts.scheme == "file":
-        folder = Path(unquote(parts.path)) / recording_id
+        base = unquote(parts.path)
+        if not inside(base, *(str(r) for r in roots)):
+            raise GrantError(
+                f"{grant.where()} is not inside a folder this computer may write recordings "
+                "to: use an s3:// grant, or start the computer with the folder in "
+                "AGENTENV_UPLOAD_ROOTS"
+            )
+        folder = Path(base) / recording_id
         return FolderUploader(folder, f"file://{folder}")
     if not grant.access_key_id or not grant.secret_access_key:
         raise GrantError("an s3 grant needs access_key_id and secret_access_key")
     prefix = "/".join(p for p in (parts.path.strip("/"), recording_id) if p)
     return S3Uploader(grant, prefix)
+
+
+async def open_grant(grant: Grant, recording_id: str, roots: Sequence[Path] = ()) -> Uploader:
+    """:func:`uploader`, with an S3 endpoint's resolved addresses checked."""
+    found = uploader(grant, recording_id, roots)
+    if isinstance(found, S3Uploader):
+        await check_endpoint(grant)
+    return found
+
+
+async def prove(upload: Uploader, recording_id: str, started_at: str) -> None:
+    """Write ``start.json``: the grant works (the store answers and takes the
+    credentials), or the start fails here with the store's refusal."""
+    body = orjson.dumps({"recording_id": recording_id, "started_at": started_at})
+    await upload.put(START_FILE, body, "application/json")

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -33,7 +34,7 @@ from agentenv.protocol.recording import (
     frame_file,
 )
 from agentenv.recorder.bursts import Bursts, FrameDue
-from agentenv.recorder.grants import Uploader, UploadError, uploader
+from agentenv.recorder.grants import Uploader, UploadError, open_grant
 
 __all__ = ["END_WAIT_S", "LOAD_WAIT_S", "Recording"]
 
@@ -53,6 +54,8 @@ class Recording:
     reader: LogReader
     upload: Uploader
     recording_id: str
+    #: Folders a file: grant may write in (AGENTENV_UPLOAD_ROOTS).
+    roots: tuple[Path, ...] = ()
     bursts: Bursts = field(default_factory=Bursts)
     frames: list[FrameEntry] = field(default_factory=list)
     start_seq: int = 0
@@ -201,7 +204,8 @@ class Recording:
             if self.manifest is not None:
                 return self.manifest
             if grant is not None:
-                self.upload = uploader(grant, self.recording_id)  # refused before anything ends
+                # refused before anything ends
+                self.upload = await open_grant(grant, self.recording_id, self.roots)
             self._ending = True
             self._wake.set()
             if self._loop is not None:

@@ -25,10 +25,11 @@ from pydantic import BaseModel, ValidationError
 from agentenv.access import bearer_token
 from agentenv.cdp import BrowserError, BrowserLink
 from agentenv.http import BodyError, error_response, read_json
+from agentenv.log.lines import iso
 from agentenv.log.reader import LogReader
 from agentenv.process import log_dir
 from agentenv.protocol.recording import End, EndAll, Start
-from agentenv.recorder.grants import GrantError, UploadError, uploader
+from agentenv.recorder.grants import GrantError, UploadError, open_grant, prove
 from agentenv.recorder.recording import Recording
 from agentenv.settings import Settings
 
@@ -88,9 +89,10 @@ class Recorder:
             if known is not None:
                 return self.recordings[known]  # a retried start joins the recording
             recording_id = f"rec-{uuid.uuid4().hex[:16]}"
-            recording = Recording(
-                ask, self.link, self.reader, uploader(ask.upload, recording_id), recording_id
-            )
+            roots = self.settings.upload_roots
+            upload = await open_grant(ask.upload, recording_id, roots)
+            await prove(upload, recording_id, iso())
+            recording = Recording(ask, self.link, self.reader, upload, recording_id, roots=roots)
             await recording.begin()
             self.recordings[recording.recording_id] = recording
             self.by_request[ask.request_id] = recording.recording_id
