@@ -21,10 +21,12 @@ record as: :mod:`agentenv.app.caller`. Bodies are capped per op (1 MiB;
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -38,7 +40,6 @@ from agentenv.app import data, toolcall
 from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller, caller_of
 from agentenv.app.errors import OpError, failure
-from agentenv.app.mcp import McpProxy, runtime_problem
 from agentenv.app.optable import BODY_LIMIT, DATA_OPS, OPS, all_ops
 from agentenv.app.pixels import Image
 from agentenv.cdp import BrowserError, BrowserLink
@@ -61,9 +62,29 @@ client_key = web.AppKey("client", aiohttp.ClientSession)
 reader_key = web.AppKey("reader", LogReader)
 link_key = web.AppKey("link", BrowserLink)
 browser_key = web.AppKey("browser", Browser)
-mcp_key = web.AppKey("mcp", McpProxy)
-#: Once checked at boot: [None] when Playwright MCP's runtime starts, else [why not].
-mcp_runtime_key = web.AppKey("mcp_runtime", list)
+
+
+@dataclass
+class McpState:
+    """/mcp, loaded after the server starts (the mcp SDK is the app's heaviest
+    import): the proxy once ready, and whether Playwright MCP's runtime starts."""
+
+    proxy: Any = None  # an agentenv.app.mcp.McpProxy once loaded
+    checked: bool = False
+    problem: str | None = None
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def why_not(self) -> str | None:
+        if not self.checked or not self.ready.is_set():
+            return "it is still starting"
+        return self.problem
+
+
+mcp_key = web.AppKey("mcp", McpState)
+#: How long an /mcp request waits for the MCP server to load at boot.
+MCP_LOAD_S = 60.0
 
 RECORDING_OPS = ("start", "end", "end_all")
 RECORDING_PARAMS = ["max_duration_s", "max_frames", "frames"]
@@ -193,8 +214,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def _ready(request: web.Request) -> Readiness:
-    checked = request.app[mcp_runtime_key]
-    problem = checked[0] if checked else "its runtime is still being checked"
+    problem = request.app[mcp_key].why_not
     return await readiness(request.app[settings_key], request.app[client_key], problem)
 
 
@@ -329,21 +349,29 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     link = BrowserLink(settings, app[client_key])
     app[link_key] = link
     app[browser_key] = Browser(link, str(settings.downloads_dir))
-    proxy = app[mcp_key] = McpProxy(settings, link)
-    app[mcp_runtime_key] = []
-    checked = asyncio.create_task(_check_mcp_runtime(app))
-    async with proxy.running():
-        yield
-    checked.cancel()
+    state = app[mcp_key] = McpState()
+    loading = asyncio.create_task(_serve_mcp(state, settings, link))
+    yield
+    state.stop.set()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await asyncio.wait_for(loading, 30)
     await link.close()
     await app[client_key].close()
 
 
-async def _check_mcp_runtime(app: web.Application) -> None:
-    problem = await runtime_problem()
-    if problem is not None:
-        log.error("Playwright MCP cannot start: %s", problem)
-    app[mcp_runtime_key].append(problem)
+async def _serve_mcp(state: McpState, settings: Settings, link: BrowserLink) -> None:
+    """Load /mcp once the server listens, check Playwright MCP's runtime, and
+    keep the MCP server running until the app stops (one task: the SDK's
+    task group is entered and left in it)."""
+    module = await asyncio.to_thread(importlib.import_module, "agentenv.app.mcp")
+    state.problem = await module.runtime_problem()
+    state.checked = True
+    if state.problem is not None:
+        log.error("Playwright MCP cannot start: %s", state.problem)
+    state.proxy = module.McpProxy(settings, link)
+    async with state.proxy.running():
+        state.ready.set()
+        await state.stop.wait()
 
 
 def make_app(settings: Settings) -> web.Application:
@@ -362,7 +390,9 @@ def make_app(settings: Settings) -> web.Application:
     # /mcp: the mcp SDK's streamable HTTP app, mounted through aiohttp-asgi
     # (the proxy itself is made at startup, with the browser link).
     async def mcp_asgi(scope: Any, receive: Any, send: Any) -> None:
-        await app[mcp_key].asgi(scope, receive, send)
+        state = app[mcp_key]
+        await asyncio.wait_for(state.ready.wait(), MCP_LOAD_S)
+        await state.proxy.asgi(scope, receive, send)
 
     app.router.register_resource(ASGIResource(mcp_asgi, root_path="/mcp"))
     return app
