@@ -7,7 +7,7 @@ from typing import Any
 
 from playwright.sync_api import sync_playwright
 
-from tests.support.logfile import actions, all_bytes, read_log, tab_events
+from tests.support.logfile import HELD_S, actions, all_bytes, read_log, tab_events
 from tests.support.site import Site
 from tests.support.stack import NativeStack
 from tests.support.timing import wait_for
@@ -53,7 +53,7 @@ def test_a_playwright_agent_is_on_the_record(stack: NativeStack, site: Site) -> 
         closed = [e for e in tab_events(lines) if e["event"] == "closed"]
         return len(closed) >= 2
 
-    wait_for(closed_both, "both tabs' closed events")
+    wait_for(closed_both, "both tabs' closed events", timeout_s=HELD_S)
     lines, _ = read_log(stack.app_http, start)
     entries = actions(lines)
     mine = {s: a for s, a in entries.items() if a.get("who") == "agent-7"}

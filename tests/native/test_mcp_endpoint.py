@@ -7,7 +7,7 @@ from typing import Any
 
 import requests
 
-from tests.support.logfile import actions, all_bytes, read_log, tab_events
+from tests.support.logfile import HELD_S, actions, all_bytes, read_log, read_until, tab_events
 from tests.support.mcp import client as mcp_client
 from tests.support.mcp import ref, ref_argument, text
 from tests.support.site import Site
@@ -26,6 +26,9 @@ async def test_mcp_calls_are_on_the_record(stack: NativeStack, site: Site) -> No
         assert "browser_run_code_unsafe" not in tools  # it would hold the control token
         assert any(name.endswith("_xy") for name in tools), "the vision tools"
         ref_arg = ref_argument(tools["browser_type"])
+        # The browser is shared with other tests' agents: work in a tab of our own,
+        # in front (Playwright's waits for a stable element need a painting tab).
+        assert not (await client.call_tool("browser_tabs", {"action": "new"})).is_error
         nav = await client.call_tool("browser_navigate", {"url": site.url + "/"})
         assert not nav.is_error, text(nav)
         snap = text(await client.call_tool("browser_snapshot", {}))
@@ -69,11 +72,12 @@ async def test_mcp_calls_are_on_the_record(stack: NativeStack, site: Site) -> No
         opened = [e for e in tab_events(lines) if e["event"] == "opened"]
         return lines if opened else None
 
-    lines = wait_for(popup_opened, "the popup's opened event")
+    lines = wait_for(popup_opened, "the popup's opened event", timeout_s=HELD_S)
     entries = actions(lines)
     calls = {s: a for s, a in entries.items() if a.get("via") == "mcp"}
     tools_called = [a["tool"] for _, a in sorted(calls.items())]
     assert tools_called == [
+        "browser_tabs",
         "browser_navigate",
         "browser_snapshot",
         "browser_type",
@@ -84,7 +88,7 @@ async def test_mcp_calls_are_on_the_record(stack: NativeStack, site: Site) -> No
         "browser_take_screenshot",
     ]
     assert all(a["who"] == "alice" and a["call"] for a in calls.values())
-    by_tool = {a["tool"]: s for s, a in sorted(calls.items())}
+    by_tool = {a["tool"]: s for s, a in sorted(calls.items(), reverse=True)}  # the first of each
     assert entries[by_tool["browser_snapshot"]]["acts"] == "reading"
     form = next(a for a in calls.values() if a["tool"] == "browser_fill_form")
     assert form["args"]["fields"][0]["value"]["withheld"] == "password"
@@ -115,7 +119,13 @@ async def test_two_sessions_with_their_own_roles(stack: NativeStack, site: Site)
                 assert not result.is_error, text(result)
 
     await asyncio.gather(agent("ann", "/next"), agent("ben", "/popup"))
-    lines, _ = read_log(stack.app_http, start)
+
+    def both_agents(lines: list[dict[str, Any]]) -> bool:
+        return sum(bool(a.get("via") == "mcp") for a in actions(lines).values()) >= 6
+
+    lines = await asyncio.to_thread(
+        read_until, stack.app_http, start, both_agents, "both agents' calls in the log"
+    )
     entries = actions(lines)
     calls = [a for a in entries.values() if a.get("via") == "mcp"]
     assert sorted(a["who"] for a in calls) == ["ann"] * 3 + ["ben"] * 3

@@ -9,7 +9,7 @@ import aiohttp
 import requests
 
 from tests.support.cdp import RawCdp, browser_ws_url
-from tests.support.logfile import all_bytes, read_log
+from tests.support.logfile import all_bytes, read_log, read_until
 from tests.support.site import Site
 from tests.support.stack import NativeStack
 from tests.support.timing import wait_for
@@ -121,7 +121,12 @@ def test_computer_use_loop_with_tool_call_headers(stack: NativeStack, site: Site
     # The tool names its arguments its own way: the typed text is found by value.
     call("input/type", {"text": PASSWORD}, 6, {"action": "type", "input": {"value": PASSWORD}})
     call("input/key", {"keys": "x"}, 7)
-    lines, _ = read_log(stack.app_http, start)
+    lines = read_until(
+        stack.app_http,
+        start,
+        lambda got: sum("action" in x and x["action"]["via"] == "mcp" for x in got) >= 7,
+        "the seven tool calls in the log",
+    )
     mcp = [x["action"] for x in lines if "action" in x and x["action"]["via"] == "mcp"]
     assert [(a["tool"], a["call"], a["op"], a["who"]) for a in mcp] == [
         ("computer", "call-1", "screenshot", "cua"),

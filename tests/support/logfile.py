@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,11 @@ import requests
 
 from tests.support.timing import wait_for
 
-__all__ = ["actions", "all_bytes", "read_log", "settle", "tab_events"]
+__all__ = ["HELD_S", "actions", "all_bytes", "read_log", "read_until", "settle", "tab_events"]
+
+#: How long a read may wait for lines held back by another agent's command
+#: still in flight: the log writes such a command as unfinished after 60 s.
+HELD_S = 90.0
 
 
 def read_log(
@@ -33,6 +38,24 @@ def read_log(
         if page["last"] == last:
             return lines, last
         last = page["last"]
+
+
+def read_until(
+    app_http: str,
+    after: int,
+    enough: Callable[[list[dict[str, Any]]], bool],
+    what: str,
+    token: str | None = None,
+) -> list[dict[str, Any]]:
+    """The lines after ``after`` once ``enough`` says they hold what the test
+    made. The browser is shared: another agent's command still in flight (a
+    Playwright wait) holds later lines back until it ends, or 60 s."""
+
+    def probe() -> list[dict[str, Any]] | None:
+        lines, _ = read_log(app_http, after, token)
+        return lines if enough(lines) else None
+
+    return wait_for(probe, what, timeout_s=HELD_S, interval_s=0.2)
 
 
 def settle(log_file: Path) -> list[dict[str, Any]]:

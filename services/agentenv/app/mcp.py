@@ -55,7 +55,7 @@ from agentenv.log.marks import tool_acts
 from agentenv.paths import inside
 from agentenv.settings import Settings
 
-__all__ = ["REMOVED", "TYPING_ARGS", "McpProxy", "runtime_problem"]
+__all__ = ["REMOVED", "TYPING_ARGS", "McpProxy"]
 
 log = logging.getLogger("agentenv.app.mcp")
 
@@ -82,28 +82,6 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 class ToolRefused(Exception):
     pass
-
-
-async def runtime_problem() -> str | None:
-    """Why Playwright MCP's runtime (the node bundled in the playwright wheel)
-    cannot start here, or None when it can."""
-    from playwright._impl._driver import compute_driver_executable
-
-    node, _cli = compute_driver_executable()
-    try:
-        process = await asyncio.create_subprocess_exec(
-            node,
-            "--version",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(process.communicate(), 30)
-    except (OSError, TimeoutError) as exc:
-        return f"{node} does not run ({exc})"
-    if process.returncode != 0 or not out.startswith(b"v"):
-        first = (err or out).decode(errors="replace").strip().splitlines()[:1]
-        return f"{node} --version failed: {first[0] if first else process.returncode}"
-    return None
 
 
 @dataclass

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import orjson
 from aiohttp import web
 from aiohttp_asgi import ASGIResource
 from pydantic import BaseModel, ValidationError
@@ -42,6 +43,7 @@ from agentenv.app.caller import Caller, caller_of
 from agentenv.app.errors import OpError, failure
 from agentenv.app.optable import BODY_LIMIT, DATA_OPS, OPS, all_ops
 from agentenv.app.pixels import Image
+from agentenv.app.runtime import runtime_problem
 from agentenv.cdp import BrowserError, BrowserLink
 from agentenv.http import BodyError, error_response, read_body, read_json
 from agentenv.log.reader import LogReader
@@ -66,19 +68,22 @@ browser_key = web.AppKey("browser", Browser)
 
 @dataclass
 class McpState:
-    """/mcp, loaded after the server starts (the mcp SDK is the app's heaviest
-    import): the proxy once ready, and whether Playwright MCP's runtime starts."""
+    """/mcp: whether Playwright MCP's runtime starts (checked at boot), and the
+    MCP server, loaded on the first /mcp request (the mcp SDK is the app's
+    heaviest import: an idle computer never pays for it)."""
 
     proxy: Any = None  # an agentenv.app.mcp.McpProxy once loaded
     checked: bool = False
     problem: str | None = None
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)  # the runtime was checked
+    wanted: asyncio.Event = field(default_factory=asyncio.Event)  # an /mcp request came
+    loaded: asyncio.Event = field(default_factory=asyncio.Event)  # the MCP server runs
     stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def why_not(self) -> str | None:
-        if not self.checked or not self.ready.is_set():
-            return "it is still starting"
+        if not self.checked:
+            return "its runtime is still being checked"
         return self.problem
 
 
@@ -353,6 +358,8 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     loading = asyncio.create_task(_serve_mcp(state, settings, link))
     yield
     state.stop.set()
+    if not state.loaded.is_set():
+        loading.cancel()  # never asked for (or still loading): nothing to end
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await asyncio.wait_for(loading, 30)
     await link.close()
@@ -360,17 +367,19 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _serve_mcp(state: McpState, settings: Settings, link: BrowserLink) -> None:
-    """Load /mcp once the server listens, check Playwright MCP's runtime, and
-    keep the MCP server running until the app stops (one task: the SDK's
-    task group is entered and left in it)."""
-    module = await asyncio.to_thread(importlib.import_module, "agentenv.app.mcp")
-    state.problem = await module.runtime_problem()
+    """Check Playwright MCP's runtime at boot; load the MCP server (the app's
+    heaviest import) on the first /mcp request, and keep it running until the
+    app stops (one task: the SDK's task group is entered and left in it)."""
+    state.problem = await runtime_problem()
     state.checked = True
     if state.problem is not None:
         log.error("Playwright MCP cannot start: %s", state.problem)
+    state.ready.set()
+    await state.wanted.wait()
+    module = await asyncio.to_thread(importlib.import_module, "agentenv.app.mcp")
     state.proxy = module.McpProxy(settings, link)
     async with state.proxy.running():
-        state.ready.set()
+        state.loaded.set()
         await state.stop.wait()
 
 
@@ -391,7 +400,17 @@ def make_app(settings: Settings) -> web.Application:
     # (the proxy itself is made at startup, with the browser link).
     async def mcp_asgi(scope: Any, receive: Any, send: Any) -> None:
         state = app[mcp_key]
-        await asyncio.wait_for(state.ready.wait(), MCP_LOAD_S)
+        state.wanted.set()
+        try:
+            await asyncio.wait_for(state.loaded.wait(), MCP_LOAD_S)
+        except TimeoutError:
+            body = orjson.dumps(
+                {"error": {"code": 503, "message": "the MCP server is not up; retry shortly"}}
+            )
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 503, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
         await state.proxy.asgi(scope, receive, send)
 
     app.router.register_resource(ASGIResource(mcp_asgi, root_path="/mcp"))

@@ -71,10 +71,11 @@ class Recorder:
             try:
                 page = await loop.run_in_executor(None, self.reader.read, self._last, 1000)
                 open_ones = [r for r in self.recordings.values() if r.manifest is None]
-                for raw in page.lines:
-                    line = orjson.loads(raw)
-                    for recording in open_ones:
-                        recording.seen(line)
+                if open_ones:  # with none open, the lines are passed over unparsed
+                    for raw in page.lines:
+                        line = orjson.loads(raw)
+                        for recording in open_ones:
+                            recording.seen(line)
                 self._last = page.last
                 full = len(page.lines) == 1000
             except Exception:  # keep following: a recording without frames is worse
