@@ -5,6 +5,7 @@ lack. Neither is reachable, by the relay's allowlist and Chromium's policies."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 import requests
 
 from tests.security.attacks import agent, attempt, clean, guarded
-from tests.support.container import SITE, Computer
+from tests.support.container import SITE, Computer, computer
 
 
 @pytest.mark.parametrize(
@@ -81,10 +82,25 @@ def _ui_target(target: Computer) -> str | None:
     return None
 
 
-async def test_the_browsers_own_ui_cannot_be_attached(target: Computer) -> None:
+def test_the_browser_shows_no_ui_pages(target: Computer) -> None:
+    """The image turns the omnibox popups (chrome:// WebUI pages) off."""
+    assert _ui_target(target) is None
+
+
+@pytest.fixture(scope="module")
+def with_ui(image: str) -> Iterator[Computer]:
+    """A computer whose Chromium keeps its omnibox popups (as other builds
+    do): the relay must hold even when the browser's own UI has targets."""
+    features = {"AGENTENV_CHROMIUM_DISABLE_FEATURES": "Translate,MediaRouter,BackForwardCache"}
+    with computer(image, env=features) as running:
+        running.serve_site()
+        yield running
+
+
+async def test_the_browsers_own_ui_cannot_be_attached(with_ui: Computer) -> None:
+    target = with_ui
     ui = _ui_target(target)
-    if ui is None:
-        pytest.skip("this Chromium shows no UI target to attack (no omnibox popup)")
+    assert ui is not None, "no UI target to attack: the omnibox popups did not come back"
     before = attempt(target)
     async with agent(target) as alice:
         answer = await alice.call("Target.attachToTarget", {"targetId": ui, "flatten": True})

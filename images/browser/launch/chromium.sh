@@ -7,7 +7,11 @@
 # $AGENTENV_LOG_DIR/chromium.log. The managed policies in
 # /etc/chromium/policies/managed/ (the image) are Chromium's own wall.
 # The back-forward cache is off: a page restored from it fires no load event,
-# and Playwright clients (connect_over_cdp) wait for one after go_back.
+# and Playwright clients (connect_over_cdp) wait for one after go_back. The
+# omnibox popups (chrome:// WebUI pages a headless browser never shows) are
+# off: two renderers less per computer, and less of the browser's own UI for
+# anyone to reach (the relay refuses it anyway). AGENTENV_CHROMIUM_DISABLE_FEATURES
+# replaces the list (the attack suite brings the popups back to attack them).
 set -euo pipefail
 
 : "${AGENTENV_LOG_DIR:?}" "${AGENTENV_PROFILE_DIR:?}"
@@ -25,6 +29,7 @@ if [ "${1:-}" != --as-user ]; then
             AGENTENV_PROFILE_DIR="$AGENTENV_PROFILE_DIR" AGENTENV_DOWNLOADS_DIR="$downloads" \
             AGENTENV_CHROMIUM_PORT="$port" AGENTENV_CHROMIUM="$binary" \
             AGENTENV_CHROMIUM_FLAGS="${AGENTENV_CHROMIUM_FLAGS:-}" \
+            AGENTENV_CHROMIUM_DISABLE_FEATURES="${AGENTENV_CHROMIUM_DISABLE_FEATURES:-}" \
             "$0" --as-user
     fi
 fi
@@ -32,6 +37,7 @@ fi
 # Extra flags, split on spaces: e.g. --single-process for an arm64 image run
 # under qemu emulation, where Chromium's GPU process keeps dying.
 read -r -a extra <<<"${AGENTENV_CHROMIUM_FLAGS:-}"
+disabled="${AGENTENV_CHROMIUM_DISABLE_FEATURES:-Translate,MediaRouter,BackForwardCache,WebUIOmniboxPopup,WebUIOmniboxAimPopup}"
 # Downloads stay readable by the app's Playwright MCP (a group they share).
 umask 0007
 mkdir -p "$AGENTENV_PROFILE_DIR" "$downloads"
@@ -50,7 +56,7 @@ exec env HOME="$AGENTENV_PROFILE_DIR" "$binary" \
     --disable-component-update \
     --disable-sync \
     --disable-quic \
-    --disable-features=Translate,MediaRouter,BackForwardCache \
+    --disable-features="$disabled" \
     --window-size=1280,800 \
     --remote-debugging-address=127.0.0.1 \
     --remote-debugging-port="$port" \
