@@ -51,17 +51,7 @@ async def _open(
     async with http.get(base + "/json/version") as answer:
         url = (await answer.json())["webSocketDebuggerUrl"]
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    ws = await http.ws_connect(url, max_msg_size=0, headers=headers)
-    call = {
-        "id": 1,
-        "method": "Target.attachToTarget",
-        "params": {"targetId": target, "flatten": True},
-    }
-    await ws.send_json(call)
-    while True:
-        msg = await ws.receive_json(timeout=30)
-        if msg.get("id") == 1:
-            return Client(ws, msg["result"]["sessionId"])
+    return await _attach(await http.ws_connect(url, max_msg_size=0, headers=headers), target)
 
 
 async def _attach(ws: aiohttp.ClientWebSocketResponse, target: str) -> Client:
