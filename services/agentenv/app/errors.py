@@ -3,8 +3,9 @@
 ::
 
     AppError
-    └── OpError          an op refused or failed: an HTTP status and what to do next
-        └── KeyError_    a key combination that names no key (400)
+    ├── OpError          an op refused or failed: an HTTP status and what to do next
+    │   └── KeyError_    a key combination that names no key (400)
+    └── ToolCallError    a malformed AgentEnv-Tool-Call or AgentEnv-Role header
 
 Errors of the browser link (:class:`agentenv.cdp.BrowserError`,
 :class:`agentenv.cdp.CdpError`) become an :class:`OpError` in :func:`failure`;

@@ -80,10 +80,6 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
-class ToolRefused(Exception):
-    pass
-
-
 @dataclass
 class PlaywrightSession:
     """One Playwright MCP, serving one MCP session (one caller)."""

@@ -18,13 +18,15 @@ from typing import Any
 
 import orjson
 
+from agentenv.app.errors import AppError
+
 __all__ = ["MAX_ARGS", "ToolCall", "ToolCallError", "encode", "parse", "role"]
 
 MAX_ARGS = 6000
 _NAME_LIMIT = 200
 
 
-class ToolCallError(ValueError):
+class ToolCallError(AppError, ValueError):
     """A malformed header; the message says how to write it."""
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentenv.harness.errors import HarnessError
 from agentenv.harness.hardening import docker_kwargs, writable_by_the_computer
 from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card
 
@@ -27,7 +28,7 @@ __all__ = ["Computer", "ComputerError", "deploy"]
 DEFAULT_IMAGE = "agentenv/browser:latest"
 
 
-class ComputerError(Exception):
+class ComputerError(HarnessError):
     """The computer refused, failed or could not be reached (infrastructure)."""
 
     def __init__(self, message: str, status: int | None = None) -> None:

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 from agentenv.harness import steps as s
 from agentenv.harness.computer import Computer, ComputerError, deploy
+from agentenv.harness.errors import HarnessError
 from agentenv.harness.hardening import writable_by_the_computer
 from agentenv.harness.mind2web import export
 from agentenv.harness.urls import normalize
@@ -39,7 +40,7 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_INFRA", "EXIT_OK", "EXIT_TASK_FAILED", "Run"]
 EXIT_OK, EXIT_TASK_FAILED, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
 
 
-class StepFailed(Exception):
+class StepFailed(HarnessError):
     def __init__(self, message: str, infrastructure: bool = False) -> None:
         super().__init__(message)
         self.infrastructure = infrastructure

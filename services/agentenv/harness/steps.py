@@ -21,6 +21,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from agentenv.harness.errors import HarnessError
+
 __all__ = [
     "BROWSER_STEPS",
     "EnvDefinition",
@@ -32,7 +34,7 @@ __all__ = [
 ]
 
 
-class TaskError(ValueError):
+class TaskError(HarnessError, ValueError):
     """A task file that cannot be run: one message naming the step and field."""
 
 

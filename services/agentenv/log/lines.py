@@ -22,16 +22,23 @@ _PREFIX = b'{"seq":'
 
 
 _second: list[Any] = [None, ""]  # the last whole second formatted, and its text
+_milli: list[Any] = [None, ""]  # the last millisecond formatted, and its text
 
 
 def iso(t: float | None = None) -> str:
     """UTC ISO 8601 with milliseconds, e.g. ``2026-11-30T06:20:01.123Z``."""
     t = time.time() if t is None else t
-    whole = int(t)
+    milli = int(t * 1000)
+    if _milli[0] == milli:  # a busy log stamps many lines in one millisecond
+        text: str = _milli[1]
+        return text
+    whole = milli // 1000
     if _second[0] != whole:  # format the date and time once a second
         stamp = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
         _second[0], _second[1] = whole, stamp
-    return f"{_second[1]}{int((t - whole) * 1000):03d}Z"
+    text = f"{_second[1]}{milli % 1000:03d}Z"
+    _milli[0], _milli[1] = milli, text
+    return text
 
 
 def line(seq: int, at: str, kind: Kind, body: dict[str, Any]) -> dict[str, Any]:

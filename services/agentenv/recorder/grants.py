@@ -30,6 +30,7 @@ import orjson
 
 from agentenv.paths import inside
 from agentenv.protocol.recording import Grant, public_enough
+from agentenv.recorder.errors import GrantError, UploadError
 
 __all__ = [
     "START_FILE",
@@ -47,14 +48,6 @@ START_FILE = "start.json"
 
 #: How long resolving an S3 endpoint's name may take.
 ENDPOINT_LOOKUP_S = 5.0
-
-
-class GrantError(ValueError):
-    """A grant that cannot be used (malformed or expired)."""
-
-
-class UploadError(Exception):
-    """An upload failed; the message names the destination, never a credential."""
 
 
 class Uploader(Protocol):

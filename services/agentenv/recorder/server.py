@@ -29,7 +29,8 @@ from agentenv.log.lines import iso
 from agentenv.log.reader import LogReader
 from agentenv.process import log_dir
 from agentenv.protocol.recording import End, EndAll, Start
-from agentenv.recorder.grants import GrantError, UploadError, open_grant, prove
+from agentenv.recorder.errors import GrantError, Refused, UploadError
+from agentenv.recorder.grants import open_grant, prove
 from agentenv.recorder.recording import Recording
 from agentenv.settings import Settings
 
@@ -44,12 +45,6 @@ settings_key = web.AppKey("settings", Settings)
 recorder_key: web.AppKey[Recorder] = web.AppKey("recorder")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-class Refused(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
 
 
 class Recorder:

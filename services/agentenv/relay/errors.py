@@ -3,7 +3,8 @@
 ::
 
     RelayError
-    └── UpstreamError     Chromium did not answer or refused (502/503/404)
+    ├── UpstreamError     Chromium did not answer or refused (502/503/404)
+    └── WatcherError      the relay's own connection to Chromium is down (watcher.py)
 
 Refusals of the caller are :class:`agentenv.access.AccessDenied`.
 """

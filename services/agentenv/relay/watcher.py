@@ -24,7 +24,7 @@ import aiohttp
 import orjson
 
 from agentenv.protocol.urls import tab as is_tab
-from agentenv.relay.errors import UpstreamError
+from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.password import CHECK_TIMEOUT_S, Focus, check_expression, verdict
 from agentenv.settings import Settings
@@ -34,8 +34,8 @@ __all__ = ["Watcher"]
 log = logging.getLogger("agentenv.relay.watcher")
 
 
-class WatcherError(Exception):
-    pass
+class WatcherError(RelayError):
+    """The relay's own connection to Chromium is down or did not answer."""
 
 
 class Watcher:
