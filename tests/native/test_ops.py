@@ -9,7 +9,7 @@ import aiohttp
 import requests
 
 from tests.support.cdp import RawCdp, browser_ws_url
-from tests.support.logfile import all_bytes, read_log, read_until
+from tests.support.logfile import actions, all_bytes, read_log, read_until
 from tests.support.site import Site
 from tests.support.stack import NativeStack
 from tests.support.timing import wait_for
@@ -230,3 +230,57 @@ def test_tokens_for_ops(authed_stack: NativeStack) -> None:
     assert requests.post(f"{url}/log", json={}, headers=alice, timeout=30).status_code == 403
     mcp = requests.post(authed_stack.app_http + "/mcp", json={}, timeout=30)
     assert mcp.status_code == 401
+
+
+def test_concurrent_ops_keep_their_own_commands(stack: NativeStack) -> None:
+    """Two agents' ops at once: each op's CDP commands are credited to it (the
+    app gives each acting op a relay connection of its own)."""
+    import threading
+
+    slow = (
+        "data:text/html,<title>Slow</title><input id=q autofocus "
+        'onkeydown="const t = Date.now(); while (Date.now() - t < 1500);">'
+    )
+    tab = op(stack, "tabs/open", {"url": slow})["id"]
+    wait_for(lambda: op(stack, "tabs/list")[0]["title"] == "Slow", "the slow page")
+    _, start = read_log(stack.app_http)
+    done: list[str] = []
+
+    def key() -> None:
+        op(stack, "input/key", {"keys": "a"}, **{"AgentEnv-Role": "alice"})
+        done.append("alice")
+
+    typing = threading.Thread(target=key)
+    typing.start()
+    wait_for(
+        lambda: (
+            any(
+                "action" in x and x["action"].get("who") == "alice"
+                for x in read_log(stack.app_http, start)[0]
+            )
+            or typing.is_alive()
+        ),
+        "alice's key press to begin",
+    )
+    op(stack, "input/scroll", {"x": 5, "y": 5, "dy": 100}, **{"AgentEnv-Role": "bob"})
+    typing.join(timeout=30)
+    assert done == ["alice"]
+    lines = read_until(
+        stack.app_http,
+        start,
+        lambda got: {a.get("op") for a in actions(got).values()} >= {"input/key", "input/scroll"},
+        "both ops in the log",
+    )
+    entries = actions(lines)
+    ops = {a["op"]: s for s, a in entries.items() if a.get("op") in ("input/key", "input/scroll")}
+    within = {s: a for s, a in entries.items() if a.get("within") in ops.values()}
+    assert within, "no commands within the ops"
+    for seq, a in within.items():
+        owner = entries[a["within"]]
+        assert a["who"] == owner["who"], (seq, a, owner)
+        kind = "input/key" if a["method"] == "Input.dispatchKeyEvent" else None
+        if kind:
+            assert a["within"] == ops["input/key"], (seq, a)
+        if a["method"] == "Input.dispatchMouseEvent":
+            assert a["within"] == ops["input/scroll"], (seq, a)
+    op(stack, "tabs/close", {"id": tab})

@@ -115,3 +115,48 @@ def test_a_crafted_host_never_reaches_a_url_handed_back(target: Computer, host: 
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.split()[1] in (b"400", b"403"), head
     assert b"evil" not in body and b"webSocketDebuggerUrl" not in body
+
+
+async def test_params_nested_deep_hold_nothing_up(target: Computer) -> None:
+    deep: Any = {"x": 1}
+    for _ in range(400):
+        deep = {"z": [deep]}
+    _, last = target.log()
+    async with aiohttp.ClientSession() as http, http.ws_connect(browser_url(target, "alice")) as ws:
+        await ws.send_json({"id": 1, "method": "Input.dispatchMouseEvent", "params": deep})
+        answer = await ws.receive_json(timeout=deadline(10))
+        assert answer["id"] == 1 and "deeper than" in answer["error"]["message"]
+        await ws.send_json({"id": 2, "method": "Browser.getVersion"})
+        assert "result" in await ws.receive_json(timeout=deadline(10))
+    started = time.monotonic()
+    while target.log(last)[1] < last + 2:
+        assert time.monotonic() - started < deadline(10), "the log was held up"
+        time.sleep(0.05)
+
+
+async def test_a_huge_value_made_to_be_slow_to_redact_is_not(target: Computer) -> None:
+    """Values shaped to make redaction's patterns backtrack (``://@aaa…``,
+    ``eyJeyJ…``) cost the relay no more than their kept part."""
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(browser_url(target, "alice"), max_msg_size=0) as ws,
+    ):
+        for n, value in enumerate(("://@" + "a" * 3_000_000, "eyJ" * 1_000_000), start=1):
+            params = {"type": "mouseMoved", "x": 1, "y": 1, "z": value}
+            await ws.send_json({"id": n, "method": "Input.dispatchMouseEvent", "params": params})
+            started = time.monotonic()
+            answer = requests.get(target.relay + "/json/version", timeout=10)
+            assert answer.status_code == 200 and time.monotonic() - started < 1.0
+            while (await ws.receive_json(timeout=deadline(20))).get("id") != n:
+                pass
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/json/activate/..%2Flist", "/json/close/..%2F..%2Fjson%2Fversion", "/json/close/a%2Fb"],
+)
+def test_target_ids_cannot_walk_to_other_chromium_paths(target: Computer, path: str) -> None:
+    token = target.token("alice")
+    answer = requests.get(f"{target.relay}{path}?token={token}", timeout=10)
+    assert answer.status_code == 404, answer.text
+    assert "9223" not in answer.text and "webSocketDebuggerUrl" not in answer.text

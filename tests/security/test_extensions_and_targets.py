@@ -67,6 +67,10 @@ def test_chromium_itself_refuses_local_urls(target: Computer) -> None:
         "chrome://version",
         f"view-source:{SITE}/",
         "http://127.0.0.1:9223/json/version",
+        "http://0.0.0.0:9223/json/version",
+        "http://[::ffff:127.0.0.1]:9223/json/version",
+        "http://0.0.0.0:8081/healthz",
+        "http://localhost:8080/card",
     ]
     for url, text in _raw(target, "urls", *urls).items():
         assert "root:x:0:0" not in text and "webSocketDebuggerUrl" not in text, url

@@ -155,3 +155,12 @@ def test_json_new_reads_its_url_as_chromium_does() -> None:
     # scheme stays encoded, so it is no scheme at all.
     assert new_tab_url("%2566ile:///etc/passwd") == "%66ile:///etc/passwd"
     assert new_tab_url("%66ile:///etc/passwd") == "file:///etc/passwd"
+
+
+def test_target_ids_never_carry_a_path() -> None:
+    from agentenv.relay.server import TARGET_ID
+
+    assert TARGET_ID.match("0A1B2C3D4E5F60718293A4B5C6D7E8F9")
+    assert TARGET_ID.match("a95b08ff-5821-4322-9a0e-a8323de505c1")
+    for bad in ("../list", "..%2Flist", "x/y", "", "a" * 65, "id?x=1"):
+        assert not TARGET_ID.match(bad), bad

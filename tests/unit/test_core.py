@@ -234,3 +234,35 @@ def test_a_detach_ends_the_commands_still_waiting_on_its_session() -> None:
     down = core.from_upstream(state, detached)
     assert down.kind is Down.PASS and sorted(p.entry for p in down.orphans) == [20, 21]
     assert list(state.pending) == [(None, 3)]
+
+
+def test_params_nested_too_deep_are_refused_at_once() -> None:
+    deep: Any = {"x": 1}
+    for _ in range(400):
+        deep = {"z": [deep]}
+    message = {"id": 9, "method": "Input.dispatchMouseEvent", "params": deep}
+    step = send(agent(), message)
+    assert step.kind is Kind.INVALID and "deeper than" in step.error and step.call == 9
+    shallow: Any = {"x": 1}
+    for _ in range(20):
+        shallow = {"z": [shallow]}
+    assert send(agent(), {"id": 10, "method": "Runtime.evaluate", "params": shallow}).kind is (
+        Kind.FORWARD
+    )
+
+
+def test_a_line_that_cannot_be_serialized_is_still_written(tmp_path: Path) -> None:
+    """The log's numbering never stops on a line it cannot encode."""
+    from agentenv.log.writer import LogWriter
+
+    writer = LogWriter.open(tmp_path / "l.jsonl")
+    deep: Any = 1
+    for _ in range(300):
+        deep = [deep]
+    first = writer.begin({"via": "cdp", "who": "a", "params": {"z": deep}})
+    writer.end(first, True)
+    second = writer.begin({"via": "cdp", "who": "a"})
+    writer.end(second, True)
+    lines = [json.loads(x) for x in (tmp_path / "l.jsonl").read_text().splitlines()]
+    assert [x["seq"] for x in lines] == [first, second]
+    assert lines[0]["action"]["params"] == {"withheld": "unwritable"}

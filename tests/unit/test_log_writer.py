@@ -222,3 +222,16 @@ def test_typed_text_is_kept_only_once_a_check_cleared(tmp_path: Path) -> None:
     assert lines[unchecked] == {"withheld": "password", "length": 7}
     assert lines[cleared] == "hunter2"
     assert lines[withheld_] == {"withheld": "password", "length": 7}
+
+
+def test_a_drop_tools_data_is_withheld_by_its_keys() -> None:
+    from agentenv.relay.logbook import restore_paths, withhold_path
+
+    args = {"target": "#pw", "data": {"text/plain": "hunter3", "text/html": "<b>x</b>"}}
+    taken = withhold_path(args, "data.*")
+    assert args["data"] == {
+        "text/plain": {"withheld": "password", "length": 7},
+        "text/html": {"withheld": "password", "length": 8},
+    }
+    restore_paths(args, taken)
+    assert args["data"]["text/plain"] == "hunter3"

@@ -137,3 +137,15 @@ async def test_file_grants_only_inside_the_upload_roots(tmp_path: Path) -> None:
             await open_grant(Grant(url=url), "rec-1", [allowed])
     with pytest.raises(GrantError):
         await open_grant(Grant(url=f"file://{allowed}"), "rec-1", [])
+
+
+def test_mapped_and_metadata_addresses_are_refused() -> None:
+    from agentenv.protocol.recording import public_enough
+
+    for host in (
+        "::ffff:169.254.169.254",
+        "[::ffff:a9fe:a9fe]",
+        "fd00:ec2::254",
+        "100.100.100.200",
+    ):
+        assert not public_enough(host), host

@@ -158,13 +158,28 @@ def test_secret_fields() -> None:
 def test_long_values_cut_after_redaction() -> None:
     url = "https://h.example/?token=" + "t" * 50 + "&q=" + "a" * 5000
     out = redact({"url": url})["url"]
-    assert out["length"] == len(url) - 50 + len(REDACTED)
+    assert out["length"] == len(url)  # the value's own length
     assert out["cut"].startswith(f"https://h.example/?token={REDACTED}&q=aaa")
     assert len(out["cut"]) == 2000
     # A credential beyond the cut is still redacted (redacted before cutting).
     late = "https://h/?q=" + "b" * 3000 + "&api_key=zz"
     assert "zz" not in json.dumps(redact(late))
     assert cut("short") == "short"
+
+
+def test_redaction_reads_only_what_it_keeps_and_in_linear_time() -> None:
+    """A huge value costs the log no more than its kept part: an agent or a
+    page's own URL must not hold up the relay's loop."""
+    import time
+
+    for huge in ("://@" + "a" * 2_000_000, "eyJ" * 700_000, "x://" + "a" * 2_000_000 + "@"):
+        started = time.perf_counter()
+        out = redact({"value": huge})["value"]
+        assert time.perf_counter() - started < 0.05
+        assert out["length"] == len(huge) and len(out["cut"]) == 2000
+        started = time.perf_counter()
+        redact_text(huge[:200_000])
+        assert time.perf_counter() - started < 0.5  # linear, not quadratic
 
 
 def test_input_not_mutated() -> None:

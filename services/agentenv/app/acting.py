@@ -9,8 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
-from agentenv.cdp import ActionContext, BrowserLink
+from agentenv.cdp import ActionContext
 
 __all__ = ["acting", "reading", "typed_paths"]
 
@@ -40,7 +41,7 @@ def typed_paths(args: Any, typed: set[Any]) -> list[str]:
 
 @contextlib.asynccontextmanager
 async def acting(
-    link: BrowserLink,
+    browser: Browser,
     caller: Caller,
     op: str,
     body: BaseModel | None,
@@ -51,7 +52,10 @@ async def acting(
     """An action entry around the op's commands.
 
     For a tool call the entry keeps the tool's own arguments; the typed text
-    in them is found by value (they name it their own way).
+    in them is found by value (they name it their own way). The op's commands
+    go on a relay connection of its own for as long as it runs
+    (:meth:`Browser.own_link`): the action's scope is that connection, so two
+    ops at once never take each other's commands.
     """
     args: Any
     if caller.tool is not None:
@@ -61,28 +65,31 @@ async def acting(
             typing = typed_paths(args, typed)
     else:
         args = body.model_dump(mode="json", exclude_none=True) if body is not None else None
-    async with link.action(
-        via=caller.via,
-        who=caller.who,
-        role=caller.role,
-        op=op,
-        tool=caller.tool.tool if caller.tool else None,
-        call=caller.tool.call if caller.tool else None,
-        args=args,
-        tab=tab,
-        typing=typing,
-        acts=acts,
-    ) as ctx:
+    async with (
+        browser.own_link() as link,
+        link.action(
+            via=caller.via,
+            who=caller.who,
+            role=caller.role,
+            op=op,
+            tool=caller.tool.tool if caller.tool else None,
+            call=caller.tool.call if caller.tool else None,
+            args=args,
+            tab=tab,
+            typing=typing,
+            acts=acts,
+        ) as ctx,
+    ):
         yield ctx
 
 
 @contextlib.asynccontextmanager
 async def reading(
-    link: BrowserLink, caller: Caller, op: str, body: BaseModel | None, tab: str | None
+    browser: Browser, caller: Caller, op: str, body: BaseModel | None, tab: str | None
 ) -> AsyncIterator[None]:
     """A read: on the record (as reading) when an agent made it."""
     if caller.own:
         yield
         return
-    async with acting(link, caller, op, body, tab, acts="reading"):
+    async with acting(browser, caller, op, body, tab, acts="reading"):
         yield

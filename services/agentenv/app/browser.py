@@ -1,10 +1,20 @@
-"""The browser as the ops see it: the link through the relay, and what the
+"""The browser as the ops see it: the links through the relay, and what the
 app server keeps between ops (which calls switched tabs, which origins hold
-local storage it wrote). Every op module takes a :class:`Browser`."""
+local storage it wrote). Every op module takes a :class:`Browser`.
+
+The computer's own reads share one relay connection. An op that acts (an
+action on the record) takes a connection of its own for as long as it runs
+(:meth:`Browser.own_link`), from a small pool: the relay credits commands to
+the open action whose scope is their connection, so two ops running at once
+on one connection would take each other's commands (and password checks).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,13 +22,20 @@ from agentenv.app.errors import OpError
 from agentenv.cdp import BrowserLink, pages, visible
 from agentenv.protocol.browser import Tab
 
-__all__ = ["Browser"]
+__all__ = ["IDLE_LINKS", "Browser"]
+
+#: Idle op connections kept for the next ops (more are made when ops overlap).
+IDLE_LINKS = 4
+_op_link: ContextVar[BrowserLink | None] = ContextVar("agentenv_op_link", default=None)
 
 
 @dataclass
 class Browser:
-    link: BrowserLink
+    shared: BrowserLink
     downloads: str = ""
+    #: Makes a new relay connection for an op (None: ops share ``shared``).
+    new_link: Callable[[], BrowserLink] | None = None
+    idle: list[BrowserLink] = field(default_factory=list)
     #: Counts calls that switched the active tab, so a background open does
     #: not undo a switch another call made meanwhile.
     switches: int = 0
@@ -26,6 +43,35 @@ class Browser:
     #: with the origins of open tabs: Chromium cannot list them all).
     storage_origins: set[str] = field(default_factory=set)
     storage_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def link(self) -> BrowserLink:
+        """The op's own connection inside :meth:`own_link`, else the shared one."""
+        return _op_link.get() or self.shared
+
+    @contextlib.asynccontextmanager
+    async def own_link(self) -> AsyncIterator[BrowserLink]:
+        """A relay connection of this op's own, for as long as it runs."""
+        current = _op_link.get()
+        if current is not None or self.new_link is None:
+            yield current or self.shared
+            return
+        link = self.idle.pop() if self.idle else self.new_link()
+        token = _op_link.set(link)
+        try:
+            yield link
+        finally:
+            _op_link.reset(token)
+            if len(self.idle) < IDLE_LINKS:
+                self.idle.append(link)
+            else:
+                await link.close()
+
+    async def disconnect(self) -> None:
+        """Close every relay connection (the app server stops)."""
+        for link in [self.shared, *self.idle]:
+            await link.close()
+        self.idle.clear()
 
     async def pages(self) -> list[dict[str, Any]]:
         return await pages(self.link)

@@ -61,7 +61,7 @@ async def all_cookies(browser: Browser) -> list[dict[str, Any]]:
 
 
 async def cookies_get(browser: Browser, body: CookiesGet, caller: Caller) -> Any:
-    async with reading(browser.link, caller, "cookies/get", body, None):
+    async with reading(browser, caller, "cookies/get", body, None):
         cookies = await all_cookies(browser)
     if body.urls:
         cookies = [c for c in cookies if any(matches(c, u) for u in body.urls)]
@@ -69,7 +69,7 @@ async def cookies_get(browser: Browser, body: CookiesGet, caller: Caller) -> Any
 
 
 async def cookies_set(browser: Browser, body: CookiesSet, caller: Caller) -> Any:
-    async with acting(browser.link, caller, "cookies/set", body):
+    async with acting(browser, caller, "cookies/set", body):
         cookies = [c.model_dump(exclude_none=True) for c in body.cookies]
         await browser.link.call("Storage.setCookies", {"cookies": cookies})
     return {}
@@ -86,7 +86,7 @@ async def cookies_delete(browser: Browser, body: CookiesDelete, caller: Caller) 
             and (body.path is None or c.get("path") == body.path)
         )
 
-    async with acting(browser.link, caller, "cookies/delete", body):
+    async with acting(browser, caller, "cookies/delete", body):
         doomed = [c for c in await all_cookies(browser) if wanted(c)]
         if doomed:
             session = await browser.link.session(await browser.active())

@@ -72,12 +72,12 @@ async def state(browser: Browser) -> BrowserState:
 
 async def restore(browser: Browser, saved: BrowserState, caller: Caller) -> Any:
     """data/add: cookies, local storage and tabs back as saved, or nothing."""
-    link = browser.link
     cookies_before = await all_cookies(browser)
     storage_before = {at: await on_origin(browser, at, READ_ALL) for at in saved.local_storage}
     opened: list[str] = []
     try:
-        async with acting(link, caller, "data/add", None):
+        async with acting(browser, caller, "data/add", None):
+            link = browser.link  # the op's own connection
             if saved.cookies:
                 await link.call(
                     "Storage.setCookies",
@@ -127,8 +127,8 @@ async def _put_back(
 
 async def reset(browser: Browser, caller: Caller) -> Any:
     """data/reset: one blank tab, no cookies or storage, a reset line."""
-    link = browser.link
-    async with acting(link, caller, "data/reset", None):
+    async with acting(browser, caller, "data/reset", None):
+        link = browser.link  # the op's own connection
         found = await browser.pages()
         origins = {o for o in (origin(p.get("url", "")) for p in found) if o}
         origins |= browser.storage_origins

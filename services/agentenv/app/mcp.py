@@ -69,6 +69,7 @@ TYPING_ARGS: dict[str, list[str]] = {
     "browser_fill_form": ["fields.*.value"],
     "browser_press_key": ["key"],
     "browser_press_sequentially": ["text"],
+    "browser_drop": ["data.*"],
 }
 #: Arguments naming files: allowed only in the session's own folder (where
 #: Playwright MCP writes its snapshots, screenshots and PDFs) or the downloads folder.

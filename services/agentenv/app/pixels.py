@@ -45,7 +45,7 @@ class Image:
 
 async def navigate(browser: Browser, body: Navigate, caller: Caller) -> Any:
     tab = await browser.tab(body.tab)
-    async with acting(browser.link, caller, "navigate", body, tab) as ctx:
+    async with acting(browser, caller, "navigate", body, tab) as ctx:
         session = await browser.link.session(tab)
         result = await browser.link.call(
             "Page.navigate", {"url": body.url}, session=session, deadline_s=60
@@ -58,7 +58,7 @@ async def navigate(browser: Browser, body: Navigate, caller: Caller) -> Any:
 
 async def screenshot(browser: Browser, body: Screenshot, caller: Caller) -> Any:
     tab = await browser.tab(body.tab)
-    async with reading(browser.link, caller, "screenshot", body, tab):
+    async with reading(browser, caller, "screenshot", body, tab):
         data = await capture(browser.link, tab, body.format, body.quality)
     return Image(data, f"image/{body.format}")
 
@@ -72,7 +72,7 @@ async def _input(
     typing: list[str] | None = None,
 ) -> Any:
     tab = await browser.active()
-    async with acting(browser.link, caller, op, body, tab, typing=typing):
+    async with acting(browser, caller, op, body, tab, typing=typing):
         await send(await browser.link.session(tab))
     return {}
 

@@ -353,7 +353,11 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     app[client_key] = aiohttp.ClientSession()
     link = BrowserLink(settings, app[client_key])
     app[link_key] = link
-    app[browser_key] = Browser(link, str(settings.downloads_dir))
+    app[browser_key] = Browser(
+        link,
+        str(settings.downloads_dir),
+        new_link=lambda: BrowserLink(settings, app[client_key]),
+    )
     state = app[mcp_key] = McpState()
     loading = asyncio.create_task(_serve_mcp(state, settings, link))
     yield
@@ -362,7 +366,7 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
         loading.cancel()  # never asked for (or still loading): nothing to end
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await asyncio.wait_for(loading, 30)
-    await link.close()
+    await app[browser_key].disconnect()
     await app[client_key].close()
 
 

@@ -109,20 +109,20 @@ async def on_origin(browser: Browser, at: str, expression: str) -> Any:
 
 
 async def local_storage_get(browser: Browser, body: LocalStorageGet, caller: Caller) -> Any:
-    async with reading(browser.link, caller, "local_storage/get", body, None):
+    async with reading(browser, caller, "local_storage/get", body, None):
         items = await on_origin(browser, body.origin, READ_ALL)
     return {"origin": body.origin, "items": orjson.loads(items) if isinstance(items, str) else {}}
 
 
 async def local_storage_set(browser: Browser, body: LocalStorageSet, caller: Caller) -> Any:
-    async with acting(browser.link, caller, "local_storage/set", body):
+    async with acting(browser, caller, "local_storage/set", body):
         await on_origin(browser, body.origin, write_all(body.items))
     browser.storage_origins.add(body.origin)
     return {}
 
 
 async def local_storage_clear(browser: Browser, body: LocalStorageClear, caller: Caller) -> Any:
-    async with acting(browser.link, caller, "local_storage/clear", body):
+    async with acting(browser, caller, "local_storage/clear", body):
         if body.origin is not None:
             await on_origin(browser, body.origin, "localStorage.clear()")
         else:

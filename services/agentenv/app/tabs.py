@@ -14,14 +14,14 @@ __all__ = ["tabs_activate", "tabs_close", "tabs_list", "tabs_open"]
 
 
 async def tabs_list(browser: Browser, body: Empty, caller: Caller) -> Any:
-    async with reading(browser.link, caller, "tabs/list", None, None):
+    async with reading(browser, caller, "tabs/list", None, None):
         return [t.model_dump() for t in await browser.tabs()]
 
 
 async def tabs_open(browser: Browser, body: TabsOpen, caller: Caller) -> Any:
     before = await browser.active() if body.background else None
     switches = browser.switches
-    async with acting(browser.link, caller, "tabs/open", body):
+    async with acting(browser, caller, "tabs/open", body):
         params: dict[str, Any] = {"url": body.url or "about:blank"}
         if body.background:
             params["background"] = True
@@ -38,7 +38,7 @@ async def tabs_open(browser: Browser, body: TabsOpen, caller: Caller) -> Any:
 
 async def tabs_close(browser: Browser, body: TabRef, caller: Caller) -> Any:
     tab = await browser.tab(body.id)
-    async with acting(browser.link, caller, "tabs/close", body, tab):
+    async with acting(browser, caller, "tabs/close", body, tab):
         await browser.close(tab)
     browser.switches += 1
     return {}
@@ -46,7 +46,7 @@ async def tabs_close(browser: Browser, body: TabRef, caller: Caller) -> Any:
 
 async def tabs_activate(browser: Browser, body: TabRef, caller: Caller) -> Any:
     tab = await browser.tab(body.id)
-    async with acting(browser.link, caller, "tabs/activate", body, tab):
+    async with acting(browser, caller, "tabs/activate", body, tab):
         await browser.link.call("Target.activateTarget", {"targetId": tab})
     browser.switches += 1
     return {}

@@ -45,6 +45,7 @@ __all__ = [
     "credential_key",
     "cut",
     "redact",
+    "redact_cut",
     "redact_params",
     "redact_text",
     "secret_header",
@@ -129,12 +130,18 @@ _CREDENTIAL_PAIR = re.compile(
 # Any query pair; tried only once _CREDENTIAL_PAIR found one worth redacting.
 _ANY_PAIR = re.compile(r"(^|[?&;#])([^=&#?;\s\"'<>]+)=([^&#;\s\"'<>]*)")
 # The password runs to the last "@" of the authority (a password may hold one).
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#@\s:\"'<>]*):([^/?#\s\"'<>]*)@")
+_USERINFO = re.compile(
+    r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#@\s:\"'<>]*):([^/?#\s\"'<>]*)@"
+)
 # A URL inside another's query, percent-encoded: ?next=https%3A%2F%2Fb%2F%3Fcode%3DSECRET
 _ENCODED_PAIR = re.compile(
     r"(%3[fF]|%26|%23|%3[bB])([^=&#?;%\s\"'<>]+)(%3[dD])((?:(?!%26|%23|%3[bB])[^&#;\s\"'<>])*)"
 )
-_JWT = re.compile(r"(eyJ[A-Za-z0-9_\-]{2,}\.eyJ[A-Za-z0-9_\-]{2,})\.[A-Za-z0-9_\-]{2,}")
+# Lookbehinds anchor each match where a scheme or a token can start: without
+# them the search restarts at every position of a long run (quadratic time).
+_JWT = re.compile(
+    r"(?<![A-Za-z0-9_\-])(eyJ[A-Za-z0-9_\-]{2,}\.eyJ[A-Za-z0-9_\-]{2,})\.[A-Za-z0-9_\-]{2,}"
+)
 
 _COOKIE_HINTS = ("domain", "url", "path", "expires", "httpOnly", "secure", "sameSite", "size")
 
@@ -201,11 +208,25 @@ def redact_text(text: str) -> str:
     return text
 
 
+#: How much past the cut a long string is read for redaction: enough to hold
+#: a credential that starts in the kept part (a token, a signed query).
+REDACT_MARGIN = 8192
+
+
 def cut(text: str) -> str | dict[str, Any]:
     """``text``, or its first 2,000 characters with the full length."""
     if len(text) <= CUT_AT:
         return text
     return {"cut": text[:CUT_AT], "length": len(text)}
+
+
+def redact_cut(text: str) -> str | dict[str, Any]:
+    """``text`` redacted and cut. Only what is kept, and a margin past it, is
+    read: redacting a 100 MB string whole would hold up the relay's loop."""
+    if len(text) <= CUT_AT:
+        return redact_text(text)
+    kept = redact_text(text[: CUT_AT + REDACT_MARGIN])
+    return {"cut": kept[:CUT_AT], "length": len(text)}
 
 
 def _headers(value: Any) -> Any:
@@ -252,7 +273,7 @@ def redact(value: Any) -> Any:
             and "%3" not in value
         ):
             return value  # nothing to redact: the common case, kept cheap
-        return cut(redact_text(value))
+        return redact_cut(value)
     if isinstance(value, Mapping):
         cookie = "value" in value and "name" in value and _is_cookie(value)
         out: dict[str, Any] = {}
@@ -341,9 +362,17 @@ _METHOD_RULES: dict[str, Rule] = {
 
 
 def redact_params(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A CDP command's params as the log keeps them."""
+    """A CDP command's params as the log keeps them (withheld whole if they
+    nest too deep to walk: the relay refuses those before they get here)."""
     if not params:
         return {}
+    try:
+        return _redact_params(method, params)
+    except RecursionError:
+        return {"withheld": "too deep"}
+
+
+def _redact_params(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
     rule = _METHOD_RULES.get(method)
     replaced = rule(params) if rule is not None else None
     if not replaced:

@@ -145,11 +145,14 @@ class LogWriter:
         if error is not None:
             fields["error"] = error
         # The line is {"seq", "at", "action"} with seq first; built as bytes.
-        data = b'{"seq":%d,"at":"%s","action":%s}\n' % (
-            seq,
-            entry.at.encode(),
-            orjson.dumps(fields),
-        )
+        try:
+            encoded = orjson.dumps(fields)
+        except (TypeError, ValueError):  # nested too deep, or not JSON: the line still goes
+            for key in ("params", "args"):
+                if key in fields:
+                    fields[key] = {"withheld": "unwritable"}
+            encoded = orjson.dumps(fields, default=str)
+        data = b'{"seq":%d,"at":"%s","action":%s}\n' % (seq, entry.at.encode(), encoded)
         self._put(data)
 
     def record(self, kind: Kind, body: dict[str, Any]) -> int:

@@ -56,6 +56,10 @@ def public_enough(host: str) -> bool:
         address = ipaddress.ip_address(name)
     except ValueError:
         return True
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # ::ffff:169.254.169.254 is 169.254.169.254
+    if str(address) in METADATA_ADDRESSES or str(address) in METADATA_HOSTS:
+        return False
     return not (address.is_link_local or address.is_unspecified or address.is_multicast)
 
 

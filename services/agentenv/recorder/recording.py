@@ -22,7 +22,7 @@ import orjson
 from agentenv.cdp import BrowserError, BrowserLink, CdpError, active_tab, capture, pages
 from agentenv.log.lines import iso
 from agentenv.log.reader import LogReader
-from agentenv.log.redact import cut, redact_text
+from agentenv.log.redact import redact_cut, redact_text
 from agentenv.protocol.recording import (
     BrowserRecordingManifest,
     FrameEntry,
@@ -138,7 +138,7 @@ class Recording:
                     # A dialog keeps the page from painting: its last capture, as it was.
                     data, fmt = self._last_capture[tab]
             except (BrowserError, CdpError) as exc:
-                error = redact_text(str(exc))[:_ERROR_CUT]
+                error = redact_text(str(exc)[: _ERROR_CUT * 2])[:_ERROR_CUT]
             file = frame_file(index, kind, fmt)
             if data is not None:
                 try:
@@ -275,7 +275,7 @@ class Recording:
 
 def _safe_url(url: str) -> str:
     """A frame's URL as the log writes it: credentials out, cut when long."""
-    redacted = cut(redact_text(url))
+    redacted = redact_cut(url)
     return redacted if isinstance(redacted, str) else str(redacted["cut"])
 
 

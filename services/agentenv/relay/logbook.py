@@ -17,7 +17,7 @@ from typing import Any
 
 from agentenv.access import Identity
 from agentenv.log.marks import ACTING, acts
-from agentenv.log.redact import cut, redact, redact_params, redact_text, withheld
+from agentenv.log.redact import redact, redact_cut, redact_params, redact_text, withheld
 from agentenv.log.writer import LogWriter
 from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.relay.tabs import TAB_METHODS, Causes, Command
@@ -148,7 +148,7 @@ class Logbook:
         if safe is None:
             if len(self._urls) > 1024:
                 self._urls.clear()
-            redacted = cut(redact_text(url))
+            redacted = redact_cut(url)
             safe = self._urls[url] = redacted if isinstance(redacted, str) else redacted["cut"]
         return safe
 
@@ -184,7 +184,7 @@ class Logbook:
                 url = self.causes.url(opened)
                 if url is not None:
                     fields["url"] = self._safe_url(url)
-        self.writer.end(entry, ok, redact_text(error)[:2000] if error else None, **more)
+        self.writer.end(entry, ok, redact_text(error[:4000])[:2000] if error else None, **more)
         self._write_tabs(self.causes.answered(entry, ok, opened, self.monotonic()))
 
     def guarded(self, entry: int, guard: dict[str, str]) -> None:
@@ -227,7 +227,10 @@ class Logbook:
                 fields["url"] = self._safe_url(url)
         typed: dict[str, Any] = {}
         if params.acts == ACTING and params.args is not None:
-            args = redact(params.args)
+            try:
+                args = redact(params.args)
+            except RecursionError:  # an agent's tool arguments nested too deep to walk
+                args, params.typing[:] = {"withheld": "too deep"}, []
             for path in params.typing:
                 typed.update(withhold_path(args, path))
             fields["args"] = args
@@ -252,7 +255,7 @@ class Logbook:
             if fields is not None and "args" in fields:
                 restore_paths(fields["args"], action.typed)
         error = params.error
-        message = redact_text(error)[:2000] if error is not None else None
+        message = redact_text(error[:4000])[:2000] if error is not None else None
         self.writer.end(entry, params.ok, message)
 
     def typing_checked(self, conn: int, tag: str | None, cleared: bool) -> None:
@@ -307,9 +310,15 @@ def withhold_path(args: Any, path: str) -> dict[str, Any]:
         if not parts:
             return
         head, rest = parts[0], parts[1:]
-        if head == "*" and isinstance(node, list):
-            for i, item in enumerate(node):
-                walk(item, rest, f"{here}.{i}" if here else str(i))
+        if head == "*" and isinstance(node, list | dict):
+            keys = range(len(node)) if isinstance(node, list) else list(node)
+            for key in keys:
+                where = f"{here}.{key}" if here else str(key)
+                if rest:
+                    walk(node[key], rest, where)
+                else:
+                    taken[where] = node[key]
+                    node[key] = withheld("password", node[key])
             return
         if head.isdigit() and isinstance(node, list) and int(head) < len(node):
             where = f"{here}.{head}" if here else head

@@ -334,14 +334,16 @@ async def bridge(
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
     upstream_ended = to_client in done and not client.closed
-    if state.pending:
-        b.end_pending(
-            "Chromium exited before answering"
-            if upstream_ended
-            else f"no answer within {SETTLE_S:.0f} s after the client left"
-        )
-    logbook.drop_owner(state.number)
-    granted.drop_owner(state.number)
+    try:
+        if state.pending:
+            b.end_pending(
+                "Chromium exited before answering"
+                if upstream_ended
+                else f"no answer within {SETTLE_S:.0f} s after the client left"
+            )
+    finally:  # whatever the log did, the connection's grants and actions end
+        logbook.drop_owner(state.number)
+        granted.drop_owner(state.number)
     if state.downloads_changed and not upstream_ended:
         watcher.reset_downloads()
     if upstream_ended:

@@ -23,6 +23,7 @@ import asyncio
 import itertools
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -62,6 +63,9 @@ numbers_key: web.AppKey[itertools.count[int]] = web.AppKey("numbers")
 logbook_key = web.AppKey("logbook", Logbook)
 watcher_key = web.AppKey("watcher", Watcher)
 granted_key = web.AppKey("granted", Granted)
+
+#: What a target id looks like (Chromium's are 32 hex digits; some are UUIDs).
+TARGET_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 
 _KNOWN = (
     "/json/version, /json/list, /json, /json/protocol, /json/new?<url>, "
@@ -220,6 +224,9 @@ async def _json_target_op(request: web.Request, op: str, method: str) -> web.Res
     settings = request.app[settings_key]
     logbook = request.app[logbook_key]
     target = request.match_info["id"]
+    if not TARGET_ID.match(target):
+        # The id goes into a URL of Chromium's: nothing but an id may (../list).
+        raise RelayError("no such target: ids are letters, digits and dashes (/json/list)", 404)
     params = {"targetId": target}
     entry = _http_entry(request, identity, method, params)
     verdict = guard.check(
@@ -255,6 +262,8 @@ async def _upstream_ws_url(request: web.Request, kind: str, target: str, identit
         if not isinstance(url, str):
             raise UpstreamError("Chromium's /json/version has no webSocketDebuggerUrl", 502)
         return url
+    if not TARGET_ID.match(target):
+        raise RelayError("no such page: ids are letters, digits and dashes (/json/list)", 404)
     # A page endpoint reaches web pages only: Chromium's own list says what it is.
     listed = await _upstream_json(request, "/json/list")
     found = next((t for t in listed if isinstance(t, dict) and t.get("id") == target), None)
