@@ -103,7 +103,6 @@ class ClientState:
 
     number: int
     identity: Identity
-    path: str = "/devtools/browser"
     tag: str | None = None
     page: str | None = None
     sessions: dict[str, SessionInfo] = field(default_factory=dict)

@@ -78,6 +78,10 @@ def check_url(url: object) -> Verdict | None:
     """The ``local-url`` rule for a URL an agent asks to open."""
     if url is None or (isinstance(url, str) and web_url(url)):
         return None
+    return _local_url()
+
+
+def _local_url() -> Verdict:
     return Verdict(
         "local-url",
         "blocked by agentenv guard local-url: only http(s), data:, about:blank and blob: URLs "
@@ -120,12 +124,11 @@ def _navigate(params: Mapping[str, Any], downloads: str, targets: Targets) -> Ve
 def _continue_request(
     params: Mapping[str, Any], downloads: str, targets: Targets
 ) -> Verdict | None:
+    """A request sent on to another URL: a web one, never empty."""
     url = params.get("url")
-    if url is None:
+    if url is None or (isinstance(url, str) and web_url(url, empty_ok=False)):
         return None
-    if isinstance(url, str) and web_url(url, empty_ok=False):
-        return None
-    return check_url(url if isinstance(url, str) and url else "-")
+    return _local_url()
 
 
 def _download_folder(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:

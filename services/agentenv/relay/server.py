@@ -324,7 +324,6 @@ async def devtools(request: web.Request) -> web.StreamResponse:
     state = ClientState(
         next(numbers),
         identity,
-        request.path,
         tag,
         target if kind == "page" else None,
     )
