@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import yaml
 
-from agentenv.harness.hardening import writable_by_the_computer
 from tests.support.container import start_computer
 from tests.support.timing import deadline
 
@@ -59,16 +58,15 @@ AGENT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Run folders, mounted at the same path in the computer (recordings upload there)."""
+    """Run folders, on the host only: recordings reach them through the run's store."""
     return tmp_path_factory.mktemp("runs").resolve()
 
 
 @pytest.fixture(scope="module")
-def shop(image: str, runs: Path) -> Iterator[dict[str, str]]:
-    # The recorder runs as an unprivileged user and writes only where told.
-    writable_by_the_computer(runs)
-    env = {"AGENTENV_CONTROL_TOKEN": CONTROL, "AGENTENV_UPLOAD_ROOTS": str(runs)}
-    container = start_computer(image, env, shared=runs)
+def shop(image: str) -> Iterator[dict[str, str]]:
+    """A computer the harness did not start, sharing no folder with it."""
+    env = {"AGENTENV_CONTROL_TOKEN": CONTROL}
+    container = start_computer(image, env)
     try:
         files = " && ".join(
             f"printf '%s' {json.dumps(html)} > /tmp/site/{name}" for name, html in PAGES.items()
@@ -88,11 +86,13 @@ def shop(image: str, runs: Path) -> Iterator[dict[str, str]]:
         container.stop()
 
 
-def _run(task: dict[str, Any], folder: Path, out: Path) -> subprocess.CompletedProcess[str]:
+def _run(
+    task: dict[str, Any], folder: Path, out: Path, *options: str
+) -> subprocess.CompletedProcess[str]:
     path = folder / "task.yaml"
     path.write_text(yaml.safe_dump(task))
     return subprocess.run(
-        [sys.executable, "-m", "agentenv", "run", str(path), "--out", str(out)],
+        [sys.executable, "-m", "agentenv", "run", str(path), "--out", str(out), *options],
         capture_output=True,
         text=True,
         timeout=deadline(600),
@@ -214,8 +214,10 @@ def test_a_close_naming_no_open_tab_fails_listing_them(
     assert f"{SITE}/other.html" in done.stdout
 
 
-def test_deploy_env_starts_and_stops_a_computer(image: str, tmp_path: Path) -> None:
-    """deploy_env with an image: the docker SDK starts it, teardown removes it."""
+@pytest.mark.parametrize("store", ["local", "file"])
+def test_deploy_env_starts_and_stops_a_computer(image: str, tmp_path: Path, store: str) -> None:
+    """deploy_env with an image: the docker SDK starts it, teardown ends its
+    recording (through the local store, or the mounted run folder) and removes it."""
     import docker
 
     task = {
@@ -228,13 +230,20 @@ def test_deploy_env_starts_and_stops_a_computer(image: str, tmp_path: Path) -> N
         ],
     }
     run = tmp_path / "run"
-    done = _run(task, tmp_path, run)
+    done = _run(task, tmp_path, run, "--store", store)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "teardown: ended recording r" in done.stdout
     meta = json.loads((run / "metadata.json").read_text())["steps"]
     assert meta["step-1"]["api"].startswith("http://127.0.0.1:")
     recording = meta["step-3"]["recording_id"]
-    assert (run / "recordings" / recording / "manifest.json").exists()  # uploaded into the mount
+    manifest = json.loads((run / "recordings" / recording / "manifest.json").read_text())
+    assert manifest["log"]["lines"] > 0
+    assert [f["kind"] for f in manifest["frames"]] == ["first", "last"]
+    for frame in manifest["frames"]:
+        assert (run / "recordings" / recording / frame["file"]).read_bytes()[:2] == b"\xff\xd8"
+    assert json.loads((run / "metadata.json").read_text())["store"].startswith(
+        "s3://agentenv/runs" if store == "local" else "file://"
+    )
     client = docker.from_env()
     left = client.containers.list(all=True, filters={"label": "io.agentenv.harness=1"})
     assert left == [], "teardown must remove the computer it started"

@@ -10,6 +10,7 @@ from pathlib import Path
 from agentenv.harness.preflight import preflight
 from agentenv.harness.runner import EXIT_BAD_INPUT, Run
 from agentenv.harness.steps import TaskError, load_task
+from agentenv.harness.store import valid_store
 
 __all__ = ["main"]
 
@@ -22,6 +23,23 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run a task (JSON or YAML) and keep its artifacts")
     run.add_argument("task", type=Path)
     run.add_argument("--out", type=Path, help="the run folder (default runs/<task>-<time>)")
+    run.add_argument(
+        "--store",
+        default="local",
+        help="where recordings go: local (an S3 server for the run, the default), "
+        "s3://bucket/prefix (AWS environment and config), or file (the run folder, "
+        "only for computers the run starts)",
+    )
+    run.add_argument(
+        "--store-role",
+        metavar="ARN",
+        help="a role to assume, with a session policy, for each recording's credentials",
+    )
+    run.add_argument(
+        "--store-endpoint",
+        metavar="URL",
+        help="the store's address as computers reach it, when not the harness's",
+    )
     check = sub.add_parser("check", help="preflight a task without running it")
     check.add_argument("task", type=Path)
     args = parser.parse_args(argv)
@@ -39,11 +57,24 @@ def main(argv: list[str] | None = None) -> int:
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.command == "run" and not valid_store(args.store):
+        print(
+            f"agentenv: --store {args.store!r} is not a store: give local, file or "
+            "s3://bucket/prefix; nothing was deployed",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     if args.command == "check":
         print(f"agentenv: {args.task}: {len(task.steps)} steps, no problems")
         return 0
     out = args.out or Path("runs") / f"{args.task.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    return Run(task, out).run()
+    return Run(
+        task,
+        out,
+        store_spec=args.store,
+        store_role=args.store_role,
+        store_endpoint=args.store_endpoint,
+    ).run()
 
 
 if __name__ == "__main__":

@@ -6,11 +6,15 @@ Exit status: 0 done, 1 the task failed (the agent, or a step the task asked
 for could not be done), 2 the task file is wrong (nothing deployed), 3 an
 infrastructure failure (a computer or a recording let the run down).
 
+Recordings go through the run's store (:mod:`.store`): each start gets a
+grant reaching only that recording's prefix, each end a fresh one, and after
+the end the recording is downloaded into ``recordings/<recording_id>/``.
 Recording steps fail the task by default as infrastructure failures when the
-end did not happen, the log did not upload or a frame is missing;
-``fail_task_on_error: false`` makes them best-effort. Teardown ends open
-recordings with fresh grants, registers from the upload any it could not
-end, then stops the computers it started.
+end did not happen, the log did not upload or a frame is missing (listed but
+not in the store); ``fail_task_on_error: false`` makes them best-effort.
+Teardown ends open recordings with fresh grants, registers from the store any
+it could not end (the computer forgot it, or cannot be reached), then stops
+the computers it started and the local store.
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ from typing import Any, TextIO
 from agentenv.harness import steps as s
 from agentenv.harness.computer import Computer, ComputerError, deploy
 from agentenv.harness.errors import HarnessError
-from agentenv.harness.hardening import writable_by_the_computer
 from agentenv.harness.mind2web import export
+from agentenv.harness.store import Store, StoreError, grant_seconds, open_store
 from agentenv.harness.urls import normalize
 from agentenv.protocol.card import MissingOp
 from agentenv.protocol.recording import BrowserRecordingManifest, rebuild
@@ -52,6 +56,7 @@ class Recorded:
     env_id: str
     recording_id: str
     folder: Path
+    key: str  # its place in the store: <run_id>/<name>
     manifest: BrowserRecordingManifest | None = None
 
 
@@ -67,6 +72,25 @@ class Run:
     cdp_urls: dict[str, str] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
     answer: str | None = None
+    #: ``local``, ``file`` or ``s3://bucket/prefix`` (see :mod:`.store`).
+    store_spec: str = "local"
+    store_role: str | None = None
+    store_endpoint: str | None = None
+    _store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        """The run's store, opened at the first recording."""
+        if self._store is None:
+            self._store = open_store(
+                self.store_spec,
+                self.out,
+                say=self.say,
+                role_arn=self.store_role,
+                computer_endpoint_url=self.store_endpoint,
+            )
+            self.metadata["store"] = self._store.where
+        return self._store
 
     def say(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -140,6 +164,8 @@ class Run:
         except ComputerError as exc:
             infrastructure = exc.status is None or exc.status >= 500
             raise StepFailed(str(exc), infrastructure=infrastructure) from None
+        except StoreError as exc:
+            raise StepFailed(str(exc), infrastructure=True) from None
 
     # -- steps ---------------------------------------------------------------------
 
@@ -153,7 +179,7 @@ class Run:
             step.url,
             step.token,
             step.cdp_url,
-            artifacts=self.out.resolve(),
+            artifacts=self.out.resolve() if self.store_spec == "file" else None,
         )
         self.computers[step.env_id] = computer
         if computer.container is not None:
@@ -211,63 +237,82 @@ class Run:
 
     def _start_browser_recording(self, step: s.StartBrowserRecording) -> dict[str, Any] | None:
         computer = self._computer(step.env_id)
-        folder = (self.out / "recordings").resolve()
-        writable_by_the_computer(folder)
+        key = f"{self.run_id}/{step.name}"
         try:
+            grant = self.store.grant(
+                key,
+                started_here=computer.container is not None,
+                seconds=grant_seconds(step.max_duration_s),
+            )
             started = computer.recording(
                 "start",
                 {
                     "request_id": f"{self.run_id}-{step.name}",
                     "name": step.name,
-                    "upload": {"url": f"file://{folder}"},
+                    "upload": grant,
                     "frames": step.frames,
+                    **({"max_frames": step.max_frames} if step.max_frames else {}),
+                    **({"max_duration_s": step.max_duration_s} if step.max_duration_s else {}),
                 },
             )
-        except (ComputerError, MissingOp) as exc:
+        except (ComputerError, MissingOp, StoreError) as exc:
             if step.fail_task_on_error:
                 raise StepFailed(
                     f"the recording did not start: {exc}", infrastructure=True
                 ) from None
             return {"recording": None, "error": str(exc)}
         recording_id = started["recording_id"]
-        self.recordings[step.name] = Recorded(
-            step.name, step.env_id, recording_id, folder / recording_id
-        )
-        return {"recording_id": recording_id}
+        folder = (self.out / "recordings" / recording_id).resolve()
+        self.recordings[step.name] = Recorded(step.name, step.env_id, recording_id, folder, key)
+        return {"recording_id": recording_id, "store": f"{self.store.where}/{key}"}
 
-    def _end_recording(self, recorded: Recorded, reason: str) -> BrowserRecordingManifest:
+    def _end_recording(
+        self, recorded: Recorded, reason: str, unreachable_ok: bool = False
+    ) -> tuple[BrowserRecordingManifest, list[str]]:
+        """End on the computer (a fresh grant), then download from the store.
+
+        A computer that no longer knows the recording (404), or at teardown
+        one that cannot be reached, has what the store holds registered."""
         computer = self.computers[recorded.env_id]
-        grant = {"url": f"file://{recorded.folder.parent}"}  # a fresh grant for the end
+        manifest: BrowserRecordingManifest | None = None
         try:
+            grant = self.store.grant(recorded.key, started_here=computer.container is not None)
             answer = computer.recording(
                 "end", {"recording_id": recorded.recording_id, "upload": grant, "reason": reason}
             )
             manifest = BrowserRecordingManifest.model_validate(answer)
         except ComputerError as exc:
-            if exc.status != 404:
+            if not (exc.status == 404 or (unreachable_ok and exc.status is None)):
                 raise
-            # The computer no longer knows it: register what its upload holds.
-            names = [
-                str(p.relative_to(recorded.folder))
-                for p in recorded.folder.rglob("*")
-                if p.is_file()
-            ]
+        names, skipped = self.store.fetch(recorded.key, recorded.recording_id, recorded.folder)
+        problems = (
+            [f"the store holds {len(skipped)} object(s) outside the recording"] if skipped else []
+        )
+        if manifest is None:
             log = recorded.folder / "log.jsonl"
-            lines = len(log.read_text().splitlines()) if log.exists() else None
+            lines = len(log.read_bytes().splitlines()) if log.exists() else None
             manifest = rebuild(recorded.recording_id, names, lines)
+            problems.append("the computer did not end it: registered what the store holds")
+        else:
+            have = set(names)
+            lost = [f.file for f in manifest.frames if not f.error and f.file not in have]
+            if lost:
+                problems.append(f"{len(lost)} frame(s) listed but not in the store")
+            if manifest.log is not None and manifest.log.file not in have:
+                problems.append("its log is listed but not in the store")
         recorded.manifest = manifest
-        return manifest
+        return manifest, problems
 
     def _end_browser_recording(self, step: s.EndBrowserRecording) -> dict[str, Any]:
         recorded = self.recordings.get(step.name)
         if recorded is None:
             raise StepFailed(f"no recording {step.name!r} was started in this run")
         problems: list[str] = []
+        manifest: BrowserRecordingManifest | None = None
         try:
-            manifest = self._end_recording(recorded, "completed")
-        except (ComputerError, MissingOp) as exc:
+            manifest, problems = self._end_recording(recorded, "completed")
+        except (ComputerError, MissingOp, StoreError) as exc:
             problems.append(f"the recording did not end: {exc}")
-            manifest = None
         if manifest is not None:
             if manifest.log is None:
                 problems.append("its log did not upload")
@@ -275,6 +320,8 @@ class Run:
                 problems.append(f"{manifest.missing_frames} frame(s) missing")
             if manifest.log_missing:
                 problems.append(f"{len(manifest.log_missing)} log entries missing")
+            if manifest.limits_hit:
+                self.say(f"  recording {step.name}: limits hit: {', '.join(manifest.limits_hit)}")
         if problems and step.fail_task_on_error:
             raise StepFailed("; ".join(problems), infrastructure=True)
         artifacts = {}
@@ -285,7 +332,12 @@ class Run:
                 "log": str(base / "log.jsonl"),
                 "frames": [str(base / f.file) for f in manifest.frames if not f.error],
             }
-        return {"recording_id": recorded.recording_id, "problems": problems, "artifacts": artifacts}
+        return {
+            "recording_id": recorded.recording_id,
+            "problems": problems,
+            "limits_hit": manifest.limits_hit if manifest is not None else [],
+            "artifacts": artifacts,
+        }
 
     def _run_agent(self, step: s.RunAgent) -> dict[str, Any]:
         computer = (
@@ -358,12 +410,23 @@ class Run:
             if recorded.manifest is not None or recorded.env_id not in self.computers:
                 continue
             try:
-                self._end_recording(recorded, "stopped")
-                self.say(f"teardown: ended recording {recorded.name}")
-            except (ComputerError, MissingOp) as exc:
+                manifest, problems = self._end_recording(recorded, "stopped", unreachable_ok=True)
+                what = "registered from the store" if manifest.reason is None else "ended"
+                self.say(f"teardown: {what} recording {recorded.name}")
+                self.metadata.setdefault("teardown", {})[recorded.name] = {
+                    "recording_id": recorded.recording_id,
+                    "problems": problems,
+                }
+                if manifest.log is None:
+                    failures.append(
+                        f"teardown: recording {recorded.name}: its log is not in the store"
+                    )
+            except (ComputerError, MissingOp, StoreError) as exc:
                 failures.append(f"teardown: recording {recorded.name}: {exc}")
         for computer in self.started_here:
             try:
                 computer.stop()
             except Exception as exc:  # the docker SDK's: report, go on stopping
                 failures.append(f"teardown: could not stop a computer: {exc}")
+        if self._store is not None:
+            self._store.close()

@@ -127,6 +127,8 @@ class StartBrowserRecording(_BrowserStep):
     type: Literal["start_browser_recording"]
     name: str
     frames: bool = True
+    max_frames: int | None = Field(None, ge=1)
+    max_duration_s: float | None = Field(None, gt=0)
     fail_task_on_error: bool = True
 
 

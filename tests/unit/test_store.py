@@ -1,0 +1,164 @@
+"""The harness's local store: a real moto S3 server with its checks on.
+
+Each grant reaches its own recording's prefix and nothing else; unsigned
+requests and moto's management API are refused; a download never leaves the
+recording's folder.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from agentenv.harness.store import (
+    FolderStore,
+    LocalStore,
+    StoreError,
+    grant_seconds,
+    open_store,
+    safe_name,
+    start_local,
+)
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[LocalStore]:
+    found = start_local(say=lambda _: None, host="127.0.0.1")
+    try:
+        yield found
+    finally:
+        found.close()
+
+
+def _client(grant: dict[str, Any]) -> Any:
+    return boto3.session.Session().client(
+        "s3",
+        endpoint_url=grant["endpoint_url"],
+        region_name=grant["region"],
+        aws_access_key_id=grant["access_key_id"],
+        aws_secret_access_key=grant["secret_access_key"],
+        aws_session_token=grant["session_token"],
+    )
+
+
+def _bucket_and_prefix(grant: dict[str, Any]) -> tuple[str, str]:
+    bucket, _, prefix = grant["url"].removeprefix("s3://").partition("/")
+    return bucket, prefix
+
+
+def _refused(call: Any) -> str:
+    with pytest.raises(ClientError) as caught:
+        call()
+    return str(caught.value.response["Error"]["Code"])
+
+
+def test_a_grant_reaches_its_own_prefix_only(store: LocalStore) -> None:
+    mine = store.grant("run1/a", started_here=False)
+    other = store.grant("run1/b", started_here=False)
+    bucket, prefix = _bucket_and_prefix(mine)
+    s3 = _client(mine)
+    s3.put_object(Bucket=bucket, Key=f"{prefix}/rec/start.json", Body=b"{}")
+    assert s3.get_object(Bucket=bucket, Key=f"{prefix}/rec/start.json")["Body"].read() == b"{}"
+    _, other_prefix = _bucket_and_prefix(other)
+    _client(other).put_object(Bucket=bucket, Key=f"{other_prefix}/rec/x", Body=b"theirs")
+    for call in (
+        lambda: s3.put_object(Bucket=bucket, Key=f"{other_prefix}/rec/x", Body=b"mine"),
+        lambda: s3.get_object(Bucket=bucket, Key=f"{other_prefix}/rec/x"),
+        lambda: s3.put_object(Bucket=bucket, Key="elsewhere", Body=b"x"),
+        lambda: s3.list_objects_v2(Bucket=bucket),
+        lambda: s3.delete_object(Bucket=bucket, Key=f"{prefix}/rec/start.json"),
+        lambda: s3.create_bucket(Bucket="another-bucket"),
+    ):
+        assert _refused(call) in ("AccessDenied", "403")
+    assert (
+        _client(other).get_object(Bucket=bucket, Key=f"{other_prefix}/rec/x")["Body"].read()
+        == b"theirs"
+    )
+
+
+def test_a_grant_is_short_lived_and_names_no_long_term_key(store: LocalStore) -> None:
+    grant = store.grant("run1/c", started_here=False, seconds=grant_seconds(None))
+    expires = datetime.fromisoformat(grant["expires_at"])
+    now = datetime.now(UTC)
+    assert now + timedelta(minutes=50) < expires <= now + timedelta(hours=1, minutes=1)
+    assert grant["session_token"]
+    own = store.session.get_credentials().get_frozen_credentials()
+    assert own.access_key not in str(grant) and own.secret_key not in str(grant)
+    assert grant_seconds(4 * 3600) == 4 * 3600 + 300
+    assert grant_seconds(10) == 3600 and grant_seconds(10**9) == 43200
+
+
+def test_unsigned_requests_and_the_management_api_are_refused(store: LocalStore) -> None:
+    endpoint = str(store.endpoint_url)
+    for method, path, body in (
+        ("GET", "/agentenv?list-type=2", None),
+        ("PUT", "/agentenv/runs/x", b"x"),
+        ("POST", "/moto-api/reset-auth", b"inf"),
+        ("POST", "/moto-api/reset", b""),
+        ("GET", "/moto-api/data.json", None),
+    ):
+        request = urllib.request.Request(endpoint + path, data=body, method=method)
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request, timeout=10)
+        assert caught.value.code in (403, 404), (method, path, caught.value.code)
+    with pytest.raises(ClientError):  # the checks are still on
+        boto3.session.Session().client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="AKIAANYONE",
+            aws_secret_access_key="guess",
+        ).list_buckets()
+
+
+def test_fetch_downloads_the_recording_and_skips_names_that_leave_it(
+    store: LocalStore, tmp_path: Path
+) -> None:
+    grant = store.grant("run2/a", started_here=False)
+    bucket, prefix = _bucket_and_prefix(grant)
+    s3 = _client(grant)
+    for key, body in {
+        "rec9/manifest.json": b"{}",
+        "rec9/frames/0000-first.jpg": b"\xff\xd8",
+        "rec9/../rec8/escape": b"x",
+        "rec9//double": b"x",
+    }.items():
+        s3.put_object(Bucket=bucket, Key=f"{prefix}/{key}", Body=body)
+    folder = tmp_path / "recordings" / "rec9"
+    names, skipped = store.fetch("run2/a", "rec9", folder)
+    assert names == ["frames/0000-first.jpg", "manifest.json"]
+    assert sorted(skipped) == ["../rec8/escape", "/double"]
+    assert (folder / "frames" / "0000-first.jpg").read_bytes() == b"\xff\xd8"
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [
+        "0000-first.jpg",
+        "manifest.json",
+    ]
+
+
+def test_names_that_leave_a_folder() -> None:
+    assert safe_name("frames/0001-action.jpg") == "frames/0001-action.jpg"
+    for bad in ("", "/etc/passwd", "../x", "a/../../x", "a//b", "a/./b/.."):
+        assert safe_name(bad) is None, bad
+
+
+def test_a_file_store_serves_only_computers_the_run_started(tmp_path: Path) -> None:
+    store = FolderStore(tmp_path)
+    assert store.grant("r/a", started_here=True) == {
+        "url": f"file://{(tmp_path / 'recordings').resolve()}"
+    }
+    with pytest.raises(StoreError, match="only the computers this run starts"):
+        store.grant("r/a", started_here=False)
+
+
+def test_a_store_that_is_not_one_is_refused(tmp_path: Path) -> None:
+    for spec in ("s3:/nobucket", "gs://bucket", "/tmp/x"):
+        with pytest.raises(StoreError, match="give local, file or s3://bucket/prefix"):
+            open_store(spec, tmp_path)
