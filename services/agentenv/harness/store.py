@@ -48,12 +48,12 @@ from agentenv.harness.hardening import writable_by_the_computer
 
 __all__ = [
     "GRANT_S",
-    "grant_seconds",
     "FolderStore",
     "LocalStore",
     "S3Store",
     "Store",
     "StoreError",
+    "grant_seconds",
     "open_store",
     "prefix_policy",
     "safe_name",
