@@ -55,6 +55,10 @@ class Settings:
     allowed_origins: frozenset[str] = frozenset()
     #: Folders a recording's file: grant may write in (none: S3 grants only).
     upload_roots: tuple[Path, ...] = ()
+    #: A recording's budgets on this computer (the card shows them; a start
+    #: may ask for less, not more).
+    recording_max_frames: int = 10_000
+    recording_max_duration_s: int = 4 * 3600
     #: Upper bound of one WebSocket message, each way.
     max_message_bytes: int = 256 * 1024 * 1024
     #: How long discovery and readiness calls to Chromium may take.
@@ -115,6 +119,13 @@ def _int(env: Mapping[str, str], key: str, default: int) -> int:
         raise SettingsError(f"{key} must be an integer, got {value!r}") from None
 
 
+def _positive(env: Mapping[str, str], key: str, default: int) -> int:
+    value = _int(env, key, default)
+    if value < 1:
+        raise SettingsError(f"{key} must be 1 or more, got {value}")
+    return value
+
+
 def _set(env: Mapping[str, str], key: str) -> frozenset[str]:
     return frozenset(v.strip().lower() for v in env.get(key, "").split(",") if v.strip())
 
@@ -157,5 +168,11 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         allowed_origins=_set(env, "AGENTENV_ALLOWED_ORIGINS"),
         upload_roots=tuple(
             Path(p) for p in env.get("AGENTENV_UPLOAD_ROOTS", "").replace(",", ":").split(":") if p
+        ),
+        recording_max_frames=_positive(
+            env, "AGENTENV_RECORDING_MAX_FRAMES", defaults.recording_max_frames
+        ),
+        recording_max_duration_s=_positive(
+            env, "AGENTENV_RECORDING_MAX_DURATION_S", defaults.recording_max_duration_s
         ),
     )

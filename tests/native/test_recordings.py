@@ -339,3 +339,18 @@ def test_limits_and_reset_end_recordings(stack: NativeStack, site: Site, tmp_pat
     capped_manifest = json.loads((tmp_path / capped / "manifest.json").read_text())
     assert capped_manifest["reason"] == "reset"
     assert len(capped_manifest["frames"]) == 2 and "max_frames" in capped_manifest["limits_hit"]
+
+
+def test_the_card_shows_the_budgets_and_a_start_may_not_exceed_them(
+    stack: NativeStack, tmp_path: Path
+) -> None:
+    card = requests.get(f"{stack.app_http}/card", timeout=10).json()
+    limits = card["extensions"]["browser-recording/v1"]["limits"]
+    assert limits == {"max_frames": 10_000, "max_duration_s": 4 * 3600}
+    for name, over in (("max_frames", 10_001), ("max_duration_s", 4 * 3600 + 1)):
+        body = {"request_id": uuid.uuid4().hex, "upload": {"url": f"file://{tmp_path}"}, name: over}
+        refused = rec(stack, "start", body, status=400)
+        message = refused["error"]["message"]
+        assert f"{name} {over} is over this computer's limit of {limits[name]}" in message
+        assert "GET /card" in message
+    assert list(tmp_path.iterdir()) == []  # refused before anything was written

@@ -266,3 +266,37 @@ def test_a_line_that_cannot_be_serialized_is_still_written(tmp_path: Path) -> No
     lines = [json.loads(x) for x in (tmp_path / "l.jsonl").read_text().splitlines()]
     assert [x["seq"] for x in lines] == [first, second]
     assert lines[0]["action"]["params"] == {"withheld": "unwritable"}
+
+
+def _event(method: str, params: dict[str, Any], session: str | None) -> str:
+    message: dict[str, Any] = {"method": method, "params": params}
+    if session is not None:
+        message["sessionId"] = session
+    return json.dumps(message, separators=(",", ":"))
+
+
+def test_a_main_frame_loading_is_heard_for_recordings() -> None:
+    state = agent()
+    state.sessions["S1"] = SessionInfo("TAB1")
+    started = core.from_upstream(
+        state, _event("Page.frameStartedLoading", {"frameId": "TAB1"}, "S1")
+    )
+    assert started.kind is Down.PASS and started.loading == ("TAB1", True)
+    stopped = core.from_upstream(
+        state, _event("Page.frameStoppedLoading", {"frameId": "TAB1"}, "S1")
+    )
+    assert stopped.loading == ("TAB1", False)
+    # An iframe's loading, a session not known, other Page events: nothing.
+    for data in (
+        _event("Page.frameStartedLoading", {"frameId": "IFRAME"}, "S1"),
+        _event("Page.frameStartedLoading", {"frameId": "TAB1"}, "S9"),
+        _event("Page.frameStartedNavigating", {"frameId": "TAB1"}, "S1"),
+        '{"method":"Page.frameStartedLoading","params":',
+    ):
+        down = core.from_upstream(state, data)
+        assert down.kind is Down.PASS and down.loading is None, data
+    # A page endpoint's connection (no sessions): the page is the tab.
+    page = agent()
+    page.page = "TAB2"
+    down = core.from_upstream(page, _event("Page.frameStartedLoading", {"frameId": "TAB2"}, None))
+    assert down.loading == ("TAB2", True)

@@ -244,7 +244,14 @@ async def card(request: web.Request) -> web.Response:
         versions=versions,
         extensions={
             BROWSER_V1: Extension(ops=all_ops()),
-            BROWSER_RECORDING_V1: Extension(ops=list(RECORDING_OPS), params=RECORDING_PARAMS),
+            BROWSER_RECORDING_V1: Extension(
+                ops=list(RECORDING_OPS),
+                params=RECORDING_PARAMS,
+                limits={
+                    "max_frames": settings.recording_max_frames,
+                    "max_duration_s": settings.recording_max_duration_s,
+                },
+            ),
         },
     )
     return web.json_response(dump(body))

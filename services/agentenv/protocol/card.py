@@ -23,6 +23,9 @@ class Extension(BaseModel):
 
     ops: list[str]
     params: list[str] = []
+    #: The computer's budgets for what the extension does (``max_frames``,
+    #: ``max_duration_s`` for recordings): a call may ask for less.
+    limits: dict[str, int] = {}
 
 
 class Card(BaseModel):

@@ -84,23 +84,40 @@ class Recording:
     # -- frames ------------------------------------------------------------------
 
     async def _page_loaded(self, tab: str) -> bool:
-        """Wait (bounded) for the page to finish loading; False if it cannot say."""
+        """Wait (bounded) for ``tab``'s page to have loaded; False if it cannot say.
+
+        A navigation in flight (the relay hears its main frame start loading,
+        before the new page answers) is waited for, so a slow page's frame
+        shows the new page, not the old one still on screen."""
         deadline = time.monotonic() + LOAD_WAIT_S
         try:
             session = await self.link.session(tab)
             while time.monotonic() < deadline:
-                result = await self.link.call(
-                    "Runtime.evaluate",
-                    {"expression": "document.readyState", "returnByValue": True},
-                    session=session,
-                    deadline_s=max(0.2, deadline - time.monotonic()),
-                )
+                known = await self.link.call("AgentEnv.tabs", deadline_s=2.0)
+                if tab in (known.get("loading") or ()):
+                    await asyncio.sleep(0.05)
+                    continue
+                try:
+                    result = await self.link.call(
+                        "Runtime.evaluate",
+                        {"expression": "document.readyState", "returnByValue": True},
+                        session=session,
+                        deadline_s=max(0.2, deadline - time.monotonic()),
+                    )
+                except CdpError:
+                    # The document went away under the call (a navigation): ask again.
+                    await asyncio.sleep(0.05)
+                    session = await self.link.session(tab)
+                    continue
                 if result.get("result", {}).get("value") == "complete":
                     return True
                 await asyncio.sleep(0.05)
         except (BrowserError, CdpError):
             return False
         return True  # loading past the limit: frame it as it is
+
+    async def _open_tabs(self) -> dict[str, dict[str, Any]]:
+        return {p["targetId"]: p for p in await pages(self.link)}
 
     async def take(self, kind: FrameKind, after: list[int], tab: str | None) -> None:
         """Take, upload and list one frame (one at a time)."""
@@ -119,14 +136,21 @@ class Recording:
             fmt: ImageType = "jpeg"
             url: str | None = None
             try:
-                open_tabs = {p["targetId"]: p for p in await pages(self.link)}
-                if tab not in open_tabs:
+                if tab not in await self._open_tabs():
                     tab = await active_tab(self.link)
                 if tab is None:
                     raise BrowserError("no tab is open")
+                answered = await self._page_loaded(tab)
+                open_tabs = await self._open_tabs()
+                if tab not in open_tabs:  # it closed while the frame waited
+                    tab = await active_tab(self.link)
+                    if tab is None:
+                        raise BrowserError("no tab is open")
+                    answered = await self._page_loaded(tab)
+                    open_tabs = await self._open_tabs()
+                # The URL shown when the capture is taken (after the load wait).
                 raw = str(open_tabs.get(tab, {}).get("url", ""))
                 url = _safe_url(raw) if raw else None
-                answered = await self._page_loaded(tab)
                 try:
                     if not answered and tab in self._last_capture:
                         raise BrowserError("the page does not answer (a dialog?)")

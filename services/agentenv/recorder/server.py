@@ -84,6 +84,7 @@ class Recorder:
             known = self.by_request.get(ask.request_id)
             if known is not None:
                 return self.recordings[known]  # a retried start joins the recording
+            ask = within_budget(ask, self.settings)
             recording_id = f"rec-{uuid.uuid4().hex[:16]}"
             roots = self.settings.upload_roots
             upload = await open_grant(ask.upload, recording_id, roots)
@@ -115,6 +116,27 @@ class Recorder:
             if isinstance(result, BaseException):
                 log.error("could not end %s: %s", recording.recording_id, result)
         return [m for m in ended if not isinstance(m, BaseException)]
+
+
+def within_budget(ask: Start, settings: Settings) -> Start:
+    """``ask`` with this computer's budgets where it names none; refused when
+    it asks for more than the computer allows (the card shows the budgets)."""
+    limits = {
+        "max_frames": settings.recording_max_frames,
+        "max_duration_s": settings.recording_max_duration_s,
+    }
+    update: dict[str, Any] = {}
+    for name, limit in limits.items():
+        wanted = getattr(ask, name)
+        if wanted is None:
+            update[name] = limit
+        elif wanted > limit:
+            raise Refused(
+                400,
+                f"{name} {wanted:g} is over this computer's limit of {limit}: ask for "
+                f"{limit} or less (GET /card shows the limits)",
+            )
+    return ask.model_copy(update=update)
 
 
 def _check_token(request: web.Request) -> None:

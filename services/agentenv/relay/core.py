@@ -320,6 +320,9 @@ class Downstream:
     parent: str | None = None
     #: Commands on a session that just detached: Chromium will not answer them.
     orphans: list[Pending] = field(default_factory=list)
+    #: A tab's main frame started (True) or stopped (False) loading, as a
+    #: client with the Page domain on hears it (recordings wait for it).
+    loading: tuple[str, bool] | None = None
 
 
 _PASS = Downstream(Down.PASS)
@@ -332,6 +335,8 @@ def from_upstream(state: ClientState, data: str) -> Downstream:
             '{"method":"Target.detachedFromTarget"'
         ):
             return _session_event(state, orjson.loads(data))
+        if data.startswith(_LOADING):
+            return _loading_event(state, data)
         return _PASS
     if not state.pending and not state.own:
         return _PASS  # nothing awaits an answer: do not parse it (screenshots are MBs)
@@ -370,6 +375,27 @@ def from_upstream(state: ClientState, data: str) -> Downstream:
         elif pending.method in ("Browser.setDownloadBehavior", "Page.setDownloadBehavior"):
             state.downloads_changed = True
     return out
+
+
+_LOADING = '{"method":"Page.frameSt'  # frameStartedLoading, frameStoppedLoading
+
+
+def _loading_event(state: ClientState, data: str) -> Downstream:
+    """A main frame's loading starting or stopping (its frame id is its target's)."""
+    started = data.startswith('{"method":"Page.frameStartedLoading"')
+    if not started and not data.startswith('{"method":"Page.frameStoppedLoading"'):
+        return _PASS
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return _PASS
+    session = message.get("sessionId")
+    info = state.sessions.get(session) if isinstance(session, str) else None
+    tab = info.tab if info is not None else (state.page if session is None else None)
+    frame = (message.get("params") or {}).get("frameId")
+    if tab is None or frame != tab:
+        return _PASS
+    return Downstream(Down.PASS, loading=(tab, started))
 
 
 def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:

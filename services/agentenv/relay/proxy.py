@@ -227,7 +227,11 @@ class _Bridge:
 
     async def _tabs(self, params: Tabs) -> dict[str, Any]:
         causes = self.logbook.causes
-        return {"active": causes.active, "order": list(causes.front)}
+        return {
+            "active": causes.active,
+            "order": list(causes.front),
+            "loading": sorted(causes.loading),
+        }
 
     async def _reset(self, params: Reset) -> dict[str, Any]:
         return {"entry": self.logbook.reset(params.reason)}
@@ -252,6 +256,8 @@ class _Bridge:
                         self._answered(down)
                     for orphan in down.orphans:
                         self._orphaned(orphan)
+                    if down.loading is not None:
+                        self.logbook.causes.loading_changed(*down.loading)
                 except LogError as exc:  # a full disk must not cut the agent off
                     log.error("conn %d: %s", state.number, exc)
                     down = core.Downstream(Down.PASS)

@@ -100,6 +100,9 @@ class Causes:
     #: background, a popup, an activation bring a tab to the front; when the
     #: front tab closes, the one in front before it comes back.
     front: list[str] = field(default_factory=list)
+    #: Tabs whose main frame is loading, as heard by clients with the Page
+    #: domain on (every driver turns it on); a recording's frame waits for them.
+    loading: set[str] = field(default_factory=set)
 
     @property
     def active(self) -> str | None:
@@ -110,6 +113,12 @@ class Causes:
             if tab in self.front:
                 self.front.remove(tab)
             self.front.insert(0, tab)
+
+    def loading_changed(self, tab: str, started: bool) -> None:
+        if started and tab in self.tabs:
+            self.loading.add(tab)
+        else:
+            self.loading.discard(tab)
 
     # -- what agents did -------------------------------------------------
 
@@ -193,6 +202,7 @@ class Causes:
     def destroyed(self, tab: str, now: float) -> list[Event]:
         out = self._release(now, force=True, tab=tab)
         info = self.tabs.pop(tab, None)
+        self.loading.discard(tab)
         if tab in self.front:
             self.front.remove(tab)
         event: Event = {"event": "closed", "id": tab, "url": info.url if info else ""}
@@ -211,6 +221,7 @@ class Causes:
         self.tabs.clear()
         self.commands.clear()
         self.front.clear()
+        self.loading.clear()
         return out
 
     def tick(self, now: float) -> list[Event]:
