@@ -1,0 +1,306 @@
+"""Frames as a grader sees them: scripted agents of each kind, and the pictures.
+
+A secured computer serves pages that each paint one colour; the ``slow-``
+ones answer 1.5 s late. Three scripted agents run a multi-page task while a
+recording uploads to the harness's local store (moto with its checks on,
+reached over the Docker bridge): Playwright over CDP, the ``mcp`` SDK through
+``/mcp``, and pixel ops with an agent's token. For each recording the test
+asserts that
+
+- every acting entry of the agent is keyed to exactly one action frame, and
+  nothing else is (no frame follows a read: a screenshot, ``browser_snapshot``);
+- each action frame's pixels show the page its action led to (the slow pages
+  included), and its ``url`` is that page's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from agentenv.harness.store import LocalStore, start_local
+from tests.support.container import Computer, computer
+from tests.support.mcp import ref, ref_argument, text
+from tests.support.timing import deadline
+
+SITE = "http://127.0.0.1:8100"
+COLOURS = {
+    "red": (220, 20, 20),
+    "green": (20, 170, 20),
+    "blue": (20, 20, 220),
+    "yellow": (230, 230, 20),
+    "slow-purple": (140, 20, 160),
+    "slow-cyan": (20, 200, 200),
+    "slow-orange": (250, 130, 10),
+}
+#: Long enough for a burst to settle (0.5 s), a slow page to answer (1.5 s)
+#: and its frame to be taken: the agent's next action is a new burst.
+PAUSE_S = 3.0
+
+SERVER = """
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit, parse_qs
+COLOURS = __COLOURS__
+
+class Pages(BaseHTTPRequestHandler):
+    def do_GET(self):
+        parts = urlsplit(self.path)
+        name = parts.path.rsplit("/", 1)[-1]
+        if name not in COLOURS:
+            self.send_error(404)
+            return
+        if name.startswith("slow-"):
+            time.sleep(1.5)
+        chain = parse_qs(parts.query).get("next", [""])[0].split(",")
+        after = chain[0] + ("?next=" + ",".join(chain[1:]) if chain[1:] else "")
+        rgb = "rgb(%d,%d,%d)" % COLOURS[name]
+        body = (
+            "<!doctype html><title>%s</title><body style='margin:0;background:%s'>"
+            "<a id=go href='/c/%s' style='position:fixed;left:0;top:0;font:12px sans-serif'>"
+            "go on</a><div style='position:fixed;inset:40px 0 0 0' "
+            "onclick=\\"document.getElementById('go').click()\\"></div>"
+        ) % (name, rgb, after)
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+ThreadingHTTPServer(("127.0.0.1", 8100), Pages).serve_forever()
+""".replace("__COLOURS__", repr(COLOURS))
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[LocalStore]:
+    found = start_local(say=lambda _: None)
+    try:
+        yield found
+    finally:
+        found.close()
+
+
+@pytest.fixture(scope="module")
+def pc(image: str) -> Iterator[Computer]:
+    with computer(image) as running:
+        code = base64.b64encode(SERVER.encode()).decode()
+        running.exec(
+            "sh",
+            "-c",
+            f"echo {code} | base64 -d > /tmp/colours.py && "
+            "setsid python3 /tmp/colours.py >/dev/null 2>&1 </dev/null &",
+        )
+        yield running
+
+
+def _recording(pc: Computer, op: str, body: dict[str, Any]) -> Any:
+    answer = requests.post(
+        f"{pc.app}/v1/browser-recording/{op}",
+        json=body,
+        headers=pc.headers(),
+        timeout=deadline(120),
+    )
+    assert answer.status_code == 200, (op, answer.status_code, answer.text[:2000])
+    return answer.json()
+
+
+def _page(name: str, after: str) -> str:
+    return f"{SITE}/c/{name}?next={after}"
+
+
+def _colour_at_centre(jpeg: bytes) -> tuple[int, int, int]:
+    from PIL import Image
+
+    picture = Image.open(io.BytesIO(jpeg)).convert("RGB")
+    width, height = picture.size
+    pixel = picture.getpixel((width // 2, height // 2))
+    assert isinstance(pixel, tuple)
+    return (int(pixel[0]), int(pixel[1]), int(pixel[2]))
+
+
+def _page_shown(rgb: tuple[int, int, int]) -> str | None:
+    for name, want in COLOURS.items():
+        if all(abs(a - b) <= 30 for a, b in zip(rgb, want, strict=True)):
+            return name
+    return None
+
+
+def _caused(frame: dict[str, Any], lines: list[dict[str, Any]]) -> str | None:
+    """The URL of the last navigation of the frame's tab credited to its entries."""
+    after = set(frame["after"])
+    url: str | None = None
+    for line in lines:
+        event = line.get("tab")
+        if not event or event["event"] != "navigated" or event["id"] != frame["tab"]:
+            continue
+        by = event.get("by") or {}
+        command = by.get("kind") == "command"
+        credited = by.get("entry") if command else by.get("after")
+        if credited in after or (command and by.get("within") in after):
+            url = event["url"]
+    return url
+
+
+def _counts(action: dict[str, Any]) -> bool:
+    return (
+        action.get("acts") == "acting"
+        and action.get("who") == "alice"
+        and action.get("within") is None
+        and action.get("via") in ("cdp", "mcp", "api")
+    )
+
+
+def _record(pc: Computer, store: LocalStore, name: str, agent: Any, tmp: Path) -> dict[str, Any]:
+    """Run ``agent`` in a recording; check its frames; answer what the checks saw."""
+    key = f"frames-{uuid.uuid4().hex[:8]}/{name}"
+    grant = store.grant(key, started_here=False)
+    started = _recording(pc, "start", {"request_id": uuid.uuid4().hex, "upload": grant})
+    recording_id = started["recording_id"]
+    time.sleep(1.0)
+    reads = agent()
+    time.sleep(PAUSE_S)
+    manifest = _recording(
+        pc,
+        "end",
+        {
+            "recording_id": recording_id,
+            "upload": store.grant(key, started_here=False),
+        },
+    )
+    folder = tmp / recording_id
+    names, skipped = store.fetch(key, recording_id, folder)
+    assert skipped == [] and "log.jsonl" in names and "manifest.json" in names, names
+    assert json.loads((folder / "manifest.json").read_text()) == manifest
+    lines = [json.loads(x) for x in (folder / "log.jsonl").read_text().splitlines()]
+    assert manifest["missing_frames"] == 0 and manifest["log_missing"] == [], manifest
+
+    actions = {x["seq"]: x["action"] for x in lines if "action" in x}
+    acting = sorted(seq for seq, a in actions.items() if _counts(a))
+    frames = [f for f in manifest["frames"] if f["kind"] == "action"]
+    # A read alone never makes a frame: every frame is keyed to acting entries.
+    assert all(f["after"] for f in frames), frames
+    keyed = sorted(seq for f in frames for seq in f["after"])
+    assert keyed == acting, (keyed, acting)  # each acting entry in exactly one frame
+    read_seqs = sorted(
+        seq
+        for seq, a in actions.items()
+        if a.get("who") == "alice" and a["acts"] == "reading" and a.get("within") is None
+    )
+    for read in reads:
+        assert any(
+            actions[s].get("op") == read
+            or actions[s].get("tool") == read
+            or actions[s].get("method") == read
+            for s in read_seqs
+        ), read
+    for frame in frames:
+        assert not any(s in read_seqs for s in frame["after"]), frame
+
+    shown: list[str | None] = []
+    for frame in frames:
+        jpeg = (folder / frame["file"]).read_bytes()
+        page = _page_shown(_colour_at_centre(jpeg))
+        caused = _caused(frame, lines)
+        # A frame whose actions caused a navigation shows the new page (the
+        # slow ones too), with its URL; any other shows what its URL says.
+        expected = caused if caused is not None else frame["url"]
+        assert page is not None and expected is not None, (frame, page)
+        assert expected.split("?")[0].endswith("/c/" + page), (frame, caused, page)
+        assert frame["url"] == expected, (frame, caused)
+        shown.append(page)
+    return {"shown": shown, "manifest": manifest}
+
+
+def test_playwright_over_cdp_frames_show_each_page(
+    pc: Computer, store: LocalStore, tmp_path: Path
+) -> None:
+    opened = pc.op("tabs/open", {"url": "about:blank"})
+
+    def agent() -> list[str]:
+        async def run() -> None:
+            from playwright.async_api import async_playwright
+
+            async with async_playwright() as pw:
+                browser = await pw.chromium.connect_over_cdp(
+                    f"{pc.relay}?token={pc.token('alice')}", timeout=deadline(60) * 1000
+                )
+                page = next(p for p in browser.contexts[0].pages if p.url == "about:blank")
+                await page.goto(_page("red", "green,slow-purple"))
+                await asyncio.sleep(PAUSE_S)
+                await page.click("#go")
+                await asyncio.sleep(PAUSE_S)
+                await page.click("#go", no_wait_after=True)  # green -> the slow purple
+                await asyncio.sleep(PAUSE_S + 1.5)
+                await page.screenshot()  # a read: no frame
+                await browser.close()
+
+        asyncio.run(run())
+        return ["Page.captureScreenshot"]
+
+    seen = _record(pc, store, "playwright", agent, tmp_path)
+    pc.op("tabs/close", {"id": opened["id"]})
+    assert seen["shown"][:1] == ["red"] and "green" in seen["shown"], seen["shown"]
+    assert seen["shown"][-1] == "slow-purple", seen["shown"]
+
+
+def test_mcp_sdk_frames_show_each_page(pc: Computer, store: LocalStore, tmp_path: Path) -> None:
+    def agent() -> list[str]:
+        async def run() -> None:
+            import httpx2
+            from mcp.client.client import Client
+            from mcp.client.streamable_http import streamable_http_client
+
+            http = httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {pc.token('alice')}"}, timeout=deadline(120)
+            )
+            transport = streamable_http_client(pc.app + "/mcp", http_client=http)
+            async with http, Client(transport, read_timeout_seconds=deadline(120)) as client:
+                tools = {t.name: t for t in (await client.list_tools()).tools}
+                went = await client.call_tool(
+                    "browser_navigate", {"url": _page("blue", "slow-cyan")}
+                )
+                assert not went.is_error, text(went)
+                await asyncio.sleep(PAUSE_S)
+                snapshot = await client.call_tool("browser_snapshot", {})  # a read: no frame
+                await asyncio.sleep(PAUSE_S)
+                argument = ref_argument(tools["browser_click"])
+                clicked = await client.call_tool(
+                    "browser_click",
+                    {"element": "go on link", argument: ref(text(snapshot), 'link "go on"')},
+                )
+                assert not clicked.is_error, text(clicked)
+                await asyncio.sleep(PAUSE_S)
+                await client.call_tool("browser_snapshot", {})
+
+        asyncio.run(run())
+        return ["browser_snapshot"]
+
+    seen = _record(pc, store, "mcp", agent, tmp_path)
+    assert seen["shown"] == ["blue", "slow-cyan"], seen["shown"]
+
+
+def test_pixel_ops_frames_show_each_page(pc: Computer, store: LocalStore, tmp_path: Path) -> None:
+    def agent() -> list[str]:
+        pc.op("navigate", {"url": _page("yellow", "slow-orange")}, user="alice")
+        time.sleep(PAUSE_S)
+        pc.op("input/click", {"x": 400, "y": 300}, user="alice")  # the page's big target
+        time.sleep(PAUSE_S + 1.5)
+        pc.op("screenshot", {}, user="alice")  # a read: no frame
+        return ["screenshot"]
+
+    seen = _record(pc, store, "pixels", agent, tmp_path)
+    assert seen["shown"] == ["yellow", "slow-orange"], seen["shown"]
