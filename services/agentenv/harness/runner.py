@@ -57,6 +57,7 @@ class Recorded:
     recording_id: str
     folder: Path
     key: str  # its place in the store: <run_id>/<name>
+    must_succeed: bool = True  # the start's fail_task_on_error
     manifest: BrowserRecordingManifest | None = None
 
 
@@ -133,7 +134,8 @@ class Run:
                 }
                 self.say(f"{label} ok in {took:.2f}s")
         finally:
-            self._teardown(failures)
+            if not self._teardown(failures) and outcome == EXIT_OK:
+                outcome = EXIT_INFRA  # a recording the task needed did not arrive whole
             (self.out / "metadata.json").write_text(json.dumps(self.metadata, indent=2))
         status = {
             EXIT_OK: "done",
@@ -263,7 +265,9 @@ class Run:
             return {"recording": None, "error": str(exc)}
         recording_id = started["recording_id"]
         folder = (self.out / "recordings" / recording_id).resolve()
-        self.recordings[step.name] = Recorded(step.name, step.env_id, recording_id, folder, key)
+        self.recordings[step.name] = Recorded(
+            step.name, step.env_id, recording_id, folder, key, step.fail_task_on_error
+        )
         return {"recording_id": recording_id, "store": f"{self.store.where}/{key}"}
 
     def _end_recording(
@@ -289,11 +293,13 @@ class Run:
             [f"the store holds {len(skipped)} object(s) outside the recording"] if skipped else []
         )
         if manifest is None:
-            log = recorded.folder / "log.jsonl"
-            lines = len(log.read_bytes().splitlines()) if log.exists() else None
-            manifest = rebuild(recorded.recording_id, names, lines)
-            problems.append("the computer did not end it: registered what the store holds")
-        else:
+            manifest = self._from_store(recorded, names)
+            if manifest.reason is not None and manifest.reason != reason:
+                # Its recorder ended it on the way down (a restart): whole, but early.
+                problems.append(f"it ended before its end step ({manifest.reason})")
+            elif manifest.reason is None:
+                problems.append("the computer did not end it: registered what the store holds")
+        if manifest.reason is not None:
             have = set(names)
             lost = [f.file for f in manifest.frames if not f.error and f.file not in have]
             if lost:
@@ -302,6 +308,22 @@ class Run:
                 problems.append("its log is listed but not in the store")
         recorded.manifest = manifest
         return manifest, problems
+
+    def _from_store(self, recorded: Recorded, names: list[str]) -> BrowserRecordingManifest:
+        """The recording as the store holds it: its own manifest when it was
+        uploaded (the recorder ended it on the way down), else rebuilt from
+        the files' names."""
+        uploaded = recorded.folder / "manifest.json"
+        if "manifest.json" in names:
+            try:
+                found = BrowserRecordingManifest.model_validate_json(uploaded.read_bytes())
+            except ValueError:
+                found = None
+            if found is not None and found.recording_id == recorded.recording_id:
+                return found
+        log = recorded.folder / "log.jsonl"
+        lines = len(log.read_bytes().splitlines()) if log.exists() else None
+        return rebuild(recorded.recording_id, names, lines)
 
     def _end_browser_recording(self, step: s.EndBrowserRecording) -> dict[str, Any]:
         recorded = self.recordings.get(step.name)
@@ -405,24 +427,31 @@ class Run:
 
     # -- teardown --------------------------------------------------------------------
 
-    def _teardown(self, failures: list[str]) -> None:
+    def _teardown(self, failures: list[str]) -> bool:
+        """End what is open, stop what this run started; False when a recording
+        the task needed could not be ended or registered whole."""
+        whole = True
         for recorded in self.recordings.values():
             if recorded.manifest is not None or recorded.env_id not in self.computers:
                 continue
+            problems: list[str] = []
             try:
                 manifest, problems = self._end_recording(recorded, "stopped", unreachable_ok=True)
                 what = "registered from the store" if manifest.reason is None else "ended"
                 self.say(f"teardown: {what} recording {recorded.name}")
-                self.metadata.setdefault("teardown", {})[recorded.name] = {
-                    "recording_id": recorded.recording_id,
-                    "problems": problems,
-                }
                 if manifest.log is None:
-                    failures.append(
-                        f"teardown: recording {recorded.name}: its log is not in the store"
-                    )
+                    problems.append("its log is not in the store")
+                if manifest.missing_frames:
+                    problems.append(f"{manifest.missing_frames} frame(s) missing")
             except (ComputerError, MissingOp, StoreError) as exc:
-                failures.append(f"teardown: recording {recorded.name}: {exc}")
+                problems.append(str(exc))
+            self.metadata.setdefault("teardown", {})[recorded.name] = {
+                "recording_id": recorded.recording_id,
+                "problems": problems,
+            }
+            if problems:
+                failures.append(f"teardown: recording {recorded.name}: {'; '.join(problems)}")
+                whole = whole and not recorded.must_succeed
         for computer in self.started_here:
             try:
                 computer.stop()
@@ -430,3 +459,4 @@ class Run:
                 failures.append(f"teardown: could not stop a computer: {exc}")
         if self._store is not None:
             self._store.close()
+        return whole

@@ -1,0 +1,263 @@
+"""Every way a recording can let a run down, through ``agentenv run``, against
+real computers attached by URL (sharing no folder with the harness: every
+recording arrives through the run's local store).
+
+- a missing frame gives exit status 3, unless the step is best-effort;
+- a recording the computer forgot (its recorder restarted) is registered from
+  the store, and fails the run for its missing log;
+- a computer that cannot be reached at teardown: the same, from the store;
+- a computer whose card lacks the recording extension fails the start by name.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from agentenv.harness.runner import EXIT_INFRA, EXIT_OK
+from tests.support.container import SUPERVISORCTL, start_computer
+from tests.support.timing import deadline
+
+CONTROL = "failures-control-token-58"
+ENVS = {"pc": {"versions": {1: {"browsers": ["main"]}}}}
+
+
+def _attached(container: Any) -> dict[str, str]:
+    host = container.get_container_host_ip()
+    return {
+        "url": f"http://{host}:{container.get_exposed_port(8080)}",
+        "cdp_url": f"http://{host}:{container.get_exposed_port(9222)}",
+    }
+
+
+@pytest.fixture(scope="module")
+def shared(image: str) -> Iterator[tuple[Any, dict[str, str]]]:
+    container = start_computer(image, {"AGENTENV_CONTROL_TOKEN": CONTROL})
+    try:
+        yield container, _attached(container)
+    finally:
+        container.stop()
+
+
+def _run(task: list[dict[str, Any]], folder: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    path = folder / "task.yaml"
+    path.write_text(yaml.safe_dump({"envs": ENVS, "steps": task}))
+    out = folder / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "agentenv", "run", str(path), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=deadline(600),
+        cwd=folder,
+    )
+    return done, out
+
+
+def _deploy(where: dict[str, str]) -> dict[str, Any]:
+    return {"type": "deploy_env", "env_id": "pc", "token": CONTROL, **where}
+
+
+def _agent(script: str) -> dict[str, Any]:
+    return {"id": "agent", "type": "run_agent", "command": [sys.executable, "-c", script]}
+
+
+#: Closes every tab with the control token: the recording's last frame has no tab.
+CLOSE_ALL = f"""
+import json, os, urllib.request
+def op(name, body):
+    request = urllib.request.Request(
+        os.environ["AGENTENV_API_URL"] + "/v1/browser/" + name, data=json.dumps(body).encode(),
+        headers={{"Authorization": "Bearer {CONTROL}", "Content-Type": "application/json"}})
+    return json.loads(urllib.request.urlopen(request).read())
+for tab in op("tabs/list", {{}}):
+    op("tabs/close", {{"id": tab["id"]}})
+"""
+
+
+def _reopen(where: dict[str, str]) -> None:
+    requests.post(
+        where["url"] + "/v1/browser/tabs/open",
+        json={},
+        headers={"Authorization": f"Bearer {CONTROL}"},
+        timeout=30,
+    ).raise_for_status()
+
+
+@pytest.mark.parametrize("best_effort", [False, True])
+def test_a_missing_frame_fails_the_run_unless_best_effort(
+    shared: tuple[Any, dict[str, str]], tmp_path: Path, best_effort: bool
+) -> None:
+    _, where = shared
+    task = [
+        _deploy(where),
+        {"type": "start_browser_recording", "env_id": "pc", "name": "r"},
+        _agent(CLOSE_ALL),
+        {
+            "id": "end",
+            "type": "end_browser_recording",
+            "env_id": "pc",
+            "name": "r",
+            "fail_task_on_error": not best_effort,
+        },
+    ]
+    try:
+        done, out = _run(task, tmp_path)
+    finally:
+        _reopen(where)
+    meta = json.loads((out / "metadata.json").read_text())["steps"]
+    if best_effort:
+        assert done.returncode == EXIT_OK, done.stdout + done.stderr
+        assert "summary: done" in done.stdout
+        assert meta["end"]["ok"] is True
+        assert meta["end"]["problems"] == ["1 frame(s) missing"], meta["end"]
+    else:
+        assert done.returncode == EXIT_INFRA, done.stdout + done.stderr
+        assert "summary: infrastructure failure" in done.stdout
+        assert "end_browser_recording (end) infrastructure failure" in done.stdout
+        assert meta["end"]["infrastructure"] is True
+        assert "1 frame(s) missing" in meta["end"]["error"]
+
+
+#: Stops the recorder (supervisorctl's ``restart``: it ends its recordings on
+#: the way down; ``signal KILL``: it cannot) and waits for it to be back.
+RECORDER_DOWN = """
+import subprocess, sys, time
+ctl = ["docker", "exec", sys.argv[1], *__CTL__]
+how = sys.argv[2]
+subprocess.run([*ctl, *(["restart"] if how == "restart" else ["signal", "KILL"]), "recorder"],
+               check=True)
+for _ in range(120):
+    status = subprocess.run([*ctl, "status", "recorder"], capture_output=True, text=True).stdout
+    if "RUNNING" in status and "uptime 0:00:00" not in status:
+        break
+    time.sleep(0.5)
+else:
+    sys.exit("the recorder did not come back: " + status)
+""".replace("__CTL__", repr(SUPERVISORCTL))
+
+
+@pytest.mark.parametrize("how", ["kill", "restart"])
+def test_a_forgotten_recording_is_registered_from_the_store(
+    shared: tuple[Any, dict[str, str]], tmp_path: Path, how: str
+) -> None:
+    """Killed, the recorder uploaded no log: the run fails for it. Restarted,
+    it ended the recording on the way down: whole, but ended early."""
+    container, where = shared
+    agent = {
+        "id": "agent",
+        "type": "run_agent",
+        "command": [sys.executable, "-c", RECORDER_DOWN, container.get_wrapped_container().id, how],
+    }
+    task = [
+        _deploy(where),
+        {"id": "start", "type": "start_browser_recording", "env_id": "pc", "name": "r"},
+        agent,
+        {"id": "end", "type": "end_browser_recording", "env_id": "pc", "name": "r"},
+    ]
+    done, out = _run(task, tmp_path)
+    assert done.returncode == EXIT_INFRA, done.stdout + done.stderr
+    meta = json.loads((out / "metadata.json").read_text())["steps"]
+    error = meta["end"]["error"]
+    recording = out / "recordings" / meta["start"]["recording_id"]
+    # What the store held arrived: the start's marker and the first frame.
+    assert (recording / "start.json").exists()
+    assert (recording / "frames" / "0000-first.jpg").read_bytes()[:2] == b"\xff\xd8"
+    if how == "kill":
+        assert error == (
+            "the computer did not end it: registered what the store holds; its log did not upload"
+        )
+        assert not (recording / "log.jsonl").exists()
+    else:
+        assert error == "it ended before its end step (stopped)"
+        manifest = json.loads((recording / "manifest.json").read_text())
+        assert manifest["reason"] == "stopped" and manifest["log"]["lines"] > 0
+        assert (recording / "log.jsonl").exists()
+
+
+def test_a_computer_gone_at_teardown_has_its_recording_registered_from_the_store(
+    image: str, tmp_path: Path
+) -> None:
+    container = start_computer(image, {"AGENTENV_CONTROL_TOKEN": CONTROL})
+    try:
+        where = _attached(container)
+        cid = container.get_wrapped_container().id
+        kill = f"import subprocess; subprocess.run(['docker', 'kill', {cid!r}], check=True)"
+        task = [
+            _deploy(where),
+            {"id": "start", "type": "start_browser_recording", "env_id": "pc", "name": "r"},
+            _agent(kill),
+        ]
+        done, out = _run(task, tmp_path)
+    finally:
+        container.stop()
+    assert done.returncode == EXIT_INFRA, done.stdout + done.stderr
+    assert "teardown: registered from the store recording r" in done.stdout
+    metadata = json.loads((out / "metadata.json").read_text())
+    problems = metadata["teardown"]["r"]["problems"]
+    assert "its log is not in the store" in problems, problems
+    recording = out / "recordings" / metadata["steps"]["start"]["recording_id"]
+    assert (recording / "frames" / "0000-first.jpg").read_bytes()[:2] == b"\xff\xd8"
+
+
+class _NoRecordings(BaseHTTPRequestHandler):
+    """A computer's API as an older image serves it: the card without recordings."""
+
+    upstream = ""
+
+    def _forward(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        headers = {k: v for k, v in self.headers.items() if k.lower() in ("authorization",)}
+        answer = requests.request(
+            self.command, self.upstream + self.path, data=body or None, headers=headers, timeout=60
+        )
+        data = answer.content
+        if self.path == "/card":
+            card = answer.json()
+            card["extensions"].pop("browser-recording/v1")
+            data = json.dumps(card).encode()
+        self.send_response(answer.status_code)
+        self.send_header("Content-Type", answer.headers.get("Content-Type", "application/json"))
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _forward
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+
+def test_a_computer_without_the_recording_extension_fails_the_start_by_name(
+    shared: tuple[Any, dict[str, str]], tmp_path: Path
+) -> None:
+    _, where = shared
+    handler = type("Handler", (_NoRecordings,), {"upstream": where["url"]})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        older = {**where, "url": f"http://127.0.0.1:{server.server_port}"}
+        task = [
+            _deploy(older),
+            {"id": "tab", "type": "browser_open_tab", "env_id": "pc", "url": "about:blank"},
+            {"id": "start", "type": "start_browser_recording", "env_id": "pc", "name": "r"},
+        ]
+        done, out = _run(task, tmp_path)
+    finally:
+        server.shutdown()
+    assert done.returncode == EXIT_INFRA, done.stdout + done.stderr
+    meta = json.loads((out / "metadata.json").read_text())["steps"]
+    assert meta["tab"]["ok"] is True
+    assert meta["start"]["error"] == (
+        "the recording did not start: serves no browser-recording/v1 start: "
+        "rebuild the image on a newer agentenv"
+    )
