@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ import pytest
 import yaml
 
 from tests.support.container import start_computer
-from tests.support.timing import deadline
+from tests.support.timing import deadline, wait_for
 
 CONTROL = "harness-control-token-31"
 SITE = "http://127.0.0.1:8000"
@@ -247,3 +249,101 @@ def test_deploy_env_starts_and_stops_a_computer(image: str, tmp_path: Path, stor
     client = docker.from_env()
     left = client.containers.list(all=True, filters={"label": "io.agentenv.harness=1"})
     assert left == [], "teardown must remove the computer it started"
+
+
+def test_a_run_with_an_s3_store_from_the_aws_environment(
+    image: str, s3_image: str, tmp_path: Path
+) -> None:
+    """``--store s3://bucket/prefix`` with the standard AWS environment: each
+    recording's credentials come from STS (GetFederationToken, a session
+    policy for its prefix), never the harness's own."""
+    import boto3
+    import docker
+
+    from agentenv.harness.store import _bridge_address
+
+    gateway = _bridge_address()
+    secret = f"harness-secret-{uuid.uuid4().hex}"
+    client = docker.from_env()
+    s3 = client.containers.run(
+        s3_image, detach=True, init=True, ports={"5000/tcp": (gateway, None)}
+    )
+    try:
+        s3.reload()
+        endpoint = f"http://{gateway}:{s3.ports['5000/tcp'][0]['HostPort']}"
+        aws = {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "AKIAHARNESSOWN",
+            "AWS_SECRET_ACCESS_KEY": secret,
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+        bucket = boto3.session.Session(
+            aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=secret,
+            region_name="us-east-1",
+        ).client("s3", endpoint_url=endpoint)
+        wait_for(lambda: _answers(bucket), "the S3 server to answer", timeout_s=60)
+        bucket.create_bucket(Bucket="team-recordings")
+        task = {
+            "envs": {"blank": {"versions": {1: {"browsers": ["main"], "image": image}}}},
+            "steps": [
+                {"type": "deploy_env", "env_id": "blank"},
+                {"type": "browser_open_tab", "env_id": "blank", "url": "about:blank"},
+                {"id": "start", "type": "start_browser_recording", "env_id": "blank", "name": "r"},
+                {"id": "end", "type": "end_browser_recording", "env_id": "blank", "name": "r"},
+            ],
+        }
+        path = tmp_path / "task.yaml"
+        path.write_text(yaml.safe_dump(task))
+        run = tmp_path / "run"
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "agentenv",
+                "run",
+                str(path),
+                "--out",
+                str(run),
+                "--store",
+                "s3://team-recordings/bench/2026",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=deadline(600),
+            env={**os.environ, **aws},
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "warning" not in done.stdout, done.stdout
+        meta = json.loads((run / "metadata.json").read_text())
+        recording = meta["steps"]["start"]["recording_id"]
+        assert meta["store"] == "s3://team-recordings/bench/2026"
+        keys = [
+            o["Key"] for o in bucket.list_objects_v2(Bucket="team-recordings").get("Contents", [])
+        ]
+        under = f"bench/2026/{meta['run_id']}/r/{recording}/"
+        assert sorted(k[len(under) :] for k in keys) == sorted(
+            [
+                "start.json",
+                "log.jsonl",
+                "manifest.json",
+                "frames/0000-first.jpg",
+                "frames/0001-last.jpg",
+            ]
+        ), keys
+        folder = run / "recordings" / recording
+        assert (folder / "manifest.json").exists() and (folder / "log.jsonl").exists()
+        for path_ in run.rglob("*"):
+            if path_.is_file():
+                assert secret.encode() not in path_.read_bytes(), path_
+        assert secret not in done.stdout + done.stderr
+    finally:
+        s3.remove(force=True)
+
+
+def _answers(s3: Any) -> bool:
+    try:
+        s3.list_buckets()
+    except Exception:
+        return False
+    return True
