@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import io
 import json
 import time
 import uuid
@@ -29,60 +28,15 @@ import pytest
 import requests
 
 from agentenv.harness.store import LocalStore, start_local
-from tests.support.container import Computer, computer
+from tests.support.colours import page_shown
+from tests.support.container import ROOT, Computer, computer
 from tests.support.mcp import ref, ref_argument, text
 from tests.support.timing import deadline
 
 SITE = "http://127.0.0.1:8100"
-COLOURS = {
-    "red": (220, 20, 20),
-    "green": (20, 170, 20),
-    "blue": (20, 20, 220),
-    "yellow": (230, 230, 20),
-    "slow-purple": (140, 20, 160),
-    "slow-cyan": (20, 200, 200),
-    "slow-orange": (250, 130, 10),
-}
 #: Long enough for a burst to settle (0.5 s), a slow page to answer (1.5 s)
 #: and its frame to be taken: the agent's next action is a new burst.
 PAUSE_S = 3.0
-
-SERVER = """
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit, parse_qs
-COLOURS = __COLOURS__
-
-class Pages(BaseHTTPRequestHandler):
-    def do_GET(self):
-        parts = urlsplit(self.path)
-        name = parts.path.rsplit("/", 1)[-1]
-        if name not in COLOURS:
-            self.send_error(404)
-            return
-        if name.startswith("slow-"):
-            time.sleep(1.5)
-        chain = parse_qs(parts.query).get("next", [""])[0].split(",")
-        after = chain[0] + ("?next=" + ",".join(chain[1:]) if chain[1:] else "")
-        rgb = "rgb(%d,%d,%d)" % COLOURS[name]
-        body = (
-            "<!doctype html><title>%s</title><body style='margin:0;background:%s'>"
-            "<a id=go href='/c/%s' style='position:fixed;left:0;top:0;font:12px sans-serif'>"
-            "go on</a><div style='position:fixed;inset:40px 0 0 0' "
-            "onclick=\\"document.getElementById('go').click()\\"></div>"
-        ) % (name, rgb, after)
-        data = body.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-ThreadingHTTPServer(("127.0.0.1", 8100), Pages).serve_forever()
-""".replace("__COLOURS__", repr(COLOURS))
 
 
 @pytest.fixture(scope="module")
@@ -97,12 +51,12 @@ def store() -> Iterator[LocalStore]:
 @pytest.fixture(scope="module")
 def pc(image: str) -> Iterator[Computer]:
     with computer(image) as running:
-        code = base64.b64encode(SERVER.encode()).decode()
+        code = base64.b64encode((ROOT / "tests/support/colours.py").read_bytes()).decode()
         running.exec(
             "sh",
             "-c",
             f"echo {code} | base64 -d > /tmp/colours.py && "
-            "setsid python3 /tmp/colours.py >/dev/null 2>&1 </dev/null &",
+            "setsid python3 /tmp/colours.py 8100 >/dev/null 2>&1 </dev/null &",
         )
         yield running
 
@@ -120,23 +74,6 @@ def _recording(pc: Computer, op: str, body: dict[str, Any]) -> Any:
 
 def _page(name: str, after: str) -> str:
     return f"{SITE}/c/{name}?next={after}"
-
-
-def _colour_at_centre(jpeg: bytes) -> tuple[int, int, int]:
-    from PIL import Image
-
-    picture = Image.open(io.BytesIO(jpeg)).convert("RGB")
-    width, height = picture.size
-    pixel = picture.getpixel((width // 2, height // 2))
-    assert isinstance(pixel, tuple)
-    return (int(pixel[0]), int(pixel[1]), int(pixel[2]))
-
-
-def _page_shown(rgb: tuple[int, int, int]) -> str | None:
-    for name, want in COLOURS.items():
-        if all(abs(a - b) <= 30 for a, b in zip(rgb, want, strict=True)):
-            return name
-    return None
 
 
 def _caused(frame: dict[str, Any], lines: list[dict[str, Any]]) -> str | None:
@@ -213,7 +150,7 @@ def _record(pc: Computer, store: LocalStore, name: str, agent: Any, tmp: Path) -
     shown: list[str | None] = []
     for frame in frames:
         jpeg = (folder / frame["file"]).read_bytes()
-        page = _page_shown(_colour_at_centre(jpeg))
+        page = page_shown(jpeg)
         caused = _caused(frame, lines)
         # A frame whose actions caused a navigation shows the new page (the
         # slow ones too), with its URL; any other shows what its URL says.
