@@ -354,3 +354,53 @@ def test_the_card_shows_the_budgets_and_a_start_may_not_exceed_them(
         assert f"{name} {over} is over this computer's limit of {limits[name]}" in message
         assert "GET /card" in message
     assert list(tmp_path.iterdir()) == []  # refused before anything was written
+
+
+def test_a_tab_that_closes_while_its_frame_waits_is_framed_as_the_active_tab(
+    stack: NativeStack, site: Site, tmp_path: Path
+) -> None:
+    """An agent clicks a link to a page that answers 1.5 s late and closes the
+    tab before it arrives: the frame waiting for that page shows the active tab."""
+    from tests.support.colours import serve
+
+    pages = serve()
+    front = stack.op("tabs/open", {"url": site.url + "/account"})["id"]
+    recording = start(stack, tmp_path)
+    wait_for(lambda: frames_on_disk(tmp_path, recording), "the first frame")
+
+    async def agent() -> str:
+        url = browser_ws_url(stack.relay_http, "user=closer")
+        async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+            cdp = RawCdp(ws)
+            opened = await cdp.call(
+                "Target.createTarget",
+                {"url": f"http://127.0.0.1:{pages.server_port}/c/red?next=slow-purple"},
+            )
+            tab = str(opened["result"]["targetId"])
+            await asyncio.sleep(3.0)  # its frame
+            attached = await cdp.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
+            session = attached["result"]["sessionId"]
+            await cdp.call("Page.enable", sessionId=session)  # as every driver does
+            for kind in ("mousePressed", "mouseReleased"):  # on the page's link to the slow page
+                await cdp.call(
+                    "Input.dispatchMouseEvent",
+                    {"type": kind, "x": 300, "y": 300, "button": "left", "clickCount": 1},
+                    sessionId=session,
+                )
+            await asyncio.sleep(1.0)  # the burst has settled; its frame waits for the page
+            await cdp.call("Target.closeTarget", {"targetId": tab})
+            await asyncio.sleep(3.0)
+            return tab
+
+    try:
+        closed = asyncio.run(agent())
+    finally:
+        pages.shutdown()
+    manifest = rec(stack, "end", {"recording_id": recording})
+    assert manifest["missing_frames"] == 0, manifest["frames"]
+    actions = [f for f in manifest["frames"] if f["kind"] == "action"]
+    assert actions[0]["tab"] == closed and "/c/red?" in actions[0]["url"], actions
+    # The navigation's frame and the close's: the tab had gone, the active tab is framed.
+    assert [f["tab"] for f in actions[1:]] == [front, front], actions
+    assert all(f["url"] == site.url + "/account" for f in actions[1:]), actions
+    stack.op("tabs/close", {"id": front})
