@@ -29,8 +29,9 @@ import requests
 
 from agentenv.harness.store import LocalStore, start_local
 from tests.support.colours import page_shown
-from tests.support.container import ROOT, Computer, computer
+from tests.support.container import Computer, computer
 from tests.support.mcp import ref, ref_argument, text
+from tests.support.stack import ROOT
 from tests.support.timing import deadline
 
 SITE = "http://127.0.0.1:8100"

@@ -8,8 +8,11 @@
                          "thought": null}]}
 
 and ``<out>/<task_id>/trajectory/NNNN.jpg``: one step per action frame, its
-``action`` a readable description of the entries it follows; the last step is
-``TASK_COMPLETE -> ANSWER: …``.
+``action`` what the agent did in words (:mod:`.words`); the last step is
+``TASK_COMPLETE -> ANSWER: …``. A step's ``screenshot`` is the image's name
+relative to ``<task_id>/trajectory/``, as Online-Mind2Web's ``src/run.py``
+joins it (``os.path.join(trajectories_dir, task_id, "trajectory",
+step["screenshot"])``).
 """
 
 from __future__ import annotations
@@ -19,52 +22,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from agentenv.harness.words import describe
 from agentenv.protocol.recording import BrowserRecordingManifest
 
-__all__ = ["SCHEMA_VERSION", "describe", "export"]
+__all__ = ["SCHEMA_VERSION", "export"]
 
 SCHEMA_VERSION = "online-mind2web-v2"
-
-
-def describe(entry: dict[str, Any]) -> str:
-    """A readable line for one log entry (its action)."""
-    action = entry.get("action", {})
-    if action.get("via") == "mcp":
-        args = action.get("args") or {}
-        detail = ", ".join(f"{k}={v!r}" for k, v in args.items() if not isinstance(v, dict | list))
-        return f"{action.get('tool') or action.get('op')}({detail})"
-    method = str(action.get("method", ""))
-    params = action.get("params") or {}
-    if method == "Page.navigate":
-        return f"navigate to {params.get('url')}"
-    if method == "Input.insertText":
-        text = params.get("text")
-        return "type [withheld]" if isinstance(text, dict) else f"type {text!r}"
-    if method == "Input.dispatchMouseEvent" and params.get("type") == "mousePressed":
-        return f"click at ({params.get('x')}, {params.get('y')})"
-    if method == "Input.dispatchKeyEvent" and params.get("type") in ("keyDown", "rawKeyDown"):
-        return f"press {params.get('key', '[withheld]')}"
-    return method
-
-
-def _describe_all(entries: list[dict[str, Any]]) -> str:
-    parts: list[str] = []
-    for entry in entries:
-        action = entry.get("action", {})
-        if (
-            action.get("method") == "Input.dispatchMouseEvent"
-            and action.get("params", {}).get("type") != "mousePressed"
-        ):
-            continue
-        if (
-            action.get("method") == "Input.dispatchKeyEvent"
-            and action.get("params", {}).get("type") == "keyUp"
-        ):
-            continue
-        text = describe(entry)
-        if not parts or parts[-1] != text:
-            parts.append(text)
-    return "; ".join(parts) or "(no action)"
 
 
 def export(
@@ -99,9 +62,9 @@ def export(
         history.append(
             {
                 "step": step,
-                "screenshot": f"trajectory/{name}",
+                "screenshot": name,
                 "url": frame.url,
-                "action": _describe_all(entries),
+                "action": describe(entries),
                 "action_status": "success"
                 if all(e["action"].get("ok") for e in entries)
                 else "failed",
@@ -116,7 +79,7 @@ def export(
     history.append(
         {
             "step": final_step,
-            "screenshot": f"trajectory/{final_name}",
+            "screenshot": final_name,
             "url": last.url if last else None,
             "action": f"TASK_COMPLETE -> ANSWER: {answer or ''}",
             "action_status": "success",

@@ -1,0 +1,276 @@
+"""What an agent did, in the words a judge reads (SPEC.md section 5, "Exports").
+
+One module for the Mind2Web export and the recording viewer. From a
+recording's log lines it says, in order: ``click "Sign in" (button)``,
+``type "red shoes" into "Search"``, a password as ``type •••• (15
+characters)``, ``press Enter``, ``scroll down 600 px``, ``navigate to …``,
+``open tab …``, ``switch to tab``, ``close tab``, and an MCP tool by its
+element description and arguments. Setup and reads never appear: only
+entries that act, and of those only what a person would call an action
+(``Runtime.*`` an agent used to look, ``Emulation.*``, script injection,
+auto-attach and the like are left out).
+
+Typing is folded: consecutive characters (key events with text, or
+``insertText``) make one ``type "…"``; keys that are not text (Enter, Tab,
+arrows) are presses. A CDP click names the element at its point when the
+relay found one (the entry's ``target``: role and accessible name), else its
+point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["MASK", "describe", "words"]
+
+MASK = "••••"
+
+#: Key names that are presses, not text, even when the key event carries text.
+_PRESSES = {"\r": "Enter", "\n": "Enter", "\t": "Tab", "\x08": "Backspace", "\x1b": "Escape"}
+#: Keys held for others: not steps of their own.
+_MODIFIERS = {"Shift", "Control", "Alt", "Meta", "AltGraph", "CapsLock"}
+
+
+def _quote(text: str, limit: int = 200) -> str:
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _secret_length(value: Any) -> int | None:
+    """The length of withheld text (``{"withheld": …, "length": n}``), else None."""
+    if isinstance(value, dict) and "withheld" in value:
+        length = value.get("length")
+        return int(length) if isinstance(length, int) else 0
+    return None
+
+
+def _element(target: Any) -> str | None:
+    """``"Sign in" (button)`` from a relay-found target, if any."""
+    if not isinstance(target, dict):
+        return None
+    role, name = target.get("role"), target.get("name")
+    if not role and not name:
+        return None
+    named = _quote(str(name)) if name else "an element"
+    return f"{named} ({role})" if role else named
+
+
+class _Typing:
+    """Characters typed in a row, folded into one step."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.hidden = 0  # withheld characters (passwords)
+        self.into: str | None = None
+        self.down: Any = None  # the text of a keyDown whose char event may follow
+
+    def add(self, text: Any, into: str | None = None) -> None:
+        hidden = _secret_length(text)
+        if hidden is not None:
+            self.hidden += hidden
+        elif isinstance(text, str):
+            self.text.append(text)
+        self.into = into or self.into
+
+    def flush(self, out: list[str]) -> None:
+        if not self.text and not self.hidden:
+            return
+        where = f" into {self.into}" if self.into else ""
+        if self.hidden:
+            count = self.hidden + sum(len(t) for t in self.text)
+            out.append(f"type {MASK} ({count} characters){where}")
+        else:
+            out.append(f"type {_quote(''.join(self.text))}{where}")
+        self.text, self.hidden, self.into = [], 0, None
+
+
+def _scroll(dx: float, dy: float) -> str:
+    if abs(dy) >= abs(dx):
+        return f"scroll {'down' if dy >= 0 else 'up'} {abs(dy):.0f} px"
+    return f"scroll {'right' if dx >= 0 else 'left'} {abs(dx):.0f} px"
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _cdp(action: dict[str, Any], typing: _Typing, out: list[str]) -> None:
+    method = str(action.get("method", ""))
+    params = action.get("params") or {}
+    if not isinstance(params, dict):
+        params = {}
+    if method == "Input.insertText":
+        typing.add(params.get("text"))
+        return
+    if method == "Input.dispatchKeyEvent":
+        kind = params.get("type")
+        if kind not in ("keyDown", "rawKeyDown", "char"):
+            return
+        text = params.get("text")
+        key = params.get("key")
+        down, typing.down = typing.down, (text if kind == "keyDown" else None)
+        if kind == "char" and down is not None and down == text:
+            return  # a keyDown with text, then its char event: one character
+        if isinstance(text, str) and text in _PRESSES:
+            typing.flush(out)
+            out.append(f"press {_PRESSES[text]}")
+        elif text and kind != "rawKeyDown":
+            typing.add(text)
+        elif isinstance(key, str) and len(key) > 1 and kind != "char" and key not in _MODIFIERS:
+            typing.flush(out)
+            out.append(f"press {key}")
+        return
+    typing.flush(out)
+    if method == "Input.dispatchMouseEvent":
+        kind = params.get("type")
+        if kind == "mousePressed":
+            element = _element(action.get("target"))
+            clicks = params.get("clickCount")
+            verb = "double-click" if clicks == 2 else "click"
+            if params.get("button") == "right":
+                verb = "right-click"
+            at = f"at ({_number(params.get('x')):.0f}, {_number(params.get('y')):.0f})"
+            out.append(f"{verb} {element}" if element else f"{verb} {at}")
+        elif kind == "mouseWheel":
+            out.append(_scroll(_number(params.get("deltaX")), _number(params.get("deltaY"))))
+        return
+    if method == "Input.dispatchTouchEvent" and params.get("type") == "touchStart":
+        out.append("tap")
+    elif method == "Input.dispatchDragEvent" and params.get("type") == "drop":
+        out.append("drop")
+    elif method == "Page.navigate":
+        out.append(f"navigate to {params.get('url')}")
+    elif method == "Page.reload":
+        out.append("reload the page")
+    elif method == "Page.navigateToHistoryEntry":
+        out.append("go back or forward")
+    elif method == "Target.createTarget":
+        out.append(f"open tab {params.get('url') or 'about:blank'}")
+    elif method in ("Target.activateTarget", "Page.bringToFront"):
+        out.append(f"switch to tab {action.get('url') or ''}".rstrip())
+    elif method in ("Target.closeTarget", "Page.close"):
+        out.append("close tab")
+
+
+def _api(action: dict[str, Any], typing: _Typing, out: list[str]) -> None:
+    op = str(action.get("op", ""))
+    args = action.get("args") or {}
+    if not isinstance(args, dict):
+        args = {}
+    if op == "input/type":
+        typing.add(args.get("text"))
+        return
+    typing.flush(out)
+    if op == "navigate":
+        out.append(f"navigate to {args.get('url')}")
+    elif op == "input/click":
+        element = _element(action.get("target"))
+        at = f"at ({_number(args.get('x')):.0f}, {_number(args.get('y')):.0f})"
+        out.append(f"click {element}" if element else f"click {at}")
+    elif op == "input/key":
+        out.append(f"press {args.get('keys')}")
+    elif op == "input/scroll":
+        out.append(_scroll(_number(args.get("dx")), _number(args.get("dy"))))
+    elif op == "input/move":
+        out.append(
+            f"move the mouse to ({_number(args.get('x')):.0f}, {_number(args.get('y')):.0f})"
+        )
+    elif op:
+        out.append(op)
+
+
+#: MCP tools that read: never a step.
+_MCP_READS = {
+    "browser_snapshot",
+    "browser_take_screenshot",
+    "browser_console_messages",
+    "browser_network_requests",
+    "browser_tabs:list",
+    "browser_wait_for",
+}
+
+
+def _mcp(action: dict[str, Any], typing: _Typing, out: list[str]) -> None:
+    tool = str(action.get("tool") or action.get("op") or "")
+    args = action.get("args") or {}
+    if not isinstance(args, dict):
+        args = {}
+    element = args.get("element")
+    into = _quote(str(element)) if isinstance(element, str) and element else None
+    if tool == "browser_type":
+        typing.flush(out)
+        typing.add(args.get("text"), into)
+        typing.flush(out)
+        if args.get("submit") is True:
+            out.append("press Enter")
+        return
+    typing.flush(out)
+    if tool == "browser_tabs":
+        kind = args.get("action")
+        if kind == "new":
+            out.append(f"open tab {args.get('url') or 'about:blank'}")
+        elif kind == "select":
+            out.append(f"switch to tab {args.get('index')}")
+        elif kind == "close":
+            out.append("close tab")
+        return
+    if tool in _MCP_READS:
+        return
+    simple = {
+        "browser_click": "click",
+        "browser_hover": "hover over",
+        "browser_drag": "drag",
+        "browser_select_option": "select",
+        "browser_file_upload": "upload files",
+        "browser_fill_form": "fill the form",
+        "browser_handle_dialog": "answer the dialog",
+        "browser_navigate_back": "go back",
+        "browser_navigate_forward": "go forward",
+    }
+    if tool == "browser_navigate":
+        out.append(f"navigate to {args.get('url')}")
+    elif tool == "browser_press_key":
+        out.append(f"press {args.get('key')}")
+    elif tool == "browser_select_option":
+        values = args.get("values")
+        shown = ", ".join(_quote(str(v)) for v in values) if isinstance(values, list) else ""
+        out.append(f"select {shown} in {into or 'a list'}".replace("select  in", "select in"))
+    elif tool == "browser_click" and args.get("doubleClick") is True:
+        out.append(f"double-click {into or 'an element'}")
+    elif tool in simple:
+        out.append(f"{simple[tool]} {into}" if into else simple[tool])
+    else:
+        rest = ", ".join(
+            f"{k}={v!r}"
+            for k, v in args.items()
+            if k not in ("element", "ref", "target") and isinstance(v, str | int | float | bool)
+        )
+        name = tool.removeprefix("browser_").replace("_", " ")
+        out.append(" ".join(p for p in (name, into or "", f"({rest})" if rest else "") if p))
+
+
+def words(lines: Iterable[dict[str, Any]]) -> list[str]:
+    """The steps, in order, of the acting entries among ``lines`` (log lines)."""
+    out: list[str] = []
+    typing = _Typing()
+    for line in lines:
+        action = line.get("action")
+        if not isinstance(action, dict) or action.get("acts") != "acting":
+            continue
+        if action.get("within") is not None or action.get("via") == "agentenv":
+            continue  # a tool call's own commands: the call says it
+        via = action.get("via")
+        if via == "cdp":
+            _cdp(action, typing, out)
+        elif via == "mcp":
+            _mcp(action, typing, out)
+        elif via == "api":
+            _api(action, typing, out)
+    typing.flush(out)
+    return out
+
+
+def describe(lines: Iterable[dict[str, Any]]) -> str:
+    """One history step: the steps joined, or ``(no action)``."""
+    return "; ".join(words(lines)) or "(no action)"
