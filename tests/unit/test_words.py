@@ -157,7 +157,7 @@ def test_pixel_ops_of_an_agent() -> None:
 def _frame(index: int, kind: str, after: list[int], url: str) -> FrameEntry:
     return FrameEntry(
         index=index,
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         after=after,
         tab="T",
         url=url,
