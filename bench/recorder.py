@@ -52,6 +52,11 @@ class Arrivals:
             return False
         return True
 
+    def catch_up(self) -> None:
+        """Count the frames already in the store."""
+        while self.arrived(self.count):
+            self.count += 1
+
     async def next(self, deadline_s: float = 15.0) -> None:
         end = time.perf_counter() + deadline_s
         while not await asyncio.to_thread(self.arrived, self.count):
@@ -80,6 +85,29 @@ async def _bursts(stack: NativeStack, tab: str, frames: Arrivals, n: int) -> lis
             settled = time.perf_counter() + SETTLE_S
             await frames.next()
             out.append((time.perf_counter() - settled) * 1000)
+    return out
+
+
+async def _presses(stack: NativeStack, tab: str, n: int) -> list[float]:
+    """ms for a mouse press's round trip through the relay (on the tall page's text)."""
+    url = browser_ws_url(stack.relay_http, "user=presser")
+    out = []
+    async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+        cdp = RawCdp(ws)
+        session = await _session(cdp, tab)
+        for _ in range(n):
+            began = time.perf_counter()
+            await cdp.call(
+                "Input.dispatchMouseEvent",
+                {"type": "mousePressed", "x": 300, "y": 100, "button": "left", "clickCount": 1},
+                sessionId=session,
+            )
+            out.append((time.perf_counter() - began) * 1000)
+            await cdp.call(
+                "Input.dispatchMouseEvent",
+                {"type": "mouseReleased", "x": 300, "y": 100, "button": "left", "clickCount": 1},
+                sessionId=session,
+            )
     return out
 
 
@@ -192,7 +220,11 @@ def _run(store: LocalStore, pages: str) -> str:
         jpeg = _op(stack, "browser/screenshot", {"format": "jpeg"})
         png = _op(stack, "browser/screenshot", {"format": "png"})
         anchor = asyncio.run(_direct(stack, front, store, 40))
+        unrecorded = asyncio.run(_presses(stack, front, 200))
         frames = _start(stack, store, "bench/bursts")
+        recorded = asyncio.run(_presses(stack, front, 200))
+        time.sleep(SETTLE_S + 1.5)
+        frames.catch_up()  # the presses' frame(s)
         fg = asyncio.run(_bursts(stack, front, frames, 40))
         bg = asyncio.run(_bursts(stack, back, frames, 40))
         pid = stack.pid("recorder")
@@ -233,6 +265,12 @@ def _run(store: LocalStore, pages: str) -> str:
             f"{percentile(bg, 50):.0f} ms",
             f"{percentile(bg, 95):.0f} ms",
             str(len(bg)),
+        ],
+        [
+            "a CDP press through the relay, a recording open (the relay names its element)",
+            f"{percentile(recorded, 50):.2f} ms",
+            f"none open: {percentile(unrecorded, 50):.2f} ms",
+            f"+{percentile(recorded, 50) - percentile(unrecorded, 50):.2f} ms",
         ],
         [
             "frame bytes, JPEG q80 vs PNG (1280x800 page)",

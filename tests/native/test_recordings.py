@@ -19,7 +19,7 @@ import requests
 
 from agentenv.protocol.recording import rebuild
 from tests.support.cdp import RawCdp, browser_ws_url
-from tests.support.logfile import all_bytes
+from tests.support.logfile import all_bytes, read_log
 from tests.support.mcp import client as mcp_client
 from tests.support.mcp import ref, ref_argument, text
 from tests.support.site import Site
@@ -404,3 +404,57 @@ def test_a_tab_that_closes_while_its_frame_waits_is_framed_as_the_active_tab(
     assert [f["tab"] for f in actions[1:]] == [front, front], actions
     assert all(f["url"] == site.url + "/account" for f in actions[1:]), actions
     stack.op("tabs/close", {"id": front})
+
+
+def test_a_press_names_what_it_lands_on_while_a_recording_is_open(
+    stack: NativeStack, site: Site, tmp_path: Path
+) -> None:
+    """Playwright's clicks and a pixel click: role and accessible name on the
+    entry, only while recording; the export's words say them."""
+    from playwright.sync_api import sync_playwright
+
+    from agentenv.harness.words import words
+
+    tab = stack.op("tabs/open", {"url": site.url + "/"})["id"]
+
+    def presses(after: int) -> list[dict[str, Any]]:
+        lines, _ = read_log(stack.app_http, after)
+        return [
+            x
+            for x in lines
+            if x.get("action", {}).get("method") == "Input.dispatchMouseEvent"
+            and x["action"].get("params", {}).get("type") == "mousePressed"
+        ]
+
+    def last_seq() -> int:
+        return read_log(stack.app_http, 0)[1]
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(browser_ws_url(stack.relay_http, "user=clicker"))
+        page = next(p for p in browser.contexts[0].pages if p.url == site.url + "/")
+        before = last_seq()
+        page.click("#go")  # no recording: no lookup
+        wait_for(lambda: presses(before), "the press in the log")
+        assert "target" not in presses(before)[0]["action"]
+        recording = start(stack, tmp_path)
+        wait_for(lambda: frames_on_disk(tmp_path, recording), "the first frame")
+        before = last_seq()
+        page.click("#go")
+        page.click("#search")
+        page.keyboard.type("red shoes")
+        wait_for(lambda: len(presses(before)) >= 2, "the presses in the log")
+        browser.close()
+    stack.op("input/click", {"x": 5, "y": 5})  # a pixel click on the page's corner
+    stack.op("navigate", {"url": site.url + "/pixels"})
+    stack.op("input/click", {"x": 200, "y": 130})  # on the page's "Press" button
+    manifest = rec(stack, "end", {"recording_id": recording})
+    found = [p["action"].get("target") for p in presses(before)]
+    assert found[:2] == [{"role": "button", "name": "Go"}, {"role": "textbox", "name": "search"}]
+    log = [json.loads(x) for x in (tmp_path / recording / "log.jsonl").read_text().splitlines()]
+    said = words(log)
+    assert said[:3] == ['click "Go" (button)', 'click "search" (textbox)', 'type "red shoes"'], said
+    # The pixel click: its op's entry names what the press landed on too.
+    assert said[3] == "click at (5, 5)", said  # the page's background: its point
+    assert said[-2:] == ["navigate to " + site.url + "/pixels", 'click "Press" (button)'], said
+    assert manifest["missing_frames"] == 0
+    stack.op("tabs/close", {"id": tab})

@@ -50,8 +50,8 @@ def _element(target: Any) -> str | None:
     if not isinstance(target, dict):
         return None
     role, name = target.get("role"), target.get("name")
-    if not role and not name:
-        return None
+    if not name and role in (None, "", "generic"):
+        return None  # the page's background: its point says more
     named = _quote(str(name)) if name else "an element"
     return f"{named} ({role})" if role else named
 

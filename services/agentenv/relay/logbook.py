@@ -61,6 +61,9 @@ class Logbook:
     actions: dict[int, Action] = field(default_factory=dict)
     monotonic: Callable[[], float] = time.monotonic
     _unlogged: int = 0  # keys of unlogged commands count down from -1
+    #: Open recordings (their id, and the recorder connection that began them):
+    #: while one is open, a press is described by the element it lands on.
+    recordings: dict[str, int] = field(default_factory=dict)
     _urls: dict[str, str] = field(default_factory=dict)  # URL -> redacted
 
     # -- CDP commands --------------------------------------------------------
@@ -235,12 +238,36 @@ class Logbook:
                 typed.update(withhold_path(args, path))
             fields["args"] = args
         entry = self.writer.begin(fields)
+        self._recording_moved(owner, params)
         self.actions[entry] = Action(
             entry, params.via, params.who, owner, _scope(params.scope), params.tab, typed
         )
         if params.acts == ACTING:
             self.causes.acting(params.tab, entry, "", self.monotonic())
         return entry
+
+    def _recording_moved(self, owner: int, params: BeginAction) -> None:
+        if params.via != "agentenv" or not isinstance(params.args, dict):
+            return
+        recording = params.args.get("recording_id")
+        if not isinstance(recording, str):
+            return
+        if params.op == "browser-recording/start":
+            self.recordings[recording] = owner
+        elif params.op == "browser-recording/end":
+            self.recordings.pop(recording, None)
+
+    def target(self, entry: int, found: dict[str, str]) -> None:
+        """What a press landed on: on its entry, and on the action it ran for
+        (a pixel op's click) when that names none yet."""
+        fields = self.writer.fields(entry)
+        if fields is None:
+            return
+        fields["target"] = found
+        within = fields.get("within")
+        outer = self.writer.fields(within) if isinstance(within, int) else None
+        if outer is not None and "target" not in outer and outer.get("op") == "input/click":
+            outer["target"] = found
 
     def end_action(self, owner: int, params: EndAction) -> None:
         """``AgentEnv.endAction``; raises ValueError for an entry not open here."""
@@ -269,6 +296,8 @@ class Logbook:
 
     def drop_owner(self, owner: int) -> None:
         """A reporting connection left: end its open actions."""
+        for recording in [r for r, o in self.recordings.items() if o == owner]:
+            del self.recordings[recording]  # the recorder went away: they are forgotten
         for entry in [e for e, a in self.actions.items() if a.owner == owner]:
             del self.actions[entry]
             self.writer.end(entry, False, "the reporting program disconnected before the end")

@@ -45,7 +45,7 @@ from agentenv.protocol.control import (
     Tabs,
     Whoami,
 )
-from agentenv.relay import core, password
+from agentenv.relay import core, elements, password
 from agentenv.relay.core import ClientState, Down, Kind, Pending, Step
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.tabs import TAB_METHODS
@@ -145,6 +145,10 @@ class _Bridge:
         entry = self._entry(step, typed)
         if step.typing:
             await self._check_typing(step, entry)
+        elif self.logbook.recordings and step.kind is Kind.FORWARD:
+            point = elements.is_press(step.method, step.params)
+            if point is not None:
+                await self._describe(step, entry, point)
         await self._send(
             step, Pending(entry, step.method, step.params, step.tab, method_acts(step.method))
         )
@@ -171,6 +175,16 @@ class _Bridge:
             if fields is not None:
                 fields["params"] = redact_params(step.method, step.params)
         self.logbook.typing_checked(self.state.number, self.state.tag, focus == "no")
+
+    async def _describe(self, step: Step, entry: int, point: tuple[float, float]) -> None:
+        """Name what a press lands on (a recording is open), before it is sent."""
+        try:
+            found = await self.watcher.describe(step.tab, point)
+        except BaseException:
+            self.logbook.end_command(entry, False, "the connection ended before the press was sent")
+            raise
+        if found is not None:
+            self.logbook.target(entry, found)
 
     async def _send(self, step: Step, pending: Pending | None) -> None:
         key = (step.session, step.call if step.call is not None else -1)

@@ -24,6 +24,7 @@ import aiohttp
 import orjson
 
 from agentenv.protocol.urls import tab as is_tab
+from agentenv.relay.elements import DESCRIBE_TIMEOUT_S, describe_expression, target
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.password import CHECK_TIMEOUT_S, Focus, check_expression, verdict
@@ -269,6 +270,30 @@ class Watcher:
             self._attaching[tab] = task
             task.add_done_callback(lambda _t: self._attaching.pop(tab, None))
         return await asyncio.shield(task)
+
+    async def describe(self, tab: str | None, point: tuple[float, float]) -> dict[str, str] | None:
+        """The role and name of the element at ``point`` in ``tab`` (a press
+        while a recording is open), or None when the page cannot say in time."""
+        if tab is None:
+            return None
+        try:
+            async with asyncio.timeout(DESCRIBE_TIMEOUT_S):
+                session = await self._session(tab)
+                if session is None:
+                    return None
+                answer = await self._call(
+                    "Runtime.evaluate",
+                    {
+                        "expression": describe_expression(point),
+                        "returnByValue": True,
+                        "silent": True,
+                    },
+                    session=session,
+                    deadline_s=DESCRIBE_TIMEOUT_S,
+                )
+        except (WatcherError, TimeoutError, aiohttp.ClientError, OSError):
+            return None
+        return target(answer)
 
     async def check(self, tab: str | None, point: tuple[float, float] | None = None) -> Focus:
         """Whether typing in ``tab`` goes into a password field: the focused
