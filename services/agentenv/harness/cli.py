@@ -1,4 +1,5 @@
-"""``agentenv run task.yaml [--out DIR]`` (also ``python -m agentenv``)."""
+"""``agentenv run task.yaml [--out DIR]``, ``agentenv check task.yaml``, ``agentenv view
+RECORDING`` (also ``python -m agentenv``)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     check = sub.add_parser("check", help="preflight a task without running it")
     check.add_argument("task", type=Path)
+    see = sub.add_parser("view", help="write one HTML file to look at a recording")
+    see.add_argument("recording", help="a recording's folder, or its s3://bucket/prefix/<id>")
+    see.add_argument("--out", type=Path, help="the HTML file (default <recording>/view.html)")
     args = parser.parse_args(argv)
+    if args.command == "view":
+        return _view(args.recording, args.out)
     try:
         task = load_task(args.task)
     except TaskError as exc:
@@ -75,6 +81,18 @@ def main(argv: list[str] | None = None) -> int:
         store_role=args.store_role,
         store_endpoint=args.store_endpoint,
     ).run()
+
+
+def _view(recording: str, out: Path | None) -> int:
+    from agentenv.harness.viewer import view
+
+    try:
+        written = view(recording, out)
+    except (OSError, ValueError) as exc:
+        print(f"agentenv: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"agentenv: wrote {written}")
+    return 0
 
 
 if __name__ == "__main__":

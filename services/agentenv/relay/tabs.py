@@ -178,6 +178,10 @@ class Causes:
 
     def created(self, tab: str, url: str, opener: str | None, now: float) -> list[Event]:
         self.tabs[tab] = Tab(tab, url, opener)
+        if url not in ("", "about:blank"):
+            # Chromium names the page it opens already: that was its first
+            # navigation, and the next one is not the opener's to claim.
+            self.tabs[tab].navigated_once = True
         self.front.append(tab)
         opening = [
             c for c in self.commands.values() if c.method in _OPENS and c.answered_at is None

@@ -1,0 +1,244 @@
+"""``agentenv view RECORDING``: one self-contained HTML file to look at a recording.
+
+The frames on a timeline, each with what the agent did before it in the
+words of :mod:`.words` (typing folded into words), the tab events since the
+previous frame with their causes, who acted, and times. Arrow keys (or
+``j``/``k``) step through it; it needs no server and loads nothing from the
+network: images are inlined as ``data:`` URLs and the data as JSON in the page.
+
+``RECORDING`` is a recording's folder (``manifest.json``, ``log.jsonl``,
+``frames/``: a run folder's ``recordings/<recording_id>/``) or its place in
+a store, ``s3://bucket/prefix/<recording_id>`` (read with the standard AWS
+environment and config). :func:`render` is pure; :func:`view` does the I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from agentenv.harness.store import safe_name
+from agentenv.harness.words import words
+from agentenv.protocol.recording import BrowserRecordingManifest
+
+__all__ = ["frame_items", "render", "view"]
+
+
+def _cause(by: Any) -> str:
+    if not isinstance(by, Mapping):
+        return ""
+    kind = by.get("kind")
+    if kind == "command":
+        who = f" ({by.get('who')})" if by.get("who") else ""
+        return f"by entry {by.get('entry')}{who}"
+    if kind == "page":
+        after = by.get("after")
+        return f"by the page, after entry {after}" if after is not None else "by the page"
+    if kind == "agentenv":
+        return "by the computer"
+    return f"by {kind}" if kind else ""
+
+
+def _event(event: Mapping[str, Any]) -> str:
+    return f"{event.get('event')} {event.get('url') or ''} {_cause(event.get('by'))}".strip()
+
+
+def frame_items(
+    manifest: BrowserRecordingManifest, lines: Iterable[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """One item per frame: its picture's file and what happened before it."""
+    by_seq = {int(x["seq"]): x for x in lines if isinstance(x.get("seq"), int)}
+    tab_lines = sorted((s, x) for s, x in by_seq.items() if isinstance(x.get("tab"), Mapping))
+    previous_at = ""
+    items: list[dict[str, Any]] = []
+    previous = manifest.start_seq or 0
+    for frame in manifest.frames:
+        if frame.after:
+            boundary = max(frame.after)
+        elif frame.kind == "last" and manifest.end_seq is not None:
+            boundary = manifest.end_seq
+        else:
+            boundary = previous
+        entries = [dict(by_seq[s]) for s in frame.after if s in by_seq]
+        actions = [e["action"] for e in entries if isinstance(e.get("action"), Mapping)]
+        if frame.at:  # the tab events that happened before the frame was taken
+            events = [
+                _event(x["tab"])
+                for _s, x in tab_lines
+                if previous_at < str(x.get("at") or "") <= frame.at
+            ]
+            previous_at = frame.at
+        else:  # a manifest rebuilt from a store: no times, so by entry number
+            events = [_event(x["tab"]) for s, x in tab_lines if previous < s <= boundary]
+        previous = max(previous, boundary)
+        items.append(
+            {
+                "index": frame.index,
+                "kind": frame.kind or "frame",
+                "at": frame.at or "",
+                "url": frame.url or "",
+                "file": None if frame.error else frame.file,
+                "error": frame.error,
+                "words": words(entries),
+                "who": sorted({str(a.get("who")) for a in actions if a.get("who")}),
+                "entries": len(entries),
+                "events": events,
+            }
+        )
+    return items
+
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy"
+ content="default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
+<title>__TITLE__</title>
+<style>
+ body { margin: 0; font: 14px/1.4 system-ui, sans-serif; display: flex; height: 100vh; }
+ #timeline { width: 34%; overflow-y: auto; border-right: 1px solid #ccc; margin: 0; padding: 0; }
+ #timeline li { list-style: none; padding: 8px 10px; border-bottom: 1px solid #eee; }
+ #timeline li { cursor: pointer; }
+ #timeline li.current { background: #e8f0fe; }
+ #timeline li .meta { color: #666; font-size: 12px; }
+ #timeline li.missing { color: #a00; }
+ main { flex: 1; overflow: auto; padding: 12px; }
+ main img { max-width: 100%; border: 1px solid #ccc; }
+ h1 { font-size: 16px; margin: 0 0 8px; }
+ .events { color: #555; font-size: 13px; }
+</style></head>
+<body>
+<ol id="timeline" aria-label="frames"></ol>
+<main>
+ <h1 id="heading"></h1>
+ <div id="detail"></div>
+ <p id="url"></p>
+ <img id="picture" alt="">
+ <ul id="events" class="events"></ul>
+</main>
+<script type="application/json" id="data">__DATA__</script>
+<script>
+const data = JSON.parse(document.getElementById("data").textContent);
+const list = document.getElementById("timeline");
+let current = 0;
+function text(el, value) { el.textContent = value; return el; }
+data.items.forEach((item, i) => {
+  const li = document.createElement("li");
+  li.dataset.index = i;
+  if (!item.file) li.classList.add("missing");
+  const what = item.words.length ? item.words.join("; ") : "(" + item.kind + " frame)";
+  li.appendChild(text(document.createElement("div"), "#" + item.index + " " + what));
+  const who = item.who.length ? " · " + item.who.join(", ") : "";
+  li.appendChild(text(document.createElement("div"), item.kind + " · " + item.at + who))
+    .className = "meta";
+  li.addEventListener("click", () => show(i));
+  list.appendChild(li);
+});
+function show(i) {
+  if (!data.items.length) return;
+  current = Math.max(0, Math.min(data.items.length - 1, i));
+  const item = data.items[current];
+  list.querySelectorAll("li").forEach((li) =>
+    li.classList.toggle("current", Number(li.dataset.index) === current));
+  list.children[current].scrollIntoView({block: "nearest"});
+  text(document.getElementById("heading"),
+    "Frame " + item.index + " of " + data.items.length + " (" + item.kind + ") at " + item.at);
+  const detail = document.getElementById("detail");
+  detail.replaceChildren();
+  const did = item.words.length ? item.words : ["(no action)"];
+  did.forEach((w) => detail.appendChild(text(document.createElement("div"), w)));
+  if (item.who.length) {
+    detail.appendChild(text(document.createElement("div"), "by " + item.who.join(", ")));
+  }
+  text(document.getElementById("url"), item.url);
+  const picture = document.getElementById("picture");
+  if (item.file) { picture.src = data.images[item.file]; picture.alt = "frame " + item.index; }
+  else { picture.removeAttribute("src"); picture.alt = "missing: " + (item.error || ""); }
+  const events = document.getElementById("events");
+  events.replaceChildren();
+  item.events.forEach((e) => events.appendChild(text(document.createElement("li"), e)));
+}
+document.addEventListener("keydown", (e) => {
+  if (["ArrowDown", "ArrowRight", "j"].includes(e.key)) { show(current + 1); e.preventDefault(); }
+  if (["ArrowUp", "ArrowLeft", "k"].includes(e.key)) { show(current - 1); e.preventDefault(); }
+  if (e.key === "Home") show(0);
+  if (e.key === "End") show(data.items.length - 1);
+});
+show(0);
+</script>
+</body></html>
+"""
+
+
+def render(
+    manifest: BrowserRecordingManifest,
+    lines: Iterable[Mapping[str, Any]],
+    images: Mapping[str, bytes],
+) -> str:
+    """The page: ``images`` are the frames' bytes by file name."""
+    items = frame_items(manifest, lines)
+    inlined = {}
+    for item in items:
+        file = item["file"]
+        if file is None or file not in images:
+            item["file"] = None
+            continue
+        kind = "image/png" if file.endswith(".png") else "image/jpeg"
+        inlined[file] = f"data:{kind};base64," + base64.b64encode(images[file]).decode()
+    data = json.dumps({"recording": manifest.recording_id, "items": items, "images": inlined})
+    title = html.escape(f"recording {manifest.name or manifest.recording_id}")
+    # Inside a script element, "</" would end it: JSON allows "<\\/".
+    return _PAGE.replace("__TITLE__", title).replace("__DATA__", data.replace("</", "<\\/"))
+
+
+def _from_store(url: str, into: Path) -> Path:
+    from urllib.parse import urlsplit
+
+    import boto3
+
+    parts = urlsplit(url)
+    bucket, prefix = parts.netloc, parts.path.strip("/")
+    s3 = boto3.session.Session().client("s3")
+    start = prefix + "/"
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=start):
+        for found in page.get("Contents", []):
+            name = safe_name(str(found["Key"])[len(start) :])
+            if name is None:
+                continue
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, str(found["Key"]), str(into / name))
+    return into
+
+
+def view(recording: str, out: Path | None = None) -> Path:
+    """Write the page for ``recording`` (a folder or an ``s3://`` URL); its path."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = (
+            _from_store(recording, Path(tmp)) if recording.startswith("s3://") else Path(recording)
+        )
+        manifest_file = folder / "manifest.json"
+        if not manifest_file.exists():
+            raise FileNotFoundError(
+                f"{recording} holds no manifest.json: give a recording's folder "
+                "(a run's recordings/<recording_id>/) or its s3:// place"
+            )
+        manifest = BrowserRecordingManifest.model_validate_json(manifest_file.read_bytes())
+        log = folder / "log.jsonl"
+        lines = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+        images = {}
+        for frame in manifest.frames:
+            name = safe_name(frame.file)
+            if name is not None and not frame.error and (folder / name).is_file():
+                images[frame.file] = (folder / name).read_bytes()
+        page = render(manifest, lines, images)
+        target = out or (
+            Path(recording.rstrip("/").rsplit("/", 1)[-1] + ".html")
+            if recording.startswith("s3://")
+            else folder / "view.html"
+        )
+        target.write_text(page)
+        return target
