@@ -32,7 +32,7 @@ def _record(stack: NativeStack, site: Site, folder: Path) -> Path:
         json={"request_id": uuid.uuid4().hex, "upload": {"url": f"file://{folder}"}},
         timeout=60,
     )
-    recording = answer.json()["recording_id"]
+    recording = str(answer.json()["recording_id"])
     wait_for(lambda: (folder / recording / "frames").is_dir(), "the first frame")
     with sync_playwright() as pw:
         browser = pw.chromium.connect_over_cdp(browser_ws_url(stack.relay_http, "user=viewed"))
