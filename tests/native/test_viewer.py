@@ -8,6 +8,7 @@ agent did, every picture, and the arrow keys step through it.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -67,7 +68,7 @@ def test_a_recording_viewed_in_chromium(stack: NativeStack, site: Site, tmp_path
     assert done.returncode == 0, done.stderr
     page_file = recording / "view.html"
     assert f"wrote {page_file}" in done.stdout and time.monotonic() - began < 30
-    manifest = __import__("json").loads((recording / "manifest.json").read_text())
+    manifest = json.loads((recording / "manifest.json").read_text())
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=shutil.which("chromium"), headless=True)
@@ -85,7 +86,7 @@ def test_a_recording_viewed_in_chromium(stack: NativeStack, site: Site, tmp_path
         assert "viewed" in timeline  # who acted
         # Every picture is inlined and decodes.
         for index in range(items.count()):
-            page.keyboard.press("Home") if index == 0 else page.keyboard.press("ArrowDown")
+            page.keyboard.press("Home" if index == 0 else "ArrowDown")
             current = page.locator("#timeline li.current")
             assert current.get_attribute("data-index") == str(index)
             assert page.evaluate(
