@@ -249,7 +249,7 @@ def test_deploy_env_starts_and_stops_a_computer(image: str, tmp_path: Path, stor
     for frame in manifest["frames"]:
         assert (run / "recordings" / recording / frame["file"]).read_bytes()[:2] == b"\xff\xd8"
     assert json.loads((run / "metadata.json").read_text())["store"].startswith(
-        "s3://agentenv/runs" if store == "local" else "file://"
+        "s3://agentenv-" if store == "local" else "file://"
     )
     client = docker.from_env()
     left = client.containers.list(all=True, filters={"label": "io.agentenv.harness=1"})

@@ -284,3 +284,16 @@ def test_concurrent_ops_keep_their_own_commands(stack: NativeStack) -> None:
         if a["method"] == "Input.dispatchMouseEvent":
             assert a["within"] == ops["input/scroll"], (seq, a)
     op(stack, "tabs/close", {"id": tab})
+
+
+def test_the_live_view_on_a_developers_machine(stack: NativeStack, site: Site) -> None:
+    """``/live`` and ``/live/frame`` with no users configured; off the record."""
+    tab = stack.op("tabs/open", {"url": site.url + "/next"})["id"]
+    before = read_log(stack.app_http)[1]
+    page = requests.get(stack.app_http + "/live", timeout=30)
+    assert page.status_code == 200 and "/live/frame" in page.text
+    assert page.headers["Content-Type"].startswith("text/html")
+    shots = [requests.get(stack.app_http + "/live/frame", timeout=30) for _ in range(3)]
+    assert all(s.status_code == 200 and s.content[:2] == b"\xff\xd8" for s in shots)
+    assert read_log(stack.app_http)[1] == before  # watching writes nothing
+    stack.op("tabs/close", {"id": tab})

@@ -41,6 +41,8 @@ from agentenv.app import data, toolcall
 from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller, caller_of
 from agentenv.app.errors import OpError, failure
+from agentenv.app.live import PAGE as LIVE_PAGE
+from agentenv.app.live import Live
 from agentenv.app.optable import BODY_LIMIT, DATA_OPS, OPS, all_ops
 from agentenv.app.pixels import Image
 from agentenv.app.runtime import runtime_problem
@@ -88,6 +90,7 @@ class McpState:
 
 
 mcp_key = web.AppKey("mcp", McpState)
+live_key = web.AppKey("live", Live)
 #: How long an /mcp request waits for the MCP server to load at boot.
 MCP_LOAD_S = 60.0
 
@@ -114,7 +117,7 @@ async def _checks(request: web.Request, handler: Handler) -> web.StreamResponse:
     except web.HTTPNotFound:
         ops = ", ".join(f"/v1/browser/{op}" for op in all_ops())
         return error_response(
-            404, f"no such path; this server has /card, /healthz, /readyz, /mcp, {ops}"
+            404, f"no such path; this server has /card, /healthz, /readyz, /mcp, /live, {ops}"
         )
     except web.HTTPMethodNotAllowed as exc:
         allowed = ", ".join(sorted(exc.allowed_methods))
@@ -355,6 +358,26 @@ async def recording_op(request: web.Request) -> web.Response:
     return await recorder_call(request.app, op, await read_body(request, BODY_LIMIT))
 
 
+async def live_page(request: web.Request) -> web.Response:
+    """The live view's page (an agent's token or the control token)."""
+    caller(request)
+    return web.Response(
+        text=LIVE_PAGE,
+        content_type="text/html",
+        headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
+    )
+
+
+async def live_frame(request: web.Request) -> web.Response:
+    """The active tab now, as JPEG (captured only when asked)."""
+    caller(request)
+    try:
+        data = await request.app[live_key].frame()
+    except OpError as exc:
+        return error_response(exc.status, exc.message)
+    return web.Response(body=data, content_type="image/jpeg", headers={"Cache-Control": "no-store"})
+
+
 async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[settings_key]
     app[client_key] = aiohttp.ClientSession()
@@ -365,6 +388,7 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
         str(settings.downloads_dir),
         new_link=lambda: BrowserLink(settings, app[client_key]),
     )
+    app[live_key] = Live(app[browser_key])
     state = app[mcp_key] = McpState()
     loading = asyncio.create_task(_serve_mcp(state, settings, link))
     yield
@@ -406,6 +430,8 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/card", card)
     app.router.add_post("/v1/browser/{op:.+}", browser_op)
     app.router.add_post("/v1/browser-recording/{op}", recording_op)
+    app.router.add_get("/live", live_page)
+    app.router.add_get("/live/frame", live_frame)
 
     # /mcp: the mcp SDK's streamable HTTP app, mounted through aiohttp-asgi
     # (the proxy itself is made at startup, with the browser link).

@@ -212,7 +212,7 @@ class S3Store:
     def _credentials(self, key: str, prefix: str, seconds: int) -> dict[str, Any]:
         policy = prefix_policy(self.bucket, prefix)
         sts = self.client("sts")
-        name = _session_name(key)
+        name = _session_name(f"{self.bucket}/{prefix}")
         try:
             if self.role_per_grant:
                 role = self._role(name, policy)
@@ -367,13 +367,51 @@ def _bridge_address() -> str:
         return "127.0.0.1"
 
 
-def start_local(say: Any = print, host: str | None = None) -> LocalStore:
-    """moto's S3 server with checks on, its management API refused; a harness
-    user with every right, a bucket; credentials only this process knows."""
+#: The local store's administrator (moto keeps its users for the whole process,
+#: across its servers): made once, with the checks off, before they go on.
+_ADMIN: dict[str, str] = {}
+
+
+def _admin(endpoint: str) -> dict[str, str]:
+    if _ADMIN:
+        return _ADMIN
     import secrets
 
     import boto3
     from moto import settings
+
+    settings.INITIAL_NO_AUTH_ACTION_COUNT = float("inf")
+    setup = boto3.session.Session(
+        aws_access_key_id="setup",
+        aws_secret_access_key=secrets.token_hex(16),
+        region_name="us-east-1",
+    )
+    iam = setup.client("iam", endpoint_url=endpoint)
+    user = f"agentenv-harness-{secrets.token_hex(4)}"
+    iam.create_user(UserName=user)
+    keys = iam.create_access_key(UserName=user)["AccessKey"]
+    iam.put_user_policy(
+        UserName=user,
+        PolicyName="all",
+        PolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
+            }
+        ),
+    )
+    settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
+    _ADMIN.update(AccessKeyId=keys["AccessKeyId"], SecretAccessKey=keys["SecretAccessKey"])
+    return _ADMIN
+
+
+def start_local(say: Any = print, host: str | None = None) -> LocalStore:
+    """moto's S3 server with checks on, its management API refused; a bucket of
+    its own (``agentenv-<random>``), reached with an administrator's
+    credentials only this process knows."""
+    import secrets
+
+    import boto3
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import WSGIRequestHandler, make_server
 
@@ -400,37 +438,15 @@ def start_local(say: Any = print, host: str | None = None) -> LocalStore:
     thread = threading.Thread(target=server.serve_forever, name="agentenv-store", daemon=True)
     thread.start()
     endpoint = f"http://{address}:{server.server_port}"
-    # Set up before the checks are on (moto counts unchecked actions), then check all.
-    settings.INITIAL_NO_AUTH_ACTION_COUNT = float("inf")
-    setup = boto3.session.Session(
-        aws_access_key_id="setup",
-        aws_secret_access_key=secrets.token_hex(16),
-        region_name="us-east-1",
-    )
-    iam = setup.client("iam", endpoint_url=endpoint)
-    user = "agentenv-harness"
-    iam.create_user(UserName=user)
-    keys = iam.create_access_key(UserName=user)["AccessKey"]
-    iam.put_user_policy(
-        UserName=user,
-        PolicyName="all",
-        PolicyDocument=json.dumps(
-            {
-                "Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
-            }
-        ),
-    )
-    setup.client("s3", endpoint_url=endpoint).create_bucket(Bucket=LOCAL_BUCKET)
-    settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
+    keys = _admin(endpoint)
     session = boto3.session.Session(
         aws_access_key_id=keys["AccessKeyId"],
         aws_secret_access_key=keys["SecretAccessKey"],
         region_name="us-east-1",
     )
-    store = LocalStore(
-        LOCAL_BUCKET, "runs", session, endpoint_url=endpoint, say=say, role_per_grant=True
-    )
+    bucket = f"{LOCAL_BUCKET}-{secrets.token_hex(4)}"
+    session.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
+    store = LocalStore(bucket, "runs", session, endpoint_url=endpoint, say=say, role_per_grant=True)
     store.server, store.thread = server, thread
     return store
 
