@@ -1,4 +1,4 @@
-"""``python -m bench [log|relay|mcp|recorder|viewer|container]``: run benchmarks, print tables."""
+"""``python -m bench [log|relay|mcp|recorder|viewer|live|container]``: run, print tables."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 
 def main() -> None:
-    wanted = set(sys.argv[1:]) or {"log", "relay", "mcp", "recorder", "viewer", "container"}
+    wanted = set(sys.argv[1:]) or {"log", "relay", "mcp", "recorder", "viewer", "live", "container"}
     if "log" in wanted:
         from bench import log
 
@@ -28,6 +28,10 @@ def main() -> None:
         from bench import viewer
 
         print(viewer.run(), flush=True)
+    if "live" in wanted:
+        from bench import live
+
+        print(live.run(), flush=True)
     if "container" in wanted:
         from bench import container
 

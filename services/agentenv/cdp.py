@@ -258,11 +258,16 @@ class BrowserLink:
                 await self._reader
 
 
-async def capture(link: BrowserLink, tab: str, fmt: str, quality: int | None = None) -> bytes:
+async def capture(
+    link: BrowserLink, tab: str, fmt: str, quality: int | None = None, fast: bool = False
+) -> bytes:
     """A screenshot of ``tab``, never bringing it to the front.
 
     A capture still unanswered after :data:`SECOND_CAPTURE_S` is followed by
-    a second; the first answer wins; every capture has a deadline.
+    a second; the first answer wins; every capture has a deadline. ``fast``
+    asks Chromium to encode for speed rather than size (the live view: it
+    took the view's cost at five frames a second from 11.8 % of a core to
+    9.8 %; a scaled ``clip`` made it 14.7 %, Chromium painting anew).
     """
     import base64
 
@@ -270,6 +275,8 @@ async def capture(link: BrowserLink, tab: str, fmt: str, quality: int | None = N
     params: dict[str, Any] = {"format": fmt}
     if fmt == "jpeg":
         params["quality"] = quality or 80
+    if fast:
+        params["optimizeForSpeed"] = True
 
     def shot() -> asyncio.Future[dict[str, Any]]:
         return asyncio.ensure_future(

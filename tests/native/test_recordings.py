@@ -452,7 +452,11 @@ def test_a_press_names_what_it_lands_on_while_a_recording_is_open(
     assert found[:2] == [{"role": "button", "name": "Go"}, {"role": "textbox", "name": "search"}]
     log = [json.loads(x) for x in (tmp_path / recording / "log.jsonl").read_text().splitlines()]
     said = words(log)
-    assert said[:3] == ['click "Go" (button)', 'click "search" (textbox)', 'type "red shoes"'], said
+    assert said[:3] == [
+        'click "Go" (button)',
+        'click "search" (textbox)',
+        'type "red shoes" into "search" (textbox)',
+    ], said
     # The pixel click: its op's entry names what the press landed on too.
     assert said[3] == "click at (5, 5)", said  # the page's background: its point
     assert said[-2:] == ["navigate to " + site.url + "/pixels", 'click "Press" (button)'], said

@@ -65,6 +65,20 @@ def test_typing_folds_into_words_and_keys_are_presses() -> None:
     assert words(typed) == ['type "redA shoes"', "press Enter", "press Tab", "press ArrowDown"]
 
 
+def test_typing_names_its_field_when_the_relay_found_it() -> None:
+    search = {"role": "textbox", "name": "Search"}
+    lines = [key(c, c) for c in "red"] + [cdp("Input.insertText", text=" shoes")]
+    for line in lines:
+        line["action"]["target"] = search
+    other = cdp("Input.insertText", text="42")
+    other["action"]["target"] = {"role": "spinbutton", "name": "Size"}
+    assert words([*lines, other, key("\r", "Enter")]) == [
+        'type "red shoes" into "Search" (textbox)',
+        'type "42" into "Size" (spinbutton)',
+        "press Enter",
+    ]
+
+
 def test_a_password_is_never_shown() -> None:
     withheld = [
         cdp("Input.insertText", text={"withheld": "password", "length": 15}),

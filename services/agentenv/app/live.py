@@ -49,7 +49,7 @@ class Live:
                 tab = await active_tab(link)
                 if tab is None:
                     raise OpError(409, "no tab is open: nothing to show until one opens")
-                data = await capture(link, tab, "jpeg", QUALITY)
+                data = await capture(link, tab, "jpeg", QUALITY, fast=True)
             except (BrowserError, CdpError) as exc:
                 raise OpError(503, f"cannot capture the active tab now ({exc}); retrying") from None
             self.captures += 1

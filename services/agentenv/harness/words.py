@@ -65,7 +65,9 @@ class _Typing:
         self.into: str | None = None
         self.down: Any = None  # the text of a keyDown whose char event may follow
 
-    def add(self, text: Any, into: str | None = None) -> None:
+    def add(self, text: Any, into: str | None, out: list[str]) -> None:
+        if into is not None and self.into is not None and into != self.into:
+            self.flush(out)  # another field: another step
         hidden = _secret_length(text)
         if hidden is not None:
             self.hidden += hidden
@@ -100,8 +102,9 @@ def _cdp(action: dict[str, Any], typing: _Typing, out: list[str]) -> None:
     params = action.get("params") or {}
     if not isinstance(params, dict):
         params = {}
+    into = _element(action.get("target"))
     if method == "Input.insertText":
-        typing.add(params.get("text"))
+        typing.add(params.get("text"), into, out)
         return
     if method == "Input.dispatchKeyEvent":
         kind = params.get("type")
@@ -116,7 +119,7 @@ def _cdp(action: dict[str, Any], typing: _Typing, out: list[str]) -> None:
             typing.flush(out)
             out.append(f"press {_PRESSES[text]}")
         elif text and kind != "rawKeyDown":
-            typing.add(text)
+            typing.add(text, into, out)
         elif isinstance(key, str) and len(key) > 1 and kind != "char" and key not in _MODIFIERS:
             typing.flush(out)
             out.append(f"press {key}")
@@ -159,7 +162,7 @@ def _api(action: dict[str, Any], typing: _Typing, out: list[str]) -> None:
     if not isinstance(args, dict):
         args = {}
     if op == "input/type":
-        typing.add(args.get("text"))
+        typing.add(args.get("text"), _element(action.get("target")), out)
         return
     typing.flush(out)
     if op == "navigate":
@@ -200,7 +203,7 @@ def _mcp(action: dict[str, Any], typing: _Typing, out: list[str]) -> None:
     into = _quote(str(element)) if isinstance(element, str) and element else None
     if tool == "browser_type":
         typing.flush(out)
-        typing.add(args.get("text"), into)
+        typing.add(args.get("text"), into, out)
         typing.flush(out)
         if args.get("submit") is True:
             out.append("press Enter")

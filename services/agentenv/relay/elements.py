@@ -20,32 +20,23 @@ from typing import Any
 
 from agentenv.log.redact import redact_text
 
-__all__ = ["DESCRIBE_TIMEOUT_S", "NAME_LIMIT", "describe_expression", "is_press", "target"]
+__all__ = [
+    "DESCRIBE_FUNCTION",
+    "DESCRIBE_TIMEOUT_S",
+    "NAME_LIMIT",
+    "describe_expression",
+    "is_press",
+    "named",
+    "target",
+]
 
 #: How long the relay holds a press to ask what it lands on.
 DESCRIBE_TIMEOUT_S = 0.5
 NAME_LIMIT = 100
 
-_DESCRIBE = r"""((x, y) => {
-  let doc = document, el = null;
-  for (let depth = 0; depth < 32; depth++) {
-    el = doc.elementFromPoint(x, y);
-    while (el && el.shadowRoot) {
-      const inner = el.shadowRoot.elementFromPoint(x, y);
-      if (!inner || inner === el) break;
-      el = inner;
-    }
-    if (el && (el.tagName === "IFRAME" || el.tagName === "FRAME")) {
-      let inner = null;
-      try { inner = el.contentDocument; } catch (e) { inner = null; }
-      if (!inner) break;
-      const box = el.getBoundingClientRect();
-      x -= box.left + el.clientLeft; y -= box.top + el.clientTop;
-      doc = inner;
-      continue;
-    }
-    break;
-  }
+#: ``describeElement(el)``: ``{role, name}`` of the clickable element at or above ``el``.
+DESCRIBE_FUNCTION = r"""
+  const describeElement = (el) => {
   if (!el) return null;
   const clickable = "a[href],button,input,select,textarea,summary,option,label,[role]," +
     "[onclick],[contenteditable=''],[contenteditable='true']";
@@ -90,7 +81,35 @@ _DESCRIBE = r"""((x, y) => {
   }
   if (!name) name = clean(el.getAttribute("title") || el.getAttribute("placeholder"));
   return {role: role, name: name.slice(0, 400)};
+  };
+"""
+
+_DESCRIBE = (
+    "((x, y) => {"
+    + DESCRIBE_FUNCTION
+    + r"""
+  let doc = document, el = null;
+  for (let depth = 0; depth < 32; depth++) {
+    el = doc.elementFromPoint(x, y);
+    while (el && el.shadowRoot) {
+      const inner = el.shadowRoot.elementFromPoint(x, y);
+      if (!inner || inner === el) break;
+      el = inner;
+    }
+    if (el && (el.tagName === "IFRAME" || el.tagName === "FRAME")) {
+      let inner = null;
+      try { inner = el.contentDocument; } catch (e) { inner = null; }
+      if (!inner) break;
+      const box = el.getBoundingClientRect();
+      x -= box.left + el.clientLeft; y -= box.top + el.clientTop;
+      doc = inner;
+      continue;
+    }
+    break;
+  }
+  return describeElement(el);
 })"""
+)
 
 
 def describe_expression(point: tuple[float, float]) -> str:
@@ -115,7 +134,11 @@ def target(answer: object) -> dict[str, str] | None:
         return None
     outer = answer.get("result")
     inner = outer.get("result") if isinstance(outer, Mapping) else None
-    value = inner.get("value") if isinstance(inner, Mapping) else None
+    return named(inner.get("value") if isinstance(inner, Mapping) else None)
+
+
+def named(value: object) -> dict[str, str] | None:
+    """``describeElement``'s value as ``{role, name}``, redacted and cut, or None."""
     if not isinstance(value, Mapping):
         return None
     role, name = value.get("role"), value.get("name")

@@ -24,6 +24,9 @@ from agentenv.relay.tabs import TAB_METHODS, Causes, Command
 
 __all__ = ["Action", "Logbook", "Scope"]
 
+#: Pixel ops whose entry takes the element their press or typing landed on.
+_NAMED_OPS = ("input/click", "input/type")
+
 log = logging.getLogger("agentenv.relay")
 
 
@@ -258,15 +261,15 @@ class Logbook:
             self.recordings.pop(recording, None)
 
     def target(self, entry: int, found: dict[str, str]) -> None:
-        """What a press landed on: on its entry, and on the action it ran for
-        (a pixel op's click) when that names none yet."""
+        """What a press landed on, or the field typing went into: on its
+        entry, and on the pixel op it ran for when that names none yet."""
         fields = self.writer.fields(entry)
         if fields is None:
             return
         fields["target"] = found
         within = fields.get("within")
         outer = self.writer.fields(within) if isinstance(within, int) else None
-        if outer is not None and "target" not in outer and outer.get("op") == "input/click":
+        if outer is not None and "target" not in outer and outer.get("op") in _NAMED_OPS:
             outer["target"] = found
 
     def end_action(self, owner: int, params: EndAction) -> None:

@@ -22,12 +22,14 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from agentenv.log.redact import withheld
+from agentenv.relay.elements import DESCRIBE_FUNCTION, named
 
 __all__ = [
     "CHECK_TIMEOUT_S",
     "Focus",
     "check_expression",
     "drop_point",
+    "field_named",
     "is_typing",
     "verdict",
     "withhold_typing",
@@ -57,6 +59,7 @@ _CLASSIFY = r"""
 _FOCUS = (
     "(() => {"
     + _CLASSIFY
+    + "/*OUT*/"
     + r"""
   let el = document.activeElement;
   for (let depth = 0; el && depth < 32; depth++) {
@@ -71,13 +74,14 @@ _FOCUS = (
     }
     break;
   }
-  return classify(el);
+  return out(el);
 })()"""
 )
 
 _POINT = (
     "((x, y) => {"
     + _CLASSIFY
+    + "/*OUT*/"
     + r"""
   let doc = document, el = null;
   for (let depth = 0; depth < 32; depth++) {
@@ -98,18 +102,27 @@ _POINT = (
     }
     break;
   }
-  return classify(el);
+  return out(el);
 })"""
 )
 
 _TYPING = frozenset({"Input.insertText", "Input.imeSetComposition"})
 
 
-def check_expression(point: tuple[float, float] | None = None) -> str:
-    """The script a check evaluates: the focused field, or the element at ``point``."""
+_VERDICT_ONLY = "const out = (el) => classify(el);\n"
+# With a recording open, the check also names the field (for the words judges read).
+_DESCRIBED = DESCRIBE_FUNCTION + (
+    "const out = (el) => ({verdict: classify(el), target: describeElement(el)});\n"
+)
+
+
+def check_expression(point: tuple[float, float] | None = None, describe: bool = False) -> str:
+    """The script a check evaluates: the focused field, or the element at
+    ``point``; with ``describe``, its role and name too."""
+    out = _DESCRIBED if describe else _VERDICT_ONLY
     if point is None:
-        return _FOCUS
-    return f"{_POINT}({float(point[0])!r}, {float(point[1])!r})"
+        return _FOCUS.replace("/*OUT*/", out, 1)
+    return f"{_POINT.replace('/*OUT*/', out, 1)}({float(point[0])!r}, {float(point[1])!r})"
 
 
 def _drag_texts(params: Mapping[str, Any]) -> bool:
@@ -144,15 +157,29 @@ def drop_point(method: str, params: Mapping[str, Any] | None) -> tuple[float, fl
     return None
 
 
-def verdict(answer: object) -> Focus:
-    """A check's answer (the ``Runtime.evaluate`` answer message) as a verdict."""
+def _value(answer: object) -> object:
     if isinstance(answer, Mapping):
         outer = answer.get("result")
         inner = outer.get("result") if isinstance(outer, Mapping) else None
-        if isinstance(inner, Mapping) and inner.get("value") in ("password", "no"):
-            value: Focus = inner["value"]
-            return value
-    return "undecided"
+        if isinstance(inner, Mapping):
+            return inner.get("value")
+    return None
+
+
+def verdict(answer: object) -> Focus:
+    """A check's answer (the ``Runtime.evaluate`` answer message) as a verdict."""
+    value = _value(answer)
+    if isinstance(value, Mapping):
+        value = value.get("verdict")
+    if value == "password":
+        return "password"
+    return "no" if value == "no" else "undecided"
+
+
+def field_named(answer: object) -> dict[str, str] | None:
+    """The field a described check found (``check_expression(describe=True)``)."""
+    value = _value(answer)
+    return named(value.get("target")) if isinstance(value, Mapping) else None
 
 
 def withhold_typing(method: str, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -166,10 +166,14 @@ class _Bridge:
     async def _check_typing(self, step: Step, entry: int) -> None:
         try:
             await self._earlier_answered(step.tab)
-            focus = await self.watcher.check(step.tab, step.point)
+            focus, field = await self.watcher.checked(
+                step.tab, step.point, describe=bool(self.logbook.recordings)
+            )
         except BaseException:
             self.logbook.end_command(entry, False, "the connection ended during the password check")
             raise
+        if field is not None:
+            self.logbook.target(entry, field)
         if focus == "no":
             fields = self.logbook.writer.fields(entry)
             if fields is not None:

@@ -27,7 +27,13 @@ from agentenv.protocol.urls import tab as is_tab
 from agentenv.relay.elements import DESCRIBE_TIMEOUT_S, describe_expression, target
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.logbook import Logbook
-from agentenv.relay.password import CHECK_TIMEOUT_S, Focus, check_expression, verdict
+from agentenv.relay.password import (
+    CHECK_TIMEOUT_S,
+    Focus,
+    check_expression,
+    field_named,
+    verdict,
+)
 from agentenv.settings import Settings
 
 __all__ = ["Watcher"]
@@ -298,19 +304,29 @@ class Watcher:
     async def check(self, tab: str | None, point: tuple[float, float] | None = None) -> Focus:
         """Whether typing in ``tab`` goes into a password field: the focused
         field, or the element at ``point`` (a drop). Undecided on any doubt."""
+        return (await self.checked(tab, point))[0]
+
+    async def checked(
+        self, tab: str | None, point: tuple[float, float] | None = None, describe: bool = False
+    ) -> tuple[Focus, dict[str, str] | None]:
+        """:meth:`check`, and with ``describe`` the field's role and name."""
         if tab is None:
-            return "undecided"
+            return "undecided", None
         try:
             async with asyncio.timeout(CHECK_TIMEOUT_S):
                 session = await self._session(tab)
                 if session is None:
-                    return "undecided"
+                    return "undecided", None
                 answer = await self._call(
                     "Runtime.evaluate",
-                    {"expression": check_expression(point), "returnByValue": True, "silent": True},
+                    {
+                        "expression": check_expression(point, describe),
+                        "returnByValue": True,
+                        "silent": True,
+                    },
                     session=session,
                     deadline_s=CHECK_TIMEOUT_S,
                 )
         except (WatcherError, TimeoutError, aiohttp.ClientError, OSError):
-            return "undecided"
-        return verdict(answer)
+            return "undecided", None
+        return verdict(answer), field_named(answer) if describe else None
