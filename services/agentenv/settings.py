@@ -57,6 +57,8 @@ class Settings:
     upload_roots: tuple[Path, ...] = ()
     #: A recording's budgets on this computer (the card shows them; a start
     #: may ask for less, not more).
+    #: Agents' CDP connections the relay takes at once (0: no limit).
+    max_connections: int = 0
     recording_max_frames: int = 10_000
     recording_max_duration_s: int = 4 * 3600
     #: Upper bound of one WebSocket message, each way.
@@ -169,6 +171,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         upload_roots=tuple(
             Path(p) for p in env.get("AGENTENV_UPLOAD_ROOTS", "").replace(",", ":").split(":") if p
         ),
+        max_connections=_int(env, "AGENTENV_MAX_CONNECTIONS", defaults.max_connections),
         recording_max_frames=_positive(
             env, "AGENTENV_RECORDING_MAX_FRAMES", defaults.recording_max_frames
         ),

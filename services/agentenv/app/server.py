@@ -49,6 +49,7 @@ from agentenv.app.runtime import runtime_problem
 from agentenv.cdp import BrowserError, BrowserLink
 from agentenv.http import BodyError, error_response, read_body, read_json
 from agentenv.log.reader import LogReader
+from agentenv.metrics import CONTENT_TYPE, AppCounts, render
 from agentenv.process import log_dir
 from agentenv.protocol import dump
 from agentenv.protocol.browser import Empty
@@ -117,7 +118,8 @@ async def _checks(request: web.Request, handler: Handler) -> web.StreamResponse:
     except web.HTTPNotFound:
         ops = ", ".join(f"/v1/browser/{op}" for op in all_ops())
         return error_response(
-            404, f"no such path; this server has /card, /healthz, /readyz, /mcp, /live, {ops}"
+            404,
+            f"no such path; this server has /card, /healthz, /readyz, /mcp, /live, /metrics, {ops}",
         )
     except web.HTTPMethodNotAllowed as exc:
         allowed = ", ".join(sorted(exc.allowed_methods))
@@ -358,6 +360,35 @@ async def recording_op(request: web.Request) -> web.Response:
     return await recorder_call(request.app, op, await read_body(request, BODY_LIMIT))
 
 
+async def metrics(request: web.Request) -> web.Response:
+    """The computer's counts (Prometheus' text format): the app server's, the
+    relay's and the recorder's, fetched with the control token. A program that
+    does not answer is named in a comment; the others still are."""
+    require_control(request)
+    app = request.app
+    settings = app[settings_key]
+    state = app[mcp_key]
+    counts = AppCounts(sessions=lambda: len(state.proxy.sessions) if state.proxy else 0)
+    parts = [render(counts)]
+    headers = (
+        {"Authorization": f"Bearer {settings.control_token}"} if settings.control_token else {}
+    )
+    for name, url in (
+        ("relay", f"{settings.relay_http}/metrics"),
+        ("recorder", f"http://127.0.0.1:{settings.recorder_port}/metrics"),
+    ):
+        try:
+            async with app[client_key].get(
+                url, headers=headers, timeout=aiohttp.ClientTimeout(total=5)
+            ) as answer:
+                if answer.status != 200:
+                    raise aiohttp.ClientError(str(answer.status))
+                parts.append(await answer.read())
+        except (aiohttp.ClientError, OSError, TimeoutError):
+            parts.append(f"# the {name} is not answering\n".encode())
+    return web.Response(body=b"".join(parts), headers={"Content-Type": CONTENT_TYPE})
+
+
 async def live_page(request: web.Request) -> web.Response:
     """The live view's page (an agent's token or the control token)."""
     caller(request)
@@ -430,6 +461,7 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/card", card)
     app.router.add_post("/v1/browser/{op:.+}", browser_op)
     app.router.add_post("/v1/browser-recording/{op}", recording_op)
+    app.router.add_get("/metrics", metrics)
     app.router.add_get("/live", live_page)
     app.router.add_get("/live/frame", live_frame)
 

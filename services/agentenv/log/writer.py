@@ -47,6 +47,9 @@ class LogWriter:
         self._numbering = numbering
         self._clock = clock
         self._monotonic = monotonic
+        self._puts = 0
+        #: How long the latest timed write took (one write in 256 is timed).
+        self.sampled_write_s = 0.0
 
     @classmethod
     def open(
@@ -107,6 +110,15 @@ class LogWriter:
         self._put(encode(entry))
 
     def _put(self, data: bytes) -> None:
+        self._puts += 1
+        if not self._puts & 255:
+            began = time.perf_counter()
+            self._write_all(data)
+            self.sampled_write_s = time.perf_counter() - began
+        else:
+            self._write_all(data)
+
+    def _write_all(self, data: bytes) -> None:
         try:
             written = os.write(self._fd, data)
             while written < len(data):  # only on a full disk or a signal

@@ -23,6 +23,7 @@ from agentenv.cdp import BrowserError, BrowserLink, CdpError, active_tab, captur
 from agentenv.log.lines import iso
 from agentenv.log.reader import LogReader
 from agentenv.log.redact import redact_cut, redact_text
+from agentenv.metrics import RecorderCounts
 from agentenv.protocol.recording import (
     BrowserRecordingManifest,
     FrameEntry,
@@ -36,7 +37,10 @@ from agentenv.protocol.recording import (
 from agentenv.recorder.bursts import Bursts, FrameDue
 from agentenv.recorder.grants import Uploader, UploadError, open_grant
 
-__all__ = ["END_WAIT_S", "LOAD_WAIT_S", "Recording"]
+__all__ = ["COUNTS", "END_WAIT_S", "LOAD_WAIT_S", "Recording"]
+
+#: The recorder's counts (``/metrics``).
+COUNTS = RecorderCounts()
 
 log = logging.getLogger("agentenv.recorder")
 
@@ -169,6 +173,9 @@ class Recording:
                     await self.upload.put(file, data, f"image/{fmt}")
                 except UploadError as exc:
                     error = str(exc)[:_ERROR_CUT]
+            COUNTS.frames[kind] = COUNTS.frames.get(kind, 0) + 1
+            if error is not None:
+                COUNTS.missing += 1
             self.frames.append(
                 FrameEntry(
                     index=index,

@@ -27,11 +27,12 @@ from agentenv.cdp import BrowserError, BrowserLink
 from agentenv.http import BodyError, error_response, read_json
 from agentenv.log.lines import iso
 from agentenv.log.reader import LogReader
+from agentenv.metrics import CONTENT_TYPE, render
 from agentenv.process import log_dir
 from agentenv.protocol.recording import End, EndAll, Start
 from agentenv.recorder.errors import GrantError, Refused, UploadError
 from agentenv.recorder.grants import open_grant, prove
-from agentenv.recorder.recording import Recording
+from agentenv.recorder.recording import COUNTS, Recording
 from agentenv.settings import Settings
 
 __all__ = ["Recorder", "make_app"]
@@ -193,12 +194,18 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
 
+async def metrics(request: web.Request) -> web.Response:
+    """The recorder's counts, for the app server's /metrics."""
+    return web.Response(body=render(COUNTS), headers={"Content-Type": CONTENT_TYPE})
+
+
 async def _recorder_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[settings_key]
     http = aiohttp.ClientSession()
     link = BrowserLink(settings, http)
     folder, _ = log_dir(settings)
     recorder = Recorder(settings, link, LogReader(folder / settings.log_file.name))
+    COUNTS.open = lambda: sum(1 for r in recorder.recordings.values() if r.manifest is None)
     app[recorder_key] = recorder
     follower = asyncio.create_task(recorder.follow())
     yield
@@ -221,4 +228,5 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_post("/end", end)
     app.router.add_post("/end_all", end_all)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
     return app

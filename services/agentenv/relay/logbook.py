@@ -19,6 +19,7 @@ from agentenv.access import Identity
 from agentenv.log.marks import ACTING, acts
 from agentenv.log.redact import redact, redact_cut, redact_params, redact_text, withheld
 from agentenv.log.writer import LogWriter
+from agentenv.metrics import RELAY
 from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.relay.tabs import TAB_METHODS, Causes, Command
 
@@ -95,6 +96,10 @@ class Logbook:
         did not clear (withheld text).
         """
         mark = acts(method)
+        if mark == ACTING:
+            RELAY.acting += 1
+        else:
+            RELAY.reading += 1
         action = self.within(conn, tag) if self.actions else None
         if identity.control and action is not None:
             # The computer's connections act for the action they run in (a

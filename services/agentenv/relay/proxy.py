@@ -35,6 +35,7 @@ from aiohttp import WSMsgType, web
 from agentenv.log.errors import LogError
 from agentenv.log.marks import method_acts
 from agentenv.log.redact import redact_params
+from agentenv.metrics import RELAY
 from agentenv.protocol.control import (
     BeginAction,
     ControlParams,
@@ -135,6 +136,8 @@ class _Bridge:
             return
         if kind is Kind.BLOCK:
             assert step.verdict is not None
+            rule = step.verdict.rule
+            RELAY.guard[rule] = RELAY.guard.get(rule, 0) + 1
             entry = self._entry(step)
             self.logbook.end_command(
                 entry, False, step.verdict.message, guard=step.verdict.as_entry()

@@ -42,6 +42,7 @@ from agentenv.access import (
 )
 from agentenv.http import error_response
 from agentenv.log.writer import LogWriter
+from agentenv.metrics import CONTENT_TYPE, RELAY, render
 from agentenv.process import log_dir
 from agentenv.relay import discovery, guard
 from agentenv.relay.core import ClientState
@@ -59,6 +60,8 @@ log = logging.getLogger("agentenv.relay")
 settings_key = web.AppKey("settings", Settings)
 client_key = web.AppKey("client", aiohttp.ClientSession)
 sockets_key: web.AppKey[WeakSet[web.WebSocketResponse]] = web.AppKey("sockets")
+#: Agents' connections open or connecting (AGENTENV_MAX_CONNECTIONS counts them).
+agents_key: web.AppKey[list[int]] = web.AppKey("agents")
 numbers_key: web.AppKey[itertools.count[int]] = web.AppKey("numbers")
 logbook_key = web.AppKey("logbook", Logbook)
 watcher_key = web.AppKey("watcher", Watcher)
@@ -293,6 +296,29 @@ async def devtools(request: web.Request) -> web.StreamResponse:
             "this path takes a WebSocket upgrade: connect a CDP client to "
             f"ws://{request['host']}{request.path}",
         )
+    if identity.control:
+        return await _bridge(request, client, identity)
+    # Agents' connections, open or connecting, against AGENTENV_MAX_CONNECTIONS.
+    taken = request.app[agents_key]
+    limit = settings.max_connections
+    if limit and taken[0] >= limit:
+        RELAY.refused += 1
+        return _error(
+            503,
+            f"this computer takes at most {limit} agent connections "
+            "(AGENTENV_MAX_CONNECTIONS): close one, or retry when one ends",
+        )
+    taken[0] += 1
+    try:
+        return await _bridge(request, client, identity)
+    finally:
+        taken[0] -= 1
+
+
+async def _bridge(
+    request: web.Request, client: web.WebSocketResponse, identity: Identity
+) -> web.StreamResponse:
+    settings = request.app[settings_key]
     kind = request.match_info.get("kind", "browser")
     target = request.match_info.get("id", "")
     url = await _upstream_ws_url(request, kind, target, identity)
@@ -335,6 +361,11 @@ async def devtools(request: web.Request) -> web.StreamResponse:
     sockets = request.app[sockets_key]
     sockets.add(client)
     log.info("conn %d: %s opened %s", state.number, identity.user, request.path)
+    agent = not identity.control
+    if agent:
+        RELAY.agents += 1
+    else:
+        RELAY.own += 1
     try:
         await bridge(
             client,
@@ -347,8 +378,19 @@ async def devtools(request: web.Request) -> web.StreamResponse:
         )
     finally:
         sockets.discard(client)
+        if agent:
+            RELAY.agents -= 1
+        else:
+            RELAY.own -= 1
         log.info("conn %d: closed", state.number)
     return client
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """The relay's counts, for the app server's /metrics (the control token)."""
+    if not _identity(request).control:
+        return _error(403, "the relay's counts take the control token: read the app's /metrics")
+    return web.Response(body=render(RELAY), headers={"Content-Type": CONTENT_TYPE})
 
 
 async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -369,6 +411,8 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     if warning:
         log.warning(warning)
     writer = LogWriter.open(folder / settings.log_file.name)
+    RELAY.lines = lambda: writer.next_seq - 1
+    RELAY.log_write_s = lambda: writer.sampled_write_s
     logbook = Logbook(writer)
     app[logbook_key] = logbook
     watcher = Watcher(settings, app[client_key], logbook)
@@ -411,6 +455,7 @@ def make_app(settings: Settings) -> web.Application:
     app[sockets_key] = WeakSet()
     app[numbers_key] = itertools.count(1)
     app[granted_key] = Granted()
+    app[agents_key] = [0]
     app.cleanup_ctx.append(_client_ctx)
     app.cleanup_ctx.append(_log_ctx)
     app.on_shutdown.append(_close_sockets)
@@ -424,6 +469,7 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/json/new", json_new)
     app.router.add_get("/json/close/{id}", json_close)
     app.router.add_get("/json/activate/{id}", json_activate)
+    app.router.add_get("/metrics", metrics)
     app.router.add_get("/", devtools)
     app.router.add_get("/devtools/{kind:browser}", devtools)
     app.router.add_get("/devtools/{kind:browser}/{id}", devtools)

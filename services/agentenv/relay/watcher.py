@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from agentenv.metrics import RELAY
 from agentenv.protocol.urls import tab as is_tab
 from agentenv.relay.elements import DESCRIBE_TIMEOUT_S, describe_expression, target
 from agentenv.relay.errors import RelayError, UpstreamError
@@ -117,6 +118,7 @@ class Watcher:
                 self._attaching.clear()
         # The browser connection ended: Chromium exited (or is restarting).
         self._saw_exit = True
+        RELAY.restarts += 1
         self.logbook.ended("exit")
         log.warning("Chromium's connection ended; tabs written as closed by exit")
 

@@ -1,0 +1,121 @@
+"""What a computer counts, for a fleet to watch (``GET /metrics``, Prometheus' text format).
+
+Each program keeps its own counts and serves them, with the control token, to
+the app server, which answers ``/metrics`` with its own and theirs as one text
+(the names do not overlap). The maintained ``prometheus-client`` writes the
+format; counts on the relay's path per command are plain integers read when
+scraped (no lock, no label lookup per command).
+
+- relay: ``agentenv_cdp_connections{kind}`` (``agent``, ``computer``),
+  ``agentenv_cdp_connections_refused_total`` (over ``AGENTENV_MAX_CONNECTIONS``),
+  ``agentenv_cdp_commands_total{acts}``, ``agentenv_guard_refusals_total{rule}``,
+  ``agentenv_log_lines_total``, ``agentenv_log_write_seconds`` (one write in
+  256, timed: the latest), ``agentenv_chromium_restarts_total``;
+- recorder: ``agentenv_frames_total{kind}``, ``agentenv_frames_missing_total``,
+  ``agentenv_recordings_open``;
+- app server: ``agentenv_mcp_sessions``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+__all__ = ["CONTENT_TYPE", "RELAY", "AppCounts", "RecorderCounts", "RelayCounts", "render"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(eq=False)
+class RelayCounts:
+    agents: int = 0
+    own: int = 0
+    refused: int = 0
+    acting: int = 0
+    reading: int = 0
+    guard: dict[str, int] = field(default_factory=dict)
+    restarts: int = 0
+    #: The log's numbered lines so far, and its latest timed write, read when scraped.
+    lines: Callable[[], int] = lambda: 0
+    log_write_s: Callable[[], float] = lambda: 0.0
+
+    def collect(self) -> Iterator[Metric]:
+        connections = GaugeMetricFamily(
+            "agentenv_cdp_connections", "CDP connections open", labels=["kind"]
+        )
+        connections.add_metric(["agent"], self.agents)
+        connections.add_metric(["computer"], self.own)
+        yield connections
+        yield CounterMetricFamily(
+            "agentenv_cdp_connections_refused",
+            "agent connections refused over AGENTENV_MAX_CONNECTIONS",
+            value=self.refused,
+        )
+        commands = CounterMetricFamily(
+            "agentenv_cdp_commands", "CDP commands on the record, by mark", labels=["acts"]
+        )
+        commands.add_metric(["acting"], self.acting)
+        commands.add_metric(["reading"], self.reading)
+        yield commands
+        guard = CounterMetricFamily(
+            "agentenv_guard_refusals", "commands the guard refused, by rule", labels=["rule"]
+        )
+        for rule, count in sorted(self.guard.items()):
+            guard.add_metric([rule], count)
+        yield guard
+        yield CounterMetricFamily(
+            "agentenv_log_lines", "action log lines written", value=self.lines()
+        )
+        yield GaugeMetricFamily(
+            "agentenv_log_write_seconds",
+            "one action log write (one in 256 is timed: the latest)",
+            value=self.log_write_s(),
+        )
+        yield CounterMetricFamily(
+            "agentenv_chromium_restarts",
+            "times Chromium's connection ended",
+            value=self.restarts,
+        )
+
+
+@dataclass(eq=False)
+class RecorderCounts:
+    frames: dict[str, int] = field(default_factory=dict)
+    missing: int = 0
+    open: Callable[[], int] = lambda: 0
+
+    def collect(self) -> Iterator[Metric]:
+        frames = CounterMetricFamily("agentenv_frames", "frames taken, by kind", labels=["kind"])
+        for kind in ("first", "action", "last"):
+            frames.add_metric([kind], self.frames.get(kind, 0))
+        yield frames
+        yield CounterMetricFamily(
+            "agentenv_frames_missing",
+            "frames that could not be taken or uploaded",
+            value=self.missing,
+        )
+        yield GaugeMetricFamily("agentenv_recordings_open", "recordings open", value=self.open())
+
+
+@dataclass(eq=False)
+class AppCounts:
+    sessions: Callable[[], int] = lambda: 0
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "agentenv_mcp_sessions", "Playwright MCP sessions running", value=self.sessions()
+        )
+
+
+#: The relay's counts (the relay process imports it; the others do not touch it).
+RELAY = RelayCounts()
+
+
+def render(counts: RelayCounts | RecorderCounts | AppCounts) -> bytes:
+    """``counts`` in Prometheus' text format (a collector: it has ``collect``)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(counts)
+    return bytes(generate_latest(registry))
