@@ -16,7 +16,6 @@ asserts that
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import time
 import uuid
@@ -28,10 +27,9 @@ import pytest
 import requests
 
 from agentenv.harness.store import LocalStore, start_local
-from tests.support.colours import page_shown
+from tests.support.colours import page_shown, serve_inside
 from tests.support.container import Computer, computer
 from tests.support.mcp import ref, ref_argument, text
-from tests.support.stack import ROOT
 from tests.support.timing import deadline
 
 SITE = "http://127.0.0.1:8100"
@@ -52,13 +50,7 @@ def store() -> Iterator[LocalStore]:
 @pytest.fixture(scope="module")
 def pc(image: str) -> Iterator[Computer]:
     with computer(image) as running:
-        code = base64.b64encode((ROOT / "tests/support/colours.py").read_bytes()).decode()
-        running.exec(
-            "sh",
-            "-c",
-            f"echo {code} | base64 -d > /tmp/colours.py && "
-            "setsid python3 /tmp/colours.py 8100 >/dev/null 2>&1 </dev/null &",
-        )
+        serve_inside(running, 8100)
         yield running
 
 

@@ -8,7 +8,6 @@ and its frames are refused without a token.
 
 from __future__ import annotations
 
-import base64
 import shutil
 import time
 from collections.abc import Iterator
@@ -16,9 +15,8 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from tests.support.colours import page_shown
+from tests.support.colours import page_shown, serve_inside
 from tests.support.container import Computer, computer
-from tests.support.stack import ROOT
 from tests.support.timing import wait_for
 
 SITE = "http://127.0.0.1:8100"
@@ -27,13 +25,7 @@ SITE = "http://127.0.0.1:8100"
 @pytest.fixture(scope="module")
 def pc(image: str) -> Iterator[Computer]:
     with computer(image) as running:
-        code = base64.b64encode((ROOT / "tests/support/colours.py").read_bytes()).decode()
-        running.exec(
-            "sh",
-            "-c",
-            f"echo {code} | base64 -d > /tmp/colours.py && "
-            "setsid python3 /tmp/colours.py 8100 >/dev/null 2>&1 </dev/null &",
-        )
+        serve_inside(running, 8100)
         yield running
 
 

@@ -15,9 +15,11 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["COLOURS", "SLOW_S", "page_shown", "serve"]
+__all__ = ["COLOURS", "SLOW_S", "page_shown", "serve", "serve_inside"]
 
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 20, 20),
@@ -66,6 +68,20 @@ def serve(port: int = 0) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", port), Pages)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+def serve_inside(computer: Any, port: int) -> None:
+    """The pages inside a computer container (tests.support.container.Computer)
+    on its 127.0.0.1:``port``: this file, run by the image's python3."""
+    import base64
+
+    code = base64.b64encode(Path(__file__).read_bytes()).decode()
+    computer.exec(
+        "sh",
+        "-c",
+        f"echo {code} | base64 -d > /tmp/colours.py && "
+        f"setsid python3 /tmp/colours.py {int(port)} >/dev/null 2>&1 </dev/null &",
+    )
 
 
 def page_shown(jpeg: bytes) -> str | None:

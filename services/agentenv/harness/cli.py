@@ -1,5 +1,9 @@
-"""``agentenv run task.yaml [--out DIR]``, ``agentenv check task.yaml``, ``agentenv view
-RECORDING`` (also ``python -m agentenv``)."""
+"""``agentenv run TASK... [--parallel N] [--out DIR]``, ``agentenv check task.yaml``,
+``agentenv view RECORDING`` (also ``python -m agentenv``).
+
+One task file runs as before, its steps on the terminal; several, a folder,
+a JSONL of Online-Mind2Web tasks or ``--parallel`` run as a batch
+(:mod:`.batch`)."""
 
 from __future__ import annotations
 
@@ -21,9 +25,22 @@ def main(argv: list[str] | None = None) -> int:
         prog="agentenv", description="Run tasks against browser computers."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a task (JSON or YAML) and keep its artifacts")
-    run.add_argument("task", type=Path)
+    run = sub.add_parser(
+        "run",
+        help="run tasks (JSON or YAML files, folders of them, or a JSONL of Online-Mind2Web "
+        "tasks) and keep their artifacts",
+    )
+    run.add_argument("tasks", type=Path, nargs="+", metavar="TASK")
     run.add_argument("--out", type=Path, help="the run folder (default runs/<task>-<time>)")
+    run.add_argument(
+        "--parallel", type=int, default=1, metavar="N", help="tasks at once (default 1)"
+    )
+    run.add_argument(
+        "--agent",
+        metavar="COMMAND",
+        help="the agent for Online-Mind2Web tasks (gets AGENTENV_TASK and AGENTENV_CDP_URL)",
+    )
+    run.add_argument("--image", help="the computer's image for Online-Mind2Web tasks")
     run.add_argument(
         "--store",
         default="local",
@@ -49,15 +66,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "view":
         return _view(args.recording, args.out)
+    if args.command == "run" and (
+        len(args.tasks) > 1
+        or args.parallel != 1
+        or args.tasks[0].is_dir()
+        or args.tasks[0].suffix == ".jsonl"
+    ):
+        return _batch(args)
+    path = args.task if args.command == "check" else args.tasks[0]
     try:
-        task = load_task(args.task)
+        task = load_task(path)
     except TaskError as exc:
         print(f"agentenv: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     problems = preflight(task)
     if problems:
         print(
-            f"agentenv: {args.task} has {len(problems)} problem(s); nothing was deployed:",
+            f"agentenv: {path} has {len(problems)} problem(s); nothing was deployed:",
             file=sys.stderr,
         )
         for problem in problems:
@@ -71,9 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_BAD_INPUT
     if args.command == "check":
-        print(f"agentenv: {args.task}: {len(task.steps)} steps, no problems")
+        print(f"agentenv: {path}: {len(task.steps)} steps, no problems")
         return 0
-    out = args.out or Path("runs") / f"{args.task.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = args.out or Path("runs") / f"{path.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     return Run(
         task,
         out,
@@ -81,6 +106,41 @@ def main(argv: list[str] | None = None) -> int:
         store_role=args.store_role,
         store_endpoint=args.store_endpoint,
     ).run()
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from agentenv.harness.batch import Batch, plan
+
+    if args.parallel < 1:
+        print("agentenv: --parallel takes 1 or more", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not valid_store(args.store):
+        print(f"agentenv: --store {args.store!r} is not a store", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        tasks = plan(args.tasks, args.agent, args.image)
+    except TaskError as exc:
+        print(f"agentenv: {exc}; nothing was deployed", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    out = args.out or Path("runs") / f"batch-{time.strftime('%Y%m%d-%H%M%S')}"
+    batch = Batch(
+        tasks,
+        out,
+        parallel=args.parallel,
+        store_spec=args.store,
+        store_role=args.store_role,
+        store_endpoint=args.store_endpoint,
+    )
+    problems = batch.problems()
+    if problems:
+        print(
+            f"agentenv: {len(problems)} problem(s) in the tasks; nothing was deployed:",
+            file=sys.stderr,
+        )
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return batch.run()
 
 
 def _view(recording: str, out: Path | None) -> int:

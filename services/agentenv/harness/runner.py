@@ -19,10 +19,12 @@ the computers it started and the local store.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -78,6 +80,11 @@ class Run:
     store_role: str | None = None
     store_endpoint: str | None = None
     _store: Store | None = None
+    #: Set from another thread (Ctrl-C in a batch): the run stops at the next
+    #: step, or kills the agent it waits for, then tears down as usual.
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    #: What runs now, for a batch's table.
+    current: str = "starting"
 
     @property
     def store(self) -> Store:
@@ -108,6 +115,11 @@ class Run:
             for number, step in enumerate(self.task.steps, start=1):
                 key = step.id or f"step-{number}"
                 label = f"[{number:>2}/{total}] {step.type}" + (f" ({step.id})" if step.id else "")
+                if self.cancelled.is_set():
+                    failures.append(f"{key}: cancelled before it ran")
+                    outcome = EXIT_INFRA
+                    break
+                self.current = f"{number}/{total} {step.type}"
                 self.say(f"{label} ...")
                 began = time.monotonic()
                 try:
@@ -134,6 +146,7 @@ class Run:
                 }
                 self.say(f"{label} ok in {took:.2f}s")
         finally:
+            self.current = "teardown"
             if not self._teardown(failures) and outcome == EXIT_OK:
                 outcome = EXIT_INFRA  # a recording the task needed did not arrive whole
             (self.out / "metadata.json").write_text(json.dumps(self.metadata, indent=2))
@@ -382,20 +395,22 @@ class Run:
         log = self.out / f"agent-{step.id or uuid.uuid4().hex[:6]}.log"
         with open(log, "wb") as output:
             try:
-                done = subprocess.run(
-                    command,
-                    env=env,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    timeout=step.timeout_s,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired:
-                raise StepFailed(
-                    f"the agent ran past {step.timeout_s:.0f} s (its output: {log})"
-                ) from None
+                agent = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
             except OSError as exc:
                 raise StepFailed(f"the agent could not start: {exc.strerror}") from None
+            ends = time.monotonic() + step.timeout_s
+            while agent.poll() is None:
+                if self.cancelled.is_set() or time.monotonic() > ends:
+                    agent.kill()
+                    agent.wait()
+                    if self.cancelled.is_set():
+                        raise StepFailed("cancelled: the agent was stopped", infrastructure=True)
+                    raise StepFailed(
+                        f"the agent ran past {step.timeout_s:.0f} s (its output: {log})"
+                    )
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    agent.wait(timeout=0.2)
+            done = agent
         if answer_file.exists():
             self.answer = answer_file.read_text().strip()
         if done.returncode != 0:

@@ -370,11 +370,17 @@ def _bridge_address() -> str:
 #: The local store's administrator (moto keeps its users for the whole process,
 #: across its servers): made once, with the checks off, before they go on.
 _ADMIN: dict[str, str] = {}
+_ADMIN_LOCK = threading.Lock()  # a batch starts its runs' stores in threads
 
 
 def _admin(endpoint: str) -> dict[str, str]:
-    if _ADMIN:
+    with _ADMIN_LOCK:
+        if not _ADMIN:
+            _make_admin(endpoint)
         return _ADMIN
+
+
+def _make_admin(endpoint: str) -> None:
     import secrets
 
     import boto3
@@ -402,7 +408,6 @@ def _admin(endpoint: str) -> dict[str, str]:
     )
     settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
     _ADMIN.update(AccessKeyId=keys["AccessKeyId"], SecretAccessKey=keys["SecretAccessKey"])
-    return _ADMIN
 
 
 def start_local(say: Any = print, host: str | None = None) -> LocalStore:

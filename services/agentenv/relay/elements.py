@@ -23,6 +23,7 @@ from agentenv.log.redact import redact_text
 __all__ = [
     "DESCRIBE_FUNCTION",
     "DESCRIBE_TIMEOUT_S",
+    "ELEMENT_AT_FUNCTION",
     "NAME_LIMIT",
     "describe_expression",
     "is_press",
@@ -84,30 +85,41 @@ DESCRIBE_FUNCTION = r"""
   };
 """
 
+#: ``elementAt(x, y)``: the element at a viewport point, through open shadow
+#: roots and same-origin frames; ``undefined`` when it lands in a frame that
+#: cannot be seen into. The password check uses it for drops.
+ELEMENT_AT_FUNCTION = r"""
+  const elementAt = (x, y) => {
+    let doc = document, el = null;
+    for (let depth = 0; depth < 32; depth++) {
+      el = doc.elementFromPoint(x, y);
+      while (el && el.shadowRoot) {
+        const inner = el.shadowRoot.elementFromPoint(x, y);
+        if (!inner || inner === el) break;
+        el = inner;
+      }
+      if (el && (el.tagName === "IFRAME" || el.tagName === "FRAME")) {
+        let inner = null;
+        try { inner = el.contentDocument; } catch (e) { return undefined; }
+        if (!inner) return undefined;
+        const box = el.getBoundingClientRect();
+        x -= box.left + el.clientLeft; y -= box.top + el.clientTop;
+        doc = inner;
+        continue;
+      }
+      break;
+    }
+    return el;
+  };
+"""
+
 _DESCRIBE = (
     "((x, y) => {"
     + DESCRIBE_FUNCTION
-    + r"""
-  let doc = document, el = null;
-  for (let depth = 0; depth < 32; depth++) {
-    el = doc.elementFromPoint(x, y);
-    while (el && el.shadowRoot) {
-      const inner = el.shadowRoot.elementFromPoint(x, y);
-      if (!inner || inner === el) break;
-      el = inner;
-    }
-    if (el && (el.tagName === "IFRAME" || el.tagName === "FRAME")) {
-      let inner = null;
-      try { inner = el.contentDocument; } catch (e) { inner = null; }
-      if (!inner) break;
-      const box = el.getBoundingClientRect();
-      x -= box.left + el.clientLeft; y -= box.top + el.clientTop;
-      doc = inner;
-      continue;
-    }
-    break;
-  }
-  return describeElement(el);
+    + ELEMENT_AT_FUNCTION
+    + """
+  const el = elementAt(x, y);
+  return el ? describeElement(el) : null;
 })"""
 )
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from agentenv.log.redact import withheld
-from agentenv.relay.elements import DESCRIBE_FUNCTION, named
+from agentenv.relay.elements import DESCRIBE_FUNCTION, ELEMENT_AT_FUNCTION, named
 
 __all__ = [
     "CHECK_TIMEOUT_S",
@@ -82,26 +82,10 @@ _POINT = (
     "((x, y) => {"
     + _CLASSIFY
     + "/*OUT*/"
-    + r"""
-  let doc = document, el = null;
-  for (let depth = 0; depth < 32; depth++) {
-    el = doc.elementFromPoint(x, y);
-    while (el && el.shadowRoot) {
-      const inner = el.shadowRoot.elementFromPoint(x, y);
-      if (!inner || inner === el) break;
-      el = inner;
-    }
-    if (el && (el.tagName === "IFRAME" || el.tagName === "FRAME")) {
-      let inner = null;
-      try { inner = el.contentDocument; } catch (e) { return "undecided"; }
-      if (!inner) return "undecided";
-      const box = el.getBoundingClientRect();
-      x -= box.left + el.clientLeft; y -= box.top + el.clientTop;
-      doc = inner;
-      continue;
-    }
-    break;
-  }
+    + ELEMENT_AT_FUNCTION
+    + """
+  const el = elementAt(x, y);
+  if (el === undefined) return "undecided";
   return out(el);
 })"""
 )

@@ -1,0 +1,254 @@
+"""Many tasks, ``--parallel N`` at a time, each on its own computer (SPEC.md section 6).
+
+``agentenv run`` takes task files, folders of them, or a JSONL of
+Online-Mind2Web tasks (``task_id``, ``confirmed_task`` or ``task``,
+``website``, ``reference_length``?; run with ``--agent COMMAND``, which gets
+the task's text in ``AGENTENV_TASK``). Each task is a :class:`~.runner.Run`
+in a thread of its own with its own folder (``<out>/<name>/``, its terminal
+output in ``run.log``) and its own store; the engine schedules the
+computers, the harness only waits on them.
+
+While tasks run, a table of what runs is printed when it changes (at most
+every two seconds); at the end a summary (done, failed, infrastructure,
+durations) and ``<out>/results.jsonl``, a line per task. Ctrl-C cancels:
+each run stops its agent, ends its open recordings and stops the computers it
+started, and tasks not begun are not begun. Exit status: 0 every task done,
+1 one failed, 3 an infrastructure failure (or cancelled), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from agentenv.harness.preflight import preflight
+from agentenv.harness.runner import EXIT_INFRA, EXIT_OK, EXIT_TASK_FAILED, Run
+from agentenv.harness.steps import Task, TaskError, load_task
+
+__all__ = ["Batch", "Planned", "mind2web_task", "plan"]
+
+TASK_SUFFIXES = (".yaml", ".yml", ".json")
+STATUS = {EXIT_OK: "done", EXIT_TASK_FAILED: "failed", EXIT_INFRA: "infrastructure"}
+
+
+@dataclass(frozen=True)
+class Planned:
+    name: str
+    task: Task
+    source: str
+
+
+def _name(raw: str, taken: set[str]) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", raw).strip("-.") or "task"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}-{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def mind2web_task(
+    line: dict[str, Any], agent: str, image: str | None, where: str
+) -> tuple[str, Task]:
+    """A task from one Online-Mind2Web line: open the site, record the agent, export."""
+    task_id = line.get("task_id")
+    text = line.get("confirmed_task") or line.get("task")
+    site = line.get("website")
+    if not isinstance(task_id, str) or not isinstance(text, str) or not isinstance(site, str):
+        raise TaskError(f"{where}: a Mind2Web task needs task_id, confirmed_task and website")
+    reference = line.get("reference_length")
+    steps: list[dict[str, Any]] = [
+        {"type": "deploy_env", "env_id": "web", **({"image": image} if image else {})},
+        {"type": "browser_open_tab", "env_id": "web", "url": site},
+        {"type": "browser_connect_cdp", "env_id": "web", "agent": "agent"},
+        {"type": "start_browser_recording", "env_id": "web", "name": "trajectory"},
+        {
+            "id": "agent",
+            "type": "run_agent",
+            "command": agent,
+            "env": {"AGENTENV_TASK": text, "AGENTENV_TASK_ID": task_id},
+        },
+        {"type": "end_browser_recording", "env_id": "web", "name": "trajectory"},
+        {
+            "type": "export_mind2web",
+            "recording": "trajectory",
+            "task": text,
+            "task_id": task_id,
+            **({"reference_length": reference} if isinstance(reference, int) else {}),
+        },
+    ]
+    raw = {"envs": {"web": {"versions": {1: {"browsers": ["main"]}}}}, "steps": steps}
+    try:
+        return task_id, Task.model_validate(raw)
+    except ValueError as exc:
+        raise TaskError(f"{where}: {exc}") from None
+
+
+def plan(sources: list[Path], agent: str | None = None, image: str | None = None) -> list[Planned]:
+    """The tasks named by ``sources``; :class:`TaskError` for the first bad one."""
+    found: list[Planned] = []
+    taken: set[str] = set()
+    for source in sources:
+        if source.is_dir():
+            files = sorted(p for p in source.rglob("*") if p.suffix in TASK_SUFFIXES)
+            if not files:
+                raise TaskError(f"{source}: no task files (.yaml, .yml, .json) in it")
+            for file in files:
+                found.append(Planned(_name(file.stem, taken), load_task(file), str(file)))
+        elif source.suffix == ".jsonl":
+            if agent is None:
+                raise TaskError(
+                    f"{source}: Online-Mind2Web tasks need --agent COMMAND (it gets the "
+                    "task in AGENTENV_TASK and the browser in AGENTENV_CDP_URL)"
+                )
+            try:
+                text = source.read_text()
+            except OSError as exc:
+                raise TaskError(f"{source}: cannot read it: {exc.strerror}") from None
+            for number, raw in enumerate(text.splitlines(), start=1):
+                if not raw.strip():
+                    continue
+                where = f"{source}:{number}"
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    raise TaskError(f"{where}: not a JSON line") from None
+                if not isinstance(line, dict):
+                    raise TaskError(f"{where}: a task is a JSON object")
+                task_id, task = mind2web_task(line, agent, image, where)
+                found.append(Planned(_name(task_id, taken), task, where))
+        else:
+            found.append(Planned(_name(source.stem, taken), load_task(source), str(source)))
+    return found
+
+
+@dataclass
+class Batch:
+    tasks: list[Planned]
+    out: Path
+    parallel: int = 1
+    stream: TextIO = sys.stdout
+    store_spec: str = "local"
+    store_role: str | None = None
+    store_endpoint: str | None = None
+    runs: dict[str, Run] = field(default_factory=dict)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def say(self, text: str) -> None:
+        with self._lock:
+            print(text, file=self.stream, flush=True)
+
+    def problems(self) -> list[str]:
+        """Every task's preflight problems, named by task."""
+        return [f"{p.name}: {problem}" for p in self.tasks for problem in preflight(p.task)]
+
+    def _one(self, planned: Planned) -> None:
+        if self.stopping.is_set():
+            self.results[planned.name] = {"task": planned.name, "status": "not run"}
+            return
+        folder = self.out / planned.name
+        folder.mkdir(parents=True, exist_ok=True)
+        began = time.monotonic()
+        with open(folder / "run.log", "w") as log:
+            run = Run(
+                planned.task,
+                folder,
+                stream=log,
+                store_spec=self.store_spec,
+                store_role=self.store_role,
+                store_endpoint=self.store_endpoint,
+            )
+            with self._lock:
+                self.runs[planned.name] = run
+            try:
+                status = run.run()
+            except Exception as exc:  # a bug in one task's run must not stop the others
+                log.write(f"the run failed: {type(exc).__name__}: {exc}\n")
+                status = EXIT_INFRA
+        took = time.monotonic() - began
+        with self._lock:
+            self.runs.pop(planned.name, None)
+            self.results[planned.name] = {
+                "task": planned.name,
+                "source": planned.source,
+                "status": STATUS.get(status, "infrastructure"),
+                "exit_status": status,
+                "seconds": round(took, 2),
+                "out": str(folder),
+                "answer": run.answer,
+                "failures": [
+                    f"{k}: {v.get('error')}"
+                    for k, v in run.metadata.get("steps", {}).items()
+                    if not v.get("ok", True)
+                ],
+            }
+        self.say(f"{planned.name}: {STATUS.get(status, 'infrastructure')} in {took:.1f}s")
+
+    def _table(self) -> str:
+        with self._lock:
+            running = sorted(self.runs.items())
+            done = len(self.results)
+        rows = [f"  {name:<32} {run.current}" for name, run in running]
+        return "\n".join([f"running {len(running)}, finished {done} of {len(self.tasks)}:", *rows])
+
+    def run(self) -> int:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.say(f"{len(self.tasks)} tasks, {self.parallel} at a time; results in {self.out}")
+        began = time.monotonic()
+        pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="task")
+        futures: list[Future[None]] = [pool.submit(self._one, p) for p in self.tasks]
+        shown = ""
+        try:
+            while not all(f.done() for f in futures):
+                table = self._table()
+                if table != shown:
+                    self.say(table)
+                    shown = table
+                time.sleep(2.0)
+        except KeyboardInterrupt:
+            self.say("cancelling: stopping agents, ending recordings, stopping computers ...")
+            self.stopping.set()
+            with self._lock:
+                for run in self.runs.values():
+                    run.cancelled.set()
+            for f in futures:
+                f.cancel()
+        finally:
+            pool.shutdown(wait=True)
+        return self._summary(time.monotonic() - began)
+
+    def _summary(self, took: float) -> int:
+        results = [
+            self.results.get(p.name, {"task": p.name, "status": "not run"}) for p in self.tasks
+        ]
+        with open(self.out / "results.jsonl", "w") as out:
+            for result in results:
+                out.write(json.dumps(result) + "\n")
+        counts: dict[str, int] = {}
+        for result in results:
+            counts[result["status"]] = counts.get(result["status"], 0) + 1
+        seconds = sorted(r["seconds"] for r in results if "seconds" in r)
+        middle = seconds[len(seconds) // 2] if seconds else 0.0
+        longest = seconds[-1] if seconds else 0.0
+        parts = ", ".join(
+            f"{counts.get(k, 0)} {k}" for k in ("done", "failed", "infrastructure", "not run")
+        )
+        self.say(
+            f"summary: {parts}; {len(results)} tasks in {took:.1f}s; per task median "
+            f"{middle:.1f}s, longest {longest:.1f}s; results in {self.out / 'results.jsonl'}"
+        )
+        for result in results:
+            for failure in result.get("failures", []):
+                self.say(f"  {result['task']}: {failure}")
+        if counts.get("infrastructure") or counts.get("not run"):
+            return EXIT_INFRA
+        return EXIT_TASK_FAILED if counts.get("failed") else EXIT_OK

@@ -1,0 +1,187 @@
+"""Many tasks through ``agentenv run --parallel``, each on its own computer.
+
+A folder of 20 scripted tasks (two of whose agents fail) runs four at a time
+on local Docker to a correct summary and results JSONL, each with its
+recording; a JSONL of Online-Mind2Web tasks runs with ``--agent``, each
+exported for the judge; every computer is gone afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import yaml
+
+from tests.support.timing import deadline
+
+AGENT = textwrap.dedent(
+    """
+    import os, sys
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(os.environ["AGENTENV_CDP_URL"])
+        page = browser.contexts[0].pages[0]
+        page.mouse.click(200, 200)
+        page.keyboard.type(os.environ.get("AGENTENV_TASK", "hello"))
+        browser.close()
+    with open(os.environ["AGENTENV_ANSWER_FILE"], "w") as f:
+        f.write("did " + os.environ.get("AGENTENV_TASK_ID", "it"))
+    sys.exit(int(os.environ.get("FAIL", "0")))
+    """
+)
+
+
+def _task(image: str, fail: bool) -> dict[str, object]:
+    return {
+        "envs": {"pc": {"versions": {1: {"browsers": ["main"], "image": image}}}},
+        "steps": [
+            {"type": "deploy_env", "env_id": "pc"},
+            {"type": "browser_open_tab", "env_id": "pc", "url": "about:blank"},
+            {"type": "browser_connect_cdp", "env_id": "pc", "agent": "scripted"},
+            {"type": "start_browser_recording", "env_id": "pc", "name": "r"},
+            {
+                "id": "agent",
+                "type": "run_agent",
+                "command": [sys.executable, "agent.py"],
+                "env": {"FAIL": "1" if fail else "0"},
+                "timeout_s": 120,
+            },
+            {"id": "end", "type": "end_browser_recording", "env_id": "pc", "name": "r"},
+        ],
+    }
+
+
+def _left_over() -> list[object]:
+    import docker
+
+    return list(
+        docker.from_env().containers.list(all=True, filters={"label": "io.agentenv.harness=1"})
+    )
+
+
+def test_twenty_tasks_four_at_a_time(image: str, tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text(AGENT)
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    failing = {"task-07", "task-13"}
+    for n in range(20):
+        name = f"task-{n:02d}"
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump(_task(image, name in failing)))
+    out = tmp_path / "batch"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentenv",
+            "run",
+            str(folder),
+            "--parallel",
+            "4",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=deadline(900),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr  # two agents failed
+    assert "20 tasks, 4 at a time" in done.stdout
+    assert "running 4, finished 0 of 20:" in done.stdout, done.stdout
+    summary = next(x for x in done.stdout.splitlines() if x.startswith("summary:"))
+    assert "18 done, 2 failed, 0 infrastructure, 0 not run; 20 tasks in" in summary, summary
+    results = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["task"] for r in results] == [f"task-{n:02d}" for n in range(20)]
+    for result in results:
+        assert result["status"] == ("failed" if result["task"] in failing else "done"), result
+        meta = json.loads((Path(result["out"]) / "metadata.json").read_text())["steps"]
+        if result["status"] == "done":
+            assert result["answer"] == "did it"
+            recording = Path(meta["end"]["artifacts"]["manifest"]).parent
+            manifest = json.loads((recording / "manifest.json").read_text())
+            assert manifest["missing_frames"] == 0 and manifest["log"]["lines"] > 0
+        else:
+            assert "the agent exited with status 1" in result["failures"][0]
+    assert _left_over() == []
+
+
+def test_online_mind2web_tasks_from_a_jsonl(image: str, tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text(AGENT)
+    tasks = tmp_path / "tasks.jsonl"
+    lines = [
+        {
+            "task_id": f"m2w-{n}",
+            "confirmed_task": f"find item {n}",
+            "website": "about:blank",
+            "reference_length": 3 + n,
+        }
+        for n in range(3)
+    ]
+    tasks.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = tmp_path / "batch"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentenv",
+            "run",
+            str(tasks),
+            "--parallel",
+            "3",
+            "--agent",
+            f"{sys.executable} agent.py",
+            "--image",
+            image,
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=deadline(600),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 done, 0 failed, 0 infrastructure" in done.stdout
+    for n in range(3):
+        export = out / f"m2w-{n}" / "mind2web" / f"m2w-{n}" / "result.json"
+        result = json.loads(export.read_text())
+        assert result["task"] == f"find item {n}" and result["reference_length"] == 3 + n
+        assert result["agent_final_answer"] == f"did m2w-{n}"
+        history = [s["action"] for s in result["action_history"][:-1]]
+        assert any(f'type "find item {n}"' in h for h in history), history
+    assert _left_over() == []
+
+
+def test_a_bad_task_in_a_batch_deploys_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    (folder / "good.yaml").write_text(
+        yaml.safe_dump({"steps": [{"type": "snapshot_env", "env_id": "x"}]})
+    )
+    (folder / "bad.yaml").write_text("steps: [{type: no_such_step}]")
+    done = subprocess.run(
+        [sys.executable, "-m", "agentenv", "run", str(folder), "--parallel", "2"],
+        capture_output=True,
+        text=True,
+        timeout=deadline(60),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (
+        "unknown step type 'no_such_step'" in done.stderr and "nothing was deployed" in done.stderr
+    )
+    missing = tmp_path / "m.jsonl"
+    missing.write_text('{"task_id": "a", "website": "https://x.test/"}\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "agentenv", "run", str(missing), "--agent", "true"],
+        capture_output=True,
+        text=True,
+        timeout=deadline(60),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2 and "needs task_id, confirmed_task and website" in done.stderr
