@@ -185,3 +185,125 @@ def test_a_bad_task_in_a_batch_deploys_nothing(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert done.returncode == 2 and "needs task_id, confirmed_task and website" in done.stderr
+
+
+#: The first task leaves everything a browser can keep behind.
+LEAVE = textwrap.dedent(
+    """
+    import os
+    import docker
+    from playwright.sync_api import sync_playwright
+    from tests.support.colours import serve_inside
+
+    class Inside:  # the computer's container, as serve_inside drives it
+        def __init__(self, container):
+            self.container = container
+
+        def exec(self, *cmd):
+            assert self.container.exec_run(list(cmd)).exit_code == 0
+
+    (container,) = docker.from_env().containers.list(filters={"label": "io.agentenv.harness=1"})
+    serve_inside(Inside(container), 8100)  # localhost: a secure context, for permissions
+    site = os.environ["SITE"]
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(os.environ["AGENTENV_CDP_URL"])
+        context = browser.contexts[0]
+        page = context.pages[0]
+        page.goto(site + "/c/red")
+        page.goto(site + "/c/green")
+        context.add_cookies([{"name": "left", "value": "behind", "url": site}])
+        page.evaluate("localStorage.setItem('left', 'behind')")
+        context.grant_permissions(["geolocation"], origin=site)
+        with page.expect_download() as download:
+            page.evaluate(
+                "() => { const a = document.createElement('a');"
+                " a.href = URL.createObjectURL(new Blob(['left behind']));"
+                " a.download = 'left.txt'; document.body.appendChild(a); a.click(); }"
+            )
+        download.value.path()
+        context.new_page().goto(site + "/c/blue")
+        browser.close()
+    """
+)
+
+#: The second finds none of it.
+FIND = textwrap.dedent(
+    """
+    import json, os, subprocess, sys
+    import docker
+    from playwright.sync_api import sync_playwright
+
+    site = os.environ["SITE"]
+    (container,) = docker.from_env().containers.list(filters={"label": "io.agentenv.harness=1"})
+    listed = container.exec_run(
+        ["ls", "-A", "/var/lib/agentenv/downloads"], user="agentenv"
+    ).output.decode()
+    found = {"downloads": listed.split()}
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(os.environ["AGENTENV_CDP_URL"])
+        context = browser.contexts[0]
+        found["tabs"] = [p.url for p in context.pages]
+        page = context.pages[0]
+        found["history"] = page.evaluate("history.length")
+        found["cookies"] = context.cookies()
+        page.goto(site + "/c/yellow")
+        found["storage"] = page.evaluate("localStorage.getItem('left')")
+        found["permission"] = page.evaluate(
+            "navigator.permissions.query({name: 'geolocation'}).then(p => p.state)"
+        )
+        browser.close()
+    with open(os.environ["AGENTENV_ANSWER_FILE"], "w") as f:
+        f.write(json.dumps(found))
+    """
+)
+
+
+def test_a_reused_computer_keeps_nothing_from_the_task_before(image: str, tmp_path: Path) -> None:
+    from tests.support.stack import ROOT
+
+    site = "http://127.0.0.1:8100"  # served inside the computer by the first task
+    (tmp_path / "leave.py").write_text(LEAVE)
+    (tmp_path / "find.py").write_text(FIND)
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    for name, script in (("1-leave", "leave.py"), ("2-find", "find.py")):
+        task = {
+            "envs": {"pc": {"versions": {1: {"browsers": ["main"], "image": image}}}},
+            "steps": [
+                {"type": "deploy_env", "env_id": "pc"},
+                {"type": "browser_connect_cdp", "env_id": "pc", "agent": "scripted"},
+                {
+                    "id": "agent",
+                    "type": "run_agent",
+                    "command": [sys.executable, script],
+                    "env": {"SITE": site, "PYTHONPATH": str(ROOT)},
+                    "timeout_s": 120,
+                },
+            ],
+        }
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump(task))
+    out = tmp_path / "batch"
+    done = subprocess.run(
+        [sys.executable, "-m", "agentenv", "run", str(folder), "--reuse", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=deadline(600),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = {
+        r["task"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())
+    }
+    first = json.loads((out / "1-leave" / "metadata.json").read_text())["steps"]["step-1"]
+    second = json.loads((out / "2-find" / "metadata.json").read_text())["steps"]["step-1"]
+    assert first["api"] == second["api"], "the second task ran on the same computer"
+    found = json.loads(results["2-find"]["answer"])
+    assert found == {
+        "downloads": [],
+        "tabs": ["about:blank"],
+        "history": 1,
+        "cookies": [],
+        "storage": None,
+        "permission": "prompt",
+    }, found
+    assert _left_over() == []

@@ -63,9 +63,9 @@ class Pages(BaseHTTPRequestHandler):
         return
 
 
-def serve(port: int = 0) -> ThreadingHTTPServer:
-    """The pages on 127.0.0.1:``port`` in a thread (``server.server_port``)."""
-    server = ThreadingHTTPServer(("127.0.0.1", port), Pages)
+def serve(port: int = 0, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    """The pages on ``host``:``port`` in a thread (``server.server_port``)."""
+    server = ThreadingHTTPServer((host, port), Pages)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 

@@ -10,8 +10,11 @@ op fails saying so.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import os
+import shutil
 from typing import Any
 
 import orjson
@@ -31,7 +34,10 @@ __all__ = ["CLEARED_STORAGE", "reset", "restore", "state"]
 log = logging.getLogger("agentenv.app.data")
 
 #: What data/reset clears per origin ("all" fails in headless Chromium).
-CLEARED_STORAGE = "local_storage,indexeddb,cache_storage,service_workers,file_systems,websql"
+CLEARED_STORAGE = (
+    "local_storage,indexeddb,cache_storage,service_workers,file_systems,websql,"
+    "shader_cache,cookies,shared_storage,storage_buckets"
+)
 
 
 async def _local_storage(browser: Browser, tabs: list[Tab]) -> dict[str, dict[str, str]]:
@@ -114,6 +120,8 @@ async def _put_back(
             with contextlib.suppress(BrowserError):
                 await browser.close(tab)
         await link.call("Storage.clearCookies")
+        await link.call("Browser.resetPermissions")
+        await asyncio.to_thread(_empty_downloads, browser.downloads)
         if cookies:
             await link.call("Storage.setCookies", {"cookies": [settable(c) for c in cookies]})
         for at, items in storage.items():
@@ -125,8 +133,28 @@ async def _put_back(
         log.error("data/add: could not put the browser back as it was: %s", exc)
 
 
+def _empty_downloads(folder: str) -> int:
+    """Remove what pages downloaded (the folder stays); how many entries went."""
+    if not folder:
+        return 0
+    removed = 0
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(folder):
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+                removed += 1
+    return removed
+
+
 async def reset(browser: Browser, caller: Caller) -> Any:
-    """data/reset: one blank tab, no cookies or storage, a reset line."""
+    """data/reset: one blank tab, no cookies, storage, caches, granted
+    permissions or downloads, and a reset line. A computer reused for another
+    task (``agentenv run --reuse``) starts from this; the image keeps no
+    browsing history (the ``SavingBrowserHistoryDisabled`` policy), and the
+    new tab has no back or forward."""
     async with acting(browser, caller, "data/reset", None):
         link = browser.link  # the op's own connection
         found = await browser.pages()
@@ -137,6 +165,8 @@ async def reset(browser: Browser, caller: Caller) -> Any:
             with contextlib.suppress(BrowserError):
                 await browser.close(page["targetId"])
         await link.call("Storage.clearCookies")
+        await link.call("Browser.resetPermissions")
+        await asyncio.to_thread(_empty_downloads, browser.downloads)
         # Storage.clearDataForOrigin answers only on a page's session.
         session = await link.session(blank)
         for at in sorted(origins):

@@ -10,7 +10,11 @@ computers, the harness only waits on them.
 
 While tasks run, a table of what runs is printed when it changes (at most
 every two seconds); at the end a summary (done, failed, infrastructure,
-durations) and ``<out>/results.jsonl``, a line per task. Ctrl-C cancels:
+durations) and ``<out>/results.jsonl``, a line per task. ``--reuse`` keeps
+each worker's computer between its tasks: before the next task it is reset
+with ``data/reset`` (one blank tab; no cookies, storage, caches, granted
+permissions or downloads; the image keeps no history), and the pool stops it
+at the end. Ctrl-C cancels:
 each run stops its agent, ends its open recordings and stops the computers it
 started, and tasks not begun are not begun. Exit status: 0 every task done,
 1 one failed, 3 an infrastructure failure (or cancelled), 2 bad input.
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from agentenv.harness.computer import Computer, deploy
 from agentenv.harness.preflight import preflight
 from agentenv.harness.runner import EXIT_INFRA, EXIT_OK, EXIT_TASK_FAILED, Run
 from agentenv.harness.steps import Task, TaskError, load_task
@@ -138,10 +143,32 @@ class Batch:
     store_spec: str = "local"
     store_role: str | None = None
     store_endpoint: str | None = None
+    #: Keep each worker's computer between its tasks, reset with data/reset.
+    reuse: bool = False
     runs: dict[str, Run] = field(default_factory=dict)
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _local: threading.local = field(default_factory=threading.local)
+    pool: list[Computer] = field(default_factory=list)
+    resets: list[float] = field(default_factory=list)
+
+    def _lend(self, image: str | None) -> Computer:
+        """This worker's computer for ``image``: started the first time, reset after."""
+        mine: dict[str | None, Computer] = self._local.__dict__.setdefault("computers", {})
+        computer = mine.get(image)
+        if computer is None:
+            computer = deploy(image, None, None)
+            mine[image] = computer
+            with self._lock:
+                self.pool.append(computer)
+            return computer
+        began = time.monotonic()
+        computer.op("data/reset")
+        computer.wait_ready(60)
+        with self._lock:
+            self.resets.append(time.monotonic() - began)
+        return computer
 
     def say(self, text: str) -> None:
         with self._lock:
@@ -166,6 +193,7 @@ class Batch:
                 store_spec=self.store_spec,
                 store_role=self.store_role,
                 store_endpoint=self.store_endpoint,
+                lend=self._lend if self.reuse else None,
             )
             with self._lock:
                 self.runs[planned.name] = run
@@ -224,6 +252,11 @@ class Batch:
                 f.cancel()
         finally:
             pool.shutdown(wait=True)
+            for computer in self.pool:
+                try:
+                    computer.stop()
+                except Exception as exc:  # the docker SDK's: report, go on stopping
+                    self.say(f"could not stop a computer: {exc}")
         return self._summary(time.monotonic() - began)
 
     def _summary(self, took: float) -> int:

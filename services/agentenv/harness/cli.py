@@ -42,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument("--image", help="the computer's image for Online-Mind2Web tasks")
     run.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep each worker's computer between tasks, reset with data/reset",
+    )
+    run.add_argument(
         "--store",
         default="local",
         help="where recordings go: local (an S3 server for the run, the default), "
@@ -71,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         or args.parallel != 1
         or args.tasks[0].is_dir()
         or args.tasks[0].suffix == ".jsonl"
+        or args.reuse
     ):
         return _batch(args)
     path = args.task if args.command == "check" else args.tasks[0]
@@ -117,6 +123,13 @@ def _batch(args: argparse.Namespace) -> int:
     if not valid_store(args.store):
         print(f"agentenv: --store {args.store!r} is not a store", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.reuse and args.store == "file":
+        print(
+            "agentenv: --reuse keeps computers started without the run folder: use the "
+            "default store, or --store s3://",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     try:
         tasks = plan(args.tasks, args.agent, args.image)
     except TaskError as exc:
@@ -130,6 +143,7 @@ def _batch(args: argparse.Namespace) -> int:
         store_spec=args.store,
         store_role=args.store_role,
         store_endpoint=args.store_endpoint,
+        reuse=args.reuse,
     )
     problems = batch.problems()
     if problems:

@@ -85,6 +85,9 @@ class Run:
     cancelled: threading.Event = field(default_factory=threading.Event)
     #: What runs now, for a batch's table.
     current: str = "starting"
+    #: A batch's pool (``--reuse``): lends a computer for an image, already
+    #: reset, instead of starting one; the pool stops it, not this run.
+    lend: Callable[[str | None], Computer] | None = None
 
     @property
     def store(self) -> Store:
@@ -189,16 +192,19 @@ class Run:
         found = env.at(step.version)
         version, spec = found if found else (None, None)
         image = step.image or (spec.image if spec else None)
-        computer = deploy(
-            image if step.url is None else None,
-            step.url,
-            step.token,
-            step.cdp_url,
-            artifacts=self.out.resolve() if self.store_spec == "file" else None,
-        )
+        if self.lend is not None and step.url is None:
+            computer = self.lend(image)
+        else:
+            computer = deploy(
+                image if step.url is None else None,
+                step.url,
+                step.token,
+                step.cdp_url,
+                artifacts=self.out.resolve() if self.store_spec == "file" else None,
+            )
+            if computer.container is not None:
+                self.started_here.append(computer)
         self.computers[step.env_id] = computer
-        if computer.container is not None:
-            self.started_here.append(computer)
         return {"env_id": step.env_id, "version": version, "api": computer.api, "cdp": computer.cdp}
 
     def _browser_set_cookies(self, step: s.BrowserSetCookies) -> None:
