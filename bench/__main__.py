@@ -1,4 +1,4 @@
-"""``python -m bench [log|relay|mcp|recorder|viewer|live|container]``: run, print tables."""
+"""``python -m bench [log|relay|mcp|recorder|viewer|live|container|fleet]``: print tables."""
 
 from __future__ import annotations
 
@@ -7,7 +7,16 @@ import sys
 
 
 def main() -> None:
-    wanted = set(sys.argv[1:]) or {"log", "relay", "mcp", "recorder", "viewer", "live", "container"}
+    wanted = set(sys.argv[1:]) or {
+        "log",
+        "relay",
+        "mcp",
+        "recorder",
+        "viewer",
+        "live",
+        "container",
+        "fleet",
+    }
     if "log" in wanted:
         from bench import log
 
@@ -36,6 +45,10 @@ def main() -> None:
         from bench import container
 
         print(container.run(), flush=True)
+    if "fleet" in wanted:
+        from bench import fleet
+
+        print(fleet.run(), flush=True)
 
 
 if __name__ == "__main__":

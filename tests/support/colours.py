@@ -82,6 +82,14 @@ def serve_inside(computer: Any, port: int) -> None:
         f"echo {code} | base64 -d > /tmp/colours.py && "
         f"setsid python3 /tmp/colours.py {int(port)} >/dev/null 2>&1 </dev/null &",
     )
+    # Answering before the caller goes on (a navigation right after would be refused).
+    probe = f"import socket; socket.create_connection(('127.0.0.1', {int(port)}), 1).close()"
+    computer.exec(
+        "sh",
+        "-c",
+        f'for i in $(seq 100); do python3 -c "{probe}" 2>/dev/null && exit 0; sleep 0.1; done; '
+        "exit 1",
+    )
 
 
 def page_shown(jpeg: bytes) -> str | None:

@@ -145,6 +145,7 @@ class Batch:
     store_endpoint: str | None = None
     #: Keep each worker's computer between its tasks, reset with data/reset.
     reuse: bool = False
+    backend: str = "docker"
     runs: dict[str, Run] = field(default_factory=dict)
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -158,7 +159,12 @@ class Batch:
         mine: dict[str | None, Computer] = self._local.__dict__.setdefault("computers", {})
         computer = mine.get(image)
         if computer is None:
-            computer = deploy(image, None, None)
+            if self.backend == "swarm":
+                from agentenv.harness.swarm import deploy_service
+
+                computer = deploy_service(image)
+            else:
+                computer = deploy(image, None, None)
             mine[image] = computer
             with self._lock:
                 self.pool.append(computer)
@@ -194,6 +200,7 @@ class Batch:
                 store_role=self.store_role,
                 store_endpoint=self.store_endpoint,
                 lend=self._lend if self.reuse else None,
+                backend=self.backend,
             )
             with self._lock:
                 self.runs[planned.name] = run

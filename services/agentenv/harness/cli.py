@@ -42,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument("--image", help="the computer's image for Online-Mind2Web tasks")
     run.add_argument(
+        "--backend",
+        choices=["docker", "swarm"],
+        default="docker",
+        help="where computers start: this Docker engine (default) or Docker Swarm services",
+    )
+    run.add_argument(
         "--reuse",
         action="store_true",
         help="keep each worker's computer between tasks, reset with data/reset",
@@ -77,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         or args.tasks[0].is_dir()
         or args.tasks[0].suffix == ".jsonl"
         or args.reuse
+        or args.backend != "docker"
     ):
         return _batch(args)
     path = args.task if args.command == "check" else args.tasks[0]
@@ -123,10 +130,10 @@ def _batch(args: argparse.Namespace) -> int:
     if not valid_store(args.store):
         print(f"agentenv: --store {args.store!r} is not a store", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.reuse and args.store == "file":
+    if (args.reuse or args.backend == "swarm") and args.store == "file":
         print(
-            "agentenv: --reuse keeps computers started without the run folder: use the "
-            "default store, or --store s3://",
+            "agentenv: --reuse and --backend swarm start computers without the run "
+            "folder: use the default store, or --store s3://",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
@@ -144,6 +151,7 @@ def _batch(args: argparse.Namespace) -> int:
         store_role=args.store_role,
         store_endpoint=args.store_endpoint,
         reuse=args.reuse,
+        backend=args.backend,
     )
     problems = batch.problems()
     if problems:

@@ -88,6 +88,8 @@ class Run:
     #: A batch's pool (``--reuse``): lends a computer for an image, already
     #: reset, instead of starting one; the pool stops it, not this run.
     lend: Callable[[str | None], Computer] | None = None
+    #: Where computers start: ``docker`` (this engine) or ``swarm`` (services).
+    backend: str = "docker"
 
     @property
     def store(self) -> Store:
@@ -194,6 +196,11 @@ class Run:
         image = step.image or (spec.image if spec else None)
         if self.lend is not None and step.url is None:
             computer = self.lend(image)
+        elif self.backend == "swarm" and step.url is None:
+            from agentenv.harness.swarm import deploy_service
+
+            computer = deploy_service(image)
+            self.started_here.append(computer)
         else:
             computer = deploy(
                 image if step.url is None else None,

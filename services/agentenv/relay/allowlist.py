@@ -70,7 +70,9 @@ ALLOWED: dict[str, Allowed] = {
     "Browser.grantPermissions": Allowed(
         (BROWSER_USE,), "Playwright context.grant_permissions, Puppeteer overridePermissions"
     ),
-    "Browser.resetPermissions": Allowed((), "Playwright context.clear_permissions"),
+    "Browser.resetPermissions": Allowed(
+        (COMPUTER,), "data/reset; Playwright context.clear_permissions"
+    ),
     "Browser.setPermission": Allowed((), "Puppeteer page.setPermission"),
     "Browser.cancelDownload": Allowed((), "Playwright download.cancel"),
     # Target: tabs, contexts, sessions (attach guarded to web targets).

@@ -31,8 +31,9 @@ __all__ = [
     "target",
 ]
 
-#: How long the relay holds a press to ask what it lands on.
-DESCRIBE_TIMEOUT_S = 0.5
+#: How long the relay holds a press to ask what it lands on (as long as the
+#: password check may hold typing: 0.5 s was too short under load).
+DESCRIBE_TIMEOUT_S = 1.0
 NAME_LIMIT = 100
 
 #: ``describeElement(el)``: ``{role, name}`` of the clickable element at or above ``el``.

@@ -1,0 +1,80 @@
+"""Tasks on computers that are Docker Swarm services (``--backend swarm``).
+
+The test makes this machine's engine a one-node swarm (``docker swarm
+init``), runs a folder of 20 scripted tasks four at a time on computers that
+are swarm services, checks the summary and that every service is gone, and
+leaves the swarm at the end (unless the engine was in one before).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.integration.test_batch import AGENT, _task
+from tests.support.timing import deadline
+
+
+@pytest.fixture(scope="module")
+def swarm(image: str) -> Iterator[Any]:
+    import docker
+
+    client = docker.from_env()
+    state = client.info().get("Swarm", {}).get("LocalNodeState")
+    ours = state != "active"
+    if ours:
+        client.swarm.init(advertise_addr="127.0.0.1", listen_addr="127.0.0.1:2377")
+    try:
+        yield client
+    finally:
+        for service in client.services.list(filters={"label": "io.agentenv.harness=1"}):
+            service.remove()
+        if ours:
+            client.swarm.leave(force=True)
+
+
+def test_twenty_tasks_on_swarm_services(swarm: Any, image: str, tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text(AGENT)
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    for n in range(20):
+        (folder / f"task-{n:02d}.yaml").write_text(yaml.safe_dump(_task(image, n == 5)))
+    out = tmp_path / "batch"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentenv",
+            "run",
+            str(folder),
+            "--backend",
+            "swarm",
+            "--parallel",
+            "4",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=deadline(1200),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr  # one agent fails
+    summary = next(x for x in done.stdout.splitlines() if x.startswith("summary:"))
+    assert "19 done, 1 failed, 0 infrastructure, 0 not run; 20 tasks in" in summary, summary
+    results = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    for result in results:
+        meta = json.loads((Path(result["out"]) / "metadata.json").read_text())["steps"]
+        assert meta["step-1"]["api"].startswith("http://127.0.0.1:"), meta["step-1"]
+        if result["status"] == "done":
+            manifest = Path(meta["end"]["artifacts"]["manifest"])
+            assert json.loads(manifest.read_text())["missing_frames"] == 0
+    left = swarm.services.list(filters={"label": "io.agentenv.harness=1"})
+    assert left == [], "teardown removes the services it started"
