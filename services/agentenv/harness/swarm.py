@@ -1,8 +1,9 @@
 """Computers as Docker Swarm services (``agentenv run --backend swarm``).
 
-The swarm places each computer on one of its nodes; the harness reaches it
-through the ports the swarm publishes (the routing mesh: any node's address
-answers), here at 127.0.0.1. One service is one computer: one replica, never
+The swarm places each computer on one of its nodes; the harness reaches it at
+that node's address, on the ports the node picked (host-mode publishing: on
+this machine the routing mesh's ingress did not answer, and a computer is one
+task on one node anyway). One service is one computer: one replica, never
 restarted by the swarm behind the harness's back (a restarted computer would
 be a new browser mid-task), removed at teardown.
 
@@ -12,9 +13,9 @@ an init process, a 1 GiB ``/dev/shm``. Two settings of the container backend
 are not in a service's spec here: ``no-new-privileges`` (API 1.44), and
 tmpfs mounts owned by the image's users (a service's tmpfs takes a size and
 a mode only), so the root file system stays writable and the programs keep
-their homes in the image. The published ports answer on every node's
-addresses, as the routing mesh does: the tokens are the door, so give the
-computers users and a control token (the harness always sets the latter).
+their homes in the image. The published ports answer on every address of
+the node: the tokens are the door, so give the computers users and a control
+token (the harness always sets the latter).
 """
 
 from __future__ import annotations
@@ -43,12 +44,21 @@ class ServiceHandle:
         self.service.remove()
 
 
-def _published(service: Any, target: int) -> int | None:
-    service.reload()
-    for port in service.attrs.get("Endpoint", {}).get("Ports", []) or []:
-        if port.get("TargetPort") == target and port.get("PublishedPort"):
-            return int(port["PublishedPort"])
+def _published(client: Any, service: Any, target: int) -> tuple[str, int] | None:
+    """Where the running task of ``service`` publishes ``target``: its node's
+    address and the port the node picked (host-mode publishing)."""
+    for task in service.tasks(filters={"desired-state": "running"}):
+        status = task.get("Status", {})
+        for port in status.get("PortStatus", {}).get("Ports", []) or []:
+            if port.get("TargetPort") == target and port.get("PublishedPort"):
+                node = client.nodes.get(task["NodeID"]).attrs.get("Status", {})
+                return str(node.get("Addr") or "127.0.0.1"), int(port["PublishedPort"])
     return None
+
+
+def _reach(node: str, local: str) -> str:
+    """A node's address as the harness dials it (this machine's own: ``local``)."""
+    return local if node in ("127.0.0.1", "0.0.0.0", "") else node
 
 
 def deploy_service(image: str | None, host: str = "127.0.0.1") -> Computer:
@@ -74,8 +84,8 @@ def deploy_service(image: str | None, host: str = "127.0.0.1") -> Computer:
             restart_policy=RestartPolicy(condition="none"),
             endpoint_spec=EndpointSpec(
                 ports=[
-                    {"Protocol": "tcp", "TargetPort": 9222},
-                    {"Protocol": "tcp", "TargetPort": 8080},
+                    {"Protocol": "tcp", "TargetPort": 9222, "PublishMode": "host"},
+                    {"Protocol": "tcp", "TargetPort": 8080, "PublishMode": "host"},
                 ]
             ),
         )
@@ -89,9 +99,10 @@ def deploy_service(image: str | None, host: str = "127.0.0.1") -> Computer:
         ends = time.monotonic() + PUBLISH_S
         api = cdp = None
         while time.monotonic() < ends:
-            api_port, cdp_port = _published(service, 8080), _published(service, 9222)
-            if api_port and cdp_port:
-                api, cdp = f"http://{host}:{api_port}", f"http://{host}:{cdp_port}"
+            at_api, at_cdp = _published(client, service, 8080), _published(client, service, 9222)
+            if at_api and at_cdp:
+                api = f"http://{_reach(at_api[0], host)}:{at_api[1]}"
+                cdp = f"http://{_reach(at_cdp[0], host)}:{at_cdp[1]}"
                 break
             time.sleep(0.25)
         if api is None or cdp is None:
