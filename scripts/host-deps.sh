@@ -10,5 +10,10 @@ missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-liberation)
 command -v supervisord >/dev/null 2>&1 || missing+=(supervisor)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+# kubectl renders the Kubernetes manifests (its built-in kustomize) for their
+# offline test; not every apt source has it, so its absence stops nothing.
+if ! command -v kubectl >/dev/null 2>&1; then
+    (apt_install kubectl) 2>/dev/null || log "kubectl is not in this machine's apt sources: the manifests' test will be skipped"
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 apt_install "${missing[@]}"
