@@ -64,32 +64,31 @@ def _left_over() -> list[object]:
     )
 
 
-def test_twenty_tasks_four_at_a_time(image: str, tmp_path: Path) -> None:
+def twenty_tasks(
+    image: str, tmp_path: Path, failing: set[int], *options: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """20 scripted tasks (those numbered in ``failing`` have agents that fail),
+    run as one batch four at a time with ``options``; the run and its folder."""
     (tmp_path / "agent.py").write_text(AGENT)
     folder = tmp_path / "tasks"
     folder.mkdir()
-    failing = {"task-07", "task-13"}
     for n in range(20):
-        name = f"task-{n:02d}"
-        (folder / f"{name}.yaml").write_text(yaml.safe_dump(_task(image, name in failing)))
+        (folder / f"task-{n:02d}.yaml").write_text(yaml.safe_dump(_task(image, n in failing)))
     out = tmp_path / "batch"
+    command = [sys.executable, "-m", "agentenv", "run", str(folder), "--parallel", "4"]
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agentenv",
-            "run",
-            str(folder),
-            "--parallel",
-            "4",
-            "--out",
-            str(out),
-        ],
+        [*command, *options, "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=deadline(900),
+        timeout=deadline(1200),
         cwd=tmp_path,
     )
+    return done, out
+
+
+def test_twenty_tasks_four_at_a_time(image: str, tmp_path: Path) -> None:
+    failing = {"task-07", "task-13"}
+    done, out = twenty_tasks(image, tmp_path, {7, 13})
     assert done.returncode == 1, done.stdout + done.stderr  # two agents failed
     assert "20 tasks, 4 at a time" in done.stdout
     assert "running 4, finished 0 of 20:" in done.stdout, done.stdout

@@ -9,17 +9,13 @@ leaves the swarm at the end (unless the engine was in one before).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.integration.test_batch import AGENT, _task
-from tests.support.timing import deadline
+from tests.integration.test_batch import twenty_tasks
 
 
 @pytest.fixture(scope="module")
@@ -41,31 +37,7 @@ def swarm(image: str) -> Iterator[Any]:
 
 
 def test_twenty_tasks_on_swarm_services(swarm: Any, image: str, tmp_path: Path) -> None:
-    (tmp_path / "agent.py").write_text(AGENT)
-    folder = tmp_path / "tasks"
-    folder.mkdir()
-    for n in range(20):
-        (folder / f"task-{n:02d}.yaml").write_text(yaml.safe_dump(_task(image, n == 5)))
-    out = tmp_path / "batch"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agentenv",
-            "run",
-            str(folder),
-            "--backend",
-            "swarm",
-            "--parallel",
-            "4",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=deadline(1200),
-        cwd=tmp_path,
-    )
+    done, out = twenty_tasks(image, tmp_path, {5}, "--backend", "swarm")
     assert done.returncode == 1, done.stdout + done.stderr  # one agent fails
     summary = next(x for x in done.stdout.splitlines() if x.startswith("summary:"))
     assert "19 done, 1 failed, 0 infrastructure, 0 not run; 20 tasks in" in summary, summary

@@ -94,13 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     problems = preflight(task)
     if problems:
-        print(
-            f"agentenv: {path} has {len(problems)} problem(s); nothing was deployed:",
-            file=sys.stderr,
-        )
-        for problem in problems:
-            print(f"  {problem}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _refused(str(path), [str(p) for p in problems])
     if args.command == "run" and not valid_store(args.store):
         print(
             f"agentenv: --store {args.store!r} is not a store: give local, file or "
@@ -155,14 +149,16 @@ def _batch(args: argparse.Namespace) -> int:
     )
     problems = batch.problems()
     if problems:
-        print(
-            f"agentenv: {len(problems)} problem(s) in the tasks; nothing was deployed:",
-            file=sys.stderr,
-        )
-        for problem in problems:
-            print(f"  {problem}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _refused("the tasks", problems)
     return batch.run()
+
+
+def _refused(what: str, problems: list[str]) -> int:
+    """Preflight's problems, every one, and the exit status for bad input."""
+    print(f"agentenv: {what}: {len(problems)} problem(s); nothing was deployed:", file=sys.stderr)
+    for problem in problems:
+        print(f"  {problem}", file=sys.stderr)
+    return EXIT_BAD_INPUT
 
 
 def _view(recording: str, out: Path | None) -> int:
