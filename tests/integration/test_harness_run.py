@@ -221,6 +221,23 @@ def test_a_close_naming_no_open_tab_fails_listing_them(
     assert f"{SITE}/other.html" in done.stdout
 
 
+#: A computer the harness starts takes nothing without a token; the agent's own works.
+PROBE = """
+import os, sys, urllib.error, urllib.request
+def tabs(token):
+    request = urllib.request.Request(os.environ["AGENTENV_API_URL"] + "/v1/browser/tabs/list",
+                                     data=b"{}", method="POST")
+    if token:
+        request.add_header("Authorization", "Bearer " + token)
+    try:
+        return urllib.request.urlopen(request).status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+assert "token=" in os.environ["AGENTENV_CDP_URL"], "the agent's address carries its token"
+sys.exit(0 if (tabs(None), tabs(os.environ["AGENTENV_TOKEN"])) == (401, 200) else 1)
+"""
+
+
 @pytest.mark.parametrize("store", ["local", "file"])
 def test_deploy_env_starts_and_stops_a_computer(image: str, tmp_path: Path, store: str) -> None:
     """deploy_env with an image: the docker SDK starts it, teardown ends its
@@ -233,6 +250,8 @@ def test_deploy_env_starts_and_stops_a_computer(image: str, tmp_path: Path, stor
             {"type": "deploy_env", "env_id": "blank"},
             {"id": "tab", "type": "browser_open_tab", "env_id": "blank", "url": "about:blank"},
             {"type": "start_browser_recording", "env_id": "blank", "name": "r"},
+            {"type": "browser_connect_cdp", "env_id": "blank", "agent": "probe"},
+            {"id": "probe", "type": "run_agent", "command": [sys.executable, "-c", PROBE]},
             {"type": "snapshot_env", "env_id": "blank"},
         ],
     }
@@ -243,6 +262,8 @@ def test_deploy_env_starts_and_stops_a_computer(image: str, tmp_path: Path, stor
     meta = json.loads((run / "metadata.json").read_text())["steps"]
     assert meta["step-1"]["api"].startswith("http://127.0.0.1:")
     recording = meta["step-3"]["recording_id"]
+    assert meta["probe"]["exit_status"] == 0
+    assert "token" not in json.dumps(meta["step-4"])  # never in the run folder
     manifest = json.loads((run / "recordings" / recording / "manifest.json").read_text())
     assert manifest["log"]["lines"] > 0
     assert [f["kind"] for f in manifest["frames"]] == ["first", "last"]

@@ -162,3 +162,31 @@ def test_a_store_that_is_not_one_is_refused(tmp_path: Path) -> None:
     for spec in ("s3:/nobucket", "gs://bucket", "/tmp/x"):
         with pytest.raises(StoreError, match="give local, file or s3://bucket/prefix"):
             open_store(spec, tmp_path)
+
+
+def test_no_short_lived_credentials_fails_closed(store: LocalStore) -> None:
+    """A store whose STS refuses (here: credentials it does not know) gives no
+    grant, unless the harness was told to share its own."""
+    import boto3 as sdk
+
+    from agentenv.harness.store import S3Store
+
+    stranger = sdk.session.Session(
+        aws_access_key_id="AKIASTRANGER", aws_secret_access_key="nope", region_name="us-east-1"
+    )
+    closed = S3Store(store.bucket, "runs", stranger, endpoint_url=store.endpoint_url)
+    with pytest.raises(StoreError, match="give --store-role ARN") as caught:
+        closed.grant("r/a", started_here=False)
+    assert "nope" not in str(caught.value)
+    said: list[str] = []
+    shared = S3Store(
+        store.bucket,
+        "runs",
+        stranger,
+        endpoint_url=store.endpoint_url,
+        say=said.append,
+        share_own=True,
+    )
+    grant = shared.grant("r/a", started_here=False)
+    assert grant["access_key_id"] == "AKIASTRANGER" and len(said) == 1
+    assert "nope" not in said[0] and "reach the whole store" in said[0]

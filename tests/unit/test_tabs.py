@@ -156,3 +156,17 @@ def test_a_reload_or_a_same_url_navigation_is_written_when_answered() -> None:
     assert c.navigated("A", "http://a/other", 3.1)[0]["by"] == by(5)
     c.sent(cmd(6, "Page.reload", "A"))
     assert c.answered(6, False, None, 4.0) == []  # a failed reload: nothing
+
+
+def test_a_loading_mark_nobody_clears_goes_stale() -> None:
+    from agentenv.relay.tabs import LOADING_STALE_S, Causes
+
+    causes = Causes()
+    causes.known("T1", "https://a.test/")
+    causes.loading_changed("T1", True, 100.0)
+    causes.loading_changed("NOT-A-TAB", True, 100.0)
+    assert causes.loading_now(101.0) == ["T1"]
+    assert causes.loading_now(100.0 + LOADING_STALE_S + 0.1) == []
+    causes.loading_changed("T1", True, 200.0)
+    causes.loading_changed("T1", False, 200.5)
+    assert causes.loading_now(200.6) == []

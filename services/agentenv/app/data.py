@@ -150,8 +150,9 @@ def _empty_downloads(folder: str) -> int:
 
 
 async def reset(browser: Browser, caller: Caller) -> Any:
-    """data/reset: one blank tab, no cookies, storage, caches, granted
-    permissions or downloads, and a reset line. A computer reused for another
+    """data/reset: one blank tab, no cookies, granted permissions or
+    downloads, the storage of the origins this computer knows of (its open
+    tabs', and those it wrote) cleared, and a reset line. A computer reused for another
     task (``agentenv run --reuse``) starts from this; the image keeps no
     browsing history (the ``SavingBrowserHistoryDisabled`` policy), and the
     new tab has no back or forward."""

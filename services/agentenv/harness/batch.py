@@ -12,9 +12,10 @@ While tasks run, a table of what runs is printed when it changes (at most
 every two seconds); at the end a summary (done, failed, infrastructure,
 durations) and ``<out>/results.jsonl``, a line per task. ``--reuse`` keeps
 each worker's computer between its tasks: before the next task it is reset
-with ``data/reset`` (one blank tab; no cookies, storage, caches, granted
-permissions or downloads; the image keeps no history), and the pool stops it
-at the end. Ctrl-C cancels:
+with ``data/reset`` (one blank tab; no cookies, granted permissions or
+downloads; the storage of the origins the computer knows of cleared; the
+image keeps no history: not the storage of a site visited and left, nor the
+HTTP cache), and the pool stops it at the end. Ctrl-C cancels:
 each run stops its agent, ends its open recordings and stops the computers it
 started, and tasks not begun are not begun. Exit status: 0 every task done,
 1 one failed, 3 an infrastructure failure (or cancelled), 2 bad input.
@@ -22,6 +23,7 @@ started, and tasks not begun are not begun. Exit status: 0 every task done,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentenv.harness.computer import Computer, deploy
+from agentenv.harness.computer import Computer, ComputerError, agent_tokens, deploy
 from agentenv.harness.preflight import preflight
 from agentenv.harness.runner import EXIT_INFRA, EXIT_OK, EXIT_TASK_FAILED, Run
 from agentenv.harness.steps import Task, TaskError, load_task
@@ -143,6 +145,7 @@ class Batch:
     store_spec: str = "local"
     store_role: str | None = None
     store_endpoint: str | None = None
+    store_share_own: bool = False
     #: Keep each worker's computer between its tasks, reset with data/reset.
     reuse: bool = False
     backend: str = "docker"
@@ -159,19 +162,30 @@ class Batch:
         mine: dict[str | None, Computer] = self._local.__dict__.setdefault("computers", {})
         computer = mine.get(image)
         if computer is None:
+            # Every agent any task connects: the computer serves them all in turn.
+            names = sorted({n for p in self.tasks for n in p.task.agents()})
+            agents = agent_tokens(names)
             if self.backend == "swarm":
                 from agentenv.harness.swarm import deploy_service
 
-                computer = deploy_service(image)
+                computer = deploy_service(image, agents=agents)
             else:
-                computer = deploy(image, None, None)
+                computer = deploy(image, None, None, agents=agents)
             mine[image] = computer
             with self._lock:
                 self.pool.append(computer)
             return computer
         began = time.monotonic()
-        computer.op("data/reset")
-        computer.wait_ready(60)
+        try:
+            computer.op("data/reset")
+            computer.wait_ready(60)
+        except ComputerError as exc:
+            # A computer that cannot be reset is not lent again: a fresh one instead.
+            self.say(f"a reused computer could not be reset ({exc}); starting another")
+            del mine[image]
+            with contextlib.suppress(Exception):
+                computer.stop()
+            return self._lend(image)
         with self._lock:
             self.resets.append(time.monotonic() - began)
         return computer
@@ -199,6 +213,7 @@ class Batch:
                 store_spec=self.store_spec,
                 store_role=self.store_role,
                 store_endpoint=self.store_endpoint,
+                store_share_own=self.store_share_own,
                 lend=self._lend if self.reuse else None,
                 backend=self.backend,
             )

@@ -65,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a role to assume, with a session policy, for each recording's credentials",
     )
     run.add_argument(
+        "--store-share-credentials",
+        action="store_true",
+        help="when the s3:// store gives no short-lived credentials, hand computers the "
+        "harness's own (they reach the whole store)",
+    )
+    run.add_argument(
         "--store-endpoint",
         metavar="URL",
         help="the store's address as computers reach it, when not the harness's",
@@ -112,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         store_spec=args.store,
         store_role=args.store_role,
         store_endpoint=args.store_endpoint,
+        store_share_own=args.store_share_credentials,
     ).run()
 
 
@@ -144,6 +151,7 @@ def _batch(args: argparse.Namespace) -> int:
         store_spec=args.store,
         store_role=args.store_role,
         store_endpoint=args.store_endpoint,
+        store_share_own=args.store_share_credentials,
         reuse=args.reuse,
         backend=args.backend,
     )

@@ -23,7 +23,7 @@ from agentenv.harness.errors import HarnessError
 from agentenv.harness.hardening import docker_kwargs, writable_by_the_computer
 from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card
 
-__all__ = ["Computer", "ComputerError", "deploy"]
+__all__ = ["Computer", "ComputerError", "agent_tokens", "deploy", "users_setting"]
 
 DEFAULT_IMAGE = "agentenv/browser:latest"
 
@@ -42,6 +42,8 @@ class Computer:
     cdp: str  # http://127.0.0.1:<port>
     token: str | None = field(default=None, repr=False)
     container: Any = None  # the docker SDK container, when deployed here
+    #: The agents' tokens on a computer the harness started (name -> token).
+    agents: dict[str, str] = field(default_factory=dict, repr=False)
     _card: Card | None = None
 
     def _request(self, path: str, body: Any = None, raw: bytes | None = None) -> tuple[bytes, str]:
@@ -112,12 +114,25 @@ class Computer:
             self.container = None
 
 
+def agent_tokens(names: list[str]) -> dict[str, str]:
+    """A fresh token for each agent name (``agent`` when there are none)."""
+    return {name: secrets.token_urlsafe(24) for name in (names or ["agent"])}
+
+
+def users_setting(agents: dict[str, str] | None) -> str:
+    """``AGENTENV_USERS`` for ``agents``; a token no one holds when there are none,
+    so a computer the harness starts never takes a connection without a token."""
+    found = agents or {"nobody": secrets.token_urlsafe(24)}
+    return ",".join(f"{name}:{token}" for name, token in found.items())
+
+
 def deploy(
     image: str | None,
     url: str | None,
     token: str | None,
     cdp_url: str | None = None,
     artifacts: Path | None = None,
+    agents: dict[str, str] | None = None,
 ) -> Computer:
     """Start a computer from ``image`` (docker SDK) or attach to the one at ``url``.
 
@@ -146,6 +161,8 @@ def deploy(
             ports={"9222/tcp": ("127.0.0.1", None), "8080/tcp": ("127.0.0.1", None)},
             environment={
                 "AGENTENV_CONTROL_TOKEN": control,
+                # Agents prove their names with tokens: no token, no way in.
+                "AGENTENV_USERS": users_setting(agents),
                 # The run folder is mounted at the same path: recordings may go there.
                 **({"AGENTENV_UPLOAD_ROOTS": str(artifacts)} if artifacts is not None else {}),
             },
@@ -164,7 +181,7 @@ def deploy(
     ports = container.attrs["NetworkSettings"]["Ports"]
     api = f"http://127.0.0.1:{ports['8080/tcp'][0]['HostPort']}"
     cdp = f"http://127.0.0.1:{ports['9222/tcp'][0]['HostPort']}"
-    computer = Computer(api, cdp, control, container)
+    computer = Computer(api, cdp, control, container, dict(agents or {}))
     try:
         computer.wait_ready(120)
     except ComputerError:

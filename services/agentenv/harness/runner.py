@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentenv.harness import steps as s
-from agentenv.harness.computer import Computer, ComputerError, deploy
+from agentenv.harness.computer import Computer, ComputerError, agent_tokens, deploy
 from agentenv.harness.errors import HarnessError
 from agentenv.harness.mind2web import export
 from agentenv.harness.store import Store, StoreError, grant_seconds, open_store
@@ -72,13 +73,15 @@ class Run:
     computers: dict[str, Computer] = field(default_factory=dict)
     started_here: list[Computer] = field(default_factory=list)
     recordings: dict[str, Recorded] = field(default_factory=dict)
-    cdp_urls: dict[str, str] = field(default_factory=dict)
+    cdp_urls: dict[str, str] = field(default_factory=dict, repr=False)
+    agent_tokens: dict[str, str] = field(default_factory=dict, repr=False)
     metadata: dict[str, Any] = field(default_factory=dict)
     answer: str | None = None
     #: ``local``, ``file`` or ``s3://bucket/prefix`` (see :mod:`.store`).
     store_spec: str = "local"
     store_role: str | None = None
     store_endpoint: str | None = None
+    store_share_own: bool = False
     _store: Store | None = None
     #: Set from another thread (Ctrl-C in a batch): the run stops at the next
     #: step, or kills the agent it waits for, then tears down as usual.
@@ -101,6 +104,7 @@ class Run:
                 say=self.say,
                 role_arn=self.store_role,
                 computer_endpoint_url=self.store_endpoint,
+                share_own=self.store_share_own,
             )
             self.metadata["store"] = self._store.where
         return self._store
@@ -194,12 +198,13 @@ class Run:
         found = env.at(step.version)
         version, spec = found if found else (None, None)
         image = step.image or (spec.image if spec else None)
+        agents = agent_tokens(self.task.agents(step.env_id))
         if self.lend is not None and step.url is None:
             computer = self.lend(image)
         elif self.backend == "swarm" and step.url is None:
             from agentenv.harness.swarm import deploy_service
 
-            computer = deploy_service(image)
+            computer = deploy_service(image, agents=agents)
             self.started_here.append(computer)
         else:
             computer = deploy(
@@ -208,6 +213,7 @@ class Run:
                 step.token,
                 step.cdp_url,
                 artifacts=self.out.resolve() if self.store_spec == "file" else None,
+                agents=agents,
             )
             if computer.container is not None:
                 self.started_here.append(computer)
@@ -259,9 +265,20 @@ class Run:
 
     def _browser_connect_cdp(self, step: s.BrowserConnectCdp) -> dict[str, Any]:
         computer = self._computer(step.env_id)
-        url = f"{computer.cdp}?user={step.agent}"
+        token = computer.agents.get(step.agent)
+        if token is None:
+            if computer.agents:
+                raise StepFailed(
+                    f"the computer knows no agent {step.agent!r}: its agents are "
+                    f"{', '.join(sorted(computer.agents))}",
+                    infrastructure=True,
+                )
+            url = f"{computer.cdp}?user={step.agent}"  # an attached computer without users
+        else:
+            url = f"{computer.cdp}?token={token}"
+            self.agent_tokens[step.env_id] = token
         self.cdp_urls[step.env_id] = url
-        return {"agent": step.agent, "cdp": url}
+        return {"agent": step.agent, "cdp": computer.cdp}  # never the token
 
     def _start_browser_recording(self, step: s.StartBrowserRecording) -> dict[str, Any] | None:
         computer = self._computer(step.env_id)
@@ -402,19 +419,30 @@ class Run:
                 AGENTENV_API_URL=computer.api,
                 AGENTENV_MCP_URL=computer.api + "/mcp",
             )
+            token = self.agent_tokens.get(env_id)
+            if token is not None:  # for the app server's ops and /mcp: Bearer <token>
+                env["AGENTENV_TOKEN"] = token
         command = (
             step.command if isinstance(step.command, list) else ["/bin/sh", "-c", step.command]
         )
         log = self.out / f"agent-{step.id or uuid.uuid4().hex[:6]}.log"
         with open(log, "wb") as output:
             try:
-                agent = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
+                # A session of its own: stopping it stops what it started too.
+                agent = subprocess.Popen(
+                    command,
+                    env=env,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             except OSError as exc:
                 raise StepFailed(f"the agent could not start: {exc.strerror}") from None
             ends = time.monotonic() + step.timeout_s
             while agent.poll() is None:
                 if self.cancelled.is_set() or time.monotonic() > ends:
-                    agent.kill()
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(agent.pid, signal.SIGKILL)
                     agent.wait()
                     if self.cancelled.is_set():
                         raise StepFailed("cancelled: the agent was stopped", infrastructure=True)
@@ -426,6 +454,8 @@ class Run:
             done = agent
         if answer_file.exists():
             self.answer = answer_file.read_text().strip()
+        with contextlib.suppress(ProcessLookupError):  # what it left running
+            os.killpg(agent.pid, signal.SIGKILL)
         if done.returncode != 0:
             raise StepFailed(f"the agent exited with status {done.returncode} (its output: {log})")
         return {"exit_status": 0, "output": str(log), "answer": self.answer}

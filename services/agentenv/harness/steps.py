@@ -123,9 +123,13 @@ class BrowserConnectCdp(_BrowserStep):
     agent: str
 
 
+#: A recording's name is its place in the store: letters, digits, ``_`` and ``-``.
+RECORDING_NAME = r"^[A-Za-z0-9_-]{1,64}$"
+
+
 class StartBrowserRecording(_BrowserStep):
     type: Literal["start_browser_recording"]
-    name: str
+    name: str = Field(pattern=RECORDING_NAME)
     frames: bool = True
     max_frames: int | None = Field(None, ge=1)
     max_duration_s: float | None = Field(None, gt=0)
@@ -200,6 +204,15 @@ class Task(BaseModel):
     envs: dict[str, EnvDefinition] = Field(default_factory=dict)
     envs_file: str | None = None
     steps: list[Step]
+
+    def agents(self, env_id: str | None = None) -> list[str]:
+        """The agents the task connects (to ``env_id``, or to any env)."""
+        names = [
+            step.agent
+            for step in self.steps
+            if isinstance(step, BrowserConnectCdp) and env_id in (None, step.env_id)
+        ]
+        return sorted(set(names))
 
 
 _STEP: TypeAdapter[Any] = TypeAdapter(Step)

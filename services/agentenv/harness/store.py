@@ -15,9 +15,10 @@
   (``AWS_ENDPOINT_URL_S3``, ``AWS_PROFILE``, …). Each grant's credentials
   come from STS and are scoped by a session policy to the recording's prefix:
   ``AssumeRole`` on ``--store-role`` when given, else
-  ``GetFederationToken``. A store without STS (some S3-compatible servers)
-  gets the harness's own credentials, with a warning on the terminal: give it
-  a role, or a store that offers STS, to keep the computer to its prefix.
+  ``GetFederationToken``. When STS gives nothing (a store without it, or
+  credentials that cannot call it), the start fails saying so, unless
+  ``--store-share-credentials`` hands computers the harness's own (with a
+  warning on the terminal: they reach the whole store).
 - ``file``: the run folder itself, mounted into computers this run starts
   (the first version's way). A computer attached by URL cannot use it: the
   start fails, saying to use a store.
@@ -75,6 +76,11 @@ class StoreError(HarnessError):
 
 
 # -- pure: layout and policies -------------------------------------------------------
+
+
+def _code(exc: Exception) -> str:
+    """An SDK error's code, never its message (which may quote the request)."""
+    return str(getattr(exc, "response", {}).get("Error", {}).get("Code") or type(exc).__name__)
 
 
 def join(*parts: str) -> str:
@@ -187,6 +193,8 @@ class S3Store:
     say: Any = print
     #: moto's local server: a role per grant (it checks role policies, not session ones).
     role_per_grant: bool = False
+    #: Without STS, hand computers the harness's own credentials (only when asked).
+    share_own: bool = False
     where: str = ""
     _warned: bool = False
     _clients: dict[str, Any] = field(default_factory=dict)
@@ -206,8 +214,7 @@ class S3Store:
         return self._clients[service]
 
     def _fail(self, what: str, exc: Exception) -> StoreError:
-        code = getattr(exc, "response", {}).get("Error", {}).get("Code") or type(exc).__name__
-        return StoreError(f"{what} at {self.where}: {code}")
+        return StoreError(f"{what} at {self.where}: {_code(exc)}")
 
     def _credentials(self, key: str, prefix: str, seconds: int) -> dict[str, Any]:
         policy = prefix_policy(self.bucket, prefix)
@@ -231,9 +238,11 @@ class S3Store:
                     Name=name[:32], Policy=policy, DurationSeconds=seconds
                 )
         except Exception as exc:
-            if self.role_per_grant or self.role_arn:
-                raise self._fail(
-                    "cannot get short-lived credentials for a recording", exc
+            if self.role_per_grant or self.role_arn or not self.share_own:
+                raise StoreError(
+                    f"cannot get short-lived credentials for a recording at {self.where}: "
+                    f"{_code(exc)}; give --store-role ARN (a role the harness may assume), "
+                    "or --store-share-credentials to hand computers the harness's own"
                 ) from None
             return self._own_credentials(exc)
         c = found["Credentials"]
@@ -253,7 +262,7 @@ class S3Store:
             )
         frozen = own.get_frozen_credentials()
         if not self._warned:
-            code = getattr(why, "response", {}).get("Error", {}).get("Code") or type(why).__name__
+            code = _code(why)
             self.say(
                 f"warning: the store gave no short-lived credentials ({code}); computers "
                 "get the harness's own, which reach the whole store: give --store-role, "
@@ -436,6 +445,16 @@ def start_local(say: Any = print, host: str | None = None) -> LocalStore:
             return
 
     address = host or _bridge_address()
+    if not _ADMIN:
+        # The administrator is made with the checks off: on a server only this
+        # machine's loopback reaches, gone before the store opens on the bridge.
+        setup = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
+        threading.Thread(target=setup.serve_forever, daemon=True).start()
+        try:
+            _admin(f"http://127.0.0.1:{setup.server_port}")
+        finally:
+            setup.shutdown()
+            setup.server_close()
     try:
         server = make_server(address, 0, app, threaded=True, request_handler=Quiet)
     except OSError as exc:
@@ -463,6 +482,7 @@ def open_store(
     say: Any = print,
     role_arn: str | None = None,
     computer_endpoint_url: str | None = None,
+    share_own: bool = False,
 ) -> Store:
     """The store ``spec`` names: ``local``, ``file`` or ``s3://bucket/prefix``."""
     if spec == "local":
@@ -482,4 +502,5 @@ def open_store(
         computer_endpoint_url=computer_endpoint_url,
         role_arn=role_arn,
         say=say,
+        share_own=share_own,
     )

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from agentenv.harness.computer import DEFAULT_IMAGE, Computer, ComputerError
+from agentenv.harness.computer import DEFAULT_IMAGE, Computer, ComputerError, users_setting
 from agentenv.harness.hardening import CAPABILITIES
 
 __all__ = ["ServiceHandle", "deploy_service"]
@@ -61,7 +61,9 @@ def _reach(node: str, local: str) -> str:
     return local if node in ("127.0.0.1", "0.0.0.0", "") else node
 
 
-def deploy_service(image: str | None, host: str = "127.0.0.1") -> Computer:
+def deploy_service(
+    image: str | None, host: str = "127.0.0.1", agents: dict[str, str] | None = None
+) -> Computer:
     """Start a computer as a one-replica swarm service and wait until it is ready."""
     import docker
     from docker.types import EndpointSpec, Mount, Resources, RestartPolicy
@@ -73,7 +75,7 @@ def deploy_service(image: str | None, host: str = "127.0.0.1") -> Computer:
         service = client.services.create(
             image or DEFAULT_IMAGE,
             name=name,
-            env=[f"AGENTENV_CONTROL_TOKEN={control}"],
+            env=[f"AGENTENV_CONTROL_TOKEN={control}", f"AGENTENV_USERS={users_setting(agents)}"],
             labels={"io.agentenv.harness": "1"},
             container_labels={"io.agentenv.harness": "1"},
             cap_drop=["ALL"],
@@ -107,7 +109,7 @@ def deploy_service(image: str | None, host: str = "127.0.0.1") -> Computer:
             time.sleep(0.25)
         if api is None or cdp is None:
             raise ComputerError(f"the swarm did not publish {name}'s ports in {PUBLISH_S:.0f} s")
-        computer = Computer(api, cdp, control, handle)
+        computer = Computer(api, cdp, control, handle, dict(agents or {}))
         computer.wait_ready(180)
         return computer
     except BaseException:

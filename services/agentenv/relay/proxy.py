@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -251,7 +252,7 @@ class _Bridge:
         return {
             "active": causes.active,
             "order": list(causes.front),
-            "loading": sorted(causes.loading),
+            "loading": causes.loading_now(time.monotonic()),
         }
 
     async def _reset(self, params: Reset) -> dict[str, Any]:
@@ -278,7 +279,8 @@ class _Bridge:
                     for orphan in down.orphans:
                         self._orphaned(orphan)
                     if down.loading is not None:
-                        self.logbook.causes.loading_changed(*down.loading)
+                        tab, started = down.loading
+                        self.logbook.causes.loading_changed(tab, started, time.monotonic())
                 except LogError as exc:  # a full disk must not cut the agent off
                     log.error("conn %d: %s", state.number, exc)
                     down = core.Downstream(Down.PASS)

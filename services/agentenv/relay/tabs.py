@@ -35,6 +35,9 @@ __all__ = ["CLAIM_WINDOW_S", "HOLD_S", "TAB_METHODS", "Causes", "Command", "Tab"
 
 HOLD_S = 5.0
 CLAIM_WINDOW_S = 5.0
+#: A loading mark heard this long ago no longer holds frames back (a frame
+#: waits at most 5 s for a page anyway).
+LOADING_STALE_S = 10.0
 SCRIPT_AFTER_S = 1.0
 
 _SCRIPTS = frozenset({"Runtime.evaluate", "Runtime.callFunctionOn"})
@@ -102,7 +105,7 @@ class Causes:
     front: list[str] = field(default_factory=list)
     #: Tabs whose main frame is loading, as heard by clients with the Page
     #: domain on (every driver turns it on); a recording's frame waits for them.
-    loading: set[str] = field(default_factory=set)
+    loading: dict[str, float] = field(default_factory=dict)  # tab -> when it started
 
     @property
     def active(self) -> str | None:
@@ -114,11 +117,18 @@ class Causes:
                 self.front.remove(tab)
             self.front.insert(0, tab)
 
-    def loading_changed(self, tab: str, started: bool) -> None:
+    def loading_changed(self, tab: str, started: bool, now: float) -> None:
         if started and tab in self.tabs:
-            self.loading.add(tab)
+            self.loading[tab] = now
         else:
-            self.loading.discard(tab)
+            self.loading.pop(tab, None)
+
+    def loading_now(self, now: float) -> list[str]:
+        """Tabs loading, as last heard; a mark older than :data:`LOADING_STALE_S`
+        is dropped (its client left, or turned Page off, before the stop)."""
+        for tab in [t for t, at in self.loading.items() if now - at > LOADING_STALE_S]:
+            del self.loading[tab]
+        return sorted(self.loading)
 
     # -- what agents did -------------------------------------------------
 
@@ -206,7 +216,7 @@ class Causes:
     def destroyed(self, tab: str, now: float) -> list[Event]:
         out = self._release(now, force=True, tab=tab)
         info = self.tabs.pop(tab, None)
-        self.loading.discard(tab)
+        self.loading.pop(tab, None)
         if tab in self.front:
             self.front.remove(tab)
         event: Event = {"event": "closed", "id": tab, "url": info.url if info else ""}
