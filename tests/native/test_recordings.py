@@ -446,6 +446,10 @@ def test_a_press_names_what_it_lands_on_while_a_recording_is_open(
         browser.close()
     stack.op("input/click", {"x": 5, "y": 5})  # a pixel click on the page's corner
     stack.op("navigate", {"url": site.url + "/pixels"})
+    wait_for(
+        lambda: any(t["active"] and t["url"].endswith("/pixels") for t in stack.op("tabs/list")),
+        "the pixels page in front",
+    )
     stack.op("input/click", {"x": 200, "y": 130})  # on the page's "Press" button
     manifest = rec(stack, "end", {"recording_id": recording})
     found = [p["action"].get("target") for p in presses(before)]
@@ -459,6 +463,15 @@ def test_a_press_names_what_it_lands_on_while_a_recording_is_open(
     ], said
     # The pixel click: its op's entry names what the press landed on too.
     assert said[3] == "click at (5, 5)", said  # the page's background: its point
-    assert said[-2:] == ["navigate to " + site.url + "/pixels", 'click "Press" (button)'], said
+    pressed = [
+        {k: x["action"].get(k) for k in ("seq", "within", "tab", "target", "conn")}
+        for x in log
+        if x.get("action", {}).get("params", {}).get("type") == "mousePressed"
+    ]
+    assert said[-2:] == ["navigate to " + site.url + "/pixels", 'click "Press" (button)'], (
+        said,
+        pressed,
+        [x["action"] for x in log if x.get("action", {}).get("op") == "input/click"],
+    )
     assert manifest["missing_frames"] == 0
     stack.op("tabs/close", {"id": tab})

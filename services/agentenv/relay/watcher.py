@@ -289,19 +289,24 @@ class Watcher:
                 session = await self._session(tab)
                 if session is None:
                     return None
-                answer = await self._call(
-                    "Runtime.evaluate",
-                    {
-                        "expression": describe_expression(point),
-                        "returnByValue": True,
-                        "silent": True,
-                    },
-                    session=session,
-                    deadline_s=DESCRIBE_TIMEOUT_S,
-                )
+                while True:
+                    answer = await self._call(
+                        "Runtime.evaluate",
+                        {
+                            "expression": describe_expression(point),
+                            "returnByValue": True,
+                            "silent": True,
+                        },
+                        session=session,
+                        deadline_s=DESCRIBE_TIMEOUT_S,
+                    )
+                    if "error" not in answer:
+                        return target(answer)
+                    # A document just replaced (a navigation that answered):
+                    # its new context comes a moment later.
+                    await asyncio.sleep(0.02)
         except (WatcherError, TimeoutError, aiohttp.ClientError, OSError):
             return None
-        return target(answer)
 
     async def check(self, tab: str | None, point: tuple[float, float] | None = None) -> Focus:
         """Whether typing in ``tab`` goes into a password field: the focused
