@@ -83,6 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "view":
         return _view(args.recording, args.out)
+    if args.command == "run" and not valid_store(args.store):
+        print(
+            f"agentenv: --store {args.store!r} is not a store: give local, file or "
+            "s3://bucket/prefix; nothing was deployed",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     if args.command == "run" and (
         len(args.tasks) > 1
         or args.parallel != 1
@@ -101,13 +108,6 @@ def main(argv: list[str] | None = None) -> int:
     problems = preflight(task)
     if problems:
         return _refused(str(path), [str(p) for p in problems])
-    if args.command == "run" and not valid_store(args.store):
-        print(
-            f"agentenv: --store {args.store!r} is not a store: give local, file or "
-            "s3://bucket/prefix; nothing was deployed",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
     if args.command == "check":
         print(f"agentenv: {path}: {len(task.steps)} steps, no problems")
         return 0
@@ -127,9 +127,6 @@ def _batch(args: argparse.Namespace) -> int:
 
     if args.parallel < 1:
         print("agentenv: --parallel takes 1 or more", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if not valid_store(args.store):
-        print(f"agentenv: --store {args.store!r} is not a store", file=sys.stderr)
         return EXIT_BAD_INPUT
     if (args.reuse or args.backend == "swarm") and args.store == "file":
         print(

@@ -279,61 +279,46 @@ class Watcher:
             task.add_done_callback(lambda _t: self._attaching.pop(tab, None))
         return await asyncio.shield(task)
 
-    async def describe(self, tab: str | None, point: tuple[float, float]) -> dict[str, str] | None:
-        """The role and name of the element at ``point`` in ``tab`` (a press
-        while a recording is open), or None when the page cannot say in time."""
+    async def _evaluate(
+        self, tab: str | None, expression: str, timeout_s: float, again: bool = False
+    ) -> dict[str, Any] | None:
+        """``expression``'s answer in ``tab`` on the relay's own connection, or
+        None when it cannot be had within ``timeout_s``. With ``again``, an
+        error answer is asked again (a document just replaced by a navigation
+        gets its new context a moment later)."""
         if tab is None:
             return None
+        params = {"expression": expression, "returnByValue": True, "silent": True}
         try:
-            async with asyncio.timeout(DESCRIBE_TIMEOUT_S):
+            async with asyncio.timeout(timeout_s):
                 session = await self._session(tab)
                 if session is None:
                     return None
                 while True:
                     answer = await self._call(
-                        "Runtime.evaluate",
-                        {
-                            "expression": describe_expression(point),
-                            "returnByValue": True,
-                            "silent": True,
-                        },
-                        session=session,
-                        deadline_s=DESCRIBE_TIMEOUT_S,
+                        "Runtime.evaluate", params, session=session, deadline_s=timeout_s
                     )
-                    if "error" not in answer:
-                        return target(answer)
-                    # A document just replaced (a navigation that answered):
-                    # its new context comes a moment later.
+                    if not again or "error" not in answer:
+                        return answer
                     await asyncio.sleep(0.02)
         except (WatcherError, TimeoutError, aiohttp.ClientError, OSError):
             return None
 
-    async def check(self, tab: str | None, point: tuple[float, float] | None = None) -> Focus:
-        """Whether typing in ``tab`` goes into a password field: the focused
-        field, or the element at ``point`` (a drop). Undecided on any doubt."""
-        return (await self.checked(tab, point))[0]
+    async def describe(self, tab: str | None, point: tuple[float, float]) -> dict[str, str] | None:
+        """The role and name of the element at ``point`` in ``tab`` (a press
+        while a recording is open), or None when the page cannot say in time."""
+        answer = await self._evaluate(
+            tab, describe_expression(point), DESCRIBE_TIMEOUT_S, again=True
+        )
+        return target(answer) if answer is not None else None
 
     async def checked(
         self, tab: str | None, point: tuple[float, float] | None = None, describe: bool = False
     ) -> tuple[Focus, dict[str, str] | None]:
-        """:meth:`check`, and with ``describe`` the field's role and name."""
-        if tab is None:
-            return "undecided", None
-        try:
-            async with asyncio.timeout(CHECK_TIMEOUT_S):
-                session = await self._session(tab)
-                if session is None:
-                    return "undecided", None
-                answer = await self._call(
-                    "Runtime.evaluate",
-                    {
-                        "expression": check_expression(point, describe),
-                        "returnByValue": True,
-                        "silent": True,
-                    },
-                    session=session,
-                    deadline_s=CHECK_TIMEOUT_S,
-                )
-        except (WatcherError, TimeoutError, aiohttp.ClientError, OSError):
+        """Whether typing in ``tab`` goes into a password field (the focused
+        field, or the element at ``point``, a drop; undecided on any doubt),
+        and with ``describe`` the field's role and name."""
+        answer = await self._evaluate(tab, check_expression(point, describe), CHECK_TIMEOUT_S)
+        if answer is None:
             return "undecided", None
         return verdict(answer), field_named(answer) if describe else None
