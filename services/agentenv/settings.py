@@ -91,23 +91,24 @@ def parse_users(text: str, source: str = "AGENTENV_USERS") -> dict[str, str]:
     The error never quotes a token.
     """
     users: dict[str, str] = {}
-    for number, raw in enumerate(text.replace(",", "\n").splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        for pair in line.split():
-            name, sep, token = pair.partition(":")
-            if not sep or not name or not token:
-                raise SettingsError(
-                    f"{source}: entry {number} is not name:token; write users as "
-                    "name:token pairs separated by commas"
-                )
-            if name == AGENTENV_USER:
-                raise SettingsError(
-                    f"{source}: the user name {AGENTENV_USER!r} is reserved for the "
-                    "control token; set AGENTENV_CONTROL_TOKEN instead"
-                )
-            if name in users:
-                raise SettingsError(f"{source}: user {name!r} is listed twice")
-            users[name] = token
+    # Comments first: a comment may hold commas of its own.
+    lines = (raw.split("#", 1)[0] for raw in text.splitlines())
+    pairs = [pair for line in lines for pair in line.replace(",", " ").split()]
+    for number, pair in enumerate(pairs, start=1):
+        name, sep, token = pair.partition(":")
+        if not sep or not name or not token:
+            raise SettingsError(
+                f"{source}: entry {number} is not name:token; write users as "
+                "name:token pairs separated by commas"
+            )
+        if name == AGENTENV_USER:
+            raise SettingsError(
+                f"{source}: the user name {AGENTENV_USER!r} is reserved for the "
+                "control token; set AGENTENV_CONTROL_TOKEN instead"
+            )
+        if name in users:
+            raise SettingsError(f"{source}: user {name!r} is listed twice")
+        users[name] = token
     return users
 
 

@@ -18,7 +18,7 @@ def test_defaults() -> None:
 
 def test_users_from_env_and_file(tmp_path: Path) -> None:
     file = tmp_path / "users"
-    file.write_text("# team\ncarol:c-tok\n\ndave:d-tok # ops\n")
+    file.write_text("# team: name:token, one a line\ncarol:c-tok\n\ndave:d-tok # ops, on call\n")
     s = load({"AGENTENV_USERS": "alice:a-tok, bob:b-tok", "AGENTENV_USERS_FILE": str(file)})
     assert s.users == {"alice": "a-tok", "bob": "b-tok", "carol": "c-tok", "dave": "d-tok"}
     assert s.auth_enabled
