@@ -92,6 +92,17 @@ class Computer:
         self.card().require(BROWSER_RECORDING_V1, op)
         return json.loads(self._request(f"/v1/browser-recording/{op}", body)[0])
 
+    def metrics(self, timeout_s: float = 2.0) -> str | None:
+        """``GET /metrics`` (Prometheus' text), or None when it does not answer."""
+        request = urllib.request.Request(self.api + "/metrics")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+                return bytes(answer.read()).decode()
+        except (urllib.error.URLError, OSError, UnicodeDecodeError):
+            return None
+
     def ready(self) -> bool:
         try:
             with urllib.request.urlopen(self.api + "/readyz", timeout=5) as answer:
