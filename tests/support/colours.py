@@ -3,7 +3,9 @@ which page it shows.
 
 ``/c/<name>?next=a,b`` paints ``name``'s colour, with a link (``#go``, and a
 target over the whole page) to ``/c/a?next=b``. Names starting ``slow-``
-answer :data:`SLOW_S` late. Standard library only: the frames test runs this
+answer :data:`SLOW_S` late. ``/count`` answers how many times it was asked,
+cacheable for an hour (a second fetch that says 1 came from the HTTP cache).
+Standard library only: the frames test runs this
 file inside a computer (``python3 colours.py PORT``); the bench runs it in a
 thread on the host (:func:`serve`).
 """
@@ -34,8 +36,14 @@ SLOW_S = 1.5
 
 
 class Pages(BaseHTTPRequestHandler):
+    asked = 0
+
     def do_GET(self) -> None:
         parts = urlsplit(self.path)
+        if parts.path == "/count":
+            Pages.asked += 1
+            self._send(str(Pages.asked).encode(), "text/plain", "max-age=3600")
+            return
         name = parts.path.rsplit("/", 1)[-1]
         if name not in COLOURS:
             self.send_error(404)
@@ -52,10 +60,14 @@ class Pages(BaseHTTPRequestHandler):
             "font:12px sans-serif'>go on</a><div style='position:fixed;inset:40px 0 0 0' "
             "onclick=\"document.getElementById('go').click()\"></div>"
         )
-        data = body.encode()
+        self._send(body.encode(), "text/html")
+
+    def _send(self, data: bytes, kind: str, cache: str | None = None) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
+        if cache:
+            self.send_header("Cache-Control", cache)
         self.end_headers()
         self.wfile.write(data)
 

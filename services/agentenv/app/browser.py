@@ -43,6 +43,9 @@ class Browser:
     #: with the origins of open tabs: Chromium cannot list them all).
     storage_origins: set[str] = field(default_factory=set)
     storage_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: The log's number of the last data/reset: the sites visited since are
+    #: read from the lines after it at the next (0: since the log began).
+    reset_seq: int = 0
 
     @property
     def link(self) -> BrowserLink:

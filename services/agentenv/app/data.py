@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import shutil
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -29,7 +30,7 @@ from agentenv.cdp import BrowserError
 from agentenv.protocol.browser import Tab
 from agentenv.protocol.data import BrowserState, SavedTab
 
-__all__ = ["CLEARED_STORAGE", "reset", "restore", "state"]
+__all__ = ["CLEARED_STORAGE", "reset", "restore", "state", "visited"]
 
 log = logging.getLogger("agentenv.app.data")
 
@@ -149,18 +150,37 @@ def _empty_downloads(folder: str) -> int:
     return removed
 
 
-async def reset(browser: Browser, caller: Caller) -> Any:
-    """data/reset: one blank tab, no cookies, granted permissions or
-    downloads, the storage of the origins this computer knows of (its open
-    tabs', and those it wrote) cleared, and a reset line. A computer reused for another
-    task (``agentenv run --reuse``) starts from this; the image keeps no
-    browsing history (the ``SavingBrowserHistoryDisabled`` policy), and the
-    new tab has no back or forward."""
+def visited(lines: Iterable[bytes]) -> set[str]:
+    """The origins of the URLs in log ``lines``: every tab event's and every
+    action's (Chromium cannot list the sites that hold storage, but the log
+    saw every page a tab showed)."""
+    found: set[str] = set()
+    for raw in lines:
+        with contextlib.suppress(orjson.JSONDecodeError):
+            line = orjson.loads(raw)
+            for kind in ("tab", "action"):
+                url = line.get(kind, {}).get("url") if isinstance(line, dict) else None
+                at = origin(url) if isinstance(url, str) else None
+                if at:
+                    found.add(at)
+    return found
+
+
+async def reset(browser: Browser, caller: Caller, seen: set[str] | None = None) -> Any:
+    """data/reset: one blank tab, no cookies, granted permissions, downloads
+    or HTTP cache, and a reset line. The storage of every origin this
+    computer knows of is cleared: its open tabs', those it wrote, and
+    ``seen`` (the sites the log saw since the last reset: :func:`visited`). A
+    computer reused for another task (``agentenv run --reuse``) starts from
+    this; the image keeps no browsing history (the
+    ``SavingBrowserHistoryDisabled`` policy), and the new tab has no back or
+    forward. Left: storage a page wrote for an origin no tab ever showed (a
+    third-party frame's)."""
     async with acting(browser, caller, "data/reset", None):
         link = browser.link  # the op's own connection
         found = await browser.pages()
         origins = {o for o in (origin(p.get("url", "")) for p in found) if o}
-        origins |= browser.storage_origins
+        origins |= browser.storage_origins | (seen or set())
         blank = (await link.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
         for page in found:
             with contextlib.suppress(BrowserError):
@@ -170,6 +190,7 @@ async def reset(browser: Browser, caller: Caller) -> Any:
         await asyncio.to_thread(_empty_downloads, browser.downloads)
         # Storage.clearDataForOrigin answers only on a page's session.
         session = await link.session(blank)
+        await link.call("Network.clearBrowserCache", session=session)
         for at in sorted(origins):
             await link.call(
                 "Storage.clearDataForOrigin",
@@ -179,4 +200,5 @@ async def reset(browser: Browser, caller: Caller) -> Any:
         browser.storage_origins.clear()
         browser.switches += 1
         entry = (await link.call("AgentEnv.reset", {"reason": "data/reset"}))["entry"]
-    return {"tab": blank, "reset": entry}
+        browser.reset_seq = entry
+    return {"tab": blank, "reset": entry, "origins_cleared": len(origins)}

@@ -299,7 +299,21 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
     ended = await recorder_call(request.app, "end_all", b'{"reason": "reset"}')
     if ended.status != 200:
         log.warning("data/reset: the recorder could not end its recordings")
-    return web.json_response(await data.reset(browser, who))
+    seen = await loop.run_in_executor(
+        None, _visited_since, request.app[reader_key], browser.reset_seq
+    )
+    return web.json_response(await data.reset(browser, who, seen))
+
+
+def _visited_since(reader: LogReader, after: int) -> set[str]:
+    """The origins the log saw after line ``after`` (:func:`data.visited`), page by page."""
+    seen: set[str] = set()
+    while True:
+        page = reader.read(after, 10000)
+        if not page.lines:
+            return seen
+        seen |= data.visited(page.lines)
+        after = page.last
 
 
 def _whole_log(reader: LogReader) -> bytes:

@@ -44,10 +44,17 @@ def write_all(items: dict[str, str]) -> str:
 
 
 def origin(url: str) -> str | None:
+    """``scheme://host[:port]`` of an http(s) URL, without any user part (a
+    logged URL's is redacted); None for other URLs and malformed ones."""
     parts = urlsplit(url)
-    if parts.scheme in ("http", "https") and parts.netloc:
-        return f"{parts.scheme}://{parts.netloc}".lower()
-    return None
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not host:
+        return None
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme.lower()}://{host}" + (f":{port}" if port is not None else "")
 
 
 async def tab_origins(browser: Browser) -> set[str]:
