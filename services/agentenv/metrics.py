@@ -204,7 +204,7 @@ class Fleet:
         """One line for the table."""
         t = self.total
         return (
-            f"fleet: {len(self.answering)} computers answering; "
+            f"fleet: {len(self.answering)} of {len(self.latest)} computers answering; "
             f"{t('agentenv_cdp_connections', kind='agent'):.0f} agent connections open; "
             f"{t('agentenv_cdp_commands_total'):.0f} CDP commands "
             f"({t('agentenv_cdp_commands_total', acts='acting'):.0f} acting), "

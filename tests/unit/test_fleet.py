@@ -34,7 +34,7 @@ def test_counters_outlive_their_computer_and_gauges_do_not() -> None:
     assert fleet.total("agentenv_frames_total") == 11
     assert fleet.total("agentenv_cdp_connections", kind="agent") == 2
     line = fleet.line()
-    assert line.startswith("fleet: 1 computers answering; 2 agent connections open;")
+    assert line.startswith("fleet: 1 of 2 computers answering; 2 agent connections open;")
     assert "21 CDP commands (7 acting), 2 refused by the guard" in line
     assert "70 log lines; 11 frames, 1 missing; 1 MCP sessions" in line
 
