@@ -7,6 +7,8 @@ imports nothing of the computer but :mod:`agentenv.protocol`.
 - :mod:`.preflight` — every problem listed before anything deploys (no I/O);
 - :mod:`.urls` — tabs by URL, normalized as the browser does (no I/O);
 - :mod:`.computer` — a computer's API, deployed with the docker SDK or attached;
+- :mod:`.backends` — where computers start: Docker, Swarm (:mod:`.swarm`) or
+  Kubernetes (:mod:`.kubernetes`);
 - :mod:`.mind2web` — Online-Mind2Web's v2 export;
 - :mod:`.runner` — the run: steps, progress, artifacts, exit status; :mod:`.cli`.
 """

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentenv.harness.computer import Computer, ComputerError, agent_tokens, deploy
+from agentenv.harness.backends import start
+from agentenv.harness.computer import Computer, ComputerError, agent_tokens
 from agentenv.harness.preflight import preflight
 from agentenv.harness.runner import EXIT_INFRA, EXIT_OK, EXIT_TASK_FAILED, Run
 from agentenv.harness.steps import Task, TaskError, load_task
@@ -149,6 +150,8 @@ class Batch:
     #: Keep each worker's computer between its tasks, reset with data/reset.
     reuse: bool = False
     backend: str = "docker"
+    namespace: str | None = None
+    kube_context: str | None = None
     runs: dict[str, Run] = field(default_factory=dict)
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -165,12 +168,13 @@ class Batch:
             # Every agent any task connects: the computer serves them all in turn.
             names = sorted({n for p in self.tasks for n in p.task.agents()})
             agents = agent_tokens(names)
-            if self.backend == "swarm":
-                from agentenv.harness.swarm import deploy_service
-
-                computer = deploy_service(image, agents=agents)
-            else:
-                computer = deploy(image, None, None, agents=agents)
+            computer = start(
+                self.backend,
+                image,
+                agents,
+                namespace=self.namespace,
+                kube_context=self.kube_context,
+            )
             mine[image] = computer
             with self._lock:
                 self.pool.append(computer)
@@ -216,6 +220,8 @@ class Batch:
                 store_share_own=self.store_share_own,
                 lend=self._lend if self.reuse else None,
                 backend=self.backend,
+                namespace=self.namespace,
+                kube_context=self.kube_context,
             )
             with self._lock:
                 self.runs[planned.name] = run

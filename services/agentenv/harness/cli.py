@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from agentenv.harness.backends import BACKENDS
 from agentenv.harness.preflight import preflight
 from agentenv.harness.runner import EXIT_BAD_INPUT, Run
 from agentenv.harness.steps import TaskError, load_task
@@ -43,9 +44,19 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--image", help="the computer's image for Online-Mind2Web tasks")
     run.add_argument(
         "--backend",
-        choices=["docker", "swarm"],
+        choices=list(BACKENDS),
         default="docker",
-        help="where computers start: this Docker engine (default) or Docker Swarm services",
+        help="where computers start: this Docker engine (default), Docker Swarm services, "
+        "or Kubernetes pods",
+    )
+    run.add_argument(
+        "--namespace",
+        help="the Kubernetes namespace (default: the context's, else default)",
+    )
+    run.add_argument(
+        "--kube-context",
+        metavar="CONTEXT",
+        help="the kubeconfig context (default: the current one; in a pod, its service account)",
     )
     run.add_argument(
         "--reuse",
@@ -90,6 +101,17 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    if (
+        args.command == "run"
+        and args.backend != "kubernetes"
+        and (args.namespace or args.kube_context)
+    ):
+        print(
+            "agentenv: --namespace and --kube-context are for --backend kubernetes; "
+            "nothing was deployed",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     if args.command == "run" and (
         len(args.tasks) > 1
         or args.parallel != 1
@@ -128,10 +150,11 @@ def _batch(args: argparse.Namespace) -> int:
     if args.parallel < 1:
         print("agentenv: --parallel takes 1 or more", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if (args.reuse or args.backend == "swarm") and args.store == "file":
+    if (args.reuse or args.backend != "docker") and args.store == "file":
         print(
-            "agentenv: --reuse and --backend swarm start computers without the run "
-            "folder: use the default store, or --store s3://",
+            f"agentenv: {'--reuse' if args.reuse else '--backend ' + args.backend} starts "
+            "computers without the run folder: use the default store, or --store s3://; "
+            "nothing was deployed",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
@@ -151,6 +174,8 @@ def _batch(args: argparse.Namespace) -> int:
         store_share_own=args.store_share_credentials,
         reuse=args.reuse,
         backend=args.backend,
+        namespace=args.namespace,
+        kube_context=args.kube_context,
     )
     problems = batch.problems()
     if problems:

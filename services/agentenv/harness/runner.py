@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentenv.harness import steps as s
+from agentenv.harness.backends import start
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens, deploy
 from agentenv.harness.errors import HarnessError
 from agentenv.harness.mind2web import export
@@ -91,8 +92,12 @@ class Run:
     #: A batch's pool (``--reuse``): lends a computer for an image, already
     #: reset, instead of starting one; the pool stops it, not this run.
     lend: Callable[[str | None], Computer] | None = None
-    #: Where computers start: ``docker`` (this engine) or ``swarm`` (services).
+    #: Where computers start (:mod:`.backends`): ``docker`` (this engine),
+    #: ``swarm`` (services) or ``kubernetes`` (pods, in ``namespace`` through
+    #: ``kube_context``).
     backend: str = "docker"
+    namespace: str | None = None
+    kube_context: str | None = None
 
     @property
     def store(self) -> Store:
@@ -199,24 +204,20 @@ class Run:
         version, spec = found if found else (None, None)
         image = step.image or (spec.image if spec else None)
         agents = agent_tokens(self.task.agents(step.env_id))
-        if self.lend is not None and step.url is None:
+        if step.url is not None:
+            computer = deploy(None, step.url, step.token, step.cdp_url)
+        elif self.lend is not None:
             computer = self.lend(image)
-        elif self.backend == "swarm" and step.url is None:
-            from agentenv.harness.swarm import deploy_service
-
-            computer = deploy_service(image, agents=agents)
-            self.started_here.append(computer)
         else:
-            computer = deploy(
-                image if step.url is None else None,
-                step.url,
-                step.token,
-                step.cdp_url,
+            computer = start(
+                self.backend,
+                image,
+                agents,
                 artifacts=self.out.resolve() if self.store_spec == "file" else None,
-                agents=agents,
+                namespace=self.namespace,
+                kube_context=self.kube_context,
             )
-            if computer.container is not None:
-                self.started_here.append(computer)
+            self.started_here.append(computer)
         self.computers[step.env_id] = computer
         return {"env_id": step.env_id, "version": version, "api": computer.api, "cdp": computer.cdp}
 

@@ -1,0 +1,45 @@
+"""Where the harness starts computers: one function for every backend.
+
+- ``docker``: a container on this machine's engine (:func:`.computer.deploy`),
+  the run folder mounted when the store is ``file``;
+- ``swarm``: a one-replica Docker Swarm service (:func:`.swarm.deploy_service`);
+- ``kubernetes``: a pod with its Secret and Service
+  (:func:`.kubernetes.deploy_pod`), in ``namespace`` through ``kube_context``.
+
+A run's ``deploy_env`` and a batch's pool (``--reuse``) both start computers
+here; attaching to a running computer by URL is :func:`.computer.deploy`'s.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentenv.harness.computer import Computer, deploy
+
+__all__ = ["BACKENDS", "start"]
+
+BACKENDS = ("docker", "swarm", "kubernetes")
+
+
+def start(
+    backend: str,
+    image: str | None,
+    agents: dict[str, str],
+    *,
+    artifacts: Path | None = None,
+    namespace: str | None = None,
+    kube_context: str | None = None,
+) -> Computer:
+    """Start a computer from ``image`` on ``backend`` for ``agents`` (name ->
+    token) and wait until it is ready; the caller stops it."""
+    if backend == "swarm":
+        from agentenv.harness.swarm import deploy_service
+
+        return deploy_service(image, agents=agents)
+    if backend == "kubernetes":
+        from agentenv.harness.kubernetes import deploy_pod
+
+        return deploy_pod(image, agents=agents, namespace=namespace, context=kube_context)
+    if backend == "docker":
+        return deploy(image, None, None, artifacts=artifacts, agents=agents)
+    raise ValueError(f"no backend {backend!r}: one of {', '.join(BACKENDS)}")
