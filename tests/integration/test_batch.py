@@ -106,6 +106,14 @@ def test_twenty_tasks_four_at_a_time(image: str, tmp_path: Path) -> None:
             assert manifest["missing_frames"] == 0 and manifest["log"]["lines"] > 0
         else:
             assert "the agent exited with status 1" in result["failures"][0]
+    # The fleet's sums: each computer's counts read once more before it stopped.
+    fleet = [x for x in done.stdout.splitlines() if x.startswith("fleet:")]
+    assert any(not x.startswith("fleet: 0 of") for x in fleet[:-1]), fleet[:3]
+    manifests = [json.loads(p.read_text()) for p in out.glob("*/recordings/*/manifest.json")]
+    assert len(manifests) == 20
+    frames = sum(len(m["frames"]) for m in manifests)
+    assert f"; {frames} frames, 0 missing;" in fleet[-1], (frames, fleet[-1])
+    assert " 0 CDP commands" not in fleet[-1] and "(0 acting)" not in fleet[-1], fleet[-1]
     assert _left_over() == []
 
 
@@ -209,6 +217,10 @@ LEAVE = textwrap.dedent(
         context = browser.contexts[0]
         page = context.pages[0]
         page.goto(site + "/c/red")
+        assert page.evaluate("fetch('/count').then(r => r.text())") == "1"
+        # Another origin, visited and left: no tab shows it at the reset.
+        page.goto(site.replace("127.0.0.1", "localhost") + "/c/red")
+        page.evaluate("localStorage.setItem('elsewhere', 'behind')")
         page.goto(site + "/c/green")
         context.add_cookies([{"name": "left", "value": "behind", "url": site}])
         page.evaluate("localStorage.setItem('left', 'behind')")
@@ -247,9 +259,12 @@ FIND = textwrap.dedent(
         found["cookies"] = context.cookies()
         page.goto(site + "/c/yellow")
         found["storage"] = page.evaluate("localStorage.getItem('left')")
+        found["cached"] = page.evaluate("fetch('/count').then(r => r.text())")
         found["permission"] = page.evaluate(
             "navigator.permissions.query({name: 'geolocation'}).then(p => p.state)"
         )
+        page.goto(site.replace("127.0.0.1", "localhost") + "/c/yellow")
+        found["elsewhere"] = page.evaluate("localStorage.getItem('elsewhere')")
         browser.close()
     with open(os.environ["AGENTENV_ANSWER_FILE"], "w") as f:
         f.write(json.dumps(found))
@@ -303,6 +318,8 @@ def test_a_reused_computer_keeps_nothing_from_the_task_before(image: str, tmp_pa
         "history": 1,
         "cookies": [],
         "storage": None,
+        "cached": "2",  # asked again: the HTTP cache was emptied
+        "elsewhere": None,  # the site visited and left was cleared too
         "permission": "prompt",
     }, found
     assert _left_over() == []

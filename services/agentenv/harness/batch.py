@@ -9,13 +9,16 @@ output in ``run.log``) and its own store; the engine schedules the
 computers, the harness only waits on them.
 
 While tasks run, a table of what runs is printed when it changes (at most
-every two seconds); at the end a summary (done, failed, infrastructure,
-durations) and ``<out>/results.jsonl``, a line per task. ``--reuse`` keeps
-each worker's computer between its tasks: before the next task it is reset
-with ``data/reset`` (one blank tab; no cookies, granted permissions or
-downloads; the storage of the origins the computer knows of cleared; the
-image keeps no history: not the storage of a site visited and left, nor the
-HTTP cache), and the pool stops it at the end. Ctrl-C cancels:
+every two seconds), its last line the fleet's sums of the computers'
+``/metrics`` (:class:`agentenv.metrics.Fleet`: each computer is read every
+two seconds and once more before it stops); at the end a summary (done,
+failed, infrastructure, durations, the fleet's line) and
+``<out>/results.jsonl``, a line per task. ``--reuse`` keeps each worker's
+computer between its tasks: before the next task it is reset with
+``data/reset`` (one blank tab; no cookies, granted permissions,
+downloads or HTTP cache; the storage of the origins the computer knows of
+cleared, every site the log saw since the last reset among them; the image
+keeps no history), and the pool stops it at the end. Ctrl-C cancels:
 each run stops its agent, ends its open recordings and stops the computers it
 started, and tasks not begun are not begun. Exit status: 0 every task done,
 1 one failed, 3 an infrastructure failure (or cancelled), 2 bad input.
@@ -39,6 +42,7 @@ from agentenv.harness.computer import Computer, ComputerError, agent_tokens
 from agentenv.harness.preflight import preflight
 from agentenv.harness.runner import EXIT_INFRA, EXIT_OK, EXIT_TASK_FAILED, Run
 from agentenv.harness.steps import Task, TaskError, load_task
+from agentenv.metrics import Fleet
 
 __all__ = ["Batch", "Planned", "mind2web_task", "plan"]
 
@@ -159,6 +163,8 @@ class Batch:
     _local: threading.local = field(default_factory=threading.local)
     pool: list[Computer] = field(default_factory=list)
     resets: list[float] = field(default_factory=list)
+    #: The computers' ``/metrics``, added up (the table's last line).
+    fleet: Fleet = field(default_factory=Fleet)
 
     def _lend(self, image: str | None) -> Computer:
         """This worker's computer for ``image``: started the first time, reset after."""
@@ -222,6 +228,7 @@ class Batch:
                 backend=self.backend,
                 namespace=self.namespace,
                 kube_context=self.kube_context,
+                before_stop=self._last_counts,
             )
             with self._lock:
                 self.runs[planned.name] = run
@@ -249,12 +256,30 @@ class Batch:
             }
         self.say(f"{planned.name}: {STATUS.get(status, 'infrastructure')} in {took:.1f}s")
 
+    def _last_counts(self, computer: Computer) -> None:
+        """A computer's counts, read once more before it stops."""
+        text = computer.metrics()
+        with self._lock:
+            self.fleet.seen(computer.api, text)
+
+    def _scrape(self) -> None:
+        """A round of ``/metrics`` from every computer running now."""
+        with self._lock:
+            live = {c.api: c for r in self.runs.values() for c in list(r.computers.values())}
+            live.update((c.api, c) for c in self.pool)
+        answers = {api: computer.metrics() for api, computer in live.items()}
+        with self._lock:
+            self.fleet.round(api for api, text in answers.items() if self.fleet.seen(api, text))
+
     def _table(self) -> str:
         with self._lock:
             running = sorted(self.runs.items())
             done = len(self.results)
+            fleet = self.fleet.line()
         rows = [f"  {name:<32} {run.current}" for name, run in running]
-        return "\n".join([f"running {len(running)}, finished {done} of {len(self.tasks)}:", *rows])
+        return "\n".join(
+            [f"running {len(running)}, finished {done} of {len(self.tasks)}:", *rows, fleet]
+        )
 
     def run(self) -> int:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -265,6 +290,7 @@ class Batch:
         shown = ""
         try:
             while not all(f.done() for f in futures):
+                self._scrape()
                 table = self._table()
                 if table != shown:
                     self.say(table)
@@ -280,6 +306,7 @@ class Batch:
                 f.cancel()
         finally:
             pool.shutdown(wait=True)
+            self._scrape()
             for computer in self.pool:
                 try:
                     computer.stop()
@@ -307,6 +334,7 @@ class Batch:
             f"summary: {parts}; {len(results)} tasks in {took:.1f}s; per task median "
             f"{middle:.1f}s, longest {longest:.1f}s; results in {self.out / 'results.jsonl'}"
         )
+        self.say(self.fleet.line())
         for result in results:
             for failure in result.get("failures", []):
                 self.say(f"  {result['task']}: {failure}")

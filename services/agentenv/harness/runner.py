@@ -98,6 +98,9 @@ class Run:
     backend: str = "docker"
     namespace: str | None = None
     kube_context: str | None = None
+    #: Called with each computer this run started just before it is stopped
+    #: (a batch reads its counts one last time).
+    before_stop: Callable[[Computer], None] | None = None
 
     @property
     def store(self) -> Store:
@@ -512,6 +515,8 @@ class Run:
                 failures.append(f"teardown: recording {recorded.name}: {'; '.join(problems)}")
                 whole = whole and not recorded.must_succeed
         for computer in self.started_here:
+            if self.before_stop is not None:
+                self.before_stop(computer)
             try:
                 computer.stop()
             except Exception as exc:  # the docker SDK's: report, go on stopping
