@@ -524,6 +524,37 @@ def test_the_cli_refuses_the_file_store_and_stray_options(
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_run_without_a_cluster_warns_of_the_local_store_and_fails_as_infrastructure(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    no_cluster_calls: None,
+) -> None:
+    """The whole path through ``agentenv run``: the warning, then the task's
+    deploy failing for want of a cluster, reported as infrastructure (exit 3)."""
+    from agentenv.harness.cli import main
+
+    empty = tmp_path / "kubeconfig"
+    empty.write_text("")
+    monkeypatch.setenv("KUBECONFIG", str(empty))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    task = tmp_path / "task.yaml"
+    task.write_text(
+        yaml.safe_dump(
+            {
+                "envs": {"web": {"versions": {1: {"browsers": ["main"]}}}},
+                "steps": [{"type": "deploy_env", "env_id": "web"}],
+            }
+        )
+    )
+    out = tmp_path / "out"
+    assert main(["run", str(task), "--backend", "kubernetes", "--out", str(out)]) == 3
+    captured = capsys.readouterr()
+    assert "the local store listens on this machine's Docker bridge" in captured.err
+    assert "0 done, 0 failed, 1 infrastructure" in captured.out
+    assert "no Kubernetes cluster to use" in (out / "task" / "run.log").read_text()
+
+
 # -- the port-forward's listener, against local sockets (no API server) ------------------
 
 WAIT_S = 10.0

@@ -158,6 +158,14 @@ def _batch(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    if args.backend == "kubernetes" and args.store == "local" and not args.store_endpoint:
+        # Not refused: a cluster on this machine (kind, k3d) may route to the bridge.
+        print(
+            "agentenv: warning: the local store listens on this machine's Docker bridge, "
+            "which pods of a cluster elsewhere cannot reach: give --store s3://bucket/prefix "
+            "(or --store-endpoint) if recordings fail to upload",
+            file=sys.stderr,
+        )
     try:
         tasks = plan(args.tasks, args.agent, args.image)
     except TaskError as exc:
