@@ -146,7 +146,8 @@ class Batch:
     tasks: list[Planned]
     out: Path
     parallel: int = 1
-    stream: TextIO = sys.stdout
+    #: Where the table and the summary go (None: sys.stdout as it is when printing).
+    stream: TextIO | None = None
     store_spec: str = "local"
     store_role: str | None = None
     store_endpoint: str | None = None
@@ -202,7 +203,7 @@ class Batch:
 
     def say(self, text: str) -> None:
         with self._lock:
-            print(text, file=self.stream, flush=True)
+            print(text, file=self.stream or sys.stdout, flush=True)
 
     def problems(self) -> list[str]:
         """Every task's preflight problems, named by task."""

@@ -69,7 +69,8 @@ class Recorded:
 class Run:
     task: s.Task
     out: Path
-    stream: TextIO = sys.stdout
+    #: Where the run says what it does (None: sys.stdout as it is when printing).
+    stream: TextIO | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     computers: dict[str, Computer] = field(default_factory=dict)
     started_here: list[Computer] = field(default_factory=list)
@@ -118,7 +119,7 @@ class Run:
         return self._store
 
     def say(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        print(text, file=self.stream or sys.stdout, flush=True)
 
     # -- the run -----------------------------------------------------------------
 
