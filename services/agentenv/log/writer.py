@@ -26,7 +26,7 @@ import orjson
 
 from agentenv.log.errors import LogError, LogLocked
 from agentenv.log.lines import Kind, encode, iso, line
-from agentenv.log.numbering import STALLED_S, Numbering, recover
+from agentenv.log.numbering import STALLED_S, Numbering, Open, recover
 
 __all__ = ["LogWriter"]
 
@@ -112,11 +112,15 @@ class LogWriter:
     def _put(self, data: bytes) -> None:
         self._puts += 1
         if not self._puts & 255:
-            began = time.perf_counter()
-            self._write_all(data)
-            self.sampled_write_s = time.perf_counter() - began
+            self._timed(data)
         else:
             self._write_all(data)
+
+    def _timed(self, data: bytes) -> None:
+        """One write in 256, timed (``sampled_write_s``, for /metrics)."""
+        began = time.perf_counter()
+        self._write_all(data)
+        self.sampled_write_s = time.perf_counter() - began
 
     def _write_all(self, data: bytes) -> None:
         try:
@@ -131,7 +135,12 @@ class LogWriter:
 
         ``fields`` stays the writer's: later changes to it are written too.
         """
-        return self._numbering.begin(self._monotonic(), iso(self._clock()), fields).seq
+        # Numbering.begin, inlined: this runs for every command on the record.
+        numbering = self._numbering
+        seq = numbering.next_seq
+        numbering.next_seq = seq + 1
+        numbering.open[seq] = Open(seq, self._monotonic(), iso(self._clock()), fields)
+        return seq
 
     def fields(self, seq: int) -> dict[str, Any] | None:
         """The fields of an open action, to add what becomes known later."""
@@ -140,7 +149,7 @@ class LogWriter:
 
     def end(self, seq: int, ok: bool, error: str | None = None, **more: Any) -> None:
         """Write the action ``seq`` (or its ``outcome`` if written unfinished)."""
-        entry = self._numbering.finish(seq)
+        entry = self._numbering.open.pop(seq, None)  # Numbering.finish, inlined
         if entry is None:
             log.warning("entry %d ended twice or was never begun", seq)
             return
@@ -156,16 +165,30 @@ class LogWriter:
         fields["ok"] = ok
         if error is not None:
             fields["error"] = error
-        # The line is {"seq", "at", "action"} with seq first; built as bytes.
+        # The line is {"seq", "at", "action"}, seq first (lines.line, inlined).
         try:
-            encoded = orjson.dumps(fields)
+            data = orjson.dumps(
+                {"seq": seq, "at": entry.at, "action": fields}, option=orjson.OPT_APPEND_NEWLINE
+            )
         except (TypeError, ValueError):  # nested too deep, or not JSON: the line still goes
             for key in ("params", "args"):
                 if key in fields:
                     fields[key] = {"withheld": "unwritable"}
-            encoded = orjson.dumps(fields, default=str)
-        data = b'{"seq":%d,"at":"%s","action":%s}\n' % (seq, entry.at.encode(), encoded)
-        self._put(data)
+            data = orjson.dumps(
+                {"seq": seq, "at": entry.at, "action": fields},
+                default=str,
+                option=orjson.OPT_APPEND_NEWLINE,
+            )
+        self._puts += 1
+        if not self._puts & 255:
+            self._timed(data)
+            return
+        try:  # _put, inlined: this runs for every command on the record
+            written = os.write(self._fd, data)
+        except OSError as exc:
+            raise LogError(f"cannot write {self.path}: {exc.strerror}") from exc
+        if written < len(data):  # only on a full disk or a signal
+            self._write_all(data[written:])
 
     def record(self, kind: Kind, body: dict[str, Any]) -> int:
         """Take a number and write a line at once (tab events, resets)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv.access import Identity
-from agentenv.log.marks import ACTING, acts
+from agentenv.log.marks import ACTING, READING, acts
 from agentenv.log.redact import redact, redact_cut, redact_params, redact_text, withheld
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import RELAY
@@ -24,6 +24,17 @@ from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.relay.tabs import TAB_METHODS, Causes, Command
 
 __all__ = ["Action", "Logbook", "Scope"]
+
+#: What begin_command needs to know of a method, learnt once per method:
+#: whether it acts, and whether it may open, close, move or focus a tab.
+_METHODS: dict[str, tuple[bool, bool]] = {}
+
+
+def _learn(method: str) -> tuple[bool, bool]:
+    if len(_METHODS) > 4096:  # a client inventing names: stay bounded
+        _METHODS.clear()
+    return acts(method) == ACTING, method in TAB_METHODS
+
 
 #: Pixel ops whose entry takes the element their press or typing landed on.
 _NAMED_OPS = ("input/click", "input/type")
@@ -95,8 +106,12 @@ class Logbook:
         ``typed`` replaces the params of a typing command the password check
         did not clear (withheld text).
         """
-        mark = acts(method)
-        if mark == ACTING:
+        known = _METHODS.get(method)
+        if known is None:
+            known = _METHODS[method] = _learn(method)
+        acting, tab_method = known
+        mark = ACTING if acting else READING
+        if acting:
             RELAY.acting += 1
         else:
             RELAY.reading += 1
@@ -116,17 +131,18 @@ class Logbook:
             tab = None  # it takes the tab it opens, once answered
         if tab is not None:
             fields["tab"] = tab
-            url = self.causes.url(tab)
-            if url is not None:
-                fields["url"] = self._safe_url(url)
-        if mark == ACTING:
+            info = self.causes.tabs.get(tab)  # causes.url and _safe_url, inlined
+            if info is not None:
+                safe = self._urls.get(info.url)
+                fields["url"] = safe if safe is not None else self._safe_url(info.url)
+        if acting:
             fields["params"] = typed if typed is not None else redact_params(method, params)
         if action is not None:
             fields["within"] = action.entry
         entry = self.writer.begin(fields)
-        if mark == ACTING:
+        if acting:
             self.causes.acting(tab, entry, method, self.monotonic())
-        if method in TAB_METHODS:
+        if tab_method:
             self.causes.sent(
                 self._command(entry, method, params, tab, self._by(entry, identity, action))
             )
