@@ -16,6 +16,7 @@ ops are open to callers.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,14 +86,18 @@ class Settings:
         return bool(self.users) or self.control_token is not None
 
 
+_COMMENT = re.compile(r"(?:^|\s)#")
+
+
 def parse_users(text: str, source: str = "AGENTENV_USERS") -> dict[str, str]:
     """Parse ``name:token`` pairs; raise :class:`SettingsError` naming ``source``.
 
     The error never quotes a token.
     """
     users: dict[str, str] = {}
-    # Comments first: a comment may hold commas of its own.
-    lines = (raw.split("#", 1)[0] for raw in text.splitlines())
+    # Comments first (a comment may hold commas of its own). A comment starts
+    # a line or follows a space: a token may hold a "#".
+    lines = (_COMMENT.split(raw, 1)[0] for raw in text.splitlines())
     pairs = [pair for line in lines for pair in line.replace(",", " ").split()]
     for number, pair in enumerate(pairs, start=1):
         name, sep, token = pair.partition(":")

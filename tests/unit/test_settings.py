@@ -24,6 +24,11 @@ def test_users_from_env_and_file(tmp_path: Path) -> None:
     assert s.auth_enabled
 
 
+def test_a_token_may_hold_a_hash() -> None:
+    assert parse_users("alice:tok#en,bob:b-tok") == {"alice": "tok#en", "bob": "b-tok"}
+    assert parse_users("alice:a-tok #ops, bob:x") == {"alice": "a-tok"}
+
+
 @pytest.mark.parametrize("text", ["alice", "alice:", ":tok", "alice:x,alice:y", "agentenv:tok"])
 def test_bad_users_name_the_problem_without_the_token(text: str) -> None:
     with pytest.raises(SettingsError) as caught:
