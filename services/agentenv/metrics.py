@@ -173,10 +173,17 @@ class Fleet:
     latest: dict[str, dict[Sample, float]] = field(default_factory=dict)
     #: The computers that answered the latest round.
     answering: set[str] = field(default_factory=set)
+    #: Computers whose last counts are in (read as they stopped).
+    final: set[str] = field(default_factory=set)
 
-    def seen(self, computer: str, text: str | None) -> bool:
-        """Keep what ``computer`` answered; False when it did not answer (None)
-        or not in the format (its last counts stay)."""
+    def seen(self, computer: str, text: str | None, final: bool = False) -> bool:
+        """Keep what ``computer`` answered; False when it did not answer (None),
+        not in the format, or its final counts are in already (its last counts
+        stay). ``final``: these are its last."""
+        if computer in self.final:
+            return False
+        if final:
+            self.final.add(computer)
         if text is None:
             return False
         try:

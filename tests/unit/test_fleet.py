@@ -47,3 +47,13 @@ def test_a_computer_that_does_not_answer_keeps_its_last_counts() -> None:
     fleet.round([])
     assert fleet.total("agentenv_cdp_commands_total", acts="acting") == 3
     assert fleet.total("agentenv_cdp_connections") == 0
+
+
+def test_a_round_in_flight_does_not_overwrite_a_computers_last_word() -> None:
+    fleet = Fleet()
+    fleet.seen("a", _computer(acting=3, frames=5, agents=1))
+    assert fleet.seen("a", _computer(acting=9, frames=12, agents=0), final=True)
+    # An older answer of the round that began before "a" stopped lands late.
+    assert not fleet.seen("a", _computer(acting=3, frames=5, agents=1))
+    fleet.round([])
+    assert fleet.total("agentenv_cdp_commands_total", acts="acting") == 9

@@ -258,19 +258,20 @@ class Batch:
         self.say(f"{planned.name}: {STATUS.get(status, 'infrastructure')} in {took:.1f}s")
 
     def _last_counts(self, computer: Computer) -> None:
-        """A computer's counts, read once more before it stops."""
+        """A computer's counts, read once more before it stops: its last word
+        (a scrape round still in flight does not overwrite it)."""
         text = computer.metrics()
         with self._lock:
-            self.fleet.seen(computer.api, text)
+            self.fleet.seen(computer.key, text, final=True)
 
     def _scrape(self) -> None:
         """A round of ``/metrics`` from every computer running now."""
         with self._lock:
-            live = {c.api: c for r in self.runs.values() for c in list(r.computers.values())}
-            live.update((c.api, c) for c in self.pool)
-        answers = {api: computer.metrics() for api, computer in live.items()}
+            live = {c.key: c for r in self.runs.values() for c in list(r.computers.values())}
+            live.update((c.key, c) for c in self.pool)
+        answers = {key: computer.metrics() for key, computer in live.items()}
         with self._lock:
-            self.fleet.round(api for api, text in answers.items() if self.fleet.seen(api, text))
+            self.fleet.round(key for key, text in answers.items() if self.fleet.seen(key, text))
 
     def _table(self) -> str:
         with self._lock:

@@ -26,6 +26,8 @@ from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card
 __all__ = ["Computer", "ComputerError", "agent_tokens", "deploy", "users_setting"]
 
 DEFAULT_IMAGE = "agentenv/browser:latest"
+#: The most of a /metrics answer read (a computer's is a few KB).
+METRICS_LIMIT = 1024 * 1024
 
 
 class ComputerError(HarnessError):
@@ -45,6 +47,9 @@ class Computer:
     #: The agents' tokens on a computer the harness started (name -> token).
     agents: dict[str, str] = field(default_factory=dict, repr=False)
     _card: Card | None = None
+    #: This computer and no other, whatever its address (a port-forward's
+    #: local port may later be another computer's): a fleet's key.
+    key: str = field(default_factory=lambda: secrets.token_hex(8))
 
     def _request(self, path: str, body: Any = None, raw: bytes | None = None) -> tuple[bytes, str]:
         data = raw if raw is not None else json.dumps(body or {}).encode()
@@ -99,8 +104,8 @@ class Computer:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-                return bytes(answer.read()).decode()
-        except (urllib.error.URLError, OSError, UnicodeDecodeError):
+                return bytes(answer.read(METRICS_LIMIT)).decode()
+        except Exception:  # a computer going away mid-answer, in any way: no counts
             return None
 
     def ready(self) -> bool:

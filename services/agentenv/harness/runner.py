@@ -517,7 +517,10 @@ class Run:
                 whole = whole and not recorded.must_succeed
         for computer in self.started_here:
             if self.before_stop is not None:
-                self.before_stop(computer)
+                try:
+                    self.before_stop(computer)
+                except Exception as exc:  # never a reason to leave a computer running
+                    failures.append(f"teardown: could not read a computer's counts: {exc}")
             try:
                 computer.stop()
             except Exception as exc:  # the docker SDK's: report, go on stopping
