@@ -13,17 +13,26 @@
 #   --no-start     install only; do not enable or start the service.
 #
 # Tokens: AGENTENV_CONTROL_TOKEN and AGENTENV_USERS ("name:token,...") are
-# taken from the environment the first time; what is not given is made at
-# random (one user, "agent"). They are kept, root-only, in
-# /etc/agentenv/agentenv.env and /etc/agentenv/users, never printed; a second
-# run keeps them. Other settings (AGENTENV_ALLOWED_HOSTS, ...: see the README's
-# settings) go in /etc/agentenv/agentenv.env too.
+# taken from the environment the first time (sudo drops the environment: use
+# sudo --preserve-env=AGENTENV_CONTROL_TOKEN,AGENTENV_USERS). For a machine
+# this script starts, what is not given is made at random (one user,
+# "agent"); with --no-start (an image to be copied) nothing is made, and the
+# launcher refuses to start until the tokens are given. They are kept in
+# /etc/agentenv/control-token (root only) and /etc/agentenv/users (root and
+# the agentenv user), never printed; a second run keeps them, and says so if
+# it was given others. Other settings (AGENTENV_ALLOWED_HOSTS, ...: see the
+# README's settings) go in /etc/agentenv/agentenv.env, KEY=VALUE a line.
 #
-# With systemd running, the service is agentenv.service (enabled and started).
-# Without it (containers, Modal), start the stack with
+# With systemd running, the service is agentenv.service (enabled, started or
+# restarted after an upgrade, and waited on until /readyz answers). Without
+# it (containers, Modal), start the stack with
 #   /opt/agentenv/bin/agentenv-computer
-# which runs in the foreground until it is stopped (SIGTERM).
+# which runs in the foreground until it is stopped (SIGTERM); a non-empty
+# AGENTENV_* variable in its environment wins over the files.
 set -euo pipefail
+# Whatever umask sudo passes on: the venv and the image folder must be
+# readable by the users the programs run as.
+umask 0022
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -37,7 +46,7 @@ while [ $# -gt 0 ]; do
             shift 2
             ;;
         --no-start) start=""; shift ;;
-        -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,31p' "$0"; exit 0 ;;
         *) die "unknown option '$1'" "usage: scripts/install-native.sh [--wheels DIR] [--no-start]" ;;
     esac
 done
@@ -85,32 +94,24 @@ from agentenv.app.runtime import runtime_problem
 problem = asyncio.run(runtime_problem())
 sys.exit(f"Playwright MCP does not start: {problem}" if problem else 0)'
 
-# 3. supervisord's configuration and the launch scripts.
+# 3. supervisord's configuration and the launch scripts, replaced whole (an
+#    upgrade leaves no file of the last version behind).
+rm -rf "$prefix/image"
 install -d -m 0755 "$prefix/image" "$prefix/image/conf.d" "$prefix/image/launch" "$prefix/bin"
 install -m 0644 "$src/supervisord.conf" "$prefix/image/"
 install -m 0644 "$src"/conf.d/*.conf "$prefix/image/conf.d/"
 install -m 0755 "$src"/launch/*.sh "$prefix/image/launch/"
+ln -sfn "$prefix/image/launch/native.sh" "$prefix/bin/agentenv-computer"
 
-# 4. Settings and tokens, root only; kept when they exist.
-install -d -m 0700 "$conf"
-if [ ! -e "$conf/users" ]; then
-    log "writing $conf/users (root only)"
-    (
-        umask 0077
-        users="${AGENTENV_USERS:-agent:$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}"
-        printf '# name:token, one a line (AGENTENV_USERS_FILE)\n' >"$conf/users"
-        tr ', ' '\n\n' <<<"$users" | sed '/^$/d' >>"$conf/users"
-    )
-fi
+# 4. Settings (read literally by the launcher) and tokens, root only.
+install -d -m 0750 -g agentenv "$conf"
 if [ ! -e "$conf/agentenv.env" ]; then
-    log "writing $conf/agentenv.env (root only)"
-    (
-        umask 0077
-        control="${AGENTENV_CONTROL_TOKEN:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}"
-        # The same settings as the image's ENV (images/browser/Dockerfile).
-        cat >"$conf/agentenv.env" <<EOF
-# The browser computer's settings (systemd EnvironmentFile and
-# /opt/agentenv/bin/agentenv-computer). See the README's settings table.
+    log "writing $conf/agentenv.env"
+    cat >"$conf/agentenv.env" <<EOF
+# The browser computer's settings, KEY=VALUE a line, read literally by
+# $prefix/bin/agentenv-computer (see the README's settings table). The same
+# settings as the image's ENV (images/browser/Dockerfile). Tokens are not
+# here: $conf/control-token and $conf/users.
 AGENTENV_IMAGE_DIR=$prefix/image
 AGENTENV_VENV=$venv
 AGENTENV_LOG_DIR=/var/log/agentenv
@@ -120,42 +121,50 @@ AGENTENV_CHROMIUM_USER=browser
 AGENTENV_PROFILE_DIR=/home/browser/profile
 AGENTENV_DOWNLOADS_DIR=/var/lib/agentenv/downloads
 AGENTENV_NAME=browser
-AGENTENV_USERS_FILE=$conf/users
-AGENTENV_CONTROL_TOKEN=$control
 PYTHONUNBUFFERED=1
 EOF
+fi
+# The tokens: given ones are checked; random ones are made only for a machine
+# this script starts (with --no-start, e.g. an image to be copied, none are
+# made, and the launcher refuses to start until they are given).
+random_token() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+control="${AGENTENV_CONTROL_TOKEN:-}"
+users="${AGENTENV_USERS:-}"
+if [ -n "$control" ] && ! [[ "$control" =~ ^[A-Za-z0-9._~+/=-]{16,}$ ]]; then
+    die "AGENTENV_CONTROL_TOKEN is not a token" "give 16 or more letters, digits or ._~+/=- (e.g. openssl rand -hex 24)"
+fi
+if [ -n "$users" ]; then
+    printf '%s' "$users" | "$venv/bin/python" -c 'import sys
+from agentenv.settings import SettingsError, parse_users
+try:
+    parse_users(sys.stdin.read())
+except SettingsError as exc:
+    sys.exit(f"install-native.sh: error: {exc}")'
+fi
+if [ -s "$conf/control-token" ]; then
+    [ -z "$control" ] || warn "kept the control token in $conf/control-token: delete the file to replace it"
+elif [ -n "$control" ] || [ -n "$start" ]; then
+    log "writing $conf/control-token (root only)"
+    (umask 0077 && printf '%s\n' "${control:-$(random_token)}" >"$conf/control-token")
+fi
+if [ -s "$conf/users" ]; then
+    [ -z "$users" ] || warn "kept the users in $conf/users: delete the file to replace them"
+elif [ -n "$users" ] || [ -n "$start" ]; then
+    log "writing $conf/users (root and the agentenv user only)"
+    (
+        umask 0077
+        printf '# name:token, one a line (AGENTENV_USERS_FILE)\n' >"$conf/users"
+        tr ', \t' '\n\n\n' <<<"${users:-agent:$(random_token)}" | sed '/^$/d' >>"$conf/users"
     )
 fi
+chmod 0644 "$conf/agentenv.env"
+if [ -e "$conf/control-token" ]; then chown root:root "$conf/control-token" && chmod 0600 "$conf/control-token"; fi
 # The service user reads its users file after supervisord drops to it.
-chgrp agentenv "$conf" "$conf/users"
-chmod 0750 "$conf"
-chmod 0640 "$conf/users"
-chmod 0600 "$conf/agentenv.env"
+if [ -e "$conf/users" ]; then chown root:agentenv "$conf/users" && chmod 0640 "$conf/users"; fi
 
-# 5. The launcher (tini reaps what Chromium leaves, whatever started it) and
-#    the system service.
-cat >"$prefix/bin/agentenv-computer" <<EOF
-#!/usr/bin/env bash
-# Starts the browser computer in the foreground (scripts/install-native.sh).
-# Settings come from $conf/agentenv.env; an AGENTENV_* variable already in the
-# environment wins (a Modal secret, a container's env), and AGENTENV_USERS given
-# so replaces the users file: tokens baked into a machine image are not used.
-set -euo pipefail
-[ "\$(id -u)" = 0 ] || { echo "agentenv-computer: run it as root (it starts each program as its own user)" >&2; exit 1; }
-given="\$(export -p | grep -E '^declare -x AGENTENV_[A-Z0-9_]+=' || true)"
-set -a
-. $conf/agentenv.env
-set +a
-eval "\$given"
-if grep -q '^declare -x AGENTENV_USERS=' <<<"\$given" && ! grep -q '^declare -x AGENTENV_USERS_FILE=' <<<"\$given"; then
-    unset AGENTENV_USERS_FILE
-fi
-export PATH="$venv/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-exec /usr/bin/tini -s -- $prefix/image/launch/supervisord.sh
-EOF
-chmod 0755 "$prefix/bin/agentenv-computer"
-
-cat >/etc/systemd/system/agentenv.service 2>/dev/null <<EOF || warn "no /etc/systemd/system: no service written"
+# 5. The system service.
+if [ -d /etc/systemd/system ]; then
+    cat >/etc/systemd/system/agentenv.service <<EOF
 [Unit]
 Description=agentenv browser computer (Chromium behind a CDP relay that records every action)
 After=network-online.target
@@ -163,11 +172,14 @@ Wants=network-online.target
 
 [Service]
 ExecStart=$prefix/bin/agentenv-computer
+WorkingDirectory=/
 Restart=on-failure
 RestartSec=2
-# supervisord stops the recorder first and waits for open recordings to upload.
-TimeoutStopSec=90
+# supervisord stops the recorder first (it waits up to 60 s for open
+# recordings to upload), then the others (10 s each).
+TimeoutStopSec=120
 KillMode=mixed
+LimitNOFILE=1048576
 # As in the image: root only to start each program as its own user.
 CapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_KILL
 NoNewPrivileges=yes
@@ -177,13 +189,26 @@ PrivateTmp=yes
 [Install]
 WantedBy=multi-user.target
 EOF
+else
+    warn "no /etc/systemd/system: no service written"
+fi
 
-# 6. Start it.
+# 6. Start it (again, after an upgrade) and wait until it is ready.
 if [ -n "$start" ] && [ -d /run/systemd/system ]; then
     systemctl daemon-reload
-    systemctl enable --now agentenv.service
-    log "started agentenv.service: the relay on :9222, the app server on :8080"
+    systemctl enable agentenv.service
+    systemctl restart agentenv.service
+    log "started agentenv.service; waiting for http://127.0.0.1:8080/readyz"
+    for _ in $(seq 1 240); do
+        if curl -fsS -m 2 -o /dev/null http://127.0.0.1:8080/readyz; then
+            log "ready: the relay on :9222, the app server on :8080"
+            break
+        fi
+        sleep 0.5
+    done
+    curl -fsS -m 2 -o /dev/null http://127.0.0.1:8080/readyz ||
+        die "agentenv.service is not ready after 120 s" "read journalctl -u agentenv and /var/log/agentenv/supervisord.log"
 elif [ -n "$start" ]; then
     log "no systemd here: start the computer with $prefix/bin/agentenv-computer (foreground)"
 fi
-log "installed; tokens are in $conf/agentenv.env and $conf/users (root only)"
+log "installed; tokens are in $conf/control-token and $conf/users (root only)"

@@ -48,10 +48,13 @@ getent group downloads >/dev/null || groupadd $(free_gid 1002) downloads
 for pair in agentenv:1000 browser:1001; do
     name="${pair%%:*}"
     if ! id "$name" >/dev/null 2>&1; then
+        # A group of the name already there (a user removed before): it is theirs.
+        if getent group "$name" >/dev/null; then group=(--gid "$name"); else group=(--user-group); fi
         # shellcheck disable=SC2046
-        useradd $(free_uid "${pair##*:}") --user-group --create-home --home-dir "/home/$name" \
+        useradd $(free_uid "${pair##*:}") "${group[@]}" --create-home --home-dir "/home/$name" \
             --shell /usr/sbin/nologin --groups downloads "$name"
     fi
+    usermod -a -G downloads "$name" # a user there before this script: it shares downloads too
 done
 chmod 0700 /home/agentenv /home/browser
 install -d -o browser -g browser -m 0700 /home/browser/profile
