@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agentenv.app.data import visited
+from agentenv.app.server import _visited_since
+from agentenv.log.reader import LogReader
+from agentenv.log.writer import LogWriter
 
 
 def test_the_origins_of_tab_events_and_actions() -> None:
@@ -11,7 +16,6 @@ def test_the_origins_of_tab_events_and_actions() -> None:
         b'{"seq":2,"action":{"who":"a","url":"https://shop.test/cart?x=1"}}',
         b'{"seq":3,"tab":{"event":"navigated","id":"T1","url":"http://localhost:8100/c/red"}}',
         b'{"seq":4,"tab":{"event":"navigated","id":"T1","url":"https://shop.test/"}}',
-        b'{"seq":5,"reset":{"reason":"data/reset"}}',
         b'{"seq":6,"tab":{"event":"closed","id":"T1"}}',
         b'{"seq":7,"action":{"who":"a","url":"data:text/html,hi"}}',
         b"not json",
@@ -27,3 +31,40 @@ def test_the_origins_of_tab_events_and_actions() -> None:
         "https://bank.test:8443",
         "http://[::1]:8000",
     }
+
+
+def test_no_line_an_agent_can_make_fails_it() -> None:
+    """A URL cut inside an IPv6 host (a long user part, cut where the log cuts),
+    and fields of the wrong shape, are passed over."""
+    cut = "http://" + "u" * 1990 + "@[::1"
+    lines = [
+        b'{"seq":1,"tab":{"event":"navigated","url":"' + cut.encode() + b'"}}',
+        b'{"seq":2,"tab":"navigated"}',
+        b'{"seq":3,"action":["url"]}',
+        b'{"seq":4,"tab":{"url":"http://[::1:80/"}}',
+        b'{"seq":5,"tab":{"event":"navigated","url":"https://ok.test/"}}',
+    ]
+    assert visited(lines) == {"https://ok.test"}
+
+
+def test_a_reset_line_forgets_what_it_cleared() -> None:
+    lines = [
+        b'{"seq":1,"tab":{"event":"navigated","url":"https://before.test/"}}',
+        b'{"seq":2,"reset":{"reason":"data/reset"}}',
+        b'{"seq":3,"tab":{"event":"navigated","url":"https://after.test/"}}',
+        b'{"seq":4,"reset":{"reason":"something else"}}',
+    ]
+    assert visited(lines) == {"https://after.test"}
+
+
+def test_the_log_is_read_past_a_line_still_in_flight(tmp_path: Path) -> None:
+    writer = LogWriter.open(tmp_path / "log.jsonl")
+    writer.record("tab", {"event": "navigated", "id": "T", "url": "https://one.test/"})
+    open_entry = writer.begin({"via": "cdp", "method": "Page.navigate"})  # not written yet
+    writer.record("tab", {"event": "navigated", "id": "T", "url": "https://two.test/"})
+    reader = LogReader(tmp_path / "log.jsonl")
+    assert reader.read(0, 100).last == 1, "read stops at the gap"
+    assert _visited_since(reader, 0) == {"https://one.test", "https://two.test"}
+    assert _visited_since(reader, 1) == {"https://two.test"}
+    writer.end(open_entry, True)
+    writer.close()

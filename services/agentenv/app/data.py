@@ -30,7 +30,7 @@ from agentenv.cdp import BrowserError
 from agentenv.protocol.browser import Tab
 from agentenv.protocol.data import BrowserState, SavedTab
 
-__all__ = ["CLEARED_STORAGE", "reset", "restore", "state", "visited"]
+__all__ = ["CLEARED_STORAGE", "MAX_RESET_ORIGINS", "reset", "restore", "state", "visited"]
 
 log = logging.getLogger("agentenv.app.data")
 
@@ -150,19 +150,35 @@ def _empty_downloads(folder: str) -> int:
     return removed
 
 
-def visited(lines: Iterable[bytes]) -> set[str]:
-    """The origins of the URLs in log ``lines``: every tab event's and every
-    action's (Chromium cannot list the sites that hold storage, but the log
-    saw every page a tab showed)."""
-    found: set[str] = set()
+#: The most sites data/reset clears one by one; past it, the computer is
+#: not reused (a page can visit thousands of made-up hosts).
+MAX_RESET_ORIGINS = 1000
+
+
+def visited(lines: Iterable[bytes], found: set[str] | None = None) -> set[str]:
+    """The origins of the URLs in log ``lines`` (added to ``found``): every
+    tab event's and every action's. Chromium cannot list the sites that hold
+    storage, but the log saw every page a tab showed. A ``reset`` line
+    forgets what came before it (that reset cleared it). A line this cannot
+    read is passed over: an agent's URL must not make a reset fail."""
+    found = set() if found is None else found
     for raw in lines:
-        with contextlib.suppress(orjson.JSONDecodeError):
+        try:
             line = orjson.loads(raw)
+            if not isinstance(line, dict):
+                continue
+            reset = line.get("reset")
+            if isinstance(reset, dict) and reset.get("reason") == "data/reset":
+                found.clear()
+                continue
             for kind in ("tab", "action"):
-                url = line.get(kind, {}).get("url") if isinstance(line, dict) else None
+                body = line.get(kind)
+                url = body.get("url") if isinstance(body, dict) else None
                 at = origin(url) if isinstance(url, str) else None
                 if at:
                     found.add(at)
+        except (ValueError, TypeError):  # orjson's JSONDecodeError is a ValueError
+            continue
     return found
 
 
@@ -191,11 +207,22 @@ async def reset(browser: Browser, caller: Caller, seen: set[str] | None = None) 
         # Storage.clearDataForOrigin answers only on a page's session.
         session = await link.session(blank)
         await link.call("Network.clearBrowserCache", session=session)
+        failed: list[str] = []
         for at in sorted(origins):
-            await link.call(
-                "Storage.clearDataForOrigin",
-                {"origin": at, "storageTypes": CLEARED_STORAGE},
-                session=session,
+            try:
+                await link.call(
+                    "Storage.clearDataForOrigin",
+                    {"origin": at, "storageTypes": CLEARED_STORAGE},
+                    session=session,
+                )
+            except BrowserError:
+                failed.append(at)
+        if failed:
+            # No reset line: the next reset tries these again.
+            raise OpError(
+                502,
+                f"data/reset could not clear the storage of {len(failed)} of {len(origins)} "
+                f"sites (the first: {failed[0]}): start a fresh computer for the next task",
             )
         browser.storage_origins.clear()
         browser.switches += 1

@@ -295,25 +295,40 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
             raise OpError(400, str(exc)) from None
         return web.json_response(await data.restore(browser, state, who))
     parse(Empty, await read_json(request, BODY_LIMIT))
+    # The sites to clear first: a reset that would not clear them all is
+    # refused before anything changes.
+    seen = await loop.run_in_executor(
+        None, _visited_since, request.app[reader_key], browser.reset_seq
+    )
+    if len(seen) > data.MAX_RESET_ORIGINS:
+        raise OpError(
+            503,
+            f"{len(seen)} sites were visited since the last reset, more than data/reset "
+            f"clears ({data.MAX_RESET_ORIGINS}): start a fresh computer for the next task",
+        )
     # Open recordings end first, so their log and manifest upload.
     ended = await recorder_call(request.app, "end_all", b'{"reason": "reset"}')
     if ended.status != 200:
         log.warning("data/reset: the recorder could not end its recordings")
-    seen = await loop.run_in_executor(
-        None, _visited_since, request.app[reader_key], browser.reset_seq
-    )
     return web.json_response(await data.reset(browser, who, seen))
 
 
+#: Lines read at once when data/reset looks for the sites visited.
+_RESET_CHUNK = 10000
+
+
 def _visited_since(reader: LogReader, after: int) -> set[str]:
-    """The origins the log saw after line ``after`` (:func:`data.visited`), page by page."""
+    """The origins the log saw after line ``after`` (:func:`data.visited`):
+    every line written, a chunk at a time, lines still in flight passed over
+    (read_range skips gaps, where read stops at the first)."""
     seen: set[str] = set()
+    first = after + 1
     while True:
-        page = reader.read(after, 10000)
-        if not page.lines:
+        lines = reader.read_range(first, first + _RESET_CHUNK - 1)
+        if not lines:
             return seen
-        seen |= data.visited(page.lines)
-        after = page.last
+        data.visited(lines, seen)
+        first += _RESET_CHUNK
 
 
 def _whole_log(reader: LogReader) -> bytes:

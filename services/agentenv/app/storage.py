@@ -46,10 +46,10 @@ def write_all(items: dict[str, str]) -> str:
 def origin(url: str) -> str | None:
     """``scheme://host[:port]`` of an http(s) URL, without any user part (a
     logged URL's is redacted); None for other URLs and malformed ones."""
-    parts = urlsplit(url)
     try:
+        parts = urlsplit(url)
         host, port = parts.hostname, parts.port
-    except ValueError:
+    except ValueError:  # "Invalid IPv6 URL", a port out of range
         return None
     if parts.scheme.lower() not in ("http", "https") or not host:
         return None
