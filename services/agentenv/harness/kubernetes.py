@@ -636,9 +636,9 @@ class PodHandle:
             "pod": self.core.delete_namespaced_pod,
             "secret": self.core.delete_namespaced_secret,
         }
+        # Every kind, whatever ``created`` says: a create that timed out may
+        # still have been carried out (a 404 is fine).
         for kind in ("service", "pod", "secret"):
-            if kind not in self.created:
-                continue
             try:
                 delete[kind](self.name, self.namespace, _request_timeout=REQUEST_TIMEOUT)
             except client.ApiException as exc:
@@ -648,7 +648,8 @@ class PodHandle:
             except Exception as exc:  # urllib3's: the API server is not answering
                 left.append(f"{kind} ({type(exc).__name__})")
                 continue
-            self.created.remove(kind)
+            if kind in self.created:
+                self.created.remove(kind)
         if left:
             raise ComputerError(
                 f"could not delete {self.name} in namespace {self.namespace}: "
@@ -664,20 +665,24 @@ def _wait_started(core: Any, namespace: str, name: str, seconds: float) -> None:
 
     ends = time.monotonic() + seconds
     why = "not seen yet"
+    broke = ""
     while (left := ends - time.monotonic()) > 0:
         watching = watch.Watch()
         try:
+            # raw_object: the pod as the API server sent it, in every client
+            # version (deserialize=False is recent, and its ERROR events lack it).
             for event in watching.stream(
                 core.list_namespaced_pod,
                 namespace,
                 field_selector=f"metadata.name={name}",
                 timeout_seconds=max(1, int(left)),
                 _request_timeout=(REQUEST_TIMEOUT[0], left + 10),
-                deserialize=False,
             ):
                 if event.get("type") == "DELETED":
                     raise ComputerError(f"{name} was deleted before it was ready")
-                state, why = progress(event.get("object") or {})
+                if event.get("type") == "ERROR":
+                    continue  # a watch too old to resume: the loop watches again
+                state, why = progress(event.get("raw_object") or {})
                 if state == "ready":
                     return
                 if state == "failed":
@@ -690,11 +695,12 @@ def _wait_started(core: Any, namespace: str, name: str, seconds: float) -> None:
         except ComputerError:
             raise
         except Exception as exc:  # urllib3's: a read timed out or the stream broke
-            why = f"{why} (the watch broke: {type(exc).__name__})"
+            broke = f" (the watch broke: {type(exc).__name__}: {_short(exc, 120)})"
+            time.sleep(min(1.0, max(0.0, ends - time.monotonic())))  # not a busy loop
         finally:
             watching.stop()
     raise ComputerError(
-        f"{name} in namespace {namespace} was not ready after {seconds:.0f} s: {why}; "
+        f"{name} in namespace {namespace} was not ready after {seconds:.0f} s: {why}{broke}; "
         f"see kubectl describe pod -n {namespace} {name}"
     )
 
