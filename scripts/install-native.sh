@@ -162,33 +162,9 @@ if [ -e "$conf/control-token" ]; then chown root:root "$conf/control-token" && c
 # The service user reads its users file after supervisord drops to it.
 if [ -e "$conf/users" ]; then chown root:agentenv "$conf/users" && chmod 0640 "$conf/users"; fi
 
-# 5. The system service.
+# 5. The system service (images/browser/agentenv.service).
 if [ -d /etc/systemd/system ]; then
-    cat >/etc/systemd/system/agentenv.service <<EOF
-[Unit]
-Description=agentenv browser computer (Chromium behind a CDP relay that records every action)
-After=network-online.target
-Wants=network-online.target
-
-[Service]
-ExecStart=$prefix/bin/agentenv-computer
-WorkingDirectory=/
-Restart=on-failure
-RestartSec=2
-# supervisord stops the recorder first (it waits up to 60 s for open
-# recordings to upload), then the others (10 s each).
-TimeoutStopSec=120
-KillMode=mixed
-LimitNOFILE=1048576
-# As in the image: root only to start each program as its own user.
-CapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_KILL
-NoNewPrivileges=yes
-ProtectSystem=full
-PrivateTmp=yes
-
-[Install]
-WantedBy=multi-user.target
-EOF
+    install -m 0644 "$src/agentenv.service" /etc/systemd/system/agentenv.service
 else
     warn "no /etc/systemd/system: no service written"
 fi

@@ -197,7 +197,7 @@ ALLOWED: dict[str, Allowed] = {
     # Network, Fetch (request interception), cookies.
     "Network.enable": Allowed((BROWSER_USE, PLAYWRIGHT, PLAYWRIGHT_MCP, PUPPETEER)),
     "Network.setCacheDisabled": Allowed((PLAYWRIGHT,)),
-    "Network.clearBrowserCache": Allowed((COMPUTER,), "data/reset; Puppeteer's cache clearing"),
+    "Network.clearBrowserCache": Allowed((COMPUTER,), "data/reset"),
     "Network.setBypassServiceWorker": Allowed((), "Playwright service_workers: block, Puppeteer"),
     "Network.setExtraHTTPHeaders": Allowed(
         (), "Playwright extra_http_headers, Puppeteer setExtraHTTPHeaders"
