@@ -388,6 +388,17 @@ _METHOD_RULES: dict[str, Rule] = {
 }
 
 
+def resolved(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with deferred params redacted, in place. The relay keeps an
+    acting command's params as a ``(method, params)`` pair until its line is
+    written, after the client has its answer: off the agent's round trip
+    (params are never tuples in JSON)."""
+    params = fields.get("params")
+    if type(params) is tuple:
+        fields["params"] = redact_params(params[0], params[1])
+    return fields
+
+
 def redact_params(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
     """A CDP command's params as the log keeps them (withheld whole if they
     nest too deep to walk: the relay refuses those before they get here)."""

@@ -27,6 +27,7 @@ import orjson
 from agentenv.log.errors import LogError, LogLocked
 from agentenv.log.lines import Kind, encode, iso, line
 from agentenv.log.numbering import STALLED_S, Numbering, Open, recover
+from agentenv.log.redact import resolved
 
 __all__ = ["LogWriter"]
 
@@ -159,7 +160,7 @@ class LogWriter:
                 body["error"] = error
             self._write(line(self._numbering.take(), iso(self._clock()), "outcome", body))
             return
-        fields = entry.fields
+        fields = resolved(entry.fields)
         if more:
             fields.update(more)
         fields["ok"] = ok
@@ -200,7 +201,7 @@ class LogWriter:
         """Write actions open past the limit as unfinished; how many."""
         found = self._numbering.stalled(self._monotonic())
         for entry in found:
-            fields = dict(entry.fields, ok=None, unfinished=True)
+            fields = dict(resolved(entry.fields), ok=None, unfinished=True)
             self._write(line(entry.seq, entry.at, "action", fields))
         return len(found)
 

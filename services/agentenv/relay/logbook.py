@@ -17,7 +17,7 @@ from typing import Any
 
 from agentenv.access import Identity
 from agentenv.log.marks import ACTING, READING, acts
-from agentenv.log.redact import redact, redact_cut, redact_params, redact_text, withheld
+from agentenv.log.redact import redact, redact_cut, redact_text, withheld
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import RELAY
 from agentenv.protocol.control import BeginAction, EndAction
@@ -136,7 +136,9 @@ class Logbook:
                 safe = self._urls.get(info.url)
                 fields["url"] = safe if safe is not None else self._safe_url(info.url)
         if acting:
-            fields["params"] = typed if typed is not None else redact_params(method, params)
+            # Redacted when the line is written, after the client's answer
+            # (log.redact.resolved: a (method, params) pair until then).
+            fields["params"] = typed if typed is not None else (method, params)
         if action is not None:
             fields["within"] = action.entry
         entry = self.writer.begin(fields)

@@ -272,22 +272,17 @@ class _Bridge:
         async for msg in self.upstream:
             if msg.type is WSMsgType.TEXT:
                 data = msg.data
+                down = core.from_upstream(state, data)
+                # The client has its answer first; its entry is written right
+                # after, before this loop reads Chromium's next message (the
+                # write is off the agent's round trip, not off the record).
                 try:
-                    down = core.from_upstream(state, data)
-                    if down.pending is not None:
-                        self._answered(down)
-                    for orphan in down.orphans:
-                        self._orphaned(orphan)
-                    if down.loading is not None:
-                        tab, started = down.loading
-                        self.logbook.causes.loading_changed(tab, started, time.monotonic())
-                except LogError as exc:  # a full disk must not cut the agent off
-                    log.error("conn %d: %s", state.number, exc)
-                    down = core.Downstream(Down.PASS)
+                    if down.kind is Down.PASS and not self.client.closed:
+                        await self.client.send_str(data)
+                finally:
+                    self._noted(down)
                 if down.kind is Down.DETACH:
                     await self._detach(down)
-                elif down.kind is Down.PASS and not self.client.closed:
-                    await self.client.send_str(data)
             elif msg.type is WSMsgType.BINARY:
                 if not self.client.closed:
                     await self.client.send_bytes(msg.data)
@@ -295,6 +290,20 @@ class _Bridge:
                 break
             if not state.pending:
                 self.settled.set()
+
+    def _noted(self, down: core.Downstream) -> None:
+        """What an upstream message means for the log: an answer's entry, the
+        commands a detach orphaned, a tab loading."""
+        try:
+            if down.pending is not None:
+                self._answered(down)
+            for orphan in down.orphans:
+                self._orphaned(orphan)
+            if down.loading is not None:
+                tab, started = down.loading
+                self.logbook.causes.loading_changed(tab, started, time.monotonic())
+        except LogError as exc:  # a full disk must not cut the agent off
+            log.error("conn %d: %s", self.state.number, exc)
 
     async def _detach(self, down: core.Downstream) -> None:
         message: dict[str, Any] = {
