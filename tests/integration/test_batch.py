@@ -8,10 +8,12 @@ exported for the judge; every computer is gone afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import yaml
@@ -322,4 +324,68 @@ def test_a_reused_computer_keeps_nothing_from_the_task_before(image: str, tmp_pa
         "elsewhere": None,  # the site visited and left was cleared too
         "permission": "prompt",
     }, found
+    assert _left_over() == []
+
+
+#: An agent that connects, then waits to be stopped.
+WAITS = textwrap.dedent(
+    """
+    import os, time
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(os.environ["AGENTENV_CDP_URL"])
+        browser.contexts[0].pages[0].mouse.click(100, 100)
+        time.sleep(300)
+    """
+)
+
+
+def test_ctrl_c_twice_stops_every_computer_and_ends_the_recordings(
+    image: str, tmp_path: Path
+) -> None:
+    import queue
+    import signal
+    import threading
+
+    (tmp_path / "agent.py").write_text(WAITS)
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    for n in range(4):
+        task = _task(image, False)
+        (folder / f"task-{n}.yaml").write_text(yaml.safe_dump(task))
+    out = tmp_path / "batch"
+    command = [sys.executable, "-m", "agentenv", "run", str(folder), "--parallel", "2"]
+    batch = subprocess.Popen(
+        [*command, "--reuse", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in batch.stdout or []], daemon=True).start()
+    said: list[str] = []
+    ends = time.monotonic() + deadline(180)
+    try:
+        # Both agents are running once both runs show the agent's step.
+        while sum("5/6 run_agent" in x for x in said[-3:]) < 2:
+            assert time.monotonic() < ends, "".join(said)
+            with contextlib.suppress(queue.Empty):
+                said.append(lines.get(timeout=1))
+        batch.send_signal(signal.SIGINT)
+        time.sleep(1)
+        batch.send_signal(signal.SIGINT)  # a second, impatient one
+        assert batch.wait(deadline(180)) == 3
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+    while not lines.empty():
+        said.append(lines.get())
+    text = "".join(said)
+    assert "cancelling:" in text and "still stopping" in text, text
+    assert "0 done" in text and "not run" in text, text
+    for name in ("task-0", "task-1"):
+        teardown = json.loads((out / name / "metadata.json").read_text()).get("teardown", {})
+        assert teardown.get("r", {}).get("problems") == [], (name, teardown)
     assert _left_over() == []

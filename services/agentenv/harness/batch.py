@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import signal
 import sys
 import threading
 import time
@@ -290,6 +291,7 @@ class Batch:
         pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="task")
         futures: list[Future[None]] = [pool.submit(self._one, p) for p in self.tasks]
         shown = ""
+        previous: Any = None
         try:
             while not all(f.done() for f in futures):
                 self._scrape()
@@ -300,6 +302,10 @@ class Batch:
                 time.sleep(2.0)
         except KeyboardInterrupt:
             self.say("cancelling: stopping agents, ending recordings, stopping computers ...")
+            if threading.current_thread() is threading.main_thread():
+                # A second Ctrl-C must not cut the teardown short: computers
+                # would be left running.
+                previous = signal.signal(signal.SIGINT, self._still_stopping)
             self.stopping.set()
             with self._lock:
                 for run in self.runs.values():
@@ -314,7 +320,12 @@ class Batch:
                     computer.stop()
                 except Exception as exc:  # the docker SDK's: report, go on stopping
                     self.say(f"could not stop a computer: {exc}")
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
         return self._summary(time.monotonic() - began)
+
+    def _still_stopping(self, signum: int, frame: Any) -> None:
+        self.say("still stopping: ending recordings and stopping computers (kill -9 leaves them)")
 
     def _summary(self, took: float) -> int:
         results = [
