@@ -231,31 +231,16 @@ def _pod_status(
                 ),
             )
         )
+
+    def ended(name: str, how: tuple[str, int]) -> Any:
+        state = c.V1ContainerStateTerminated(reason=how[0], exit_code=how[1])
+        return status(name, IMAGE, c.V1ContainerState(terminated=state))
+
     if terminated is not None:
-        containers.append(
-            status(
-                "computer",
-                IMAGE,
-                c.V1ContainerState(
-                    terminated=c.V1ContainerStateTerminated(
-                        reason=terminated[0], exit_code=terminated[1]
-                    )
-                ),
-            )
-        )
+        containers.append(ended("computer", terminated))
     inits = []
     if init_terminated is not None:
-        inits.append(
-            status(
-                "folders",
-                IMAGE,
-                c.V1ContainerState(
-                    terminated=c.V1ContainerStateTerminated(
-                        reason=init_terminated[0], exit_code=init_terminated[1]
-                    )
-                ),
-            )
-        )
+        inits.append(ended("folders", init_terminated))
     built = c.V1Pod(
         metadata=c.V1ObjectMeta(name=NAME, namespace=NAMESPACE),
         status=c.V1PodStatus(
