@@ -111,3 +111,32 @@ def test_a_playwright_agent_is_on_the_record(stack: NativeStack, site: Site) -> 
     for secret in (PASSWORD, COOKIE_VALUE, URL_TOKEN):
         assert secret.encode() not in everything, "a secret reached a file under the log folder"
     assert SEARCH.encode() in everything
+
+
+def test_a_page_cannot_talk_the_password_check_out_of_it(stack: NativeStack, site: Site) -> None:
+    """The page redefines the DOM's getters in its own world to say its
+    password field is plain text; the relay's check runs in a world of its
+    own, so the typing is still withheld."""
+    _, start = read_log(stack.app_http)
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(f"{stack.relay_http}?user=agent-9")
+        page = browser.contexts[0].new_page()
+        page.goto(f"{site.url}/liar")
+        assert page.evaluate("document.querySelector('#pw').type") == "text"  # the lie
+        page.click("#pw")
+        page.keyboard.type(PASSWORD)
+        page.close()
+        browser.close()
+
+    def typed() -> list[Any] | None:
+        lines, _ = read_log(stack.app_http, start)
+        mine = {s: a for s, a in actions(lines).items() if a.get("who") == "agent-9"}
+        keys = [mine[s] for s in _by_method(mine, "Input.dispatchKeyEvent")]
+        return keys if len(keys) >= 2 * len(PASSWORD) else None
+
+    keys = wait_for(typed, "the typed keys' entries", timeout_s=HELD_S)
+    for entry in keys:
+        for field in ("text", "unmodifiedText", "key", "code"):
+            value = entry["params"].get(field)
+            assert not isinstance(value, str) or len(value) != 1 or value in "\r", entry
+    assert PASSWORD.encode() not in all_bytes(stack.log_dir)

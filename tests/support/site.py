@@ -48,6 +48,15 @@ PAGES: Mapping[str, str] = {
     + "".join(
         f"<p style='height:200px;background:hsl({i * 37 % 360},60%,70%)'>{i}</p>" for i in range(40)
     ),
+    # A page whose script tells every caller in its world that no field is a
+    # password field (the relay's check runs in a world of its own).
+    "/liar": """<!doctype html><title>Liar</title>
+<input id=pw type=password autocomplete=current-password>
+<script>
+Object.defineProperty(HTMLInputElement.prototype, "type", {get() { return "text"; }});
+Element.prototype.getAttribute = function () { return null; };
+Object.defineProperty(Document.prototype, "activeElement", {get() { return document.body; }});
+</script>""",
 }
 
 

@@ -3,10 +3,13 @@
 It watches targets (``Target.setDiscoverTargets``) and reports page targets
 opened, navigated (a URL change, same-document moves included) and closed to
 the :class:`~agentenv.relay.logbook.Logbook`. It runs the focus check before
-typing (:mod:`agentenv.relay.password`) in a session of its own, attached on
-first need, so its commands have their own id space and their answers never
-reach a client. It enables no domain in pages, so agents see the browser
-exactly as they would without it.
+typing (:mod:`agentenv.relay.password`) and names what a press lands on
+(:mod:`agentenv.relay.elements`) in a session of its own, attached on first
+need, so its commands have their own id space and their answers never reach
+a client, and in an isolated world of its own (:data:`WORLD`), so a page's
+script cannot change what the DOM tells the checks. It enables no domain in
+pages; the one trace agents can see is that world, listed among a page's
+execution contexts to clients that ask.
 
 When Chromium exits, every tab is written as closed ``by: exit``, and the
 watcher reconnects as soon as Chromium answers again.
@@ -41,6 +44,9 @@ __all__ = ["Watcher"]
 
 log = logging.getLogger("agentenv.relay.watcher")
 
+#: The name of the relay's isolated world in each page (checks run there).
+WORLD = "agentenv-relay"
+
 
 class WatcherError(RelayError):
     """The relay's own connection to Chromium is down or did not answer."""
@@ -55,6 +61,9 @@ class Watcher:
         self._ids = itertools.count(1)
         self._calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._sessions: dict[str, str] = {}  # tab -> our session
+        #: tab -> the execution context of our isolated world in its main
+        #: frame (made again when its document is replaced).
+        self._worlds: dict[str, int] = {}
         self._attaching: dict[str, asyncio.Task[str | None]] = {}
         self._initial = True
         self._saw_exit = False
@@ -195,11 +204,13 @@ class Watcher:
                 self.logbook.causes.known(target, url, info.get("openerId"))
             elif url != known:
                 self.logbook.navigated(target, url)
+                self._worlds.pop(target, None)
         elif method == "Target.targetDestroyed":
             tab = params.get("targetId")
             if isinstance(tab, str):
                 self.targets.pop(tab, None)
                 self._sessions.pop(tab, None)
+                self._worlds.pop(tab, None)
                 if self.logbook.causes.url(tab) is not None:
                     self.logbook.destroyed(tab)
         elif method == "Target.detachedFromTarget":
@@ -207,6 +218,7 @@ class Watcher:
             for tab, ours in list(self._sessions.items()):
                 if ours == session:
                     del self._sessions[tab]
+                    self._worlds.pop(tab, None)
 
     async def _find_front(self) -> None:
         """Which of the tabs found at start is in front: the one page that says it
@@ -279,28 +291,67 @@ class Watcher:
             task.add_done_callback(lambda _t: self._attaching.pop(tab, None))
         return await asyncio.shield(task)
 
+    async def _world(self, tab: str, session: str, timeout_s: float) -> int | None:
+        """Our isolated world in ``tab``'s main frame (its context id): the
+        page's own script cannot reach into it, so it cannot change what the
+        DOM's getters tell the checks (a password field's ``type``, say)."""
+        context = self._worlds.get(tab)
+        if context is not None:
+            return context
+        tree = await self._call("Page.getFrameTree", {}, session=session, deadline_s=timeout_s)
+        frame = tree.get("result", {}).get("frameTree", {}).get("frame", {}).get("id")
+        if not isinstance(frame, str):
+            return None
+        made = await self._call(
+            "Page.createIsolatedWorld",
+            {"frameId": frame, "worldName": WORLD, "grantUniveralAccess": False},
+            session=session,
+            deadline_s=timeout_s,
+        )
+        context = made.get("result", {}).get("executionContextId")
+        if not isinstance(context, int):
+            return None
+        self._worlds[tab] = context
+        return context
+
     async def _evaluate(
         self, tab: str | None, expression: str, timeout_s: float, again: bool = False
     ) -> dict[str, Any] | None:
-        """``expression``'s answer in ``tab`` on the relay's own connection, or
-        None when it cannot be had within ``timeout_s``. With ``again``, an
-        error answer is asked again (a document just replaced by a navigation
-        gets its new context a moment later)."""
+        """``expression``'s answer in ``tab``, in our isolated world, on the
+        relay's own connection; None when it cannot be had within
+        ``timeout_s``. An answer saying the world is gone (a document replaced
+        by a navigation) makes the world again; with ``again``, any error
+        answer is asked again (a new document gets its context a moment later)."""
         if tab is None:
             return None
-        params = {"expression": expression, "returnByValue": True, "silent": True}
         try:
             async with asyncio.timeout(timeout_s):
                 session = await self._session(tab)
                 if session is None:
                     return None
+                remade = False
                 while True:
+                    context = await self._world(tab, session, timeout_s)
+                    if context is None:
+                        return None
+                    params = {
+                        "expression": expression,
+                        "returnByValue": True,
+                        "silent": True,
+                        "contextId": context,
+                    }
                     answer = await self._call(
                         "Runtime.evaluate", params, session=session, deadline_s=timeout_s
                     )
-                    if not again or "error" not in answer:
+                    if "error" not in answer:
                         return answer
-                    await asyncio.sleep(0.02)
+                    if self._worlds.get(tab) == context:
+                        del self._worlds[tab]  # most likely gone with its document
+                    if again:
+                        await asyncio.sleep(0.02)
+                    elif remade:
+                        return answer
+                    remade = True
         except (WatcherError, TimeoutError, aiohttp.ClientError, OSError):
             return None
 
