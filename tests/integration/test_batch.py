@@ -364,7 +364,12 @@ def test_ctrl_c_twice_stops_every_computer_and_ends_the_recordings(
         cwd=tmp_path,
     )
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in batch.stdout or []], daemon=True).start()
+
+    def read() -> None:
+        for line in batch.stdout or []:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
     said: list[str] = []
     ends = time.monotonic() + deadline(180)
     try:
