@@ -261,7 +261,7 @@ class Batch:
     def _last_counts(self, computer: Computer) -> None:
         """A computer's counts, read once more before it stops: its last word
         (a scrape round still in flight does not overwrite it)."""
-        text = computer.metrics()
+        text = computer.metrics(timeout_s=10.0)  # its last word: worth a wait
         with self._lock:
             self.fleet.seen(computer.key, text, final=True)
 
