@@ -66,6 +66,19 @@ def _left_over() -> list[object]:
     )
 
 
+def agentenv_run(
+    cwd: Path, *arguments: str, timeout_s: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """``agentenv run ARGUMENTS...`` in ``cwd``, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentenv", "run", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=deadline(timeout_s),
+        cwd=cwd,
+    )
+
+
 def twenty_tasks(
     image: str, tmp_path: Path, failing: set[int], *options: str
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
@@ -77,13 +90,8 @@ def twenty_tasks(
     for n in range(20):
         (folder / f"task-{n:02d}.yaml").write_text(yaml.safe_dump(_task(image, n in failing)))
     out = tmp_path / "batch"
-    command = [sys.executable, "-m", "agentenv", "run", str(folder), "--parallel", "4"]
-    done = subprocess.run(
-        [*command, *options, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=deadline(1200),
-        cwd=tmp_path,
+    done = agentenv_run(
+        tmp_path, str(folder), "--parallel", "4", *options, "--out", str(out), timeout_s=1200
     )
     return done, out
 
@@ -133,26 +141,17 @@ def test_online_mind2web_tasks_from_a_jsonl(image: str, tmp_path: Path) -> None:
     ]
     tasks.write_text("".join(json.dumps(x) + "\n" for x in lines))
     out = tmp_path / "batch"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agentenv",
-            "run",
-            str(tasks),
-            "--parallel",
-            "3",
-            "--agent",
-            f"{sys.executable} agent.py",
-            "--image",
-            image,
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=deadline(600),
-        cwd=tmp_path,
+    done = agentenv_run(
+        tmp_path,
+        str(tasks),
+        "--parallel",
+        "3",
+        "--agent",
+        f"{sys.executable} agent.py",
+        "--image",
+        image,
+        "--out",
+        str(out),
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 done, 0 failed, 0 infrastructure" in done.stdout
@@ -173,26 +172,14 @@ def test_a_bad_task_in_a_batch_deploys_nothing(tmp_path: Path) -> None:
         yaml.safe_dump({"steps": [{"type": "snapshot_env", "env_id": "x"}]})
     )
     (folder / "bad.yaml").write_text("steps: [{type: no_such_step}]")
-    done = subprocess.run(
-        [sys.executable, "-m", "agentenv", "run", str(folder), "--parallel", "2"],
-        capture_output=True,
-        text=True,
-        timeout=deadline(60),
-        cwd=tmp_path,
-    )
+    done = agentenv_run(tmp_path, str(folder), "--parallel", "2", timeout_s=60)
     assert done.returncode == 2, done.stdout + done.stderr
     assert (
         "unknown step type 'no_such_step'" in done.stderr and "nothing was deployed" in done.stderr
     )
     missing = tmp_path / "m.jsonl"
     missing.write_text('{"task_id": "a", "website": "https://x.test/"}\n')
-    done = subprocess.run(
-        [sys.executable, "-m", "agentenv", "run", str(missing), "--agent", "true"],
-        capture_output=True,
-        text=True,
-        timeout=deadline(60),
-        cwd=tmp_path,
-    )
+    done = agentenv_run(tmp_path, str(missing), "--agent", "true", timeout_s=60)
     assert done.returncode == 2 and "needs task_id, confirmed_task and website" in done.stderr
 
 
@@ -299,13 +286,7 @@ def test_a_reused_computer_keeps_nothing_from_the_task_before(image: str, tmp_pa
         }
         (folder / f"{name}.yaml").write_text(yaml.safe_dump(task))
     out = tmp_path / "batch"
-    done = subprocess.run(
-        [sys.executable, "-m", "agentenv", "run", str(folder), "--reuse", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=deadline(600),
-        cwd=tmp_path,
-    )
+    done = agentenv_run(tmp_path, str(folder), "--reuse", "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     results = {
         r["task"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())

@@ -11,6 +11,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from agentenv.harness.backends import BACKENDS
 from agentenv.harness.preflight import preflight
@@ -134,14 +135,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agentenv: {path}: {len(task.steps)} steps, no problems")
         return 0
     out = args.out or Path("runs") / f"{path.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    return Run(
-        task,
-        out,
-        store_spec=args.store,
-        store_role=args.store_role,
-        store_endpoint=args.store_endpoint,
-        store_share_own=args.store_share_credentials,
-    ).run()
+    return Run(task, out, **_store_options(args)).run()
+
+
+def _store_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The run's store, as Run and Batch take it."""
+    return {
+        "store_spec": args.store,
+        "store_role": args.store_role,
+        "store_endpoint": args.store_endpoint,
+        "store_share_own": args.store_share_credentials,
+    }
 
 
 def _batch(args: argparse.Namespace) -> int:
@@ -176,14 +180,11 @@ def _batch(args: argparse.Namespace) -> int:
         tasks,
         out,
         parallel=args.parallel,
-        store_spec=args.store,
-        store_role=args.store_role,
-        store_endpoint=args.store_endpoint,
-        store_share_own=args.store_share_credentials,
         reuse=args.reuse,
         backend=args.backend,
         namespace=args.namespace,
         kube_context=args.kube_context,
+        **_store_options(args),
     )
     problems = batch.problems()
     if problems:

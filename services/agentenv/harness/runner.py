@@ -207,7 +207,6 @@ class Run:
         found = env.at(step.version)
         version, spec = found if found else (None, None)
         image = step.image or (spec.image if spec else None)
-        agents = agent_tokens(self.task.agents(step.env_id))
         if step.url is not None:
             computer = deploy(None, step.url, step.token, step.cdp_url)
         elif self.lend is not None:
@@ -216,7 +215,7 @@ class Run:
             computer = start(
                 self.backend,
                 image,
-                agents,
+                agent_tokens(self.task.agents(step.env_id)),
                 artifacts=self.out.resolve() if self.store_spec == "file" else None,
                 namespace=self.namespace,
                 kube_context=self.kube_context,

@@ -287,15 +287,8 @@ def redact(value: Any) -> Any:
             kind = _key_kind(key)
             if kind == _PLAIN and not cookie:
                 leaf = type(item)
-                if leaf is str:  # a string leaf: _plain_text, without a call of its own
-                    plain = (
-                        len(item) <= CUT_AT
-                        and "=" not in item
-                        and "@" not in item
-                        and "eyJ" not in item
-                        and "%3" not in item
-                    )
-                    out[key] = item if plain else redact_cut(item)
+                if leaf is str:
+                    out[key] = item if _plain_text(item) else redact_cut(item)
                 elif leaf in _SCALARS:
                     out[key] = item
                 elif isinstance(item, str | Mapping | list):

@@ -27,7 +27,7 @@ import orjson
 from agentenv.log.errors import LogError, LogLocked
 from agentenv.log.lines import Kind, encode, iso, line
 from agentenv.log.numbering import STALLED_S, Numbering, Open, recover
-from agentenv.log.redact import redact_params, resolved
+from agentenv.log.redact import resolved
 
 __all__ = ["LogWriter"]
 
@@ -160,10 +160,7 @@ class LogWriter:
                 body["error"] = error
             self._write(line(self._numbering.take(), iso(self._clock()), "outcome", body))
             return
-        fields = entry.fields
-        params = fields.get("params")
-        if type(params) is tuple:  # redact.resolved, inlined
-            fields["params"] = redact_params(params[0], params[1])
+        fields = resolved(entry.fields)
         if more:
             fields.update(more)
         fields["ok"] = ok

@@ -3,9 +3,10 @@
 Before a typing command is sent, the relay asks its tab whether the field it
 types into is a password field (:func:`check_expression`, run in the tab by
 the relay's own connection, in an isolated world of its own: the page's
-script cannot redefine the getters the check reads). While the check is pending the entry is
-withheld; the text is kept only once a check says no; a check that cannot
-decide (no tab, a timeout, a cross-origin frame) counts as a password.
+script cannot redefine the getters the check reads). While the check is
+pending the entry is withheld; the text is kept only once a check says no; a
+check that cannot decide (no tab, a timeout, a cross-origin frame) counts as
+a password.
 
 Typing: ``Input.insertText``, ``Input.imeSetComposition``,
 ``Input.dispatchKeyEvent`` with ``text`` or with a one-character ``key`` (a
