@@ -618,7 +618,8 @@ class PodHandle:
     core: Any = field(repr=False)  # kubernetes.client.CoreV1Api
     namespace: str
     name: str
-    #: What exists now, in the order created: "secret", "pod", "service".
+    #: What this harness created, in order ("secret", "pod", "service"): what
+    #: a failed start says it left (remove deletes every kind regardless).
     created: list[str] = field(default_factory=list)
     forwards: list[Forward] = field(default_factory=list)
 
@@ -631,25 +632,20 @@ class PodHandle:
         from kubernetes import client
 
         left = []
-        delete = {
-            "service": self.core.delete_namespaced_service,
-            "pod": self.core.delete_namespaced_pod,
-            "secret": self.core.delete_namespaced_secret,
-        }
         # Every kind, whatever ``created`` says: a create that timed out may
         # still have been carried out (a 404 is fine).
-        for kind in ("service", "pod", "secret"):
+        for kind, delete in (
+            ("service", self.core.delete_namespaced_service),
+            ("pod", self.core.delete_namespaced_pod),
+            ("secret", self.core.delete_namespaced_secret),
+        ):
             try:
-                delete[kind](self.name, self.namespace, _request_timeout=REQUEST_TIMEOUT)
+                delete(self.name, self.namespace, _request_timeout=REQUEST_TIMEOUT)
             except client.ApiException as exc:
                 if exc.status != 404:
                     left.append(f"{kind} ({refusal(exc, 'the delete')})")
-                    continue
             except Exception as exc:  # urllib3's: the API server is not answering
                 left.append(f"{kind} ({type(exc).__name__})")
-                continue
-            if kind in self.created:
-                self.created.remove(kind)
         if left:
             raise ComputerError(
                 f"could not delete {self.name} in namespace {self.namespace}: "
