@@ -91,6 +91,23 @@ def test_reads_across_a_stalled_action(tmp_path: Path) -> None:
     assert outcome["seq"] == 3 and outcome["outcome"] == {"entry": 1, "ok": True}
 
 
+def test_at_is_the_wall_clock_and_follows_its_steps(tmp_path: Path) -> None:
+    """An action's ``at`` comes from the monotonic clock plus the wall clock's
+    offset, read again at each stalled check: a step shows by the next check."""
+    mono, wall = Clock(), Clock()
+    wall.now = 1_790_000_000.0  # 2026-09-21T...
+    w = LogWriter.open(tmp_path / "l.jsonl", clock=wall, monotonic=mono)
+    mono.now += 1.2345
+    wall.now += 1.2345
+    w.end(w.begin({"n": 1}), ok=True)
+    mono.now += 0.5
+    wall.now += 0.5 + 3600  # and the wall clock is stepped an hour on
+    w.check_stalled()
+    w.end(w.begin({"n": 2}), ok=True)
+    got = [line["at"] for line in _lines(tmp_path / "l.jsonl")]
+    assert got == ["2026-09-21T14:13:21.234Z", "2026-09-21T15:13:21.734Z"]
+
+
 def test_second_writer_refused(tmp_path: Path) -> None:
     path = tmp_path / "l.jsonl"
     w = LogWriter.open(path)
@@ -141,10 +158,13 @@ def test_recover_pure() -> None:
 def test_numbering_pure() -> None:
     n = Numbering(next_seq=10, stalled_s=5)
     a = n.begin(0.0, "t", {})
-    assert a.seq == 10 and n.take() == 11
-    assert n.stalled(4.9) == [] and [o.seq for o in n.stalled(5.0)] == [10]
-    assert n.finish(10) is a and a.unfinished
-    assert n.finish(10) is None
+    assert a == 10 and n.take() == 11
+    assert n.stalled(4.9) == [] and [seq for seq, _ in n.stalled(5.0)] == [10]
+    assert n.stalled(9.0) == []  # once
+    assert n.finish(10) == ((0.0, "t", {}), True)
+    assert n.finish(10) is None and not n.unfinished
+    b = n.begin(6.0, "u", {})
+    assert n.finish(b) == ((6.0, "u", {}), False)
 
 
 def test_index_incremental_and_grows() -> None:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import orjson
 
-__all__ = ["KINDS", "Kind", "encode", "iso", "line", "seq_of"]
+__all__ = ["KINDS", "Kind", "encode", "iso", "iso_ms", "line", "seq_of"]
 
 Kind = Literal["action", "tab", "reset", "outcome", "lost"]
 KINDS: tuple[Kind, ...] = ("action", "tab", "reset", "outcome", "lost")
@@ -27,8 +27,11 @@ _milli: list[Any] = [None, ""]  # the last millisecond formatted, and its text
 
 def iso(t: float | None = None) -> str:
     """UTC ISO 8601 with milliseconds, e.g. ``2026-11-30T06:20:01.123Z``."""
-    t = time.time() if t is None else t
-    milli = int(t * 1000)
+    return iso_ms(int((time.time() if t is None else t) * 1000))
+
+
+def iso_ms(milli: int) -> str:
+    """:func:`iso` of a time in whole milliseconds since the epoch."""
     if _milli[0] == milli:  # a busy log stamps many lines in one millisecond
         text: str = _milli[1]
         return text

@@ -21,21 +21,18 @@ __all__ = ["STALLED_S", "Numbering", "Open", "Recovery", "recover"]
 STALLED_S = 60.0
 
 
-@dataclass(slots=True)
-class Open:
-    """An action whose number is taken and whose line is not final yet."""
-
-    seq: int
-    began: float  # monotonic seconds
-    at: str  # when it began, as written
-    fields: dict[str, Any]
-    unfinished: bool = False  # already written as unfinished
+#: An action whose number is taken and whose line is not final yet: when it
+#: began (monotonic seconds), when it began as written, and its fields. A
+#: tuple, not a class: one is made for every command on the record.
+Open = tuple[float, str, dict[str, Any]]
 
 
 @dataclass
 class Numbering:
     next_seq: int = 1
     open: dict[int, Open] = field(default_factory=dict)
+    #: Open actions already written as unfinished (their end writes an outcome).
+    unfinished: set[int] = field(default_factory=set)
     stalled_s: float = STALLED_S
 
     def take(self) -> int:
@@ -44,23 +41,31 @@ class Numbering:
         self.next_seq += 1
         return seq
 
-    def begin(self, began: float, at: str, fields: dict[str, Any]) -> Open:
+    def begin(self, began: float, at: str, fields: dict[str, Any]) -> int:
         """A number for an action that has begun."""
-        entry = Open(self.take(), began, at, fields)
-        self.open[entry.seq] = entry
-        return entry
+        seq = self.take()
+        self.open[seq] = (began, at, fields)
+        return seq
 
-    def finish(self, seq: int) -> Open | None:
-        """The action ``seq`` ended; None if it is not open (ended twice)."""
-        return self.open.pop(seq, None)
+    def finish(self, seq: int) -> tuple[Open, bool] | None:
+        """The action ``seq`` ended: it, and whether it was written unfinished;
+        None if it is not open (ended twice)."""
+        entry = self.open.pop(seq, None)
+        if entry is None:
+            return None
+        if self.unfinished and seq in self.unfinished:
+            self.unfinished.discard(seq)
+            return entry, True
+        return entry, False
 
-    def stalled(self, now: float) -> list[Open]:
+    def stalled(self, now: float) -> list[tuple[int, Open]]:
         """Actions open longer than the limit and not yet written; marks them."""
         found = [
-            o for o in self.open.values() if not o.unfinished and now - o.began >= self.stalled_s
+            (seq, o)
+            for seq, o in self.open.items()
+            if seq not in self.unfinished and now - o[0] >= self.stalled_s
         ]
-        for o in found:
-            o.unfinished = True
+        self.unfinished.update(seq for seq, _ in found)
         return found
 
 

@@ -10,6 +10,10 @@
   user-space buffering, so a crash can tear at most the line being written.
 - :meth:`LogWriter.check_stalled` (called about once a second) writes actions
   open past the limit as unfinished; their end then writes an ``outcome``.
+- An action's ``at`` is its monotonic start plus the wall clock's offset
+  from the monotonic one, read again at every :meth:`~LogWriter.check_stalled`:
+  one clock read per command instead of two. A step of the wall clock shows
+  in ``at`` within a second; a slew (NTP) never shows.
 """
 
 from __future__ import annotations
@@ -25,9 +29,9 @@ from typing import Any
 import orjson
 
 from agentenv.log.errors import LogError, LogLocked
-from agentenv.log.lines import Kind, encode, iso, line
-from agentenv.log.numbering import STALLED_S, Numbering, Open, recover
-from agentenv.log.redact import resolved
+from agentenv.log.lines import Kind, encode, iso, iso_ms, line
+from agentenv.log.numbering import STALLED_S, Numbering, recover
+from agentenv.log.redact import redact_params, resolved
 
 __all__ = ["LogWriter"]
 
@@ -47,8 +51,11 @@ class LogWriter:
         self._fd = fd
         self._numbering = numbering
         self._clock = clock
-        self._monotonic = monotonic
+        self.monotonic = monotonic
         self._puts = 0
+        self._offset = clock() - monotonic()  # wall clock minus monotonic
+        self._milli = -1  # the millisecond of the latest begin, and its text
+        self._at = ""
         #: How long the latest timed write took (one write in 256 is timed).
         self.sampled_write_s = 0.0
 
@@ -131,36 +138,47 @@ class LogWriter:
         except OSError as exc:
             raise LogError(f"cannot write {self.path}: {exc.strerror}") from exc
 
-    def begin(self, fields: dict[str, Any]) -> int:
-        """Take a number for an action that begins now; its line comes at :meth:`end`.
+    def begin(self, fields: dict[str, Any], now: float | None = None) -> int:
+        """Take a number for an action that begins now (``now``: this writer's
+        monotonic clock, if the caller has read it); its line comes at :meth:`end`.
 
         ``fields`` stays the writer's: later changes to it are written too.
         """
+        if now is None:
+            now = self.monotonic()
+        milli = int((now + self._offset) * 1000)
+        if milli != self._milli:
+            self._milli, self._at = milli, iso_ms(milli)
         # Numbering.begin, inlined: this runs for every command on the record.
         numbering = self._numbering
         seq = numbering.next_seq
         numbering.next_seq = seq + 1
-        numbering.open[seq] = Open(seq, self._monotonic(), iso(self._clock()), fields)
+        numbering.open[seq] = (now, self._at, fields)
         return seq
 
     def fields(self, seq: int) -> dict[str, Any] | None:
         """The fields of an open action, to add what becomes known later."""
         entry = self._numbering.open.get(seq)
-        return entry.fields if entry else None
+        return entry[2] if entry else None
 
     def end(self, seq: int, ok: bool, error: str | None = None, **more: Any) -> None:
         """Write the action ``seq`` (or its ``outcome`` if written unfinished)."""
-        entry = self._numbering.open.pop(seq, None)  # Numbering.finish, inlined
+        numbering = self._numbering
+        entry = numbering.open.pop(seq, None)  # Numbering.finish, inlined
         if entry is None:
             log.warning("entry %d ended twice or was never begun", seq)
             return
-        if entry.unfinished:
+        if numbering.unfinished and seq in numbering.unfinished:
+            numbering.unfinished.discard(seq)
             body: dict[str, Any] = {"entry": seq, "ok": ok}
             if error is not None:
                 body["error"] = error
-            self._write(line(self._numbering.take(), iso(self._clock()), "outcome", body))
+            self._write(line(numbering.take(), iso(self._clock()), "outcome", body))
             return
-        fields = resolved(entry.fields)
+        _, at, fields = entry
+        params = fields.get("params")
+        if type(params) is tuple:  # resolved(), inlined
+            fields["params"] = redact_params(params[0], params[1])
         if more:
             fields.update(more)
         fields["ok"] = ok
@@ -169,19 +187,18 @@ class LogWriter:
         # The line is {"seq", "at", "action"}, seq first (lines.line, inlined).
         try:
             data = orjson.dumps(
-                {"seq": seq, "at": entry.at, "action": fields}, option=orjson.OPT_APPEND_NEWLINE
+                {"seq": seq, "at": at, "action": fields}, option=orjson.OPT_APPEND_NEWLINE
             )
         except (TypeError, ValueError):  # nested too deep, or not JSON: the line still goes
             for key in ("params", "args"):
                 if key in fields:
                     fields[key] = {"withheld": "unwritable"}
             data = orjson.dumps(
-                {"seq": seq, "at": entry.at, "action": fields},
+                {"seq": seq, "at": at, "action": fields},
                 default=str,
                 option=orjson.OPT_APPEND_NEWLINE,
             )
-        self._puts += 1
-        if not self._puts & 255:
+        if not seq & 255:  # one action in 256 is timed (its seq needs no counter)
             self._timed(data)
             return
         try:  # _put, inlined: this runs for every command on the record
@@ -198,11 +215,13 @@ class LogWriter:
         return seq
 
     def check_stalled(self) -> int:
-        """Write actions open past the limit as unfinished; how many."""
-        found = self._numbering.stalled(self._monotonic())
-        for entry in found:
-            fields = dict(resolved(entry.fields), ok=None, unfinished=True)
-            self._write(line(entry.seq, entry.at, "action", fields))
+        """Write actions open past the limit as unfinished; how many. Also
+        reads the wall clock's offset again (see the module's docstring)."""
+        now = self.monotonic()
+        self._offset = self._clock() - now
+        found = self._numbering.stalled(now)
+        for seq, (_, at, fields) in found:
+            self._write(line(seq, at, "action", dict(resolved(fields), ok=None, unfinished=True)))
         return len(found)
 
     def close(self) -> None:

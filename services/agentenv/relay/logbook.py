@@ -10,7 +10,6 @@ events. No socket I/O here: only the log file.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,12 +73,16 @@ class Logbook:
     writer: LogWriter
     causes: Causes = field(default_factory=Causes)
     actions: dict[int, Action] = field(default_factory=dict)
-    monotonic: Callable[[], float] = time.monotonic
     _unlogged: int = 0  # keys of unlogged commands count down from -1
     #: Open recordings (their id, and the recorder connection that began them):
     #: while one is open, a press is described by the element it lands on.
     recordings: dict[str, int] = field(default_factory=dict)
     _urls: dict[str, str] = field(default_factory=dict)  # URL -> redacted
+
+    @property
+    def monotonic(self) -> Callable[[], float]:
+        """The writer's clock: a command's start and its tab's last act agree."""
+        return self.writer.monotonic
 
     # -- CDP commands --------------------------------------------------------
 
@@ -141,9 +144,10 @@ class Logbook:
             fields["params"] = typed if typed is not None else (method, params)
         if action is not None:
             fields["within"] = action.entry
-        entry = self.writer.begin(fields)
+        now = self.writer.monotonic()
+        entry = self.writer.begin(fields, now)
         if acting:
-            self.causes.acting(tab, entry, method, self.monotonic())
+            self.causes.acting(tab, entry, method, now)
         if tab_method:
             self.causes.sent(
                 self._command(entry, method, params, tab, self._by(entry, identity, action))
