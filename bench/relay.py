@@ -101,7 +101,7 @@ async def _time(client: Client, method: str, params: dict[str, Any], n: int) -> 
     return out
 
 
-async def run(small: int = 3000, shots: int = 60) -> str:
+async def run(small: int = 6000, shots: int = 60) -> str:
     control = "bench-control-token"
     with (
         Site() as site,
@@ -140,15 +140,15 @@ async def run(small: int = 3000, shots: int = 60) -> str:
                 await quiet.call("Runtime.evaluate", {"expression": "1"})
             # Small blocks for the evaluations (ten calls each, the four
             # clients in turn), so a slow spell of the machine falls on all
-            # of them alike; the screenshots in ten blocks.
+            # of them alike; the screenshots one each in turn (Chromium's own
+            # time for one drifts by several per cent within a run).
             for _ in range(small // 10):
                 for key, client in (("ed", direct), ("eb", bare), ("eq", quiet), ("er", relay)):
                     results[key] += await _time(client, "Runtime.evaluate", {"expression": "1"}, 10)
-            blocks = 10
-            for _ in range(blocks):
+            for _ in range(shots):
                 for key, client in (("sd", direct), ("sb", bare), ("sr", relay)):
                     results[key] += await _time(
-                        client, "Page.captureScreenshot", {"format": "png"}, shots // blocks
+                        client, "Page.captureScreenshot", {"format": "png"}, 1
                     )
             await bare.ws.close()
             bare_ctx.__exit__(None, None, None)

@@ -217,6 +217,24 @@ def test_answers_end_their_commands_and_the_relays_own_never_pass() -> None:
     assert state.downloads_changed
 
 
+def test_answers_go_first_unless_the_relay_must_read_them_first() -> None:
+    """An answer reaches the client before the relay reads it, except one
+    that names a new session, a new tab or a downloads folder: the client's
+    next command may depend on the relay having read it."""
+    state = agent()
+    answer = '{"id":3,"result":{}}'
+    assert core.answer_first(state, answer)  # nothing waits: it only passes
+    state.pending[("S", 3)] = Pending(11, "Runtime.evaluate", {"expression": "1"})
+    assert core.answer_first(state, answer)
+    assert not core.answer_first(state, '{"method":"Page.frameStartedLoading","params":{}}')
+    assert not core.answer_first(state, f'{{"id":{state.own_id()},"result":{{}}}}')
+    for method in ("Target.attachToTarget", "Target.createTarget", "Browser.setDownloadBehavior"):
+        state.pending[(None, 4)] = Pending(12, method, {})
+        assert not core.answer_first(state, answer), method
+    del state.pending[(None, 4)]
+    assert core.answer_first(state, answer)
+
+
 def test_big_answers_are_not_parsed_when_nothing_waits() -> None:
     state = agent()
     assert (

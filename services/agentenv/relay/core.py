@@ -31,7 +31,10 @@ content is dropped and its session detached (``DETACH``); other attach and
 detach events keep the session map, and a detach ends the commands still in
 flight on that session (Chromium never answers them once its target is
 gone); answers to the relay's own commands never reach the client
-(``DROP``); the client's answers end their entries.
+(``DROP``); the client's answers end their entries. An answer is handed to
+the client before it is read (:func:`answer_first`) unless reading it changes
+how the relay treats what comes next (a new session, a new tab, the
+downloads folder): reading it is then off the agent's round trip.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ __all__ = [
     "Pending",
     "SessionInfo",
     "Step",
+    "answer_first",
     "auto_attach_filter",
     "from_upstream",
     "receive",
@@ -326,6 +330,32 @@ class Downstream:
 
 
 _PASS = Downstream(Down.PASS)
+
+
+#: Commands whose answer the relay must read before the client has it: it
+#: names a session the client's next command may use, a tab it opened, or
+#: the downloads folder changed.
+_READ_FIRST = frozenset(
+    {
+        "Target.attachToTarget",
+        "Target.createTarget",
+        "Browser.setDownloadBehavior",
+        "Page.setDownloadBehavior",
+    }
+)
+
+
+def answer_first(state: ClientState, data: str) -> bool:
+    """Whether this message from Chromium may go to the client before
+    :func:`from_upstream` reads it: an answer to one of the client's commands
+    (not the relay's own, whose ids are negative) while none in flight is
+    one whose answer the relay must read first. Whatever reading it finds
+    then only goes to the log."""
+    return (
+        data.startswith('{"id":')
+        and not data.startswith('{"id":-')
+        and not any(p.method in _READ_FIRST for p in state.pending.values())
+    )
 
 
 def from_upstream(state: ClientState, data: str) -> Downstream:

@@ -272,17 +272,24 @@ class _Bridge:
         async for msg in self.upstream:
             if msg.type is WSMsgType.TEXT:
                 data = msg.data
-                down = core.from_upstream(state, data)
                 # The client has its answer first; its entry is written right
                 # after, before this loop reads Chromium's next message (the
                 # write is off the agent's round trip, not off the record).
-                try:
-                    if down.kind is Down.PASS and not self.client.closed:
-                        await self.client.send_str(data)
-                finally:
-                    self._noted(down)
-                if down.kind is Down.DETACH:
-                    await self._detach(down)
+                if core.answer_first(state, data):
+                    try:
+                        if not self.client.closed:
+                            await self.client.send_str(data)
+                    finally:
+                        self._noted(core.from_upstream(state, data))
+                else:
+                    down = core.from_upstream(state, data)
+                    try:
+                        if down.kind is Down.PASS and not self.client.closed:
+                            await self.client.send_str(data)
+                    finally:
+                        self._noted(down)
+                    if down.kind is Down.DETACH:
+                        await self._detach(down)
             elif msg.type is WSMsgType.BINARY:
                 if not self.client.closed:
                     await self.client.send_bytes(msg.data)
