@@ -95,17 +95,28 @@ def test_at_is_the_wall_clock_and_follows_its_steps(tmp_path: Path) -> None:
     """An action's ``at`` comes from the monotonic clock plus the wall clock's
     offset, read again at each stalled check: a step shows by the next check."""
     mono, wall = Clock(), Clock()
-    wall.now = 1_790_000_000.0  # 2026-09-21T...
+    wall.now = 1_790_000_000.0  # 2026-09-21T14:13:20Z
     w = LogWriter.open(tmp_path / "l.jsonl", clock=wall, monotonic=mono)
+    w.end(w.begin({"n": 0}), ok=True)  # the first, before any check
     mono.now += 1.2345
     wall.now += 1.2345
     w.end(w.begin({"n": 1}), ok=True)
     mono.now += 0.5
     wall.now += 0.5 + 3600  # and the wall clock is stepped an hour on
+    w.end(w.begin({"n": 2}), ok=True)  # not seen until the next check
     w.check_stalled()
-    w.end(w.begin({"n": 2}), ok=True)
+    w.end(w.begin({"n": 3}), ok=True)
+    w.end(w.begin({"n": 4}, now=mono.now - 2.0), ok=True)  # the caller's reading
+    w.record("reset", {"reason": "r"})  # lines written at once: the same clock
     got = [line["at"] for line in _lines(tmp_path / "l.jsonl")]
-    assert got == ["2026-09-21T14:13:21.234Z", "2026-09-21T15:13:21.734Z"]
+    assert got == [
+        "2026-09-21T14:13:20.000Z",
+        "2026-09-21T14:13:21.234Z",
+        "2026-09-21T14:13:21.734Z",
+        "2026-09-21T15:13:21.734Z",
+        "2026-09-21T15:13:19.734Z",
+        "2026-09-21T15:13:21.734Z",
+    ]
 
 
 def test_second_writer_refused(tmp_path: Path) -> None:
@@ -157,14 +168,38 @@ def test_recover_pure() -> None:
 
 def test_numbering_pure() -> None:
     n = Numbering(next_seq=10, stalled_s=5)
-    a = n.begin(0.0, "t", {})
-    assert a == 10 and n.take() == 11
+    assert n.take() == 10 and n.next_seq == 11
+    n.open[10] = (0.0, "t", {})
+    n.open[11] = (1.0, "u", {})
     assert n.stalled(4.9) == [] and [seq for seq, _ in n.stalled(5.0)] == [10]
-    assert n.stalled(9.0) == []  # once
-    assert n.finish(10) == ((0.0, "t", {}), True)
-    assert n.finish(10) is None and not n.unfinished
-    b = n.begin(6.0, "u", {})
-    assert n.finish(b) == ((6.0, "u", {}), False)
+    assert [seq for seq, _ in n.stalled(9.0)] == [11]  # each once
+    assert n.unfinished == {10, 11}
+
+
+def test_an_action_ended_after_it_was_written_unfinished_gets_an_outcome_once(
+    tmp_path: Path,
+) -> None:
+    mono = Clock()
+    w = LogWriter.open(tmp_path / "l.jsonl", monotonic=mono, stalled_s=5)
+    slow, quick = w.begin({"n": 1}), w.begin({"n": 2})
+    mono.now += 5
+    assert w.check_stalled() == 2
+    w.end(slow, ok=False, error="late")
+    w.end(slow, ok=True)  # ended twice: nothing more is written
+    late = w.begin({"n": 3})
+    w.end(late, ok=True)  # a new action is not taken for unfinished
+    w.end(quick, ok=True)
+    got = _lines(tmp_path / "l.jsonl")
+    assert [(x["seq"], next(k for k in x if k not in ("seq", "at"))) for x in got] == [
+        (1, "action"),
+        (2, "action"),
+        (3, "outcome"),
+        (4, "action"),
+        (5, "outcome"),
+    ]
+    assert got[2]["outcome"] == {"entry": 1, "ok": False, "error": "late"}
+    assert got[3]["action"] == {"n": 3, "ok": True}
+    assert got[4]["outcome"] == {"entry": 2, "ok": True}
 
 
 def test_index_incremental_and_grows() -> None:

@@ -138,6 +138,25 @@ def test_long_expressions_withheld_short_kept() -> None:
     assert long == {"expression": {"withheld": "body", "length": 3000}, "awaitPromise": True}
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain words",
+        "https://u:pw@h.example/",
+        "https://h.example/?token=abc",
+        "a=1",
+        "mail@example.org",
+        "x eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl y",
+        "https://h/?next=https%3A%2F%2Fb%2F%3Fcode%3DSECRET",
+        "t" * 2001,
+    ],
+)
+def test_a_string_in_an_object_is_redacted_as_a_string_alone(text: str) -> None:
+    """The walk over an object's values has the plain-text test inlined (it
+    runs for every command): it must decide as the test on a string alone."""
+    assert redact({"k": text})["k"] == redact(text) == redact([text])[0]
+
+
 def test_secret_fields() -> None:
     out = redact(
         {

@@ -352,9 +352,10 @@ class Logbook:
         self._write_tabs(self.causes.ended(kind))
 
     def tick(self) -> None:
-        """Once a second: release held tab events, write stalled actions."""
-        self._write_tabs(self.causes.tick(self.monotonic()))
+        """Once a second: write stalled actions (which also reads the wall
+        clock's offset again, before any other line), release held tab events."""
         self.writer.check_stalled()
+        self._write_tabs(self.causes.tick(self.monotonic()))
 
     def reset(self, reason: str) -> int:
         return self.writer.record("reset", {"reason": reason})
