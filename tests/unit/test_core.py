@@ -228,7 +228,14 @@ def test_answers_go_first_unless_the_relay_must_read_them_first() -> None:
     assert core.answer_first(state, answer)
     assert not core.answer_first(state, '{"method":"Page.frameStartedLoading","params":{}}')
     assert not core.answer_first(state, f'{{"id":{state.own_id()},"result":{{}}}}')
-    for method in ("Target.attachToTarget", "Target.createTarget", "Browser.setDownloadBehavior"):
+    read_first = (
+        "Target.attachToTarget",
+        "Target.createTarget",
+        "Browser.setDownloadBehavior",
+        "Page.setDownloadBehavior",
+    )
+    assert set(read_first) == core.READ_FIRST
+    for method in read_first:
         state.pending[(None, 4)] = Pending(12, method, {})
         assert not core.answer_first(state, answer), method
     del state.pending[(None, 4)]

@@ -29,6 +29,10 @@ Open = tuple[float, str, dict[str, Any]]
 
 @dataclass
 class Numbering:
+    """The writer's numbers and open actions. The writer adds an action to
+    ``open`` at its begin and takes it out at its end itself (that runs for
+    every command on the record, so it is not a call here)."""
+
     next_seq: int = 1
     open: dict[int, Open] = field(default_factory=dict)
     #: Open actions already written as unfinished (their end writes an outcome).
@@ -40,23 +44,6 @@ class Numbering:
         seq = self.next_seq
         self.next_seq += 1
         return seq
-
-    def begin(self, began: float, at: str, fields: dict[str, Any]) -> int:
-        """A number for an action that has begun."""
-        seq = self.take()
-        self.open[seq] = (began, at, fields)
-        return seq
-
-    def finish(self, seq: int) -> tuple[Open, bool] | None:
-        """The action ``seq`` ended: it, and whether it was written unfinished;
-        None if it is not open (ended twice)."""
-        entry = self.open.pop(seq, None)
-        if entry is None:
-            return None
-        if self.unfinished and seq in self.unfinished:
-            self.unfinished.discard(seq)
-            return entry, True
-        return entry, False
 
     def stalled(self, now: float) -> list[tuple[int, Open]]:
         """Actions open longer than the limit and not yet written; marks them."""

@@ -375,7 +375,7 @@ def _withhold_fields(*fields: str, limit: int = 0) -> Rule:
 
         def one(params: Mapping[str, Any]) -> dict[str, Any] | None:
             body = params.get(only)
-            if type(body) is str and len(body) > limit:
+            if isinstance(body, str) and len(body) > limit:
                 return {only: withheld("body", body)}
             return None  # nothing replaced (the common case, kept lean)
 

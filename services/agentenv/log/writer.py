@@ -10,10 +10,11 @@
   user-space buffering, so a crash can tear at most the line being written.
 - :meth:`LogWriter.check_stalled` (called about once a second) writes actions
   open past the limit as unfinished; their end then writes an ``outcome``.
-- An action's ``at`` is its monotonic start plus the wall clock's offset
-  from the monotonic one, read again at every :meth:`~LogWriter.check_stalled`:
-  one clock read per command instead of two. A step of the wall clock shows
-  in ``at`` within a second; a slew (NTP) never shows.
+- Every line's ``at`` is the monotonic clock plus the wall clock's offset
+  from it, read again at every :meth:`~LogWriter.check_stalled`: one clock
+  read per command instead of two, and one time base for all lines. A step
+  of the wall clock (or a suspend, which the monotonic clock does not count)
+  shows in ``at`` within a second; a slew (NTP) never shows.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 import orjson
 
 from agentenv.log.errors import LogError, LogLocked
-from agentenv.log.lines import Kind, encode, iso, iso_ms, line
+from agentenv.log.lines import Kind, encode, iso_ms, line
 from agentenv.log.numbering import STALLED_S, Numbering, recover
 from agentenv.log.redact import redact_params, resolved
 
@@ -100,11 +101,15 @@ class LogWriter:
                 self.path,
             )
         self._numbering.next_seq = found.highest + 1
-        at = iso(self._clock())
+        at = self._stamp()
         for seq in found.missing:
             self._write(line(seq, at, "lost", {"entry": seq}))
         if found.missing:
             log.warning("wrote %d lost lines for numbers never written", len(found.missing))
+
+    def _stamp(self) -> str:
+        """Now, as ``at`` is written (see the module's docstring)."""
+        return iso_ms(int((self.monotonic() + self._offset) * 1000))
 
     @property
     def next_seq(self) -> int:
@@ -173,7 +178,7 @@ class LogWriter:
             body: dict[str, Any] = {"entry": seq, "ok": ok}
             if error is not None:
                 body["error"] = error
-            self._write(line(numbering.take(), iso(self._clock()), "outcome", body))
+            self._write(line(numbering.take(), self._stamp(), "outcome", body))
             return
         _, at, fields = entry
         params = fields.get("params")
@@ -211,7 +216,7 @@ class LogWriter:
     def record(self, kind: Kind, body: dict[str, Any]) -> int:
         """Take a number and write a line at once (tab events, resets)."""
         seq = self._numbering.take()
-        self._write(line(seq, iso(self._clock()), kind, body))
+        self._write(line(seq, self._stamp(), kind, body))
         return seq
 
     def check_stalled(self) -> int:

@@ -52,6 +52,7 @@ from agentenv.relay import guard, password
 
 __all__ = [
     "MAX_ID",
+    "READ_FIRST",
     "ClientState",
     "Downstream",
     "Kind",
@@ -332,10 +333,11 @@ class Downstream:
 _PASS = Downstream(Down.PASS)
 
 
-#: Commands whose answer the relay must read before the client has it: it
-#: names a session the client's next command may use, a tab it opened, or
-#: the downloads folder changed.
-_READ_FIRST = frozenset(
+#: Commands whose answer the relay reads for more than the log (a session
+#: the client's next command may use, a tab it opened, the downloads folder
+#: changed): :func:`from_upstream` reads these, and only these, that way, and
+#: their answers are read before the client has them.
+READ_FIRST = frozenset(
     {
         "Target.attachToTarget",
         "Target.createTarget",
@@ -348,13 +350,15 @@ _READ_FIRST = frozenset(
 def answer_first(state: ClientState, data: str) -> bool:
     """Whether this message from Chromium may go to the client before
     :func:`from_upstream` reads it: an answer to one of the client's commands
-    (not the relay's own, whose ids are negative) while none in flight is
-    one whose answer the relay must read first. Whatever reading it finds
-    then only goes to the log."""
+    (not the relay's own, whose ids are negative) while none in flight is in
+    :data:`READ_FIRST`. Reading it then ends its entry and takes its command
+    out of ``state.pending``, nothing more; the socket loop reads it before it
+    reads anything else, so no later message can find it still pending.
+    Scans what is in flight: a handful of commands for every client seen."""
     return (
         data.startswith('{"id":')
         and not data.startswith('{"id":-')
-        and not any(p.method in _READ_FIRST for p in state.pending.values())
+        and not any(p.method in READ_FIRST for p in state.pending.values())
     )
 
 
@@ -393,18 +397,25 @@ def from_upstream(state: ClientState, data: str) -> Downstream:
     out = Downstream(Down.PASS, pending, ok)
     if not ok:
         out.error = str(error.get("message") if isinstance(error, dict) else error)
-    elif isinstance(result, dict):
-        if pending.method == "Target.createTarget":
-            opened = result.get("targetId")
-            out.opened = opened if isinstance(opened, str) else None
-        elif pending.method == "Target.attachToTarget":
-            new = result.get("sessionId")
-            target = pending.params.get("targetId") if isinstance(pending.params, dict) else None
-            if isinstance(new, str) and isinstance(target, str) and new not in state.sessions:
-                state.sessions[new] = SessionInfo(target)
-        elif pending.method in ("Browser.setDownloadBehavior", "Page.setDownloadBehavior"):
-            state.downloads_changed = True
+    elif isinstance(result, dict) and pending.method in READ_FIRST:
+        _read_result(state, pending, result, out)
     return out
+
+
+def _read_result(
+    state: ClientState, pending: Pending, result: dict[str, Any], out: Downstream
+) -> None:
+    """What an answer to a :data:`READ_FIRST` command changes."""
+    if pending.method == "Target.createTarget":
+        opened = result.get("targetId")
+        out.opened = opened if isinstance(opened, str) else None
+    elif pending.method == "Target.attachToTarget":
+        new = result.get("sessionId")
+        target = pending.params.get("targetId") if isinstance(pending.params, dict) else None
+        if isinstance(new, str) and isinstance(target, str) and new not in state.sessions:
+            state.sessions[new] = SessionInfo(target)
+    else:  # Browser. or Page.setDownloadBehavior
+        state.downloads_changed = True
 
 
 _LOADING = '{"method":"Page.frameSt'  # frameStartedLoading, frameStoppedLoading

@@ -7,9 +7,12 @@ password check): the core says what to do with each message, and this layer
 does it, writing the entry through the :class:`~agentenv.relay.logbook.Logbook`.
 A binary frame closes the connection (1003) with a reason: CDP is JSON text.
 
-Chromium to client, as answers are ready: answers end their entries; the
-relay's own commands' answers are dropped; attaches to targets that are not
-web content are detached before the client sees them.
+Chromium to client, as answers are ready: answers end their entries, most
+of them right after the client has them (:func:`~agentenv.relay.core.answer_first`);
+the relay's own commands' answers are dropped; attaches to targets that are
+not web content are detached before the client sees them. If a send to the
+client fails (it left), nothing more is sent and Chromium's answers are
+still read, so their entries end as answered.
 
 When the client leaves, commands still unanswered are waited for (up to
 :data:`SETTLE_S`) so their entries and effects are settled as if answered, and
@@ -87,6 +90,7 @@ class _Bridge:
         self.answered = asyncio.Event()  # an answer came back
         self.settled = asyncio.Event()  # nothing is in flight
         self.refused_binary = False
+        self.client_gone = False  # a send to the client failed: it left
         self._control: dict[type[ControlParams], Callable[[Any], Awaitable[dict[str, Any]]]] = {
             BeginAction: self._begin,
             EndAction: self._end,
@@ -277,26 +281,39 @@ class _Bridge:
                 # write is off the agent's round trip, not off the record).
                 if core.answer_first(state, data):
                     try:
-                        if not self.client.closed:
-                            await self.client.send_str(data)
+                        await self._hand_over(data)
                     finally:
                         self._noted(core.from_upstream(state, data))
                 else:
                     down = core.from_upstream(state, data)
                     try:
-                        if down.kind is Down.PASS and not self.client.closed:
-                            await self.client.send_str(data)
+                        if down.kind is Down.PASS:
+                            await self._hand_over(data)
                     finally:
                         self._noted(down)
                     if down.kind is Down.DETACH:
                         await self._detach(down)
             elif msg.type is WSMsgType.BINARY:
-                if not self.client.closed:
-                    await self.client.send_bytes(msg.data)
+                await self._hand_over(msg.data)
             elif msg.type is WSMsgType.ERROR:
                 break
             if not state.pending:
                 self.settled.set()
+
+    async def _hand_over(self, data: str | bytes) -> None:
+        """Send a message from Chromium to the client. Once the client is gone
+        (its socket failed under a send) nothing more is sent, and this loop
+        goes on reading Chromium's answers so their entries end as answered."""
+        if self.client_gone or self.client.closed:
+            return
+        try:
+            if isinstance(data, str):
+                await self.client.send_str(data)
+            else:
+                await self.client.send_bytes(data)
+        except (ConnectionError, aiohttp.ClientError) as exc:
+            self.client_gone = True
+            log.info("conn %d: the client went away under a send: %s", self.state.number, exc)
 
     def _noted(self, down: core.Downstream) -> None:
         """What an upstream message means for the log: an answer's entry, the
@@ -378,7 +395,7 @@ async def bridge(
         for task in (to_upstream, to_client):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-    upstream_ended = to_client in done and not client.closed
+    upstream_ended = to_client in done and not client.closed and not b.client_gone
     try:
         if state.pending:
             b.end_pending(
