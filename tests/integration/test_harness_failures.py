@@ -191,7 +191,20 @@ def test_a_computer_gone_at_teardown_has_its_recording_registered_from_the_store
     try:
         where = _attached(container)
         cid = container.get_wrapped_container().id
-        kill = f"import subprocess; subprocess.run(['docker', 'kill', {cid!r}], check=True)"
+        # The first frame is taken after the start answers: the agent waits
+        # (bounded) until the recorder has counted it, then kills the computer.
+        kill = f"""
+import subprocess, time, urllib.request
+auth = {{"Authorization": "Bearer {CONTROL}"}}
+ask = urllib.request.Request({where["url"] + "/metrics"!r}, headers=auth)
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    text = urllib.request.urlopen(ask, timeout=5).read().decode()
+    if 'agentenv_frames_total{{kind="first"}} 1.0' in text:
+        break
+    time.sleep(0.1)
+subprocess.run(['docker', 'kill', {cid!r}], check=True)
+"""
         task = [
             _deploy(where),
             {"id": "start", "type": "start_browser_recording", "env_id": "pc", "name": "r"},
