@@ -64,7 +64,20 @@ src="$AGENTENV_ROOT/images/browser"
 
 # 1. The system layer, exactly as the image has it.
 log "the system layer (packages, users, folders)"
+had_supervisor=""
+dpkg-query -W -f '${Status}' supervisor 2>/dev/null | grep -q 'install ok installed' && had_supervisor=1
 bash "$src/system.sh"
+if [ -z "$had_supervisor" ]; then
+    # Debian's supervisor package enables a supervisord of its own (root, an
+    # empty conf.d); agentenv.service runs its own. One this install brought
+    # is turned off; one the machine had before is left as it was.
+    if [ -d /run/systemd/system ]; then
+        systemctl disable --now --quiet supervisor.service 2>/dev/null || true
+    else  # no systemd running (an image to be copied): what disable removes
+        rm -f /etc/systemd/system/multi-user.target.wants/supervisor.service
+    fi
+    log "Debian's own supervisor.service (installed with the package) is disabled"
+fi
 install -d -m 0755 /etc/chromium/policies/managed
 install -m 0644 "$src/policies/agentenv.json" /etc/chromium/policies/managed/agentenv.json
 
@@ -176,7 +189,7 @@ if [ -n "$start" ] && [ -d /run/systemd/system ]; then
     systemctl restart agentenv.service
     log "started agentenv.service; waiting for http://127.0.0.1:8080/readyz"
     for _ in $(seq 1 240); do
-        if curl -fsS -m 2 -o /dev/null http://127.0.0.1:8080/readyz; then
+        if curl -fs -m 2 -o /dev/null http://127.0.0.1:8080/readyz; then
             log "ready: the relay on :9222, the app server on :8080"
             break
         fi

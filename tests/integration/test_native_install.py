@@ -135,6 +135,10 @@ def native(image: str) -> Iterator[Native]:
         # An image to be copied: no tokens are made, and the launcher refuses to start.
         said = _install(builder)
         assert _run(builder, "ls", "/etc/agentenv")[1].split() == ["agentenv.env"], said
+        # Debian's own supervisord (enabled by its package) will not start
+        # where this image boots under systemd: the unit runs its own.
+        wants = "/etc/systemd/system/multi-user.target.wants/supervisor.service"
+        assert _run(builder, "test", "-e", wants)[0] == 1, said
         code, refused = _run(builder, "/opt/agentenv/bin/agentenv-computer")
         assert code == 1 and "no control token" in refused, refused
         # Given tokens are written; given again, others are not taken.
