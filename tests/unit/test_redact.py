@@ -247,3 +247,65 @@ def test_a_percent_encoded_url_inside_a_query() -> None:
 
 def test_a_password_holding_an_at_sign() -> None:
     assert redact_text("https://u:p@ss@host.example/x") == f"https://u:{REDACTED}@host.example/x"
+
+
+@pytest.mark.parametrize(
+    ("url", "logged"),
+    [
+        ("http:\\\\bob:pw1@h.example/", "http:\\\\bob:REDACTED@h.example/"),
+        ("http:/bob:pw2@h.example/", "http:/bob:REDACTED@h.example/"),
+        ("http:bob:pw3@h.example/", "http:bob:REDACTED@h.example/"),
+        ("wss:\\/bob:pw4@h.example/", "wss:\\/bob:REDACTED@h.example/"),
+        ("HTTPS://bob:pw5@h.example/", "HTTPS://bob:REDACTED@h.example/"),
+        ("http://bob:p\tw6@h.example/", "http://bob:REDACTED@h.example/"),
+        ("go to http://b\nob:pw7@h.example/ now", "go to http://bob:REDACTED@h.example/ now"),
+    ],
+)
+def test_user_info_in_every_form_chromium_reads(url: str, logged: str) -> None:
+    """Chromium takes a backslash for a slash, needs no slashes after a special
+    scheme, and drops tabs and newlines: each of these logs in with bob."""
+    assert redact_text(url) == logged
+    assert redact_params("Page.navigate", {"url": url}) == {"url": logged}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mailto:a:b@c.example",  # not a special scheme: no user info without //
+        "https://h.example:443/path@x",  # a port, then a path
+        "line one\nline two a@b: c",  # newlines kept where no password hides
+    ],
+)
+def test_text_that_only_looks_like_user_info_is_kept(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_header_names_with_whitespace_and_hintless_cookies() -> None:
+    headers = redact_params(
+        "Network.setExtraHTTPHeaders",
+        {"headers": {"Authorization ": "Bearer t", " x-api-key": "k"}},
+    )
+    assert headers["headers"] == {
+        "Authorization ": {"withheld": "header", "length": 8},
+        " x-api-key": {"withheld": "header", "length": 1},
+    }
+    cookie = {"name": "sid", "value": "v1v2"}
+    secret = {"name": "sid", "value": {"withheld": "cookie", "length": 4}}
+    assert redact_params("Network.setCookie", cookie) == secret
+    for method in ("Network.setCookies", "Storage.setCookies"):
+        assert redact_params(method, {"cookies": [cookie, "odd"]}) == {"cookies": [secret, "odd"]}
+
+
+def test_a_continued_response_keeps_no_header_secret() -> None:
+    params = {
+        "requestId": "r1",
+        "responseCode": 200,
+        "responseHeaders": [{"name": "Set-Cookie", "value": "sid=abc"}],
+        "binaryResponseHeaders": "AAAA",
+    }
+    assert redact_params("Fetch.continueResponse", params) == {
+        "requestId": "r1",
+        "responseCode": 200,
+        "responseHeaders": [{"name": "Set-Cookie", "value": {"withheld": "header", "length": 7}}],
+        "binaryResponseHeaders": {"withheld": "body", "length": 4},
+    }

@@ -4,10 +4,13 @@ Pure functions. What goes:
 
 - URL credentials, in any string at any depth (params, args, errors): the
   values of credential query keys (also in fragments, as OAuth's implicit
-  flow puts them) become ``REDACTED``, and so does a password in user info;
+  flow puts them) become ``REDACTED``, and so does a password in user info
+  (in every form Chromium's URL parser reads as user info: backslashes,
+  missing slashes, tabs and newlines);
   scheme, host, path and the keys stay.
 - Cookie values: a cookie object keeps its name, domain and flags; its value
-  becomes ``{"withheld": "cookie", "length": N}``.
+  becomes ``{"withheld": "cookie", "length": N}`` (every cookie a
+  ``setCookie(s)`` command sets, whatever fields it carries).
 - Headers ``Authorization``, ``Cookie``, ``Set-Cookie``,
   ``Proxy-Authorization`` and ``X-*-Token|Key|Secret``: values withheld.
 - Bodies and page content (``Fetch.fulfillRequest`` body and binary
@@ -129,10 +132,19 @@ _CREDENTIAL_PAIR = re.compile(
 )
 # Any query pair; tried only once _CREDENTIAL_PAIR found one worth redacting.
 _ANY_PAIR = re.compile(r"(^|[?&;#])([^=&#?;\s\"'<>]+)=([^&#;\s\"'<>]*)")
-# The password runs to the last "@" of the authority (a password may hold one).
+# A URL's user info, read as Chromium's URL parser reads it: after any scheme
+# and two slashes, or after http(s), ws(s) or ftp and any number of slashes
+# (none included: "http:u:p@h" is http://u:p@h); a backslash counts as a
+# slash. The password runs to the last "@" of the authority (a password may
+# hold one). Tabs and newlines, which the parser drops, are seen to by
+# redact_text.
 _USERINFO = re.compile(
-    r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#@\s:\"'<>]*):([^/?#\s\"'<>]*)@"
+    r"(?<![A-Za-z0-9+.\-])((?:[A-Za-z][A-Za-z0-9+.\-]*:[/\\]{2}|(?:https?|wss?|ftp):[/\\]*))"
+    r"([^/\\?#@\s:\"'<>]*):([^/\\?#\s\"'<>]*)@",
+    re.IGNORECASE,
 )
+#: What Chromium's URL parser removes from anywhere in a URL before reading it.
+_DROPPED = str.maketrans("", "", "\t\n\r")
 # A URL inside another's query, percent-encoded: ?next=https%3A%2F%2Fb%2F%3Fcode%3DSECRET
 _ENCODED_PAIR = re.compile(
     r"(%3[fF]|%26|%23|%3[bB])([^=&#?;%\s\"'<>]+)(%3[dD])((?:(?!%26|%23|%3[bB])[^&#;\s\"'<>])*)"
@@ -163,7 +175,9 @@ def _secret_field(name: str) -> bool:
 
 
 def secret_header(name: str) -> bool:
-    """Whether a header's value must be withheld."""
+    """Whether a header's value must be withheld (whitespace around the name
+    is no disguise)."""
+    name = name.strip()
     return name.lower() in _SECRET_HEADERS or bool(_X_SECRET_HEADER.match(name))
 
 
@@ -188,10 +202,21 @@ def _redact_pairs(text: str) -> str:
     return "".join(parts)
 
 
+def _userinfo(text: str) -> str:
+    return _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{REDACTED}@", text)
+
+
 def redact_text(text: str) -> str:
     """``text`` with URL credentials and JWT signatures replaced."""
-    if "@" in text and "://" in text:
-        text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{REDACTED}@", text)
+    if "@" in text and ":" in text:
+        text = _userinfo(text)
+        if "\t" in text or "\n" in text or "\r" in text:
+            # Chromium drops tabs and newlines from a URL before reading it:
+            # a password split by them is one. Such a text is written as the
+            # parser reads it, without them, when that shows one more.
+            joined = text.translate(_DROPPED)
+            if any(m.group(3) != REDACTED for m in _USERINFO.finditer(joined)):
+                text = _userinfo(joined)
     if "=" in text and _CREDENTIAL_PAIR.search(text) is not None:
         text = _redact_pairs(text)
     if "%3" in text and _ENCODED_PAIR.search(text) is not None:
@@ -392,6 +417,26 @@ def _withhold_fields(*fields: str, limit: int = 0) -> Rule:
     return rule
 
 
+def _cookie(value: Any) -> Any:
+    """A cookie a command sets: every field redacted, its value withheld
+    (whether or not it carries a field that marks a cookie elsewhere)."""
+    if not isinstance(value, Mapping) or "value" not in value:
+        return redact(value)
+    return {k: withheld("cookie", v) if k == "value" else redact(v) for k, v in value.items()}
+
+
+def _set_cookies(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``Network.setCookie`` (the params are the cookie), ``Network.setCookies``
+    and ``Storage.setCookies`` (a list under ``cookies``)."""
+    out: dict[str, Any] = {}
+    if "value" in params:
+        out["value"] = withheld("cookie", params["value"])
+    cookies = params.get("cookies")
+    if isinstance(cookies, list):
+        out["cookies"] = [_cookie(c) for c in cookies]
+    return out
+
+
 def _attribute_value(params: Mapping[str, Any]) -> dict[str, Any]:
     """A ``value`` attribute set by CDP: withheld like typing, since the relay
     cannot tell from a client's node id whether it is a password input."""
@@ -406,6 +451,10 @@ _METHOD_RULES: dict[str, Rule] = {
     "DOM.setAttributesAsText": _withhold_fields("text"),
     "Fetch.fulfillRequest": _withhold_fields("body", "binaryResponseHeaders"),
     "Fetch.continueRequest": _withhold_fields("postData"),
+    "Fetch.continueResponse": _withhold_fields("binaryResponseHeaders"),
+    "Network.setCookie": _set_cookies,
+    "Network.setCookies": _set_cookies,
+    "Storage.setCookies": _set_cookies,
     "Page.setDocumentContent": _withhold_fields("html"),
     "Runtime.evaluate": _withhold_fields("expression", limit=EXPRESSION_LIMIT),
     "Runtime.callFunctionOn": _call_arguments,
