@@ -6,6 +6,7 @@ import ast
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -298,3 +299,19 @@ def test_web_target_types() -> None:
 def test_verdicts_are_entries() -> None:
     verdict = guard.not_allowed("X.y")
     assert verdict.as_entry() == {"rule": "not-allowed", "action": "blocked"}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"proxyServer": "http://127.0.0.1:8081"},
+        {"proxyBypassList": "<-loopback>"},
+        {"originsWithUniversalAccess": ["https://a.example"]},
+    ],
+)
+def test_a_browser_context_takes_no_proxy_or_universal_access(params: dict[str, Any]) -> None:
+    verdict = check("Target.createBrowserContext", params, "/dl")
+    assert verdict is not None and verdict.rule == "context-network"
+    assert verdict.action == "blocked" and next(iter(params)) in verdict.message
+    for plain in ({}, {"disposeOnDetach": True}, {"proxyServer": ""}):
+        assert check("Target.createBrowserContext", plain, "/dl") is None

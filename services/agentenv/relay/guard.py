@@ -191,8 +191,29 @@ def _target_op(params: Mapping[str, Any], downloads: str, targets: Targets) -> V
     return None
 
 
+#: What a browser context may not be given by an agent: a proxy of its own
+#: choosing routes every page of the context around the computer's network
+#: walls (a proxy on the computer's loopback reaches its app server and
+#: recorder, past the policies' URL blocklist, which reads only the page's
+#: URL), and universal access lifts the same-origin policy for an origin.
+_CONTEXT_NETWORK = ("proxyServer", "proxyBypassList", "originsWithUniversalAccess")
+
+
+def _context(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
+    for key in _CONTEXT_NETWORK:
+        if params.get(key) not in (None, "", []):
+            return Verdict(
+                "context-network",
+                f"blocked by agentenv guard context-network: {key} is not given by agents "
+                "(a proxy or universal access would take pages around the computer's "
+                "network walls); create the context without it",
+            )
+    return None
+
+
 #: method -> the check of its parameters that reach the machine.
 PARAMS: dict[str, Rule] = {
+    "Target.createBrowserContext": _context,
     "Page.navigate": _navigate,
     "Target.createTarget": _navigate,
     "Fetch.continueRequest": _continue_request,

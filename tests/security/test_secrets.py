@@ -1,0 +1,82 @@
+"""Secrets an agent hands Chromium in shapes the log's redaction must know as
+Chromium does: URL credentials in every form its URL parser reads as user
+info, header names with whitespace around them, cookies without the fields
+that mark a cookie elsewhere. And a browser context an agent may not route
+through a proxy of its own (the computer's loopback, past the policies)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.security.attacks import agent, attempt, clean, guarded
+from tests.support.container import SITE, Computer
+
+#: URL forms Chromium reads as http://bob:<password>@host/ (it drops tabs and
+#: newlines, takes a backslash for a slash, and needs no slashes at all).
+CREDENTIAL_URLS = {
+    "Backslash4417": "http:\\\\bob:Backslash4417@example.invalid/",
+    "OneSlash4418": "http:/bob:OneSlash4418@example.invalid/",
+    "NoSlash4419": "http:bob:NoSlash4419@example.invalid/",
+    "Tabbed4420": "http://bob:Tab\tbed4420@example.invalid/",
+    "Newline4421": "HTTP://bob:New\nline4421@example.invalid/",
+}
+
+
+@pytest.mark.parametrize("method", ["Page.navigate", "Target.createTarget"])
+async def test_url_credentials_are_redacted_in_every_form_chromium_reads(
+    target: Computer, method: str
+) -> None:
+    async with agent(target) as alice:
+        tab, session = await alice.page(SITE + "/pixels")
+        for url in CREDENTIAL_URLS.values():
+            if method == "Page.navigate":
+                await alice.call(method, {"url": url}, session)
+            else:
+                opened = await alice.call(method, {"url": url})
+                await alice.call("Target.closeTarget", {"targetId": opened["result"]["targetId"]})
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    # The split passwords are checked whole, as Chromium reads them.
+    clean(target, *CREDENTIAL_URLS, "Tab\tbed4420", "New\nline4421")
+
+
+def test_url_credentials_through_the_navigate_op(target: Computer) -> None:
+    tab = target.op("tabs/open", {"url": SITE + "/pixels"})["id"]
+    url = "http://alice:Op\tTab4422@example.invalid/"  # no such host: the op answers 502
+    target.op("navigate", {"url": url}, user="alice", status=502)
+    target.op("tabs/close", {"id": tab})
+    clean(target, "OpTab4422", "Op\tTab4422")
+
+
+async def test_headers_and_cookies_in_odd_shapes_are_withheld(target: Computer) -> None:
+    async with agent(target) as alice:
+        tab, session = await alice.page(SITE + "/pixels")
+        for name in ("Authorization ", " authorization", "X-Api-Token\t"):
+            headers = {"headers": {name: "Bearer Header4423"}}
+            await alice.call("Network.setExtraHTTPHeaders", headers, session)
+        cookie = {"name": "sid", "value": "Cookie4424"}
+        await alice.call("Network.setCookies", {"cookies": [cookie]}, session)
+        await alice.call("Network.setCookie", cookie, session)
+        await alice.call("Storage.setCookies", {"cookies": [cookie]})
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    clean(target, "Header4423", "Cookie4424")
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"proxyServer": "http://127.0.0.1:8081"},
+        {"proxyServer": "socks5://localhost:8080", "proxyBypassList": "<-loopback>"},
+        {"originsWithUniversalAccess": ["https://example.org"]},
+    ],
+)
+async def test_a_browser_context_takes_no_proxy_or_universal_access_from_an_agent(
+    target: Computer, params: dict[str, object]
+) -> None:
+    before = attempt(target)
+    async with agent(target) as alice:
+        refused = await alice.call("Target.createBrowserContext", params)
+        assert "error" in refused and "context-network" in refused["error"]["message"], refused
+        plain = await alice.call("Target.createBrowserContext", {"disposeOnDetach": True})
+        assert "result" in plain, plain
+    entry = guarded(target, before, "Target.createBrowserContext", "context-network")
+    assert entry["acts"] == "acting" and entry["params"] == params, entry
