@@ -50,7 +50,7 @@ def test_url_credentials_through_the_navigate_op(target: Computer) -> None:
 async def test_headers_and_cookies_in_odd_shapes_are_withheld(target: Computer) -> None:
     async with agent(target) as alice:
         tab, session = await alice.page(SITE + "/pixels")
-        for name in ("Authorization ", " authorization", "X-Api-Token\t"):
+        for name in ("Authorization ", " authorization", "X-Api-Token\t", "api-key", "X-Token"):
             headers = {"headers": {name: "Bearer Header4423"}}
             await alice.call("Network.setExtraHTTPHeaders", headers, session)
         cookie = {"name": "sid", "value": "Cookie4424"}
@@ -80,3 +80,39 @@ async def test_a_browser_context_takes_no_proxy_or_universal_access_from_an_agen
         assert "result" in plain, plain
     entry = guarded(target, before, "Target.createBrowserContext", "context-network")
     assert entry["acts"] == "acting" and entry["params"] == params, entry
+
+
+async def test_a_paused_request_goes_on_to_no_other_url(target: Computer) -> None:
+    """A new URL for a paused request reached Chromium's own port 9223 (its
+    /json/new, /json/close) past the policies, which read only the first."""
+    before = attempt(target)
+    async with agent(target) as alice:
+        tab, session = await alice.page(SITE + "/pixels")
+        await alice.call(
+            "Fetch.enable", {"patterns": [{"urlPattern": "*nothing-matches*"}]}, session
+        )
+        moved = {"requestId": "interception-job-1.0", "url": "http://127.0.0.1:9223/json/list"}
+        refused = await alice.call("Fetch.continueRequest", moved, session)
+        assert "continue-url" in refused["error"]["message"], refused
+        await alice.call("Fetch.disable", {}, session)
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    entry = guarded(target, before, "Fetch.continueRequest", "continue-url")
+    assert entry["params"]["url"] == moved["url"]
+
+
+async def test_no_permission_opens_the_local_network_to_pages(target: Computer) -> None:
+    before = attempt(target)
+    async with agent(target) as alice:
+        for name in ("loopbackNetwork", "localNetworkAccess", "localNetwork"):
+            grant = {"permissions": [name], "origin": "https://a.example"}
+            refused = await alice.call("Browser.grantPermissions", grant)
+            assert "permission" in refused["error"]["message"], refused
+            one = {"permission": {"name": name}, "setting": "granted", "origin": SITE}
+            refused = await alice.call("Browser.setPermission", one)
+            assert "permission" in refused["error"]["message"], refused
+        usual = {"permissions": ["geolocation"], "origin": SITE}
+        assert "result" in await alice.call("Browser.grantPermissions", usual)
+        await alice.call("Browser.resetPermissions", {})
+    entry = guarded(target, before, "Browser.grantPermissions", "permission")
+    assert entry["acts"] == "acting" and entry["params"]["permissions"] == ["loopbackNetwork"]
+    guarded(target, before, "Browser.setPermission", "permission")

@@ -177,13 +177,31 @@ def test_empty_url_opens_a_blank_tab_only() -> None:
     assert check_url(3) is not None
 
 
-def test_fetch_may_not_redirect_a_request_to_a_local_url() -> None:
+def test_fetch_sends_a_request_on_to_no_other_url() -> None:
+    """A new URL for a paused request passes neither the policies' URL
+    blocklist nor Chromium's local network checks (it reached port 9223)."""
     assert check("Fetch.continueRequest", {"requestId": "r"}, "/dl") is None
-    ok = {"requestId": "r", "url": "https://b.example/"}
-    assert check("Fetch.continueRequest", ok, "/dl") is None
-    for url in ("file:///etc/passwd", "", "chrome://version"):
+    changed = {"requestId": "r", "method": "PUT", "headers": [], "url": ""}
+    assert check("Fetch.continueRequest", changed, "/dl") is None
+    for url in ("https://b.example/", "http://127.0.0.1:9223/json/list", "file:///etc/passwd"):
         found = check("Fetch.continueRequest", {"requestId": "r", "url": url}, "/dl")
-        assert found is not None and found.rule == "local-url"
+        assert found is not None and found.rule == "continue-url", url
+
+
+def test_permissions_that_reach_the_local_network_are_not_granted() -> None:
+    usual = {"permissions": ["clipboardReadWrite", "notifications", "geolocation"]}
+    assert check("Browser.grantPermissions", usual, "/dl") is None
+    for name in ("loopbackNetwork", "localNetworkAccess", "localNetwork", "directSockets", 7):
+        grant = {"permissions": ["geolocation", name], "origin": "https://a.example"}
+        found = check("Browser.grantPermissions", grant, "/dl")
+        assert found is not None and found.rule == "permission", name
+        one = {"permission": {"name": name}, "setting": "granted"}
+        found = check("Browser.setPermission", one, "/dl")
+        assert found is not None and found.rule == "permission", name
+        denied = {"permission": {"name": name}, "setting": "denied"}
+        assert check("Browser.setPermission", denied, "/dl") is None
+    prompt = {"permission": {"name": "geolocation"}, "setting": "prompt"}
+    assert check("Browser.setPermission", prompt, "/dl") is None
 
 
 # -- files -----------------------------------------------------------------------------

@@ -113,6 +113,24 @@ def test_secret_headers(name: str) -> None:
     assert as_list["headers"][1] == {"name": "Accept", "value": "a"}
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "api-key",
+        "Private-Token",
+        "X-Token",
+        "Authentication",
+        "X-Session-Id",
+        "X-Auth",
+        "proxy-password",
+        "X-Client-Secrets",
+    ],
+)
+def test_headers_named_like_secrets(name: str) -> None:
+    out = redact_params("Network.setExtraHTTPHeaders", {"headers": {name: "s3cr3t"}})
+    assert out["headers"][name] == {"withheld": "header", "length": 6}
+
+
 @pytest.mark.parametrize("name", ["Accept", "X-Requested-With", "Content-Type"])
 def test_plain_headers_kept(name: str) -> None:
     assert not secret_header(name)

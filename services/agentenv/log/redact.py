@@ -118,7 +118,13 @@ _SECRET_FIELDS = frozenset(
 _SECRET_FIELD_SUFFIXES = ("_token", "_secret", "_password", "accesskey", "secretkey")
 
 _SECRET_HEADERS = frozenset({"authorization", "cookie", "set-cookie", "proxy-authorization"})
-_X_SECRET_HEADER = re.compile(r"^x-.+-(?:token|key|secret)$", re.IGNORECASE)
+# Any header whose name ends in a word of a secret's: X-Api-Key, api-key
+# (Azure's), Private-Token (GitLab's), X-Token, Authentication, X-Session-Id.
+_X_SECRET_HEADER = re.compile(
+    r"(?:^|[-_])(?:[a-z]*(?:token|key|secret)s?|passw(?:or)?d|credentials?|auth[a-z]*"
+    r"|session(?:[-_]?id)?)$",
+    re.IGNORECASE,
+)
 
 _KEY_CHARS = "[^=&#?;\\s\"'<>]"
 # One pattern for every credential key, so redaction needs no callback: the
@@ -178,7 +184,7 @@ def secret_header(name: str) -> bool:
     """Whether a header's value must be withheld (whitespace around the name
     is no disguise)."""
     name = name.strip()
-    return name.lower() in _SECRET_HEADERS or bool(_X_SECRET_HEADER.match(name))
+    return name.lower() in _SECRET_HEADERS or bool(_X_SECRET_HEADER.search(name))
 
 
 def withheld(kind: str, value: object) -> dict[str, Any]:

@@ -124,11 +124,94 @@ def _navigate(params: Mapping[str, Any], downloads: str, targets: Targets) -> Ve
 def _continue_request(
     params: Mapping[str, Any], downloads: str, targets: Targets
 ) -> Verdict | None:
-    """A request sent on to another URL: a web one, never empty."""
-    url = params.get("url")
-    if url is None or (isinstance(url, str) and web_url(url, empty_ok=False)):
+    """A paused request goes on to the URL it was made for. A new one is
+    never checked by Chromium's URL blocklist (which read the first) nor by
+    its local network checks: it reached Chromium's own port (9223) and the
+    computer's servers. Its method, headers and body may change."""
+    if params.get("url") in (None, ""):
         return None
-    return _local_url()
+    return Verdict(
+        "continue-url",
+        "blocked by agentenv guard continue-url: a paused request goes on to the URL it was "
+        "made for (a new URL would pass the computer's walls); change its method, headers or "
+        "body, or answer it yourself with Fetch.fulfillRequest",
+    )
+
+
+#: Permissions an agent may grant (Playwright's and Puppeteer's names, as CDP
+#: spells them). Not among them: the local and loopback network ones (a page
+#: granted them reaches the computer's own ports from its script, where the
+#: policies' URL blocklist does not look), direct sockets, and any name
+#: Chromium adds later until it is looked at.
+PERMISSIONS = frozenset(
+    {
+        "geolocation",
+        "notifications",
+        "midi",
+        "midiSysex",
+        "audioCapture",
+        "videoCapture",
+        "cameraPanTiltZoom",
+        "clipboardReadWrite",
+        "clipboardSanitizedWrite",
+        "backgroundSync",
+        "backgroundFetch",
+        "periodicBackgroundSync",
+        "paymentHandler",
+        "sensors",
+        "storageAccess",
+        "topLevelStorageAccess",
+        "durableStorage",
+        "idleDetection",
+        "localFonts",
+        "windowManagement",
+        "wakeLockScreen",
+        "wakeLockSystem",
+        "displayCapture",
+        "protectedMediaIdentifier",
+        "nfc",
+        "speakerSelection",
+        "keyboardLock",
+        "pointerLock",
+        "automaticFullscreen",
+        "capturedSurfaceControl",
+        "handTracking",
+        "ar",
+        "vr",
+        "webAppInstallation",
+        "webPrinting",
+    }
+)
+
+
+def _permission(name: object) -> Verdict:
+    return Verdict(
+        "permission",
+        f"blocked by agentenv guard permission: {str(name)[:100]} is not a permission agents "
+        "grant (local and loopback network access would let pages reach the computer's own "
+        "ports); grant one of the usual ones (geolocation, notifications, clipboard, ...)",
+    )
+
+
+def _grant_permissions(
+    params: Mapping[str, Any], downloads: str, targets: Targets
+) -> Verdict | None:
+    names = params.get("permissions")
+    if not isinstance(names, list):
+        return None  # Chromium answers the missing parameter itself
+    for name in names:
+        if name not in PERMISSIONS:
+            return _permission(name)
+    return None
+
+
+def _set_permission(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
+    """Denying anything is fine; granting (or a prompt) only the usual ones."""
+    permission = params.get("permission")
+    name = permission.get("name") if isinstance(permission, Mapping) else None
+    if params.get("setting") == "denied" or name in PERMISSIONS:
+        return None
+    return _permission(name)
 
 
 def _download_folder(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
@@ -217,6 +300,8 @@ PARAMS: dict[str, Rule] = {
     "Page.navigate": _navigate,
     "Target.createTarget": _navigate,
     "Fetch.continueRequest": _continue_request,
+    "Browser.grantPermissions": _grant_permissions,
+    "Browser.setPermission": _set_permission,
     "Browser.setDownloadBehavior": _download_folder,
     "DOM.setFileInputFiles": _file_input,
     "Input.dispatchDragEvent": _drag,
