@@ -9,8 +9,10 @@ scraped (no lock, no label lookup per command).
 - relay: ``agentenv_cdp_connections{kind}`` (``agent``, ``computer``),
   ``agentenv_cdp_connections_refused_total`` (over ``AGENTENV_MAX_CONNECTIONS``),
   ``agentenv_cdp_commands_total{acts}``, ``agentenv_guard_refusals_total{rule}``,
-  ``agentenv_log_lines_total``, ``agentenv_log_write_seconds`` (one write in
-  256, timed: the latest), ``agentenv_chromium_restarts_total``;
+  ``agentenv_log_lines_total``, ``agentenv_log_bytes``,
+  ``agentenv_log_full_refusals_total`` (past ``AGENTENV_LOG_MAX_BYTES``),
+  ``agentenv_log_write_seconds`` (one write in 256, timed: the latest),
+  ``agentenv_chromium_restarts_total``;
 - recorder: ``agentenv_frames_total{kind}``, ``agentenv_frames_missing_total``,
   ``agentenv_recordings_open``;
 - app server: ``agentenv_mcp_sessions``.
@@ -58,6 +60,9 @@ class RelayCounts:
     #: The log's numbered lines so far, and its latest timed write, read when scraped.
     lines: Callable[[], int] = lambda: 0
     log_write_s: Callable[[], float] = lambda: 0.0
+    log_bytes: Callable[[], int] = lambda: 0
+    #: Agents' commands refused because the log was past AGENTENV_LOG_MAX_BYTES.
+    log_full: int = 0
 
     def collect(self) -> Iterator[Metric]:
         connections = GaugeMetricFamily(
@@ -85,6 +90,14 @@ class RelayCounts:
         yield guard
         yield CounterMetricFamily(
             "agentenv_log_lines", "action log lines written", value=self.lines()
+        )
+        yield GaugeMetricFamily(
+            "agentenv_log_bytes", "the action log's size", value=self.log_bytes()
+        )
+        yield CounterMetricFamily(
+            "agentenv_log_full_refusals",
+            "agents' commands refused: the log was past AGENTENV_LOG_MAX_BYTES",
+            value=self.log_full,
         )
         yield GaugeMetricFamily(
             "agentenv_log_write_seconds",

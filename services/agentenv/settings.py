@@ -64,6 +64,9 @@ class Settings:
     recording_max_duration_s: int = 4 * 3600
     #: Upper bound of one WebSocket message, each way.
     max_message_bytes: int = 256 * 1024 * 1024
+    #: The action log's size past which agents' commands are refused (what
+    #: is not written is not done): a flooding agent cannot fill the disk.
+    log_max_bytes: int = 1024**3
     #: How long discovery and readiness calls to Chromium may take.
     upstream_timeout_s: float = 5.0
 
@@ -184,4 +187,5 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         recording_max_duration_s=_positive(
             env, "AGENTENV_RECORDING_MAX_DURATION_S", defaults.recording_max_duration_s
         ),
+        log_max_bytes=_positive(env, "AGENTENV_LOG_MAX_BYTES", defaults.log_max_bytes),
     )

@@ -151,8 +151,10 @@ def test_restart_after_a_half_written_line(tmp_path: Path) -> None:
     assert path.read_bytes().endswith(b"\n")
     got = _lines(path)
     assert got[-1]["seq"] == 3 and got[-1]["lost"] == {"entry": 3}
+    assert w2.size == path.stat().st_size  # the half line cut off, the lost line counted
     assert w2.begin({"n": "after"}) == 5  # numbering carries on
     w2.end(5, ok=True)
+    assert w2.size == path.stat().st_size
     page = LogReader(path).read(0)
     assert [seq_of(x) for x in page.lines] == [1, 2, 3, 4, 5]
     w2.close()

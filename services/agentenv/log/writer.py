@@ -54,6 +54,8 @@ class LogWriter:
         self._clock = clock
         self.monotonic = monotonic
         self._puts = 0
+        #: The file's size: what was there at open, and every byte written since.
+        self.size = 0
         self._offset = clock() - monotonic()  # wall clock minus monotonic
         self._milli = -1  # the millisecond of the latest begin, and its text
         self._at = ""
@@ -91,6 +93,7 @@ class LogWriter:
     def _recover(self) -> None:
         data = self.path.read_bytes()
         found = recover(data)
+        self.size = found.keep
         if found.partial:
             with open(f"{self.path}.partial", "ab") as aside:
                 aside.write(found.partial + b"\n")
@@ -136,12 +139,15 @@ class LogWriter:
         self.sampled_write_s = time.perf_counter() - began
 
     def _write_all(self, data: bytes) -> None:
+        written = 0
         try:
             written = os.write(self._fd, data)
             while written < len(data):  # only on a full disk or a signal
                 written += os.write(self._fd, data[written:])
         except OSError as exc:
             raise LogError(f"cannot write {self.path}: {exc.strerror}") from exc
+        finally:
+            self.size += written
 
     def begin(self, fields: dict[str, Any], now: float | None = None) -> int:
         """Take a number for an action that begins now (``now``: this writer's
@@ -210,6 +216,7 @@ class LogWriter:
             written = os.write(self._fd, data)
         except OSError as exc:
             raise LogError(f"cannot write {self.path}: {exc.strerror}") from exc
+        self.size += written
         if written < len(data):  # only on a full disk or a signal
             self._write_all(data[written:])
 

@@ -78,6 +78,21 @@ class Logbook:
     #: while one is open, a press is described by the element it lands on.
     recordings: dict[str, int] = field(default_factory=dict)
     _urls: dict[str, str] = field(default_factory=dict)  # URL -> redacted
+    #: AGENTENV_LOG_MAX_BYTES: past it, agents' commands and actions are refused.
+    max_bytes: int = 1024**3
+
+    @property
+    def full(self) -> bool:
+        """The log is past its size limit: nothing more an agent asks is done
+        (what is not written is not done); the computer's own bookkeeping and
+        what already runs (answers, tab events) are still written."""
+        return self.writer.size >= self.max_bytes
+
+    def full_message(self) -> str:
+        return (
+            f"the action log is full (AGENTENV_LOG_MAX_BYTES={self.max_bytes}): this computer "
+            "takes no more commands from agents; end the run and start a fresh computer"
+        )
 
     @property
     def monotonic(self) -> Callable[[], float]:
@@ -244,7 +259,10 @@ class Logbook:
     # -- actions reported by the app server and the recorder -----------------
 
     def begin_action(self, owner: int, params: BeginAction) -> int:
-        """``AgentEnv.beginAction``: an action's entry, open until its end."""
+        """``AgentEnv.beginAction``: an action's entry, open until its end.
+        Raises ValueError for an agent's action while the log is full."""
+        if params.via != "agentenv" and self.full:
+            raise ValueError(self.full_message())
         fields: dict[str, Any] = {"via": params.via, "who": params.who}
         if params.role is not None:
             fields["role"] = params.role

@@ -132,6 +132,13 @@ class _Bridge:
         if kind is Kind.CONTROL:
             await self._control_command(step)
             return
+        if self.logbook.full and not (
+            state.identity.control and self.logbook.within(state.number, state.tag) is None
+        ):  # an agent's command (the computer's own reads are not written)
+            RELAY.log_full += 1
+            step.code, step.error = -32000, self.logbook.full_message()
+            await self._answer(step.error_answer())
+            return
         if kind is Kind.INVALID:
             self.logbook.end_command(self._entry(step), False, step.error)
             await self._answer(step.error_answer())

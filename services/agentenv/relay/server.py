@@ -413,7 +413,8 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     writer = LogWriter.open(folder / settings.log_file.name)
     RELAY.lines = lambda: writer.next_seq - 1
     RELAY.log_write_s = lambda: writer.sampled_write_s
-    logbook = Logbook(writer)
+    logbook = Logbook(writer, max_bytes=settings.log_max_bytes)
+    RELAY.log_bytes = lambda: writer.size
     app[logbook_key] = logbook
     watcher = Watcher(settings, app[client_key], logbook)
     app[watcher_key] = watcher
