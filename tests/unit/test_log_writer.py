@@ -292,3 +292,26 @@ def test_a_drop_tools_data_is_withheld_by_its_keys() -> None:
     }
     restore_paths(args, taken)
     assert args["data"]["text/plain"] == "hunter3"
+
+
+def test_a_tag_an_agent_gives_itself_never_puts_it_inside_anothers_action(
+    tmp_path: Path,
+) -> None:
+    from agentenv.access import Identity
+    from agentenv.protocol.control import BeginAction
+    from agentenv.relay.logbook import Logbook
+
+    book = Logbook(LogWriter.open(tmp_path / "l.jsonl"))
+    reported = BeginAction(via="mcp", who="bob", tool="browser_click", scope=["mcp-tag-1"])
+    action = book.begin_action(1, reported)
+    bobs = book.begin_command(Identity("bob"), 5, "mcp-tag-1", "DOM.getDocument", {}, None)
+    alices = book.begin_command(Identity("alice"), 6, "mcp-tag-1", "DOM.getDocument", {}, None)
+    computer = book.begin_command(
+        Identity("agentenv", control=True), 7, "mcp-tag-1", "DOM.getDocument", {}, None
+    )
+    assert (book.writer.fields(bobs) or {})["within"] == action
+    assert "within" not in (book.writer.fields(alices) or {})
+    fields = book.writer.fields(computer) or {}
+    assert fields["within"] == action and fields["who"] == "bob"  # it acts for bob
+    book.typing_checked(6, "mcp-tag-1", cleared=False, who="alice")
+    assert not book.actions[action].checked  # alice's check is not bob's action's

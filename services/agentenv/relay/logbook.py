@@ -101,11 +101,13 @@ class Logbook:
 
     # -- CDP commands --------------------------------------------------------
 
-    def within(self, conn: int, tag: str | None) -> Action | None:
-        """The latest open action whose scope covers this connection."""
+    def within(self, conn: int, tag: str | None, who: str | None = None) -> Action | None:
+        """The latest open action whose scope covers this connection; for an
+        agent's connection (``who``), only one of that agent's: a tag it gave
+        itself never puts its commands inside another's action."""
         found = None
         for action in self.actions.values():
-            if action.scope.covers(conn, tag):
+            if action.scope.covers(conn, tag) and (who is None or action.who == who):
                 found = action
         return found
 
@@ -133,7 +135,11 @@ class Logbook:
             RELAY.acting += 1
         else:
             RELAY.reading += 1
-        action = self.within(conn, tag) if self.actions else None
+        action = (
+            self.within(conn, tag, None if identity.control else identity.user)
+            if self.actions
+            else None
+        )
         if identity.control and action is not None:
             # The computer's connections act for the action they run in (a
             # Playwright MCP for an agent's tool call): its caller is who.
@@ -333,11 +339,13 @@ class Logbook:
         message = redact_text(error[:4000])[:2000] if error is not None else None
         self.writer.end(entry, params.ok, message)
 
-    def typing_checked(self, conn: int, tag: str | None, cleared: bool) -> None:
+    def typing_checked(
+        self, conn: int, tag: str | None, cleared: bool, who: str | None = None
+    ) -> None:
         """A typing command within an action was checked; if it was withheld, so
         is the action's typed text. Text is kept only once every check cleared,
         and at least one ran."""
-        action = self.within(conn, tag)
+        action = self.within(conn, tag, who)
         if action is not None:
             action.checked = True
             action.cleared = action.cleared and cleared

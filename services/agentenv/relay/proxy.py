@@ -193,7 +193,9 @@ class _Bridge:
             fields = self.logbook.writer.fields(entry)
             if fields is not None:
                 fields["params"] = redact_params(step.method, step.params)
-        self.logbook.typing_checked(self.state.number, self.state.tag, focus == "no")
+        identity = self.state.identity
+        who = None if identity.control else identity.user
+        self.logbook.typing_checked(self.state.number, self.state.tag, focus == "no", who)
 
     async def _describe(self, step: Step, entry: int, point: tuple[float, float]) -> None:
         """Name what a press lands on (a recording is open), before it is sent."""
