@@ -313,5 +313,5 @@ def test_a_tag_an_agent_gives_itself_never_puts_it_inside_anothers_action(
     assert "within" not in (book.writer.fields(alices) or {})
     fields = book.writer.fields(computer) or {}
     assert fields["within"] == action and fields["who"] == "bob"  # it acts for bob
-    book.typing_checked(6, "mcp-tag-1", cleared=False, who="alice")
+    book.typing_checked(6, "mcp-tag-1", cleared=False, identity=Identity("alice"))
     assert not book.actions[action].checked  # alice's check is not bob's action's

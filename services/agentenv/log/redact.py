@@ -12,7 +12,9 @@ Pure functions. What goes:
   becomes ``{"withheld": "cookie", "length": N}`` (every cookie a
   ``setCookie(s)`` command sets, whatever fields it carries).
 - Headers ``Authorization``, ``Cookie``, ``Set-Cookie``,
-  ``Proxy-Authorization`` and ``X-*-Token|Key|Secret``: values withheld.
+  ``Proxy-Authorization`` and any named like a secret (``…-Token``,
+  ``…-Key``, ``…-Secret``, ``Auth…``, ``…-Session-Id``, ``…-Password``):
+  values withheld, whitespace around the name no disguise.
 - Bodies and page content (``Fetch.fulfillRequest`` body and binary
   headers, ``Fetch.continueRequest`` post data,
   ``Page.setDocumentContent`` html, ``Runtime.evaluate`` expressions over
@@ -120,7 +122,7 @@ _SECRET_FIELD_SUFFIXES = ("_token", "_secret", "_password", "accesskey", "secret
 _SECRET_HEADERS = frozenset({"authorization", "cookie", "set-cookie", "proxy-authorization"})
 # Any header whose name ends in a word of a secret's: X-Api-Key, api-key
 # (Azure's), Private-Token (GitLab's), X-Token, Authentication, X-Session-Id.
-_X_SECRET_HEADER = re.compile(
+_SECRET_HEADER_NAME = re.compile(
     r"(?:^|[-_])(?:[a-z]*(?:token|key|secret)s?|passw(?:or)?d|credentials?|auth[a-z]*"
     r"|session(?:[-_]?id)?)$",
     re.IGNORECASE,
@@ -184,7 +186,7 @@ def secret_header(name: str) -> bool:
     """Whether a header's value must be withheld (whitespace around the name
     is no disguise)."""
     name = name.strip()
-    return name.lower() in _SECRET_HEADERS or bool(_X_SECRET_HEADER.search(name))
+    return name.lower() in _SECRET_HEADERS or bool(_SECRET_HEADER_NAME.search(name))
 
 
 def withheld(kind: str, value: object) -> dict[str, Any]:
@@ -291,15 +293,14 @@ _KEY_KINDS: dict[str, int] = {}
 
 
 def _key_kind(key: str) -> int:
-    kind = _KEY_KINDS.get(key)
-    if kind is None:
-        if len(_KEY_KINDS) > 4096:  # a client inventing keys: stay bounded
-            _KEY_KINDS.clear()
-        if key.lower().endswith("headers"):
-            kind = _HEADERS
-        else:
-            kind = _SECRET if _secret_field(key) else _PLAIN
-        _KEY_KINDS[key] = kind
+    """A key's kind, learnt into ``_KEY_KINDS`` (the walk reads that first)."""
+    if len(_KEY_KINDS) > 4096:  # a client inventing keys: stay bounded
+        _KEY_KINDS.clear()
+    if key.lower().endswith("headers"):
+        kind = _HEADERS
+    else:
+        kind = _SECRET if _secret_field(key) else _PLAIN
+    _KEY_KINDS[key] = kind
     return kind
 
 

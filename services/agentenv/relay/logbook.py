@@ -101,10 +101,11 @@ class Logbook:
 
     # -- CDP commands --------------------------------------------------------
 
-    def within(self, conn: int, tag: str | None, who: str | None = None) -> Action | None:
+    def within(self, conn: int, tag: str | None, identity: Identity | None = None) -> Action | None:
         """The latest open action whose scope covers this connection; for an
-        agent's connection (``who``), only one of that agent's: a tag it gave
-        itself never puts its commands inside another's action."""
+        agent's connection (``identity``), only one of that agent's: a tag it
+        gave itself never puts its commands inside another's action."""
+        who = identity.user if identity is not None and not identity.control else None
         found = None
         for action in self.actions.values():
             if action.scope.covers(conn, tag) and (who is None or action.who == who):
@@ -135,11 +136,7 @@ class Logbook:
             RELAY.acting += 1
         else:
             RELAY.reading += 1
-        action = (
-            self.within(conn, tag, None if identity.control else identity.user)
-            if self.actions
-            else None
-        )
+        action = self.within(conn, tag, identity) if self.actions else None
         if identity.control and action is not None:
             # The computer's connections act for the action they run in (a
             # Playwright MCP for an agent's tool call): its caller is who.
@@ -340,12 +337,12 @@ class Logbook:
         self.writer.end(entry, params.ok, message)
 
     def typing_checked(
-        self, conn: int, tag: str | None, cleared: bool, who: str | None = None
+        self, conn: int, tag: str | None, cleared: bool, identity: Identity | None = None
     ) -> None:
         """A typing command within an action was checked; if it was withheld, so
         is the action's typed text. Text is kept only once every check cleared,
         and at least one ran."""
-        action = self.within(conn, tag, who)
+        action = self.within(conn, tag, identity)
         if action is not None:
             action.checked = True
             action.cleared = action.cleared and cleared

@@ -132,9 +132,9 @@ class _Bridge:
         if kind is Kind.CONTROL:
             await self._control_command(step)
             return
-        if self.logbook.full and not (
-            state.identity.control and self.logbook.within(state.number, state.tag) is None
-        ):  # an agent's command (the computer's own reads are not written)
+        # The computer's own command, outside any action: not on the record.
+        own = state.identity.control and self.logbook.within(state.number, state.tag) is None
+        if self.logbook.full and not own:  # an agent's command: it would be written
             RELAY.log_full += 1
             step.code, step.error = -32000, self.logbook.full_message()
             await self._answer(step.error_answer())
@@ -143,7 +143,7 @@ class _Bridge:
             self.logbook.end_command(self._entry(step), False, step.error)
             await self._answer(step.error_answer())
             return
-        if state.identity.control and self.logbook.within(state.number, state.tag) is None:
+        if own:
             await self._own(step)
             return
         if kind is Kind.BLOCK:
@@ -193,9 +193,8 @@ class _Bridge:
             fields = self.logbook.writer.fields(entry)
             if fields is not None:
                 fields["params"] = redact_params(step.method, step.params)
-        identity = self.state.identity
-        who = None if identity.control else identity.user
-        self.logbook.typing_checked(self.state.number, self.state.tag, focus == "no", who)
+        state = self.state
+        self.logbook.typing_checked(state.number, state.tag, focus == "no", state.identity)
 
     async def _describe(self, step: Step, entry: int, point: tuple[float, float]) -> None:
         """Name what a press lands on (a recording is open), before it is sent."""
