@@ -11,6 +11,14 @@ token: it is accepted everywhere, as the user ``agentenv``. When none is
 configured, ``launch/supervisord.sh`` makes one for the boot and sets
 ``AGENTENV_CONTROL_OPEN=1``: the programs still report with it, and control
 ops are open to callers.
+
+Ports only the computer's own programs use (Chromium's DevTools port, the
+recorder's) are by default ports Chromium itself refuses to fetch
+(:data:`PAGE_REFUSED_PORTS`, its list of unsafe ports: ``ERR_UNSAFE_PORT``).
+A page's script, whatever its origin or address space (a fresh tab's
+``about:blank`` too, which Chromium's local network checks let through),
+cannot send a request to them; the relay, outside Chromium, can. Any other
+port set there is reachable by pages, and the relay says so when it starts.
 """
 
 from __future__ import annotations
@@ -21,10 +29,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["AGENTENV_USER", "Settings", "SettingsError", "load", "parse_users"]
+__all__ = [
+    "AGENTENV_USER",
+    "PAGE_REFUSED_PORTS",
+    "Settings",
+    "SettingsError",
+    "load",
+    "open_to_pages",
+    "parse_users",
+]
 
 #: The name the computer's own actions (and the control token) carry.
 AGENTENV_USER = "agentenv"
+
+#: Chromium's restricted ports above 1023 (net/base/port_util.cc): no request
+#: from a page (fetch, XHR, WebSocket, a navigation, a subresource, a form)
+#: may go to them, on any host. Of these, only 554, 989, 990, 6566 and 10080
+#: can be allowed again by a policy (ExplicitlyAllowedNetworkPorts), which the
+#: image does not set; the IRC ports below are not among them.
+PAGE_REFUSED_PORTS = frozenset(
+    {1719, 1720, 1723, 2049, 3659, 4045, 5060, 5061, 6000, 6566}
+    | {6665, 6666, 6667, 6668, 6669, 6697, 10080}
+)
 
 
 class SettingsError(ValueError):
@@ -38,12 +64,12 @@ class Settings:
     profile_dir: Path = Path("/home/browser/profile")
     downloads_dir: Path = Path("/var/lib/agentenv/downloads")
     chromium_host: str = "127.0.0.1"
-    chromium_port: int = 9223
+    chromium_port: int = 6666
     relay_host: str = "0.0.0.0"
     relay_port: int = 9222
     app_host: str = "0.0.0.0"
     app_port: int = 8080
-    recorder_port: int = 8081
+    recorder_port: int = 6667
     #: user name -> token; empty means no auth (users come from ``?user=``).
     users: Mapping[str, str] = field(default_factory=dict)
     control_token: str | None = None
@@ -139,6 +165,19 @@ def _positive(env: Mapping[str, str], key: str, default: int) -> int:
 
 def _set(env: Mapping[str, str], key: str) -> frozenset[str]:
     return frozenset(v.strip().lower() for v in env.get(key, "").split(",") if v.strip())
+
+
+def open_to_pages(settings: Settings) -> list[str]:
+    """Warnings for inner ports a page's script could send requests to."""
+    inner = {"AGENTENV_CHROMIUM_PORT": settings.chromium_port}
+    inner["AGENTENV_RECORDER_PORT"] = settings.recorder_port
+    return [
+        f"{name}={port} is a port Chromium lets pages reach: a page's script "
+        f"(a fresh tab's about:blank) can send requests to it. Use one Chromium "
+        f"refuses, such as {Settings.chromium_port} or {Settings.recorder_port}"
+        for name, port in inner.items()
+        if port not in PAGE_REFUSED_PORTS
+    ]
 
 
 def load(env: Mapping[str, str] | None = None) -> Settings:

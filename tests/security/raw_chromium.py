@@ -17,7 +17,7 @@ import aiohttp
 
 
 async def main(mode: str, urls: list[str]) -> dict[str, Any]:
-    with urllib.request.urlopen("http://127.0.0.1:9223/json/version") as answer:
+    with urllib.request.urlopen("http://127.0.0.1:6666/json/version") as answer:
         endpoint = json.load(answer)["webSocketDebuggerUrl"]
     async with aiohttp.ClientSession() as http, http.ws_connect(endpoint) as ws:
         ids = iter(range(1, 1000))

@@ -161,4 +161,4 @@ def test_target_ids_cannot_walk_to_other_chromium_paths(target: Computer, path: 
     token = target.token("alice")
     answer = requests.get(f"{target.relay}{path}?token={token}", timeout=10)
     assert answer.status_code == 404, answer.text
-    assert "9223" not in answer.text and "webSocketDebuggerUrl" not in answer.text
+    assert "6666" not in answer.text and "webSocketDebuggerUrl" not in answer.text

@@ -66,10 +66,10 @@ def test_chromium_itself_refuses_local_urls(target: Computer) -> None:
         "file:///etc/passwd",
         "chrome://version",
         f"view-source:{SITE}/",
-        "http://127.0.0.1:9223/json/version",
-        "http://0.0.0.0:9223/json/version",
-        "http://[::ffff:127.0.0.1]:9223/json/version",
-        "http://0.0.0.0:8081/healthz",
+        "http://127.0.0.1:6666/json/version",
+        "http://0.0.0.0:6666/json/version",
+        "http://[::ffff:127.0.0.1]:6666/json/version",
+        "http://0.0.0.0:6667/healthz",
         "http://localhost:8080/card",
     ]
     for url, text in _raw(target, "urls", *urls).items():
@@ -79,7 +79,7 @@ def test_chromium_itself_refuses_local_urls(target: Computer) -> None:
 
 def _ui_target(target: Computer) -> str | None:
     """A target of the browser's own UI, from inside the container (Chromium's port)."""
-    listed = json.loads(target.exec("curl", "-s", "http://127.0.0.1:9223/json/list"))
+    listed = json.loads(target.exec("curl", "-s", "http://127.0.0.1:6666/json/list"))
     for item in listed:
         if item["url"].startswith("chrome://") or item["type"] == "browser_ui":
             return str(item["id"])

@@ -64,7 +64,7 @@ async def test_headers_and_cookies_in_odd_shapes_are_withheld(target: Computer) 
 @pytest.mark.parametrize(
     "params",
     [
-        {"proxyServer": "http://127.0.0.1:8081"},
+        {"proxyServer": "http://127.0.0.1:6667"},
         {"proxyServer": "socks5://localhost:8080", "proxyBypassList": "<-loopback>"},
         {"originsWithUniversalAccess": ["https://example.org"]},
     ],
@@ -83,7 +83,7 @@ async def test_a_browser_context_takes_no_proxy_or_universal_access_from_an_agen
 
 
 async def test_a_paused_request_goes_on_to_no_other_url(target: Computer) -> None:
-    """A new URL for a paused request reached Chromium's own port 9223 (its
+    """A new URL for a paused request reached Chromium's own port (its
     /json/new, /json/close) past the policies, which read only the first."""
     before = attempt(target)
     async with agent(target) as alice:
@@ -91,7 +91,7 @@ async def test_a_paused_request_goes_on_to_no_other_url(target: Computer) -> Non
         await alice.call(
             "Fetch.enable", {"patterns": [{"urlPattern": "*nothing-matches*"}]}, session
         )
-        moved = {"requestId": "interception-job-1.0", "url": "http://127.0.0.1:9223/json/list"}
+        moved = {"requestId": "interception-job-1.0", "url": "http://127.0.0.1:6666/json/list"}
         refused = await alice.call("Fetch.continueRequest", moved, session)
         assert "continue-url" in refused["error"]["message"], refused
         await alice.call("Fetch.disable", {}, session)

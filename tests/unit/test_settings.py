@@ -5,15 +5,24 @@ from pathlib import Path
 import pytest
 
 from agentenv.protocol.card import BROWSER_V1, Card, Extension, MissingOp
-from agentenv.settings import SettingsError, load, parse_users
+from agentenv.settings import SettingsError, load, open_to_pages, parse_users
 
 
 def test_defaults() -> None:
     s = load({})
-    assert (s.name, s.relay_port, s.chromium_port, s.app_port) == ("browser", 9222, 9223, 8080)
+    assert (s.name, s.relay_port, s.chromium_port, s.app_port) == ("browser", 9222, 6666, 8080)
     assert s.log_file == Path("/var/log/agentenv/browser-browser.jsonl")
     assert not s.users and not s.auth_enabled
     assert s.relay_http == "http://127.0.0.1:9222"
+
+
+def test_inner_ports_are_ones_pages_cannot_reach() -> None:
+    """Chromium's and the recorder's ports are on Chromium's unsafe list by
+    default; any other port there is named in a warning."""
+    assert open_to_pages(load({})) == []
+    warned = open_to_pages(load({"AGENTENV_CHROMIUM_PORT": "9223"}))
+    assert len(warned) == 1 and "AGENTENV_CHROMIUM_PORT=9223" in warned[0]
+    assert len(open_to_pages(load({"AGENTENV_RECORDER_PORT": "8081"}))) == 1
 
 
 def test_users_from_env_and_file(tmp_path: Path) -> None:

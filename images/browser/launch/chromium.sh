@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Starts Chromium for the browser computer: headless, CDP on 127.0.0.1 only.
+# Starts Chromium for the browser computer: headless, CDP on 127.0.0.1 only,
+# on port 6666: one of Chromium's unsafe ports, which no page's request may
+# go to (a fresh tab's about:blank can otherwise fetch loopback; see
+# agentenv/settings.py). The relay, outside Chromium, reaches it.
 # Started as root (the image), it runs Chromium as AGENTENV_CHROMIUM_USER, a
 # user of its own that can read neither the action log nor the other
 # programs' environment (the control token); natively it runs as the caller.
@@ -15,7 +18,7 @@
 set -euo pipefail
 
 : "${AGENTENV_LOG_DIR:?}" "${AGENTENV_PROFILE_DIR:?}"
-port="${AGENTENV_CHROMIUM_PORT:-9223}"
+port="${AGENTENV_CHROMIUM_PORT:-6666}"
 binary="${AGENTENV_CHROMIUM:-chromium}"
 user="${AGENTENV_CHROMIUM_USER:-}"
 downloads="${AGENTENV_DOWNLOADS_DIR:-$AGENTENV_PROFILE_DIR/../downloads}"

@@ -1,7 +1,7 @@
 """Chromium's ``/json/*`` answers, rewritten to the relay's address (no I/O).
 
 Chromium builds ``webSocketDebuggerUrl`` and ``devtoolsFrontendUrl`` from the
-address the relay used to reach it (127.0.0.1:9223, unreachable from
+address the relay used to reach it (127.0.0.1:6666, unreachable from
 outside); every one is rewritten to the address the client used, which
 :func:`agentenv.relay.access.check_host` has already accepted. A client that
 authenticated with ``?token=`` (or named itself with ``?user=``) gets it

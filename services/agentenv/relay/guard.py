@@ -126,7 +126,7 @@ def _continue_request(
 ) -> Verdict | None:
     """A paused request goes on to the URL it was made for. A new one is
     never checked by Chromium's URL blocklist (which read the first) nor by
-    its local network checks: it reached Chromium's own port (9223) and the
+    its local network checks: it reached Chromium's own port (then 9223) and the
     computer's servers. Its method, headers and body may change."""
     if params.get("url") in (None, ""):
         return None

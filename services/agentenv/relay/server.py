@@ -51,7 +51,7 @@ from agentenv.relay.logbook import Logbook
 from agentenv.relay.proxy import bridge
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
-from agentenv.settings import Settings
+from agentenv.settings import Settings, open_to_pages
 
 __all__ = ["make_app", "settings_key"]
 
@@ -429,6 +429,8 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
 
     tasks = [asyncio.create_task(watcher.run()), asyncio.create_task(tick())]
     log.info("writing the action log to %s (next entry %d)", writer.path, writer.next_seq)
+    for warning in open_to_pages(settings):
+        log.warning(warning)
     yield
     for task in tasks:
         task.cancel()
