@@ -8,6 +8,8 @@ import base64
 import json
 from typing import Any
 
+import pytest
+
 from tests.security.attacks import agent, attempt, clean
 from tests.support.container import SITE, Computer
 from tests.support.timing import wait_for
@@ -84,6 +86,45 @@ async def test_cdp_typing_dropping_and_setting_a_password(target: Computer) -> N
         for entry in _entries(target, before, method):
             assert "withheld" in json.dumps(entry), entry
     clean(target, PASSWORD, PASSWORD[:4])
+
+
+#: A password field in a closed shadow root whose host is the page itself or
+#: an editable element: the focused element the check sees is the host,
+#: which it used to clear as "the page" or "an editable field".
+CLOSED_HOSTS = {
+    "body": "document.body",
+    "editable": (
+        "(() => { const h = document.createElement('div'); h.contentEditable = 'true';"
+        " h.textContent = 'x'; document.body.append(h); return h; })()"
+    ),
+}
+
+
+@pytest.mark.parametrize("host", sorted(CLOSED_HOSTS))
+async def test_a_password_field_in_a_closed_shadow_root(target: Computer, host: str) -> None:
+    before = attempt(target)
+    secret = f"shadow-{host}-{PASSWORD}"
+    async with agent(target) as alice:
+        tab, session = await alice.page(SITE + "/pixels")
+        build = (
+            f"document.body.replaceChildren(); window.pwHost = {CLOSED_HOSTS[host]};"
+            " const root = window.pwHost.attachShadow({mode: 'closed'});"
+            " root.innerHTML = '<input type=password>';"
+            " window.pwField = root.querySelector('input'); window.pwField.focus();"
+            " document.activeElement.tagName"
+        )
+        assert await alice.evaluate(session, build) in ("BODY", "DIV")
+        await alice.call("Input.insertText", {"text": secret}, session)
+        for char in secret[:3]:
+            await alice.call(
+                "Input.dispatchKeyEvent", {"type": "keyDown", "key": char, "text": char}, session
+            )
+        assert secret in str(await alice.evaluate(session, "window.pwField.value"))
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    for method in ("Input.insertText", "Input.dispatchKeyEvent"):
+        for entry in _entries(target, before, method):
+            assert "withheld" in json.dumps(entry), entry
+    clean(target, secret)
 
 
 async def test_typing_a_visible_field_is_kept(target: Computer) -> None:

@@ -52,8 +52,18 @@ _CLASSIFY = r"""
     if (secret.test(ac)) return "password";
     // Only a field that shows what it holds clears; anything else (a closed
     // shadow root's host, say) cannot be seen into.
-    if (el.tagName === "INPUT" || el.tagName === "TEXTAREA" || el.isContentEditable) return "no";
-    if (el === el.ownerDocument.body || el === el.ownerDocument.documentElement) return "no";
+    if (el.tagName === "INPUT" || el.tagName === "TEXTAREA") return "no";
+    // An editable element clears only with the caret in its own content: one
+    // hosting a closed shadow root with the focus inside holds no caret.
+    if (el.isContentEditable) {
+      const root = el.getRootNode();
+      const sel = root.getSelection ? root.getSelection() : el.ownerDocument.getSelection();
+      return sel && sel.rangeCount > 0 && el.contains(sel.focusNode) ? "no" : "undecided";
+    }
+    // The page itself has the keys unless it matches :focus, which it does as
+    // the host of a closed shadow root the focus is in.
+    const page = el === el.ownerDocument.body || el === el.ownerDocument.documentElement;
+    if (page && !el.matches(":focus")) return "no";
     return "undecided";
   };
 """
