@@ -38,6 +38,8 @@ def test_recorded_traffic_passes(client: str) -> None:
     kinds: dict[Kind, int] = {}
     for line in (TRAFFIC / f"{client}.jsonl").read_text().splitlines():
         message = json.loads(line)["message"]
+        if "sessionId" in message:  # Chromium announced it (the recordings hold the client's side)
+            state.sessions.setdefault(message["sessionId"], SessionInfo(None))
         step = send(state, message)
         kinds[step.kind] = kinds.get(step.kind, 0) + 1
         assert step.kind in (Kind.FORWARD, Kind.REWRITE), (step.method, step.verdict)
@@ -53,8 +55,36 @@ def test_recorded_traffic_passes(client: str) -> None:
     assert kinds.get(Kind.FORWARD, 0) > 20
 
 
+def test_a_session_the_connection_never_attached_is_answered_at_once() -> None:
+    """Chromium answers a command on an unknown session without its sessionId:
+    matched on its id alone, a reused id ended another command's entry (a
+    failed navigate written ok, and the other way round)."""
+    state = agent()
+    state.sessions["S"] = SessionInfo("T")
+    navigate = {"id": 11, "method": "Page.navigate", "params": {"url": "https://a.example/"}}
+    assert send(state, {**navigate, "sessionId": "S"}).kind is Kind.FORWARD
+    state.pending[("S", 11)] = Pending(5, "Page.navigate", navigate["params"], "T", True)
+    bogus = {"id": 11, "method": "Runtime.evaluate", "params": {"expression": "1"}}
+    step = send(state, {**bogus, "sessionId": "BOGUS"})
+    assert step.kind is Kind.INVALID and step.code == -32001 and "no such session" in step.error
+    assert step.error_answer()["id"] == 11 and step.error_answer()["sessionId"] == "BOGUS"
+    # The guard still reads (and the log records) what was attempted there.
+    refused = send(state, {"id": 12, "method": "Extensions.loadUnpacked", "sessionId": "BOGUS"})
+    assert refused.kind is Kind.BLOCK
+    # Once Chromium says the session detached, it is unknown again.
+    core.from_upstream(
+        state,
+        json.dumps(
+            {"method": "Target.detachedFromTarget", "params": {"sessionId": "S"}},
+            separators=(",", ":"),  # as Chromium writes it
+        ),
+    )
+    assert send(state, {**bogus, "id": 13, "sessionId": "S"}).kind is Kind.INVALID
+
+
 def test_typing_is_flagged_for_the_check() -> None:
     state = agent()
+    state.sessions["S"] = SessionInfo("T")
     step = send(
         state, {"id": 1, "method": "Input.insertText", "params": {"text": "x"}, "sessionId": "S"}
     )

@@ -19,7 +19,11 @@ Client to Chromium:
 2. ``AgentEnv.*``: ``CONTROL`` with its params parsed (control token only;
    from anyone else it is refused by the guard as ``not-allowed``).
 3. A command on a session the relay closed (attached to a target that is not
-   web content) is refused (``not-a-web-target``).
+   web content) is refused (``not-a-web-target``); after the guard (4), one
+   on a session this connection never attached, or that has detached, is
+   answered at once as Chromium would (``INVALID``, -32001). Chromium answers such a command
+   without its ``sessionId``, so an answer could only be matched on its id,
+   and a reused id made one command's answer end another's entry.
 4. The guard (:mod:`agentenv.relay.guard`): ``BLOCK`` or ``REWRITE``.
 5. ``Target.setAutoAttach`` is sent with a filter that leaves out the
    browser's own UI and other targets that are not web content.
@@ -248,20 +252,25 @@ def receive(
 
     if method.startswith("AgentEnv."):
         return _control(state, step)
-    if session is not None:
-        info = state.sessions.get(session)
-        if info is not None and not info.web:
-            step.kind, step.verdict = Kind.BLOCK, guard.web_target_verdict()
-            return step
+    info = state.sessions.get(session) if session is not None else None
+    if info is not None and not info.web:
+        step.kind, step.verdict = Kind.BLOCK, guard.web_target_verdict()
+        return step
     verdict = guard.check(method, params, downloads, targets)
+    if verdict is not None and not (verdict.action == "rewritten" and verdict.params is not None):
+        step.kind, step.verdict = Kind.BLOCK, verdict
+        return step
+    if session is not None and info is None:
+        return _invalid(
+            -32001,
+            "Session with given id not found: this connection has no such session "
+            "(attach with Target.attachToTarget, flatten: true, and use its sessionId)",
+            message,
+        )
     if verdict is not None:
-        step.verdict = verdict
-        if verdict.action == "rewritten" and verdict.params is not None:
-            step.kind = Kind.REWRITE
-            step.params = verdict.params
-            step.data = _with_params(message, verdict.params)
-        else:
-            step.kind = Kind.BLOCK
+        assert verdict.params is not None
+        step.kind, step.verdict, step.params = Kind.REWRITE, verdict, verdict.params
+        step.data = _with_params(message, verdict.params)
         return step
     if method == "Target.setAutoAttach" and params is not None and params.get("autoAttach"):
         step.data = _with_params(message, auto_attach_filter(params))
