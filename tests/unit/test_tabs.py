@@ -101,6 +101,47 @@ def test_close_by_command_page_exit_and_stop() -> None:
     assert c.ended("stop") == []
 
 
+def test_another_users_script_is_its_own_cause() -> None:
+    """A script call credits the input just before it only when the same user
+    sent both: bob's click and alice's script a moment later are apart."""
+    c = Causes()
+    c.known("A", "http://a/")
+    c.acting("A", 47, "Input.dispatchMouseEvent", 1.0, "bob")
+    c.acting("A", 49, "Runtime.evaluate", 1.2, "alice")
+    assert c.navigated("A", "http://a/by-alice", 1.3)[0]["by"] == {"kind": "page", "after": 49}
+    c.acting("A", 50, "Input.dispatchMouseEvent", 2.0, "alice")
+    c.acting("A", 51, "Runtime.callFunctionOn", 2.1, "alice")
+    assert c.navigated("A", "http://a/next", 2.2)[0]["by"] == {"kind": "page", "after": 50}
+
+
+def test_disposing_a_context_closes_its_tabs_by_that_command() -> None:
+    c = Causes()
+    c.known("A", "http://a/", context="C1")
+    c.known("B", "http://b/", context="C1")
+    c.known("D", "http://d/", context="C0")
+    c.acting("A", 39, "Input.dispatchMouseEvent", 0.5, "bob")
+    dispose = Command(41, "Target.disposeBrowserContext", None, by(41), context="C1")
+    c.sent(dispose)
+    assert c.destroyed("A", 1.0)[0]["by"] == by(41)
+    c.answered(41, True, None, 1.1)
+    assert c.destroyed("B", 1.2)[0]["by"] == by(41)
+    assert c.destroyed("D", 1.3)[0]["by"] == {"kind": "page", "after": None}
+
+
+def test_a_navigation_is_the_navigate_sent_to_its_url() -> None:
+    """Bob's navigate, held up, and alice's after it: the URL that comes is
+    alice's, and so is the credit (the earlier one is not taken first)."""
+    c = Causes()
+    c.known("A", "http://a/")
+    c.navigated("A", "http://a/", 0.1)
+    c.sent(Command(262, "Page.navigate", "A", by(262), url="https://slow.test/bob"))
+    c.sent(Command(264, "Page.navigate", "A", by(264), url="https://evil.test/alice"))
+    assert c.navigated("A", "https://evil.test/alice", 1.0)[0]["by"] == by(264)
+    # A redirect: no URL matches, the latest navigate in flight is credited.
+    c.sent(Command(270, "Page.navigate", "A", by(270), url="http://x.test/"))
+    assert c.navigated("A", "https://x.test/login", 2.0)[0]["by"] == by(270)
+
+
 def test_agentenv_cause_and_stale_commands_forgotten() -> None:
     c = Causes()
     c.known("A", "http://a/")

@@ -165,7 +165,7 @@ class Logbook:
         now = self.writer.monotonic()
         entry = self.writer.begin(fields, now)
         if acting:
-            self.causes.acting(tab, entry, method, now)
+            self.causes.acting(tab, entry, method, now, identity.user)
         if tab_method:
             self.causes.sent(
                 self._command(entry, method, params, tab, self._by(entry, identity, action))
@@ -184,6 +184,7 @@ class Logbook:
             target = None
         background = bool(params and params.get("background") is True)
         url = params.get("url") if params and method == "Page.navigate" else None
+        context = params.get("browserContextId") if params else None
         return Command(
             key,
             method,
@@ -191,6 +192,7 @@ class Logbook:
             by,
             background=background,
             url=url if isinstance(url, str) else None,
+            context=context if isinstance(context, str) else None,
         )
 
     def _safe_url(self, url: str) -> str:
@@ -294,7 +296,7 @@ class Logbook:
             entry, params.via, params.who, owner, _scope(params.scope), params.tab, typed
         )
         if params.acts == ACTING:
-            self.causes.acting(params.tab, entry, "", self.monotonic())
+            self.causes.acting(params.tab, entry, "", self.monotonic(), params.who)
         return entry
 
     def _recording_moved(self, owner: int, params: BeginAction) -> None:
@@ -362,8 +364,8 @@ class Logbook:
             event = dict(event, url=self._safe_url(event.get("url") or ""))
             self.writer.record("tab", event)
 
-    def created(self, tab: str, url: str, opener: str | None) -> None:
-        self._write_tabs(self.causes.created(tab, url, opener, self.monotonic()))
+    def created(self, tab: str, url: str, opener: str | None, context: str | None = None) -> None:
+        self._write_tabs(self.causes.created(tab, url, opener, self.monotonic(), context))
 
     def navigated(self, tab: str, url: str) -> None:
         self._write_tabs(self.causes.navigated(tab, url, self.monotonic()))

@@ -8,9 +8,11 @@ each with its cause:
 
 - the command that asked for it (``Target.createTarget`` opens, and claims
   the new tab's first navigation unless a navigation command claims it;
-  ``Page.navigate`` navigates; ``Page.reload`` and
+  ``Page.navigate`` navigates (the one sent to that URL, else the latest);
+  ``Page.reload`` and
   ``Page.navigateToHistoryEntry`` navigate but credit only once answered
-  without error; ``Target.closeTarget`` and ``Page.close`` close). Chromium
+  without error; ``Target.closeTarget`` and ``Page.close`` close, and
+  ``Target.disposeBrowserContext`` closes every tab of its context). Chromium
   reports navigations as URL changes, so a reload, or a navigation to the
   URL the tab already shows, is written when its answer comes;
 - ``agentenv`` when that command ran for the computer's own op;
@@ -18,7 +20,8 @@ each with its cause:
   for a popup. Script calls (``Runtime.evaluate``/``callFunctionOn``) act,
   but a client's own checks follow its input (Playwright inspects the page
   right after a click): an input or other acting command up to
-  :data:`SCRIPT_AFTER_S` before the latest script call is the one credited.
+  :data:`SCRIPT_AFTER_S` before the latest script call is the one credited,
+  when the same user sent both (another's script is its own cause).
 
 An event that may belong to a command still in flight is held until the
 command is answered (or :data:`HOLD_S` passes). A command answered keeps
@@ -46,10 +49,11 @@ _OPENS = frozenset({"Target.createTarget"})
 _NAVIGATES = frozenset({"Page.navigate"})
 _MOVES = frozenset({"Page.reload", "Page.navigateToHistoryEntry"})
 _CLOSES = frozenset({"Target.closeTarget", "Page.close"})
+_DISPOSES = "Target.disposeBrowserContext"
 _ACTIVATES = frozenset({"Target.activateTarget", "Page.bringToFront"})
 
 #: Methods whose commands may cause tab events or bring a tab to the front.
-TAB_METHODS = _OPENS | _NAVIGATES | _MOVES | _CLOSES | _ACTIVATES
+TAB_METHODS = _OPENS | _NAVIGATES | _MOVES | _CLOSES | _ACTIVATES | {_DISPOSES}
 
 Event = dict[str, Any]
 
@@ -59,10 +63,13 @@ class Tab:
     id: str
     url: str
     opener: str | None = None
+    context: str | None = None  # its browser context, as Chromium names it
     last_acting: int | None = None
     last_acting_at: float = 0.0
+    last_acting_who: str = ""
     last_input: int | None = None  # the latest acting entry that is not a script call
     last_input_at: float = 0.0
+    last_input_who: str = ""
     navigated_once: bool = False
     #: A tab the page opened (a popup): its opened event's ``after``, which
     #: its first navigation shares (the click that opened it, not the
@@ -83,6 +90,7 @@ class Command:
     claimed_navigation: bool = False  # an open: credited the new tab's first navigation
     background: bool = False  # an open behind the active tab
     url: str | None = None  # a navigation's destination
+    context: str | None = None  # the browser context a dispose closes
 
 
 @dataclass
@@ -136,13 +144,15 @@ class Causes:
         if command.method in TAB_METHODS:
             self.commands[command.entry] = command
 
-    def acting(self, tab: str | None, entry: int, method: str = "", now: float = 0.0) -> None:
+    def acting(
+        self, tab: str | None, entry: int, method: str = "", now: float = 0.0, who: str = ""
+    ) -> None:
         info = self.tabs.get(tab) if tab is not None else None
         if info is None:
             return
-        info.last_acting, info.last_acting_at = entry, now
+        info.last_acting, info.last_acting_at, info.last_acting_who = entry, now, who
         if method not in _SCRIPTS:
-            info.last_input, info.last_input_at = entry, now
+            info.last_input, info.last_input_at, info.last_input_who = entry, now, who
 
     def answered(self, entry: int, ok: bool, opened: str | None, now: float) -> list[Event]:
         """Command ``entry`` was answered; ``opened`` is a created target's id."""
@@ -180,14 +190,18 @@ class Causes:
 
     # -- what Chromium reported ------------------------------------------
 
-    def known(self, tab: str, url: str, opener: str | None = None) -> None:
+    def known(
+        self, tab: str, url: str, opener: str | None = None, context: str | None = None
+    ) -> None:
         """A tab that existed before the relay started watching (no event)."""
         if tab not in self.tabs:
-            self.tabs[tab] = Tab(tab, url, opener)
+            self.tabs[tab] = Tab(tab, url, opener, context)
             self.front.append(tab)
 
-    def created(self, tab: str, url: str, opener: str | None, now: float) -> list[Event]:
-        self.tabs[tab] = Tab(tab, url, opener)
+    def created(
+        self, tab: str, url: str, opener: str | None, now: float, context: str | None = None
+    ) -> list[Event]:
+        self.tabs[tab] = Tab(tab, url, opener, context)
         if url not in ("", "about:blank"):
             # Chromium names the page it opens already: that was its first
             # navigation, and the next one is not the opener's to claim.
@@ -220,7 +234,7 @@ class Causes:
         if tab in self.front:
             self.front.remove(tab)
         event: Event = {"event": "closed", "id": tab, "url": info.url if info else ""}
-        command = self._claim_close(tab, now)
+        command = self._claim_close(tab, now) or self._disposing(info, now)
         event["by"] = command.by if command else self._page(info)
         return [*out, event]
 
@@ -306,11 +320,16 @@ class Causes:
                 info.popup = True
                 info.opened_after = by["after"]
             return by
-        for c in live:
-            if c.tab == tab and c.method in _NAVIGATES:
-                c.claimed = True
-                self._first_navigation(tab)
-                return c.by
+        navigating = [c for c in live if c.tab == tab and c.method in _NAVIGATES]
+        if navigating:
+            # The one sent to this URL, else the latest: an earlier navigate
+            # still in flight (another agent's, held up) is not this one.
+            url = event.get("url") or ""
+            same = [c for c in navigating if c.url is not None and _same_url(c.url, url)]
+            c = (same or navigating)[-1]
+            c.claimed = True
+            self._first_navigation(tab)
+            return c.by
         for c in live:
             if c.tab == tab and c.method in _MOVES:
                 if c.answered_at is None:
@@ -354,6 +373,16 @@ class Causes:
                 return c
         return None
 
+    def _disposing(self, info: Tab | None, now: float) -> Command | None:
+        """The dispose of the closed tab's context, if one is live (it closes
+        every tab there, so it claims none)."""
+        if info is None or info.context is None:
+            return None
+        for c in self.commands.values():
+            if c.method == _DISPOSES and c.context == info.context and self._live(c, now):
+                return c
+        return None
+
     def _page(self, info: Tab | None, opener: bool = False) -> dict[str, Any]:
         after = _credited(info)
         if after is None and opener and info is not None and info.opener:
@@ -368,7 +397,11 @@ def _credited(info: Tab | None) -> int | None:
     """The acting entry a page-caused event on this tab follows."""
     if info is None:
         return None
-    if info.last_input is not None and info.last_acting_at - info.last_input_at <= SCRIPT_AFTER_S:
+    if (
+        info.last_input is not None
+        and info.last_acting_at - info.last_input_at <= SCRIPT_AFTER_S
+        and info.last_input_who == info.last_acting_who
+    ):
         return info.last_input
     return info.last_acting
 

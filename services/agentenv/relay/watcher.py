@@ -198,10 +198,12 @@ class Watcher:
             if not is_tab((kind, url)):
                 return
             known = self.logbook.causes.url(target)
+            context = info.get("browserContextId")
+            context = context if isinstance(context, str) else None
             if method == "Target.targetCreated" and not self._initial:
-                self.logbook.created(target, url, info.get("openerId"))
+                self.logbook.created(target, url, info.get("openerId"), context)
             elif known is None:
-                self.logbook.causes.known(target, url, info.get("openerId"))
+                self.logbook.causes.known(target, url, info.get("openerId"), context)
             elif url != known:
                 self.logbook.navigated(target, url)
                 self._worlds.pop(target, None)
