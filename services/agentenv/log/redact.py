@@ -54,6 +54,7 @@ __all__ = [
     "redact_params",
     "redact_text",
     "secret_header",
+    "secret_header_value",
     "withheld",
 ]
 
@@ -89,10 +90,31 @@ _CREDENTIAL_KEYS = frozenset(
         "state",
         "SAMLRequest",
         "SAMLResponse",
+        "pass",
+        "passphrase",
+        "passcode",
+        "otp",
+        "jwt",
+        "ticket",
+        "jsessionid",
+        "phpsessid",
+        "sessid",
+        "auth_code",
+        "authorization_code",
+        "device_code",
+        "private_key",
+        "access_key",
+        "secret_key",
     ]
 )
+#: The keys above, and the key read, with case, "-" and "_" set aside:
+#: accessToken, access-token and ACCESS_TOKEN are one key.
+_CREDENTIAL_COMPACT = frozenset(k.replace("_", "") for k in _CREDENTIAL_KEYS)
 _CREDENTIAL_PREFIXES = ("x-amz-", "x-goog-")
 _CREDENTIAL_SUFFIXES = ("_token", "_secret", "_key")
+#: Endings of a compacted key that name a credential whatever comes before
+#: (clientSecret, authToken, oauth_verifier, newPassword, PHPSESSID).
+_CREDENTIAL_ENDINGS = ("token", "secret", "password", "passwd", "verifier", "sessid", "sessionid")
 
 # Keys of JSON objects whose values are secrets. Narrower than the URL list:
 # CDP uses ``key`` and ``code`` for keyboard keys, which are not secrets.
@@ -120,26 +142,32 @@ _SECRET_FIELDS = frozenset(
 _SECRET_FIELD_SUFFIXES = ("_token", "_secret", "_password", "accesskey", "secretkey")
 
 _SECRET_HEADERS = frozenset({"authorization", "cookie", "set-cookie", "proxy-authorization"})
-# Any header whose name ends in a word of a secret's: X-Api-Key, api-key
-# (Azure's), Private-Token (GitLab's), X-Token, Authentication, X-Session-Id.
+# A header named like a secret: a secret's word anywhere in the name
+# (X-Api-Key, Private-Token, Authentication, X-Session-Id, X-Hub-Signature-256,
+# X-Csrf-Token, Cookie2, X-Secret-Value, X-Password-Hash), or a short one as a
+# word of its own (X-Access-Key-Id, X-Pass, X-Pwd, X-Otp, Sid, X-Sig).
 _SECRET_HEADER_NAME = re.compile(
-    r"(?:^|[-_])(?:[a-z]*(?:token|key|secret)s?|passw(?:or)?d|credentials?|auth[a-z]*"
-    r"|session(?:[-_]?id)?)$",
+    r"token|secret|passw|signature|cookie|csrf|xsrf|credential|auth|session|apikey|jwt"
+    r"|(?:^|[-_\s])(?:[a-z]*keys?|sig|pass|pwd|pin|otp|sid)(?:$|[-_\s\d])",
     re.IGNORECASE,
 )
+#: A header value that is a credential whatever the header's name.
+_SECRET_VALUE_SCHEMES = ("bearer ", "basic ", "digest ", "negotiate ", "ntlm ", "aws4-hmac")
 
 _KEY_CHARS = "[^=&#?;\\s\"'<>]"
-# One pattern for every credential key, so redaction needs no callback: the
-# exact keys, the x-amz-/x-goog- families and the _token/_secret/_key endings.
+# A pair whose key holds a fragment of a credential key's: the cheap first
+# look; credential_key then decides on each pair (_redact_pairs).
 _CREDENTIAL_PAIR = re.compile(
-    r"(^|[?&;#])("
-    + "|".join(sorted((re.escape(k) for k in _CREDENTIAL_KEYS), key=len, reverse=True))
-    + rf"|x-amz-{_KEY_CHARS}*|x-goog-{_KEY_CHARS}*|{_KEY_CHARS}*_(?:token|secret|key)"
-    + r")=[^&#;\s\"'<>]*",
+    rf"(?:^|[?&;#]){_KEY_CHARS}*"
+    r"(?:token|secret|passw|pwd|pass|key|code|sess|sid|sig|auth|credential|state|ticket"
+    r"|otp|jwt|verifier|saml|x-amz-|x-goog-)"
+    rf"{_KEY_CHARS}*=",
     re.IGNORECASE,
 )
 # Any query pair; tried only once _CREDENTIAL_PAIR found one worth redacting.
-_ANY_PAIR = re.compile(r"(^|[?&;#])([^=&#?;\s\"'<>]+)=([^&#;\s\"'<>]*)")
+# A value runs to the next separator, or to a "?" that starts another pair
+# (an unencoded URL in a query: ?next=/cb?code=SECRET).
+_ANY_PAIR = re.compile(r"(^|[?&;#])([^=&#?;\s\"'<>]+)=((?:(?!\?[^=&#?;\s\"'<>]+=)[^&#;\s\"'<>])*)")
 # A URL's user info, read as Chromium's URL parser reads it: after any scheme
 # and two slashes, or after http(s), ws(s) or ftp and any number of slashes
 # (none included: "http:u:p@h" is http://u:p@h); a backslash counts as a
@@ -170,10 +198,12 @@ _COOKIE_HINTS = ("domain", "url", "path", "expires", "httpOnly", "secure", "same
 def credential_key(name: str) -> bool:
     """Whether a URL query key carries a credential (case-insensitive)."""
     n = name.lower()
+    compact = n.replace("-", "").replace("_", "")
     return (
-        n in _CREDENTIAL_KEYS
+        compact in _CREDENTIAL_COMPACT
         or n.startswith(_CREDENTIAL_PREFIXES)
-        or n.endswith(_CREDENTIAL_SUFFIXES)
+        or n.replace("-", "_").endswith(_CREDENTIAL_SUFFIXES)
+        or compact.endswith(_CREDENTIAL_ENDINGS)
     )
 
 
@@ -187,6 +217,12 @@ def secret_header(name: str) -> bool:
     is no disguise)."""
     name = name.strip()
     return name.lower() in _SECRET_HEADERS or bool(_SECRET_HEADER_NAME.search(name))
+
+
+def secret_header_value(value: object) -> bool:
+    """Whether a header's value is a credential whatever its name
+    (``Bearer …``, ``Basic …``, an AWS signature)."""
+    return isinstance(value, str) and value.lstrip()[:10].lower().startswith(_SECRET_VALUE_SCHEMES)
 
 
 def withheld(kind: str, value: object) -> dict[str, Any]:
@@ -265,13 +301,17 @@ def redact_cut(text: str) -> str | dict[str, Any]:
 def _headers(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {
-            k: withheld("header", v) if secret_header(str(k)) else redact(v)
+            k: withheld("header", v)
+            if secret_header(str(k)) or secret_header_value(v)
+            else redact(v)
             for k, v in value.items()
         }
     if isinstance(value, list):
         out = []
         for item in value:
-            if isinstance(item, Mapping) and secret_header(str(item.get("name", ""))):
+            if isinstance(item, Mapping) and (
+                secret_header(str(item.get("name", ""))) or secret_header_value(item.get("value"))
+            ):
                 kept = {k: redact(v) for k, v in item.items() if k != "value"}
                 kept["value"] = withheld("header", item.get("value", ""))
                 out.append(kept)
@@ -400,7 +440,7 @@ def _call_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _withhold_fields(*fields: str, limit: int = 0) -> Rule:
+def _withhold_fields(*fields: str, limit: int = 0, kind: str = "body") -> Rule:
     """Replace each named string field (longer than ``limit``) by its length."""
     if len(fields) == 1:
         (only,) = fields
@@ -408,7 +448,7 @@ def _withhold_fields(*fields: str, limit: int = 0) -> Rule:
         def one(params: Mapping[str, Any]) -> dict[str, Any] | None:
             body = params.get(only)
             if isinstance(body, str) and len(body) > limit:
-                return {only: withheld("body", body)}
+                return {only: withheld(kind, body)}
             return None  # nothing replaced (the common case, kept lean)
 
         return one
@@ -418,7 +458,7 @@ def _withhold_fields(*fields: str, limit: int = 0) -> Rule:
         for field in fields:
             body = params.get(field)
             if isinstance(body, str) and len(body) > limit:
-                out[field] = withheld("body", body)
+                out[field] = withheld(kind, body)
         return out
 
     return rule
@@ -463,6 +503,9 @@ _METHOD_RULES: dict[str, Rule] = {
     "Network.setCookies": _set_cookies,
     "Storage.setCookies": _set_cookies,
     "Page.setDocumentContent": _withhold_fields("html"),
+    # What an agent answers a prompt() with: the page may have asked for a
+    # password, which the relay cannot tell.
+    "Page.handleJavaScriptDialog": _withhold_fields("promptText", kind="prompt"),
     "Runtime.evaluate": _withhold_fields("expression", limit=EXPRESSION_LIMIT),
     "Runtime.callFunctionOn": _call_arguments,
 }
