@@ -11,9 +11,9 @@ import aiohttp
 import pytest
 import requests
 
-from tests.security.attacks import browser_url
-from tests.support.container import Computer
-from tests.support.timing import deadline
+from tests.security.attacks import agent, attempt, browser_url
+from tests.support.container import SITE, Computer
+from tests.support.timing import deadline, wait_for
 
 
 def _moves_on(target: Computer, last: int) -> None:
@@ -87,6 +87,53 @@ async def test_a_reused_id_in_flight_is_refused(target: Computer) -> None:
         assert "in flight" in answers[0]["error"]["message"]  # the second, at once
         assert "result" in answers[1]
         await ws.send_json({"id": 4, "method": "Target.closeTarget", "params": {"targetId": tab}})
+
+
+async def test_a_session_never_attached_is_refused_and_answers_stay_apart(
+    target: Computer,
+) -> None:
+    """Chromium answers a command on a session it does not know without the
+    sessionId: with its id reused on a real session, the relay ended the
+    navigate's entry with the bogus command's error (4th red team)."""
+    before = attempt(target)
+    async with agent(target) as alice:
+        tab, session = await alice.page(SITE + "/")
+        url = SITE + "/pixels"
+        await alice.ws.send_json(
+            {"id": 11, "method": "Page.navigate", "params": {"url": url}, "sessionId": session}
+        )
+        await alice.ws.send_json(
+            {
+                "id": 11,
+                "method": "Runtime.evaluate",
+                "params": {"expression": "1"},
+                "sessionId": "B",
+            }
+        )
+        answers: list[dict[str, Any]] = []
+        while len(answers) < 2:
+            got = await alice.ws.receive_json(timeout=deadline(10))
+            if got.get("id") == 11:
+                answers.append(got)
+        bogus = next(a for a in answers if a.get("sessionId") == "B")
+        assert bogus["error"]["code"] == -32001 and "no such session" in bogus["error"]["message"]
+        real = next(a for a in answers if a.get("sessionId") == session)
+        assert "result" in real, real
+        await alice.call("Target.closeTarget", {"targetId": tab})
+
+    def written() -> dict[str, dict[str, Any]] | None:
+        found = {
+            x["action"]["method"]: x["action"]
+            for x in target.log(before)[0]
+            if "action" in x
+            and x["action"].get("method") in ("Page.navigate", "Runtime.evaluate")
+            and "ok" in x["action"]
+        }
+        return found if len(found) == 2 else None
+
+    entries = wait_for(written, "both entries written", timeout_s=20)
+    assert entries["Page.navigate"]["ok"] is True, entries
+    assert entries["Runtime.evaluate"]["ok"] is False, entries
 
 
 async def test_a_binary_frame_closes_with_a_reason(target: Computer) -> None:

@@ -15,6 +15,7 @@ import requests
 
 from tests.security.attacks import agent, attempt, clean, guarded
 from tests.support.container import SITE, Computer, computer
+from tests.support.timing import wait_for
 
 
 @pytest.mark.parametrize(
@@ -161,3 +162,24 @@ async def test_another_users_tab_is_still_a_web_page(target: Computer) -> None:
         attached = await bob.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
         assert "result" in attached
         await alice.call("Target.closeTarget", {"targetId": tab})
+
+
+async def test_a_page_launches_no_program_of_the_machine(target: Computer) -> None:
+    """A page navigating to mailto: made Chromium run xdg-email and xdg-open
+    (xdg-utils comes with Chromium's package), off the record. In the image
+    only root may run them: Chromium's launch fails."""
+    runs = "test -x /usr/bin/xdg-open && echo runs || echo no"
+    assert target.exec("sh", "-c", runs, user="browser").strip() == "no"
+    log = "/var/log/agentenv/chromium.log"
+    lines = int(target.exec("sh", "-c", f"wc -l < {log}").strip())
+    async with agent(target) as alice:
+        tab, session = await alice.page(SITE + "/")
+        await alice.evaluate(session, "location.href = 'mailto:someone@example.org'; 1")
+
+        def launched() -> str | None:
+            text = target.exec("sh", "-c", f"tail -n +{lines + 1} {log}")
+            return text if "xdg-email" in text else None
+
+        text = wait_for(launched, "Chromium to try xdg-email", timeout_s=20)
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    assert "failed to execvp" in text and "/usr/bin/xdg-" not in text, text

@@ -14,6 +14,7 @@ SECRET_FILES = [
     "/home/browser/profile/Default/Cookies",
     "/var/log/agentenv/browser-browser.jsonl",
     "/proc/self/environ",
+    "/proc/1/cwd/etc/passwd",  # a link the relay may not read: it once dropped the connection
     f"{DOWNLOADS}/../../../../etc/passwd",
     "relative/path",
 ]

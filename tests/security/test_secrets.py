@@ -67,6 +67,8 @@ async def test_headers_and_cookies_in_odd_shapes_are_withheld(target: Computer) 
         {"proxyServer": "http://127.0.0.1:6667"},
         {"proxyServer": "socks5://localhost:8080", "proxyBypassList": "<-loopback>"},
         {"originsWithUniversalAccess": ["https://example.org"]},
+        # Chromium 156's name: it lifted the same-origin policy for the origin.
+        {"originsWithUniversalNetworkAccess": ["https://example.org"]},
     ],
 )
 async def test_a_browser_context_takes_no_proxy_or_universal_access_from_an_agent(
@@ -116,3 +118,19 @@ async def test_no_permission_opens_the_local_network_to_pages(target: Computer) 
     entry = guarded(target, before, "Browser.grantPermissions", "permission")
     assert entry["acts"] == "acting" and entry["params"]["permissions"] == ["loopbackNetwork"]
     guarded(target, before, "Browser.setPermission", "permission")
+
+
+@pytest.mark.parametrize("flag", ["hidden", "forTab"])
+async def test_a_new_target_is_a_tab_on_the_record(target: Computer, flag: str) -> None:
+    """A hidden target browsed with no tab events, and no agent could attach
+    to it or close it; a tab-type target's id closed tabs tied to no page."""
+    before = attempt(target)
+    async with agent(target) as alice:
+        listed = await alice.call("Target.getTargets")
+        count = len(listed["result"]["targetInfos"])
+        refused = await alice.call("Target.createTarget", {"url": SITE + "/", flag: True})
+        assert "hidden-target" in refused["error"]["message"], refused
+        after = await alice.call("Target.getTargets")
+        assert len(after["result"]["targetInfos"]) == count
+    guarded(target, before, "Target.createTarget", "hidden-target")
+    clean(target)

@@ -325,6 +325,9 @@ def test_verdicts_are_entries() -> None:
         {"proxyServer": "http://127.0.0.1:8081"},
         {"proxyBypassList": "<-loopback>"},
         {"originsWithUniversalAccess": ["https://a.example"]},
+        # Chromium 156's name, which a blocklist of names missed (4th red team).
+        {"originsWithUniversalNetworkAccess": ["https://a.example"]},
+        {"someFutureRouting": "x"},
     ],
 )
 def test_a_browser_context_takes_no_proxy_or_universal_access(params: dict[str, Any]) -> None:
@@ -333,3 +336,31 @@ def test_a_browser_context_takes_no_proxy_or_universal_access(params: dict[str, 
     assert verdict.action == "blocked" and next(iter(params)) in verdict.message
     for plain in ({}, {"disposeOnDetach": True}, {"proxyServer": ""}):
         assert check("Target.createBrowserContext", plain, "/dl") is None
+
+
+def test_a_new_target_is_a_plain_tab() -> None:
+    """A hidden target browsed with no tab events and could not be attached to
+    or closed; a tab-type target's id closed a tab tied to no page (4th red team)."""
+    for extra in ({"hidden": True}, {"forTab": True}):
+        verdict = check("Target.createTarget", {"url": "https://a.example/", **extra}, "/dl")
+        assert verdict is not None and verdict.rule == "hidden-target"
+    plain = {"url": "https://a.example/", "hidden": False, "background": True}
+    assert check("Target.createTarget", plain, "/dl") is None
+    found = check("Target.createTarget", {"url": "file:///etc/passwd"}, "/dl")
+    assert found is not None and found.rule == "local-url"
+
+
+def test_a_path_whose_links_cannot_be_read_is_outside(
+    downloads: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """realpath raising (a link the relay may not read, /proc/1/cwd) dropped
+    the connection with no entry; it is a path outside, refused."""
+    link = os.path.join(downloads, "link")
+    os.symlink("/etc", link)
+
+    def refused(path: object) -> str:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "readlink", refused)
+    found = check("DOM.setFileInputFiles", {"files": [link + "/passwd"], "nodeId": 1}, downloads)
+    assert found is not None and found.rule == "outside-downloads"

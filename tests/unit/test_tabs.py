@@ -142,6 +142,30 @@ def test_a_navigation_is_the_navigate_sent_to_its_url() -> None:
     assert c.navigated("A", "https://x.test/login", 2.0)[0]["by"] == by(270)
 
 
+def test_a_close_by_a_tab_type_targets_id_is_the_cause() -> None:
+    """Target.getTargets lists each tab's "tab" target, whose id is not its
+    page's: a close by that id was tied to no page (4th red team)."""
+    c = Causes()
+    c.known("D777", "http://bob/")
+    c.acting("D777", 113, "Runtime.evaluate", 1.0, "bob")
+    c.sent(cmd(115, "Target.closeTarget", "E744"))  # the tab target's id
+    assert c.destroyed("D777", 1.2)[0]["by"] == by(115)
+    # A close that failed causes nothing.
+    c.known("F", "http://f/")
+    c.sent(cmd(120, "Target.closeTarget", "NOPE"))
+    c.answered(120, False, None, 2.0)
+    assert c.destroyed("F", 2.1)[0]["by"]["kind"] == "page"
+
+
+def test_a_tab_with_no_opener_follows_the_latest_acting_entry() -> None:
+    """A link dropped on a page opens a tab with no opener (4th red team)."""
+    c = Causes()
+    c.known("A", "http://a/")
+    c.acting("A", 302, "Input.dispatchDragEvent", 1.0, "alice")
+    assert c.created("N", "http://dropped/", None, 1.3)[0]["by"] == {"kind": "page", "after": 302}
+    assert c.created("M", "http://later/", None, 9.0)[0]["by"] == {"kind": "page", "after": None}
+
+
 def test_agentenv_cause_and_stale_commands_forgotten() -> None:
     c = Causes()
     c.known("A", "http://a/")

@@ -274,31 +274,49 @@ def _target_op(params: Mapping[str, Any], downloads: str, targets: Targets) -> V
     return None
 
 
-#: What a browser context may not be given by an agent: a proxy of its own
-#: choosing routes every page of the context around the computer's network
-#: walls (a proxy on the computer's loopback reaches its app server and
-#: recorder, past the policies' URL blocklist, which reads only the page's
-#: URL), and universal access lifts the same-origin policy for an origin.
-_CONTEXT_NETWORK = ("proxyServer", "proxyBypassList", "originsWithUniversalAccess")
+#: What an agent may give a browser context: only this (an allowlist, as
+#: real clients send). Everything else Chromium takes there is network
+#: routing: a proxy of the agent's choosing takes every page of the context
+#: around the computer's network walls (a proxy on the computer's loopback
+#: reached its app server and recorder, past the policies' URL blocklist,
+#: which reads only the page's URL), and universal network access
+#: (``originsWithUniversalNetworkAccess``; a blocklist of names missed it)
+#: lifts the same-origin policy for an origin.
+_CONTEXT_PARAMS = frozenset({"disposeOnDetach"})
 
 
 def _context(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
-    for key in _CONTEXT_NETWORK:
-        if params.get(key) not in (None, "", []):
+    for key, value in params.items():
+        if key not in _CONTEXT_PARAMS and value not in (None, "", [], False):
             return Verdict(
                 "context-network",
-                f"blocked by agentenv guard context-network: {key} is not given by agents "
-                "(a proxy or universal access would take pages around the computer's "
-                "network walls); create the context without it",
+                f"blocked by agentenv guard context-network: {str(key)[:100]} is not given by "
+                "agents (a proxy or universal network access would take pages around the "
+                "computer's network walls); create the context with disposeOnDetach only",
             )
     return None
+
+
+def _create_target(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
+    """A new tab's URL, as a navigation's; and a tab, not a hidden target (it
+    browses with no tab events and no agent can attach to it or close it) nor
+    a tab-type target (closing or activating one by its id is tied to no page
+    in the log)."""
+    for key in ("hidden", "forTab"):
+        if params.get(key) not in (None, False):
+            return Verdict(
+                "hidden-target",
+                f"blocked by agentenv guard hidden-target: createTarget with {key} makes a "
+                "target that is not a tab on the record; open a plain tab",
+            )
+    return check_url(params.get("url"))
 
 
 #: method -> the check of its parameters that reach the machine.
 PARAMS: dict[str, Rule] = {
     "Target.createBrowserContext": _context,
     "Page.navigate": _navigate,
-    "Target.createTarget": _navigate,
+    "Target.createTarget": _create_target,
     "Fetch.continueRequest": _continue_request,
     "Browser.grantPermissions": _grant_permissions,
     "Browser.setPermission": _set_permission,

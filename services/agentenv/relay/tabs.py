@@ -11,13 +11,17 @@ each with its cause:
   ``Page.navigate`` navigates (the one sent to that URL, else the latest);
   ``Page.reload`` and
   ``Page.navigateToHistoryEntry`` navigate but credit only once answered
-  without error; ``Target.closeTarget`` and ``Page.close`` close, and
+  without error; ``Target.closeTarget`` and ``Page.close`` close (a close
+  sent for an id that is no tab the relay knows, a tab-type target's, is
+  the cause of the next tab that closes), and
   ``Target.disposeBrowserContext`` closes every tab of its context). Chromium
   reports navigations as URL changes, so a reload, or a navigation to the
   URL the tab already shows, is written when its answer comes;
 - ``agentenv`` when that command ran for the computer's own op;
 - else ``page``, after the latest acting entry on the tab, or on its opener
-  for a popup. Script calls (``Runtime.evaluate``/``callFunctionOn``) act,
+  for a popup, or, for a tab with no opener to read (a link dropped on a
+  page), on any tab up to :data:`SCRIPT_AFTER_S` before. Script calls
+  (``Runtime.evaluate``/``callFunctionOn``) act,
   but a client's own checks follow its input (Playwright inspects the page
   right after a click): an input or other acting command up to
   :data:`SCRIPT_AFTER_S` before the latest script call is the one credited,
@@ -114,6 +118,8 @@ class Causes:
     #: Tabs whose main frame is loading, as heard by clients with the Page
     #: domain on (every driver turns it on); a recording's frame waits for them.
     loading: dict[str, float] = field(default_factory=dict)  # tab -> when it started
+    #: The latest acting entry on any tab, and when.
+    last_acting: tuple[int, float] | None = None
 
     @property
     def active(self) -> str | None:
@@ -150,6 +156,7 @@ class Causes:
         info = self.tabs.get(tab) if tab is not None else None
         if info is None:
             return
+        self.last_acting = (entry, now)
         info.last_acting, info.last_acting_at, info.last_acting_who = entry, now, who
         if method not in _SCRIPTS:
             info.last_input, info.last_input_at, info.last_input_who = entry, now, who
@@ -167,7 +174,7 @@ class Causes:
                 self.to_front(opened)
         if ok and command.method in _ACTIVATES and command.tab is not None:
             self.to_front(command.tab)
-        if not ok and command.method in _MOVES | _NAVIGATES:
+        if not ok and command.method in _MOVES | _NAVIGATES | _CLOSES:
             command.claimed = True  # nowhere to go, or failed: credits nothing
         out = self._release(now, force=False)
         return out + self._in_place(command)
@@ -316,6 +323,12 @@ class Causes:
             if not final and any(c.method in _OPENS and c.answered_at is None for c in live):
                 return None
             by = self._page(info, opener=True)
+            if by["after"] is None and self.last_acting is not None:
+                # No opener to read (a link dropped on a page, a noopener
+                # popup): the acting entry just before, on any tab.
+                entry, at = self.last_acting
+                if now - at <= SCRIPT_AFTER_S:
+                    by = {"kind": "page", "after": entry}
             if info is not None:
                 info.popup = True
                 info.opened_after = by["after"]
@@ -367,11 +380,16 @@ class Causes:
                     c.claimed_navigation = True
 
     def _claim_close(self, tab: str, now: float) -> Command | None:
-        for c in self.commands.values():
-            if not c.claimed and c.method in _CLOSES and c.tab == tab and self._live(c, now):
-                c.claimed = True
-                return c
-        return None
+        """The close sent for this tab; else one sent for an id that is no tab
+        the relay knows (a tab-type target's, whose page is this one)."""
+        live = [c for c in self.commands.values() if not c.claimed and self._live(c, now)]
+        closes = [c for c in live if c.method in _CLOSES and c.tab is not None]
+        found = next((c for c in closes if c.tab == tab), None)
+        if found is None:
+            found = next((c for c in closes if c.tab not in self.tabs), None)
+        if found is not None:
+            found.claimed = True
+        return found
 
     def _disposing(self, info: Tab | None, now: float) -> Command | None:
         """The dispose of the closed tab's context, if one is live (it closes
