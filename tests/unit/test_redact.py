@@ -53,8 +53,14 @@ def test_a_credential_in_an_unencoded_url_inside_a_query() -> None:
         f"http://h/?next=/cb?code={REDACTED}&x=1"
     )
     assert redact_text("http://h/?a=b?token=SECRET2") == f"http://h/?a=b?token={REDACTED}"
+    # A credential's value runs to a separator that surely ends it ("?" and
+    # "=" may be in it): what follows inside goes with it.
     assert redact_text("https://s/app;jsessionid=S3?PHPSESSID=S4") == (
-        f"https://s/app;jsessionid={REDACTED}?PHPSESSID={REDACTED}"
+        f"https://s/app;jsessionid={REDACTED}"
+    )
+    assert redact_text("http://h/?token=AAA?BBB=CCC&q=1") == f"http://h/?token={REDACTED}&q=1"
+    assert redact_text("http://h/?next=/cb%3Fcode=S5&r=https://b/cb%26code=S6&z=1") == (
+        f"http://h/?next=/cb%3Fcode={REDACTED}&r=https://b/cb%26code={REDACTED}&z=1"
     )
     # A "?" in a secret that starts no pair stays inside it.
     assert redact_text("http://h/?token=abc?def&q=1") == f"http://h/?token={REDACTED}&q=1"
@@ -67,7 +73,8 @@ def test_a_prompts_answer_is_withheld() -> None:
 
 
 def test_a_header_value_that_is_a_credential_whatever_its_name() -> None:
-    for value in ("Bearer abc.def", "Basic dXNlcjpwYXNz", "AWS4-HMAC-SHA256 Credential=x"):
+    values = ("Bearer abc.def", "Basic dXNlcjpwYXNz", "AWS4-HMAC-SHA256 Credential=x")
+    for value in (*values, "token ghp_x", "Bearer\tx", "SSWS x", "OAuth x"):
         out = redact_params("Network.setExtraHTTPHeaders", {"headers": {"X-Mine": value}})
         assert out["headers"]["X-Mine"] == {"withheld": "header", "length": len(value)}
 
@@ -167,7 +174,8 @@ def test_secret_headers(name: str) -> None:
         "X-Client-Secrets",
         *("X-Signature Signature X-Hub-Signature-256 X-Amz-Signature Sid Csrf X-Csrf").split(),
         *("X-Xsrf-Token X-Pass X-Pwd X-Password-Hash X-Otp X-Cookie Cookie2").split(),
-        *("X-Access-Key-Id X-Secret-Value X-Jwt").split(),
+        *("X-Access-Key-Id X-Secret-Value X-Jwt X-Passcode X-Totp X-Pw X-MFA").split(),
+        *("X-GitHub-PAT X-Api-Keyid").split(),
     ],
 )
 def test_headers_named_like_secrets(name: str) -> None:
@@ -180,6 +188,7 @@ def test_headers_named_like_secrets(name: str) -> None:
     [
         *("Accept X-Requested-With Content-Type Keep-Alive Cache-Control User-Agent").split(),
         *("Referer Accept-Language Sec-Fetch-Mode If-None-Match X-Passenger-Count").split(),
+        *("Path X-Pattern-Id").split(),
     ],
 )
 def test_plain_headers_kept(name: str) -> None:
@@ -267,6 +276,46 @@ def test_redaction_reads_only_what_it_keeps_and_in_linear_time() -> None:
         started = time.perf_counter()
         redact_text(huge[:200_000])
         assert time.perf_counter() - started < 0.5  # linear, not quadratic
+
+
+@pytest.mark.parametrize(
+    "unit",
+    ["key", "?a=", "%3Fa", "%3Fkey", "?key", "key%", "[key", "%26token", "a=?b"],
+)
+def test_query_shapes_made_to_be_slow_to_redact_are_not(unit: str) -> None:
+    """Pair-like runs with no end (a page's own URL can be one: a review found
+    "&" + "key" * n taking seconds once the first look was widened)."""
+    import time
+
+    for lead in ("&", "x=", "?token="):
+        text = lead + unit * (120_000 // len(unit)) + '"='
+        started = time.perf_counter()
+        redact_text(text)
+        assert time.perf_counter() - started < 0.5, (lead, unit)
+
+
+@pytest.mark.parametrize(
+    ("query", "kept"),
+    [
+        ("?user[password]=S1&session[token]=S2&token[]=S3&q=1", "&q=1"),
+        ("?%74oken=S1&api%5Fkey=S2&q=1", "&q=1"),
+        ("?sessionKey=S1&authKey=S2&verification_code=S3&totp=S4&q=1", "&q=1"),
+        ("?token=S1?B=S2&q=1", "&q=1"),
+    ],
+)
+def test_credential_keys_bracketed_encoded_or_camel(query: str, kept: str) -> None:
+    out = redact_text("https://h/p" + query)
+    assert "S1" not in out and "S2" not in out and "S3" not in out and "S4" not in out
+    assert out.endswith(kept) and "monkey" not in out
+
+
+def test_json_fields_named_like_secrets_in_camel_case() -> None:
+    """MCP tool arguments and app op arguments are JSON with camelCase keys:
+    browser_handle_dialog's promptText leaked so (5th red team)."""
+    fields = ["accessToken", "clientSecret", "newPassword", "refreshToken", "passphrase"]
+    out = redact({**{f: "s3cr3t" for f in fields}, "promptText": "hunter2", "key": "Enter"})
+    assert all(out[f] == {"withheld": "secret", "length": 6} for f in fields)
+    assert out["promptText"] == {"withheld": "secret", "length": 7} and out["key"] == "Enter"
 
 
 def test_input_not_mutated() -> None:

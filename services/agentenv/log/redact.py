@@ -42,6 +42,7 @@ import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 __all__ = [
     "CUT_AT",
@@ -105,16 +106,36 @@ _CREDENTIAL_KEYS = frozenset(
         "private_key",
         "access_key",
         "secret_key",
+        "pin",
+        "pw",
+        "totp",
+        "mfa_code",
+        "otp_code",
+        "verification_code",
+        "x_auth",
     ]
 )
 #: The keys above, and the key read, with case, "-" and "_" set aside:
 #: accessToken, access-token and ACCESS_TOKEN are one key.
 _CREDENTIAL_COMPACT = frozenset(k.replace("_", "") for k in _CREDENTIAL_KEYS)
-_CREDENTIAL_PREFIXES = ("x-amz-", "x-goog-")
+_CREDENTIAL_PREFIXES = ("x_amz_", "x_goog_")
 _CREDENTIAL_SUFFIXES = ("_token", "_secret", "_key")
 #: Endings of a compacted key that name a credential whatever comes before
 #: (clientSecret, authToken, oauth_verifier, newPassword, PHPSESSID).
-_CREDENTIAL_ENDINGS = ("token", "secret", "password", "passwd", "verifier", "sessid", "sessionid")
+_CREDENTIAL_ENDINGS = (
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "verifier",
+    "sessid",
+    "sessionid",
+    "signature",
+)
+#: A lower-case letter or digit before a capital: a camelCase word's start.
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+#: What splits a bracketed or dotted key: user[password], data.token, token[].
+_KEY_PARTS = re.compile(r"[\[\].]+")
 
 # Keys of JSON objects whose values are secrets. Narrower than the URL list:
 # CDP uses ``key`` and ``code`` for keyboard keys, which are not secrets.
@@ -137,6 +158,10 @@ _SECRET_FIELDS = frozenset(
         "proxy_authorization",
         "secret_access_key",
         "session_token",
+        "passphrase",
+        "passcode",
+        # What a prompt() is answered with (MCP's browser_handle_dialog too).
+        "prompt_text",
     ]
 )
 _SECRET_FIELD_SUFFIXES = ("_token", "_secret", "_password", "accesskey", "secretkey")
@@ -144,30 +169,51 @@ _SECRET_FIELD_SUFFIXES = ("_token", "_secret", "_password", "accesskey", "secret
 _SECRET_HEADERS = frozenset({"authorization", "cookie", "set-cookie", "proxy-authorization"})
 # A header named like a secret: a secret's word anywhere in the name
 # (X-Api-Key, Private-Token, Authentication, X-Session-Id, X-Hub-Signature-256,
-# X-Csrf-Token, Cookie2, X-Secret-Value, X-Password-Hash), or a short one as a
-# word of its own (X-Access-Key-Id, X-Pass, X-Pwd, X-Otp, Sid, X-Sig).
+# X-Csrf-Token, Cookie2, X-Secret-Value, X-Password-Hash, X-Passcode), or a
+# short one as a word of its own (X-Access-Key-Id, X-Api-Keyid, X-Pass,
+# X-Pwd, X-Otp, Sid, X-Sig, X-GitHub-PAT, X-MFA).
 _SECRET_HEADER_NAME = re.compile(
-    r"token|secret|passw|signature|cookie|csrf|xsrf|credential|auth|session|apikey|jwt"
-    r"|(?:^|[-_\s])(?:[a-z]*keys?|sig|pass|pwd|pin|otp|sid)(?:$|[-_\s\d])",
+    r"token|secret|passw|passcode|passphrase|signature|cookie|csrf|xsrf|credential|auth"
+    r"|session|apikey|jwt|totp"
+    r"|(?:^|[-_\s])(?:[a-z]*keys?(?:id)?|sig|pass|pwd|pw|pin|otp|mfa|pat|sid)(?:$|[-_\s\d])",
     re.IGNORECASE,
 )
-#: A header value that is a credential whatever the header's name.
-_SECRET_VALUE_SCHEMES = ("bearer ", "basic ", "digest ", "negotiate ", "ntlm ", "aws4-hmac")
+#: A header value that is a credential whatever the header's name: an
+#: authorization scheme and its credentials (Bearer, Basic, GitHub's "token",
+#: AWS signatures, Okta's SSWS).
+_SECRET_VALUE = re.compile(
+    r"\s*(?:bearer|basic|digest|negotiate|ntlm|token|oauth|aws|ssws|aws4-hmac-sha\d+)\s",
+    re.IGNORECASE,
+)
 
-_KEY_CHARS = "[^=&#?;\\s\"'<>]"
-# A pair whose key holds a fragment of a credential key's: the cheap first
-# look; credential_key then decides on each pair (_redact_pairs).
+#: Where a query pair starts: after ? & ; # or their percent-encoded forms
+#: (a URL inside another's query: ?next=/cb%3Fcode=…, ?r=https://b/cb%26code=…).
+_ENCODED_SEP = r"%3[fFbB]|%2[36]"
+_PAIR_START = rf"(?:^|[?&;#]|{_ENCODED_SEP})"
+#: A key's character: none of a pair's separators, encoded ones included, so
+#: every key run stops at the next pair's start (each is read once: linear).
+_KEY_CHAR = rf"(?:(?!{_ENCODED_SEP})[^=&#?;\s\"'<>])"
+# A pair whose key holds a fragment of a credential key's, a "%" or a "[":
+# the cheap first look; credential_key then decides on each pair
+# (_redact_pairs). The atomic groups keep it linear: without them a long key
+# run holding many fragments and no "=" is retried from each (quadratic).
 _CREDENTIAL_PAIR = re.compile(
-    rf"(?:^|[?&;#]){_KEY_CHARS}*"
-    r"(?:token|secret|passw|pwd|pass|key|code|sess|sid|sig|auth|credential|state|ticket"
-    r"|otp|jwt|verifier|saml|x-amz-|x-goog-)"
-    rf"{_KEY_CHARS}*=",
+    rf"{_PAIR_START}(?>{_KEY_CHAR}*?"
+    r"(?:token|secret|passw|pwd|pass|pw|key|code|sess|sid|sig|auth|credential|state|ticket"
+    r"|otp|jwt|verifier|saml|pin|mfa|x-amz-|x-goog-|%|\[))"
+    rf"(?>{_KEY_CHAR}*)=",
     re.IGNORECASE,
 )
 # Any query pair; tried only once _CREDENTIAL_PAIR found one worth redacting.
-# A value runs to the next separator, or to a "?" that starts another pair
-# (an unencoded URL in a query: ?next=/cb?code=SECRET).
-_ANY_PAIR = re.compile(r"(^|[?&;#])([^=&#?;\s\"'<>]+)=((?:(?!\?[^=&#?;\s\"'<>]+=)[^&#;\s\"'<>])*)")
+# A value runs to the next separator, or to a "?" (or an encoded separator)
+# that starts another pair: an unencoded URL in a query, ?next=/cb?code=SECRET.
+# The look-ahead's key takes no "%", so it stops at the next one (linear).
+_ANY_PAIR = re.compile(
+    rf"({_PAIR_START})((?>{_KEY_CHAR}+))="
+    rf"((?:(?!(?:\?|{_ENCODED_SEP})[^=&#?;%\s\"'<>]+=)[^&#;\s\"'<>])*)"
+)
+#: Where a credential's value ends whatever it holds: "?" and "=" may be in it.
+_VALUE_END = re.compile(r"[&#;\s\"'<>]")
 # A URL's user info, read as Chromium's URL parser reads it: after any scheme
 # and two slashes, or after http(s), ws(s) or ftp and any number of slashes
 # (none included: "http:u:p@h" is http://u:p@h); a backslash counts as a
@@ -196,19 +242,25 @@ _COOKIE_HINTS = ("domain", "url", "path", "expires", "httpOnly", "secure", "same
 
 @functools.lru_cache(maxsize=4096)
 def credential_key(name: str) -> bool:
-    """Whether a URL query key carries a credential (case-insensitive)."""
-    n = name.lower()
-    compact = n.replace("-", "").replace("_", "")
+    """Whether a URL query key carries a credential: in any case, camelCase,
+    with "-" or "_", percent-encoded, or as a part of a bracketed or dotted
+    key (``user[password]``)."""
+    if "%" in name:
+        name = unquote(name)
+    if "[" in name or "]" in name or "." in name:
+        return any(credential_key(part) for part in _KEY_PARTS.split(name) if part)
+    n = _CAMEL.sub(r"\1_\2", name).lower().replace("-", "_")
+    compact = n.replace("_", "")
     return (
         compact in _CREDENTIAL_COMPACT
         or n.startswith(_CREDENTIAL_PREFIXES)
-        or n.replace("-", "_").endswith(_CREDENTIAL_SUFFIXES)
+        or n.endswith(_CREDENTIAL_SUFFIXES)
         or compact.endswith(_CREDENTIAL_ENDINGS)
     )
 
 
 def _secret_field(name: str) -> bool:
-    n = name.lower().replace("-", "_")
+    n = _CAMEL.sub(r"\1_\2", name).lower().replace("-", "_")
     return n in _SECRET_FIELDS or n.endswith(_SECRET_FIELD_SUFFIXES)
 
 
@@ -222,7 +274,7 @@ def secret_header(name: str) -> bool:
 def secret_header_value(value: object) -> bool:
     """Whether a header's value is a credential whatever its name
     (``Bearer …``, ``Basic …``, an AWS signature)."""
-    return isinstance(value, str) and value.lstrip()[:10].lower().startswith(_SECRET_VALUE_SCHEMES)
+    return isinstance(value, str) and _SECRET_VALUE.match(value[:64]) is not None
 
 
 def withheld(kind: str, value: object) -> dict[str, Any]:
@@ -235,13 +287,17 @@ def withheld(kind: str, value: object) -> dict[str, Any]:
 
 
 def _redact_pairs(text: str) -> str:
+    """Each credential's value replaced, up to where a value surely ends (a
+    "?" or "=" inside it is no end): pairs found inside it are skipped."""
     parts: list[str] = []
     last = 0
     for found in _ANY_PAIR.finditer(text):
-        if credential_key(found.group(2)):
-            parts.append(text[last : found.start(3)])
-            parts.append(REDACTED)
-            last = found.end(3)
+        if found.start(3) < last or not credential_key(found.group(2)):
+            continue
+        parts.append(text[last : found.start(3)])
+        parts.append(REDACTED)
+        end = _VALUE_END.search(text, found.start(3))
+        last = end.start() if end is not None else len(text)
     parts.append(text[last:])
     return "".join(parts)
 
