@@ -4,6 +4,7 @@ an MCP tool, a pixel op."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from typing import Any
@@ -97,7 +98,21 @@ CLOSED_HOSTS = {
         "(() => { const h = document.createElement('div'); h.contentEditable = 'true';"
         " h.textContent = 'x'; document.body.append(h); return h; })()"
     ),
+    # The page keeps the caret in the host's own content (a non-editable span)
+    # while the focus stays in the field: the caret is no proof (5th red team).
+    "editable-caret-moved": (
+        "(() => { const h = document.createElement('div'); h.contentEditable = 'true';"
+        " h.innerHTML = 'x<span contenteditable=false>s</span>'; document.body.append(h);"
+        " const span = h.querySelector('span');"
+        " window.moveCaret = () => setTimeout(() => getSelection().collapse(span.firstChild, 0));"
+        " return h; })()"
+    ),
 }
+#: Run after the field has the focus (the caret-moving page does it on every key).
+AFTER_FOCUS = (
+    "if (window.moveCaret) { for (const e of ['focus', 'input', 'keyup', 'keydown'])"
+    " window.pwField.addEventListener(e, window.moveCaret); window.moveCaret(); }"
+)
 
 
 @pytest.mark.parametrize("host", sorted(CLOSED_HOSTS))
@@ -111,9 +126,10 @@ async def test_a_password_field_in_a_closed_shadow_root(target: Computer, host: 
             " const root = window.pwHost.attachShadow({mode: 'closed'});"
             " root.innerHTML = '<input type=password>';"
             " window.pwField = root.querySelector('input'); window.pwField.focus();"
-            " document.activeElement.tagName"
+            f" {AFTER_FOCUS}; document.activeElement.tagName"
         )
         assert await alice.evaluate(session, build) in ("BODY", "DIV")
+        await asyncio.sleep(0.1)
         await alice.call("Input.insertText", {"text": secret}, session)
         for char in secret[:3]:
             await alice.call(
@@ -127,11 +143,21 @@ async def test_a_password_field_in_a_closed_shadow_root(target: Computer, host: 
     clean(target, secret)
 
 
-async def test_typing_a_visible_field_is_kept(target: Computer) -> None:
+@pytest.mark.parametrize(
+    "focus",
+    [
+        "document.getElementById('q').focus()",
+        # An editable element hosting no shadow root: Chromium is asked, and clears it.
+        "(() => { const e = document.createElement('div'); e.contentEditable = 'true';"
+        " document.body.append(e); e.focus(); })()",
+        "document.activeElement.blur()",  # the page itself
+    ],
+)
+async def test_typing_a_visible_field_is_kept(target: Computer, focus: str) -> None:
     before = attempt(target)
     async with agent(target) as alice:
         tab, session = await alice.page(SITE + "/pixels")
-        await alice.evaluate(session, "document.getElementById('q').focus()")
+        await alice.evaluate(session, focus)
         await alice.call("Input.insertText", {"text": "red shoes"}, session)
         await alice.call("Target.closeTarget", {"targetId": tab})
     [entry] = _entries(target, before, "Input.insertText")

@@ -28,10 +28,13 @@ from agentenv.relay.elements import DESCRIBE_FUNCTION, ELEMENT_AT_FUNCTION, name
 
 __all__ = [
     "CHECK_TIMEOUT_S",
+    "HOST_EXPRESSION",
     "Focus",
     "check_expression",
     "drop_point",
     "field_named",
+    "host_pending",
+    "host_verdict",
     "is_typing",
     "verdict",
     "withhold_typing",
@@ -53,17 +56,15 @@ _CLASSIFY = r"""
     // Only a field that shows what it holds clears; anything else (a closed
     // shadow root's host, say) cannot be seen into.
     if (el.tagName === "INPUT" || el.tagName === "TEXTAREA") return "no";
-    // An editable element clears only with the caret in its own content: one
-    // hosting a closed shadow root with the focus inside holds no caret.
-    if (el.isContentEditable) {
-      const root = el.getRootNode();
-      const sel = root.getSelection ? root.getSelection() : el.ownerDocument.getSelection();
-      return sel && sel.rangeCount > 0 && el.contains(sel.focusNode) ? "no" : "undecided";
-    }
     // The page itself has the keys unless it matches :focus, which it does as
     // the host of a closed shadow root the focus is in.
     const page = el === el.ownerDocument.body || el === el.ownerDocument.documentElement;
     if (page && !el.matches(":focus")) return "no";
+    // An editable element, or the page matching :focus, clears only if it
+    // hosts no closed shadow root: a script cannot see one (nor trust the
+    // caret, which a page moves where it likes), so the relay asks Chromium
+    // (HOST_EXPRESSION, then DOM.describeNode).
+    if (page || el.isContentEditable) { globalThis.__agentenvHost = el; return "host"; }
     return "undecided";
   };
 """
@@ -160,6 +161,35 @@ def _value(answer: object) -> object:
         if isinstance(inner, Mapping):
             return inner.get("value")
     return None
+
+
+#: The element a check answered "host" for, as an object (our world's own
+#: global, out of the page's reach), for ``DOM.describeNode``.
+HOST_EXPRESSION = "globalThis.__agentenvHost"
+
+
+def host_pending(answer: object) -> bool:
+    """Whether a check's answer waits on Chromium saying whether the element
+    hosts a closed shadow root (:func:`host_verdict`)."""
+    value = _value(answer)
+    if isinstance(value, Mapping):
+        value = value.get("verdict")
+    return value == "host"
+
+
+def host_verdict(described: object) -> Focus:
+    """``DOM.describeNode``'s answer for a "host" element: "no" when every
+    shadow root it hosts is open (focus inside one was already followed), else
+    "undecided" (a closed root may hold the password field)."""
+    result = described.get("result") if isinstance(described, Mapping) else None
+    node = result.get("node") if isinstance(result, Mapping) else None
+    if not isinstance(node, Mapping):
+        return "undecided"
+    roots = node.get("shadowRoots") or []
+    if not isinstance(roots, list):
+        return "undecided"
+    open_only = all(isinstance(r, Mapping) and r.get("shadowRootType") == "open" for r in roots)
+    return "no" if open_only else "undecided"
 
 
 def verdict(answer: object) -> Focus:

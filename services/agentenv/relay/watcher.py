@@ -33,9 +33,12 @@ from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.password import (
     CHECK_TIMEOUT_S,
+    HOST_EXPRESSION,
     Focus,
     check_expression,
     field_named,
+    host_pending,
+    host_verdict,
     verdict,
 )
 from agentenv.settings import Settings
@@ -317,7 +320,12 @@ class Watcher:
         return context
 
     async def _evaluate(
-        self, tab: str | None, expression: str, timeout_s: float, again: bool = False
+        self,
+        tab: str | None,
+        expression: str,
+        timeout_s: float,
+        again: bool = False,
+        group: str | None = None,
     ) -> dict[str, Any] | None:
         """``expression``'s answer in ``tab``, in our isolated world, on the
         relay's own connection; None when it cannot be had within
@@ -336,12 +344,14 @@ class Watcher:
                     context = await self._world(tab, session, timeout_s)
                     if context is None:
                         return None
-                    params = {
+                    params: dict[str, Any] = {
                         "expression": expression,
-                        "returnByValue": True,
+                        "returnByValue": group is None,
                         "silent": True,
                         "contextId": context,
                     }
+                    if group is not None:  # an object to pass on, released after
+                        params["objectGroup"] = group
                     answer = await self._call(
                         "Runtime.evaluate", params, session=session, deadline_s=timeout_s
                     )
@@ -371,7 +381,45 @@ class Watcher:
         """Whether typing in ``tab`` goes into a password field (the focused
         field, or the element at ``point``, a drop; undecided on any doubt),
         and with ``describe`` the field's role and name."""
+        loop = asyncio.get_running_loop()
+        began = loop.time()
         answer = await self._evaluate(tab, check_expression(point, describe), CHECK_TIMEOUT_S)
         if answer is None:
             return "undecided", None
-        return verdict(answer), field_named(answer) if describe else None
+        focus = verdict(answer)
+        if host_pending(answer):
+            left = CHECK_TIMEOUT_S - (loop.time() - began)
+            focus = await self._host_checked(tab, left) if left > 0 else "undecided"
+        return focus, field_named(answer) if describe else None
+
+    async def _host_checked(self, tab: str | None, timeout_s: float) -> Focus:
+        """Whether the element a check left as "host" hosts a closed shadow
+        root, as Chromium says (a script cannot see one)."""
+        group = "agentenv-host"
+        answer = await self._evaluate(tab, HOST_EXPRESSION, timeout_s, group=group)
+        found = (answer or {}).get("result", {}).get("result", {})
+        session = self._sessions.get(tab) if tab is not None else None
+        if not isinstance(found, dict) or "objectId" not in found or session is None:
+            return "undecided"
+        try:
+            described = await self._call(
+                "DOM.describeNode",
+                {"objectId": found["objectId"], "depth": 0, "pierce": True},
+                session=session,
+                deadline_s=timeout_s,
+            )
+        except (WatcherError, TimeoutError, aiohttp.ClientError, OSError):
+            return "undecided"
+        finally:
+            self._release(session, group)
+        return host_verdict(described)
+
+    def _release(self, session: str, group: str) -> None:
+        async def release() -> None:
+            # An error: the document went, and its objects with it.
+            with contextlib.suppress(WatcherError, TimeoutError, aiohttp.ClientError, OSError):
+                await self._call("Runtime.releaseObjectGroup", {"objectGroup": group}, session)
+
+        task = asyncio.create_task(release())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
