@@ -82,6 +82,27 @@ def test_a_session_the_connection_never_attached_is_answered_at_once() -> None:
     assert send(state, {**bogus, "id": 13, "sessionId": "S"}).kind is Kind.INVALID
 
 
+def test_an_answer_without_its_session_ends_no_other_sessions_command() -> None:
+    """Detach session A and send id 90 on it at once: the relay still knew A,
+    so it went on; Chromium answers it without a sessionId, and it ended the
+    navigate of id 90 on session B (5th red team)."""
+    state = agent()
+    state.sessions["A"] = SessionInfo("T1")
+    state.sessions["B"] = SessionInfo("T2")
+    navigate = Pending(30, "Page.navigate", {"url": "https://a.example/"}, "T2", True)
+    state.pending[("B", 90)] = navigate
+    state.pending[("A", 90)] = Pending(31, "Runtime.evaluate", {}, "T1", True)
+    detached = core.from_upstream(
+        state,
+        '{"method":"Target.detachedFromTarget","params":{"sessionId":"A"},"sessionId":null}',
+    )
+    assert [p.entry for p in detached.orphans] == [31]
+    lost = core.from_upstream(state, '{"id":90,"error":{"code":-32001,"message":"no session"}}')
+    assert lost.pending is None and state.pending == {("B", 90): navigate}
+    done = core.from_upstream(state, '{"id":90,"result":{"frameId":"T2"},"sessionId":"B"}')
+    assert done.pending is navigate and done.ok
+
+
 def test_typing_is_flagged_for_the_check() -> None:
     state = agent()
     state.sessions["S"] = SessionInfo("T")
@@ -240,8 +261,10 @@ def test_answers_end_their_commands_and_the_relays_own_never_pass() -> None:
     assert own < 0
     assert core.from_upstream(state, f'{{"id":{own},"result":{{}}}}').kind is Down.DROP
     state.pending[("S", 4)] = Pending(12, "Page.navigate", {})
-    down = core.from_upstream(state, '{"id":4,"error":{"code":-32000,"message":"No session"}}')
-    assert down.pending is not None and not down.ok and down.error == "No session"
+    down = core.from_upstream(
+        state, '{"id":4,"error":{"code":-32000,"message":"No such frame"},"sessionId":"S"}'
+    )
+    assert down.pending is not None and not down.ok and down.error == "No such frame"
     state.pending[(None, 5)] = Pending(13, "Browser.setDownloadBehavior", {})
     core.from_upstream(state, '{"id":5,"result":{}}')
     assert state.downloads_changed

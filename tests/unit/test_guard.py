@@ -350,6 +350,17 @@ def test_a_new_target_is_a_plain_tab() -> None:
     assert found is not None and found.rule == "local-url"
 
 
+def test_a_tab_type_targets_id_closes_and_activates_nothing() -> None:
+    """Chromium lists a "tab" target for each tab under an id that is not its
+    page's: a close by it was tied to no page in the log (4th red team)."""
+    known = {"T1": ("tab", "https://a.example/"), "P1": ("page", "https://a.example/")}
+    for method in ("Target.closeTarget", "Target.activateTarget"):
+        found = check(method, {"targetId": "T1"}, "/dl", known.get)
+        assert found is not None and found.rule == "not-a-web-target" and "page" in found.message
+        assert check(method, {"targetId": "P1"}, "/dl", known.get) is None
+        assert check(method, {"targetId": "NEW"}, "/dl", known.get) is None
+
+
 def test_a_path_whose_links_cannot_be_read_is_outside(
     downloads: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

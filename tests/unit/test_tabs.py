@@ -142,28 +142,64 @@ def test_a_navigation_is_the_navigate_sent_to_its_url() -> None:
     assert c.navigated("A", "https://x.test/login", 2.0)[0]["by"] == by(270)
 
 
-def test_a_close_by_a_tab_type_targets_id_is_the_cause() -> None:
-    """Target.getTargets lists each tab's "tab" target, whose id is not its
-    page's: a close by that id was tied to no page (4th red team)."""
+def test_a_close_of_another_target_takes_no_tabs_close() -> None:
+    """A close sent for a worker (or any id that is no tab) is not the cause
+    of a popup that closes itself a moment later; a failed close causes
+    nothing; a failed dispose closes nothing. (Tab-type ids are refused.)"""
     c = Causes()
-    c.known("D777", "http://bob/")
-    c.acting("D777", 113, "Runtime.evaluate", 1.0, "bob")
-    c.sent(cmd(115, "Target.closeTarget", "E744"))  # the tab target's id
-    assert c.destroyed("D777", 1.2)[0]["by"] == by(115)
-    # A close that failed causes nothing.
-    c.known("F", "http://f/")
-    c.sent(cmd(120, "Target.closeTarget", "NOPE"))
-    c.answered(120, False, None, 2.0)
-    assert c.destroyed("F", 2.1)[0]["by"]["kind"] == "page"
+    for tab in ("P", "F", "X"):
+        c.known(tab, f"http://{tab}/", context="C1")
+    c.acting("P", 7, "Input.dispatchMouseEvent", 0.5, "bob")
+    c.sent(cmd(115, "Target.closeTarget", "WORKER1"))
+    c.answered(115, True, None, 0.9)
+    assert c.destroyed("P", 3.0)[0]["by"] == {"kind": "page", "after": 7}
+    c.sent(cmd(120, "Target.closeTarget", "F"))
+    c.answered(120, False, None, 4.0)
+    assert c.destroyed("F", 4.1)[0]["by"]["kind"] == "page"
+    c.sent(Command(121, "Target.disposeBrowserContext", None, by(121), context="C1"))
+    c.answered(121, False, None, 5.0)
+    assert c.destroyed("X", 5.1)[0]["by"]["kind"] == "page"
 
 
-def test_a_tab_with_no_opener_follows_the_latest_acting_entry() -> None:
-    """A link dropped on a page opens a tab with no opener (4th red team)."""
+def test_a_tab_with_no_opener_follows_the_front_tabs_latest_acting_entry() -> None:
+    """A link dropped on a page opens a tab with no opener (4th red team):
+    credited to the acting entry just before it on the tab in front, and to
+    nothing when that entry came later (the event was held) or on another tab."""
     c = Causes()
     c.known("A", "http://a/")
+    c.known("B", "http://b/")
+    c.to_front("A")
     c.acting("A", 302, "Input.dispatchDragEvent", 1.0, "alice")
     assert c.created("N", "http://dropped/", None, 1.3)[0]["by"] == {"kind": "page", "after": 302}
     assert c.created("M", "http://later/", None, 9.0)[0]["by"] == {"kind": "page", "after": None}
+    c.to_front("A")
+    c.acting("B", 400, "Input.dispatchMouseEvent", 10.0, "alice")  # a background tab
+    assert c.created("Q", "http://q/", None, 10.2)[0]["by"] == {"kind": "page", "after": None}
+    # Held behind an open in flight, then an action after it: not its cause.
+    c.to_front("A")
+    c.sent(cmd(500, "Target.createTarget", None))
+    assert c.created("R", "http://r/", None, 20.0) == []
+    c.acting("A", 501, "Input.dispatchMouseEvent", 20.5, "bob")
+    out = c.answered(500, True, "S", 20.6)
+    assert {
+        "event": "opened",
+        "id": "R",
+        "url": "http://r/",
+        "by": {"kind": "page", "after": None},
+    } in out
+
+
+def test_a_redirect_is_credited_to_its_own_navigate() -> None:
+    """Navigate #10 redirects after #12 was sent: each keeps its own (a review
+    found the latest-first rule swapping them)."""
+    c = Causes()
+    c.known("A", "http://a/")
+    c.navigated("A", "http://a/", 0.1)
+    c.sent(Command(10, "Page.navigate", "A", by(10), url="http://x.test/"))
+    c.answered(10, True, None, 1.0)
+    c.sent(Command(12, "Page.navigate", "A", by(12), url="https://y.test/"))
+    assert c.navigated("A", "https://x.test/login", 1.1)[0]["by"] == by(10)
+    assert c.navigated("A", "https://y.test/", 1.2)[0]["by"] == by(12)
 
 
 def test_agentenv_cause_and_stale_commands_forgotten() -> None:

@@ -44,6 +44,7 @@ downloads folder): reading it is then off the agent's round trip.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,6 +122,9 @@ class ClientState:
     next_own: int = -1
     #: The client changed where downloads go: set it back when it leaves.
     downloads_changed: bool = False
+    #: The tab a target belongs to (an iframe's page), as the relay's watcher
+    #: knows; a session attached straight to an iframe acts on that tab.
+    owner: Callable[[str], str] = field(default=lambda target: target, repr=False)
 
     def tab_of(self, session: str | None, method: str, params: dict[str, Any] | None) -> str | None:
         if params is not None and method.startswith("Target."):
@@ -394,12 +398,11 @@ def from_upstream(state: ClientState, data: str) -> Downstream:
     session = message.get("sessionId")
     pending = state.pending.pop((session if isinstance(session, str) else None, call), None)
     if pending is None:
-        # Chromium answers a command for an unknown session without the
-        # sessionId: match on the id alone.
-        key = next((k for k in state.pending if k[1] == call), None)
-        if key is None:
-            return _PASS
-        pending = state.pending.pop(key)
+        # An answer without the sessionId of a command sent with one: Chromium
+        # had no such session (it detached while the command was on its way;
+        # its entry ended with the detach). Matched on the id alone it would
+        # end another session's command of the same id: it goes as it came.
+        return _PASS
     error = message.get("error")
     ok = error is None
     result = message.get("result") if ok else None
@@ -422,7 +425,7 @@ def _read_result(
         new = result.get("sessionId")
         target = pending.params.get("targetId") if isinstance(pending.params, dict) else None
         if isinstance(new, str) and isinstance(target, str) and new not in state.sessions:
-            state.sessions[new] = SessionInfo(target)
+            state.sessions[new] = SessionInfo(state.owner(target))
     else:  # Browser. or Page.setDownloadBehavior
         state.downloads_changed = True
 
@@ -473,7 +476,7 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
             Down.DETACH, session=session, parent=parent if isinstance(parent, str) else None
         )
     if kind in ("page", "tab") or not isinstance(parent, str):
-        tab = target
+        tab = state.owner(target) if isinstance(target, str) else target
     else:  # a frame or worker inside a page: its tab is the page's
         owner = state.sessions.get(parent)
         tab = owner.tab if owner is not None else target

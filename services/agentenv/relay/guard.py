@@ -274,6 +274,23 @@ def _target_op(params: Mapping[str, Any], downloads: str, targets: Targets) -> V
     return None
 
 
+def _close_or_activate(
+    params: Mapping[str, Any], downloads: str, targets: Targets
+) -> Verdict | None:
+    """As :func:`_target_op`; and never by a tab-type target's id: Chromium
+    lists one for each tab (``Target.getTargets`` with a "tab" filter) under
+    an id that is not its page's, so what it closed was tied to no page."""
+    target = params.get("targetId")
+    info = targets(target) if isinstance(target, str) else None
+    if info is not None and info[0] == "tab":
+        return Verdict(
+            "not-a-web-target",
+            "blocked by agentenv guard not-a-web-target: that id is a tab-type target's; "
+            "close or activate the page by its own targetId (Target.getTargets lists pages)",
+        )
+    return _target_op(params, downloads, targets)
+
+
 #: What an agent may give a browser context: only this (an allowlist, as
 #: real clients send). Everything else Chromium takes there is network
 #: routing: a proxy of the agent's choosing takes every page of the context
@@ -325,8 +342,8 @@ PARAMS: dict[str, Rule] = {
     "Input.dispatchDragEvent": _drag,
     "Target.attachToTarget": _attach,
     "Target.autoAttachRelated": _target_op,
-    "Target.activateTarget": _target_op,
-    "Target.closeTarget": _target_op,
+    "Target.activateTarget": _close_or_activate,
+    "Target.closeTarget": _close_or_activate,
 }
 
 

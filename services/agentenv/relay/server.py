@@ -347,11 +347,13 @@ async def _bridge(
         else request.headers.get("AgentEnv-Tag") or request.query.get("tag")
     )
     numbers = request.app[numbers_key]
+    watcher = request.app[watcher_key]
     state = ClientState(
         next(numbers),
         identity,
         tag,
-        target if kind == "page" else None,
+        watcher.tab_of(target) if kind == "page" else None,
+        owner=watcher.tab_of,
     )
     try:
         await client.prepare(request)

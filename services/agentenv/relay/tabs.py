@@ -8,19 +8,19 @@ each with its cause:
 
 - the command that asked for it (``Target.createTarget`` opens, and claims
   the new tab's first navigation unless a navigation command claims it;
-  ``Page.navigate`` navigates (the one sent to that URL, else the latest);
+  ``Page.navigate`` navigates (the one sent to that URL, else to its host,
+  else the earliest);
   ``Page.reload`` and
   ``Page.navigateToHistoryEntry`` navigate but credit only once answered
-  without error; ``Target.closeTarget`` and ``Page.close`` close (a close
-  sent for an id that is no tab the relay knows, a tab-type target's, is
-  the cause of the next tab that closes), and
+  without error; ``Target.closeTarget`` and ``Page.close`` close (by a
+  tab-type target's id they are refused: it names no page), and
   ``Target.disposeBrowserContext`` closes every tab of its context). Chromium
   reports navigations as URL changes, so a reload, or a navigation to the
   URL the tab already shows, is written when its answer comes;
 - ``agentenv`` when that command ran for the computer's own op;
 - else ``page``, after the latest acting entry on the tab, or on its opener
   for a popup, or, for a tab with no opener to read (a link dropped on a
-  page), on any tab up to :data:`SCRIPT_AFTER_S` before. Script calls
+  page), on the tab in front up to :data:`SCRIPT_AFTER_S` before. Script calls
   (``Runtime.evaluate``/``callFunctionOn``) act,
   but a client's own checks follow its input (Playwright inspects the page
   right after a click): an input or other acting command up to
@@ -102,6 +102,7 @@ class _Held:
     event: Event
     until: float
     kind: str  # "opened" | "navigated"
+    seen: float = 0.0  # when Chromium reported it
 
 
 @dataclass
@@ -118,8 +119,8 @@ class Causes:
     #: Tabs whose main frame is loading, as heard by clients with the Page
     #: domain on (every driver turns it on); a recording's frame waits for them.
     loading: dict[str, float] = field(default_factory=dict)  # tab -> when it started
-    #: The latest acting entry on any tab, and when.
-    last_acting: tuple[int, float] | None = None
+    #: The latest acting entry on any tab: its entry, when, and its tab.
+    last_acting: tuple[int, float, str] | None = None
 
     @property
     def active(self) -> str | None:
@@ -156,7 +157,7 @@ class Causes:
         info = self.tabs.get(tab) if tab is not None else None
         if info is None:
             return
-        self.last_acting = (entry, now)
+        self.last_acting = (entry, now, info.id)
         info.last_acting, info.last_acting_at, info.last_acting_who = entry, now, who
         if method not in _SCRIPTS:
             info.last_input, info.last_input_at, info.last_input_who = entry, now, who
@@ -283,11 +284,11 @@ class Causes:
     def _settle(self, event: Event, kind: str, now: float) -> list[Event]:
         tab = event["id"]
         if any(h.event["id"] == tab for h in self.held):
-            self.held.append(_Held(event, now + HOLD_S, kind))  # keep the tab's order
+            self.held.append(_Held(event, now + HOLD_S, kind, now))  # keep the tab's order
             return []
-        by = self._match(event, kind, now, final=False)
+        by = self._match(event, kind, now, final=False, seen=now)
         if by is None:
-            self.held.append(_Held(event, now + HOLD_S, kind))
+            self.held.append(_Held(event, now + HOLD_S, kind, now))
             return []
         return [event | {"by": by}]
 
@@ -301,7 +302,7 @@ class Causes:
                 still.append(h)
                 continue
             final = now >= h.until or (force and (tab is None or t == tab))
-            by = self._match(h.event, h.kind, now, final=final)
+            by = self._match(h.event, h.kind, now, final=final, seen=h.seen)
             if by is None:
                 still.append(h)
                 blocked.add(t)
@@ -310,8 +311,11 @@ class Causes:
         self.held = still
         return out
 
-    def _match(self, event: Event, kind: str, now: float, final: bool) -> dict[str, Any] | None:
-        """The cause, or None to hold the event (only when not ``final``)."""
+    def _match(
+        self, event: Event, kind: str, now: float, final: bool, seen: float
+    ) -> dict[str, Any] | None:
+        """The cause, or None to hold the event (only when not ``final``);
+        ``seen`` is when Chromium reported it."""
         tab = event["id"]
         info = self.tabs.get(tab)
         live = [c for c in self.commands.values() if not c.claimed and self._live(c, now)]
@@ -325,9 +329,10 @@ class Causes:
             by = self._page(info, opener=True)
             if by["after"] is None and self.last_acting is not None:
                 # No opener to read (a link dropped on a page, a noopener
-                # popup): the acting entry just before, on any tab.
-                entry, at = self.last_acting
-                if now - at <= SCRIPT_AFTER_S:
+                # popup): the acting entry just before it opened, if it was
+                # on the tab then in front.
+                entry, at, on = self.last_acting
+                if at <= seen and seen - at <= SCRIPT_AFTER_S and on == self._front_before(tab):
                     by = {"kind": "page", "after": entry}
             if info is not None:
                 info.popup = True
@@ -335,11 +340,13 @@ class Causes:
             return by
         navigating = [c for c in live if c.tab == tab and c.method in _NAVIGATES]
         if navigating:
-            # The one sent to this URL, else the latest: an earlier navigate
-            # still in flight (another agent's, held up) is not this one.
+            # The one sent to this URL, else to its host (a redirect), else
+            # the earliest: an earlier navigate still in flight (another
+            # agent's, held up) does not take a later one's URL.
             url = event.get("url") or ""
             same = [c for c in navigating if c.url is not None and _same_url(c.url, url)]
-            c = (same or navigating)[-1]
+            host = [c for c in navigating if c.url is not None and _same_host(c.url, url)]
+            c = (same or host or navigating)[0]
             c.claimed = True
             self._first_navigation(tab)
             return c.by
@@ -380,16 +387,15 @@ class Causes:
                     c.claimed_navigation = True
 
     def _claim_close(self, tab: str, now: float) -> Command | None:
-        """The close sent for this tab; else one sent for an id that is no tab
-        the relay knows (a tab-type target's, whose page is this one)."""
-        live = [c for c in self.commands.values() if not c.claimed and self._live(c, now)]
-        closes = [c for c in live if c.method in _CLOSES and c.tab is not None]
-        found = next((c for c in closes if c.tab == tab), None)
-        if found is None:
-            found = next((c for c in closes if c.tab not in self.tabs), None)
-        if found is not None:
-            found.claimed = True
-        return found
+        for c in self.commands.values():
+            if not c.claimed and c.method in _CLOSES and c.tab == tab and self._live(c, now):
+                c.claimed = True
+                return c
+        return None
+
+    def _front_before(self, tab: str) -> str | None:
+        """The tab in front before ``tab`` opened (it may be in front now)."""
+        return next((t for t in self.front if t != tab), None)
 
     def _disposing(self, info: Tab | None, now: float) -> Command | None:
         """The dispose of the closed tab's context, if one is live (it closes
@@ -397,7 +403,12 @@ class Causes:
         if info is None or info.context is None:
             return None
         for c in self.commands.values():
-            if c.method == _DISPOSES and c.context == info.context and self._live(c, now):
+            if (
+                c.method == _DISPOSES
+                and c.context == info.context
+                and c.ok is not False
+                and self._live(c, now)
+            ):
                 return c
         return None
 
@@ -422,6 +433,16 @@ def _credited(info: Tab | None) -> int | None:
     ):
         return info.last_input
     return info.last_acting
+
+
+def _same_host(a: str, b: str) -> bool:
+    """Whether two addresses name one host (any scheme: a redirect to https)."""
+    from urllib.parse import urlsplit
+
+    try:
+        return (urlsplit(a.strip()).hostname or "") == (urlsplit(b.strip()).hostname or "x")
+    except ValueError:
+        return False
 
 
 def _same_url(a: str, b: str) -> bool:

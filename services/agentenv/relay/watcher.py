@@ -73,7 +73,23 @@ class Watcher:
         self.connected = asyncio.Event()
         #: Every target Chromium reported: id -> (type, url), for the guard.
         self.targets: dict[str, tuple[str, str]] = {}
+        #: A target's parent target (Chromium's parentId): an iframe's page.
+        self.parents: dict[str, str] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+
+    def tab_of(self, target: str) -> str:
+        """The tab a target belongs to (an iframe's page, through nested
+        frames), or the target itself when none is known."""
+        found = target
+        for _ in range(32):
+            info = self.targets.get(found)
+            if info is not None and is_tab(info):
+                return found
+            parent = self.parents.get(found)
+            if parent is None:
+                return target
+            found = parent
+        return target
 
     def target(self, target: str) -> tuple[str, str] | None:
         """What the watcher knows of a target: ``(type, url)``, None if unknown."""
@@ -110,7 +126,10 @@ class Watcher:
             self._initial = not self._saw_exit
             reader = asyncio.create_task(self._read(ws))
             try:
-                await self._call("Target.setDiscoverTargets", {"discover": True}, deadline_s=10)
+                # Tab-type targets too (Chromium leaves them out by default):
+                # the guard refuses closing or activating one by its id.
+                discover = {"discover": True, "filter": [{"type": "browser", "exclude": True}, {}]}
+                await self._call("Target.setDiscoverTargets", discover, deadline_s=10)
                 self._initial = False
                 await self._find_front()
                 await self._set_downloads()
@@ -123,6 +142,7 @@ class Watcher:
                 self.connected.clear()
                 self._ws = None
                 self.targets.clear()
+                self.parents.clear()
                 self._fail_calls("Chromium went away")
                 self._sessions.clear()
                 for task in self._attaching.values():
@@ -196,6 +216,9 @@ class Watcher:
                 return
             url = str(info.get("url", ""))
             self.targets[target] = (kind, url)
+            parent = info.get("parentId")
+            if isinstance(parent, str) and parent:
+                self.parents[target] = parent
             # Tabs are web pages: the browser's own UI (Chromium lists its
             # omnibox popup as a page at a chrome:// URL) is none of them.
             if not is_tab((kind, url)):
@@ -214,6 +237,7 @@ class Watcher:
             tab = params.get("targetId")
             if isinstance(tab, str):
                 self.targets.pop(tab, None)
+                self.parents.pop(tab, None)
                 self._sessions.pop(tab, None)
                 self._worlds.pop(tab, None)
                 if self.logbook.causes.url(tab) is not None:
