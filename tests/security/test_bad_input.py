@@ -209,3 +209,50 @@ def test_target_ids_cannot_walk_to_other_chromium_paths(target: Computer, path: 
     answer = requests.get(f"{target.relay}{path}?token={token}", timeout=10)
     assert answer.status_code == 404, answer.text
     assert "6666" not in answer.text and "webSocketDebuggerUrl" not in answer.text
+
+
+async def test_the_mcp_event_stream_stops_no_one(target: Computer) -> None:
+    """GET /mcp (the event stream an MCP client opens after initialize) spun
+    the app server's loop at full CPU for good once its client left: one
+    agent's token stopped every op, recording and /readyz (5th red team). It
+    is answered 405 (the transport allows it: answers here are JSON), and the
+    app answers everyone after an SDK client has come and gone."""
+    import httpx2
+    from mcp.client.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {
+        "Authorization": f"Bearer {target.token('alice')}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    init: dict[str, Any] = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    started = requests.post(target.app + "/mcp", json=init, headers=headers, timeout=60)
+    session = started.headers["mcp-session-id"]
+    stream = requests.get(
+        target.app + "/mcp",
+        headers={**headers, "Mcp-Session-Id": session, "Accept": "text/event-stream"},
+        timeout=10,
+    )
+    assert stream.status_code == 405 and "no event stream" in stream.text
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {target.token('alice')}"}, timeout=deadline(60)
+    )
+    async with Client(
+        streamable_http_client(target.app + "/mcp", http_client=http),
+        read_timeout_seconds=deadline(60),
+    ) as client:
+        assert (await client.list_tools()).tools
+    for _ in range(3):
+        time.sleep(0.5)
+        assert requests.get(target.app + "/readyz", timeout=3).status_code == 200

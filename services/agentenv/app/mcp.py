@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
+import orjson
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.server.lowlevel.server import Server
@@ -192,6 +193,23 @@ class PlaywrightSession:
             self.folder = None
 
 
+def _file_args(value: Any, depth: int = 0) -> list[tuple[str, Any]]:
+    """Every argument named like a file (:data:`FILE_ARGS`), at any depth:
+    a tool may take them inside an object or a list."""
+    found: list[tuple[str, Any]] = []
+    if depth > 16:
+        return [("arguments", "/")]  # too deep to read: refused as outside
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in FILE_ARGS:
+                found.append((key, item))
+            found.extend(_file_args(item, depth + 1))
+    elif isinstance(value, list):
+        for item in value:
+            found.extend(_file_args(item, depth + 1))
+    return found
+
+
 def _outside(value: Any, *roots: str) -> bool:
     """Whether a file argument names a path outside ``roots`` (relative paths
     are taken from the first, Playwright MCP's own folder)."""
@@ -293,8 +311,8 @@ class McpProxy:
             )
         downloads = str(self.settings.downloads_dir)
         own = str(session.folder or session.prepare())
-        for key in FILE_ARGS:
-            if key in args and _outside(args[key], own, downloads):
+        for key, value in _file_args(args):
+            if _outside(value, own, downloads):
                 return _error(
                     f"{name}: {key} must be a file of this session's or in the downloads "
                     f"folder {downloads}"
@@ -335,7 +353,27 @@ class McpProxy:
     # -- ASGI ------------------------------------------------------------------------
 
     async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The manager's ASGI app, ending a session's Playwright MCP on DELETE."""
+        """The manager's ASGI app, ending a session's Playwright MCP on DELETE.
+
+        ``GET`` (the stream of server messages a client may open after
+        ``initialize``) is answered 405, as the transport allows a server
+        that offers none: answers here are JSON, and the SDK's event stream
+        through aiohttp-asgi spun the app's loop at full CPU for good once its
+        client left (one agent stopped the app server for everyone)."""
+        if scope.get("type") == "http" and scope.get("method") == "GET":
+            body = orjson.dumps(
+                {
+                    "error": {
+                        "code": 405,
+                        "message": "this MCP server offers no event stream: POST requests "
+                        "get JSON answers (GET /mcp is not needed)",
+                    }
+                }
+            )
+            headers = [(b"content-type", b"application/json"), (b"allow", b"POST, DELETE")]
+            await send({"type": "http.response.start", "status": 405, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
         ended = None
         if scope.get("type") == "http" and scope.get("method") == "DELETE":
             for name, value in scope.get("headers", []):

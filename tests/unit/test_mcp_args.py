@@ -1,0 +1,37 @@
+"""Which MCP tool arguments name files, and which of those are refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentenv.app.mcp import _file_args, _outside
+
+
+def test_file_arguments_are_found_at_any_depth() -> None:
+    args = {
+        "filename": "a.png",
+        "element": "x",
+        "items": [{"paths": ["/etc/passwd"]}, {"data": {"path": "b.txt"}}],
+    }
+    assert _file_args(args) == [
+        ("filename", "a.png"),
+        ("paths", ["/etc/passwd"]),
+        ("path", "b.txt"),
+    ]
+    deep: dict[str, object] = {}
+    node = deep
+    for _ in range(20):
+        node["x"] = {}
+        node = node["x"]  # type: ignore[assignment]
+    assert _file_args(deep) == [("arguments", "/")]
+
+
+def test_only_the_sessions_folder_and_downloads(tmp_path: Path) -> None:
+    own, downloads = tmp_path / "own", tmp_path / "downloads"
+    own.mkdir()
+    downloads.mkdir()
+    roots = (str(own), str(downloads))
+    assert not _outside("shot.png", *roots)  # relative: the session's own folder
+    assert not _outside([str(downloads / "f.txt")], *roots)
+    for bad in ("/etc/passwd", "../x", [str(downloads / "ok"), "/etc/shadow"], "/"):
+        assert _outside(bad, *roots), bad
