@@ -48,8 +48,8 @@ AGENTENV_USER = "agentenv"
 #: can be allowed again by a policy (ExplicitlyAllowedNetworkPorts), which the
 #: image does not set; the IRC ports below are not among them.
 PAGE_REFUSED_PORTS = frozenset(
-    {1719, 1720, 1723, 2049, 3659, 4045, 5060, 5061, 6000, 6566}
-    | {6665, 6666, 6667, 6668, 6669, 6697, 10080}
+    {1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566}
+    | {6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080}
 )
 
 
@@ -70,6 +70,8 @@ class Settings:
     app_host: str = "0.0.0.0"
     app_port: int = 8080
     recorder_port: int = 6667
+    #: Extra Chromium flags (AGENTENV_CHROMIUM_FLAGS, read by launch/chromium.sh).
+    chromium_flags: str = ""
     #: user name -> token; empty means no auth (users come from ``?user=``).
     users: Mapping[str, str] = field(default_factory=dict)
     control_token: str | None = None
@@ -171,13 +173,19 @@ def open_to_pages(settings: Settings) -> list[str]:
     """Warnings for inner ports a page's script could send requests to."""
     inner = {"AGENTENV_CHROMIUM_PORT": settings.chromium_port}
     inner["AGENTENV_RECORDER_PORT"] = settings.recorder_port
-    return [
+    warnings = [
         f"{name}={port} is a port Chromium lets pages reach: a page's script "
         f"(a fresh tab's about:blank) can send requests to it. Use one Chromium "
         f"refuses, such as {Settings.chromium_port} or {Settings.recorder_port}"
         for name, port in inner.items()
         if port not in PAGE_REFUSED_PORTS
     ]
+    if "--explicitly-allowed-ports" in settings.chromium_flags:
+        warnings.append(
+            "AGENTENV_CHROMIUM_FLAGS has --explicitly-allowed-ports: pages may reach the "
+            "ports it names, the computer's inner ports among them if listed"
+        )
+    return warnings
 
 
 def load(env: Mapping[str, str] | None = None) -> Settings:
@@ -211,6 +219,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         app_host=env.get("AGENTENV_APP_HOST") or defaults.app_host,
         app_port=_int(env, "AGENTENV_APP_PORT", defaults.app_port),
         recorder_port=_int(env, "AGENTENV_RECORDER_PORT", defaults.recorder_port),
+        chromium_flags=env.get("AGENTENV_CHROMIUM_FLAGS", ""),
         users=users,
         control_token=env.get("AGENTENV_CONTROL_TOKEN") or None,
         control_open=env.get("AGENTENV_CONTROL_OPEN") == "1",

@@ -23,6 +23,8 @@ def test_inner_ports_are_ones_pages_cannot_reach() -> None:
     warned = open_to_pages(load({"AGENTENV_CHROMIUM_PORT": "9223"}))
     assert len(warned) == 1 and "AGENTENV_CHROMIUM_PORT=9223" in warned[0]
     assert len(open_to_pages(load({"AGENTENV_RECORDER_PORT": "8081"}))) == 1
+    flags = {"AGENTENV_CHROMIUM_FLAGS": "--single-process --explicitly-allowed-ports=6666"}
+    assert "explicitly-allowed-ports" in open_to_pages(load(flags))[0]
 
 
 def test_users_from_env_and_file(tmp_path: Path) -> None:
