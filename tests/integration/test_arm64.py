@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import Any
 
 import pytest
 import requests
 from playwright.sync_api import sync_playwright
 
 from tests.support.container import build, require_engine
+from tests.support.mcp import initialize, raw_headers
 from tests.support.stack import free_port
 from tests.support.timing import deadline, wait_for
 
@@ -26,22 +26,8 @@ TOKEN = "arm64-user-token"
 
 def _mcp_tools(url: str) -> list[str]:
     """Playwright MCP's tools through /mcp, as a plain JSON-RPC client asks."""
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2025-06-18",
-        "Authorization": f"Bearer {TOKEN}",
-    }
-    init: dict[str, Any] = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "arm64-test", "version": "1"},
-        },
-    }
+    headers = raw_headers(TOKEN)
+    init = initialize("arm64-test")
     answer = requests.post(url, json=init, headers=headers, timeout=deadline(120))
     assert answer.status_code == 200, answer.text
     session = answer.headers.get("Mcp-Session-Id")

@@ -221,23 +221,10 @@ async def test_the_mcp_event_stream_stops_no_one(target: Computer) -> None:
     from mcp.client.client import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    headers = {
-        "Authorization": f"Bearer {target.token('alice')}",
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2025-06-18",
-    }
-    init: dict[str, Any] = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
-    started = requests.post(target.app + "/mcp", json=init, headers=headers, timeout=60)
+    from tests.support.mcp import initialize, raw_headers
+
+    headers = raw_headers(target.token("alice"))
+    started = requests.post(target.app + "/mcp", json=initialize("t"), headers=headers, timeout=60)
     session = started.headers["mcp-session-id"]
     stream = requests.get(
         target.app + "/mcp",

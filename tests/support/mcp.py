@@ -7,7 +7,7 @@ from typing import Any
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-__all__ = ["client", "ref", "ref_argument", "text"]
+__all__ = ["client", "initialize", "raw_headers", "ref", "ref_argument", "text"]
 
 
 def text(result: Any) -> str:
@@ -36,3 +36,27 @@ def client(app_http: str, role: str, timeout_s: float = 120) -> Client:
     return Client(
         streamable_http_client(app_http + "/mcp", http_client=http), read_timeout_seconds=timeout_s
     )
+
+
+def raw_headers(token: str) -> dict[str, str]:
+    """The headers of a plain JSON-RPC client of /mcp (no SDK)."""
+    return {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+        "Authorization": f"Bearer {token}",
+    }
+
+
+def initialize(name: str) -> dict[str, Any]:
+    """A plain client's ``initialize`` request."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": name, "version": "1"},
+        },
+    }
