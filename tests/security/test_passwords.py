@@ -143,6 +143,29 @@ async def test_a_password_field_in_a_closed_shadow_root(target: Computer, host: 
     clean(target, secret)
 
 
+async def test_a_password_field_under_many_open_shadow_roots(target: Computer) -> None:
+    """Under 33 nested open roots of editable hosts the check stopped at the
+    32nd and cleared it as an editable element (6th red team)."""
+    before = attempt(target)
+    secret = f"deep-{PASSWORD}"
+    build = (
+        "document.body.replaceChildren(); let host = document.body;"
+        " for (let i = 0; i < 40; i++) { const d = document.createElement('div');"
+        " d.contentEditable = 'true'; host.append(d); host = d.attachShadow({mode: 'open'}); }"
+        " host.innerHTML = '<input type=password>'; window.pwField = host.querySelector('input');"
+        " window.pwField.focus(); document.activeElement.tagName"
+    )
+    async with agent(target) as alice:
+        tab, session = await alice.page(SITE + "/pixels")
+        assert await alice.evaluate(session, build) == "DIV"
+        await alice.call("Input.insertText", {"text": secret}, session)
+        assert secret in str(await alice.evaluate(session, "window.pwField.value"))
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    for entry in _entries(target, before, "Input.insertText"):
+        assert "withheld" in json.dumps(entry), entry
+    clean(target, secret)
+
+
 @pytest.mark.parametrize(
     "focus",
     [

@@ -103,6 +103,33 @@ def test_an_answer_without_its_session_ends_no_other_sessions_command() -> None:
     assert done.pending is navigate and done.ok
 
 
+def test_a_frames_navigate_and_a_workers_script_are_told_apart() -> None:
+    """A Page.navigate of a subframe, or on a session attached to an iframe,
+    navigates no tab; a service worker's script can act on every tab."""
+    state = agent()
+    kinds = {
+        "T": ("page", "https://a/"),
+        "F": ("iframe", "https://b/"),
+        "W": ("service_worker", ""),
+    }
+    state.kinds = kinds.get
+    state.owner = lambda target: "T" if target == "F" else target
+    for session, target in (("ST", "T"), ("SF", "F"), ("SW", "W")):
+        state.pending[(None, 1)] = Pending(9, "Target.attachToTarget", {"targetId": target})
+        core.from_upstream(state, f'{{"id":1,"result":{{"sessionId":"{session}"}}}}')
+    go = {"id": 5, "method": "Page.navigate", "params": {"url": "https://x/"}}
+    assert not send(state, {**go, "sessionId": "ST"}).frame_only
+    assert send(state, {**go, "id": 6, "sessionId": "SF"}).frame_only
+    sub = {**go, "id": 7, "sessionId": "ST", "params": {"url": "https://x/", "frameId": "SUB"}}
+    assert send(state, sub).frame_only
+    main = {**go, "id": 8, "sessionId": "ST", "params": {"url": "https://x/", "frameId": "T"}}
+    assert not send(state, main).frame_only
+    script = {"id": 9, "method": "Runtime.evaluate", "params": {"expression": "1"}}
+    assert send(state, {**script, "sessionId": "SW"}).everywhere
+    assert not send(state, {**script, "id": 10, "sessionId": "SF"}).everywhere
+    assert state.sessions["SF"].tab == "T"
+
+
 def test_typing_is_flagged_for_the_check() -> None:
     state = agent()
     state.sessions["S"] = SessionInfo("T")

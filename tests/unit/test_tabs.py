@@ -202,6 +202,29 @@ def test_a_redirect_is_credited_to_its_own_navigate() -> None:
     assert c.navigated("A", "https://y.test/", 1.2)[0]["by"] == by(12)
 
 
+def test_a_navigate_that_went_nowhere_takes_no_later_navigation() -> None:
+    """Alice's navigate answered 1.5 s ago (a frame's, a download's) did not
+    take bob's click to another host (6th red team)."""
+    c = Causes()
+    c.known("A", "http://a/")
+    c.navigated("A", "http://a/", 0.1)
+    c.sent(Command(231, "Page.navigate", "A", by(231), url="http://a/?alice"))
+    c.answered(231, True, None, 1.0)
+    c.acting("A", 233, "Input.dispatchMouseEvent", 2.4, "bob")
+    out = c.navigated("A", "http://localhost/other?bob-clicked", 2.5)
+    assert out[0]["by"] == {"kind": "page", "after": 233}
+
+
+def test_a_service_workers_script_acts_on_every_tab() -> None:
+    c = Causes()
+    c.known("A", "http://a/")
+    c.known("B", "http://b/")
+    c.acting("B", 195, "Input.dispatchMouseEvent", 1.0, "bob")
+    c.acting_everywhere(198, "Runtime.evaluate", 1.5, "alice")
+    assert c.navigated("B", "http://b/other", 1.6)[0]["by"] == {"kind": "page", "after": 198}
+    assert c.navigated("A", "http://a/other", 1.6)[0]["by"] == {"kind": "page", "after": 198}
+
+
 def test_agentenv_cause_and_stale_commands_forgotten() -> None:
     c = Causes()
     c.known("A", "http://a/")

@@ -104,6 +104,12 @@ class Pending:
 class SessionInfo:
     tab: str | None
     web: bool = True
+    #: The session's target is its tab (not one of its frames or workers):
+    #: a Page.navigate there navigates the tab.
+    own: bool = True
+    #: A service or shared worker's: it belongs to no tab and can act on all
+    #: (clients.navigate()), so its acting commands count on every tab.
+    everywhere: bool = False
 
 
 @dataclass
@@ -125,6 +131,10 @@ class ClientState:
     #: The tab a target belongs to (an iframe's page), as the relay's watcher
     #: knows; a session attached straight to an iframe acts on that tab.
     owner: Callable[[str], str] = field(default=lambda target: target, repr=False)
+    #: A target's (type, url), as the relay's watcher knows.
+    kinds: Callable[[str], tuple[str, str] | None] = field(default=lambda target: None, repr=False)
+    #: A page endpoint's target is its tab (not a frame of one).
+    page_own: bool = True
 
     def tab_of(self, session: str | None, method: str, params: dict[str, Any] | None) -> str | None:
         if params is not None and method.startswith("Target."):
@@ -164,6 +174,10 @@ class Step:
     data: str = ""
     #: CONTROL: the params, parsed.
     control: ControlParams | None = None
+    #: A Page.navigate of a frame, not of its tab: it claims no tab navigation.
+    frame_only: bool = False
+    #: Sent on a service or shared worker's session: it acts on every tab.
+    everywhere: bool = False
 
     def error_answer(self) -> dict[str, Any]:
         """The CDP error answer for an INVALID, BLOCK or refused CONTROL step."""
@@ -276,6 +290,12 @@ def receive(
         step.kind, step.verdict, step.params = Kind.REWRITE, verdict, verdict.params
         step.data = _with_params(message, verdict.params)
         return step
+    info_now = state.sessions.get(session) if session is not None else None
+    step.everywhere = info_now is not None and info_now.everywhere
+    if method == "Page.navigate":
+        own = info_now.own if info_now is not None else state.page_own
+        frame = params.get("frameId") if params else None
+        step.frame_only = not own or (isinstance(frame, str) and frame != step.tab)
     if method == "Target.setAutoAttach" and params is not None and params.get("autoAttach"):
         step.data = _with_params(message, auto_attach_filter(params))
     elif password.is_typing(method, params):
@@ -425,7 +445,9 @@ def _read_result(
         new = result.get("sessionId")
         target = pending.params.get("targetId") if isinstance(pending.params, dict) else None
         if isinstance(new, str) and isinstance(target, str) and new not in state.sessions:
-            state.sessions[new] = SessionInfo(state.owner(target))
+            known = state.kinds(target)
+            kind = known[0] if known is not None else "page"
+            state.sessions[new] = _session_info(state.owner(target), target, kind)
     else:  # Browser. or Page.setDownloadBehavior
         state.downloads_changed = True
 
@@ -480,5 +502,13 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
     else:  # a frame or worker inside a page: its tab is the page's
         owner = state.sessions.get(parent)
         tab = owner.tab if owner is not None else target
-    state.sessions[session] = SessionInfo(tab if isinstance(tab, str) else None)
+    state.sessions[session] = _session_info(
+        tab if isinstance(tab, str) else None, target, kind if isinstance(kind, str) else ""
+    )
     return _PASS
+
+
+def _session_info(tab: str | None, target: object, kind: str) -> SessionInfo:
+    if kind in ("service_worker", "shared_worker"):
+        return SessionInfo(tab, own=False, everywhere=True)
+    return SessionInfo(tab, own=tab is not None and tab == target)

@@ -121,11 +121,16 @@ class Logbook:
         params: Mapping[str, Any] | None,
         tab: str | None,
         typed: dict[str, Any] | None = None,
+        *,
+        frame_only: bool = False,
+        everywhere: bool = False,
     ) -> int:
         """Take an entry for a CDP command about to be sent.
 
         ``typed`` replaces the params of a typing command the password check
-        did not clear (withheld text).
+        did not clear (withheld text). ``frame_only``: a navigate of a frame,
+        which claims no navigation of its tab; ``everywhere``: sent to a
+        service or shared worker, it acts on every tab.
         """
         known = _METHODS.get(method)
         if known is None:
@@ -165,8 +170,11 @@ class Logbook:
         now = self.writer.monotonic()
         entry = self.writer.begin(fields, now)
         if acting:
-            self.causes.acting(tab, entry, method, now, identity.user)
-        if tab_method:
+            if everywhere:
+                self.causes.acting_everywhere(entry, method, now, identity.user)
+            else:
+                self.causes.acting(tab, entry, method, now, identity.user)
+        if tab_method and not frame_only:
             self.causes.sent(
                 self._command(entry, method, params, tab, self._by(entry, identity, action))
             )

@@ -75,7 +75,10 @@ _FOCUS = (
     + "/*OUT*/"
     + r"""
   let el = document.activeElement;
-  for (let depth = 0; el && depth < 32; depth++) {
+  for (let depth = 0; el; depth++) {
+    // Deeper than this is not followed, so not cleared: the focus may be
+    // further down (a field under 33 open roots was read as its host).
+    if (depth >= 32) return "undecided";
     const inner = el.shadowRoot && el.shadowRoot.activeElement;
     if (inner) { el = inner; continue; }
     if (el.tagName === "IFRAME" || el.tagName === "FRAME") {

@@ -122,7 +122,15 @@ class _Bridge:
     def _entry(self, step: Step, typed: dict[str, Any] | None = None) -> int:
         state = self.state
         return self.logbook.begin_command(
-            state.identity, state.number, state.tag, step.method, step.params, step.tab, typed
+            state.identity,
+            state.number,
+            state.tag,
+            step.method,
+            step.params,
+            step.tab,
+            typed,
+            frame_only=step.frame_only,
+            everywhere=step.everywhere,
         )
 
     async def _command(self, data: str) -> None:

@@ -354,6 +354,8 @@ async def _bridge(
         tag,
         watcher.tab_of(target) if kind == "page" else None,
         owner=watcher.tab_of,
+        kinds=watcher.target,
+        page_own=kind != "page" or watcher.tab_of(target) == target,
     )
     try:
         await client.prepare(request)

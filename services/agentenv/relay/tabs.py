@@ -162,6 +162,12 @@ class Causes:
         if method not in _SCRIPTS:
             info.last_input, info.last_input_at, info.last_input_who = entry, now, who
 
+    def acting_everywhere(self, entry: int, method: str, now: float, who: str = "") -> None:
+        """An acting command that can reach every tab (a service worker's
+        script navigates the pages it controls): each tab's latest."""
+        for tab in self.tabs:
+            self.acting(tab, entry, method, now, who)
+
     def answered(self, entry: int, ok: bool, opened: str | None, now: float) -> list[Event]:
         """Command ``entry`` was answered; ``opened`` is a created target's id."""
         command = self.commands.get(entry)
@@ -346,10 +352,20 @@ class Causes:
             url = event.get("url") or ""
             same = [c for c in navigating if c.url is not None and _same_url(c.url, url)]
             host = [c for c in navigating if c.url is not None and _same_host(c.url, url)]
-            c = (same or host or navigating)[0]
-            c.claimed = True
-            self._first_navigation(tab)
-            return c.by
+            # Elsewhere (no URL or host of its own), only one in flight or just
+            # answered: one answered a while ago went nowhere (a download, a
+            # 204) and must not take a later click's navigation.
+            recent = [
+                c
+                for c in navigating
+                if c.answered_at is None or seen - c.answered_at <= SCRIPT_AFTER_S
+            ]
+            chosen = same or host or recent
+            if chosen:
+                c = chosen[0]
+                c.claimed = True
+                self._first_navigation(tab)
+                return c.by
         for c in live:
             if c.tab == tab and c.method in _MOVES:
                 if c.answered_at is None:
