@@ -3,7 +3,10 @@ by a header, a query parameter, or an MCP session."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx2
+import requests
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -79,3 +82,26 @@ async def test_an_mcp_caller_is_its_token(target: Computer) -> None:
         if "action" in x and x["action"].get("within") is not None
     ]
     assert within and {a["who"] for a in within} == {"alice"}
+
+
+def test_an_mcp_session_serves_the_caller_who_made_it(target: Computer) -> None:
+    """Bob, holding alice's Mcp-Session-Id, called tools in it and ended it
+    with a DELETE that no log entry showed (6th red team): it is as if it
+    did not exist for him, and alice's session goes on."""
+    from tests.support.mcp import initialize, raw_headers
+
+    alice = raw_headers(target.token("alice"))
+    started = requests.post(target.app + "/mcp", json=initialize("a"), headers=alice, timeout=60)
+    session = started.headers["mcp-session-id"]
+    alice["Mcp-Session-Id"] = session
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    requests.post(target.app + "/mcp", json=note, headers=alice, timeout=30)
+    bob = {**raw_headers(target.token("bob")), "Mcp-Session-Id": session}
+    listing: dict[str, Any] = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    assert (
+        requests.post(target.app + "/mcp", json=listing, headers=bob, timeout=30).status_code == 404
+    )
+    assert requests.delete(target.app + "/mcp", headers=bob, timeout=30).status_code == 404
+    mine = requests.post(target.app + "/mcp", json=listing, headers=alice, timeout=120)
+    assert mine.status_code == 200 and "browser_" in mine.text
+    assert requests.delete(target.app + "/mcp", headers=alice, timeout=30).status_code == 200

@@ -222,6 +222,8 @@ class McpProxy:
         self.settings = settings
         self.link = link
         self.sessions: dict[str, PlaywrightSession] = {}
+        #: Mcp-Session-Id -> the caller who made it (initialize).
+        self.owners: dict[str, str] = {}
         server: Server[Any] = Server(
             "agentenv-browser",
             on_list_tools=self._list_tools,
@@ -374,14 +376,42 @@ class McpProxy:
             await send({"type": "http.response.start", "status": 405, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
-        ended = None
-        if scope.get("type") == "http" and scope.get("method") == "DELETE":
-            for name, value in scope.get("headers", []):
-                if name.lower() == b"mcp-session-id":
-                    ended = value.decode("latin-1")
-        await self.manager.handle_request(scope, receive, send)
-        if ended is not None:
-            await self.end(ended)
+        if scope.get("type") != "http":
+            await self.manager.handle_request(scope, receive, send)
+            return
+        asked = {
+            name.decode("latin-1").lower(): value.decode("latin-1")
+            for name, value in scope.get("headers", [])
+        }
+        who = self._caller(asked).who
+        key = asked.get("mcp-session-id")
+        if key is not None and self.owners.get(key, who) != who:
+            # Another caller's session (its id learnt somehow): as if none, so
+            # nobody drives or ends another's session (a DELETE ended it).
+            body = orjson.dumps({"error": {"code": 404, "message": "Session not found"}})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 404,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+
+        async def claiming(message: MutableMapping[str, Any]) -> None:
+            if key is None and message.get("type") == "http.response.start":
+                for name, value in message.get("headers", []):
+                    if name.lower() == b"mcp-session-id":  # a new session: its caller's
+                        if len(self.owners) > 10_000:
+                            self.owners.pop(next(iter(self.owners)))
+                        self.owners[value.decode("latin-1")] = who
+            await send(message)
+
+        await self.manager.handle_request(scope, receive, claiming)
+        if scope.get("method") == "DELETE" and key is not None:
+            self.owners.pop(key, None)
+            await self.end(key)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
