@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 import requests
 
-from tests.security.attacks import agent, attempt, browser_url
+from tests.security.attacks import agent, attempt, browser_url, guarded
 from tests.support.container import SITE, Computer
 from tests.support.timing import deadline, wait_for
 
@@ -243,3 +243,38 @@ async def test_the_mcp_event_stream_stops_no_one(target: Computer) -> None:
     for _ in range(3):
         time.sleep(0.5)
         assert requests.get(target.app + "/readyz", timeout=3).status_code == 200
+
+
+async def test_input_far_past_any_screen_is_refused_and_the_tab_takes_input(
+    target: Computer,
+) -> None:
+    """x = 3.5e38 is infinity to Chromium: it rejected the input message and
+    the tab took no input from anyone again (6th red team). The op answers
+    400, the raw command is refused by the guard, and the tab still types."""
+    tab = target.op("tabs/open", {"url": SITE + "/pixels"})["id"]
+    target.op("input/move", {"x": 3.5e38, "y": 10}, user="alice", status=400)
+    target.op("input/scroll", {"x": 1, "y": 1, "dx": 0, "dy": -1e39}, user="alice", status=400)
+    before = attempt(target)
+    async with agent(target) as alice:
+        attached = await alice.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
+        session = attached["result"]["sessionId"]
+        moved = {"type": "mouseMoved", "x": 3.5e38, "y": 1}
+        refused = await alice.call("Input.dispatchMouseEvent", moved, session)
+        assert "input-range" in refused["error"]["message"], refused
+        fine = {"type": "mouseMoved", "x": 10, "y": 10}
+        assert "result" in await alice.call("Input.dispatchMouseEvent", fine, session)
+    guarded(target, before, "Input.dispatchMouseEvent", "input-range")
+    target.op("input/click", {"x": 10, "y": 10}, user="alice")
+    target.op("tabs/close", {"id": tab})
+
+
+def test_tool_call_arguments_nested_too_deep_are_refused(target: Computer) -> None:
+    """Arguments 300 deep made the app answer 500 (6th red team)."""
+    import base64
+    import json
+
+    deep = json.dumps(json.loads("[" * 300 + "]" * 300))
+    args = base64.urlsafe_b64encode(deep.encode()).decode().rstrip("=")
+    header = {"AgentEnv-Tool-Call": f"tool=t; call=c; args={args}"}
+    answer = target.op("tabs/list", None, user="alice", status=400, headers=header)
+    assert "deeper than 64" in json.dumps(answer)

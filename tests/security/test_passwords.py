@@ -225,3 +225,38 @@ def test_a_tool_call_header_cannot_smuggle_a_password(target: Computer) -> None:
     )
     target.op("tabs/close", {"id": tab})
     clean(target, PASSWORD)
+
+
+def test_a_harness_typing_key_by_key_keeps_the_password_out_of_its_args(
+    target: Computer,
+) -> None:
+    """A computer-use harness sends one key at a time, each call's arguments
+    holding the whole text (or padded, "type X please"): only arguments equal
+    to the typed text were withheld (6th red team)."""
+    secret = "Keyed-" + PASSWORD
+    tab = target.op("tabs/open", {"url": SITE + "/pixels"})["id"]
+    wait_for(lambda: target.op("tabs/list")[0]["title"] == "Pixels", "the pixels page")
+    target.op("input/click", {"x": 200, "y": 275}, user="alice")
+    for n, key in enumerate(secret[:3]):
+        said = {"action": "type", "text": secret, "note": f"type {secret} please"}
+        args = base64.urlsafe_b64encode(json.dumps(said).encode()).decode().rstrip("=")
+        target.op(
+            "input/key",
+            {"keys": key},
+            user="alice",
+            headers={"AgentEnv-Tool-Call": f"tool=computer; call=k-{n}; args={args}"},
+        )
+    target.op("tabs/close", {"id": tab})
+    clean(target, secret)
+
+
+def test_local_storage_values_stay_out_of_the_log(target: Computer) -> None:
+    """local_storage/set (and a data/add restore) wrote the items into the
+    evaluate expression the log keeps (6th red team)."""
+    token = "ls-" + PASSWORD
+    origin = SITE
+    target.op("local_storage/set", {"origin": origin, "items": {"access_token": token}})
+    got = target.op("local_storage/get", {"origin": origin})
+    assert token in json.dumps(got)
+    target.op("local_storage/clear", {"origin": origin})
+    clean(target, token)

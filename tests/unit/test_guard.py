@@ -361,6 +361,22 @@ def test_a_tab_type_targets_id_closes_and_activates_nothing() -> None:
         assert check(method, {"targetId": "NEW"}, "/dl", known.get) is None
 
 
+def test_input_numbers_past_any_screen_are_refused() -> None:
+    """x = 3.5e38 is infinity as Chromium reads it: it rejected the input
+    message and the tab took no input from anyone again (6th red team)."""
+    for params in (
+        {"type": "mouseMoved", "x": 3.5e38, "y": 1},
+        {"type": "mouseWheel", "x": 1, "y": 1, "deltaX": 0, "deltaY": -1e39},
+        {"type": "mouseMoved", "x": float("nan"), "y": 1},
+    ):
+        found = check("Input.dispatchMouseEvent", params, "/dl")
+        assert found is not None and found.rule == "input-range", params
+    touch = {"type": "touchStart", "touchPoints": [{"x": 1, "y": 1e9}]}
+    assert check("Input.dispatchTouchEvent", touch, "/dl") is not None
+    fine = {"type": "mousePressed", "x": 1280.5, "y": 99999, "button": "left", "clickCount": 1}
+    assert check("Input.dispatchMouseEvent", fine, "/dl") is None
+
+
 def test_a_path_whose_links_cannot_be_read_is_outside(
     downloads: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,7 +17,13 @@ __all__ = ["acting", "reading", "typed_paths"]
 
 
 def typed_paths(args: Any, typed: set[Any]) -> list[str]:
-    """The dotted paths in ``args`` whose value is one of the typed strings."""
+    """The dotted paths in ``args`` to withhold if the typing goes into a
+    password field: every string, once anything is typed. A tool call's
+    arguments are the caller's own words and need not hold the typed text
+    as such: a harness typing a password key by key sent the whole password
+    in each call's arguments, a red team padded it ("type X please")."""
+    if not typed:
+        return []
     paths: list[str] = []
 
     def walk(node: Any, here: str) -> None:
@@ -30,7 +36,7 @@ def typed_paths(args: Any, typed: set[Any]) -> list[str]:
         )
         for key, value in items:
             where = f"{here}.{key}" if here else str(key)
-            if isinstance(value, str) and value in typed:
+            if isinstance(value, str):
                 paths.append(where)
             else:
                 walk(value, where)

@@ -25,7 +25,7 @@ from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
 from agentenv.app.cookies import all_cookies, settable
 from agentenv.app.errors import OpError
-from agentenv.app.storage import READ_ALL, on_origin, origin, write_all
+from agentenv.app.storage import READ_ALL, WRITE_ALL, on_origin, origin
 from agentenv.cdp import BrowserError
 from agentenv.protocol.browser import Tab
 from agentenv.protocol.data import BrowserState, SavedTab
@@ -91,7 +91,7 @@ async def restore(browser: Browser, saved: BrowserState, caller: Caller) -> Any:
                     {"cookies": [settable(c.model_dump()) for c in saved.cookies]},
                 )
             for at, items in saved.local_storage.items():
-                await on_origin(browser, at, write_all(items))
+                await on_origin(browser, at, WRITE_ALL, [items])
                 browser.storage_origins.add(at)
             for tab in sorted(saved.tabs, key=lambda t: t.active):  # the active one last: in front
                 created = await link.call("Target.createTarget", {"url": tab.url or "about:blank"})
@@ -129,7 +129,7 @@ async def _put_back(
             before = orjson.loads(items) if isinstance(items, str) else {}
             await on_origin(browser, at, "localStorage.clear()")
             if before:
-                await on_origin(browser, at, write_all(before))
+                await on_origin(browser, at, WRITE_ALL, [before])
     except (BrowserError, OpError) as exc:
         log.error("data/add: could not put the browser back as it was: %s", exc)
 

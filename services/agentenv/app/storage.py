@@ -20,13 +20,13 @@ from agentenv.protocol.browser import LocalStorageClear, LocalStorageGet, LocalS
 
 __all__ = [
     "READ_ALL",
+    "WRITE_ALL",
     "local_storage_clear",
     "local_storage_get",
     "local_storage_set",
     "on_origin",
     "origin",
     "tab_origins",
-    "write_all",
 ]
 
 _BLANK_PAGE = base64.b64encode(b"<!doctype html><title>agentenv</title>").decode()
@@ -34,13 +34,14 @@ _BLANK_PAGE = base64.b64encode(b"<!doctype html><title>agentenv</title>").decode
 READ_ALL = "JSON.stringify(Object.fromEntries(Object.entries(localStorage)))"
 
 
-def write_all(items: dict[str, str]) -> str:
-    """The script that writes ``items`` into the origin's local storage."""
-    return (
-        f"(() => {{ const items = {orjson.dumps(items).decode()};"
-        " for (const [k, v] of Object.entries(items)) localStorage.setItem(k, v);"
-        " return localStorage.length; })()"
-    )
+#: The function that writes its argument's items into the origin's local
+#: storage. The items go as a ``Runtime.callFunctionOn`` argument, whose
+#: strings the log withholds: in the expression they were written in clear
+#: (a restored session's tokens).
+WRITE_ALL = (
+    "function (items) { for (const [k, v] of Object.entries(items)) localStorage.setItem(k, v);"
+    " return localStorage.length; }"
+)
 
 
 def origin(url: str) -> str | None:
@@ -61,8 +62,11 @@ async def tab_origins(browser: Browser) -> set[str]:
     return {o for o in (origin(p.get("url", "")) for p in await browser.pages()) if o}
 
 
-async def on_origin(browser: Browser, at: str, expression: str) -> Any:
-    """Evaluate ``expression`` in a hidden tab at origin ``at``, served blank.
+async def on_origin(
+    browser: Browser, at: str, expression: str, arguments: list[Any] | None = None
+) -> Any:
+    """Evaluate ``expression`` in a hidden tab at origin ``at``, served blank;
+    with ``arguments``, call it (a function) with them.
 
     The tab loads nothing from the network: every request to the origin is
     answered with an empty page (Fetch), as Playwright's storage state
@@ -101,11 +105,26 @@ async def on_origin(browser: Browser, at: str, expression: str) -> Any:
                     session=session,
                 )
                 await navigate
-            result = await link.call(
-                "Runtime.evaluate",
-                {"expression": expression, "returnByValue": True},
-                session=session,
-            )
+            if arguments is None:
+                result = await link.call(
+                    "Runtime.evaluate",
+                    {"expression": expression, "returnByValue": True},
+                    session=session,
+                )
+            else:
+                window = await link.call(
+                    "Runtime.evaluate", {"expression": "globalThis"}, session=session
+                )
+                result = await link.call(
+                    "Runtime.callFunctionOn",
+                    {
+                        "functionDeclaration": expression,
+                        "objectId": window["result"]["objectId"],
+                        "arguments": [{"value": a} for a in arguments],
+                        "returnByValue": True,
+                    },
+                    session=session,
+                )
             if "exceptionDetails" in result:
                 detail = result["exceptionDetails"].get("text", "an exception")
                 raise OpError(502, f"the page at {at} refused local storage: {detail}")
@@ -123,7 +142,7 @@ async def local_storage_get(browser: Browser, body: LocalStorageGet, caller: Cal
 
 async def local_storage_set(browser: Browser, body: LocalStorageSet, caller: Caller) -> Any:
     async with acting(browser, caller, "local_storage/set", body):
-        await on_origin(browser, body.origin, write_all(body.items))
+        await on_origin(browser, body.origin, WRITE_ALL, [body.items])
     browser.storage_origins.add(body.origin)
     return {}
 

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from agentenv.app.errors import AppError
+from agentenv.protocol import MAX_DEPTH, too_deep
 
 __all__ = ["MAX_ARGS", "ToolCall", "ToolCallError", "encode", "parse", "role"]
 
@@ -66,6 +67,8 @@ def parse(header: str | None) -> ToolCall | None:
             args = orjson.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
         except (binascii.Error, ValueError, orjson.JSONDecodeError):
             raise ToolCallError("AgentEnv-Tool-Call: args must be base64url-encoded JSON") from None
+        if too_deep(args):
+            raise ToolCallError(f"AgentEnv-Tool-Call: args nest deeper than {MAX_DEPTH} levels")
     return ToolCall(tool, call, args)
 
 

@@ -10,9 +10,29 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["dump"]
+__all__ = ["MAX_DEPTH", "dump", "too_deep"]
+
+#: How deep a JSON value from outside may nest (CDP params, tool-call
+#: arguments): no client sends more than a few levels, and the log must be
+#: able to walk and serialize what it keeps.
+MAX_DEPTH = 64
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
     """A model as its JSON-ready wire form."""
     return model.model_dump(mode="json", exclude_none=True)
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests deeper than ``limit`` (iterative: a deep value
+    must not exhaust the stack that checks it)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, dict | list))
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node if isinstance(v, dict | list))
+    return False

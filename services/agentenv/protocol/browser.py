@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 __all__ = [
+    "INPUT_LIMIT",
     "CookieToSet",
     "CookiesDelete",
     "CookiesGet",
@@ -165,23 +166,29 @@ class Screenshot(Inbound):
     quality: int | None = Field(None, ge=1, le=100)
 
 
+#: The largest coordinate or scroll an input op takes, in CSS pixels. Past
+#: float32's range Chromium reads infinity, rejects the input message, and
+#: the tab takes no input from anyone again (a red team's x=3.5e38).
+INPUT_LIMIT = 1_000_000.0
+
+
 class InputClick(Inbound):
-    x: float = Field(ge=0)
-    y: float = Field(ge=0)
+    x: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
+    y: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
     button: Literal["left", "right", "middle"] = "left"
     clicks: int = Field(1, ge=1, le=3)
 
 
 class InputMove(Inbound):
-    x: float = Field(ge=0)
-    y: float = Field(ge=0)
+    x: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
+    y: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
 
 
 class InputScroll(Inbound):
-    x: float = Field(ge=0)
-    y: float = Field(ge=0)
-    dx: float = 0
-    dy: float = 0
+    x: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
+    y: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
+    dx: float = Field(0, ge=-INPUT_LIMIT, le=INPUT_LIMIT, allow_inf_nan=False)
+    dy: float = Field(0, ge=-INPUT_LIMIT, le=INPUT_LIMIT, allow_inf_nan=False)
 
 
 class InputType(Inbound):

@@ -129,7 +129,9 @@ ALLOWED: dict[str, Allowed] = {
     # Runtime.
     "Runtime.enable": Allowed((PLAYWRIGHT, PLAYWRIGHT_MCP, PUPPETEER)),
     "Runtime.evaluate": Allowed((BROWSER_USE, COMPUTER, PLAYWRIGHT, PLAYWRIGHT_MCP, PUPPETEER)),
-    "Runtime.callFunctionOn": Allowed((BROWSER_USE, PLAYWRIGHT, PLAYWRIGHT_MCP, PUPPETEER)),
+    "Runtime.callFunctionOn": Allowed(
+        (BROWSER_USE, COMPUTER, PLAYWRIGHT, PLAYWRIGHT_MCP, PUPPETEER)
+    ),
     "Runtime.getProperties": Allowed((BROWSER_USE,)),
     "Runtime.releaseObject": Allowed((BROWSER_USE, PLAYWRIGHT, PLAYWRIGHT_MCP, PUPPETEER)),
     "Runtime.runIfWaitingForDebugger": Allowed(

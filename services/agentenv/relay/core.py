@@ -52,6 +52,7 @@ import orjson
 from pydantic import ValidationError
 
 from agentenv.access import Identity
+from agentenv.protocol import MAX_DEPTH, too_deep
 from agentenv.protocol.control import CONTROL_METHODS, ControlParams
 from agentenv.relay import guard, password
 
@@ -72,9 +73,6 @@ __all__ = [
 
 #: The largest command id Chromium accepts (a 32-bit signed integer).
 MAX_ID = 2**31 - 1
-#: How deep a command's params may nest: no client sends more than a few
-#: levels, and the log must be able to walk and serialize what it keeps.
-MAX_DEPTH = 64
 
 #: Target types left out of every auto-attach (the first matching filter
 #: entry decides; the relay's check of each attach catches any other type).
@@ -206,21 +204,6 @@ def _invalid(code: int, text: str, message: object) -> Step:
     )
 
 
-def _too_deep(value: Any) -> bool:
-    """Whether ``value`` nests deeper than :data:`MAX_DEPTH` (iterative: a
-    deep value must not exhaust the stack that checks it)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return True
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, dict | list))
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node if isinstance(v, dict | list))
-    return False
-
-
 def _valid_id(call: object) -> bool:
     return isinstance(call, int) and not isinstance(call, bool) and 0 <= call <= MAX_ID
 
@@ -256,7 +239,7 @@ def receive(
     params = message.get("params")
     if params is not None and not isinstance(params, dict):
         return _invalid(-32602, "params must be a JSON object", message)
-    if params and (data.count("{") + data.count("[")) > MAX_DEPTH and _too_deep(params):
+    if params and (data.count("{") + data.count("[")) > MAX_DEPTH and too_deep(params):
         return _invalid(-32602, f"params nest deeper than {MAX_DEPTH} levels", message)
     assert isinstance(call, int)
     if (session, call) in state.pending:

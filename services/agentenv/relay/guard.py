@@ -240,7 +240,41 @@ def _file_input(params: Mapping[str, Any], downloads: str, targets: Targets) -> 
     return None
 
 
+#: Input fields read as float32 by Chromium: past its range (or past any
+#: screen) a value becomes infinity, Chromium rejects the input message and
+#: the tab takes no input from anyone again.
+_INPUT_NUMBERS = ("x", "y", "deltaX", "deltaY", "radiusX", "radiusY", "force", "tangentialPressure")
+_INPUT_LIMIT = 1_000_000.0
+
+
+def _input_range(params: Mapping[str, Any]) -> Verdict | None:
+    points = params.get("touchPoints")
+    spots = [params, *(points if isinstance(points, list) else [])]
+    for spot in spots:
+        if not isinstance(spot, Mapping):
+            continue
+        for key in _INPUT_NUMBERS:
+            value = spot.get(key)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            if not -_INPUT_LIMIT <= value <= _INPUT_LIMIT:  # NaN fails too
+                return Verdict(
+                    "input-range",
+                    f"blocked by agentenv guard input-range: {key} must be a number "
+                    f"within ±{_INPUT_LIMIT:,.0f} (larger ones end the tab's input "
+                    "for everyone)",
+                )
+    return None
+
+
+def _input(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
+    return _input_range(params)
+
+
 def _drag(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
+    found = _input_range(params)
+    if found is not None:
+        return found
     data = params.get("data")
     files = data.get("files") if isinstance(data, Mapping) else None
     if files is None:
@@ -340,6 +374,12 @@ PARAMS: dict[str, Rule] = {
     "Browser.setDownloadBehavior": _download_folder,
     "DOM.setFileInputFiles": _file_input,
     "Input.dispatchDragEvent": _drag,
+    "Input.dispatchMouseEvent": _input,
+    "Input.dispatchTouchEvent": _input,
+    "Input.emulateTouchFromMouseEvent": _input,
+    "Input.synthesizeScrollGesture": _input,
+    "Input.synthesizePinchGesture": _input,
+    "Input.synthesizeTapGesture": _input,
     "Target.attachToTarget": _attach,
     "Target.autoAttachRelated": _target_op,
     "Target.activateTarget": _close_or_activate,
