@@ -213,18 +213,24 @@ def test_pixel_ops_typing_a_password(target: Computer) -> None:
 
 def test_a_tool_call_header_cannot_smuggle_a_password(target: Computer) -> None:
     """The tool call's own arguments hold the text under names of its own."""
-    tab = target.op("tabs/open", {"url": SITE + "/pixels"})["id"]
-    wait_for(lambda: target.op("tabs/list")[0]["title"] == "Pixels", "the pixels page")
-    target.op("input/click", {"x": 200, "y": 275}, user="alice")
-    args = base64.urlsafe_b64encode(json.dumps({"input": {"value": PASSWORD}}).encode()).decode()
-    target.op(
-        "input/type",
-        {"text": PASSWORD},
-        user="alice",
-        headers={"AgentEnv-Tool-Call": f"tool=computer; call=c-1; args={args.rstrip('=')}"},
-    )
+    tab = _password_focused(target)
+    said = _tool_call("c-1", {"input": {"value": PASSWORD}})
+    target.op("input/type", {"text": PASSWORD}, user="alice", headers=said)
     target.op("tabs/close", {"id": tab})
     clean(target, PASSWORD)
+
+
+def _password_focused(target: Computer) -> str:
+    """A tab at /pixels with alice's click in its password field."""
+    tab = str(target.op("tabs/open", {"url": SITE + "/pixels"})["id"])
+    wait_for(lambda: target.op("tabs/list")[0]["title"] == "Pixels", "the pixels page")
+    target.op("input/click", {"x": 200, "y": 275}, user="alice")
+    return tab
+
+
+def _tool_call(call: str, args: dict[str, Any]) -> dict[str, str]:
+    coded = base64.urlsafe_b64encode(json.dumps(args).encode()).decode().rstrip("=")
+    return {"AgentEnv-Tool-Call": f"tool=computer; call={call}; args={coded}"}
 
 
 def test_a_harness_typing_key_by_key_keeps_the_password_out_of_its_args(
@@ -234,18 +240,10 @@ def test_a_harness_typing_key_by_key_keeps_the_password_out_of_its_args(
     holding the whole text (or padded, "type X please"): only arguments equal
     to the typed text were withheld (6th red team)."""
     secret = "Keyed-" + PASSWORD
-    tab = target.op("tabs/open", {"url": SITE + "/pixels"})["id"]
-    wait_for(lambda: target.op("tabs/list")[0]["title"] == "Pixels", "the pixels page")
-    target.op("input/click", {"x": 200, "y": 275}, user="alice")
+    tab = _password_focused(target)
     for n, key in enumerate(secret[:3]):
         said = {"action": "type", "text": secret, "note": f"type {secret} please"}
-        args = base64.urlsafe_b64encode(json.dumps(said).encode()).decode().rstrip("=")
-        target.op(
-            "input/key",
-            {"keys": key},
-            user="alice",
-            headers={"AgentEnv-Tool-Call": f"tool=computer; call=k-{n}; args={args}"},
-        )
+        target.op("input/key", {"keys": key}, user="alice", headers=_tool_call(f"k-{n}", said))
     target.op("tabs/close", {"id": tab})
     clean(target, secret)
 
