@@ -105,3 +105,30 @@ def test_an_mcp_session_serves_the_caller_who_made_it(target: Computer) -> None:
     mine = requests.post(target.app + "/mcp", json=listing, headers=alice, timeout=120)
     assert mine.status_code == 200 and "browser_" in mine.text
     assert requests.delete(target.app + "/mcp", headers=alice, timeout=30).status_code == 200
+
+
+def test_one_caller_has_so_many_playwright_mcps(image: str) -> None:
+    """Each MCP session starts a Playwright MCP (a Node process): one agent
+    opening sessions without end would take the computer's memory."""
+    from tests.support.container import computer
+    from tests.support.mcp import initialize, raw_headers
+
+    listing: dict[str, Any] = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    with computer(image, env={"AGENTENV_MCP_SESSIONS_PER_CALLER": "1"}) as target:
+        sessions = []
+        for name in ("first", "second"):
+            headers = raw_headers(target.token("alice"))
+            started = requests.post(
+                target.app + "/mcp", json=initialize(name), headers=headers, timeout=60
+            )
+            headers["Mcp-Session-Id"] = started.headers["mcp-session-id"]
+            requests.post(target.app + "/mcp", json=note, headers=headers, timeout=30)
+            sessions.append(headers)
+        first = requests.post(target.app + "/mcp", json=listing, headers=sessions[0], timeout=120)
+        assert "browser_" in first.text
+        second = requests.post(target.app + "/mcp", json=listing, headers=sessions[1], timeout=60)
+        assert "browser_" not in second.text and "as many as one caller" in second.text
+        assert requests.delete(target.app + "/mcp", headers=sessions[0], timeout=30).ok
+        again = requests.post(target.app + "/mcp", json=listing, headers=sessions[1], timeout=120)
+        assert "browser_" in again.text

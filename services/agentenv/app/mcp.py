@@ -76,6 +76,9 @@ TYPING_ARGS: dict[str, list[str]] = {
 #: Playwright MCP writes its snapshots, screenshots and PDFs) or the downloads folder.
 FILE_ARGS = ("filename", "paths", "path")
 IDLE_S = float(os.environ.get("AGENTENV_MCP_IDLE_S", "1800"))
+#: Playwright MCPs one caller may have at once (each is a Node process of its
+#: own): past it a new session is refused until one ends or goes idle.
+PER_CALLER = int(os.environ.get("AGENTENV_MCP_SESSIONS_PER_CALLER", "8"))
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -259,6 +262,13 @@ class McpProxy:
             key = f"caller:{credential}:{who.who}:{chosen}"
         session = self.sessions.get(key)
         if session is None:
+            mine = sum(1 for s in self.sessions.values() if s.caller.who == who.who)
+            if mine >= PER_CALLER:
+                raise AccessDenied(
+                    f"{who.who} has {mine} Playwright MCP sessions, as many as one caller "
+                    f"may have (AGENTENV_MCP_SESSIONS_PER_CALLER): end one (DELETE /mcp "
+                    f"with its Mcp-Session-Id) or let one go idle ({IDLE_S:.0f} s)"
+                )
             session = self.sessions[key] = PlaywrightSession(self.settings, self.link, who)
         elif session.caller.who != who.who:
             raise AccessDenied("this MCP session belongs to another caller: start your own")
