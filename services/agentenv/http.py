@@ -8,6 +8,7 @@ own text (a ``Host`` header, a token).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import orjson
@@ -15,7 +16,7 @@ from aiohttp import web
 
 from agentenv.protocol.errors import ErrorBody, ErrorDetail
 
-__all__ = ["BodyError", "error_response", "read_body", "read_json"]
+__all__ = ["BodyError", "asgi_error", "error_response", "read_body", "read_json"]
 
 
 class BodyError(Exception):
@@ -30,6 +31,19 @@ class BodyError(Exception):
 def error_response(status: int, message: str) -> web.Response:
     body = ErrorBody(error=ErrorDetail(code=status, message=message))
     return web.json_response(body.model_dump(mode="json"), status=status)
+
+
+async def asgi_error(
+    send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+    status: int,
+    message: str,
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+) -> None:
+    """The same error body, answered by an ASGI app (the app server's /mcp)."""
+    body = ErrorBody(error=ErrorDetail(code=status, message=message))
+    start = [(b"content-type", b"application/json"), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": start})
+    await send({"type": "http.response.body", "body": orjson.dumps(body.model_dump(mode="json"))})
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:

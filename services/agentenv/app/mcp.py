@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
-import orjson
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.server.lowlevel.server import Server
@@ -52,6 +51,7 @@ from agentenv.access import AccessDenied, bearer_token, identify
 from agentenv.app.caller import Caller, caller_of
 from agentenv.app.toolcall import ToolCallError, role
 from agentenv.cdp import BrowserError, BrowserLink
+from agentenv.http import asgi_error
 from agentenv.log.marks import tool_acts
 from agentenv.paths import inside
 from agentenv.settings import Settings
@@ -373,18 +373,11 @@ class McpProxy:
         through aiohttp-asgi spun the app's loop at full CPU for good once its
         client left (one agent stopped the app server for everyone)."""
         if scope.get("type") == "http" and scope.get("method") == "GET":
-            body = orjson.dumps(
-                {
-                    "error": {
-                        "code": 405,
-                        "message": "this MCP server offers no event stream: POST requests "
-                        "get JSON answers (GET /mcp is not needed)",
-                    }
-                }
+            message = (
+                "this MCP server offers no event stream: POST requests get JSON answers "
+                "(GET /mcp is not needed)"
             )
-            headers = [(b"content-type", b"application/json"), (b"allow", b"POST, DELETE")]
-            await send({"type": "http.response.start", "status": 405, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            await asgi_error(send, 405, message, ((b"allow", b"POST, DELETE"),))
             return
         if scope.get("type") != "http":
             await self.manager.handle_request(scope, receive, send)
@@ -398,15 +391,7 @@ class McpProxy:
         if key is not None and self.owners.get(key, who) != who:
             # Another caller's session (its id learnt somehow): as if none, so
             # nobody drives or ends another's session (a DELETE ended it).
-            body = orjson.dumps({"error": {"code": 404, "message": "Session not found"}})
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 404,
-                    "headers": [(b"content-type", b"application/json")],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            await asgi_error(send, 404, "Session not found")
             return
 
         async def claiming(message: MutableMapping[str, Any]) -> None:

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-import orjson
 from aiohttp import web
 from aiohttp_asgi import ASGIResource
 from pydantic import BaseModel, ValidationError
@@ -47,7 +46,7 @@ from agentenv.app.optable import BODY_LIMIT, DATA_OPS, OPS, all_ops
 from agentenv.app.pixels import Image
 from agentenv.app.runtime import runtime_problem
 from agentenv.cdp import BrowserError, BrowserLink
-from agentenv.http import BodyError, error_response, read_body, read_json
+from agentenv.http import BodyError, asgi_error, error_response, read_body, read_json
 from agentenv.log.reader import LogReader
 from agentenv.metrics import CONTENT_TYPE, AppCounts, render
 from agentenv.process import log_dir
@@ -502,12 +501,7 @@ def make_app(settings: Settings) -> web.Application:
         try:
             await asyncio.wait_for(state.loaded.wait(), MCP_LOAD_S)
         except TimeoutError:
-            body = orjson.dumps(
-                {"error": {"code": 503, "message": "the MCP server is not up; retry shortly"}}
-            )
-            headers = [(b"content-type", b"application/json")]
-            await send({"type": "http.response.start", "status": 503, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            await asgi_error(send, 503, "the MCP server is not up; retry shortly")
             return
         await state.proxy.asgi(scope, receive, send)
 

@@ -21,9 +21,10 @@ Client to Chromium:
 3. A command on a session the relay closed (attached to a target that is not
    web content) is refused (``not-a-web-target``); after the guard (4), one
    on a session this connection never attached, or that has detached, is
-   answered at once as Chromium would (``INVALID``, -32001). Chromium answers such a command
-   without its ``sessionId``, so an answer could only be matched on its id,
-   and a reused id made one command's answer end another's entry.
+   answered at once as Chromium would (``INVALID``, -32001). Chromium
+   answers such a command without its ``sessionId``, so an answer could only
+   be matched on its id, and a reused id made one command's answer end
+   another's entry.
 4. The guard (:mod:`agentenv.relay.guard`): ``BLOCK`` or ``REWRITE``.
 5. ``Target.setAutoAttach`` is sent with a filter that leaves out the
    browser's own UI and other targets that are not web content.
@@ -273,10 +274,9 @@ def receive(
         step.kind, step.verdict, step.params = Kind.REWRITE, verdict, verdict.params
         step.data = _with_params(message, verdict.params)
         return step
-    info_now = state.sessions.get(session) if session is not None else None
-    step.everywhere = info_now is not None and info_now.everywhere
+    step.everywhere = info is not None and info.everywhere
     if method == "Page.navigate":
-        own = info_now.own if info_now is not None else state.page_own
+        own = info.own if info is not None else state.page_own
         frame = params.get("frameId") if params else None
         step.frame_only = not own or (isinstance(frame, str) and frame != step.tab)
     if method == "Target.setAutoAttach" and params is not None and params.get("autoAttach"):

@@ -247,7 +247,7 @@ _INPUT_NUMBERS = ("x", "y", "deltaX", "deltaY", "radiusX", "radiusY", "force", "
 _INPUT_LIMIT = 1_000_000.0
 
 
-def _input_range(params: Mapping[str, Any]) -> Verdict | None:
+def _input_range(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
     points = params.get("touchPoints")
     spots = [params, *(points if isinstance(points, list) else [])]
     for spot in spots:
@@ -267,12 +267,8 @@ def _input_range(params: Mapping[str, Any]) -> Verdict | None:
     return None
 
 
-def _input(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
-    return _input_range(params)
-
-
 def _drag(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
-    found = _input_range(params)
+    found = _input_range(params, downloads, targets)
     if found is not None:
         return found
     data = params.get("data")
@@ -374,12 +370,12 @@ PARAMS: dict[str, Rule] = {
     "Browser.setDownloadBehavior": _download_folder,
     "DOM.setFileInputFiles": _file_input,
     "Input.dispatchDragEvent": _drag,
-    "Input.dispatchMouseEvent": _input,
-    "Input.dispatchTouchEvent": _input,
-    "Input.emulateTouchFromMouseEvent": _input,
-    "Input.synthesizeScrollGesture": _input,
-    "Input.synthesizePinchGesture": _input,
-    "Input.synthesizeTapGesture": _input,
+    "Input.dispatchMouseEvent": _input_range,
+    "Input.dispatchTouchEvent": _input_range,
+    "Input.emulateTouchFromMouseEvent": _input_range,
+    "Input.synthesizeScrollGesture": _input_range,
+    "Input.synthesizePinchGesture": _input_range,
+    "Input.synthesizeTapGesture": _input_range,
     "Target.attachToTarget": _attach,
     "Target.autoAttachRelated": _target_op,
     "Target.activateTarget": _close_or_activate,

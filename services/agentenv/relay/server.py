@@ -348,14 +348,15 @@ async def _bridge(
     )
     numbers = request.app[numbers_key]
     watcher = request.app[watcher_key]
+    page = watcher.tab_of(target) if kind == "page" else None
     state = ClientState(
         next(numbers),
         identity,
         tag,
-        watcher.tab_of(target) if kind == "page" else None,
+        page,
         owner=watcher.tab_of,
         kinds=watcher.target,
-        page_own=kind != "page" or watcher.tab_of(target) == target,
+        page_own=page is None or page == target,
     )
     try:
         await client.prepare(request)

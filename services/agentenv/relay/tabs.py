@@ -9,8 +9,7 @@ each with its cause:
 - the command that asked for it (``Target.createTarget`` opens, and claims
   the new tab's first navigation unless a navigation command claims it;
   ``Page.navigate`` navigates (the one sent to that URL, else to its host,
-  else the earliest);
-  ``Page.reload`` and
+  else the earliest); ``Page.reload`` and
   ``Page.navigateToHistoryEntry`` navigate but credit only once answered
   without error; ``Target.closeTarget`` and ``Page.close`` close (by a
   tab-type target's id they are refused: it names no page), and
@@ -20,9 +19,9 @@ each with its cause:
 - ``agentenv`` when that command ran for the computer's own op;
 - else ``page``, after the latest acting entry on the tab, or on its opener
   for a popup, or, for a tab with no opener to read (a link dropped on a
-  page), on the tab in front up to :data:`SCRIPT_AFTER_S` before. Script calls
-  (``Runtime.evaluate``/``callFunctionOn``) act,
-  but a client's own checks follow its input (Playwright inspects the page
+  page), on the tab in front up to :data:`SCRIPT_AFTER_S` before. Script
+  calls (``Runtime.evaluate``/``callFunctionOn``) act, but a client's own
+  checks follow its input (Playwright inspects the page
   right after a click): an input or other acting command up to
   :data:`SCRIPT_AFTER_S` before the latest script call is the one credited,
   when the same user sent both (another's script is its own cause).
@@ -456,7 +455,8 @@ def _same_host(a: str, b: str) -> bool:
     from urllib.parse import urlsplit
 
     try:
-        return (urlsplit(a.strip()).hostname or "") == (urlsplit(b.strip()).hostname or "x")
+        host = urlsplit(a.strip()).hostname
+        return host is not None and host == urlsplit(b.strip()).hostname
     except ValueError:
         return False
 

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 import aiohttp
@@ -186,7 +187,11 @@ class Watcher:
             except (WatcherError, TimeoutError) as exc:
                 log.warning("could not set the download folder back: %s", exc)
 
-        task = asyncio.create_task(reset())
+        self._spawn(reset())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` without waiting for it, kept until it ends."""
+        task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -444,6 +449,4 @@ class Watcher:
             with contextlib.suppress(WatcherError, TimeoutError, aiohttp.ClientError, OSError):
                 await self._call("Runtime.releaseObjectGroup", {"objectGroup": group}, session)
 
-        task = asyncio.create_task(release())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(release())
