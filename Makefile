@@ -35,8 +35,10 @@ base: engine
 wheels: venv
 	scripts/wheels.sh amd64
 
+# The browser computer's image, and the run store's that `agentenv run` starts.
 image: engine venv
 	scripts/build.sh amd64
+	scripts/store-image.sh
 
 image-arm64: engine venv
 	scripts/build.sh arm64

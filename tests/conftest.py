@@ -15,8 +15,9 @@ def site() -> Iterator[Site]:
 
 
 @pytest.fixture(scope="session")
-def image() -> str:
-    """The amd64 image, built (or found up to date in the layer cache) once per run."""
+def image(store_image: str) -> str:
+    """The amd64 image, built (or found up to date in the layer cache) once per
+    run, beside the run store's (what ``agentenv run`` starts for recordings)."""
     from tests.support.container import IMAGE, build, require_engine
 
     require_engine()
@@ -26,9 +27,11 @@ def image() -> str:
 
 
 @pytest.fixture(scope="session")
-def s3_image() -> str:
-    """The test S3 server's image (moto in server mode), built once per run by
-    scripts/s3-image.sh (a no-op when it is up to date)."""
+def store_image() -> str:
+    """The run store's image (moto), built once per run by scripts/store-image.sh
+    (a no-op when it is up to date). Its own program is the harness's guarded
+    store; a test wanting plain moto runs it with ``PLAIN_S3``
+    (tests/support/container.py)."""
     import subprocess
 
     from tests.support.container import require_engine
@@ -36,14 +39,14 @@ def s3_image() -> str:
     from tests.support.timing import deadline
 
     require_engine()
-    tag = os.environ.setdefault("AGENTENV_S3_IMAGE", "agentenv/test-s3:latest")
+    tag = os.environ.setdefault("AGENTENV_STORE_IMAGE", "agentenv/store:latest")
     done = subprocess.run(
-        [str(ROOT / "scripts/s3-image.sh")],
+        [str(ROOT / "scripts/store-image.sh")],
         cwd=ROOT,
         timeout=deadline(1800),
         capture_output=True,
         text=True,
     )
     if done.returncode != 0:
-        pytest.fail(f"scripts/s3-image.sh failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        pytest.fail(f"scripts/store-image.sh failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return tag

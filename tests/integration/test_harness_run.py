@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.container import start_computer
+from tests.support.container import PLAIN_S3, start_computer
 from tests.support.timing import deadline, wait_for
 
 CONTROL = "harness-control-token-31"
@@ -278,25 +278,33 @@ def test_deploy_env_starts_and_stops_a_computer(image: str, tmp_path: Path, stor
 
 
 def test_a_run_with_an_s3_store_from_the_aws_environment(
-    image: str, s3_image: str, tmp_path: Path
+    image: str, store_image: str, tmp_path: Path
 ) -> None:
     """``--store s3://bucket/prefix`` with the standard AWS environment: each
     recording's credentials come from STS (GetFederationToken, a session
-    policy for its prefix), never the harness's own."""
+    policy for its prefix), never the harness's own. The store is a
+    container on a network of the user's (``--network``), which the computer
+    joins and reaches it on by name (``--store-endpoint``); the harness
+    reaches it on its published loopback port."""
     import boto3
     import docker
 
-    from agentenv.harness.store import _bridge_address
-
-    gateway = _bridge_address()
     secret = f"harness-secret-{uuid.uuid4().hex}"
     client = docker.from_env()
+    net = client.networks.create(f"agentenv-test-{uuid.uuid4().hex[:12]}", driver="bridge")
+    name = f"agentenv-test-s3-{uuid.uuid4().hex[:12]}"
     s3 = client.containers.run(
-        s3_image, detach=True, init=True, ports={"5000/tcp": (gateway, None)}
+        store_image,
+        detach=True,
+        init=True,
+        name=name,
+        network=net.name,
+        ports={"5000/tcp": ("127.0.0.1", None)},
+        **PLAIN_S3,
     )
     try:
         s3.reload()
-        endpoint = f"http://{gateway}:{s3.ports['5000/tcp'][0]['HostPort']}"
+        endpoint = f"http://127.0.0.1:{s3.ports['5000/tcp'][0]['HostPort']}"
         aws = {
             "AWS_ENDPOINT_URL": endpoint,
             "AWS_ACCESS_KEY_ID": "AKIAHARNESSOWN",
@@ -333,6 +341,10 @@ def test_a_run_with_an_s3_store_from_the_aws_environment(
                 str(run),
                 "--store",
                 "s3://team-recordings/bench/2026",
+                "--network",
+                net.name,
+                "--store-endpoint",
+                f"http://{name}:5000",
             ],
             capture_output=True,
             text=True,
@@ -364,7 +376,8 @@ def test_a_run_with_an_s3_store_from_the_aws_environment(
                 assert secret.encode() not in path_.read_bytes(), path_
         assert secret not in done.stdout + done.stderr
     finally:
-        s3.remove(force=True)
+        s3.remove(force=True, v=True)
+        net.remove()
 
 
 def _answers(s3: Any) -> bool:

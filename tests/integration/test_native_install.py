@@ -85,9 +85,12 @@ def _install(container: Any, env: dict[str, str] | None = None) -> str:
 class Native:
     """A machine started from the image the install made (as Modal starts one)."""
 
-    def __init__(self, container: Any, control: str, alice: str, bob: str, said: str) -> None:
+    def __init__(
+        self, container: Any, control: str, alice: str, bob: str, said: str, network: str
+    ) -> None:
         self.container, self.control, self.alice, self.bob = container, control, alice, bob
         self.said = said  # what the installs printed
+        self.network = network  # the Docker network it is on
         container.reload()
         ports = container.attrs["NetworkSettings"]["Ports"]
         self.api = f"http://127.0.0.1:{ports['8080/tcp'][0]['HostPort']}"
@@ -161,11 +164,14 @@ def native(image: str) -> Iterator[Native]:
         "cap_add": ["SETUID", "SETGID", "KILL"],
         "security_opt": ["no-new-privileges"],
     }
+    # The VM's network: the harness's store joins it (agentenv run --network).
+    network = client.networks.create(f"agentenv-test-vm-{uuid.uuid4().hex[:8]}")
     container = client.containers.run(
         built.id,
         ["python3", "-c", JOURNALD],
         detach=True,
         init=True,
+        network=network.name,
         labels={"io.agentenv.test": "native-install"},
         # bob's token replaces the users file; an empty control token is ignored.
         environment={"AGENTENV_USERS": f"bob:{bob}", "AGENTENV_CONTROL_TOKEN": ""},
@@ -173,7 +179,7 @@ def native(image: str) -> Iterator[Native]:
         **hardening,
     )
     try:
-        found = Native(container, control, alice, bob, said)
+        found = Native(container, control, alice, bob, said, network.name)
         wait_for(
             lambda: _ready(found.api),
             "the natively installed computer to be ready",
@@ -187,7 +193,8 @@ def native(image: str) -> Iterator[Native]:
         assert found.run("sh", "-c", serve)[0] == 0
         yield found
     finally:
-        container.remove(force=True)
+        container.remove(force=True, v=True)
+        network.remove()
         client.images.remove(built.id, force=True)
 
 
@@ -261,8 +268,9 @@ AGENT = textwrap.dedent(
 
 
 def test_playwright_the_log_and_a_recording(native: Native, tmp_path: Path) -> None:
-    """``agentenv run`` attached by URL: the harness's store (moto on the
-    Docker bridge) takes the recording from the native install."""
+    """``agentenv run`` attached by URL: the harness's store, joined to the
+    machine's network (``--network``), takes the recording from the native
+    install; without ``--network`` the run stops before deploying, saying so."""
     (tmp_path / "agent.py").write_text(AGENT)
     task = {
         "envs": {"vm": {"versions": {1: {"browsers": ["main"]}}}},
@@ -282,9 +290,23 @@ def test_playwright_the_log_and_a_recording(native: Native, tmp_path: Path) -> N
         ],
     }
     (tmp_path / "task.yaml").write_text(yaml.safe_dump(task))
+    refused = subprocess.run(
+        [sys.executable, "-m", "agentenv", "run", "task.yaml", "--out", str(tmp_path / "no")],
+        capture_output=True,
+        text=True,
+        timeout=deadline(120),
+        cwd=tmp_path,
+        env=_environment(),
+    )
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "give --network NAME" in refused.stderr and "nothing was deployed" in refused.stderr
     run = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "agentenv", "run", "task.yaml", "--out", str(run)],
+        [
+            sys.executable,
+            *("-m", "agentenv", "run", "task.yaml", "--out", str(run)),
+            *("--network", native.network),
+        ],
         capture_output=True,
         text=True,
         timeout=deadline(600),

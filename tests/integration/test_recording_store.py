@@ -1,6 +1,6 @@
 """A recording uploads to a real S3-compatible server in a container of its own.
 
-The test makes a Docker network, starts the S3 server (moto, images/s3) on it
+The test makes a Docker network, starts the S3 server (moto, images/store) on it
 as ``s3`` with a port published on the host's 127.0.0.1, and a secured
 computer on the same network. The computer's recorder uploads to
 ``http://s3:5000`` (a name only that network resolves); the test reads what
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support.container import CONTROL, Computer, computer
+from tests.support.container import CONTROL, PLAIN_S3, Computer, computer
 from tests.support.timing import deadline, wait_for
 
 BUCKET = "recordings"
@@ -73,15 +73,16 @@ def network() -> Iterator[Any]:
 
 
 @pytest.fixture
-def store(s3_image: str, network: Any) -> Iterator[Store]:
+def store(store_image: str, network: Any) -> Iterator[Store]:
     """The S3 server on ``network`` as ``s3``, its port 5000 published on 127.0.0.1."""
     import docker
 
     client = docker.from_env()
     container = client.containers.run(
-        s3_image,
+        store_image,
         detach=True,
         init=True,
+        **PLAIN_S3,
         name=f"agentenv-test-s3-{uuid.uuid4().hex[:12]}",
         network=network.name,
         networking_config={network.name: client.api.create_endpoint_config(aliases=[ALIAS])},

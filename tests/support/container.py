@@ -29,6 +29,7 @@ from tests.support.timing import deadline, wait_for
 __all__ = [
     "CONTROL",
     "IMAGE",
+    "PLAIN_S3",
     "USERS",
     "Computer",
     "build",
@@ -44,6 +45,11 @@ CONTROL = "control-token-7d3b"
 SUPERVISORCTL = ["supervisorctl", "-c", "/opt/agentenv/image/supervisord.conf"]
 #: The test site, served inside the computer on its own loopback.
 SITE = "http://127.0.0.1:8000"
+#: ``containers.run`` arguments that make the store's image plain moto on port
+#: 5000 (any credentials; the store "from the AWS environment" of a test).
+PLAIN_S3: dict[str, Any] = {
+    "entrypoint": ["/opt/moto/bin/moto_server", "-H", "0.0.0.0", "-p", "5000"]
+}
 
 
 def require_engine() -> None:
@@ -79,7 +85,7 @@ def start_computer(
     shared: Path | None = None,
     *,
     hardened: bool = True,
-    network: str | None = None,
+    network: Any = None,  # a docker SDK Network (testcontainers reads its name)
 ) -> Any:
     """A computer container, ready (``/readyz``), hardened as compose runs it."""
     from testcontainers.core.container import DockerContainer
@@ -103,7 +109,7 @@ def start_computer(
     if shared is not None:  # a host folder at the same path inside (file:// grants)
         container = container.with_volume_mapping(str(shared), str(shared), "rw")
     if network is not None:
-        container = container.with_network(network)  # type: ignore[arg-type]
+        container = container.with_network(network)
     return container.start()
 
 

@@ -29,17 +29,19 @@ def start(
     artifacts: Path | None = None,
     namespace: str | None = None,
     kube_context: str | None = None,
+    networks: list[str] | None = None,
 ) -> Computer:
     """Start a computer from ``image`` on ``backend`` for ``agents`` (name ->
-    token) and wait until it is ready; the caller stops it."""
+    token), on the Docker ``networks`` (the run store's, ``--network``; not
+    for Kubernetes), and wait until it is ready; the caller stops it."""
     if backend == "swarm":
         from agentenv.harness.swarm import deploy_service
 
-        return deploy_service(image, agents=agents)
+        return deploy_service(image, agents=agents, networks=networks)
     if backend == "kubernetes":
         from agentenv.harness.kubernetes import deploy_pod
 
         return deploy_pod(image, agents=agents, namespace=namespace, context=kube_context)
     if backend == "docker":
-        return deploy(image, None, None, artifacts=artifacts, agents=agents)
+        return deploy(image, None, None, artifacts=artifacts, agents=agents, networks=networks)
     raise ValueError(f"no backend {backend!r}: one of {', '.join(BACKENDS)}")

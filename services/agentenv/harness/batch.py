@@ -5,8 +5,10 @@ Online-Mind2Web tasks (``task_id``, ``confirmed_task`` or ``task``,
 ``website``, ``reference_length``?; run with ``--agent COMMAND``, which gets
 the task's text in ``AGENTENV_TASK``). Each task is a :class:`~.runner.Run`
 in a thread of its own with its own folder (``<out>/<name>/``, its terminal
-output in ``run.log``) and its own store; the engine schedules the
-computers, the harness only waits on them.
+output in ``run.log``); the tasks share the batch's store (:class:`~.store.RunStore`:
+one local store container and network, each recording with a grant of its
+own), removed after the last computer. The engine schedules the computers;
+the harness only waits on them.
 
 While tasks run, a table of what runs is printed when it changes (at most
 every two seconds), its last line the fleet's sums of the computers'
@@ -40,9 +42,11 @@ from typing import Any, TextIO
 
 from agentenv.harness.backends import start
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens
+from agentenv.harness.errors import HarnessError
 from agentenv.harness.preflight import preflight
 from agentenv.harness.runner import EXIT_INFRA, EXIT_OK, EXIT_TASK_FAILED, Run
 from agentenv.harness.steps import Task, TaskError, load_task
+from agentenv.harness.store import RunStore, StoreOptions, records, store_problem
 from agentenv.metrics import Fleet
 
 __all__ = ["Batch", "Planned", "mind2web_task", "plan"]
@@ -149,10 +153,9 @@ class Batch:
     parallel: int = 1
     #: Where the table and the summary go (None: sys.stdout as it is when printing).
     stream: TextIO | None = None
-    store_spec: str = "local"
-    store_role: str | None = None
-    store_endpoint: str | None = None
-    store_share_own: bool = False
+    #: ``--store``, ``--store-*`` and ``--network``: one store for every task.
+    store_options: StoreOptions = field(default_factory=StoreOptions)
+    stores: RunStore | None = None
     #: Keep each worker's computer between its tasks, reset with data/reset.
     reuse: bool = False
     backend: str = "docker"
@@ -182,6 +185,7 @@ class Batch:
                 agents,
                 namespace=self.namespace,
                 kube_context=self.kube_context,
+                networks=self._stores().networks(any(records(p.task) for p in self.tasks)),
             )
             mine[image] = computer
             with self._lock:
@@ -206,9 +210,23 @@ class Batch:
         with self._lock:
             print(text, file=self.stream or sys.stdout, flush=True)
 
+    def _stores(self) -> RunStore:
+        with self._lock:
+            if self.stores is None:
+                self.stores = RunStore(
+                    self.store_options, self.out, backend=self.backend, say=self.say
+                )
+            return self.stores
+
     def problems(self) -> list[str]:
-        """Every task's preflight problems, named by task."""
-        return [f"{p.name}: {problem}" for p in self.tasks for problem in preflight(p.task)]
+        """Every task's preflight problems, and where the store cannot reach
+        its computers, named by task."""
+        found = [f"{p.name}: {problem}" for p in self.tasks for problem in preflight(p.task)]
+        for p in self.tasks:
+            problem = store_problem(self.store_options, p.task, self.backend)
+            if problem is not None:
+                found.append(f"{p.name}: {problem}")
+        return found
 
     def _one(self, planned: Planned) -> None:
         if self.stopping.is_set():
@@ -222,10 +240,8 @@ class Batch:
                 planned.task,
                 folder,
                 stream=log,
-                store_spec=self.store_spec,
-                store_role=self.store_role,
-                store_endpoint=self.store_endpoint,
-                store_share_own=self.store_share_own,
+                store_options=self.store_options,
+                stores=self._stores(),
                 lend=self._lend if self.reuse else None,
                 backend=self.backend,
                 namespace=self.namespace,
@@ -320,6 +336,11 @@ class Batch:
                     computer.stop()
                 except Exception as exc:  # the docker SDK's: report, go on stopping
                     self.say(f"could not stop a computer: {exc}")
+            if self.stores is not None:
+                try:
+                    self.stores.close()  # after the last computer: it leaves the network
+                except HarnessError as exc:
+                    self.say(str(exc))
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
         return self._summary(time.monotonic() - began)

@@ -11,13 +11,12 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from agentenv.harness.backends import BACKENDS
 from agentenv.harness.preflight import preflight
 from agentenv.harness.runner import EXIT_BAD_INPUT, Run
 from agentenv.harness.steps import TaskError, load_task
-from agentenv.harness.store import valid_store
+from agentenv.harness.store import StoreOptions, store_problem, valid_store
 
 __all__ = ["main"]
 
@@ -85,7 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument(
         "--store-endpoint",
         metavar="URL",
-        help="the store's address as computers reach it, when not the harness's",
+        help="an s3:// store's address as computers reach it, when not the harness's",
+    )
+    run.add_argument(
+        "--network",
+        metavar="NAME",
+        help="a Docker network of this engine that the computers the run starts join, and "
+        "the local store too: for a computer attached by URL that is on it, or a site's "
+        "containers",
     )
     check = sub.add_parser("check", help="preflight a task without running it")
     check.add_argument("task", type=Path)
@@ -99,6 +105,14 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"agentenv: --store {args.store!r} is not a store: give local, file or "
             "s3://bucket/prefix; nothing was deployed",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    if args.command == "run" and args.store in ("local", "file") and args.store_endpoint:
+        print(
+            f"agentenv: --store-endpoint is for an s3:// store; the {args.store} store's "
+            "address is the harness's to choose (--network puts it on a network you name); "
+            "nothing was deployed",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
@@ -128,24 +142,28 @@ def main(argv: list[str] | None = None) -> int:
     except TaskError as exc:
         print(f"agentenv: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    problems = preflight(task)
+    problems = [str(p) for p in preflight(task)]
+    if args.command == "run":
+        found = store_problem(_store_options(args), task, args.backend)
+        problems += [found] if found is not None else []
     if problems:
-        return _refused(str(path), [str(p) for p in problems])
+        return _refused(str(path), problems)
     if args.command == "check":
         print(f"agentenv: {path}: {len(task.steps)} steps, no problems")
         return 0
     out = args.out or Path("runs") / f"{path.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    return Run(task, out, **_store_options(args)).run()
+    return Run(task, out, store_options=_store_options(args)).run()
 
 
-def _store_options(args: argparse.Namespace) -> dict[str, Any]:
+def _store_options(args: argparse.Namespace) -> StoreOptions:
     """The run's store, as Run and Batch take it."""
-    return {
-        "store_spec": args.store,
-        "store_role": args.store_role,
-        "store_endpoint": args.store_endpoint,
-        "store_share_own": args.store_share_credentials,
-    }
+    return StoreOptions(
+        spec=args.store,
+        role_arn=args.store_role,
+        computer_endpoint_url=args.store_endpoint,
+        share_own=args.store_share_credentials,
+        network=args.network,
+    )
 
 
 def _batch(args: argparse.Namespace) -> int:
@@ -162,14 +180,6 @@ def _batch(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-    if args.backend == "kubernetes" and args.store == "local" and not args.store_endpoint:
-        # Not refused: a cluster on this machine (kind, k3d) may route to the bridge.
-        print(
-            "agentenv: warning: the local store listens on this machine's Docker bridge, "
-            "which pods of a cluster elsewhere cannot reach: give --store s3://bucket/prefix "
-            "(or --store-endpoint) if recordings fail to upload",
-            file=sys.stderr,
-        )
     try:
         tasks = plan(args.tasks, args.agent, args.image)
     except TaskError as exc:
@@ -184,7 +194,7 @@ def _batch(args: argparse.Namespace) -> int:
         backend=args.backend,
         namespace=args.namespace,
         kube_context=args.kube_context,
-        **_store_options(args),
+        store_options=_store_options(args),
     )
     problems = batch.problems()
     if problems:

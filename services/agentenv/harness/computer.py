@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentenv.harness.engine import HARNESS_LABEL, engine_problem
 from agentenv.harness.errors import HarnessError
 from agentenv.harness.hardening import docker_kwargs, writable_by_the_computer
 from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card
@@ -126,7 +127,8 @@ class Computer:
 
     def stop(self) -> None:
         if self.container is not None:
-            self.container.remove(force=True)
+            # v: with its anonymous /var/log/agentenv volume (its action log).
+            self.container.remove(force=True, v=True)
             self.container = None
 
 
@@ -149,12 +151,14 @@ def deploy(
     cdp_url: str | None = None,
     artifacts: Path | None = None,
     agents: dict[str, str] | None = None,
+    networks: list[str] | None = None,
 ) -> Computer:
     """Start a computer from ``image`` (docker SDK) or attach to the one at ``url``.
 
     A computer started here gets ``artifacts`` (the run's folder) mounted at the
     same path, so recordings upload there under ``file://`` grants. An attached
-    computer must see that path itself (or take S3 grants).
+    computer must see that path itself (or take S3 grants). It joins
+    ``networks`` (the run store's, ``--network``) instead of the default bridge.
     """
     if url is not None:
         api = url.rstrip("/")
@@ -164,9 +168,14 @@ def deploy(
         return computer
     import docker
 
+    problem = engine_problem()
+    if problem is not None:
+        raise ComputerError(problem)
     control = secrets.token_urlsafe(24)
     if artifacts is not None:
         writable_by_the_computer(artifacts)
+    joined = list(networks or [])
+    container = None
     try:
         client = docker.from_env()
         container = client.containers.run(
@@ -182,14 +191,20 @@ def deploy(
                 # The run folder is mounted at the same path: recordings may go there.
                 **({"AGENTENV_UPLOAD_ROOTS": str(artifacts)} if artifacts is not None else {}),
             },
-            labels={"io.agentenv.harness": "1"},
+            labels={HARNESS_LABEL: "1"},
             volumes=(
                 {str(artifacts): {"bind": str(artifacts), "mode": "rw"}}
                 if artifacts is not None
                 else None
             ),
+            **({"network": joined[0]} if joined else {}),
         )
+        for other in joined[1:]:
+            client.networks.get(other).connect(container)
     except Exception as exc:  # the docker SDK's errors: image missing, engine down
+        if container is not None:
+            with contextlib.suppress(Exception):
+                container.remove(force=True, v=True)
         raise ComputerError(
             f"cannot start {image or DEFAULT_IMAGE}: {exc} (make image builds it)"
         ) from None

@@ -38,7 +38,15 @@ from agentenv.harness.backends import start
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens, deploy
 from agentenv.harness.errors import HarnessError
 from agentenv.harness.mind2web import export
-from agentenv.harness.store import Store, StoreError, grant_seconds, open_store
+from agentenv.harness.store import (
+    LocalStore,
+    RunStore,
+    Store,
+    StoreError,
+    StoreOptions,
+    grant_seconds,
+    records,
+)
 from agentenv.harness.urls import normalize
 from agentenv.protocol.card import MissingOp
 from agentenv.protocol.recording import BrowserRecordingManifest, rebuild
@@ -79,12 +87,12 @@ class Run:
     agent_tokens: dict[str, str] = field(default_factory=dict, repr=False)
     metadata: dict[str, Any] = field(default_factory=dict)
     answer: str | None = None
-    #: ``local``, ``file`` or ``s3://bucket/prefix`` (see :mod:`.store`).
-    store_spec: str = "local"
-    store_role: str | None = None
-    store_endpoint: str | None = None
-    store_share_own: bool = False
-    _store: Store | None = None
+    #: ``--store``, ``--store-*`` and ``--network`` (see :mod:`.store`).
+    store_options: StoreOptions = field(default_factory=StoreOptions)
+    #: A batch's store, shared by its tasks (None: the run opens its own at
+    #: first use and closes it at teardown).
+    stores: RunStore | None = None
+    _own_store: bool = False
     #: Set from another thread (Ctrl-C in a batch): the run stops at the next
     #: step, or kills the agent it waits for, then tears down as usual.
     cancelled: threading.Event = field(default_factory=threading.Event)
@@ -103,20 +111,19 @@ class Run:
     #: (a batch reads its counts one last time).
     before_stop: Callable[[Computer], None] | None = None
 
+    def _stores(self) -> RunStore:
+        if self.stores is None:
+            self.stores = RunStore(self.store_options, self.out, backend=self.backend, say=self.say)
+            self._own_store = True
+        return self.stores
+
     @property
     def store(self) -> Store:
-        """The run's store, opened at the first recording."""
-        if self._store is None:
-            self._store = open_store(
-                self.store_spec,
-                self.out,
-                say=self.say,
-                role_arn=self.store_role,
-                computer_endpoint_url=self.store_endpoint,
-                share_own=self.store_share_own,
-            )
-            self.metadata["store"] = self._store.where
-        return self._store
+        """The run's store, opened at the first recording (or, for the local
+        store, at the first computer of a task that records: it joins the store's network)."""
+        found = self._stores().get()
+        self.metadata["store"] = found.where
+        return found
 
     def say(self, text: str) -> None:
         print(text, file=self.stream or sys.stdout, flush=True)
@@ -216,13 +223,26 @@ class Run:
                 self.backend,
                 image,
                 agent_tokens(self.task.agents(step.env_id)),
-                artifacts=self.out.resolve() if self.store_spec == "file" else None,
+                artifacts=self.out.resolve() if self.store_options.spec == "file" else None,
                 namespace=self.namespace,
                 kube_context=self.kube_context,
+                networks=self._stores().networks(records(self.task)),
             )
             self.started_here.append(computer)
         self.computers[step.env_id] = computer
+        self._check_store(computer)
         return {"env_id": step.env_id, "version": version, "api": computer.api, "cdp": computer.cdp}
+
+    def _check_store(self, computer: Computer) -> None:
+        """Before any step needs it: that the computer reaches the local store,
+        asked from the computer's side."""
+        if self.stores is None or self.stores.opened is None:
+            return
+        opened = self.stores.opened
+        if isinstance(opened, LocalStore) and computer.container is not None:
+            problem = opened.unreachable_from(computer.container)
+            if problem is not None:
+                raise StepFailed(problem, infrastructure=True)
 
     def _browser_set_cookies(self, step: s.BrowserSetCookies) -> None:
         self._computer(step.env_id).op("cookies/set", {"cookies": step.cookies})
@@ -408,6 +428,20 @@ class Run:
             "artifacts": artifacts,
         }
 
+    def _default_agent(self, computer: Computer) -> str | None:
+        """The token of an agent run with no ``browser_connect_cdp`` before it: the
+        computer's one agent (``agent`` when the task names none); None on a
+        computer attached without agents' tokens."""
+        if not computer.agents:
+            return None
+        if len(computer.agents) > 1:
+            raise StepFailed(
+                "this computer has several agents ("
+                + ", ".join(sorted(computer.agents))
+                + "): say which one runs with a browser_connect_cdp step before run_agent"
+            )
+        return next(iter(computer.agents.values()))
+
     def _run_agent(self, step: s.RunAgent) -> dict[str, Any]:
         computer = (
             self._computer(step.env_id)
@@ -424,6 +458,10 @@ class Run:
                 AGENTENV_MCP_URL=computer.api + "/mcp",
             )
             token = self.agent_tokens.get(env_id)
+            if token is None and env_id not in self.cdp_urls:
+                token = self._default_agent(computer)
+                if token is not None:
+                    env["AGENTENV_CDP_URL"] = f"{computer.cdp}?token={token}"
             if token is not None:  # for the app server's ops and /mcp: Bearer <token>
                 env["AGENTENV_TOKEN"] = token
         command = (
@@ -524,6 +562,9 @@ class Run:
                 computer.stop()
             except Exception as exc:  # the docker SDK's: report, go on stopping
                 failures.append(f"teardown: could not stop a computer: {exc}")
-        if self._store is not None:
-            self._store.close()
+        if self._own_store and self.stores is not None:
+            try:
+                self.stores.close()
+            except StoreError as exc:
+                failures.append(f"teardown: {exc}")
         return whole

@@ -2,14 +2,28 @@
 
 ``agentenv run --store …`` picks one (SPEC.md section 5, "The store"):
 
-- ``local`` (the default): moto's S3 server, in a thread of the harness for
-  the run's length, listening on the Docker bridge's gateway address so that
-  every computer container on this machine reaches it (``127.0.0.1`` when
-  there is no Docker bridge). It checks signatures and IAM policies: each
-  recording's grant is a role of its own, allowed ``s3:PutObject`` and
-  ``s3:GetObject`` under that recording's prefix only, assumed for
-  short-lived credentials. moto's own management API (``/moto-api``, which
-  could turn the checks off) is not served. Unsigned requests are refused.
+- ``local`` (the default): moto's S3 server as a container of its own
+  (``agentenv/store``, :mod:`.storeserver`) for the run's length, on a
+  Docker network made for the run (a bridge; an attachable overlay on a
+  swarm, so nodes on other machines reach it too). The run's computers join
+  that network and reach the store by its container's name
+  (``http://agentenv-store-<id>:5000``); the harness reaches it on a port
+  published on this machine's loopback. Nothing depends on the host's
+  addresses: no bridge gateway (a fresh engine lists none), no
+  ``host.docker.internal``, which is why it works the same on a fresh Linux
+  engine, Docker Desktop, rootless Docker and an engine behind a loopback
+  ``DOCKER_HOST``. A computer attached by URL is not on the network: the run
+  stops before deploying unless ``--network NAME`` names a network of this
+  engine it is on (the store joins it too); pods of a Kubernetes cluster
+  cannot reach it at all, so a recording task there needs ``--store s3://``.
+  The store checks signatures and IAM policies: each recording's grant is a
+  role of its own, allowed ``s3:PutObject`` and ``s3:GetObject`` under that
+  recording's prefix only, assumed for short-lived credentials. moto's own
+  management API (``/moto-api``, which could turn the checks off) is not
+  served. Unsigned requests are refused. One store serves a whole ``agentenv
+  run`` (a batch's tasks share it; each recording still has its own grant)
+  and is removed with its network at the end. Native tests and benches run
+  the same server in a thread instead (:func:`start_local`).
 - ``s3://bucket/prefix``: any S3 or S3-compatible store, with the endpoint,
   region and credentials of the standard AWS environment and config files
   (``AWS_ENDPOINT_URL_S3``, ``AWS_PROFILE``, …). Each grant's credentials
@@ -37,13 +51,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from agentenv.harness.engine import HARNESS_LABEL, engine_problem
 from agentenv.harness.errors import HarnessError
 from agentenv.harness.hardening import writable_by_the_computer
 
@@ -67,6 +84,14 @@ __all__ = [
 GRANT_S = 3600
 #: The bucket of the local store.
 LOCAL_BUCKET = "agentenv"
+#: The local store's image (scripts/store-image.sh builds it; make image does).
+STORE_IMAGE = "agentenv/store:latest"
+#: The port it serves on inside its container.
+STORE_PORT = 5000
+#: How long its container may take to serve (moto's imports, on a busy machine).
+STORE_READY_S = 60.0
+#: How long a network may stay in use after its last computer was removed.
+NETWORK_GONE_S = 15.0
 #: STS's bounds on a session's length.
 _MIN_S, _MAX_S = 900, 43200
 
@@ -342,10 +367,36 @@ class S3Store:
 
 
 class LocalStore(S3Store):
-    """moto's S3 server for the run, in a thread of the harness (see the module's text)."""
+    """The run's own S3 server (see the module's text): a container, or a thread
+    of this process for native tests."""
 
-    server: Any = None
-    thread: threading.Thread | None = None
+    server: Any = None  # the in-thread flavour's werkzeug server
+    container: Any = None  # the container flavour's
+    #: The Docker network made for it, which computers join (None in a thread).
+    network: str | None = None
+    networks: tuple[Any, ...] = ()
+
+    def unreachable_from(self, container: Any) -> str | None:
+        """Why a computer's container cannot reach this store, asked from inside
+        it (None: it can, or it cannot be asked: a thread's store, a service)."""
+        if self.container is None or not hasattr(container, "exec_run"):
+            return None
+        url = f"{self.computer_endpoint_url}/"
+        command = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", url]
+        try:
+            code, said = container.exec_run(command, user="agentenv")
+        except Exception as exc:  # the docker SDK's: the computer went away
+            return f"cannot ask the computer whether it reaches the run's store: {exc}"
+        if code == 0 and said.strip() == b"403":  # the store refusing an unsigned request
+            return None
+        answer = said.decode(errors="replace").strip()[-200:]
+        return (
+            f"the computer cannot reach the run's store at {url} (curl exit {code}, "
+            f"answer {answer!r}): the computer and the store must share a Docker network; "
+            "check that the engine keeps containers on a user-defined network able to "
+            "resolve each other's names (docker network inspect "
+            f"{self.network}), or give --store s3://bucket/prefix"
+        )
 
     def _listing_prefix(self, start: str) -> str:
         # moto's signature check miscomputes a query holding "/" (a Prefix with
@@ -359,120 +410,204 @@ class LocalStore(S3Store):
             self.server.shutdown()
             self.server.server_close()
             self.server = None
+        problems = _remove(self.container, self.networks)
+        self.container, self.networks = None, ()
+        if problems:
+            raise StoreError("cannot remove the run's store: " + "; ".join(problems))
 
 
-def _bridge_address() -> str:
-    """The Docker bridge's gateway on this machine (containers reach the host there)."""
-    try:
-        import docker
-
-        client = docker.from_env()
+def _remove(container: Any, networks: tuple[Any, ...]) -> list[str]:
+    """Remove the store's container (with its volumes) and the networks made for
+    it: what could not be removed, in words."""
+    problems: list[str] = []
+    if container is not None:
         try:
-            config = client.networks.get("bridge").attrs["IPAM"]["Config"]
-        finally:
-            client.close()
-        return str(config[0]["Gateway"])
-    except Exception:
-        return "127.0.0.1"
+            container.remove(force=True, v=True)
+        except Exception as exc:  # the docker SDK's; already gone is fine
+            if "No such container" not in str(exc):
+                problems.append(f"container {container.name}: {exc}")
+    for network in networks:
+        ends = time.monotonic() + NETWORK_GONE_S
+        while True:
+            try:
+                network.remove()
+                break
+            except Exception as exc:  # endpoints still leaving (a computer stopping)
+                if "not found" in str(exc).lower():
+                    break
+                if time.monotonic() > ends:
+                    problems.append(f"network {network.name}: {exc}")
+                    break
+                time.sleep(0.2)
+    return problems
 
 
-#: The local store's administrator (moto keeps its users for the whole process,
-#: across its servers): made once, with the checks off, before they go on.
-_ADMIN: dict[str, str] = {}
-_ADMIN_LOCK = threading.Lock()  # a batch starts its runs' stores in threads
+def start_local(say: Any = print, host: str = "127.0.0.1") -> LocalStore:
+    """The guarded moto server in a thread of this process, on ``host``: for the
+    native tests and benches, whose computers run on this machine's loopback.
+    ``agentenv run`` starts :func:`start_container` instead."""
+    from agentenv.harness import storeserver
 
-
-def _admin(endpoint: str) -> dict[str, str]:
-    with _ADMIN_LOCK:
-        if not _ADMIN:
-            _make_admin(endpoint)
-        return _ADMIN
-
-
-def _make_admin(endpoint: str) -> None:
-    import secrets
-
-    import boto3
-    from moto import settings
-
-    settings.INITIAL_NO_AUTH_ACTION_COUNT = float("inf")
-    setup = boto3.session.Session(
-        aws_access_key_id="setup",
-        aws_secret_access_key=secrets.token_hex(16),
-        region_name="us-east-1",
-    )
-    iam = setup.client("iam", endpoint_url=endpoint)
-    user = f"agentenv-harness-{secrets.token_hex(4)}"
-    iam.create_user(UserName=user)
-    keys = iam.create_access_key(UserName=user)["AccessKey"]
-    iam.put_user_policy(
-        UserName=user,
-        PolicyName="all",
-        PolicyDocument=json.dumps(
-            {
-                "Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
-            }
-        ),
-    )
-    settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
-    _ADMIN.update(AccessKeyId=keys["AccessKeyId"], SecretAccessKey=keys["SecretAccessKey"])
-
-
-def start_local(say: Any = print, host: str | None = None) -> LocalStore:
-    """moto's S3 server with checks on, its management API refused; a bucket of
-    its own (``agentenv-<random>``), reached with an administrator's
-    credentials only this process knows."""
-    import secrets
-
-    import boto3
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-    from werkzeug.serving import WSGIRequestHandler, make_server
-
-    backends = DomainDispatcherApplication(create_backend_app)
-
-    def app(environ: dict[str, Any], start_response: Any) -> Any:
-        if str(environ.get("PATH_INFO", "")).startswith("/moto-api"):
-            start_response("404 Not Found", [("Content-Type", "text/plain")])
-            return [b"not served\n"]
-        if not str(environ.get("HTTP_AUTHORIZATION", "")).startswith("AWS4-HMAC-SHA256 "):
-            start_response("403 Forbidden", [("Content-Type", "text/plain")])
-            return [b"sign the request (AWS signature version 4)\n"]
-        return backends(environ, start_response)
-
-    class Quiet(WSGIRequestHandler):
-        def log(self, type: str, message: str, *args: Any) -> None:
-            return
-
-    address = host or _bridge_address()
-    if not _ADMIN:
-        # The administrator is made with the checks off: on a server only this
-        # machine's loopback reaches, gone before the store opens on the bridge.
-        setup = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
-        threading.Thread(target=setup.serve_forever, daemon=True).start()
-        try:
-            _admin(f"http://127.0.0.1:{setup.server_port}")
-        finally:
-            setup.shutdown()
-            setup.server_close()
     try:
-        server = make_server(address, 0, app, threaded=True, request_handler=Quiet)
+        server, keys = storeserver.serve(host)
     except OSError as exc:
-        raise StoreError(f"cannot start the local store on {address}: {exc.strerror}") from None
-    thread = threading.Thread(target=server.serve_forever, name="agentenv-store", daemon=True)
-    thread.start()
-    endpoint = f"http://{address}:{server.server_port}"
-    keys = _admin(endpoint)
+        raise StoreError(f"cannot start the local store on {host}: {exc.strerror}") from None
+    endpoint = f"http://{host}:{server.server_port}"
+    store = _opened(keys, endpoint, None, say)
+    store.server = server
+    return store
+
+
+def _opened(
+    keys: dict[str, str], endpoint: str, computer_endpoint: str | None, say: Any
+) -> LocalStore:
+    """A local store's client, with a bucket of its own (``agentenv-<random>``)."""
+    import secrets
+
+    import boto3
+
     session = boto3.session.Session(
         aws_access_key_id=keys["AccessKeyId"],
         aws_secret_access_key=keys["SecretAccessKey"],
         region_name="us-east-1",
     )
-    bucket = f"{LOCAL_BUCKET}-{secrets.token_hex(4)}"
-    session.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
-    store = LocalStore(bucket, "runs", session, endpoint_url=endpoint, say=say, role_per_grant=True)
-    store.server, store.thread = server, thread
+    store = LocalStore(
+        f"{LOCAL_BUCKET}-{secrets.token_hex(4)}",
+        "runs",
+        session,
+        endpoint_url=endpoint,
+        computer_endpoint_url=computer_endpoint,
+        say=say,
+        role_per_grant=True,
+    )
+    try:
+        store.client("s3").create_bucket(Bucket=store.bucket)
+    except Exception as exc:
+        store.close()
+        raise store._fail("cannot make the run's bucket", exc) from None
     return store
+
+
+def _admin_keys(container: Any) -> dict[str, str] | None:
+    """The store container's administrator keys, once it has written them: read
+    through the engine's exec call (``docker cp`` cannot see a tmpfs), so they
+    reach no command line, environment variable or log."""
+    import docker.errors
+
+    from agentenv.harness.storeserver import ADMIN_KEYS
+
+    try:
+        code, said = container.exec_run(["cat", ADMIN_KEYS], user="moto")
+    except docker.errors.APIError:  # not running (yet, or any more): the caller looks
+        return None
+    if code != 0:
+        return None
+    try:
+        found = json.loads(said)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) and "AccessKeyId" in found else None
+
+
+def start_container(
+    say: Any = print,
+    *,
+    image: str | None = None,
+    swarm: bool = False,
+    join: tuple[str, ...] = (),
+    timeout_s: float = STORE_READY_S,
+) -> LocalStore:
+    """The run's store as a container of :data:`STORE_IMAGE` on a network of its
+    own (a bridge; an attachable overlay for a swarm), which the run's
+    computers join and reach it on by name; published on this machine's
+    loopback for the harness. ``join`` names more networks it joins (a
+    computer attached by URL, on a network of this engine)."""
+    import secrets
+
+    import docker
+    import docker.errors
+
+    problem = engine_problem()
+    if problem is not None:
+        raise StoreError(problem)
+    image = image or os.environ.get("AGENTENV_STORE_IMAGE") or STORE_IMAGE
+    tag = secrets.token_hex(6)
+    name = f"agentenv-store-{tag}"
+    client = docker.from_env()
+    network: Any = None
+    container: Any = None
+    try:
+        try:
+            client.images.get(image)
+        except docker.errors.ImageNotFound:
+            raise StoreError(
+                f"the store's image {image} is not on this engine: make image builds it "
+                "(scripts/store-image.sh), or give --store s3://bucket/prefix"
+            ) from None
+        try:
+            network = client.networks.create(
+                f"agentenv-run-{tag}",
+                driver="overlay" if swarm else "bridge",
+                attachable=True if swarm else None,
+                labels={HARNESS_LABEL: "1"},
+            )
+        except docker.errors.APIError as exc:
+            hint = " (docker swarm init makes this engine a swarm manager)" if swarm else ""
+            raise StoreError(
+                f"cannot make the run's network: {exc.explanation or exc}{hint}"
+            ) from None
+        container = client.containers.run(
+            image,
+            name=name,
+            detach=True,
+            init=True,
+            network=network.name,
+            ports={f"{STORE_PORT}/tcp": ("127.0.0.1", None)},
+            labels={HARNESS_LABEL: "1"},
+            read_only=True,
+            tmpfs={"/run/store": "uid=10001,gid=10001,mode=0700,size=1m", "/tmp": "size=64m"},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges:true"],
+            mem_limit="1g",
+            pids_limit=256,
+        )
+        for other in join:
+            try:
+                client.networks.get(other).connect(container)
+            except docker.errors.NotFound:
+                raise StoreError(
+                    f"--network {other}: no such network on this engine (docker network ls "
+                    "lists them)"
+                ) from None
+        keys = _wait_keys(container, name, timeout_s)
+        container.reload()
+        port = container.attrs["NetworkSettings"]["Ports"][f"{STORE_PORT}/tcp"][0]["HostPort"]
+        store = _opened(keys, f"http://127.0.0.1:{port}", f"http://{name}:{STORE_PORT}", say)
+    except BaseException as exc:
+        _remove(container, (network,) if network is not None else ())
+        if isinstance(exc, docker.errors.APIError):
+            raise StoreError(f"cannot start the run's store: {exc.explanation or exc}") from None
+        raise
+    store.container, store.networks, store.network = container, (network,), network.name
+    return store
+
+
+def _wait_keys(container: Any, name: str, timeout_s: float) -> dict[str, str]:
+    ends = time.monotonic() + timeout_s
+    while True:
+        keys = _admin_keys(container)
+        if keys is not None:
+            return keys
+        container.reload()
+        if container.status in ("exited", "dead"):
+            said = container.logs(tail=20).decode(errors="replace").strip()
+            raise StoreError(f"the run's store ({name}) exited at start: {said[-800:]}")
+        if time.monotonic() > ends:
+            raise StoreError(
+                f"the run's store ({name}) did not start within {timeout_s:.0f} s: "
+                f"docker logs {name} says why"
+            )
+        time.sleep(0.1)
 
 
 def open_store(
@@ -486,7 +621,7 @@ def open_store(
 ) -> Store:
     """The store ``spec`` names: ``local``, ``file`` or ``s3://bucket/prefix``."""
     if spec == "local":
-        return start_local(say)
+        return start_container(say)
     if spec == "file":
         return FolderStore(out)
     parts = urlsplit(spec)
@@ -504,3 +639,103 @@ def open_store(
         say=say,
         share_own=share_own,
     )
+
+
+@dataclass
+class StoreOptions:
+    """What ``agentenv run`` says of its store (the ``--store*`` and ``--network`` flags)."""
+
+    spec: str = "local"
+    role_arn: str | None = None
+    computer_endpoint_url: str | None = None
+    share_own: bool = False
+    #: A Docker network of this engine that computers the run starts join, and
+    #: the local store too (for a computer attached by URL that is on it).
+    network: str | None = None
+
+
+def records(task: Any) -> bool:
+    """Whether ``task`` (a :class:`~agentenv.harness.steps.Task`) starts a recording."""
+    return any(step.type == "start_browser_recording" for step in task.steps)
+
+
+def attaches(task: Any) -> bool:
+    """Whether ``task`` attaches to a computer by URL (one the run does not start)."""
+    return any(step.type == "deploy_env" and getattr(step, "url", None) for step in task.steps)
+
+
+def store_problem(options: StoreOptions, task: Any, backend: str) -> str | None:
+    """Why the run's store could not reach ``task``'s computers, found before
+    anything is deployed; None when it can (or the task records nothing)."""
+    if options.spec != "local" or not records(task):
+        return None
+    if backend == "kubernetes":
+        return (
+            "the local store runs on this machine's Docker engine, which a cluster's pods "
+            "cannot reach: give --store s3://bucket/prefix (a store the pods reach)"
+        )
+    if attaches(task) and not options.network:
+        return (
+            "a computer attached by URL cannot reach the local store, which serves only the "
+            "computers this run starts: give --network NAME (a Docker network of this engine "
+            "that the computer is on), or --store s3://bucket/prefix (a store it reaches)"
+        )
+    if backend in ("docker", "swarm"):
+        return engine_problem()
+    return None
+
+
+class RunStore:
+    """The store of one ``agentenv run`` (one task, or a batch): opened at its
+    first use, shared by the run's tasks (each recording has a grant of its
+    own), closed once, after the last computer has stopped."""
+
+    def __init__(
+        self, options: StoreOptions, out: Path, *, backend: str = "docker", say: Any = print
+    ) -> None:
+        self.options, self.out, self.backend, self.say = options, out, backend, say
+        self._store: Store | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Store:
+        with self._lock:
+            if self._store is None:
+                self._store = self._open()
+            return self._store
+
+    def _open(self) -> Store:
+        options = self.options
+        if options.spec == "local":
+            join = (options.network,) if options.network else ()
+            return start_container(self.say, swarm=self.backend == "swarm", join=join)
+        return open_store(
+            options.spec,
+            self.out,
+            say=self.say,
+            role_arn=options.role_arn,
+            computer_endpoint_url=options.computer_endpoint_url,
+            share_own=options.share_own,
+        )
+
+    @property
+    def opened(self) -> Store | None:
+        """The store, if it has been opened."""
+        return self._store
+
+    def networks(self, recording: bool) -> list[str]:
+        """The Docker networks a computer joins: the local store's (opened now,
+        before the computer, when it will record) and ``--network``."""
+        found: list[str] = []
+        if self.options.spec == "local" and recording:
+            store = self.get()
+            if isinstance(store, LocalStore) and store.network:
+                found.append(store.network)
+        if self.options.network:
+            found.append(self.options.network)
+        return found
+
+    def close(self) -> None:
+        with self._lock:
+            store, self._store = self._store, None
+        if store is not None:
+            store.close()

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentenv.harness.computer import DEFAULT_IMAGE, Computer, ComputerError, users_setting
+from agentenv.harness.engine import HARNESS_LABEL
 from agentenv.harness.hardening import CAPABILITIES
 
 __all__ = ["ServiceHandle", "deploy_service"]
@@ -62,9 +63,13 @@ def _reach(node: str, local: str) -> str:
 
 
 def deploy_service(
-    image: str | None, host: str = "127.0.0.1", agents: dict[str, str] | None = None
+    image: str | None,
+    host: str = "127.0.0.1",
+    agents: dict[str, str] | None = None,
+    networks: list[str] | None = None,
 ) -> Computer:
-    """Start a computer as a one-replica swarm service and wait until it is ready."""
+    """Start a computer as a one-replica swarm service on ``networks`` (the run
+    store's overlay, ``--network``) and wait until it is ready."""
     import docker
     from docker.types import EndpointSpec, Mount, Resources, RestartPolicy
 
@@ -76,8 +81,9 @@ def deploy_service(
             image or DEFAULT_IMAGE,
             name=name,
             env=[f"AGENTENV_CONTROL_TOKEN={control}", f"AGENTENV_USERS={users_setting(agents)}"],
-            labels={"io.agentenv.harness": "1"},
-            container_labels={"io.agentenv.harness": "1"},
+            labels={HARNESS_LABEL: "1"},
+            container_labels={HARNESS_LABEL: "1"},
+            networks=list(networks or []),
             cap_drop=["ALL"],
             cap_add=list(CAPABILITIES),
             init=True,

@@ -115,6 +115,12 @@ async def check_endpoint(grant: Grant) -> None:
             )
 
 
+#: botocore's errors for a store this computer has no route to.
+UNREACHABLE = frozenset(
+    {"EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError", "ReadTimeoutError"}
+)
+
+
 class S3Uploader:
     def __init__(self, grant: Grant, prefix: str) -> None:
         import boto3
@@ -124,6 +130,7 @@ class S3Uploader:
         self.bucket = parts.netloc
         self.prefix = prefix
         self.where = f"s3://{self.bucket}/{prefix}"
+        self.endpoint = grant.endpoint_url
         self.client: Any = boto3.session.Session().client(
             "s3",
             endpoint_url=grant.endpoint_url,
@@ -150,6 +157,13 @@ class S3Uploader:
             )
         except Exception as exc:  # botocore's errors: name the place, not the keys
             code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
+            if code in UNREACHABLE:
+                raise UploadError(
+                    f"cannot upload {name} to {self.where}: this computer cannot reach the "
+                    f"store at {self.endpoint or 'the default S3 endpoint'} ({code}); give it a "
+                    "route to that address (the harness's local store: a network the computer "
+                    "joins), or a store at an address it reaches"
+                ) from None
             raise UploadError(
                 f"cannot upload {name} to {self.where}: {code}; check the grant's bucket, "
                 "region and credentials, or ask for a fresh grant"

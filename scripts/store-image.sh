@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
-# Builds the test S3 server's image: moto in server mode (images/s3/Dockerfile).
+# Builds the run store's image: moto's S3 server with its checks on
+# (images/store/Dockerfile), which `agentenv run` starts as a run's default
+# store. `make image` runs this after the browser image.
 #
-#   scripts/s3-image.sh [--rebuild]
+#   scripts/store-image.sh [--rebuild]
 #
-# Tag: $AGENTENV_S3_IMAGE (default agentenv/test-s3:latest), for this machine's
-# architecture. The container tests build it through a session fixture
-# (tests/conftest.py) and run it on a network of their own.
+# Tag: $AGENTENV_STORE_IMAGE (default agentenv/store:latest), for this
+# machine's architecture. The container tests also run plain moto from it.
 #
 # Idempotent: the image carries a label with the hash of its inputs (the
-# Dockerfile, requirements/s3.lock, the wheel platform and the base image's
-# id); when an image with that label exists, nothing is done. --rebuild builds
-# anyway.
+# Dockerfile, requirements/store.lock, storeserver.py, the wheel platform and
+# the base image's id); when an image with that label exists, nothing is
+# done. --rebuild builds anyway.
 #
 # Steps: scripts/engine.sh, scripts/base-image.sh ARCH, the wheelhouse of
-# requirements/s3.lock downloaded on the host into build/s3/wheels/ (pip
-# cannot reach the index inside a build here; skipped when its stamp matches
-# the lock), then the classic builder with build/s3/ as the context (the
-# repository is never sent). Python: $PYTHON, else .venv/bin/python, else python3.
+# requirements/store.lock downloaded on the host into build/store/wheels/
+# (pip cannot reach the index inside a build here; skipped when its stamp
+# matches the lock), then the classic builder with build/store/ as the
+# context (the repository is never sent). Python: $PYTHON, else
+# .venv/bin/python, else python3.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -25,21 +27,23 @@ rebuild=""
 for arg in "$@"; do
     case "$arg" in
         --rebuild) rebuild=1 ;;
-        -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
-        *) die "unknown argument '$arg'" "usage: scripts/s3-image.sh [--rebuild]" ;;
+        -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+        *) die "unknown argument '$arg'" "usage: scripts/store-image.sh [--rebuild]" ;;
     esac
 done
 
 cd "$AGENTENV_ROOT"
 scripts="$AGENTENV_ROOT/scripts"
-tag="${AGENTENV_S3_IMAGE:-agentenv/test-s3:latest}"
+tag="${AGENTENV_STORE_IMAGE:-agentenv/store:latest}"
 case "${tag##*/}" in *:*) ;; *) tag="$tag:latest" ;; esac
-lock=requirements/s3.lock
-dockerfile=images/s3/Dockerfile
-context=build/s3
+lock=requirements/store.lock
+dockerfile=images/store/Dockerfile
+server=services/agentenv/harness/storeserver.py
+context=build/store
 wheels="$context/wheels"
 [ -r "$lock" ] || die "$lock is missing" "restore it (git checkout $lock)"
 [ -r "$dockerfile" ] || die "$dockerfile is missing" "restore it (git checkout $dockerfile)"
+[ -r "$server" ] || die "$server is missing" "restore it (git checkout $server)"
 
 if [ -n "${PYTHON:-}" ]; then
     py="$PYTHON"
@@ -65,7 +69,7 @@ base="$(base_image_tag "$arch")"
 base_id="$(docker image inspect -f '{{.Id}}' "$base" 2>/dev/null)" ||
     die "the base image $base is missing" "run scripts/base-image.sh $arch and read its error"
 
-inputs="$( { sha256 <"$dockerfile"; sha256 <"$lock"; echo "${flags[*]}"; echo "$base_id"; } | sha256)"
+inputs="$( { sha256 <"$dockerfile"; sha256 <"$lock"; sha256 <"$server"; echo "${flags[*]}"; echo "$base_id"; } | sha256)"
 label=io.agentenv.inputs
 if [ -z "$rebuild" ]; then
     have="$(docker image inspect -f "{{index .Config.Labels \"$label\"}}" "$tag" 2>/dev/null || true)"
@@ -77,7 +81,7 @@ fi
 
 # The wheelhouse, unless its stamp says it matches the lock and platform.
 want="$( { sha256 <"$lock"; echo "${flags[*]}"; } | sha256)"
-if [ -r "$wheels/.stamp" ] && [ "$(cat "$wheels/.stamp")" = "$want" ] && cmp -s "$lock" "$wheels/s3.lock"; then
+if [ -r "$wheels/.stamp" ] && [ "$(cat "$wheels/.stamp")" = "$want" ] && cmp -s "$lock" "$wheels/store.lock"; then
     log "$wheels matches $lock: no download"
 else
     start=$SECONDS
@@ -92,11 +96,12 @@ else
         die "pip download of $lock for linux/$arch failed" \
             "check that the package index is reachable ($py -m pip download moto) and that every pin in $lock has a cp311 wheel for $arch"
     fi
-    cp "$lock" "$wheels/s3.lock"
+    cp "$lock" "$wheels/store.lock"
     echo "$want" >"$wheels/.stamp"
     log "downloaded $(find "$wheels" -maxdepth 1 -name '*.whl' | wc -l) wheels ($(elapsed "$start"))"
 fi
 
+cp "$server" "$context/storeserver.py"
 start=$SECONDS
 log "building $tag (linux/$arch) from $dockerfile, context $context"
 quiet=()
