@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,3 +14,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.container)
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Any]:
+    """A Docker network of the tests' own, for computers the harness attaches to
+    by URL: ``agentenv run --network <its name>`` puts the run's store on it."""
+    import uuid
+
+    import docker
+
+    client = docker.from_env()
+    network = client.networks.create(f"agentenv-test-lab-{uuid.uuid4().hex[:8]}")
+    try:
+        yield network
+    finally:
+        network.reload()
+        for container in network.containers:
+            network.disconnect(container, force=True)
+        network.remove()

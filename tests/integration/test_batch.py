@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.support.container import engine_objects
 from tests.support.timing import deadline
 
 AGENT = textwrap.dedent(
@@ -66,6 +67,13 @@ def _left_over() -> list[object]:
     )
 
 
+def _counted() -> str:
+    """What the engine holds, counted: volumes, and the harness's containers and networks."""
+    found = engine_objects()
+    kinds = ("volume", "container", "network")
+    return ", ".join(f"{sum(x.startswith(k) for x in found)} {k}s" for k in kinds)
+
+
 def agentenv_run(
     cwd: Path, *arguments: str, timeout_s: float = 600
 ) -> subprocess.CompletedProcess[str]:
@@ -97,7 +105,10 @@ def twenty_tasks(
 
 
 def test_twenty_tasks_four_at_a_time(image: str, tmp_path: Path) -> None:
+    """...and teardown removes everything the batch made: the computers, their
+    volumes (each one's action log), the run's store and its network."""
     failing = {"task-07", "task-13"}
+    before, counted = engine_objects(), _counted()
     done, out = twenty_tasks(image, tmp_path, {7, 13})
     assert done.returncode == 1, done.stdout + done.stderr  # two agents failed
     assert "20 tasks, 4 at a time" in done.stdout
@@ -125,6 +136,10 @@ def test_twenty_tasks_four_at_a_time(image: str, tmp_path: Path) -> None:
     assert f"; {frames} frames, 0 missing;" in fleet[-1], (frames, fleet[-1])
     assert " 0 CDP commands" not in fleet[-1] and "(0 acting)" not in fleet[-1], fleet[-1]
     assert _left_over() == []
+    assert engine_objects() - before == set(), (counted, _counted())
+    # One store for the batch, on one network of its own.
+    stores = {json.loads((Path(r["out"]) / "metadata.json").read_text())["store"] for r in results}
+    assert len(stores) == 1 and next(iter(stores)).startswith("s3://agentenv-"), stores
 
 
 def test_online_mind2web_tasks_from_a_jsonl(image: str, tmp_path: Path) -> None:

@@ -41,20 +41,27 @@ def _attached(container: Any) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def shared(image: str) -> Iterator[tuple[Any, dict[str, str]]]:
-    container = start_computer(image, {"AGENTENV_CONTROL_TOKEN": CONTROL})
+def shared(image: str, lab: Any) -> Iterator[tuple[Any, dict[str, str]]]:
+    container = start_computer(image, {"AGENTENV_CONTROL_TOKEN": CONTROL}, network=lab)
     try:
         yield container, _attached(container)
     finally:
         container.stop()
 
 
-def _run(task: list[dict[str, Any]], folder: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _run(
+    task: list[dict[str, Any]], folder: Path, network: Any
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``agentenv run`` of ``task``, its store on ``network`` (the attached computer's)."""
     path = folder / "task.yaml"
     path.write_text(yaml.safe_dump({"envs": ENVS, "steps": task}))
     out = folder / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "agentenv", "run", str(path), "--out", str(out)],
+        [
+            sys.executable,
+            *("-m", "agentenv", "run", str(path), "--out", str(out)),
+            *("--network", network.name),
+        ],
         capture_output=True,
         text=True,
         timeout=deadline(600),
@@ -95,7 +102,7 @@ def _reopen(where: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("best_effort", [False, True])
 def test_a_missing_frame_fails_the_run_unless_best_effort(
-    shared: tuple[Any, dict[str, str]], tmp_path: Path, best_effort: bool
+    shared: tuple[Any, dict[str, str]], lab: Any, tmp_path: Path, best_effort: bool
 ) -> None:
     _, where = shared
     task = [
@@ -111,7 +118,7 @@ def test_a_missing_frame_fails_the_run_unless_best_effort(
         },
     ]
     try:
-        done, out = _run(task, tmp_path)
+        done, out = _run(task, tmp_path, lab)
     finally:
         _reopen(where)
     meta = json.loads((out / "metadata.json").read_text())["steps"]
@@ -148,7 +155,7 @@ else:
 
 @pytest.mark.parametrize("how", ["kill", "restart"])
 def test_a_forgotten_recording_is_registered_from_the_store(
-    shared: tuple[Any, dict[str, str]], tmp_path: Path, how: str
+    shared: tuple[Any, dict[str, str]], lab: Any, tmp_path: Path, how: str
 ) -> None:
     """Killed, the recorder uploaded no log: the run fails for it. Restarted,
     it ended the recording on the way down: whole, but ended early."""
@@ -164,7 +171,7 @@ def test_a_forgotten_recording_is_registered_from_the_store(
         agent,
         {"id": "end", "type": "end_browser_recording", "env_id": "pc", "name": "r"},
     ]
-    done, out = _run(task, tmp_path)
+    done, out = _run(task, tmp_path, lab)
     assert done.returncode == EXIT_INFRA, done.stdout + done.stderr
     meta = json.loads((out / "metadata.json").read_text())["steps"]
     error = meta["end"]["error"]
@@ -185,9 +192,9 @@ def test_a_forgotten_recording_is_registered_from_the_store(
 
 
 def test_a_computer_gone_at_teardown_has_its_recording_registered_from_the_store(
-    image: str, tmp_path: Path
+    image: str, lab: Any, tmp_path: Path
 ) -> None:
-    container = start_computer(image, {"AGENTENV_CONTROL_TOKEN": CONTROL})
+    container = start_computer(image, {"AGENTENV_CONTROL_TOKEN": CONTROL}, network=lab)
     try:
         where = _attached(container)
         cid = container.get_wrapped_container().id
@@ -210,7 +217,7 @@ subprocess.run(['docker', 'kill', {cid!r}], check=True)
             {"id": "start", "type": "start_browser_recording", "env_id": "pc", "name": "r"},
             _agent(kill),
         ]
-        done, out = _run(task, tmp_path)
+        done, out = _run(task, tmp_path, lab)
     finally:
         container.stop()
     assert done.returncode == EXIT_INFRA, done.stdout + done.stderr
@@ -251,7 +258,7 @@ class _NoRecordings(BaseHTTPRequestHandler):
 
 
 def test_a_computer_without_the_recording_extension_fails_the_start_by_name(
-    shared: tuple[Any, dict[str, str]], tmp_path: Path
+    shared: tuple[Any, dict[str, str]], lab: Any, tmp_path: Path
 ) -> None:
     _, where = shared
     handler = type("Handler", (_NoRecordings,), {"upstream": where["url"]})
@@ -264,7 +271,7 @@ def test_a_computer_without_the_recording_extension_fails_the_start_by_name(
             {"id": "tab", "type": "browser_open_tab", "env_id": "pc", "url": "about:blank"},
             {"id": "start", "type": "start_browser_recording", "env_id": "pc", "name": "r"},
         ]
-        done, out = _run(task, tmp_path)
+        done, out = _run(task, tmp_path, lab)
     finally:
         server.shutdown()
     assert done.returncode == EXIT_INFRA, done.stdout + done.stderr

@@ -65,10 +65,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def shop(image: str) -> Iterator[dict[str, str]]:
-    """A computer the harness did not start, sharing no folder with it."""
+def shop(image: str, lab: Any) -> Iterator[dict[str, str]]:
+    """A computer the harness did not start, sharing no folder with it, on the
+    tests' network (``--network``: the run's store joins it)."""
     env = {"AGENTENV_CONTROL_TOKEN": CONTROL}
-    container = start_computer(image, env)
+    container = start_computer(image, env, network=lab)
     try:
         files = " && ".join(
             f"printf '%s' {json.dumps(html)} > /tmp/site/{name}" for name, html in PAGES.items()
@@ -102,7 +103,7 @@ def _run(
     )
 
 
-def test_a_whole_task(shop: dict[str, str], runs: Path, tmp_path: Path) -> None:
+def test_a_whole_task(shop: dict[str, str], lab: Any, runs: Path, tmp_path: Path) -> None:
     (tmp_path / "agent.py").write_text(AGENT)
     deploy = {"type": "deploy_env", "env_id": "shop", "version": 1, "token": CONTROL, **shop}
     task = {
@@ -165,7 +166,7 @@ def test_a_whole_task(shop: dict[str, str], runs: Path, tmp_path: Path) -> None:
         ],
     }
     run = runs / "whole"
-    done = _run(task, tmp_path, run)
+    done = _run(task, tmp_path, run, "--network", lab.name)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "summary: done" in done.stdout and "browser_open_tab (bg-tab) ok in" in done.stdout
     meta = json.loads((run / "metadata.json").read_text())["steps"]
@@ -200,7 +201,7 @@ def test_a_whole_task(shop: dict[str, str], runs: Path, tmp_path: Path) -> None:
 
 
 def test_a_close_naming_no_open_tab_fails_listing_them(
-    shop: dict[str, str], runs: Path, tmp_path: Path
+    shop: dict[str, str], lab: Any, runs: Path, tmp_path: Path
 ) -> None:
     task = {
         "envs": {"shop": {"versions": {1: {"browsers": ["main"]}}}},
@@ -215,7 +216,7 @@ def test_a_close_naming_no_open_tab_fails_listing_them(
             },
         ],
     }
-    done = _run(task, tmp_path, runs / "closing")
+    done = _run(task, tmp_path, runs / "closing", "--network", lab.name)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "no tab shows http://127.0.0.1:8000/nowhere.html" in done.stdout
     assert f"{SITE}/other.html" in done.stdout
@@ -386,3 +387,34 @@ def _answers(s3: Any) -> bool:
     except Exception:
         return False
     return True
+
+
+def test_the_readme_task_runs_as_written(image: str, tmp_path: Path) -> None:
+    """The README's task and agent, as written, through ``agentenv run`` with the
+    default store: its agent is handed a token though the task connects none
+    (the computer takes no connection without one), the recording arrives
+    whole, the export is written, and nothing the run made is left."""
+    from tests.support.container import engine_objects
+    from tests.support.readme import blocks, tasks
+
+    (tmp_path / "task.yaml").write_text(tasks()[0])
+    (tmp_path / "agent.py").write_text(next(b for b in blocks("python") if "agent.py" in b))
+    before = engine_objects()
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "agentenv", "run", "task.yaml", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=deadline(600),
+        cwd=tmp_path,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    meta = json.loads((out / "metadata.json").read_text())
+    steps = {v["type"]: v for v in meta["steps"].values()}
+    assert steps["run_agent"]["answer"].startswith("looked at "), steps["run_agent"]
+    assert steps["end_browser_recording"]["problems"] == []
+    result = json.loads((out / "mind2web" / "t1" / "result.json").read_text())
+    assert result["task"] == "Buy shoes"
+    assert any("press End" in s["action"] for s in result["action_history"]), result
+    assert engine_objects() - before == set()

@@ -34,6 +34,7 @@ __all__ = [
     "Computer",
     "build",
     "computer",
+    "engine_objects",
     "require_engine",
     "start_computer",
 ]
@@ -50,6 +51,22 @@ SITE = "http://127.0.0.1:8000"
 PLAIN_S3: dict[str, Any] = {
     "entrypoint": ["/opt/moto/bin/moto_server", "-H", "0.0.0.0", "-p", "5000"]
 }
+
+
+def engine_objects() -> set[str]:
+    """What the engine holds that a run could leave behind: every volume, and
+    the containers, networks and swarm services the harness labels. A test
+    takes this before a run and checks nothing was added after it."""
+    import docker
+
+    client = docker.from_env()
+    label = {"label": "io.agentenv.harness=1"}
+    found = {f"volume {v.name}" for v in client.volumes.list()}
+    found |= {f"container {c.name}" for c in client.containers.list(all=True, filters=label)}
+    found |= {f"network {n.name}" for n in client.networks.list(filters=label)}
+    if client.info().get("Swarm", {}).get("LocalNodeState") == "active":
+        found |= {f"service {s.name}" for s in client.services.list(filters=label)}
+    return found
 
 
 def require_engine() -> None:

@@ -209,3 +209,18 @@ def test_compose_runs_the_image_as_the_harness_does() -> None:
     assert service["mem_limit"] == kwargs["mem_limit"]
     assert service["pids_limit"] == kwargs["pids_limit"]
     assert service["shm_size"] == kwargs["shm_size"]
+
+
+def test_every_task_in_the_readme_passes_agentenv_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentenv.harness.cli import main
+    from tests.support.readme import tasks
+
+    found = tasks()
+    assert found, "the README shows no task"
+    for n, text in enumerate(found):
+        path = tmp_path / f"readme-{n}.yaml"
+        path.write_text(text)
+        assert main(["check", str(path)]) == 0, capsys.readouterr().err
+        assert "no problems" in capsys.readouterr().out

@@ -509,14 +509,47 @@ def test_the_cli_refuses_the_file_store_and_stray_options(
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_run_without_a_cluster_warns_of_the_local_store_and_fails_as_infrastructure(
+def test_a_recording_task_on_kubernetes_needs_a_store_the_pods_reach(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     no_cluster_calls: None,
 ) -> None:
-    """The whole path through ``agentenv run``: the warning, then the task's
-    deploy failing for want of a cluster, reported as infrastructure (exit 3)."""
+    """The local store lives on this machine's Docker engine: a task that
+    records on Kubernetes is refused before anything is deployed, saying what
+    to give instead."""
+    from agentenv.harness import kubernetes as k
+    from agentenv.harness.cli import main
+
+    def tripped(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a computer was started")
+
+    monkeypatch.setattr(k, "deploy_pod", tripped)
+    monkeypatch.chdir(tmp_path)
+    task = tmp_path / "task.yaml"
+    steps = [
+        {"type": "deploy_env", "env_id": "web"},
+        {"type": "start_browser_recording", "env_id": "web", "name": "r"},
+        {"type": "end_browser_recording", "env_id": "web", "name": "r"},
+    ]
+    task.write_text(
+        yaml.safe_dump({"envs": {"web": {"versions": {1: {"browsers": ["main"]}}}}, "steps": steps})
+    )
+    assert main(["run", str(task), "--backend", "kubernetes"]) == 2
+    err = capsys.readouterr().err
+    assert "a cluster's pods cannot reach" in err and "--store s3://" in err, err
+    assert "nothing was deployed" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_run_without_a_cluster_fails_as_infrastructure(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    no_cluster_calls: None,
+) -> None:
+    """The whole path through ``agentenv run``: the task's deploy failing for
+    want of a cluster, reported as infrastructure (exit 3)."""
     from agentenv.harness.cli import main
 
     empty = tmp_path / "kubeconfig"
@@ -535,7 +568,6 @@ def test_a_run_without_a_cluster_warns_of_the_local_store_and_fails_as_infrastru
     out = tmp_path / "out"
     assert main(["run", str(task), "--backend", "kubernetes", "--out", str(out)]) == 3
     captured = capsys.readouterr()
-    assert "the local store listens on this machine's Docker bridge" in captured.err
     assert "0 done, 0 failed, 1 infrastructure" in captured.out
     assert "no Kubernetes cluster to use" in (out / "task" / "run.log").read_text()
 

@@ -190,3 +190,59 @@ def test_no_short_lived_credentials_fails_closed(store: LocalStore) -> None:
     grant = shared.grant("r/a", started_here=False)
     assert grant["access_key_id"] == "AKIASTRANGER" and len(said) == 1
     assert "nope" not in said[0] and "reach the whole store" in said[0]
+
+
+def _task(*steps: dict[str, Any]) -> Any:
+    from agentenv.harness.steps import Task
+
+    return Task.model_validate(
+        {"envs": {"web": {"versions": {1: {"browsers": ["main"]}}}}, "steps": list(steps)}
+    )
+
+
+DEPLOY = {"type": "deploy_env", "env_id": "web"}
+ATTACH = {"type": "deploy_env", "env_id": "web", "url": "http://10.0.0.7:8080"}
+START = {"type": "start_browser_recording", "env_id": "web", "name": "r"}
+
+
+def test_where_the_local_store_cannot_reach_the_run_stops_before_deploying() -> None:
+    from agentenv.harness.store import StoreOptions, store_problem
+
+    local, s3 = StoreOptions(), StoreOptions(spec="s3://bucket/p")
+    # What it can reach: computers this run starts on Docker or a swarm.
+    assert store_problem(local, _task(DEPLOY, START), "docker") is None
+    assert store_problem(local, _task(DEPLOY, START), "swarm") is None
+    # Nothing to reach when nothing records, or the store is the user's.
+    assert store_problem(local, _task(ATTACH), "docker") is None
+    assert store_problem(s3, _task(ATTACH, START), "kubernetes") is None
+    # A computer attached by URL: only on a network the store joins.
+    problem = store_problem(local, _task(ATTACH, START), "docker")
+    assert problem is not None and "give --network NAME" in problem and "--store s3://" in problem
+    assert store_problem(StoreOptions(network="lab"), _task(ATTACH, START), "docker") is None
+    # A cluster's pods never reach it.
+    problem = store_problem(local, _task(DEPLOY, START), "kubernetes")
+    assert problem is not None and "--store s3://" in problem
+
+
+@pytest.mark.parametrize(
+    ("docker_host", "local"),
+    [
+        ("", True),
+        ("unix:///var/run/docker.sock", True),
+        ("unix:///run/user/1000/docker.sock", True),  # rootless Docker
+        ("npipe:////./pipe/docker_engine", True),  # Docker Desktop on Windows
+        ("tcp://127.0.0.1:2375", True),
+        ("tcp://localhost:2376", True),
+        ("tcp://[::1]:2375", True),
+        ("tcp://10.0.0.5:2376", False),
+        ("ssh://builder@build.example", False),
+    ],
+)
+def test_an_engine_on_another_machine_is_refused_by_name(docker_host: str, local: bool) -> None:
+    from agentenv.harness.engine import engine_problem
+
+    problem = engine_problem({"DOCKER_HOST": docker_host})
+    assert (problem is None) == local, problem
+    if problem is not None:
+        assert "another machine" in problem and "Run agentenv on that machine" in problem
+        assert "builder@" not in problem  # a user name in the URL is not repeated
