@@ -6,7 +6,11 @@
 - the time to ready a computer for the next task: reused (``data/reset``)
   beside started fresh (``docker run`` to ``/readyz``);
 - memory per computer after a task (cgroup, as ``docker stats`` shows it), and
-  so how many fit on a host of a given size.
+  so how many fit on a host of a given size;
+- what the run's local store costs: its container up and serving (paid once
+  per ``agentenv run``), beside a computer's start; and per recording, the
+  grant made on the harness's side and the start that proves it from the
+  computer's (``start.json`` written through the store's network).
 
 Needs a Docker engine and the image (make image).
 """
@@ -22,8 +26,9 @@ import time
 from pathlib import Path
 
 from agentenv.harness.batch import Batch, Planned
-from agentenv.harness.computer import Computer, deploy
+from agentenv.harness.computer import Computer, agent_tokens, deploy
 from agentenv.harness.steps import Task
+from agentenv.harness.store import start_container
 from bench.stats import table
 
 IMAGE = "agentenv/browser:latest"
@@ -93,18 +98,52 @@ def _fresh_and_memory(agent: Path) -> tuple[list[float], list[float]]:
 
     starts, memory = [], []
     for _ in range(3):
+        agents = agent_tokens(["bench"])
         began = time.monotonic()
-        computer = deploy(IMAGE, None, None)
+        computer = deploy(IMAGE, None, None, agents=agents)
         starts.append(time.monotonic() - began)
         try:
             computer.op("tabs/open", {"url": "about:blank"})
-            env = {"AGENTENV_CDP_URL": computer.cdp, "PATH": "/usr/bin:/bin"}
+            cdp = f"{computer.cdp}?token={agents['bench']}"
+            env = {"AGENTENV_CDP_URL": cdp, "PATH": "/usr/bin:/bin"}
             subprocess.run([sys.executable, str(agent)], env=env, check=True, timeout=120)
             time.sleep(3)
             memory.append(_memory_mib(computer))
         finally:
             computer.stop()
     return starts, memory
+
+
+def _store_costs(recordings: int = 5) -> tuple[list[float], list[float], list[float]]:
+    """The store up (three times); then, on one computer on its network, each
+    recording's grant (harness) and start (computer, its grant proven)."""
+    ups: list[float] = []
+    for _ in range(2):
+        began = time.monotonic()
+        start_container(say=lambda _: None).close()
+        ups.append(time.monotonic() - began)
+    began = time.monotonic()
+    store = start_container(say=lambda _: None)
+    ups.append(time.monotonic() - began)
+    grants, starts = [], []
+    try:
+        computer = deploy(IMAGE, None, None, networks=[str(store.network)])
+        try:
+            for n in range(recordings):
+                began = time.monotonic()
+                grant = store.grant(f"bench/r{n}", started_here=False)
+                granted = time.monotonic()
+                started = computer.recording(
+                    "start", {"request_id": f"bench-{n}-{time.time()}", "upload": grant}
+                )
+                starts.append(time.monotonic() - granted)
+                grants.append(granted - began)
+                computer.recording("end", {"recording_id": started["recording_id"]})
+        finally:
+            computer.stop()
+    finally:
+        store.close()
+    return ups, grants, starts
 
 
 def run() -> str:
@@ -119,6 +158,7 @@ def run() -> str:
         reused, took = _throughput(folder, agent, 2, reuse=True)
         reuse_rate = TASKS / took * 60
         fresh, memory = _fresh_and_memory(agent)
+    ups, grants, starts = _store_costs()
     per = statistics.median(memory)
     rows = [
         [f"tasks a minute, --parallel {n} ({TASKS} tasks)", f"{rates[n]:.1f}", ""]
@@ -136,6 +176,22 @@ def run() -> str:
             f"started fresh (docker run to /readyz): {statistics.median(fresh):.2f} s",
         ],
         ["memory per computer after a task (cgroup)", f"{per:.0f} MiB", "median of 3"],
+        [
+            "the run's local store up (its network and container, to serving)",
+            f"{statistics.median(ups):.2f} s",
+            f"a computer started fresh: {statistics.median(fresh):.2f} s "
+            f"({statistics.median(ups) / statistics.median(fresh):.2f}x); once per run",
+        ],
+        [
+            "a recording's grant (harness: role, policy, STS)",
+            f"{statistics.median(grants) * 1000:.0f} ms",
+            f"median of {len(grants)}",
+        ],
+        [
+            "a recording's start, its grant proven (start.json from the computer)",
+            f"{statistics.median(starts) * 1000:.0f} ms",
+            f"{statistics.median(starts) / statistics.median(grants):.2f}x the grant",
+        ],
     ]
     for gib in (8, 16, 32, 64):
         fits = int((gib - RESERVED_GIB) * 1024 // per)

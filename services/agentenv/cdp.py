@@ -166,6 +166,12 @@ class BrowserLink:
         result = answer.get("result")
         return result if isinstance(result, dict) else {}
 
+    async def current(self) -> int:
+        """The generation of a link that is up now: reconnected first when the
+        relay went away (what it granted on an earlier one died with it)."""
+        await self._connect()
+        return self.generation
+
     async def call(
         self,
         method: str,

@@ -418,3 +418,33 @@ def test_the_readme_task_runs_as_written(image: str, tmp_path: Path) -> None:
     assert result["task"] == "Buy shoes"
     assert any("press End" in s["action"] for s in result["action_history"]), result
     assert engine_objects() - before == set()
+
+
+def test_a_computer_that_cannot_reach_the_store_is_told_so_by_address(image: str) -> None:
+    """Asked from inside the computer: one on the store's network reaches it;
+    one off it is named with the store's address and the fix, by the
+    harness's check and by the recorder's start alike."""
+    from agentenv.harness.computer import ComputerError, deploy
+    from agentenv.harness.store import start_container
+
+    store = start_container(say=lambda _: None)
+    try:
+        on = deploy(image, None, None, networks=[str(store.network)])
+        off = deploy(image, None, None)
+        try:
+            assert store.unreachable_from(on.container) is None
+            problem = store.unreachable_from(off.container)
+            assert problem is not None and f"{store.computer_endpoint_url}/" in problem, problem
+            assert "share a Docker network" in problem, problem
+            grant = store.grant("reach/r", started_here=False)
+            with pytest.raises(ComputerError) as refused:
+                off.recording("start", {"request_id": uuid.uuid4().hex, "upload": grant})
+            said = str(refused.value)
+            host = str(store.computer_endpoint_url).split("//")[1].split(":")[0]
+            assert host in said and "a network the computer joins" in said, said
+            assert grant["secret_access_key"] not in said
+        finally:
+            on.stop()
+            off.stop()
+    finally:
+        store.close()

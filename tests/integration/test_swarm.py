@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from tests.integration.test_batch import twenty_tasks
+from tests.support.container import engine_objects
+from tests.support.timing import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +39,11 @@ def swarm(image: str) -> Iterator[Any]:
 
 
 def test_twenty_tasks_on_swarm_services(swarm: Any, image: str, tmp_path: Path) -> None:
+    """...recorded through the run's store on an attachable overlay network the
+    services join; after the batch no service, task container, volume,
+    network or store is left (the swarm removes a service's task container
+    after the service: waited for, bounded)."""
+    before = engine_objects()
     done, out = twenty_tasks(image, tmp_path, {5}, "--backend", "swarm")
     assert done.returncode == 1, done.stdout + done.stderr  # one agent fails
     summary = next(x for x in done.stdout.splitlines() if x.startswith("summary:"))
@@ -50,3 +57,8 @@ def test_twenty_tasks_on_swarm_services(swarm: Any, image: str, tmp_path: Path) 
             assert json.loads(manifest.read_text())["missing_frames"] == 0
     left = swarm.services.list(filters={"label": "io.agentenv.harness=1"})
     assert left == [], "teardown removes the services it started"
+    wait_for(
+        lambda: not (engine_objects() - before),
+        "the swarm to remove the services' containers and volumes",
+        timeout_s=60,
+    )

@@ -60,7 +60,7 @@ def engine_objects() -> set[str]:
     import docker
 
     client = docker.from_env()
-    label = {"label": "io.agentenv.harness=1"}
+    label = {"label": "io.agentenv.harness"}  # computers (=1) and stores (=store)
     found = {f"volume {v.name}" for v in client.volumes.list()}
     found |= {f"container {c.name}" for c in client.containers.list(all=True, filters=label)}
     found |= {f"network {n.name}" for n in client.networks.list(filters=label)}

@@ -138,7 +138,7 @@ class PlaywrightSession:
             self.client = None
 
     async def start(self) -> Client:
-        if self._task is not None and self.generation != self.link.generation:
+        if self._task is not None and self.generation != await self.link.current():
             # The relay restarted: the granted token died with the app's link.
             await self.stop()
         if self._task is not None and self._task.done():  # it died: start a new one

@@ -3,8 +3,10 @@
 - ``GET /healthz``: the process is up (always 200 while it serves).
 - ``GET /readyz``: 200 when every path an agent uses works: Chromium answers
   through the relay, the log folder can be written, Playwright MCP's runtime
-  starts (checked once at boot), and the recorder answers; 503 with the
-  reason otherwise.
+  starts (checked once at boot), the app's own relay connection (ops, MCP
+  sessions' grants) is up to the relay running now, and the recorder
+  answers; 503 with the reason otherwise. An MCP session whose grant died
+  with an earlier relay is restarted on its next call with a fresh one.
 - ``GET /card``: the computer's name, versions and the ops it serves.
 - ``POST /v1/browser/<op>``: browser/v1 ops (:mod:`agentenv.app.optable`),
   ``log``, ``data/*``.
@@ -183,7 +185,10 @@ class Readiness:
 
 
 async def readiness(
-    settings: Settings, client: aiohttp.ClientSession, mcp_problem: str | None = None
+    settings: Settings,
+    client: aiohttp.ClientSession,
+    mcp_problem: str | None = None,
+    link: BrowserLink | None = None,
 ) -> Readiness:
     """Whether every path an agent uses works (see the module's docstring)."""
     headers = {}
@@ -207,6 +212,13 @@ async def readiness(
         return Readiness(False, f"the log folder {settings.log_dir} cannot be written")
     if mcp_problem is not None:
         return Readiness(False, f"Playwright MCP cannot start: {mcp_problem}", browser)
+    if link is not None:
+        # The app's own connection, the one ops use and MCP sessions' grants
+        # come from: up to the relay running now (reconnected if it restarted).
+        try:
+            await link.call("AgentEnv.whoami", {}, deadline_s=settings.upstream_timeout_s)
+        except BrowserError as exc:
+            return Readiness(False, f"the app's relay connection is not up: {exc}", browser)
     try:
         async with client.get(
             f"http://127.0.0.1:{settings.recorder_port}/healthz", timeout=timeout
@@ -224,7 +236,9 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def _ready(request: web.Request) -> Readiness:
     problem = request.app[mcp_key].why_not
-    return await readiness(request.app[settings_key], request.app[client_key], problem)
+    return await readiness(
+        request.app[settings_key], request.app[client_key], problem, request.app[link_key]
+    )
 
 
 async def readyz(request: web.Request) -> web.Response:

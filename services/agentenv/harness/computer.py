@@ -178,7 +178,8 @@ def deploy(
     container = None
     try:
         client = docker.from_env()
-        container = client.containers.run(
+        # create, then start: a container made but not started is still ours to remove.
+        container = client.containers.create(
             image or DEFAULT_IMAGE,
             detach=True,
             init=False,
@@ -201,6 +202,7 @@ def deploy(
         )
         for other in joined[1:]:
             client.networks.get(other).connect(container)
+        container.start()
     except Exception as exc:  # the docker SDK's errors: image missing, engine down
         if container is not None:
             with contextlib.suppress(Exception):

@@ -24,7 +24,9 @@ from urllib.parse import urlsplit
 __all__ = ["HARNESS_LABEL", "engine_problem"]
 
 #: The label on everything the harness makes on an engine (containers,
-#: networks, services): what a count of leftovers looks for.
+#: networks, services): what a count of leftovers looks for. Computers carry
+#: it as ``1`` (``docker ps --filter label=io.agentenv.harness=1`` lists
+#: them), the run's store and its network as ``store``.
 HARNESS_LABEL = "io.agentenv.harness"
 
 

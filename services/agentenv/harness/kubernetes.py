@@ -623,9 +623,10 @@ class PodHandle:
     created: list[str] = field(default_factory=list)
     forwards: list[Forward] = field(default_factory=list)
 
-    def remove(self, force: bool = True) -> None:
+    def remove(self, force: bool = True, v: bool = True) -> None:
         """Close the forwards, delete the Service, the Pod and the Secret
-        (gone already is fine); :class:`ComputerError` naming any left."""
+        (gone already is fine); :class:`ComputerError` naming any left.
+        (``force`` and ``v`` are a container's: a pod's volumes go with it.)"""
         for forward in self.forwards:
             forward.close()
         self.forwards = []

@@ -549,21 +549,22 @@ def start_container(
                 f"agentenv-run-{tag}",
                 driver="overlay" if swarm else "bridge",
                 attachable=True if swarm else None,
-                labels={HARNESS_LABEL: "1"},
+                labels={HARNESS_LABEL: "store"},
             )
         except docker.errors.APIError as exc:
             hint = " (docker swarm init makes this engine a swarm manager)" if swarm else ""
             raise StoreError(
                 f"cannot make the run's network: {exc.explanation or exc}{hint}"
             ) from None
-        container = client.containers.run(
+        # create, then start: a container made but not started is still ours to remove.
+        container = client.containers.create(
             image,
             name=name,
             detach=True,
             init=True,
             network=network.name,
             ports={f"{STORE_PORT}/tcp": ("127.0.0.1", None)},
-            labels={HARNESS_LABEL: "1"},
+            labels={HARNESS_LABEL: "store"},
             read_only=True,
             tmpfs={"/run/store": "uid=10001,gid=10001,mode=0700,size=1m", "/tmp": "size=64m"},
             cap_drop=["ALL"],
@@ -571,6 +572,7 @@ def start_container(
             mem_limit="1g",
             pids_limit=256,
         )
+        container.start()
         for other in join:
             try:
                 client.networks.get(other).connect(container)

@@ -41,7 +41,9 @@ class ServiceHandle:
 
     service: Any
 
-    def remove(self, force: bool = True) -> None:
+    def remove(self, force: bool = True, v: bool = True) -> None:
+        """Remove the service; the swarm removes its task's container with its
+        anonymous volumes (``force`` and ``v`` are a container's, for one call)."""
         self.service.remove()
 
 

@@ -105,7 +105,9 @@ async def check_endpoint(grant: Grant) -> None:
         )
     except (OSError, TimeoutError):
         raise GrantError(
-            f"the store's endpoint {host!r} does not resolve: check the grant's endpoint_url"
+            f"the store's endpoint {host!r} does not resolve from this computer: check the "
+            "grant's endpoint_url, or give the computer a route to it (the harness's local "
+            "store: a network the computer joins)"
         ) from None
     for *_rest, address in found:
         if not public_enough(str(address[0])):
