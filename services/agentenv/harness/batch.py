@@ -222,10 +222,12 @@ class Batch:
         """Every task's preflight problems, and where the store cannot reach
         its computers, named by task."""
         found = [f"{p.name}: {problem}" for p in self.tasks for problem in preflight(p.task)]
+        stores: dict[str, list[str]] = {}  # one problem, every task it stops
         for p in self.tasks:
             problem = store_problem(self.store_options, p.task, self.backend)
             if problem is not None:
-                found.append(f"{p.name}: {problem}")
+                stores.setdefault(problem, []).append(p.name)
+        found += [f"{', '.join(names)}: {problem}" for problem, names in stores.items()]
         return found
 
     def _one(self, planned: Planned) -> None:

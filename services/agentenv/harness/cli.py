@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME",
         help="a Docker network of this engine that the computers the run starts join, and "
         "the local store too: for a computer attached by URL that is on it, or a site's "
-        "containers",
+        "containers (every container on it can then reach the store and the computers; "
+        "they still need a grant or a token)",
     )
     check = sub.add_parser("check", help="preflight a task without running it")
     check.add_argument("task", type=Path)

@@ -52,6 +52,7 @@ def engine_problem(environ: Mapping[str, str] | None = None) -> str | None:
     return (
         f"DOCKER_HOST={parts.scheme}://{parts.hostname or '?'} is an engine on another "
         "machine: what the harness starts there is published on that machine's loopback, "
-        "which this one cannot reach. Run agentenv on that machine, or use --backend swarm "
-        "with this machine as a manager, or --backend kubernetes with --store s3://…"
+        "which this one cannot reach. Run agentenv on that machine (or make this one a "
+        "swarm manager and use --backend swarm), or use --backend kubernetes with "
+        "--store s3://…"
     )

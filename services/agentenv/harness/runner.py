@@ -234,9 +234,9 @@ class Run:
         return {"env_id": step.env_id, "version": version, "api": computer.api, "cdp": computer.cdp}
 
     def _check_store(self, computer: Computer) -> None:
-        """Before any step needs it: that the computer reaches the local store,
-        asked from the computer's side."""
-        if self.stores is None or self.stores.opened is None:
+        """Before any step needs it: that a computer of a task that records
+        reaches the local store, asked from the computer's side."""
+        if not records(self.task) or self.stores is None or self.stores.opened is None:
             return
         opened = self.stores.opened
         if isinstance(opened, LocalStore) and computer.container is not None:

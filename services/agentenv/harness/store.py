@@ -63,6 +63,8 @@ from urllib.parse import urlsplit
 from agentenv.harness.engine import HARNESS_LABEL, engine_problem
 from agentenv.harness.errors import HarnessError
 from agentenv.harness.hardening import writable_by_the_computer
+from agentenv.harness.storeserver import ADMIN_KEYS
+from agentenv.harness.storeserver import PORT as STORE_PORT
 
 __all__ = [
     "GRANT_S",
@@ -86,12 +88,12 @@ GRANT_S = 3600
 LOCAL_BUCKET = "agentenv"
 #: The local store's image (scripts/store-image.sh builds it; make image does).
 STORE_IMAGE = "agentenv/store:latest"
-#: The port it serves on inside its container.
-STORE_PORT = 5000
 #: How long its container may take to serve (moto's imports, on a busy machine).
 STORE_READY_S = 60.0
-#: How long a network may stay in use after its last computer was removed.
-NETWORK_GONE_S = 15.0
+#: How long a network may stay in use after its last computer was removed (a
+#: swarm removes a service's task container after the service, within its
+#: stop grace period).
+NETWORK_GONE_S = 60.0
 #: STS's bounds on a session's length.
 _MIN_S, _MAX_S = 900, 43200
 
@@ -223,20 +225,26 @@ class S3Store:
     where: str = ""
     _warned: bool = False
     _clients: dict[str, Any] = field(default_factory=dict)
+    #: A batch's tasks share one store: clients are made under it (a boto3
+    #: session is not thread-safe).
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.where = f"s3://{join(self.bucket, self.prefix)}"
 
     def client(self, service: str) -> Any:
-        if service not in self._clients:
-            from botocore.config import Config
+        with self._lock:
+            if service not in self._clients:
+                from botocore.config import Config
 
-            self._clients[service] = self.session.client(
-                service,
-                endpoint_url=self.endpoint_url,
-                config=Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10),
-            )
-        return self._clients[service]
+                self._clients[service] = self.session.client(
+                    service,
+                    endpoint_url=self.endpoint_url,
+                    config=Config(
+                        retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10
+                    ),
+                )
+            return self._clients[service]
 
     def _fail(self, what: str, exc: Exception) -> StoreError:
         return StoreError(f"{what} at {self.where}: {_code(exc)}")
@@ -382,7 +390,17 @@ class LocalStore(S3Store):
         if self.container is None or not hasattr(container, "exec_run"):
             return None
         url = f"{self.computer_endpoint_url}/"
-        command = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", url]
+        command = [
+            "/usr/bin/curl",
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "5",
+            url,
+        ]
         try:
             code, said = container.exec_run(command, user="agentenv")
         except Exception as exc:  # the docker SDK's: the computer went away
@@ -400,9 +418,10 @@ class LocalStore(S3Store):
 
     def _listing_prefix(self, start: str) -> str:
         # moto's signature check miscomputes a query holding "/" (a Prefix with
-        # one): list the store's own prefix (no "/"; the store lives for one
-        # run) and keep the recording's keys.
-        return self.prefix
+        # one): list what stands before the first "/" of the recording's place
+        # (its task's run id: the local store has no prefix of its own, so a
+        # batch's tasks do not list each other's objects) and keep its keys.
+        return start.split("/", 1)[0]
 
     def close(self) -> None:
         super().close()
@@ -419,24 +438,30 @@ class LocalStore(S3Store):
 def _remove(container: Any, networks: tuple[Any, ...]) -> list[str]:
     """Remove the store's container (with its volumes) and the networks made for
     it: what could not be removed, in words."""
+    import docker.errors
+
     problems: list[str] = []
     if container is not None:
         try:
             container.remove(force=True, v=True)
-        except Exception as exc:  # the docker SDK's; already gone is fine
-            if "No such container" not in str(exc):
-                problems.append(f"container {container.name}: {exc}")
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            problems.append(f"container {container.name}: {exc.explanation or exc}")
     for network in networks:
         ends = time.monotonic() + NETWORK_GONE_S
         while True:
             try:
                 network.remove()
                 break
-            except Exception as exc:  # endpoints still leaving (a computer stopping)
-                if "not found" in str(exc).lower():
-                    break
+            except docker.errors.NotFound:
+                break
+            except docker.errors.APIError as exc:  # endpoints still leaving (a computer stopping)
                 if time.monotonic() > ends:
-                    problems.append(f"network {network.name}: {exc}")
+                    problems.append(
+                        f"network {network.name}: {exc.explanation or exc} "
+                        f"(docker network rm {network.name} once its containers are gone)"
+                    )
                     break
                 time.sleep(0.2)
     return problems
@@ -473,7 +498,7 @@ def _opened(
     )
     store = LocalStore(
         f"{LOCAL_BUCKET}-{secrets.token_hex(4)}",
-        "runs",
+        "",
         session,
         endpoint_url=endpoint,
         computer_endpoint_url=computer_endpoint,
@@ -493,8 +518,6 @@ def _admin_keys(container: Any) -> dict[str, str] | None:
     through the engine's exec call (``docker cp`` cannot see a tmpfs), so they
     reach no command line, environment variable or log."""
     import docker.errors
-
-    from agentenv.harness.storeserver import ADMIN_KEYS
 
     try:
         code, said = container.exec_run(["cat", ADMIN_KEYS], user="moto")
@@ -586,7 +609,8 @@ def start_container(
         port = container.attrs["NetworkSettings"]["Ports"][f"{STORE_PORT}/tcp"][0]["HostPort"]
         store = _opened(keys, f"http://127.0.0.1:{port}", f"http://{name}:{STORE_PORT}", say)
     except BaseException as exc:
-        _remove(container, (network,) if network is not None else ())
+        for problem in _remove(container, (network,) if network is not None else ()):
+            say(f"warning: cannot remove what the failed store start made: {problem}")
         if isinstance(exc, docker.errors.APIError):
             raise StoreError(f"cannot start the run's store: {exc.explanation or exc}") from None
         raise
@@ -620,10 +644,13 @@ def open_store(
     role_arn: str | None = None,
     computer_endpoint_url: str | None = None,
     share_own: bool = False,
+    swarm: bool = False,
+    join: tuple[str, ...] = (),
 ) -> Store:
-    """The store ``spec`` names: ``local``, ``file`` or ``s3://bucket/prefix``."""
+    """The store ``spec`` names: ``local`` (on a swarm's overlay when ``swarm``;
+    joining the networks ``join`` names too), ``file`` or ``s3://bucket/prefix``."""
     if spec == "local":
-        return start_container(say)
+        return start_container(say, swarm=swarm, join=join)
     if spec == "file":
         return FolderStore(out)
     parts = urlsplit(spec)
@@ -697,27 +724,32 @@ class RunStore:
     ) -> None:
         self.options, self.out, self.backend, self.say = options, out, backend, say
         self._store: Store | None = None
+        self._failed: StoreError | None = None
         self._lock = threading.Lock()
 
     def get(self) -> Store:
+        """The store, opened once; a store that failed to open fails every task
+        that needs it at once, with the same error (not a minute's wait each)."""
         with self._lock:
+            if self._failed is not None:
+                raise StoreError(str(self._failed))
             if self._store is None:
-                self._store = self._open()
+                options = self.options
+                try:
+                    self._store = open_store(
+                        options.spec,
+                        self.out,
+                        say=self.say,
+                        role_arn=options.role_arn,
+                        computer_endpoint_url=options.computer_endpoint_url,
+                        share_own=options.share_own,
+                        swarm=self.backend == "swarm",
+                        join=(options.network,) if options.network else (),
+                    )
+                except StoreError as exc:
+                    self._failed = exc
+                    raise
             return self._store
-
-    def _open(self) -> Store:
-        options = self.options
-        if options.spec == "local":
-            join = (options.network,) if options.network else ()
-            return start_container(self.say, swarm=self.backend == "swarm", join=join)
-        return open_store(
-            options.spec,
-            self.out,
-            say=self.say,
-            role_arn=options.role_arn,
-            computer_endpoint_url=options.computer_endpoint_url,
-            share_own=options.share_own,
-        )
 
     @property
     def opened(self) -> Store | None:

@@ -6,8 +6,9 @@ The same code runs two ways:
   ``scripts/store-image.sh``), which is what ``agentenv run`` starts: the
   container runs this file as a script (``python3 storeserver.py --port 5000
   --keys FILE``) and the harness reads the administrator's keys from FILE
-  through the engine's API (``docker cp``'s archive call), so they never
-  reach a command line, an environment variable or a log;
+  through the engine's API (an exec of ``cat`` as the store's user: ``docker
+  cp`` cannot see the tmpfs FILE is on), so they never reach a command line,
+  an environment variable or a log; this program prints nothing of them;
 - in a **thread** of a process on this machine (:func:`serve`), for the
   native tests and benches, which need no engine.
 
