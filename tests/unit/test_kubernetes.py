@@ -509,15 +509,16 @@ def test_the_cli_refuses_the_file_store_and_stray_options(
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_recording_task_on_kubernetes_needs_a_store_the_pods_reach(
+def test_a_recording_task_on_kubernetes_starts_its_store_on_the_cluster(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     no_cluster_calls: None,
 ) -> None:
-    """The local store lives on this machine's Docker engine: a task that
-    records on Kubernetes is refused before anything is deployed, saying what
-    to give instead."""
+    """The local store goes where the computers are: a pod and Service of the
+    cluster's, started before the first computer. With no cluster to use, the
+    task fails as infrastructure, naming the store and why, and no computer
+    is started."""
     from agentenv.harness import kubernetes as k
     from agentenv.harness.cli import main
 
@@ -525,7 +526,10 @@ def test_a_recording_task_on_kubernetes_needs_a_store_the_pods_reach(
         raise AssertionError("a computer was started")
 
     monkeypatch.setattr(k, "deploy_pod", tripped)
-    monkeypatch.chdir(tmp_path)
+    empty = tmp_path / "kubeconfig"
+    empty.write_text("")
+    monkeypatch.setenv("KUBECONFIG", str(empty))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     task = tmp_path / "task.yaml"
     steps = [
         {"type": "deploy_env", "env_id": "web"},
@@ -535,11 +539,38 @@ def test_a_recording_task_on_kubernetes_needs_a_store_the_pods_reach(
     task.write_text(
         yaml.safe_dump({"envs": {"web": {"versions": {1: {"browsers": ["main"]}}}}, "steps": steps})
     )
-    assert main(["run", str(task), "--backend", "kubernetes"]) == 2
-    err = capsys.readouterr().err
-    assert "a cluster's pods cannot reach" in err and "--store s3://" in err, err
-    assert "nothing was deployed" in err
-    assert not (tmp_path / "runs").exists()
+    out = tmp_path / "out"
+    assert main(["run", str(task), "--backend", "kubernetes", "--out", str(out)]) == 3
+    assert "0 done, 0 failed, 1 infrastructure" in capsys.readouterr().out
+    said = (out / "task" / "run.log").read_text()
+    assert "cannot start the run's store on the cluster" in said, said
+    assert "no Kubernetes cluster to use" in said, said
+
+
+def test_the_stores_objects_fit_the_api_schemas_and_are_hardened() -> None:
+    from agentenv.harness import kubernetes as k
+    from agentenv.harness.storeserver import ADMIN_KEYS, PORT
+
+    name = "agentenv-store-0123456789ab"
+    pod, service = k.store_pod(name, "registry.example/agentenv/store:7"), k.store_service(name)
+    for doc in (pod, service):
+        kubernetes_validate.validate(doc, VERSION, strict=True)
+    spec = pod["spec"]
+    assert spec["restartPolicy"] == "Never" and spec["automountServiceAccountToken"] is False
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    (container,) = spec["containers"]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert container["readinessProbe"]["exec"]["command"] == ["test", "-s", ADMIN_KEYS]
+    assert "env" not in container and "args" not in container  # no secret handed in
+    # The Service reaches the store's pod only, not a computer's (nor is it a computer's).
+    assert service["spec"]["selector"] == {"app.kubernetes.io/instance": name}
+    assert service["spec"]["ports"] == [{"name": "s3", "port": PORT, "targetPort": "s3"}]
+    assert pod["metadata"]["labels"]["app.kubernetes.io/name"] != k.NAME
+    assert pod["metadata"]["labels"]["io.agentenv.harness"] == "store"
 
 
 def test_a_run_without_a_cluster_fails_as_infrastructure(

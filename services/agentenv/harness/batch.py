@@ -214,7 +214,12 @@ class Batch:
         with self._lock:
             if self.stores is None:
                 self.stores = RunStore(
-                    self.store_options, self.out, backend=self.backend, say=self.say
+                    self.store_options,
+                    self.out,
+                    backend=self.backend,
+                    say=self.say,
+                    namespace=self.namespace,
+                    kube_context=self.kube_context,
                 )
             return self.stores
 

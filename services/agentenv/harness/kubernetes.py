@@ -85,7 +85,10 @@ REQUEST_TIMEOUT = (10.0, 60.0)
 API_PORT, CDP_PORT = 8080, 9222
 NAME = "agentenv-computer"
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-RBAC = "pods, services and secrets: create, get, delete; pods: watch; pods/portforward: get, create"
+RBAC = (
+    "pods, services and secrets: create, get, delete; pods: watch; "
+    "pods/portforward: get, create; pods/exec: get, create (the run's store's keys)"
+)
 
 # A container waiting for one of these will not become ready by waiting longer.
 _CANNOT_PULL = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
@@ -761,6 +764,186 @@ def deploy_pod(
                 f"{exc}" + (f" (the port-forward: {told})" if told else "")
             ) from None
         return computer
+    except BaseException:
+        with contextlib.suppress(Exception):
+            handle.remove()
+        raise
+
+
+# -- the run's store on the cluster -----------------------------------------------------
+
+#: The run store's image, port and keys file (images/store/Dockerfile).
+STORE_IMAGE = "agentenv/store:latest"
+STORE_NAME = "agentenv-store"
+STORE_UID = 10001
+
+
+def store_labels(name: str) -> dict[str, str]:
+    """The store's labels: its own name (no computer's NetworkPolicy or
+    Service selects it), the harness's mark as ``store``."""
+    return {
+        "app.kubernetes.io/name": STORE_NAME,
+        "app.kubernetes.io/part-of": "agentenv",
+        "app.kubernetes.io/instance": name,
+        "io.agentenv.harness": "store",
+    }
+
+
+def store_pod(name: str, image: str) -> dict[str, Any]:
+    """The run's store as a pod: its image's own program (signatures and IAM
+    checked, moto's management API refused), non-root, read-only, never
+    restarted (a restarted store would have lost what it held), ready once it
+    has written its administrator's keys."""
+    from agentenv.harness.storeserver import ADMIN_KEYS, PORT
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": store_labels(name)},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": {
+                "runAsUser": STORE_UID,
+                "runAsGroup": STORE_UID,
+                "runAsNonRoot": True,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": "store",
+                    "image": image,
+                    "ports": [{"name": "s3", "containerPort": PORT}],
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "readOnlyRootFilesystem": True,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "256Mi"},
+                        "limits": {"cpu": "1", "memory": "1Gi"},
+                    },
+                    "readinessProbe": {
+                        "exec": {"command": ["test", "-s", ADMIN_KEYS]},
+                        "periodSeconds": 1,
+                        "failureThreshold": 60,
+                    },
+                    "volumeMounts": [
+                        {"name": "keys", "mountPath": str(Path(ADMIN_KEYS).parent)},
+                        {"name": "tmp", "mountPath": "/tmp"},
+                    ],
+                }
+            ],
+            "volumes": [
+                {"name": "keys", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+                {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+            ],
+        },
+    }
+
+
+def store_service(name: str) -> dict[str, Any]:
+    """The ClusterIP Service the computers' pods reach the store at."""
+    from agentenv.harness.storeserver import PORT
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": store_labels(name)},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {"app.kubernetes.io/instance": name},
+            "ports": [{"name": "s3", "port": PORT, "targetPort": "s3"}],
+        },
+    }
+
+
+@dataclass
+class ClusterStore:
+    """The run's store on the cluster, as :mod:`.store` uses it."""
+
+    handle: PodHandle
+    keys: dict[str, str] = field(repr=False)
+    endpoint: str  # where the harness reaches it (a port-forward, or the Service)
+    computer_endpoint: str  # where the computers' pods reach it (the Service)
+
+
+def _read_keys(core: Any, namespace: str, name: str) -> dict[str, str]:
+    """The store's administrator keys, through the API's exec (never a log)."""
+    from kubernetes import client
+    from kubernetes.stream import stream
+
+    from agentenv.harness.storeserver import ADMIN_KEYS
+
+    try:
+        said = stream(
+            core.connect_get_namespaced_pod_exec,
+            name,
+            namespace,
+            command=["cat", ADMIN_KEYS],
+            stderr=False,
+            stdin=False,
+            stdout=True,
+            tty=False,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+        found = json.loads(said)
+    except client.ApiException as exc:
+        raise refusal(exc, f"reading the store {name}'s keys (pods/exec)") from None
+    except ValueError:
+        found = None
+    if not isinstance(found, dict) or "AccessKeyId" not in found:
+        raise ComputerError(
+            f"the store {name} gave no keys; see kubectl logs -n {namespace} {name}"
+        )
+    return {
+        "AccessKeyId": str(found["AccessKeyId"]),
+        "SecretAccessKey": str(found["SecretAccessKey"]),
+    }
+
+
+def deploy_store(
+    image: str | None, namespace: str | None = None, context: str | None = None
+) -> ClusterStore:
+    """Start the run's store as a pod with its Service and wait until it serves."""
+    cluster = connect(context, namespace)
+    from kubernetes import client
+
+    from agentenv.harness.storeserver import PORT
+
+    name = f"agentenv-store-{secrets.token_hex(6)}"
+    ns = cluster.namespace
+    core = client.CoreV1Api(client.ApiClient(cluster.configuration))
+    handle = PodHandle(core, ns, name)
+    try:
+        for kind, create, body in (
+            ("pod", core.create_namespaced_pod, store_pod(name, image or STORE_IMAGE)),
+            ("service", core.create_namespaced_service, store_service(name)),
+        ):
+            try:
+                create(ns, body, _request_timeout=REQUEST_TIMEOUT)
+            except client.ApiException as exc:
+                raise refusal(
+                    exc, f"creating the store's {kind} {name} in namespace {ns}"
+                ) from None
+            except Exception as exc:  # urllib3's: the API server cannot be reached
+                raise ComputerError(
+                    f"cannot reach the Kubernetes API at {cluster.configuration.host} "
+                    f"({cluster.where}): {type(exc).__name__}: {_short(exc)}"
+                ) from None
+            handle.created.append(kind)
+        _wait_started(core, ns, name, START_S)
+        keys = _read_keys(core, ns, name)
+        inside = f"http://{name}.{ns}.svc:{PORT}"
+        if cluster.in_cluster:
+            endpoint = inside
+        else:
+            handle.forwards = [
+                Forward(_pod_stream(cluster.configuration, name, ns, PORT), f"port-forward {name}")
+            ]
+            endpoint = handle.forwards[0].address
+        return ClusterStore(handle, keys, endpoint, inside)
     except BaseException:
         with contextlib.suppress(Exception):
             handle.remove()

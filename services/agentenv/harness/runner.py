@@ -113,7 +113,14 @@ class Run:
 
     def _stores(self) -> RunStore:
         if self.stores is None:
-            self.stores = RunStore(self.store_options, self.out, backend=self.backend, say=self.say)
+            self.stores = RunStore(
+                self.store_options,
+                self.out,
+                backend=self.backend,
+                say=self.say,
+                namespace=self.namespace,
+                kube_context=self.kube_context,
+            )
             self._own_store = True
         return self.stores
 

@@ -14,8 +14,10 @@
   engine, Docker Desktop, rootless Docker and an engine behind a loopback
   ``DOCKER_HOST``. A computer attached by URL is not on the network: the run
   stops before deploying unless ``--network NAME`` names a network of this
-  engine it is on (the store joins it too); pods of a Kubernetes cluster
-  cannot reach it at all, so a recording task there needs ``--store s3://``.
+  engine it is on (the store joins it too). On Kubernetes the same image runs
+  as a pod with a ClusterIP Service in the computers' namespace
+  (:func:`start_cluster`): pods reach it at the Service's name, the harness
+  through a port-forward.
   The store checks signatures and IAM policies: each recording's grant is a
   role of its own, allowed ``s3:PutObject`` and ``s3:GetObject`` under that
   recording's prefix only, assumed for short-lived credentials. moto's own
@@ -383,6 +385,8 @@ class LocalStore(S3Store):
     #: The Docker network made for it, which computers join (None in a thread).
     network: str | None = None
     networks: tuple[Any, ...] = ()
+    #: On Kubernetes: its pod and Service (:class:`.kubernetes.PodHandle`).
+    pod: Any = None
 
     def unreachable_from(self, container: Any) -> str | None:
         """Why a computer's container cannot reach this store, asked from inside
@@ -431,6 +435,12 @@ class LocalStore(S3Store):
             self.server = None
         problems = _remove(self.container, self.networks)
         self.container, self.networks = None, ()
+        if self.pod is not None:
+            try:
+                self.pod.remove()
+            except HarnessError as exc:
+                problems.append(str(exc))
+            self.pod = None
         if problems:
             raise StoreError("cannot remove the run's store: " + "; ".join(problems))
 
@@ -618,6 +628,35 @@ def start_container(
     return store
 
 
+def start_cluster(
+    say: Any = print,
+    *,
+    image: str | None = None,
+    namespace: str | None = None,
+    context: str | None = None,
+) -> LocalStore:
+    """The run's store as a pod with a ClusterIP Service in the computers'
+    namespace: their pods reach it at the Service's name; the harness through
+    a port-forward (or the Service, from a pod of the cluster)."""
+    from agentenv.harness.computer import ComputerError
+    from agentenv.harness.kubernetes import deploy_store
+
+    try:
+        found = deploy_store(
+            image or os.environ.get("AGENTENV_STORE_IMAGE"), namespace=namespace, context=context
+        )
+    except ComputerError as exc:
+        raise StoreError(f"cannot start the run's store on the cluster: {exc}") from None
+    try:
+        store = _opened(found.keys, found.endpoint, found.computer_endpoint, say)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            found.handle.remove()
+        raise
+    store.pod = found.handle
+    return store
+
+
 def _wait_keys(container: Any, name: str, timeout_s: float) -> dict[str, str]:
     ends = time.monotonic() + timeout_s
     while True:
@@ -644,13 +683,19 @@ def open_store(
     role_arn: str | None = None,
     computer_endpoint_url: str | None = None,
     share_own: bool = False,
-    swarm: bool = False,
+    backend: str = "docker",
     join: tuple[str, ...] = (),
+    namespace: str | None = None,
+    kube_context: str | None = None,
 ) -> Store:
-    """The store ``spec`` names: ``local`` (on a swarm's overlay when ``swarm``;
-    joining the networks ``join`` names too), ``file`` or ``s3://bucket/prefix``."""
+    """The store ``spec`` names: ``local`` (for ``backend``: a container on a
+    network of its own, an overlay for a swarm, joining ``join`` too; a pod
+    and Service in ``namespace`` for Kubernetes), ``file`` or
+    ``s3://bucket/prefix``."""
+    if spec == "local" and backend == "kubernetes":
+        return start_cluster(say, namespace=namespace, context=kube_context)
     if spec == "local":
-        return start_container(say, swarm=swarm, join=join)
+        return start_container(say, swarm=backend == "swarm", join=join)
     if spec == "file":
         return FolderStore(out)
     parts = urlsplit(spec)
@@ -699,10 +744,7 @@ def store_problem(options: StoreOptions, task: Any, backend: str) -> str | None:
     if options.spec != "local" or not records(task):
         return None
     if backend == "kubernetes":
-        return (
-            "the local store runs on this machine's Docker engine, which a cluster's pods "
-            "cannot reach: give --store s3://bucket/prefix (a store the pods reach)"
-        )
+        return None  # a pod and Service of its own, beside the computers' pods
     if attaches(task) and not options.network:
         return (
             "a computer attached by URL cannot reach the local store, which serves only the "
@@ -720,9 +762,17 @@ class RunStore:
     own), closed once, after the last computer has stopped."""
 
     def __init__(
-        self, options: StoreOptions, out: Path, *, backend: str = "docker", say: Any = print
+        self,
+        options: StoreOptions,
+        out: Path,
+        *,
+        backend: str = "docker",
+        say: Any = print,
+        namespace: str | None = None,
+        kube_context: str | None = None,
     ) -> None:
         self.options, self.out, self.backend, self.say = options, out, backend, say
+        self.namespace, self.kube_context = namespace, kube_context
         self._store: Store | None = None
         self._failed: StoreError | None = None
         self._lock = threading.Lock()
@@ -743,8 +793,10 @@ class RunStore:
                         role_arn=options.role_arn,
                         computer_endpoint_url=options.computer_endpoint_url,
                         share_own=options.share_own,
-                        swarm=self.backend == "swarm",
+                        backend=self.backend,
                         join=(options.network,) if options.network else (),
+                        namespace=self.namespace,
+                        kube_context=self.kube_context,
                     )
                 except StoreError as exc:
                     self._failed = exc
