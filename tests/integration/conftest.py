@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from agentenv.harness.store import LocalStore
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
@@ -33,3 +35,24 @@ def lab() -> Iterator[Any]:
         for container in network.containers:
             network.disconnect(container, force=True)
         network.remove()
+
+
+@pytest.fixture(scope="module")
+def run_store(image: str) -> Iterator[LocalStore]:
+    """The harness's own local store, as ``agentenv run`` starts it: its
+    container, on a network of its own."""
+    from agentenv.harness.store import start_container
+
+    found = start_container(say=lambda _: None)
+    try:
+        yield found
+    finally:
+        found.close()
+
+
+@pytest.fixture(scope="module")
+def run_network(run_store: LocalStore) -> Any:
+    """The store's network (the docker SDK's), for a computer to join."""
+    import docker
+
+    return docker.from_env().networks.get(str(run_store.network))

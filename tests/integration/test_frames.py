@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import requests
 
-from agentenv.harness.store import LocalStore, start_container
+from agentenv.harness.store import LocalStore
 from tests.support.colours import page_shown, serve_inside
 from tests.support.container import Computer, computer
 from tests.support.mcp import ref, ref_argument, text
@@ -39,22 +39,14 @@ PAUSE_S = 3.0
 
 
 @pytest.fixture(scope="module")
-def store(image: str) -> Iterator[LocalStore]:
-    """The harness's own local store: its container, on a network of its own."""
-    found = start_container(say=lambda _: None)
-    try:
-        yield found
-    finally:
-        found.close()
+def store(run_store: LocalStore) -> LocalStore:
+    return run_store
 
 
 @pytest.fixture(scope="module")
-def pc(image: str, store: LocalStore) -> Iterator[Computer]:
+def pc(image: str, run_network: Any) -> Iterator[Computer]:
     """A computer on the store's network, as ``agentenv run`` starts them."""
-    import docker
-
-    network = docker.from_env().networks.get(str(store.network))
-    with computer(image, network=network) as running:
+    with computer(image, network=run_network) as running:
         serve_inside(running, 8100)
         yield running
 

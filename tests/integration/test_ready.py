@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 import requests
 
-from agentenv.harness.store import LocalStore, start_container
+from agentenv.harness.store import LocalStore
 from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.container import SUPERVISORCTL, Computer, computer
 from tests.support.mcp import text
@@ -29,20 +29,13 @@ from tests.support.timing import deadline, wait_for
 
 
 @pytest.fixture(scope="module")
-def store(image: str) -> Iterator[LocalStore]:
-    found = start_container(say=lambda _: None)
-    try:
-        yield found
-    finally:
-        found.close()
+def store(run_store: LocalStore) -> LocalStore:
+    return run_store
 
 
 @pytest.fixture(scope="module")
-def pc(image: str, store: LocalStore) -> Iterator[Computer]:
-    import docker
-
-    network = docker.from_env().networks.get(str(store.network))
-    with computer(image, network=network) as running:
+def pc(image: str, run_network: Any) -> Iterator[Computer]:
+    with computer(image, network=run_network) as running:
         yield running
 
 
