@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 import requests
 
-from agentenv.harness.store import LocalStore, start_local
+from agentenv.harness.store import LocalStore, join, start_local
 from bench.stats import percentile, table
 from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.colours import COLOURS, page_shown, serve
@@ -41,7 +41,7 @@ class Arrivals:
     def __init__(self, store: LocalStore, key: str, recording_id: str) -> None:
         self.s3 = store.client("s3")
         self.bucket = store.bucket
-        self.prefix = f"{store.prefix}/{key}/{recording_id}/frames/"
+        self.prefix = join(store.prefix, key, recording_id, "frames") + "/"
         self.recording_id = recording_id
         self.count = 1  # the first frame, waited for at the start
 
@@ -202,7 +202,10 @@ def _start(stack: NativeStack, store: LocalStore, key: str) -> Arrivals:
         "recording_id"
     ]
     frames = Arrivals(store, key, rid)
+    ends = time.monotonic() + 30
     while not frames.arrived(0, "first"):
+        if time.monotonic() > ends:
+            raise TimeoutError(f"the first frame of {rid} not in the store within 30 s")
         time.sleep(0.01)
     return frames
 
