@@ -432,6 +432,12 @@ def test_a_computer_that_cannot_reach_the_store_is_told_so_by_address(image: str
         on = deploy(image, None, None, networks=[str(store.network)])
         off = deploy(image, None, None)
         try:
+            # The container keeps the guards: unsigned requests and moto's API refused.
+            import requests
+
+            assert requests.get(f"{store.endpoint_url}/", timeout=10).status_code == 403
+            moto_api = requests.post(f"{store.endpoint_url}/moto-api/reset-auth", timeout=10)
+            assert moto_api.status_code == 404, moto_api.status_code
             assert store.unreachable_from(on.container) is None
             problem = store.unreachable_from(off.container)
             assert problem is not None and f"{store.computer_endpoint_url}/" in problem, problem
