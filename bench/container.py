@@ -91,7 +91,7 @@ def _first_answers(docker: Any) -> list[float]:
         try:
             times.append(asyncio.run(_first_command(_port(container, 9222), t + 60)) - t)
         finally:
-            container.remove(force=True)
+            container.remove(force=True, v=True)
     return times
 
 
@@ -107,7 +107,7 @@ def _at_once(docker: Any) -> float:
         return max(asyncio.run(all_ready())) - t
     finally:
         for c in containers:
-            c.remove(force=True)
+            c.remove(force=True, v=True)
 
 
 def _idle_memory(docker: Any) -> tuple[float, dict[str, float]]:
@@ -133,7 +133,7 @@ def _idle_memory(docker: Any) -> tuple[float, dict[str, float]]:
             starts[program] = float(out.decode().strip().splitlines()[-1])
         return float(used) / (1024 * 1024), starts
     finally:
-        container.remove(force=True)
+        container.remove(force=True, v=True)
 
 
 def run() -> str:

@@ -142,7 +142,7 @@ def machine(image: str) -> Iterator[Machine]:
         assert code == 0, said[-4000:]
         yield Machine(container, control, alice, said)
     finally:
-        container.remove(force=True)
+        container.remove(force=True, v=True)
 
 
 def test_the_install_starts_an_enabled_service_that_answers(machine: Machine) -> None:

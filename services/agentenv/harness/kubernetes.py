@@ -705,6 +705,34 @@ def _wait_started(core: Any, namespace: str, name: str, seconds: float) -> None:
     )
 
 
+def _create(
+    cluster: Cluster,
+    handle: PodHandle,
+    steps: list[tuple[str, Callable[..., Any], dict[str, Any]]],
+) -> None:
+    """Create each object in turn, recording it in ``handle.created``; a
+    refusal or an API server not answering is a :class:`ComputerError` that
+    says "nothing was deployed" when nothing was."""
+    from kubernetes import client
+
+    name, ns = handle.name, handle.namespace
+    for kind, create, body in steps:
+        try:
+            create(ns, body, _request_timeout=REQUEST_TIMEOUT)
+        except client.ApiException as exc:
+            error = refusal(exc, f"creating the {kind} {name} in namespace {ns}")
+            if not handle.created:
+                error = ComputerError(f"{error}; nothing was deployed")
+            raise error from None
+        except Exception as exc:  # urllib3's: the API server cannot be reached
+            raise ComputerError(
+                f"cannot reach the Kubernetes API at {cluster.configuration.host} "
+                f"({cluster.where}): {type(exc).__name__}: {_short(exc)}"
+                + ("; nothing was deployed" if not handle.created else "")
+            ) from None
+        handle.created.append(kind)
+
+
 def deploy_pod(
     image: str | None,
     agents: dict[str, str] | None = None,
@@ -727,21 +755,7 @@ def deploy_pod(
         ("service", core.create_namespaced_service, service(name)),
     ]
     try:
-        for kind, create, body in steps:
-            try:
-                create(ns, body, _request_timeout=REQUEST_TIMEOUT)
-            except client.ApiException as exc:
-                error = refusal(exc, f"creating the {kind} {name} in namespace {ns}")
-                if not handle.created:
-                    error = ComputerError(f"{error}; nothing was deployed")
-                raise error from None
-            except Exception as exc:  # urllib3's: the API server cannot be reached
-                raise ComputerError(
-                    f"cannot reach the Kubernetes API at {cluster.configuration.host} "
-                    f"({cluster.where}): {type(exc).__name__}: {_short(exc)}"
-                    + ("; nothing was deployed" if not handle.created else "")
-                ) from None
-            handle.created.append(kind)
+        _create(cluster, handle, steps)
         _wait_started(core, ns, name, START_S)
         if cluster.in_cluster:
             api = f"http://{name}.{ns}.svc:{API_PORT}"
@@ -917,22 +931,14 @@ def deploy_store(
     core = client.CoreV1Api(client.ApiClient(cluster.configuration))
     handle = PodHandle(core, ns, name)
     try:
-        for kind, create, body in (
-            ("pod", core.create_namespaced_pod, store_pod(name, image or STORE_IMAGE)),
-            ("service", core.create_namespaced_service, store_service(name)),
-        ):
-            try:
-                create(ns, body, _request_timeout=REQUEST_TIMEOUT)
-            except client.ApiException as exc:
-                raise refusal(
-                    exc, f"creating the store's {kind} {name} in namespace {ns}"
-                ) from None
-            except Exception as exc:  # urllib3's: the API server cannot be reached
-                raise ComputerError(
-                    f"cannot reach the Kubernetes API at {cluster.configuration.host} "
-                    f"({cluster.where}): {type(exc).__name__}: {_short(exc)}"
-                ) from None
-            handle.created.append(kind)
+        _create(
+            cluster,
+            handle,
+            [
+                ("pod", core.create_namespaced_pod, store_pod(name, image or STORE_IMAGE)),
+                ("service", core.create_namespaced_service, store_service(name)),
+            ],
+        )
         _wait_started(core, ns, name, START_S)
         keys = _read_keys(core, ns, name)
         inside = f"http://{name}.{ns}.svc:{PORT}"
