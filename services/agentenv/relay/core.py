@@ -56,6 +56,7 @@ from agentenv.access import Identity
 from agentenv.protocol import MAX_DEPTH, too_deep
 from agentenv.protocol.control import CONTROL_METHODS, ControlParams
 from agentenv.relay import guard, password
+from agentenv.relay.worlds import RelayWorlds
 
 __all__ = [
     "MAX_ID",
@@ -134,6 +135,10 @@ class ClientState:
     kinds: Callable[[str], tuple[str, str] | None] = field(default=lambda target: None, repr=False)
     #: A page endpoint's target is its tab (not a frame of one).
     page_own: bool = True
+    #: The relay's own worlds (the watcher's): never listed, never named.
+    worlds: RelayWorlds = field(default_factory=RelayWorlds, repr=False)
+    #: Sessions a pause in a relay world was undone on (its resume is due).
+    resumed: set[str | None] = field(default_factory=set)
 
     def tab_of(self, session: str | None, method: str, params: dict[str, Any] | None) -> str | None:
         if params is not None and method.startswith("Target."):
@@ -144,6 +149,14 @@ class ClientState:
             info = self.sessions.get(session)
             return info.tab if info is not None else None
         return self.page
+
+    def own_tab(self, session: str | None) -> str | None:
+        """The tab whose own target ``session`` is on (its page endpoint's, for
+        no session): the id space of the relay's worlds in that tab."""
+        if session is None:
+            return self.page if self.page_own else None
+        info = self.sessions.get(session)
+        return info.tab if info is not None and info.own else None
 
     def own_id(self) -> int:
         call = self.next_own
@@ -177,6 +190,10 @@ class Step:
     frame_only: bool = False
     #: Sent on a service or shared worker's session: it acts on every tab.
     everywhere: bool = False
+    #: It names an execution context while the relay is making its world in
+    #: the tab (whose number is not known yet): wait for it, then check again
+    #: (:func:`relay_world_verdict`).
+    hold: bool = False
 
     def error_answer(self) -> dict[str, Any]:
         """The CDP error answer for an INVALID, BLOCK or refused CONTROL step."""
@@ -258,7 +275,10 @@ def receive(
     if info is not None and not info.web:
         step.kind, step.verdict = Kind.BLOCK, guard.web_target_verdict()
         return step
-    verdict = guard.check(method, params, downloads, targets)
+    browser_level = session is None and state.page is None
+    verdict = guard.check(method, params, downloads, targets, browser_level)
+    if verdict is None:
+        verdict = _relay_world(state, session, method, params, step)
     if verdict is not None and not (verdict.action == "rewritten" and verdict.params is not None):
         step.kind, step.verdict = Kind.BLOCK, verdict
         return step
@@ -285,6 +305,37 @@ def receive(
         step.typing = True
         step.point = password.drop_point(method, params)
     return step
+
+
+def _relay_world(
+    state: ClientState,
+    session: str | None,
+    method: str,
+    params: dict[str, Any] | None,
+    step: Step,
+) -> guard.Verdict | None:
+    """The ``relay-world`` rule (:mod:`agentenv.relay.worlds`)."""
+    worlds = state.worlds
+    tab = state.own_tab(session)
+    if not worlds.any_in(tab):
+        return None
+    if method == "Debugger.setReturnValue" and session in state.resumed:
+        return relay_world_verdict("the pause")
+    named = worlds.named_in(tab, params)
+    if named is not None:
+        return relay_world_verdict(named)
+    if tab in worlds.making and worlds.names_a_context(params):
+        step.hold = True
+    return None
+
+
+def relay_world_verdict(named: str) -> guard.Verdict:
+    return guard.Verdict(
+        "relay-world",
+        f"blocked by agentenv guard relay-world: {named} names the computer's own world in "
+        "this tab (where it checks for password fields); name your own contexts and objects, "
+        "as Runtime.executionContextCreated lists them",
+    )
 
 
 def _with_params(message: dict[str, Any], params: dict[str, Any]) -> str:
@@ -325,6 +376,7 @@ class Down(enum.Enum):
     PASS = "pass"  # send to the client as it came
     DROP = "drop"  # an answer to the relay's own command: never the client's
     DETACH = "detach"  # drop it and detach the session it names
+    RESUME = "resume"  # drop it and resume the session (paused in a relay world)
 
 
 @dataclass(slots=True)
@@ -387,6 +439,8 @@ def from_upstream(state: ClientState, data: str) -> Downstream:
             return _session_event(state, orjson.loads(data))
         if data.startswith(_LOADING):
             return _loading_event(state, data)
+        if (data.startswith(_WORLD_EVENTS) and state.worlds.contexts) or data.startswith(_CREATED):
+            return _world_event(state, data)
         return _PASS
     if not state.pending and not state.own:
         return _PASS  # nothing awaits an answer: do not parse it (screenshots are MBs)
@@ -436,6 +490,41 @@ def _read_result(
 
 
 _LOADING = '{"method":"Page.frameSt'  # frameStartedLoading, frameStoppedLoading
+_CREATED = '{"method":"Runtime.executionContextCreated"'
+_WORLD_EVENTS = (
+    '{"method":"Runtime.executionContextDestroyed"',
+    '{"method":"Debugger.scriptParsed"',
+    '{"method":"Debugger.scriptFailedToParse"',
+    '{"method":"Debugger.paused"',
+    '{"method":"Debugger.resumed"',
+)
+
+
+def _world_event(state: ClientState, data: str) -> Downstream:
+    """An event that may be about a relay world: dropped if it is, and a
+    pause in one undone (:mod:`agentenv.relay.worlds`)."""
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return _PASS
+    method = message.get("method")
+    params = message.get("params")
+    session = message.get("sessionId")
+    session = session if isinstance(session, str) else None
+    if not isinstance(params, dict) or not isinstance(method, str):
+        return _PASS
+    tab = state.own_tab(session)
+    if method == "Debugger.paused":
+        if state.worlds.paused_in(tab, params):
+            state.resumed.add(session)
+            return Downstream(Down.RESUME, session=session)
+        return _PASS
+    if method == "Debugger.resumed":
+        if session in state.resumed:
+            state.resumed.discard(session)
+            return Downstream(Down.DROP)
+        return _PASS
+    return Downstream(Down.DROP) if state.worlds.hides(tab, method, params) else _PASS
 
 
 def _loading_event(state: ClientState, data: str) -> Downstream:

@@ -136,6 +136,8 @@ class _Bridge:
     async def _command(self, data: str) -> None:
         state = self.state
         step = core.receive(state, data, self.downloads, self.watcher.target)
+        if step.hold:
+            await self._world_made(step)
         kind = step.kind
         if kind is Kind.CONTROL:
             await self._control_command(step)
@@ -175,6 +177,17 @@ class _Bridge:
         await self._send(
             step, Pending(entry, step.method, step.params, step.tab, method_acts(step.method))
         )
+
+    async def _world_made(self, step: Step) -> None:
+        """A command naming a context while the relay makes its world in the
+        tab: wait (bounded) until the world's number is known, then check
+        again whether it names it."""
+        worlds = self.state.worlds
+        await self.watcher.world_made(step.tab, password.CHECK_TIMEOUT_S)
+        named = worlds.named_in(self.state.own_tab(step.session), step.params)
+        if named is not None or step.tab in worlds.making:
+            step.kind = Kind.BLOCK
+            step.verdict = core.relay_world_verdict(named or "the context")
 
     async def _own(self, step: Step) -> None:
         """The computer's own command, outside any action: not on the record."""
@@ -309,6 +322,8 @@ class _Bridge:
                         self._noted(down)
                     if down.kind is Down.DETACH:
                         await self._detach(down)
+                    elif down.kind is Down.RESUME:
+                        await self._resume(down)
             elif msg.type is WSMsgType.BINARY:
                 await self._hand_over(msg.data)
             elif msg.type is WSMsgType.ERROR:
@@ -356,6 +371,14 @@ class _Bridge:
         log.info(
             "conn %d: detached a session on a target that is not web content", self.state.number
         )
+        await self.upstream.send_str(orjson.dumps(message).decode())
+
+    async def _resume(self, down: core.Downstream) -> None:
+        """Undo a pause in the relay's own world: the client never saw it."""
+        message: dict[str, Any] = {"id": self.state.own_id(), "method": "Debugger.resume"}
+        if down.session is not None:
+            message["sessionId"] = down.session
+        log.info("conn %d: resumed a pause in the relay's own world", self.state.number)
         await self.upstream.send_str(orjson.dumps(message).decode())
 
     def _answered(self, down: core.Downstream) -> None:

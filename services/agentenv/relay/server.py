@@ -357,6 +357,7 @@ async def _bridge(
         owner=watcher.tab_of,
         kinds=watcher.target,
         page_own=page is None or page == target,
+        worlds=watcher.worlds,
     )
     try:
         await client.prepare(request)

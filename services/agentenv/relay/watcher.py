@@ -6,10 +6,11 @@ the :class:`~agentenv.relay.logbook.Logbook`. It runs the focus check before
 typing (:mod:`agentenv.relay.password`) and names what a press lands on
 (:mod:`agentenv.relay.elements`) in a session of its own, attached on first
 need, so its commands have their own id space and their answers never reach
-a client, and in an isolated world of its own (:data:`WORLD`), so a page's
-script cannot change what the DOM tells the checks. It enables no domain in
-pages; the one trace agents can see is that world, listed among a page's
-execution contexts to clients that ask.
+a client, and in an isolated world of its own, so a page's script cannot
+change what the DOM tells the checks. It enables no domain in pages. No
+agent sees or reaches that world (:mod:`agentenv.relay.worlds`): each is made
+under a fresh name no one can predict, marked with a secret, and hidden and
+refused on every client's connection.
 
 When Chromium exits, every tab is written as closed ``by: exit``, and the
 watcher reconnects as soon as Chromium answers again.
@@ -42,14 +43,12 @@ from agentenv.relay.password import (
     host_verdict,
     verdict,
 )
+from agentenv.relay.worlds import RelayWorlds
 from agentenv.settings import Settings
 
 __all__ = ["Watcher"]
 
 log = logging.getLogger("agentenv.relay.watcher")
-
-#: The name of the relay's isolated world in each page (checks run there).
-WORLD = "agentenv-relay"
 
 
 class WatcherError(RelayError):
@@ -65,9 +64,11 @@ class Watcher:
         self._ids = itertools.count(1)
         self._calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._sessions: dict[str, str] = {}  # tab -> our session
-        #: tab -> the execution context of our isolated world in its main
-        #: frame (made again when its document is replaced).
-        self._worlds: dict[str, int] = {}
+        #: Our isolated world in each tab's main frame (made again when its
+        #: document is replaced), shared with every client connection.
+        self.worlds = RelayWorlds()
+        #: tab -> set when the world being made there is made (or failed).
+        self._made: dict[str, asyncio.Event] = {}
         self._attaching: dict[str, asyncio.Task[str | None]] = {}
         self._initial = True
         self._saw_exit = False
@@ -237,14 +238,15 @@ class Watcher:
                 self.logbook.causes.known(target, url, info.get("openerId"), context)
             elif url != known:
                 self.logbook.navigated(target, url)
-                self._worlds.pop(target, None)
+                self.worlds.forget(target)
         elif method == "Target.targetDestroyed":
             tab = params.get("targetId")
             if isinstance(tab, str):
                 self.targets.pop(tab, None)
                 self.parents.pop(tab, None)
                 self._sessions.pop(tab, None)
-                self._worlds.pop(tab, None)
+                self.worlds.forget(tab)
+                self._made.pop(tab, None)
                 if self.logbook.causes.url(tab) is not None:
                     self.logbook.destroyed(tab)
         elif method == "Target.detachedFromTarget":
@@ -252,7 +254,7 @@ class Watcher:
             for tab, ours in list(self._sessions.items()):
                 if ours == session:
                     del self._sessions[tab]
-                    self._worlds.pop(tab, None)
+                    self.worlds.forget(tab)
 
     async def _find_front(self) -> None:
         """Which of the tabs found at start is in front: the one page that says it
@@ -325,27 +327,56 @@ class Watcher:
             task.add_done_callback(lambda _t: self._attaching.pop(tab, None))
         return await asyncio.shield(task)
 
+    async def world_made(self, tab: str | None, timeout_s: float) -> None:
+        """Wait (bounded) while our world in ``tab`` is being made."""
+        done = self._made.get(tab) if tab is not None else None
+        if done is not None and tab in self.worlds.making:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), timeout_s)
+
     async def _world(self, tab: str, session: str, timeout_s: float) -> int | None:
         """Our isolated world in ``tab``'s main frame (its context id): the
         page's own script cannot reach into it, so it cannot change what the
         DOM's getters tell the checks (a password field's ``type``, say)."""
-        context = self._worlds.get(tab)
+        worlds = self.worlds
+        context = worlds.contexts.get(tab)
         if context is not None:
             return context
         tree = await self._call("Page.getFrameTree", {}, session=session, deadline_s=timeout_s)
         frame = tree.get("result", {}).get("frameTree", {}).get("frame", {}).get("id")
         if not isinstance(frame, str):
             return None
-        made = await self._call(
-            "Page.createIsolatedWorld",
-            {"frameId": frame, "worldName": WORLD, "grantUniveralAccess": False},
-            session=session,
-            deadline_s=timeout_s,
-        )
-        context = made.get("result", {}).get("executionContextId")
-        if not isinstance(context, int):
+        # Until its number is known, commands naming a context in this tab wait.
+        name = worlds.begin(tab)
+        done = self._made.setdefault(tab, asyncio.Event())
+        done.clear()
+        try:
+            made = await self._call(
+                "Page.createIsolatedWorld",
+                {"frameId": frame, "worldName": name, "grantUniveralAccess": False},
+                session=session,
+                deadline_s=timeout_s,
+            )
+            context = made.get("result", {}).get("executionContextId")
+            if not isinstance(context, int):
+                return None
+            marking = worlds.made(tab, context)
+        finally:
+            worlds.making.discard(tab)
+            done.set()
+        try:
+            marked = await self._call(
+                "Runtime.evaluate",
+                {"expression": marking, "returnByValue": True, "contextId": context},
+                session=session,
+                deadline_s=timeout_s,
+            )
+        except BaseException:
+            worlds.forget(tab)
+            raise
+        if marked.get("result", {}).get("result", {}).get("value") is not True:
+            worlds.forget(tab)
             return None
-        self._worlds[tab] = context
         return context
 
     async def _evaluate(
@@ -374,7 +405,7 @@ class Watcher:
                     if context is None:
                         return None
                     params: dict[str, Any] = {
-                        "expression": expression,
+                        "expression": self.worlds.sealed(tab, expression),
                         "returnByValue": group is None,
                         "silent": True,
                         "contextId": context,
@@ -386,8 +417,8 @@ class Watcher:
                     )
                     if "error" not in answer:
                         return answer
-                    if self._worlds.get(tab) == context:
-                        del self._worlds[tab]  # most likely gone with its document
+                    if self.worlds.contexts.get(tab) == context:
+                        self.worlds.forget(tab)  # most likely gone with its document
                     if again:
                         await asyncio.sleep(0.02)
                     elif remade:

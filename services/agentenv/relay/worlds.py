@@ -1,0 +1,250 @@
+"""The relay's own isolated worlds, kept out of every agent's reach (SPEC.md
+section 7, "The relay's own worlds"). No I/O.
+
+The password check and the naming of what a press lands on run as script in
+an isolated world the relay makes in each page's main frame (the page's own
+script cannot reach it, so it cannot change what the DOM's getters tell the
+checks). An agent's CDP connection to the same tab could: the world is an
+execution context like any other, reachable by its numeric id (small,
+sequential, guessable), its unique id, an object that lives in it, a call
+frame paused in it, or its name. Whoever runs code there redefines a getter
+and every later check in that document says "not a password" (the red
+team's critical finding). So:
+
+- **Names no one can predict.** Every world gets a fresh name under a prefix
+  made at random when the relay starts (:meth:`RelayWorlds.fresh_name`), so
+  ``Page.createIsolatedWorld`` or ``Runtime.addBinding`` by name never lands
+  in it. Each expression the relay runs ends with a fresh comment
+  (:meth:`RelayWorlds.sealed`): no two scripts are the same, so none is
+  served again from a compilation cache, and no hash of one can be known.
+- **Marked.** A world is marked with a secret when it is made, and every
+  check first looks for the mark: a context number gone stale (a new
+  renderer process numbers its contexts from 1 again) never runs a check in
+  the page's own world, where the page's script could answer it.
+- **Never listed.** ``Runtime.executionContextCreated`` and ``…Destroyed`` of
+  a relay world, and ``Debugger.scriptParsed`` of its scripts, are dropped on
+  the way to every client (:meth:`RelayWorlds.hides`). A ``Debugger.paused``
+  in one is dropped and the session resumed at once: no client ever holds a
+  frame of the relay's.
+- **Never named.** A command on the tab's own session that names a relay
+  world is refused with rule ``relay-world``
+  (:meth:`RelayWorlds.named_in`): ``contextId``, ``executionContextId``,
+  ``uniqueContextId``, any ``…objectId`` or ``callFrameId`` (V8 writes
+  both as ``<isolate>.<context>.<n>``), a ``scriptId`` of the relay's, or
+  ``Debugger.setReturnValue`` while a pause in one is being undone. A
+  breakpoint condition would run in every script its pattern matches, the
+  relay's included: a condition is taken with an exact ``url`` only (the
+  relay's scripts have none), see :mod:`agentenv.relay.guard`.
+
+Context ids are per renderer process and per tab: one is refused only on
+a session whose target is that tab (or its page endpoint). A session on
+another target (an out-of-process frame, a worker) lives in another id
+space and is never refused for a number that happens to match.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CONTEXT_KEYS", "MAX_WALK", "RelayWorlds", "context_of"]
+
+#: The global that holds a world's mark (in the relay's world only).
+_MARK = "__agentenvMark"
+
+#: Parameters that name an execution context by its number.
+CONTEXT_KEYS = frozenset({"contextId", "executionContextId"})
+#: How deep :meth:`RelayWorlds.named_in` looks into params (CDP's id-bearing
+#: fields sit at most three levels down: ``arguments[].objectId``,
+#: ``location.scriptId``).
+MAX_WALK = 4
+
+
+def context_of(remote_id: object) -> int | None:
+    """The execution context a V8 object or call-frame id lives in:
+    ``<isolate>.<context>.<n>``'s middle part, else None."""
+    if not isinstance(remote_id, str):
+        return None
+    parts = remote_id.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        return int(parts[1])
+    except ValueError:
+        return None
+
+
+@dataclass
+class RelayWorlds:
+    """What the relay knows of its own worlds, shared by the watcher (which
+    makes and uses them) and every client connection (which hides them).
+
+    One world per tab is in use, the one in its current document; an older
+    one is forgotten (nothing of the relay's runs there again, so reaching it
+    gains nothing), so its number is never refused once a new process
+    numbers its contexts from 1 again."""
+
+    #: The secret part of every world's name (never sent anywhere but Chromium).
+    prefix: str = field(default_factory=lambda: "agentenv-" + secrets.token_hex(12))
+    #: tab -> the context id of the relay's world in its document.
+    contexts: dict[str, int] = field(default_factory=dict)
+    #: tab -> that world's mark: a secret only script in that world holds
+    #: (:meth:`sealed`), so a number gone stale never runs a check elsewhere.
+    marks: dict[str, str] = field(default_factory=dict)
+    #: tab -> that world's unique id, as Chromium's events name it.
+    unique: dict[str, str] = field(default_factory=dict)
+    #: tab -> ids of the scripts the relay ran in that world.
+    scripts: dict[str, set[str]] = field(default_factory=dict)
+    #: Tabs whose world is being made: its number is not known yet.
+    making: set[str] = field(default_factory=set)
+
+    def fresh_name(self) -> str:
+        return f"{self.prefix}-{secrets.token_hex(8)}"
+
+    def begin(self, tab: str) -> str:
+        """A world is to be made in ``tab``: the old one is forgotten; its name."""
+        self.forget(tab)
+        self.making.add(tab)
+        return self.fresh_name()
+
+    def made(self, tab: str, context: int) -> str:
+        """The world in ``tab`` is ``context``: the script that marks it."""
+        self.contexts[tab] = context
+        self.scripts[tab] = set()
+        self.making.discard(tab)
+        mark = secrets.token_hex(16)
+        self.marks[tab] = mark
+        return f"globalThis.{_MARK} = {mark!r}; true"
+
+    def forget(self, tab: str) -> None:
+        """The tab's world is gone (its document replaced, the tab closed)."""
+        self.contexts.pop(tab, None)
+        self.marks.pop(tab, None)
+        self.unique.pop(tab, None)
+        self.scripts.pop(tab, None)
+        self.making.discard(tab)
+
+    def sealed(self, tab: str, expression: str) -> str:
+        """``expression`` as it runs in the tab's world: only where the mark
+        is (else "undecided", which no check clears), and ending with a fresh
+        comment, so no two scripts are alike (no cache serves one again, no
+        hash of one can be known)."""
+        mark = self.marks.get(tab, secrets.token_hex(16))
+        return (
+            f'(globalThis.{_MARK} === {mark!r} ? ({expression}) : "undecided")'
+            f"\n//{secrets.token_hex(8)}"
+        )
+
+    def ours(self, name: object) -> bool:
+        return isinstance(name, str) and name.startswith(self.prefix)
+
+    def any_in(self, tab: str | None) -> bool:
+        return tab is not None and (tab in self.contexts or tab in self.making)
+
+    # -- Chromium to a client ---------------------------------------------------
+
+    def hides(self, tab: str | None, method: str, params: Mapping[str, Any]) -> bool:
+        """Whether an event of the tab's own session is about a relay world
+        (and learn what it names: a world's unique id, a script's id)."""
+        if method == "Runtime.executionContextCreated":
+            context = params.get("context")
+            if not isinstance(context, Mapping) or not self.ours(context.get("name")):
+                return False
+            unique = context.get("uniqueId")
+            same = tab is not None and context.get("id") == self.contexts.get(tab)
+            if same and tab is not None and isinstance(unique, str):
+                self.unique[tab] = unique
+            return True
+        if method == "Runtime.executionContextDestroyed":
+            unique = params.get("executionContextUniqueId")
+            number = params.get("executionContextId")
+            return (isinstance(unique, str) and unique in self.unique.values()) or (
+                tab is not None and number == self.contexts.get(tab)
+            )
+        if tab is None or tab not in self.contexts:
+            return False
+        if method in ("Debugger.scriptParsed", "Debugger.scriptFailedToParse"):
+            if params.get("executionContextId") != self.contexts[tab]:
+                return False
+            script = params.get("scriptId")
+            if isinstance(script, str):
+                self.scripts.setdefault(tab, set()).add(script)
+            return True
+        return False
+
+    def paused_in(self, tab: str | None, params: Mapping[str, Any]) -> bool:
+        """Whether a ``Debugger.paused`` stopped in a relay world."""
+        frames = params.get("callFrames")
+        if tab is None or not isinstance(frames, list) or not frames:
+            return False
+        top = frames[0]
+        if not isinstance(top, Mapping):
+            return False
+        location = top.get("location")
+        script = location.get("scriptId") if isinstance(location, Mapping) else None
+        return context_of(top.get("callFrameId")) == self.contexts.get(tab) or (
+            isinstance(script, str) and script in self.scripts.get(tab, ())
+        )
+
+    # -- a client to Chromium ---------------------------------------------------
+
+    def named_in(self, tab: str | None, params: Mapping[str, Any] | None) -> str | None:
+        """What in a command's params names a relay world of ``tab``, or None."""
+        if not params or tab is None:
+            return None
+        context = self.contexts.get(tab)
+        contexts = {context} if context is not None else set()
+        scripts = self.scripts.get(tab, set())
+        unique = {self.unique[tab]} if tab in self.unique else set()
+        return _walk(params, contexts, scripts, unique, MAX_WALK)
+
+    def names_a_context(self, params: Mapping[str, Any] | None) -> bool:
+        """Whether params name any execution context (its number, an object
+        or a call frame in it): such a command waits while a world is being
+        made in its tab, whose number the relay does not know yet."""
+        if not params:
+            return False
+        return _walk(params, _ANY, set(), set(), MAX_WALK) is not None
+
+
+class _Everything(set[int]):
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, int)
+
+
+_ANY = _Everything()
+
+
+def _walk(
+    node: Mapping[str, Any],
+    contexts: set[int],
+    scripts: set[str],
+    unique: set[str],
+    depth: int,
+) -> str | None:
+    for key, value in node.items():
+        if key in CONTEXT_KEYS:
+            if isinstance(value, int) and not isinstance(value, bool) and value in contexts:
+                return key
+        elif key == "uniqueContextId":
+            if isinstance(value, str) and value in unique:
+                return key
+        elif key.endswith(("objectId", "ObjectId")) or key == "callFrameId":
+            if context_of(value) in contexts:
+                return key
+        elif key == "scriptId":
+            if isinstance(value, str) and value in scripts:
+                return key
+        elif depth > 1 and isinstance(value, Mapping):
+            found = _walk(value, contexts, scripts, unique, depth - 1)
+            if found is not None:
+                return found
+        elif depth > 1 and isinstance(value, list):
+            for item in value:
+                if isinstance(item, Mapping):
+                    found = _walk(item, contexts, scripts, unique, depth - 1)
+                    if found is not None:
+                        return found
+    return None

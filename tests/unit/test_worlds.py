@@ -1,0 +1,218 @@
+"""The relay's own worlds: never listed to a client, never named by one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+
+from agentenv.access import Identity
+from agentenv.relay import core
+from agentenv.relay.core import ClientState, Down, Kind, SessionInfo
+from agentenv.relay.worlds import RelayWorlds, context_of
+
+DOWNLOADS = "/var/lib/agentenv/downloads"
+TAB = "TAB1"
+
+
+def connection(worlds: RelayWorlds) -> ClientState:
+    state = ClientState(7, Identity("alice"), worlds=worlds)
+    state.sessions["S"] = SessionInfo(TAB)  # on the tab itself
+    state.sessions["F"] = SessionInfo(TAB, own=False)  # an out-of-process frame of it
+    return state
+
+
+def made(context: int = 5) -> RelayWorlds:
+    worlds = RelayWorlds()
+    worlds.begin(TAB)
+    worlds.made(TAB, context)
+    return worlds
+
+
+def send(state: ClientState, method: str, params: dict[str, Any], session: str = "S") -> core.Step:
+    message = {"id": 1, "method": method, "params": params, "sessionId": session}
+    return core.receive(state, json.dumps(message), DOWNLOADS)
+
+
+def event(state: ClientState, method: str, params: dict[str, Any], session: str = "S") -> Down:
+    data = orjson.dumps({"method": method, "params": params, "sessionId": session}).decode()
+    return core.from_upstream(state, data).kind
+
+
+def test_names_are_fresh_and_unpredictable() -> None:
+    one, two = RelayWorlds(), RelayWorlds()
+    assert one.prefix != two.prefix and len(one.prefix) > 20
+    assert one.fresh_name() != one.fresh_name()
+    assert one.ours(one.fresh_name()) and not one.ours(two.fresh_name())
+    assert not one.ours("agentenv-relay")
+    sealed = one.sealed(TAB, "1 + 1")
+    assert sealed != one.sealed(TAB, "1 + 1")  # a fresh comment each time
+
+
+def test_a_check_runs_only_where_the_worlds_mark_is() -> None:
+    worlds = made()
+    marking = worlds.made(TAB, 5)
+    mark = worlds.marks[TAB]
+    assert mark in marking and mark in worlds.sealed(TAB, "x")
+    assert '"undecided"' in worlds.sealed(TAB, "x")
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("Runtime.evaluate", {"expression": "1", "contextId": 5}),
+        ("Runtime.evaluate", {"expression": "1", "uniqueContextId": "U-5"}),
+        ("Runtime.callFunctionOn", {"functionDeclaration": "f", "executionContextId": 5}),
+        ("Runtime.callFunctionOn", {"functionDeclaration": "f", "objectId": "-77.5.1"}),
+        (
+            "Runtime.callFunctionOn",
+            {
+                "functionDeclaration": "f",
+                "objectId": "-77.1.1",
+                "arguments": [{"objectId": "-77.5.2"}],
+            },
+        ),
+        ("Runtime.getProperties", {"objectId": "123.5.9"}),
+        ("Runtime.queryObjects", {"prototypeObjectId": "1.5.3"}),
+        ("Runtime.awaitPromise", {"promiseObjectId": "1.5.3"}),
+        (
+            "Runtime.compileScript",
+            {"expression": "1", "sourceURL": "", "persistScript": True, "executionContextId": 5},
+        ),
+        ("Runtime.globalLexicalScopeNames", {"executionContextId": 5}),
+        ("Runtime.addBinding", {"name": "b", "executionContextId": 5}),
+        ("DOM.resolveNode", {"backendNodeId": 3, "executionContextId": 5}),
+        ("Debugger.evaluateOnCallFrame", {"callFrameId": "0.5.-77", "expression": "1"}),
+        ("Debugger.evaluateOnCallFrame", {"callFrameId": "-77.5.0", "expression": "1"}),
+        (
+            "Debugger.setVariableValue",
+            {"callFrameId": "-77.5.0", "scopeNumber": 0, "variableName": "x", "newValue": {}},
+        ),
+        ("Debugger.setBreakpointOnFunctionCall", {"objectId": "-77.5.4"}),
+        (
+            "Debugger.setBreakpoint",
+            {"location": {"scriptId": "88", "lineNumber": 0}, "condition": "p()"},
+        ),
+        ("Debugger.setScriptSource", {"scriptId": "88", "scriptSource": "x"}),
+        ("HeapProfiler.addInspectedHeapObject", {"heapObjectId": "1"} | {"objectId": "-1.5.1"}),
+    ],
+)
+def test_a_command_naming_the_world_is_refused(method: str, params: dict[str, Any]) -> None:
+    worlds = made()
+    state = connection(worlds)
+    # What a client with Runtime and Debugger on would learn (and never sees).
+    created = {"context": {"id": 5, "name": worlds.fresh_name(), "uniqueId": "U-5"}}
+    assert event(state, "Runtime.executionContextCreated", created) is Down.DROP
+    parsed = {"scriptId": "88", "executionContextId": 5, "url": ""}
+    assert event(state, "Debugger.scriptParsed", parsed) is Down.DROP
+    step = send(state, method, params)
+    assert step.kind is Kind.BLOCK and step.verdict is not None, step
+    assert step.verdict.rule == "relay-world"
+    assert "relay-world" in step.error_answer()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("Runtime.evaluate", {"expression": "1", "contextId": 4}),
+        ("Runtime.evaluate", {"expression": "1"}),
+        ("Runtime.callFunctionOn", {"functionDeclaration": "f", "objectId": "-77.4.1"}),
+        ("Runtime.callFunctionOn", {"functionDeclaration": "f", "objectId": "-77.5x.1"}),
+        ("Debugger.setBreakpoint", {"location": {"scriptId": "87", "lineNumber": 0}}),
+        ("DOM.resolveNode", {"backendNodeId": 5}),
+        ("Runtime.evaluate", {"expression": "1", "contextId": True}),
+    ],
+)
+def test_the_clients_own_contexts_are_its_own(method: str, params: dict[str, Any]) -> None:
+    state = connection(made())
+    step = send(state, method, params)
+    assert step.kind is Kind.FORWARD, step.verdict
+
+
+def test_another_targets_numbers_are_another_id_space() -> None:
+    """An out-of-process frame numbers its contexts itself: 5 there is not ours."""
+    state = connection(made())
+    step = send(state, "Runtime.evaluate", {"expression": "1", "contextId": 5}, session="F")
+    assert step.kind is Kind.FORWARD
+
+
+def test_a_page_endpoint_is_the_tabs_own_session() -> None:
+    state = ClientState(7, Identity("alice"), page=TAB, worlds=made())
+    message = {"id": 1, "method": "Runtime.evaluate", "params": {"expression": "1", "contextId": 5}}
+    step = core.receive(state, json.dumps(message), DOWNLOADS)
+    assert step.kind is Kind.BLOCK and step.verdict is not None
+    assert step.verdict.rule == "relay-world"
+
+
+def test_the_worlds_events_never_reach_a_client() -> None:
+    worlds = made()
+    state = connection(worlds)
+    created = {"context": {"id": 5, "name": worlds.fresh_name(), "uniqueId": "U-5"}}
+    assert event(state, "Runtime.executionContextCreated", created) is Down.DROP
+    theirs = {"context": {"id": 4, "name": "", "uniqueId": "U-4"}}
+    assert event(state, "Runtime.executionContextCreated", theirs) is Down.PASS
+    playwright = {"context": {"id": 6, "name": "__playwright_utility_world__", "uniqueId": "U-6"}}
+    assert event(state, "Runtime.executionContextCreated", playwright) is Down.PASS
+    gone = {"executionContextId": 5, "executionContextUniqueId": "U-5"}
+    assert event(state, "Runtime.executionContextDestroyed", gone) is Down.DROP
+    theirs_gone = {"executionContextId": 4, "executionContextUniqueId": "U-4"}
+    assert event(state, "Runtime.executionContextDestroyed", theirs_gone) is Down.PASS
+    ours = {"scriptId": "88", "executionContextId": 5, "url": ""}
+    assert event(state, "Debugger.scriptParsed", ours) is Down.DROP
+    page = {"scriptId": "87", "executionContextId": 4, "url": "https://x/a.js"}
+    assert event(state, "Debugger.scriptParsed", page) is Down.PASS
+
+
+def test_a_name_seen_before_the_number_is_hidden_too() -> None:
+    """The event may reach a client before the watcher has the world's number."""
+    worlds = RelayWorlds()
+    state = connection(worlds)
+    worlds.begin(TAB)
+    created = {"context": {"id": 9, "name": worlds.fresh_name(), "uniqueId": "U-9"}}
+    assert event(state, "Runtime.executionContextCreated", created) is Down.DROP
+
+
+def test_a_pause_in_the_world_is_undone_and_never_seen() -> None:
+    state = connection(made())
+    paused = {"callFrames": [{"callFrameId": "-77.5.0", "location": {"scriptId": "88"}}]}
+    data = orjson.dumps({"method": "Debugger.paused", "params": paused, "sessionId": "S"})
+    down = core.from_upstream(state, data.decode())
+    assert down.kind is Down.RESUME and down.session == "S"
+    # Until the resume lands, the paused frame's return value cannot be set.
+    step = send(state, "Debugger.setReturnValue", {"newValue": {"value": "no"}})
+    assert step.kind is Kind.BLOCK and step.verdict is not None
+    assert step.verdict.rule == "relay-world"
+    assert event(state, "Debugger.resumed", {}) is Down.DROP
+    assert event(state, "Debugger.resumed", {}) is Down.PASS  # the client's own next time
+    theirs = {"callFrames": [{"callFrameId": "-77.4.0", "location": {"scriptId": "87"}}]}
+    assert event(state, "Debugger.paused", theirs) is Down.PASS
+
+
+def test_a_command_naming_a_context_waits_while_the_world_is_made() -> None:
+    worlds = RelayWorlds()
+    state = connection(worlds)
+    worlds.begin(TAB)
+    step = send(state, "Runtime.evaluate", {"expression": "1", "contextId": 9})
+    assert step.kind is Kind.FORWARD and step.hold
+    plain = send(state, "Runtime.evaluate", {"expression": "1"})
+    assert not plain.hold
+
+
+def test_a_stale_number_is_forgotten_with_its_document() -> None:
+    """A new renderer process numbers contexts from 1 again: the old world's
+    number must not refuse the page's own context."""
+    worlds = made(1)
+    state = connection(worlds)
+    assert send(state, "Runtime.evaluate", {"expression": "1", "contextId": 1}).kind is Kind.BLOCK
+    worlds.forget(TAB)
+    assert send(state, "Runtime.evaluate", {"expression": "1", "contextId": 1}).kind is Kind.FORWARD
+
+
+@pytest.mark.parametrize(
+    ("remote", "context"),
+    [("-7386375806474361286.1.2", 1), ("12.34.56", 34), ("1.x.2", None), ("1.2", None), (7, None)],
+)
+def test_context_of_reads_v8s_ids(remote: object, context: int | None) -> None:
+    assert context_of(remote) == context
