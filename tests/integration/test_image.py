@@ -143,6 +143,33 @@ def test_ready_and_driven_through_the_relay(pc: Computer) -> None:
     assert any(a["method"] == "Input.insertText" for a in acted)
 
 
+def test_the_protocol_table_classifies_every_command_of_the_shipped_chromium(
+    pc: Computer,
+) -> None:
+    """The shipped Chromium's /json/protocol holds exactly the pinned commands,
+    each classified: a Chromium update that adds one fails here until the
+    table is looked at (scripts/protocol-commands.sh writes the new list)."""
+    from agentenv.relay.commands import classify
+    from agentenv.relay.pinned import CHROMIUM, COMMANDS
+
+    answer = requests.get(pc.relay + "/json/protocol", headers=pc.headers("alice"), timeout=30)
+    assert answer.status_code == 200, answer.text[:500]
+    shipped = {
+        f"{d['domain']}.{c['name']}"
+        for d in answer.json()["domains"]
+        for c in d.get("commands", [])
+    }
+    assert len(shipped) > 500, len(shipped)
+    card = requests.get(pc.app + "/card", headers=pc.headers(), timeout=30).json()
+    chromium = card["versions"]["chromium"]
+    assert shipped - COMMANDS == set(), (
+        f"Chromium {chromium} has commands the table ({CHROMIUM}) never classified"
+    )
+    assert COMMANDS - shipped == set(), f"the table lists commands Chromium {chromium} lacks"
+    assert all(classify(m).rule != "unclassified" for m in shipped)
+    assert card["versions"]["protocol_table"] == CHROMIUM
+
+
 def test_programs_run_as_their_users(pc: Computer) -> None:
     rows = _processes(pc)
     user_of = {pid: user for user, pid, _, _ in rows}

@@ -1,6 +1,6 @@
 """Extensions and the browser's own UI: an extension would act in the browser
 without passing the relay; the UI's chrome:// pages have powers web pages
-lack. Neither is reachable, by the relay's allowlist and Chromium's policies."""
+lack. Neither is reachable, by the relay's protocol table and Chromium's policies."""
 
 from __future__ import annotations
 
@@ -19,32 +19,43 @@ from tests.support.timing import wait_for
 
 
 @pytest.mark.parametrize(
-    ("method", "params"),
+    ("method", "params", "rule"),
     [
-        ("Extensions.loadUnpacked", {"path": "/var/lib/agentenv/downloads"}),
-        ("Extensions.getStorageItems", {"id": "a" * 32, "storageArea": "local"}),
-        ("Target.exposeDevToolsProtocol", {"targetId": "X"}),
-        ("Target.sendMessageToTarget", {"message": "{}", "sessionId": "S"}),
-        ("Target.setRemoteLocations", {"locations": [{"host": "10.0.0.1", "port": 9222}]}),
-        ("Browser.close", {}),
-        ("Browser.crash", {}),
+        ("Extensions.loadUnpacked", {"path": "/var/lib/agentenv/downloads"}, "not-allowed"),
+        ("Extensions.getStorageItems", {"id": "a" * 32, "storageArea": "local"}, "not-allowed"),
+        ("Target.exposeDevToolsProtocol", {"targetId": "X"}, "not-allowed"),
+        ("Target.sendMessageToTarget", {"message": "{}", "sessionId": "S"}, "not-allowed"),
+        (
+            "Target.setRemoteLocations",
+            {"locations": [{"host": "10.0.0.1", "port": 9222}]},
+            "not-allowed",
+        ),
+        ("Target.openDevTools", {"targetId": "X"}, "not-allowed"),
+        ("Browser.close", {}, "not-allowed"),
+        ("Browser.crash", {}, "not-allowed"),
         (
             "Network.loadNetworkResource",
             {"frameId": "F", "url": "file:///etc/passwd", "options": {}},
+            "not-allowed",
         ),
-        ("Tracing.start", {}),
-        ("Browser.getBrowserCommandLine", {}),
+        ("Browser.getBrowserCommandLine", {}, "not-allowed"),
+        # On the browser's own session these would reach every agent's pages.
+        ("Tracing.start", {}, "browser-wide"),
+        ("Fetch.enable", {"patterns": [{"urlPattern": "*"}]}, "browser-wide"),
+        ("Security.setIgnoreCertificateErrors", {"ignore": True}, "browser-wide"),
+        ("Storage.getSharedStorageEntries", {"ownerOrigin": "https://x"}, "unclassified"),
     ],
 )
-async def test_methods_off_the_allowlist_are_refused(
-    target: Computer, method: str, params: dict[str, object]
+async def test_commands_the_table_refuses_are_refused_with_their_reason(
+    target: Computer, method: str, params: dict[str, object], rule: str
 ) -> None:
     before = attempt(target)
     async with agent(target) as alice:
         answer = await alice.call(method, params)
-        assert answer["error"]["code"] == -32000 and "not-allowed" in answer["error"]["message"]
+        message = answer["error"]["message"]
+        assert answer["error"]["code"] == -32000 and f"guard {rule}" in message, answer
         assert "result" in await alice.call("Browser.getVersion")  # the connection goes on
-    guarded(target, before, method, "not-allowed")
+    guarded(target, before, method, rule)
     clean(target)
 
 

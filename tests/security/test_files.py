@@ -36,16 +36,8 @@ async def test_file_inputs_take_no_file_outside_the_downloads_folder(
             {"nodeId": document["result"]["root"]["nodeId"], "selector": "#f"},
             session,
         )
-        if "error" in found:  # DOM.querySelector is not on the allowlist: resolve by script
-            obj = await alice.call(
-                "Runtime.evaluate", {"expression": "document.getElementById('f')"}, session
-            )
-            described = await alice.call(
-                "DOM.describeNode", {"objectId": obj["result"]["result"]["objectId"]}, session
-            )
-            node = {"backendNodeId": described["result"]["node"]["backendNodeId"]}
-        else:
-            node = {"nodeId": found["result"]["nodeId"]}
+        assert "error" not in found, found  # DOM.querySelector passes (the table)
+        node = {"nodeId": found["result"]["nodeId"]}
         answer = await alice.call("DOM.setFileInputFiles", {"files": [path], **node}, session)
         assert "outside-downloads" in answer["error"]["message"]
         assert await alice.evaluate(session, "document.getElementById('f').files.length") == 0

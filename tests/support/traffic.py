@@ -3,7 +3,7 @@ or Chromium that writes every client message to a JSONL file.
 
 The recordings under ``tests/unit/traffic/`` were made with it; the relay's
 core is unit-tested against them (every command a real client sends is let
-through and marked as the allowlist says).
+through, none refused by the protocol table).
 
     python -m tests.support.traffic --upstream http://127.0.0.1:9222 \
         --port 9555 --out tests/unit/traffic/puppeteer.jsonl
@@ -24,7 +24,10 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-__all__ = ["TrafficProxy", "load"]
+__all__ = ["CLIENTS", "TrafficProxy", "load"]
+
+#: The recorded clients (each has ``tests/unit/traffic/<name>.jsonl``).
+CLIENTS = ("playwright", "playwright-mcp", "puppeteer", "browser-use")
 
 _BIG = 64 * 1024
 

@@ -12,8 +12,8 @@ import pytest
 from agentenv.access import Identity
 from agentenv.protocol.control import BeginAction, Grant
 from agentenv.relay import core
-from agentenv.relay.allowlist import CLIENTS
 from agentenv.relay.core import ClientState, Down, Kind, Pending, SessionInfo
+from tests.support.traffic import CLIENTS
 
 TRAFFIC = Path(__file__).parent / "traffic"
 DOWNLOADS = "/var/lib/agentenv/downloads"

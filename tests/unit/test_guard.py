@@ -1,4 +1,4 @@
-"""The guard: the allowlist, and parameters that reach the machine."""
+"""The guard: the protocol table, and parameters that reach the machine."""
 
 from __future__ import annotations
 
@@ -11,8 +11,17 @@ from typing import Any
 import pytest
 
 from agentenv.relay import guard
-from agentenv.relay.allowlist import ALLOWED, CLIENTS, COMPUTER
+from agentenv.relay.commands import (
+    BROWSER_LEVEL,
+    CONFINED,
+    DOMAINS,
+    EXCEPTIONS,
+    REFUSED,
+    classify,
+)
 from agentenv.relay.guard import check, check_url, inside, web_target, web_url
+from agentenv.relay.pinned import COMMANDS
+from tests.support.traffic import CLIENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAFFIC = Path(__file__).parent / "traffic"
@@ -23,24 +32,104 @@ def recorded(client: str) -> set[str]:
     return {json.loads(line)["message"]["method"] for line in lines if line.strip()}
 
 
-# -- the allowlist is what real clients send ------------------------------------------
+# -- the protocol table classifies every command ---------------------------------------
+
+
+def test_every_command_of_the_pinned_protocol_is_classified() -> None:
+    for method in COMMANDS:
+        assert classify(method).rule != "unclassified", method
+    assert set(EXCEPTIONS) <= COMMANDS, set(EXCEPTIONS) - COMMANDS
+    assert set(DOMAINS) == {m.partition(".")[0] for m in COMMANDS}
+
+
+def test_every_refusal_names_a_danger_and_every_confined_command_a_check() -> None:
+    for method in COMMANDS:
+        command = classify(method)
+        assert command.why, method
+        if command.kind == CONFINED:
+            assert (
+                method in guard.PARAMS
+                or method in BROWSER_LEVEL
+                or method == ("Target.setAutoAttach")
+            ), method
+        if command.kind == REFUSED:
+            assert command.rule in ("not-allowed", "browser-wide"), method
+    for method in guard.PARAMS:
+        assert classify(method).kind == CONFINED, method
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_every_method_a_client_sent_is_allowed(client: str) -> None:
-    assert recorded(client) - ALLOWED.keys() == set()
+def test_every_method_a_client_sent_passes(client: str) -> None:
+    refused = {m for m in recorded(client) if classify(m).kind == REFUSED}
+    assert refused == set()
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_every_client_named_in_the_table_sent_it(client: str) -> None:
-    claimed = {m for m, why in ALLOWED.items() if client in why.sent_by}
-    assert claimed - recorded(client) == set()
+#: What the first version's allowlist refused that real clients need
+#: (issue 21's table): each must pass now.
+NEEDED = [
+    "DOM.enable",
+    "DOM.getBoxModel",
+    "DOM.requestNode",
+    "Accessibility.queryAXTree",
+    "Page.startScreencast",
+    "Page.stopScreencast",
+    "Page.screencastFrameAck",
+    "Page.startScreenRecording",
+    "Browser.setContentsSize",
+    "Network.overrideNetworkState",
+    "Network.setCookie",
+    "HeapProfiler.enable",
+    "HeapProfiler.takeHeapSnapshot",
+    "Target.getDevToolsTarget",
+    "Debugger.enable",
+    "CSS.enable",
+    "Profiler.enable",
+    "Tracing.end",
+    "Tracing.getCategories",
+]
 
 
-def test_every_entry_says_who_sends_it_or_why() -> None:
-    for method, why in ALLOWED.items():
-        assert why.sent_by or why.note, method
-        assert set(why.sent_by) <= {*CLIENTS, COMPUTER}, method
+@pytest.mark.parametrize("method", NEEDED)
+def test_what_real_clients_need_passes(method: str) -> None:
+    assert check(method, {}, "/dl") is None
+
+
+def test_tracing_on_a_page_passes_and_at_browser_level_is_browser_wide() -> None:
+    assert check("Tracing.start", {"traceConfig": {}}, "/dl") is None
+    verdict = check("Tracing.start", {}, "/dl", browser_level=True)
+    assert verdict is not None and verdict.rule == "browser-wide", verdict
+    raw = check("Tracing.start", {"perfettoConfig": "AAAA"}, "/dl")
+    assert raw is not None and raw.rule == "browser-wide", raw
+    system = check("Tracing.start", {"tracingBackend": "system"}, "/dl")
+    assert system is not None and system.rule == "browser-wide", system
+
+
+@pytest.mark.parametrize(
+    "method", ["Fetch.enable", "Security.setIgnoreCertificateErrors", "Tracing.start"]
+)
+def test_settings_that_would_reach_every_agent_need_a_session(method: str) -> None:
+    assert check(method, {}, "/dl") is None
+    verdict = check(method, {}, "/dl", browser_level=True)
+    assert verdict is not None and verdict.rule == "browser-wide", verdict
+    assert "session" in verdict.message
+
+
+@pytest.mark.parametrize(
+    ("params", "ok"),
+    [
+        ({"lineNumber": 1, "url": "https://x/a.js", "condition": "x()"}, True),
+        ({"lineNumber": 1, "urlRegex": ".*"}, True),
+        ({"lineNumber": 1, "urlRegex": ".*", "condition": "poison()"}, False),
+        ({"lineNumber": 1, "url": "", "condition": "poison()"}, False),
+        ({"lineNumber": 1, "scriptHash": "ab", "condition": "poison()"}, False),
+        ({"lineNumber": 1, "url": "https://x/a.js", "urlRegex": ".*", "condition": "p()"}, False),
+    ],
+)
+def test_a_breakpoint_condition_needs_an_exact_url(params: dict[str, Any], ok: bool) -> None:
+    verdict = check("Debugger.setBreakpointByUrl", params, "/dl")
+    assert (verdict is None) is ok, verdict
+    if not ok:
+        assert verdict is not None and verdict.rule == "relay-world"
 
 
 def _computer_methods() -> set[str]:
@@ -59,43 +148,50 @@ def _computer_methods() -> set[str]:
     return found
 
 
-def test_the_computers_own_commands_are_allowed_and_named() -> None:
+def test_the_computers_own_commands_pass() -> None:
     sent = _computer_methods()
     assert sent, "found no CDP calls in the app and recorder"
-    assert sent - ALLOWED.keys() == set()
-    assert {m for m, why in ALLOWED.items() if COMPUTER in why.sent_by} == sent
+    assert {m for m in sent if classify(m).kind == REFUSED} == set()
 
 
 @pytest.mark.parametrize(
-    "method",
+    ("method", "rule"),
     [
-        "Extensions.loadUnpacked",
-        "Extensions.uninstall",
-        "Extensions.getStorageItems",
-        "Target.exposeDevToolsProtocol",
-        "Target.sendMessageToTarget",
-        "Target.setRemoteLocations",
-        "Browser.close",
-        "Browser.crash",
-        "Browser.crashGpuProcess",
-        "Browser.getBrowserCommandLine",
-        "Browser.executeBrowserCommand",
-        "Page.crash",
-        "Network.loadNetworkResource",
-        "Tracing.start",
-        "Tethering.bind",
-        "SystemInfo.getProcessInfo",
-        "Storage.getSharedStorageEntries",
-        "PWA.install",
-        "AgentEnv.beginAction",
-        "Unknown.method",
-        "",
+        ("Extensions.loadUnpacked", "not-allowed"),
+        ("Extensions.uninstall", "not-allowed"),
+        ("Extensions.getStorageItems", "not-allowed"),
+        ("Target.exposeDevToolsProtocol", "not-allowed"),
+        ("Target.sendMessageToTarget", "not-allowed"),
+        ("Target.setRemoteLocations", "not-allowed"),
+        ("Target.attachToBrowserTarget", "not-allowed"),
+        ("Target.openDevTools", "not-allowed"),
+        ("Browser.close", "not-allowed"),
+        ("Browser.crash", "not-allowed"),
+        ("Browser.crashGpuProcess", "not-allowed"),
+        ("Browser.getBrowserCommandLine", "not-allowed"),
+        ("Browser.executeBrowserCommand", "not-allowed"),
+        ("Browser.getHistograms", "browser-wide"),
+        ("Page.crash", "not-allowed"),
+        ("Network.loadNetworkResource", "not-allowed"),
+        ("Network.setCookieControls", "browser-wide"),
+        ("Tethering.bind", "not-allowed"),
+        ("Cast.startDesktopMirroring", "not-allowed"),
+        ("SystemInfo.getProcessInfo", "not-allowed"),
+        ("Storage.overrideQuotaForOrigin", "not-allowed"),
+        ("Storage.getSharedStorageEntries", "unclassified"),
+        ("PWA.install", "not-allowed"),
+        ("BluetoothEmulation.enable", "browser-wide"),
+        ("Emulation.addScreen", "browser-wide"),
+        ("AgentEnv.beginAction", "unclassified"),
+        ("Unknown.method", "unclassified"),
+        ("", "unclassified"),
     ],
 )
-def test_methods_off_the_list_are_blocked(method: str) -> None:
+def test_methods_the_table_refuses_are_blocked_with_their_reason(method: str, rule: str) -> None:
     verdict = check(method, {}, "/dl")
-    assert verdict is not None and verdict.rule == "not-allowed" and verdict.action == "blocked"
-    assert "not-allowed" in verdict.message and "README" in verdict.message
+    assert verdict is not None and verdict.rule == rule and verdict.action == "blocked"
+    assert f"agentenv guard {rule}" in verdict.message and "README" in verdict.message
+    assert classify(method).why in verdict.message
 
 
 # -- URLs ------------------------------------------------------------------------------
@@ -315,7 +411,7 @@ def test_web_target_types() -> None:
 
 
 def test_verdicts_are_entries() -> None:
-    verdict = guard.not_allowed("X.y")
+    verdict = guard.not_allowed("Extensions.loadUnpacked")
     assert verdict.as_entry() == {"rule": "not-allowed", "action": "blocked"}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -206,6 +207,43 @@ def test_bodies_and_page_content_withheld() -> None:
     }
     html = redact_params("Page.setDocumentContent", {"frameId": "f", "html": "<p>hi</p>"})
     assert html["html"] == {"withheld": "body", "length": 9}
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "secret"),
+    [
+        (
+            "DOMStorage.setDOMStorageItem",
+            {"storageId": {}, "key": "k", "value": "s3cr3t-v"},
+            "value",
+        ),
+        ("DOM.setOuterHTML", {"nodeId": 1, "outerHTML": "<input value=s3cr3t-v>"}, "outerHTML"),
+        ("DOM.setNodeValue", {"nodeId": 1, "value": "s3cr3t-v"}, "value"),
+        (
+            "WebAuthn.addCredential",
+            {"authenticatorId": "a", "credential": {"privateKey": "s3cr3t-v", "rpId": "x"}},
+            "credential",
+        ),
+        ("Autofill.trigger", {"fieldId": 1, "card": {"number": "s3cr3t-v", "cvc": "1"}}, "card"),
+        (
+            "Autofill.setAddresses",
+            {"addresses": [{"fields": [{"value": "s3cr3t-v"}]}]},
+            "addresses",
+        ),
+        (
+            "DigitalCredentials.setVirtualWalletBehavior",
+            {"action": "respond", "response": {"token": "s3cr3t-v"}},
+            "response",
+        ),
+    ],
+)
+def test_secrets_of_commands_the_table_allows_are_withheld(
+    method: str, params: dict[str, Any], secret: str
+) -> None:
+    logged = redact_params(method, params)
+    assert "s3cr3t-v" not in json.dumps(logged), logged
+    assert "withheld" in logged[secret], logged
+    assert set(logged) == set(params)
 
 
 def test_long_expressions_withheld_short_kept() -> None:

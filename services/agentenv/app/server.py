@@ -57,6 +57,7 @@ from agentenv.protocol.browser import Empty
 from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card, Extension
 from agentenv.protocol.data import ARCHIVE_LIMIT, ArchiveError, pack, unpack
 from agentenv.protocol.log import LogRequest
+from agentenv.relay.pinned import CHROMIUM as PROTOCOL_TABLE
 from agentenv.settings import Settings
 
 log = logging.getLogger("agentenv.app")
@@ -254,7 +255,8 @@ async def readyz(request: web.Request) -> web.Response:
 async def card(request: web.Request) -> web.Response:
     settings = request.app[settings_key]
     state = await readiness(settings, request.app[client_key])
-    versions = {"agentenv": agentenv.__version__}
+    # The Chromium the relay's protocol table was made for (relay/commands.py).
+    versions = {"agentenv": agentenv.__version__, "protocol_table": PROTOCOL_TABLE}
     if state.browser:
         versions["chromium"] = state.browser
     body = Card(

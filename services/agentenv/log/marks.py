@@ -85,6 +85,23 @@ ACTING_RULES: tuple[str, ...] = (
     "Fetch.failRequest",
     "Fetch.continueWithAuth",
     "Debugger.setScriptSource",
+    "Debugger.setVariableValue",
+    "Debugger.setReturnValue",
+    # Setup that changes what the agent's pages load or accept: on the
+    # record as acting, with its parameters (redacted).
+    "Fetch.enable",
+    "Security.setIgnoreCertificateErrors",
+    "Security.setOverrideCertificateErrors",
+    "Security.handleCertificateError",
+    "Network.overrideNetworkState",
+    "Network.emulateNetworkConditionsByRule",
+    "Network.replayXHR",
+    "Autofill.trigger",
+    "WebAuthn.addCredential",
+    "ServiceWorker.deliverPushMessage",
+    "ServiceWorker.dispatch*",
+    "ServiceWorker.unregister",
+    "ServiceWorker.skipWaiting",
 )
 
 

@@ -22,6 +22,11 @@ Pure functions. What goes:
 - A ``value`` attribute set through ``DOM.setAttributeValue``, and the text
   of ``DOM.setAttributesAsText``: withheld as a password, since the field
   they set may be one.
+- What the protocol table now lets agents send that holds secrets:
+  ``DOMStorage.setDOMStorageItem`` values, ``DOM.setOuterHTML`` and
+  ``DOM.setNodeValue`` (a field's text), a virtual authenticator's
+  credential (``WebAuthn.addCredential``: its private key), autofill cards
+  and addresses, a virtual wallet's response: withheld.
 - ``Runtime.callFunctionOn`` argument strings: withheld, length kept.
   Playwright's ``fill()`` hands the text to its injected script as an
   argument before it types it, password fields included, and nothing at that
@@ -520,6 +525,16 @@ def _withhold_fields(*fields: str, limit: int = 0, kind: str = "body") -> Rule:
     return rule
 
 
+def _withhold_values(*fields: str, kind: str) -> Rule:
+    """Replace each named field, whatever it holds (an object of secrets: a
+    credential's private key, a card), by the marker."""
+
+    def rule(params: Mapping[str, Any]) -> dict[str, Any]:
+        return {f: withheld(kind, params[f]) for f in fields if params.get(f) is not None}
+
+    return rule
+
+
 def _cookie(value: Any) -> Any:
     """A cookie a command sets: every field redacted, its value withheld
     (whether or not it carries a field that marks a cookie elsewhere)."""
@@ -563,6 +578,17 @@ _METHOD_RULES: dict[str, Rule] = {
     # password, which the relay cannot tell.
     "Page.handleJavaScriptDialog": _withhold_fields("promptText", kind="prompt"),
     "Runtime.evaluate": _withhold_fields("expression", limit=EXPRESSION_LIMIT),
+    "Runtime.compileScript": _withhold_fields("expression", limit=EXPRESSION_LIMIT),
+    "Debugger.evaluateOnCallFrame": _withhold_fields("expression", limit=EXPRESSION_LIMIT),
+    # Page content an agent writes, which may hold what a field holds.
+    "DOM.setOuterHTML": _withhold_fields("outerHTML"),
+    "DOM.setNodeValue": _withhold_fields("value", kind="password"),
+    # Storage values, and the secrets of virtual devices and forms.
+    "DOMStorage.setDOMStorageItem": _withhold_fields("value", kind="storage"),
+    "WebAuthn.addCredential": _withhold_values("credential", kind="credential"),
+    "Autofill.trigger": _withhold_values("card", "address", kind="autofill"),
+    "Autofill.setAddresses": _withhold_values("addresses", kind="autofill"),
+    "DigitalCredentials.setVirtualWalletBehavior": _withhold_values("response", kind="credential"),
     "Runtime.callFunctionOn": _call_arguments,
 }
 

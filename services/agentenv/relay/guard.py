@@ -2,12 +2,17 @@
 
 Two checks, both on every connection:
 
-1. The method must be in :data:`~agentenv.relay.allowlist.ALLOWED`, else
-   rule ``not-allowed``.
+1. The method's class in the protocol table
+   (:func:`agentenv.relay.commands.classify`): a refused command gets its
+   rule (``not-allowed``, ``browser-wide``, ``unclassified``) and the
+   table's reason; a confined one sent on the browser's own session where it
+   would apply to every agent's pages (:data:`~agentenv.relay.commands.BROWSER_LEVEL`)
+   gets ``browser-wide``.
 2. Parameters that reach the machine are checked, whichever method carries
    them (:data:`PARAMS`): URLs to open (rule ``local-url``), file paths
-   (``outside-downloads``), download folders (``download-folder``) and the
-   targets a session may attach to (``not-a-web-target``, ``unwrapped-only``).
+   (``outside-downloads``), download folders (``download-folder``), the
+   targets a session may attach to (``not-a-web-target``, ``unwrapped-only``),
+   and what would reach the relay's own worlds (``relay-world``).
 
 A :class:`Verdict` says what the relay does instead of forwarding as sent:
 
@@ -32,7 +37,7 @@ from typing import Any, Literal
 
 from agentenv import paths
 from agentenv.protocol.urls import WEB_TARGET_TYPES, web_target, web_url
-from agentenv.relay.allowlist import ALLOWED
+from agentenv.relay.commands import BROWSER_LEVEL, REFUSED, classify
 
 __all__ = [
     "GUARD_ERROR_CODE",
@@ -359,8 +364,43 @@ def _create_target(params: Mapping[str, Any], downloads: str, targets: Targets) 
     return check_url(params.get("url"))
 
 
+def _breakpoint(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
+    """A condition runs in every script the breakpoint matches: by a pattern
+    or a hash, that may be the relay's own check in its isolated world
+    (whose scripts have no URL). A condition takes an exact ``url``."""
+    if params.get("condition") in (None, ""):
+        return None
+    url = params.get("url")
+    if isinstance(url, str) and url and params.get("urlRegex") is None:
+        return None
+    return Verdict(
+        "relay-world",
+        "blocked by agentenv guard relay-world: a breakpoint condition by a URL pattern or "
+        "script hash would run in the computer's own world too; give the script's exact url "
+        "(or set the breakpoint without a condition)",
+    )
+
+
+def _tracing(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
+    """Chromium's own tracing, as DevTools and Puppeteer start it: not a raw
+    perfetto config (data sources of the whole machine) nor the system's
+    tracing service."""
+    backend = params.get("tracingBackend")
+    if params.get("perfettoConfig") in (None, "") and backend in (None, "auto", "chrome"):
+        return None
+    return Verdict(
+        "browser-wide",
+        "blocked by agentenv guard browser-wide: a raw perfetto config or the system tracing "
+        "backend records past the agent's page; start the trace with traceConfig "
+        "(categories), as DevTools and Puppeteer do",
+    )
+
+
 #: method -> the check of its parameters that reach the machine.
 PARAMS: dict[str, Rule] = {
+    "Page.setDownloadBehavior": _download_folder,
+    "Debugger.setBreakpointByUrl": _breakpoint,
+    "Tracing.start": _tracing,
     "Target.createBrowserContext": _context,
     "Page.navigate": _navigate,
     "Target.createTarget": _create_target,
@@ -384,11 +424,22 @@ PARAMS: dict[str, Rule] = {
 
 
 def not_allowed(method: str) -> Verdict:
+    """The verdict on a command the protocol table refuses, with its reason."""
+    command = classify(method)
     return Verdict(
-        "not-allowed",
-        f"blocked by agentenv guard not-allowed: {method[:100]} is not among the CDP methods "
-        "this computer lets agents send (extensions, browser control and access to the "
-        "machine stay closed); see the README's security section",
+        command.rule,
+        f"blocked by agentenv guard {command.rule}: {method[:100]}: {command.why}; "
+        "agents may do on their pages what they could on their own Chromium, but not this "
+        "(see the README's security section)",
+    )
+
+
+def _browser_level(method: str) -> Verdict:
+    return Verdict(
+        "browser-wide",
+        f"blocked by agentenv guard browser-wide: {method[:100]} on the browser's own session "
+        "applies to every agent's pages; send it on your page's session "
+        "(Target.attachToTarget with flatten: true)",
     )
 
 
@@ -397,10 +448,14 @@ def check(
     params: Mapping[str, Any] | None,
     downloads: str,
     targets: Targets | None = None,
+    browser_level: bool = False,
 ) -> Verdict | None:
-    """The guard's verdict on a command, or None to forward it as sent."""
-    if method not in ALLOWED:
+    """The guard's verdict on a command, or None to forward it as sent.
+    ``browser_level``: sent on the browser endpoint without a session."""
+    if classify(method).kind == REFUSED:
         return not_allowed(method)
+    if browser_level and method in BROWSER_LEVEL:
+        return _browser_level(method)
     rule = PARAMS.get(method)
     if rule is None:
         return None
