@@ -62,9 +62,13 @@ class ActionContext:
 
 
 class BrowserLink:
-    def __init__(self, settings: Settings, http: aiohttp.ClientSession) -> None:
+    def __init__(
+        self, settings: Settings, http: aiohttp.ClientSession, scope: str | None = None
+    ) -> None:
         self.settings = settings
         self.http = http
+        #: The scope the link acts in (``AgentEnv-Scope``); None: every scope.
+        self.scope = scope
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._reader: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
@@ -84,6 +88,8 @@ class BrowserLink:
             headers = {}
             if self.settings.control_token:
                 headers["Authorization"] = f"Bearer {self.settings.control_token}"
+            if self.scope is not None:
+                headers["AgentEnv-Scope"] = self.scope
             timeout = aiohttp.ClientTimeout(total=self.settings.upstream_timeout_s)
             try:
                 async with self.http.get(

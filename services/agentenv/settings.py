@@ -6,9 +6,13 @@ stack (``make dev``) share one configuration.
 
 Users and tokens: ``AGENTENV_USERS`` holds ``name:token`` pairs separated by
 commas or whitespace; ``AGENTENV_USERS_FILE`` names a file of such pairs, one a
-line (``#`` comments allowed). ``AGENTENV_CONTROL_TOKEN`` is the harness's
-token: it is accepted everywhere, as the user ``agentenv``. When none is
-configured, ``launch/supervisord.sh`` makes one for the boot and sets
+line (``#`` comments allowed). A third field names the user's scope
+(``name:token:scope``, SPEC.md section 7): users of one scope share one
+browser; each user is a scope of their own by default. With a third field,
+the token is what lies between the first and the last colon.
+``AGENTENV_CONTROL_TOKEN`` is the harness's token: it is accepted
+everywhere, as the user ``agentenv``. When none is configured,
+``launch/supervisord.sh`` makes one for the boot and sets
 ``AGENTENV_CONTROL_OPEN=1``: the programs still report with it, and control
 ops are open to callers.
 
@@ -36,6 +40,7 @@ __all__ = [
     "SettingsError",
     "load",
     "open_to_pages",
+    "parse_scopes",
     "parse_users",
 ]
 
@@ -74,6 +79,8 @@ class Settings:
     chromium_flags: str = ""
     #: user name -> token; empty means no auth (users come from ``?user=``).
     users: Mapping[str, str] = field(default_factory=dict)
+    #: user name -> the scope they act in (their own name unless grouped).
+    scopes: Mapping[str, str] = field(default_factory=dict)
     control_token: str | None = None
     #: The control token was made for this boot, not configured: control ops
     #: are open to callers (a developer's machine). Set by launch/supervisord.sh.
@@ -120,22 +127,42 @@ class Settings:
 _COMMENT = re.compile(r"(?:^|\s)#")
 
 
+_SCOPE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
 def parse_users(text: str, source: str = "AGENTENV_USERS") -> dict[str, str]:
     """Parse ``name:token`` pairs; raise :class:`SettingsError` naming ``source``.
 
     The error never quotes a token.
     """
-    users: dict[str, str] = {}
+    return {name: token for name, (token, _) in _entries(text, source).items()}
+
+
+def parse_scopes(text: str, source: str = "AGENTENV_USERS") -> dict[str, str]:
+    """Each user's scope: the third field of ``name:token:scope``, else the name."""
+    return {name: scope for name, (_, scope) in _entries(text, source).items()}
+
+
+def _entries(text: str, source: str) -> dict[str, tuple[str, str]]:
+    users: dict[str, tuple[str, str]] = {}
     # Comments first (a comment may hold commas of its own). A comment starts
     # a line or follows a space: a token may hold a "#".
     lines = (_COMMENT.split(raw, 1)[0] for raw in text.splitlines())
     pairs = [pair for line in lines for pair in line.replace(",", " ").split()]
     for number, pair in enumerate(pairs, start=1):
         name, sep, token = pair.partition(":")
+        scope = name
+        if token.count(":"):
+            token, _, scope = token.rpartition(":")
+            if not _SCOPE.match(scope):
+                raise SettingsError(
+                    f"{source}: entry {number}'s scope (after the last colon) must be 1 to 64 "
+                    "letters, digits, '.', '_' or '-'"
+                )
         if not sep or not name or not token:
             raise SettingsError(
                 f"{source}: entry {number} is not name:token; write users as "
-                "name:token pairs separated by commas"
+                "name:token pairs (or name:token:scope) separated by commas"
             )
         if name == AGENTENV_USER:
             raise SettingsError(
@@ -144,7 +171,7 @@ def parse_users(text: str, source: str = "AGENTENV_USERS") -> dict[str, str]:
             )
         if name in users:
             raise SettingsError(f"{source}: user {name!r} is listed twice")
-        users[name] = token
+        users[name] = (token, scope)
     return users
 
 
@@ -192,8 +219,10 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
     """Settings from ``env`` (default: the process environment)."""
     env = os.environ if env is None else env
     users: dict[str, str] = {}
+    scopes: dict[str, str] = {}
     if env.get("AGENTENV_USERS"):
         users.update(parse_users(env["AGENTENV_USERS"]))
+        scopes.update(parse_scopes(env["AGENTENV_USERS"]))
     users_file = env.get("AGENTENV_USERS_FILE")
     if users_file:
         try:
@@ -206,6 +235,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             if name in users:
                 raise SettingsError(f"user {name!r} is in both AGENTENV_USERS and its file")
             users[name] = token
+        scopes.update(parse_scopes(text, "AGENTENV_USERS_FILE"))
     defaults = Settings()
     return Settings(
         name=env.get("AGENTENV_NAME") or defaults.name,
@@ -221,6 +251,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         recorder_port=_int(env, "AGENTENV_RECORDER_PORT", defaults.recorder_port),
         chromium_flags=env.get("AGENTENV_CHROMIUM_FLAGS", ""),
         users=users,
+        scopes=scopes,
         control_token=env.get("AGENTENV_CONTROL_TOKEN") or None,
         control_open=env.get("AGENTENV_CONTROL_OPEN") == "1",
         allowed_hosts=_set(env, "AGENTENV_ALLOWED_HOSTS"),

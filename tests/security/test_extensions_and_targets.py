@@ -165,16 +165,6 @@ async def test_agentenv_commands_need_the_control_token(target: Computer) -> Non
     clean(target)
 
 
-async def test_another_users_tab_is_still_a_web_page(target: Computer) -> None:
-    """Not isolation between agents (one browser is shared), but nothing beyond
-    web content: bob attaches to alice's tab like any page."""
-    async with agent(target, "alice") as alice, agent(target, "bob") as bob:
-        tab, _ = await alice.page(SITE + "/next")
-        attached = await bob.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
-        assert "result" in attached
-        await alice.call("Target.closeTarget", {"targetId": tab})
-
-
 async def test_a_page_launches_no_program_of_the_machine(target: Computer) -> None:
     """A page navigating to mailto: made Chromium run xdg-email and xdg-open
     (xdg-utils comes with Chromium's package), off the record. In the image

@@ -3,18 +3,21 @@ it or runs anything in it, by any route (the red team's critical finding:
 one agent redefined a getter there, and another agent's password was then
 written in clear).
 
-Two agents share a tab (no scope stands between them: the attack must fail
-even in a shared scope). Bob's typing makes the relay build its world in
+Two agents share a tab in a shared scope (no scope stands between them: the
+attack must fail there too). Bob's typing makes the relay build its world in
 the tab; Alice then looks for it in every way a client can and tries to
 poison it; then Bob types a password, which must still be withheld."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 from tests.security.attacks import Agent, agent, attempt, clean
-from tests.support.container import SITE, Computer
+from tests.support.container import SITE, Computer, computer
 from tests.support.timing import wait_for
 
 PASSWORD = "tr0ub4dor-and-3-relay-world"
@@ -27,6 +30,14 @@ POISON = (
     "Element.prototype.getAttribute = function () { return null; }; 'poisoned'"
 )
 POISON_FUNCTION = f"function () {{ {POISON} }}"
+
+
+@pytest.fixture(scope="module")
+def target(image: str) -> Iterator[Computer]:
+    """Alice and Bob in one shared scope: the relay's world must hold there too."""
+    with computer(image, scopes={"alice": "team", "bob": "team"}) as running:
+        running.serve_site()
+        yield running
 
 
 def _refused(answer: dict[str, Any]) -> bool:

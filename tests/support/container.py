@@ -259,13 +259,18 @@ def computer(
     users: dict[str, str] | None = None,
     control: str | None = CONTROL,
     env: dict[str, str] | None = None,
+    scopes: dict[str, str] | None = None,
     **kwargs: Any,
 ) -> Iterator[Computer]:
-    """A secured computer (users and a control token configured), stopped after."""
+    """A secured computer (users and a control token configured), stopped after.
+    ``scopes`` groups users (user -> scope); each is a scope of their own else."""
     users = USERS if users is None else users
     settings = dict(env or {})
     if users:
-        settings["AGENTENV_USERS"] = ",".join(f"{u}:{t}" for u, t in users.items())
+        settings["AGENTENV_USERS"] = ",".join(
+            f"{u}:{t}:{scopes[u]}" if scopes and u in scopes else f"{u}:{t}"
+            for u, t in users.items()
+        )
     if control:
         settings["AGENTENV_CONTROL_TOKEN"] = control
     container = start_computer(image, settings, **kwargs)

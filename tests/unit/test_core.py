@@ -313,6 +313,10 @@ def test_answers_go_first_unless_the_relay_must_read_them_first() -> None:
         "Target.createTarget",
         "Browser.setDownloadBehavior",
         "Page.setDownloadBehavior",
+        # Kept to the sender's scope before it has them.
+        "Target.getTargets",
+        "Target.getBrowserContexts",
+        "Target.createBrowserContext",
     )
     assert set(read_first) == core.READ_FIRST
     for method in read_first:

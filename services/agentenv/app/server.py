@@ -58,6 +58,7 @@ from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card, Exten
 from agentenv.protocol.data import ARCHIVE_LIMIT, ArchiveError, pack, unpack
 from agentenv.protocol.log import LogRequest
 from agentenv.relay.pinned import CHROMIUM as PROTOCOL_TABLE
+from agentenv.relay.scopes import Scopes
 from agentenv.settings import Settings
 
 log = logging.getLogger("agentenv.app")
@@ -456,12 +457,15 @@ async def live_frame(request: web.Request) -> web.Response:
 async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[settings_key]
     app[client_key] = aiohttp.ClientSession()
-    link = BrowserLink(settings, app[client_key])
+    # Ops act in the home scope (relay/scopes.py): with one scope, everywhere.
+    home = Scopes(settings.scopes)
+    scope = home.home if home.isolated else None
+    link = BrowserLink(settings, app[client_key], scope)
     app[link_key] = link
     app[browser_key] = Browser(
         link,
         str(settings.downloads_dir),
-        new_link=lambda: BrowserLink(settings, app[client_key]),
+        new_link=lambda: BrowserLink(settings, app[client_key], scope),
     )
     app[live_key] = Live(app[browser_key])
     state = app[mcp_key] = McpState()

@@ -55,7 +55,8 @@ from pydantic import ValidationError
 from agentenv.access import Identity
 from agentenv.protocol import MAX_DEPTH, too_deep
 from agentenv.protocol.control import CONTROL_METHODS, ControlParams
-from agentenv.relay import guard, password
+from agentenv.relay import guard, password, scopes
+from agentenv.relay.scopes import Scope
 from agentenv.relay.worlds import RelayWorlds
 
 __all__ = [
@@ -139,6 +140,14 @@ class ClientState:
     worlds: RelayWorlds = field(default_factory=RelayWorlds, repr=False)
     #: Sessions a pause in a relay world was undone on (its resume is due).
     resumed: set[str | None] = field(default_factory=set)
+    #: The scope it acts in (None: it sees every scope, or there is one).
+    scope: Scope | None = None
+    #: A target's browser context, as the relay's watcher knows.
+    context_of: Callable[[str], str | None] = field(default=lambda target: None, repr=False)
+    #: Targets this client was shown (their destruction is its news too).
+    visible: set[str] = field(default_factory=set)
+    #: Downloads this client was told of (their progress is its news too).
+    downloads: set[str] = field(default_factory=set)
 
     def tab_of(self, session: str | None, method: str, params: dict[str, Any] | None) -> str | None:
         if params is not None and method.startswith("Target."):
@@ -190,6 +199,8 @@ class Step:
     frame_only: bool = False
     #: Sent on a service or shared worker's session: it acts on every tab.
     everywhere: bool = False
+    #: The params as sent in the sender's scope (its context for the default).
+    scoped: dict[str, Any] | None = None
     #: It names an execution context while the relay is making its world in
     #: the tab (whose number is not known yet): wait for it, then check again
     #: (:func:`relay_world_verdict`).
@@ -199,7 +210,7 @@ class Step:
         """The CDP error answer for an INVALID, BLOCK or refused CONTROL step."""
         code, text = self.code, self.error
         if self.verdict is not None and self.kind is Kind.BLOCK:
-            code, text = guard.GUARD_ERROR_CODE, self.verdict.message
+            code, text = self.verdict.code, self.verdict.message
         message: dict[str, Any] = {"error": {"code": code, "message": text}}
         if self.call is not None:
             message = {"id": self.call, **message}
@@ -279,6 +290,11 @@ def receive(
     verdict = guard.check(method, params, downloads, targets, browser_level)
     if verdict is None:
         verdict = _relay_world(state, session, method, params, step)
+    rewritten = verdict is not None and verdict.action == "rewritten"
+    if state.scope is not None and (verdict is None or rewritten):
+        sent = verdict.params if verdict is not None and rewritten else params
+        refused = _in_scope(state.scope, state, browser_level, method, sent, step)
+        verdict = refused or verdict
     if verdict is not None and not (verdict.action == "rewritten" and verdict.params is not None):
         step.kind, step.verdict = Kind.BLOCK, verdict
         return step
@@ -291,9 +307,13 @@ def receive(
         )
     if verdict is not None:
         assert verdict.params is not None
-        step.kind, step.verdict, step.params = Kind.REWRITE, verdict, verdict.params
-        step.data = _with_params(message, verdict.params)
+        sent = step.scoped if step.scoped is not None else verdict.params
+        step.kind, step.verdict, step.params = Kind.REWRITE, verdict, sent
+        step.data = _with_params(message, sent)
         return step
+    if step.scoped is not None:  # the scope's context for the default one
+        step.params = step.scoped
+        step.data = _with_params(message, step.scoped)
     step.everywhere = info is not None and info.everywhere
     if method == "Page.navigate":
         own = info.own if info is not None else state.page_own
@@ -327,6 +347,54 @@ def _relay_world(
     if tab in worlds.making and worlds.names_a_context(params):
         step.hold = True
     return None
+
+
+def _in_scope(
+    scope: Scope,
+    state: ClientState,
+    browser_level: bool,
+    method: str,
+    params: dict[str, Any] | None,
+    step: Step,
+) -> guard.Verdict | None:
+    """The ``scope`` rule (:mod:`agentenv.relay.scopes`): what names another
+    scope is answered as Chromium answers an id it does not know; what means
+    the default context means the scope's."""
+    if method in scopes.BY_TARGET:
+        target = params.get("targetId") if params else None
+        if isinstance(target, str):
+            context = state.context_of(target)
+            if context is not None and not scope.holds(context):
+                return _scope_verdict("No target with given id found", -32602)
+        return None
+    if method in scopes.BY_CONTEXT:
+        context = params.get("browserContextId") if params else None
+        if context is None:
+            step.scoped = {**(params or {}), "browserContextId": scope.context}
+        elif context is not None and not scope.holds(context):
+            return _scope_verdict("Failed to find browser context for id " + str(context)[:64])
+        return None
+    if method == "Target.disposeBrowserContext":
+        context = params.get("browserContextId") if params else None
+        if isinstance(context, str) and context in scope.made:
+            return None
+        if context == scope.context:
+            return _scope_verdict(
+                "the default browser context cannot be disposed; close its tabs instead"
+            )
+        return _scope_verdict("Failed to find context with id " + str(context)[:64])
+    if browser_level and method in scopes.NO_BROWSER_LEVEL:
+        return guard.Verdict(
+            "browser-wide",
+            f"blocked by agentenv guard browser-wide: {method} on the browser's own session "
+            "acts on no agent's browser; send it on a page's session, or use Storage.getCookies, "
+            "setCookies or clearCookies (kept to your browser)",
+        )
+    return None
+
+
+def _scope_verdict(text: str, code: int = -32000) -> guard.Verdict:
+    return guard.Verdict("scope", text, code=code)
 
 
 def relay_world_verdict(named: str) -> guard.Verdict:
@@ -396,6 +464,10 @@ class Downstream:
     #: A tab's main frame started (True) or stopped (False) loading, as a
     #: client with the Page domain on hears it (recordings wait for it).
     loading: tuple[str, bool] | None = None
+    #: PASS: what the client gets instead (an answer kept to its scope).
+    data: str | None = None
+    #: DETACH: the target waits for a debugger: let it run first.
+    resume: bool = False
 
 
 _PASS = Downstream(Down.PASS)
@@ -411,6 +483,10 @@ READ_FIRST = frozenset(
         "Target.createTarget",
         "Browser.setDownloadBehavior",
         "Page.setDownloadBehavior",
+        # Kept to the sender's scope (agentenv.relay.scopes).
+        "Target.getTargets",
+        "Target.getBrowserContexts",
+        "Target.createBrowserContext",
     }
 )
 
@@ -439,6 +515,8 @@ def from_upstream(state: ClientState, data: str) -> Downstream:
             return _session_event(state, orjson.loads(data))
         if data.startswith(_LOADING):
             return _loading_event(state, data)
+        if state.scope is not None and data.startswith(_SCOPED_EVENTS):
+            return _scoped_event(state, state.scope, data)
         if (data.startswith(_WORLD_EVENTS) and state.worlds.contexts) or data.startswith(_CREATED):
             return _world_event(state, data)
         return _PASS
@@ -467,17 +545,38 @@ def from_upstream(state: ClientState, data: str) -> Downstream:
     if not ok:
         out.error = str(error.get("message") if isinstance(error, dict) else error)
     elif isinstance(result, dict) and pending.method in READ_FIRST:
-        _read_result(state, pending, result, out)
+        _read_result(state, pending, message, result, out)
     return out
 
 
 def _read_result(
-    state: ClientState, pending: Pending, result: dict[str, Any], out: Downstream
+    state: ClientState,
+    pending: Pending,
+    message: dict[str, Any],
+    result: dict[str, Any],
+    out: Downstream,
 ) -> None:
     """What an answer to a :data:`READ_FIRST` command changes."""
+    scope = state.scope
     if pending.method == "Target.createTarget":
         opened = result.get("targetId")
         out.opened = opened if isinstance(opened, str) else None
+        if out.opened is not None:
+            state.visible.add(out.opened)
+    elif pending.method == "Target.getTargets":
+        if scope is not None:
+            kept = scopes.targets_answer(scope, result)
+            state.visible.update(
+                str(i.get("targetId")) for i in kept["targetInfos"] if isinstance(i, dict)
+            )
+            out.data = _answer(message, kept)
+    elif pending.method == "Target.getBrowserContexts":
+        if scope is not None:
+            out.data = _answer(message, scopes.contexts_answer(scope, result))
+    elif pending.method == "Target.createBrowserContext":
+        made = result.get("browserContextId")
+        if scope is not None and isinstance(made, str):
+            scope.made.add(made)
     elif pending.method == "Target.attachToTarget":
         new = result.get("sessionId")
         target = pending.params.get("targetId") if isinstance(pending.params, dict) else None
@@ -490,6 +589,62 @@ def _read_result(
 
 
 _LOADING = '{"method":"Page.frameSt'  # frameStartedLoading, frameStoppedLoading
+_SCOPED_EVENTS = (
+    '{"method":"Target.targetCreated"',
+    '{"method":"Target.targetInfoChanged"',
+    '{"method":"Target.targetDestroyed"',
+    '{"method":"Target.targetCrashed"',
+    '{"method":"Browser.download',
+)
+
+
+def _answer(answer: dict[str, Any], result: dict[str, Any]) -> str:
+    """Chromium's answer to a client's command, with ``result`` in place of its own."""
+    return orjson.dumps({**answer, "result": result}).decode()
+
+
+def _scoped_event(state: ClientState, scope: Scope, data: str) -> Downstream:
+    """Target and download events, kept to the client's scope."""
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return _PASS
+    method = message.get("method")
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return _PASS
+    if method in ("Target.targetCreated", "Target.targetInfoChanged"):
+        info = params.get("targetInfo")
+        target = info.get("targetId") if isinstance(info, dict) else None
+        if not isinstance(info, dict) or not scope.holds(info.get("browserContextId")):
+            return Downstream(Down.DROP)
+        if isinstance(target, str):
+            state.visible.add(target)
+        return _PASS
+    if method in ("Target.targetDestroyed", "Target.targetCrashed"):
+        target = params.get("targetId")
+        if target not in state.visible:
+            return Downstream(Down.DROP)
+        if method == "Target.targetDestroyed":
+            state.visible.discard(target)
+        return _PASS
+    guid = params.get("guid")
+    if method == "Browser.downloadWillBegin":
+        frame = params.get("frameId")
+        context = state.context_of(state.owner(frame)) if isinstance(frame, str) else None
+        if not scope.holds(context) or not isinstance(guid, str):
+            return Downstream(Down.DROP)
+        state.downloads.add(guid)
+        return _PASS
+    if method == "Browser.downloadProgress":
+        if guid not in state.downloads:
+            return Downstream(Down.DROP)
+        if params.get("state") in ("completed", "canceled"):
+            state.downloads.discard(guid)
+        return _PASS
+    return _PASS
+
+
 _CREATED = '{"method":"Runtime.executionContextCreated"'
 _WORLD_EVENTS = (
     '{"method":"Runtime.executionContextDestroyed"',
@@ -562,13 +717,22 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
     target = target_info.get("targetId")
     kind, url = target_info.get("type"), target_info.get("url")
     parent = message.get("sessionId")
-    if not guard.web_target(
+    elsewhere = state.scope is not None and not state.scope.holds(
+        target_info.get("browserContextId")
+    )
+    if elsewhere or not guard.web_target(
         (kind, url) if isinstance(kind, str) and isinstance(url, str) else None
     ):
+        # Not web content, or another scope's: the client never sees it.
         state.sessions[session] = SessionInfo(target if isinstance(target, str) else None, False)
         return Downstream(
-            Down.DETACH, session=session, parent=parent if isinstance(parent, str) else None
+            Down.DETACH,
+            session=session,
+            parent=parent if isinstance(parent, str) else None,
+            resume=params.get("waitingForDebugger") is True,
         )
+    if isinstance(target, str):
+        state.visible.add(target)
     if kind in ("page", "tab") or not isinstance(parent, str):
         tab = state.owner(target) if isinstance(target, str) else target
     else:  # a frame or worker inside a page: its tab is the page's

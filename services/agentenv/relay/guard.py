@@ -66,6 +66,9 @@ class Verdict:
     action: Action = "blocked"
     #: For ``rewritten``: the params sent instead of the client's.
     params: dict[str, Any] | None = None
+    #: The CDP error code the client gets (an attempt on another scope is
+    #: answered as Chromium answers an id it does not know).
+    code: int = GUARD_ERROR_CODE
 
     def as_entry(self) -> dict[str, str]:
         return {"rule": self.rule, "action": self.action}

@@ -124,13 +124,15 @@ class Logbook:
         *,
         frame_only: bool = False,
         everywhere: bool = False,
+        scope: str | None = None,
     ) -> int:
         """Take an entry for a CDP command about to be sent.
 
         ``typed`` replaces the params of a typing command the password check
         did not clear (withheld text). ``frame_only``: a navigate of a frame,
         which claims no navigation of its tab; ``everywhere``: sent to a
-        service or shared worker, it acts on every tab.
+        service or shared worker, it acts on every tab; ``scope``: the scope the
+        sender acts in (computers with two scopes or more).
         """
         known = _METHODS.get(method)
         if known is None:
@@ -153,6 +155,8 @@ class Logbook:
             "method": method,
             "acts": mark,
         }
+        if scope is not None:
+            fields["scope"] = scope
         if method == "Target.createTarget":
             tab = None  # it takes the tab it opens, once answered
         if tab is not None:

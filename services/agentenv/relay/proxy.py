@@ -52,6 +52,7 @@ from agentenv.protocol.control import (
 )
 from agentenv.relay import core, elements, password
 from agentenv.relay.core import ClientState, Down, Kind, Pending, Step
+from agentenv.relay.errors import RelayError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.tabs import TAB_METHODS
 from agentenv.relay.tokens import Granted
@@ -131,6 +132,7 @@ class _Bridge:
             typed,
             frame_only=step.frame_only,
             everywhere=step.everywhere,
+            scope=state.scope.name if state.scope is not None else None,
         )
 
     async def _command(self, data: str) -> None:
@@ -282,13 +284,23 @@ class _Bridge:
 
     async def _tabs(self, params: Tabs) -> dict[str, Any]:
         causes = self.logbook.causes
-        return {
-            "active": causes.active,
-            "order": list(causes.front),
-            "loading": causes.loading_now(time.monotonic()),
-        }
+        order = list(causes.front)
+        active = causes.active
+        scope = self.state.scope
+        if scope is not None:  # a scoped control link: its scope's tabs only
+            order = [t for t in order if scope.holds(self.watcher.context_of(t))]
+            active = active if active in order else (order[0] if order else None)
+        return {"active": active, "order": order, "loading": causes.loading_now(time.monotonic())}
 
     async def _reset(self, params: Reset) -> dict[str, Any]:
+        # Every context an agent made, and every scope but the home one (its
+        # own tabs and data the app has just reset), goes with its tabs.
+        try:
+            await self.watcher.reset_scopes()
+        except RelayError as exc:
+            raise ValueError(
+                f"the browser contexts could not be disposed of: {exc.message}"
+            ) from None
         return {"entry": self.logbook.reset(params.reason)}
 
     async def _grant(self, params: Grant) -> dict[str, Any]:
@@ -317,7 +329,7 @@ class _Bridge:
                     down = core.from_upstream(state, data)
                     try:
                         if down.kind is Down.PASS:
-                            await self._hand_over(data)
+                            await self._hand_over(down.data if down.data is not None else data)
                     finally:
                         self._noted(down)
                     if down.kind is Down.DETACH:
@@ -361,6 +373,13 @@ class _Bridge:
             log.error("conn %d: %s", self.state.number, exc)
 
     async def _detach(self, down: core.Downstream) -> None:
+        if down.resume:  # it waits for a debugger: let it run before leaving it
+            run: dict[str, Any] = {
+                "id": self.state.own_id(),
+                "method": "Runtime.runIfWaitingForDebugger",
+                "sessionId": down.session,
+            }
+            await self.upstream.send_str(orjson.dumps(run).decode())
         message: dict[str, Any] = {
             "id": self.state.own_id(),
             "method": "Target.detachFromTarget",
@@ -369,7 +388,8 @@ class _Bridge:
         if down.parent is not None:
             message["sessionId"] = down.parent
         log.info(
-            "conn %d: detached a session on a target that is not web content", self.state.number
+            "conn %d: detached a session on a target that is not web content or not in its scope",
+            self.state.number,
         )
         await self.upstream.send_str(orjson.dumps(message).decode())
 

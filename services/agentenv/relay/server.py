@@ -49,6 +49,7 @@ from agentenv.relay.core import ClientState
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.proxy import bridge
+from agentenv.relay.scopes import Scope
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
 from agentenv.settings import Settings, open_to_pages
@@ -144,12 +145,19 @@ async def _upstream_json(request: web.Request, path: str, method: str = "GET") -
 
 
 async def _discovery(request: web.Request, path: str, *, open_path: bool = False) -> web.Response:
-    _identity(request, open_path=open_path)
+    identity = _identity(request, open_path=open_path)
     settings = request.app[settings_key]
     body = await _upstream_json(request, path)
     if path == "/json/list":
+        scope = await _scope_of(request, identity)
         body = (
-            [t for t in body if isinstance(t, dict) and _web(t)] if isinstance(body, list) else []
+            [
+                t
+                for t in body
+                if isinstance(t, dict) and _web(t) and _in_scope(request, scope, str(t.get("id")))
+            ]
+            if isinstance(body, list)
+            else []
         )
     upstream = f"{settings.chromium_host}:{settings.chromium_port}"
     return web.json_response(discovery.rewrite(body, upstream, _client_address(request)))
@@ -173,7 +181,11 @@ async def json_protocol(request: web.Request) -> web.Response:
 
 
 def _http_entry(
-    request: web.Request, identity: Identity, method: str, params: dict[str, Any]
+    request: web.Request,
+    identity: Identity,
+    method: str,
+    params: dict[str, Any],
+    scope: Scope | None = None,
 ) -> int:
     """An entry for a discovery call that acts, logged as the command it stands for."""
     numbers = request.app[numbers_key]
@@ -185,6 +197,7 @@ def _http_entry(
         method,
         params,
         tab if isinstance(tab, str) else None,
+        scope=scope.name if scope is not None else None,
     )
 
 
@@ -202,13 +215,15 @@ async def json_new(request: web.Request) -> web.Response:
     logbook = request.app[logbook_key]
     url = new_tab_url(request.rel_url.raw_query_string)
     params = {"url": url or "about:blank"}
-    entry = _http_entry(request, identity, "Target.createTarget", params)
+    scope = await _scope_of(request, identity)
+    entry = _http_entry(request, identity, "Target.createTarget", params, scope)
     verdict = guard.check_url(params["url"])
     if verdict is not None:
         logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
         raise RelayError(verdict.message, 403)
     try:
-        opened = await request.app[watcher_key].create_target(params["url"])
+        context = scope.context if scope is not None else None
+        opened = await request.app[watcher_key].create_target(params["url"], context)
     except RelayError as exc:
         logbook.end_command(entry, False, exc.message)
         raise
@@ -231,7 +246,16 @@ async def _json_target_op(request: web.Request, op: str, method: str) -> web.Res
         # The id goes into a URL of Chromium's: nothing but an id may (../list).
         raise RelayError("no such target: ids are letters, digits and dashes (/json/list)", 404)
     params = {"targetId": target}
-    entry = _http_entry(request, identity, method, params)
+    scope = await _scope_of(request, identity)
+    entry = _http_entry(request, identity, method, params, scope)
+    if not _in_scope(request, scope, target):
+        logbook.end_command(
+            entry,
+            False,
+            "No target with given id found",
+            guard={"rule": "scope", "action": "blocked"},
+        )
+        raise RelayError(f"no such target {target[:64]!r}: list pages with /json/list", 404)
     verdict = guard.check(
         method, params, str(settings.downloads_dir), request.app[watcher_key].target
     )
@@ -257,7 +281,30 @@ async def json_activate(request: web.Request) -> web.Response:
     return await _json_target_op(request, "activate", "Target.activateTarget")
 
 
-async def _upstream_ws_url(request: web.Request, kind: str, target: str, identity: Identity) -> str:
+async def _scope_of(request: web.Request, identity: Identity) -> Scope | None:
+    """The scope a connection acts in, its browser context made on first need
+    (None: it sees every scope, or the computer has one). The control token
+    may name one (``AgentEnv-Scope``: the app's ops act in the home scope)."""
+    watcher = request.app[watcher_key]
+    name = watcher.scopes.name_for(identity)
+    asked = request.headers.get("AgentEnv-Scope")
+    if identity.control and asked and watcher.scopes.isolated:
+        if asked not in set(watcher.scopes.by_user.values()):
+            raise RelayError(
+                f"no scope {asked[:64]!r}: AgentEnv-Scope names a scope of AGENTENV_USERS", 400
+            )
+        name = asked
+    return await watcher.scope(name) if name is not None else None
+
+
+def _in_scope(request: web.Request, scope: Scope | None, target: str) -> bool:
+    """Whether ``target`` is the scope's (any target, for no scope)."""
+    return scope is None or scope.holds(request.app[watcher_key].context_of(target))
+
+
+async def _upstream_ws_url(
+    request: web.Request, kind: str, target: str, identity: Identity, scope: Scope | None
+) -> str:
     settings = request.app[settings_key]
     if kind == "browser":
         version = await _upstream_json(request, "/json/version")
@@ -270,12 +317,12 @@ async def _upstream_ws_url(request: web.Request, kind: str, target: str, identit
     # A page endpoint reaches web pages only: Chromium's own list says what it is.
     listed = await _upstream_json(request, "/json/list")
     found = next((t for t in listed if isinstance(t, dict) and t.get("id") == target), None)
-    if found is None:
+    if found is None or not _in_scope(request, scope, target):
         raise RelayError(f"no page {target[:64]!r}: list pages with /json/list", 404)
     if not _web(found):
         verdict = guard.web_target_verdict()
         logbook = request.app[logbook_key]
-        entry = _http_entry(request, identity, "Target.attachToTarget", {"targetId": target})
+        entry = _http_entry(request, identity, "Target.attachToTarget", {"targetId": target}, scope)
         logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
         raise RelayError(verdict.message, 403)
     return f"ws://{settings.chromium_host}:{settings.chromium_port}/devtools/page/{target}"
@@ -321,7 +368,8 @@ async def _bridge(
     settings = request.app[settings_key]
     kind = request.match_info.get("kind", "browser")
     target = request.match_info.get("id", "")
-    url = await _upstream_ws_url(request, kind, target, identity)
+    scope = await _scope_of(request, identity)
+    url = await _upstream_ws_url(request, kind, target, identity, scope)
     try:
         upstream = await request.app[client_key].ws_connect(
             url,
@@ -358,6 +406,8 @@ async def _bridge(
         kinds=watcher.target,
         page_own=page is None or page == target,
         worlds=watcher.worlds,
+        scope=scope,
+        context_of=watcher.context_of,
     )
     try:
         await client.prepare(request)

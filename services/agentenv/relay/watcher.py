@@ -28,6 +28,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from agentenv.access import Identity
 from agentenv.metrics import RELAY
 from agentenv.protocol.urls import tab as is_tab
 from agentenv.relay.elements import DESCRIBE_TIMEOUT_S, describe_expression, target
@@ -43,12 +44,16 @@ from agentenv.relay.password import (
     host_verdict,
     verdict,
 )
+from agentenv.relay.scopes import Scope, Scopes
 from agentenv.relay.worlds import RelayWorlds
-from agentenv.settings import Settings
+from agentenv.settings import AGENTENV_USER, Settings
 
 __all__ = ["Watcher"]
 
 log = logging.getLogger("agentenv.relay.watcher")
+
+
+NOT_ANSWERING = "Chromium is not answering; retry when /readyz says ready"
 
 
 class WatcherError(RelayError):
@@ -77,6 +82,13 @@ class Watcher:
         self.targets: dict[str, tuple[str, str]] = {}
         #: A target's parent target (Chromium's parentId): an iframe's page.
         self.parents: dict[str, str] = {}
+        #: A target's browser context (Chromium's browserContextId).
+        self.contexts: dict[str, str] = {}
+        #: The scopes, each with its browser context once a user connected.
+        self.scopes = Scopes(settings.scopes)
+        self._making: dict[str, asyncio.Task[Scope]] = {}
+        #: Chromium's own default browser context (the home scope's).
+        self.default_context: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def tab_of(self, target: str) -> str:
@@ -96,6 +108,93 @@ class Watcher:
     def target(self, target: str) -> tuple[str, str] | None:
         """What the watcher knows of a target: ``(type, url)``, None if unknown."""
         return self.targets.get(target)
+
+    def context_of(self, target: str) -> str | None:
+        """A target's browser context, None if unknown."""
+        return self.contexts.get(target)
+
+    async def scope(self, name: str) -> Scope:
+        """The scope ``name``, its browser context made on first need (with a
+        blank tab in it, as a fresh Chromium has one)."""
+        found = self.scopes.made.get(name)
+        if found is not None:
+            return found
+        task = self._making.get(name)
+        if task is None:
+            task = asyncio.create_task(self._make_scope(name))
+            self._making[name] = task
+            task.add_done_callback(lambda _t: self._making.pop(name, None))
+        return await asyncio.shield(task)
+
+    async def reset_scopes(self) -> None:
+        """``data/reset``: dispose of every browser context but Chromium's own
+        (the ones agents made, and the scopes other than the home one, made
+        again when their users next connect), each on the record."""
+        try:
+            found = await self._call("Target.getBrowserContexts", {}, deadline_s=10)
+        except (WatcherError, TimeoutError):
+            raise UpstreamError(
+                "Chromium is not answering; retry when /readyz says ready"
+            ) from None
+        for context in found.get("result", {}).get("browserContextIds", []):
+            if not isinstance(context, str) or context == self.default_context:
+                continue
+            params = {"browserContextId": context}
+            entry = self.logbook.begin_command(
+                Identity(AGENTENV_USER, control=True),
+                0,
+                None,
+                "Target.disposeBrowserContext",
+                params,
+                None,
+            )
+            try:
+                answer = await self._call("Target.disposeBrowserContext", params, deadline_s=10)
+            except (WatcherError, TimeoutError):
+                self.logbook.end_command(entry, False, "Chromium did not answer")
+                continue
+            error = answer.get("error")
+            self.logbook.end_command(
+                entry, error is None, str(error.get("message")) if isinstance(error, dict) else None
+            )
+        self.scopes.reset()
+
+    async def _make_scope(self, name: str) -> Scope:
+        if name == self.scopes.home:
+            # Chromium's own default context: its tabs are there already.
+            if self.default_context is None:
+                raise UpstreamError("Chromium is not answering; retry when /readyz says ready")
+            home = Scope(name, self.default_context)
+            self.scopes.made[name] = home
+            return home
+        try:
+            made = await self._call("Target.createBrowserContext", {}, deadline_s=10)
+        except (WatcherError, TimeoutError):
+            raise UpstreamError(
+                "Chromium is not answering; retry when /readyz says ready"
+            ) from None
+        context = made.get("result", {}).get("browserContextId")
+        if not isinstance(context, str):
+            raise UpstreamError(f"Chromium made no browser context for scope {name!r}", 502)
+        scope = Scope(name, context)
+        self.scopes.made[name] = scope
+        # Its first tab, on the record as the computer's own.
+        params = {"url": "about:blank", "browserContextId": context}
+        entry = self.logbook.begin_command(
+            Identity(AGENTENV_USER, control=True), 0, None, "Target.createTarget", params, None
+        )
+        try:
+            answer = await self._call("Target.createTarget", params, deadline_s=10)
+        except (WatcherError, TimeoutError):
+            self.logbook.end_command(entry, False, "Chromium did not answer")
+            return scope  # the scope stands; its clients open their own tabs
+        opened = answer.get("result", {}).get("targetId")
+        self.logbook.end_command(
+            entry, isinstance(opened, str), opened=opened if isinstance(opened, str) else None
+        )
+        if isinstance(opened, str):
+            self.contexts[opened] = context
+        return scope
 
     async def run(self) -> None:
         """Watch until cancelled, reconnecting after Chromium restarts."""
@@ -133,6 +232,9 @@ class Watcher:
                 discover = {"discover": True, "filter": [{"type": "browser", "exclude": True}, {}]}
                 await self._call("Target.setDiscoverTargets", discover, deadline_s=10)
                 self._initial = False
+                contexts = await self._call("Target.getBrowserContexts", {}, deadline_s=10)
+                default = contexts.get("result", {}).get("defaultBrowserContextId")
+                self.default_context = default if isinstance(default, str) else None
                 await self._find_front()
                 await self._set_downloads()
                 self.connected.set()
@@ -145,6 +247,9 @@ class Watcher:
                 self._ws = None
                 self.targets.clear()
                 self.parents.clear()
+                self.contexts.clear()
+                self.scopes.forget()
+                self.default_context = None
                 self._fail_calls("Chromium went away")
                 self._sessions.clear()
                 for task in self._attaching.values():
@@ -163,10 +268,14 @@ class Watcher:
             deadline_s=10,
         )
 
-    async def create_target(self, url: str) -> str:
-        """Open a tab at ``url`` (already checked by the guard); its id."""
+    async def create_target(self, url: str, context: str | None = None) -> str:
+        """Open a tab at ``url`` (already checked by the guard), in ``context``
+        (a scope's) or Chromium's default one; its id."""
+        params: dict[str, Any] = {"url": url}
+        if context is not None:
+            params["browserContextId"] = context
         try:
-            answer = await self._call("Target.createTarget", {"url": url}, deadline_s=10)
+            answer = await self._call("Target.createTarget", params, deadline_s=10)
         except (WatcherError, TimeoutError):
             raise UpstreamError(
                 "Chromium is not answering; retry when /readyz says ready"
@@ -176,6 +285,8 @@ class Watcher:
         if error is not None or not isinstance(target, str):
             message = error.get("message") if isinstance(error, dict) else "no target id"
             raise UpstreamError(f"Chromium refused to open the tab: {message}", 502)
+        if context is not None:
+            self.contexts[target] = context
         return target
 
     def reset_downloads(self) -> None:
@@ -222,6 +333,9 @@ class Watcher:
                 return
             url = str(info.get("url", ""))
             self.targets[target] = (kind, url)
+            made_in = info.get("browserContextId")
+            if isinstance(made_in, str):
+                self.contexts[target] = made_in
             parent = info.get("parentId")
             if isinstance(parent, str) and parent:
                 self.parents[target] = parent
@@ -244,6 +358,7 @@ class Watcher:
             if isinstance(tab, str):
                 self.targets.pop(tab, None)
                 self.parents.pop(tab, None)
+                self.contexts.pop(tab, None)
                 self._sessions.pop(tab, None)
                 self.worlds.forget(tab)
                 self._made.pop(tab, None)

@@ -1,0 +1,169 @@
+"""Scopes: each agent's browser, inside the one Chromium (SPEC.md section 7).
+No I/O.
+
+With users configured in two scopes or more, each scope acts in a browser
+context of its own, and every client in it sees that context as the
+browser's default: its tabs, its cookies and storage, its downloads, its
+permissions. The first scope ``AGENTENV_USERS`` names is the computer's
+**home** scope: its context is Chromium's own default one, where the
+control token's ops act unless told otherwise (the harness's single agent
+is always there, and a computer of one scope is all home). Every other
+scope's context is made when one of its users first connects, with one
+blank tab in it, as a fresh Chromium has. Other scopes' targets, contexts, sessions,
+events and downloads are invisible and unreachable by every route the relay
+carries: ``Target.*`` by id, sessions, auto-attach, target discovery,
+``Target.getTargets``/``getBrowserContexts``, the browser-level cookie,
+permission and download calls, and the HTTP discovery paths.
+
+With one scope (one user, or every user grouped into one), nothing is
+translated at all: with one agent on a computer nothing changes. Without
+users there are no scopes. The control token (the harness, the app, the
+recorder) sees every scope; Playwright MCP acts with a token granted for its
+caller, in the caller's scope.
+
+How the rules answer an attempt on another scope: as Chromium answers for
+an id it does not know ("No target with given id found"), so an agent
+learns nothing of what it cannot reach; the entry records the guard's rule
+``scope``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentenv.access import Identity
+
+__all__ = [
+    "BY_CONTEXT",
+    "BY_TARGET",
+    "NO_BROWSER_LEVEL",
+    "Scope",
+    "Scopes",
+    "contexts_answer",
+    "targets_answer",
+]
+
+#: Commands naming a target by ``targetId``: only the scope's.
+BY_TARGET = frozenset(
+    {
+        "Target.attachToTarget",
+        "Target.activateTarget",
+        "Target.closeTarget",
+        "Target.getTargetInfo",
+        "Target.autoAttachRelated",
+        "Target.getDevToolsTarget",
+        "Browser.getWindowForTarget",
+    }
+)
+
+#: Browser-level commands with an optional ``browserContextId``: without one
+#: Chromium means its default context; the relay means the scope's.
+BY_CONTEXT = frozenset(
+    {
+        "Target.createTarget",
+        "Storage.getCookies",
+        "Storage.setCookies",
+        "Storage.clearCookies",
+        "Browser.setDownloadBehavior",
+        "Browser.grantPermissions",
+        "Browser.resetPermissions",
+        "Browser.setPermission",
+        "Browser.cancelDownload",
+    }
+)
+
+#: Browser-level calls with no per-context form that would act on Chromium's
+#: default context (no scope's): sent on a page's session they are the page's.
+NO_BROWSER_LEVEL = frozenset(
+    {
+        "Network.getAllCookies",
+        "Network.clearBrowserCookies",
+        "Network.clearBrowserCache",
+        "Network.getCookies",
+        "Network.setCookie",
+        "Network.setCookies",
+        "Network.deleteCookies",
+    }
+)
+
+
+@dataclass
+class Scope:
+    """One scope: its name, its own context, and the contexts its agents made."""
+
+    name: str
+    #: The scope's own context (what its clients see as the default one;
+    #: Chromium's own default context for the home scope).
+    context: str
+    made: set[str] = field(default_factory=set)
+
+    def holds(self, context: object) -> bool:
+        return isinstance(context, str) and (context == self.context or context in self.made)
+
+
+@dataclass
+class Scopes:
+    """Every scope of the computer, made as their users first connect."""
+
+    #: user -> the scope they act in (settings.scopes).
+    by_user: Mapping[str, str] = field(default_factory=dict)
+    made: dict[str, Scope] = field(default_factory=dict)
+
+    @property
+    def home(self) -> str | None:
+        """The home scope's name (the first one listed), in Chromium's own context."""
+        return next(iter(self.by_user.values()), None)
+
+    @property
+    def isolated(self) -> bool:
+        """Whether scopes are browser contexts of their own (two scopes or more)."""
+        return len(set(self.by_user.values())) >= 2
+
+    def name_for(self, identity: Identity) -> str | None:
+        """The scope a connection acts in; None when it sees every scope (the
+        control token) or when there is no isolation."""
+        if identity.control or not self.isolated:
+            return None
+        return self.by_user.get(identity.user, identity.user)
+
+    def owner(self, context: object) -> Scope | None:
+        for scope in self.made.values():
+            if scope.holds(context):
+                return scope
+        return None
+
+    def forget(self) -> None:
+        """Chromium went away, and every context with it."""
+        self.made.clear()
+
+    def reset(self) -> None:
+        """Every context but Chromium's own was disposed of (``data/reset``):
+        the home scope stays, with nothing made; the others are made again
+        when their users next connect."""
+        home = self.made.get(self.home) if self.home is not None else None
+        self.made.clear()
+        if home is not None:
+            home.made.clear()
+            self.made[home.name] = home
+
+
+def targets_answer(scope: Scope, result: Mapping[str, Any]) -> dict[str, Any]:
+    """``Target.getTargets``'s result with only the scope's targets."""
+    infos = result.get("targetInfos")
+    kept = [
+        i
+        for i in (infos if isinstance(infos, list) else [])
+        if isinstance(i, Mapping) and scope.holds(i.get("browserContextId"))
+    ]
+    return {**result, "targetInfos": kept}
+
+
+def contexts_answer(scope: Scope, result: Mapping[str, Any]) -> dict[str, Any]:
+    """``Target.getBrowserContexts``'s result as the scope's browser has it:
+    the contexts its agents made; its own context is the default."""
+    out: dict[str, Any] = {**result, "browserContextIds": sorted(scope.made)}
+    if "defaultBrowserContextId" in result:
+        out["defaultBrowserContextId"] = scope.context
+    return out

@@ -1,0 +1,178 @@
+"""Two agents in two scopes, at once: neither sees, reaches, pauses or shares
+anything of the other's, by any route (issue 21: before scopes one agent's
+auto-attach paused every new tab, its cookies were everyone's, and a tab's id
+was all it took to close or drive another agent's tab)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import requests
+from playwright.sync_api import sync_playwright
+
+from tests.security.attacks import Agent, agent, attempt, browser_url, clean
+from tests.support.container import SITE, Computer
+from tests.support.timing import deadline, wait_for
+
+COOKIE = "bobs-session-cookie-4471"
+
+
+def _targets(answer: dict[str, Any]) -> set[str]:
+    return {i["targetId"] for i in answer["result"]["targetInfos"] if i["type"] == "page"}
+
+
+async def _open(who: Agent, url: str) -> str:
+    opened = await who.call("Target.createTarget", {"url": url})
+    return str(opened["result"]["targetId"])
+
+
+async def test_two_scopes_see_and_reach_nothing_of_each_other(target: Computer) -> None:
+    before = attempt(target)
+    async with agent(target, "alice") as alice, agent(target, "bob") as bob:
+        # Alice listens for every target and auto-attaches to every new one,
+        # paused until she lets it run (as Playwright does).
+        await alice.call("Target.setDiscoverTargets", {"discover": True})
+        await alice.call(
+            "Target.setAutoAttach",
+            {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
+        )
+        mine = await _open(alice, SITE + "/?alice")
+        theirs = await _open(bob, SITE + "/next?bob")
+        # Bob's tab loads: Alice's auto-attach held it for no one.
+        attached = await bob.call("Target.attachToTarget", {"targetId": theirs, "flatten": True})
+        session = attached["result"]["sessionId"]
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline(20)
+        while await bob.evaluate(session, "document.readyState") != "complete":
+            assert loop.time() < end, "Bob's tab never loaded: something held it"
+            await asyncio.sleep(0.05)
+        await bob.call(
+            "Storage.setCookies",
+            {"cookies": [{"name": "session", "value": COOKIE, "url": SITE}]},
+        )
+
+        # Listing: each sees its own tabs only.
+        assert theirs not in _targets(await alice.call("Target.getTargets"))
+        assert mine in _targets(await alice.call("Target.getTargets"))
+        assert mine not in _targets(await bob.call("Target.getTargets"))
+        contexts = (await alice.call("Target.getBrowserContexts"))["result"]
+        assert contexts["browserContextIds"] == [], contexts
+        heard = {
+            e["params"].get("targetInfo", {}).get("targetId") for e in alice.events if "params" in e
+        }
+        assert theirs not in heard and mine in heard, heard
+        # By id: as Chromium answers an id it does not know.
+        for method in ("Target.attachToTarget", "Target.closeTarget", "Target.activateTarget"):
+            answer = await alice.call(method, {"targetId": theirs, "flatten": True})
+            assert answer["error"]["message"] == "No target with given id found", answer
+        # Cookies: Bob's are Bob's.
+        cookies = (await alice.call("Storage.getCookies"))["result"]["cookies"]
+        assert COOKIE not in str(cookies)
+        bobs = (await bob.call("Storage.getCookies"))["result"]["cookies"]
+        assert COOKIE in str(bobs)
+
+        # HTTP discovery, with Alice's token.
+        headers = {"Authorization": f"Bearer {target.token('alice')}"}
+        listed = requests.get(target.relay + "/json/list", headers=headers, timeout=10).json()
+        assert theirs not in {t["id"] for t in listed} and mine in {t["id"] for t in listed}
+        closed = requests.get(f"{target.relay}/json/close/{theirs}", headers=headers, timeout=10)
+        assert closed.status_code == 404, closed.text
+        async with aiohttp.ClientSession() as http:
+            try:
+                async with http.ws_connect(
+                    f"{target.relay.replace('http', 'ws')}/devtools/page/{theirs}", headers=headers
+                ):
+                    raise AssertionError("Alice reached Bob's tab's own endpoint")
+            except aiohttp.WSServerHandshakeError as exc:
+                assert exc.status == 404, exc
+        # Bob's tab is still there, untouched.
+        assert await bob.evaluate(session, "location.search") == "?bob"
+        assert theirs in _targets(await bob.call("Target.getTargets"))
+    # The log says which scope each entry is in, and what the guard did.
+    lines, _ = target.log(before)
+    actions = [x["action"] for x in lines if "action" in x and x["action"].get("via") == "cdp"]
+    assert {a.get("scope") for a in actions if a.get("who") == "alice"} == {"alice"}, actions
+    assert {a.get("scope") for a in actions if a.get("who") == "bob"} == {"bob"}, actions
+    refused = [a for a in actions if (a.get("guard") or {}).get("rule") == "scope"]
+    assert len(refused) >= 3, refused
+    clean(target, COOKIE)
+
+
+def test_playwright_in_two_scopes_at_once(target: Computer) -> None:
+    """Each Playwright's default context is its scope's browser: its own pages."""
+    with sync_playwright() as pw:
+        a = pw.chromium.connect_over_cdp(browser_url(target, "alice"), timeout=deadline(30) * 1000)
+        b = pw.chromium.connect_over_cdp(browser_url(target, "bob"), timeout=deadline(30) * 1000)
+        page_a = a.contexts[0].new_page()
+        page_b = b.contexts[0].new_page()
+        page_a.goto(SITE + "/?a")
+        page_b.goto(SITE + "/next?b")
+        page_b.context.add_cookies([{"name": "session", "value": COOKIE, "url": SITE}])
+        page_a.fill("#search", "alice's words")
+        assert page_a.evaluate("document.getElementById('search').value") == "alice's words"
+        assert all(p.url != page_b.url for p in a.contexts[0].pages)
+        assert all(p.url != page_a.url for p in b.contexts[0].pages)
+        assert COOKIE not in str(page_a.context.cookies())
+        assert COOKIE in str(page_b.context.cookies())
+        # A popup opens in its opener's scope.
+        with page_a.expect_popup() as popup:
+            page_a.click("#popup")
+        assert popup.value.url.endswith("/popup")
+        wait_for(
+            lambda: any(p.url.endswith("/popup") for p in a.contexts[0].pages),
+            "the popup among Alice's pages",
+        )
+        assert not any(p.url.endswith("/popup") for p in b.contexts[0].pages)
+        a.close()
+        b.close()
+    clean(target, COOKIE)
+
+
+async def test_a_reset_leaves_nothing_of_the_contexts_agents_made(target: Computer) -> None:
+    """``data/reset`` (what ``agentenv run --reuse`` does between tasks)
+    disposes of every context an agent made, and of every scope but the home
+    one: task 2 finds none of task 1's contexts, tabs or cookies."""
+    before = attempt(target)
+    made: dict[str, str] = {}
+    async with agent(target, "alice") as alice, agent(target, "bob") as bob:
+        for name, who in (("alice", alice), ("bob", bob)):
+            context = (await who.call("Target.createBrowserContext"))["result"]["browserContextId"]
+            made[name] = context
+            await who.call(
+                "Target.createTarget", {"url": SITE + f"/next?{name}", "browserContextId": context}
+            )
+            await who.call(
+                "Storage.setCookies",
+                {
+                    "cookies": [{"name": "s", "value": COOKIE, "url": SITE}],
+                    "browserContextId": context,
+                },
+            )
+            await who.call(
+                "Storage.setCookies", {"cookies": [{"name": "t", "value": COOKIE, "url": SITE}]}
+            )
+        await _open(bob, SITE + "/?bob-own")
+    target.op("data/reset")
+    async with agent(target, "alice") as alice, agent(target, "bob") as bob:
+        for name, who in (("alice", alice), ("bob", bob)):
+            contexts = (await who.call("Target.getBrowserContexts"))["result"]
+            assert contexts["browserContextIds"] == [], (name, contexts)
+            infos = (await who.call("Target.getTargets"))["result"]["targetInfos"]
+            urls = [i["url"] for i in infos if i["type"] == "page"]
+            assert not [u for u in urls if "?" in u], (name, urls)  # none of task 1's tabs
+            cookies = (await who.call("Storage.getCookies"))["result"]["cookies"]
+            assert COOKIE not in str(cookies), name
+            gone = await who.call("Storage.getCookies", {"browserContextId": made[name]})
+            assert "error" in gone, gone
+    lines, _ = target.log(before)
+    disposed = [
+        x["action"]
+        for x in lines
+        if x.get("action", {}).get("method") == "Target.disposeBrowserContext"
+        and x["action"].get("who") == "agentenv"
+    ]
+    assert len(disposed) >= 3, disposed  # both made contexts, and Bob's scope
+    assert all(d["ok"] for d in disposed), disposed
+    clean(target, COOKIE)

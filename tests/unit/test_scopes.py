@@ -1,0 +1,248 @@
+"""Scopes: a client sees its scope as the browser, and nothing of any other."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+
+from agentenv.access import Identity
+from agentenv.relay import core
+from agentenv.relay.core import ClientState, Down, Kind, Pending, SessionInfo
+from agentenv.relay.scopes import Scope, Scopes
+from agentenv.settings import SettingsError, load, parse_scopes, parse_users
+
+DOWNLOADS = "/var/lib/agentenv/downloads"
+MINE, MADE, THEIRS = "CTX-ALICE", "CTX-ALICE-2", "CTX-BOB"
+#: target -> context, as the watcher knows.
+CONTEXTS = {"T-ALICE": MINE, "T-ALICE-2": MADE, "T-BOB": THEIRS}
+
+
+def alice() -> ClientState:
+    scope = Scope("alice", MINE, {MADE})
+    state = ClientState(7, Identity("alice"), scope=scope, context_of=CONTEXTS.get)
+    state.sessions["S"] = SessionInfo("T-ALICE")
+    return state
+
+
+def send(
+    state: ClientState, method: str, params: dict[str, Any], session: str | None = None
+) -> core.Step:
+    message: dict[str, Any] = {"id": 3, "method": method, "params": params}
+    if session is not None:
+        message["sessionId"] = session
+    return core.receive(state, json.dumps(message), DOWNLOADS)
+
+
+def upstream(state: ClientState, message: dict[str, Any]) -> core.Downstream:
+    return core.from_upstream(state, orjson.dumps(message).decode())
+
+
+def answer(state: ClientState, method: str, result: dict[str, Any]) -> core.Downstream:
+    state.pending[(None, 3)] = Pending(1, method, {})
+    return upstream(state, {"id": 3, "result": result})
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "Target.attachToTarget",
+        "Target.activateTarget",
+        "Target.closeTarget",
+        "Target.getTargetInfo",
+        "Browser.getWindowForTarget",
+    ],
+)
+def test_another_scopes_target_is_unknown_to_a_client(method: str) -> None:
+    state = alice()
+    params: dict[str, Any] = {"targetId": "T-BOB", "flatten": True}
+    step = send(state, method, params)
+    assert step.kind is Kind.BLOCK and step.verdict is not None
+    assert step.verdict.rule == "scope"
+    error = step.error_answer()["error"]
+    assert error["message"] == "No target with given id found", error  # as Chromium says
+    for own in ("T-ALICE", "T-ALICE-2", "T-NEW"):  # its own, and one just opened
+        assert send(state, method, {"targetId": own, "flatten": True}).kind is Kind.FORWARD
+
+
+def test_a_new_tab_opens_in_the_scope() -> None:
+    state = alice()
+    step = send(state, "Target.createTarget", {"url": "about:blank"})
+    assert step.kind is Kind.FORWARD
+    assert orjson.loads(step.data)["params"] == {"url": "about:blank", "browserContextId": MINE}
+    made = send(state, "Target.createTarget", {"url": "about:blank", "browserContextId": MADE})
+    assert orjson.loads(made.data)["params"]["browserContextId"] == MADE
+    other = send(state, "Target.createTarget", {"url": "about:blank", "browserContextId": THEIRS})
+    assert other.kind is Kind.BLOCK and other.verdict is not None
+    assert other.verdict.rule == "scope"
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "Storage.getCookies",
+        "Storage.setCookies",
+        "Storage.clearCookies",
+        "Browser.grantPermissions",
+    ],
+)
+def test_the_default_context_is_the_scopes(method: str) -> None:
+    state = alice()
+    params: dict[str, Any] = {"cookies": []} if method == "Storage.setCookies" else {}
+    if method == "Browser.grantPermissions":
+        params = {"permissions": ["geolocation"]}
+    step = send(state, method, params)
+    assert step.kind is Kind.FORWARD, step.verdict
+    assert orjson.loads(step.data)["params"]["browserContextId"] == MINE
+    assert send(state, method, {**params, "browserContextId": THEIRS}).kind is Kind.BLOCK
+
+
+def test_downloads_go_to_the_folder_and_the_scope() -> None:
+    state = alice()
+    step = send(state, "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": "/tmp"})
+    assert step.kind is Kind.REWRITE
+    sent = orjson.loads(step.data)["params"]
+    assert sent["downloadPath"] == DOWNLOADS and sent["browserContextId"] == MINE
+
+
+def test_contexts_dispose_only_the_scopes_own_made_ones() -> None:
+    state = alice()
+    assert (
+        send(state, "Target.disposeBrowserContext", {"browserContextId": MADE}).kind is Kind.FORWARD
+    )
+    for context in (MINE, THEIRS, "CTX-UNKNOWN"):
+        step = send(state, "Target.disposeBrowserContext", {"browserContextId": context})
+        assert step.kind is Kind.BLOCK, context
+
+
+def test_browser_level_cookie_calls_of_no_scope_are_refused() -> None:
+    state = alice()
+    step = send(state, "Network.getAllCookies", {})
+    assert step.kind is Kind.BLOCK and step.verdict is not None
+    assert step.verdict.rule == "browser-wide" and "Storage.getCookies" in step.verdict.message
+    assert send(state, "Network.getAllCookies", {}, session="S").kind is Kind.FORWARD
+
+
+def test_get_targets_lists_only_the_scopes() -> None:
+    state = alice()
+    infos = [
+        {"targetId": t, "type": "page", "url": "about:blank", "browserContextId": c}
+        for t, c in CONTEXTS.items()
+    ]
+    down = answer(state, "Target.getTargets", {"targetInfos": infos})
+    assert down.kind is Down.PASS and down.data is not None
+    shown = orjson.loads(down.data)
+    assert shown["id"] == 3
+    assert [i["targetId"] for i in shown["result"]["targetInfos"]] == ["T-ALICE", "T-ALICE-2"]
+    assert state.visible >= {"T-ALICE", "T-ALICE-2"} and "T-BOB" not in state.visible
+
+
+def test_get_browser_contexts_is_the_scopes_browser() -> None:
+    state = alice()
+    down = answer(
+        state,
+        "Target.getBrowserContexts",
+        {"browserContextIds": [MINE, MADE, THEIRS], "defaultBrowserContextId": "CTX-D"},
+    )
+    assert down.data is not None
+    result = orjson.loads(down.data)["result"]
+    assert result == {"browserContextIds": [MADE], "defaultBrowserContextId": MINE}
+
+
+def test_a_context_the_scope_made_is_its_own() -> None:
+    state = alice()
+    answer(state, "Target.createBrowserContext", {"browserContextId": "CTX-NEW"})
+    assert state.scope is not None and state.scope.holds("CTX-NEW")
+    assert send(state, "Target.disposeBrowserContext", {"browserContextId": "CTX-NEW"}).kind is (
+        Kind.FORWARD
+    )
+
+
+def test_auto_attach_leaves_another_scopes_targets_and_lets_them_run() -> None:
+    state = alice()
+    theirs = {
+        "method": "Target.attachedToTarget",
+        "params": {
+            "sessionId": "X",
+            "targetInfo": {
+                "targetId": "T-BOB",
+                "type": "page",
+                "url": "https://bob.example/",
+                "browserContextId": THEIRS,
+            },
+            "waitingForDebugger": True,
+        },
+    }
+    down = upstream(state, theirs)
+    assert down.kind is Down.DETACH and down.session == "X" and down.resume
+    # Its detach, when Chromium reports it, is the relay's own: never the client's.
+    gone = {"method": "Target.detachedFromTarget", "params": {"sessionId": "X"}}
+    assert upstream(state, gone).kind is Down.DROP
+    mine = json.loads(json.dumps(theirs))
+    mine["params"]["sessionId"] = "Y"
+    mine["params"]["targetInfo"].update(targetId="T-ALICE-3", browserContextId=MINE)
+    assert upstream(state, mine).kind is Down.PASS and "T-ALICE-3" in state.visible
+
+
+def test_target_events_of_another_scope_never_reach_a_client() -> None:
+    state = alice()
+
+    def created(target: str, context: str) -> dict[str, Any]:
+        info = {"targetId": target, "type": "page", "url": "", "browserContextId": context}
+        return {"method": "Target.targetCreated", "params": {"targetInfo": info}}
+
+    assert upstream(state, created("T-BOB", THEIRS)).kind is Down.DROP
+    assert upstream(state, created("T-ALICE", MINE)).kind is Down.PASS
+    changed = created("T-BOB", THEIRS) | {"method": "Target.targetInfoChanged"}
+    assert upstream(state, changed).kind is Down.DROP
+    for method in ("Target.targetDestroyed", "Target.targetCrashed"):
+        event = {"method": method, "params": {"targetId": "T-BOB"}}
+        assert upstream(state, event).kind is Down.DROP
+    destroyed = {"method": "Target.targetDestroyed", "params": {"targetId": "T-ALICE"}}
+    assert upstream(state, destroyed).kind is Down.PASS
+    assert "T-ALICE" not in state.visible
+
+
+def test_downloads_of_another_scope_never_reach_a_client() -> None:
+    state = alice()
+
+    def begin(frame: str, guid: str) -> dict[str, Any]:
+        params = {"frameId": frame, "guid": guid, "url": "https://x/f", "suggestedFilename": "f"}
+        return {"method": "Browser.downloadWillBegin", "params": params}
+
+    def progress(guid: str) -> dict[str, Any]:
+        params = {"guid": guid, "state": "inProgress", "receivedBytes": 1, "totalBytes": 2}
+        return {"method": "Browser.downloadProgress", "params": params}
+
+    assert upstream(state, begin("T-BOB", "G-BOB")).kind is Down.DROP
+    assert upstream(state, progress("G-BOB")).kind is Down.DROP
+    assert upstream(state, begin("T-ALICE", "G-ALICE")).kind is Down.PASS
+    assert upstream(state, progress("G-ALICE")).kind is Down.PASS
+
+
+def test_scopes_are_isolated_with_two_or_more() -> None:
+    one = Scopes({"alice": "alice"})
+    assert not one.isolated and one.name_for(Identity("alice")) is None
+    grouped = Scopes({"alice": "team", "bob": "team"})
+    assert not grouped.isolated
+    two = Scopes({"alice": "alice", "bob": "bob", "carol": "bob"})
+    assert two.isolated and two.home == "alice"
+    assert two.name_for(Identity("carol")) == "bob"
+    assert two.name_for(Identity("agentenv", control=True)) is None  # sees every scope
+    assert two.name_for(Identity("mcp-caller")) == "mcp-caller"  # a granted token's caller
+
+
+def test_users_name_their_scope_after_the_token() -> None:
+    text = "alice:a-tok:team, bob:b-tok:team, carol:c-tok"
+    assert parse_users(text) == {"alice": "a-tok", "bob": "b-tok", "carol": "c-tok"}
+    assert parse_scopes(text) == {"alice": "team", "bob": "team", "carol": "carol"}
+    # A token with colons, then its scope: the scope is after the last one.
+    assert parse_users("dave:to:ken:ops") == {"dave": "to:ken"}
+    assert parse_scopes("dave:to:ken:ops") == {"dave": "ops"}
+    settings = load({"AGENTENV_USERS": text})
+    assert dict(settings.scopes) == {"alice": "team", "bob": "team", "carol": "carol"}
+    with pytest.raises(SettingsError) as caught:
+        parse_users("erin:s3cret-tok:bad scope!")
+    assert "s3cret" not in str(caught.value)
