@@ -132,3 +132,36 @@ def test_one_caller_has_so_many_playwright_mcps(image: str) -> None:
         assert requests.delete(target.app + "/mcp", headers=sessions[0], timeout=30).ok
         again = requests.post(target.app + "/mcp", json=listing, headers=sessions[1], timeout=120)
         assert "browser_" in again.text
+
+
+async def test_no_granted_token_is_on_any_command_line(target: Computer) -> None:
+    """Chromium's user, given a renderer exploit, reads every process's
+    command line: Playwright MCP's granted token is never on one, and its
+    environment is its own user's to read."""
+    headers = {"Authorization": f"Bearer {target.token('alice')}"}
+    http = httpx2.AsyncClient(headers=headers, timeout=deadline(120))
+    async with Client(
+        streamable_http_client(target.app + "/mcp", http_client=http),
+        read_timeout_seconds=deadline(120),
+    ) as client:
+        result = await client.call_tool("browser_navigate", {"url": SITE + "/next"})
+        assert not result.is_error  # Playwright MCP is up, connected with its grant
+        script = (
+            "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done;"
+            "for p in $(pgrep -f 'playwright.*mcp'); do"
+            " cat /proc/$p/environ >/dev/null 2>&1 && echo READABLE-ENV $p; done; true"
+        )
+        seen = target.exec("sh", "-c", script, user="browser")
+        assert "playwright" in seen and "mcp" in seen, seen  # the process is listed
+        assert "granted-" not in seen and "Bearer" not in seen
+        assert "READABLE-ENV" not in seen
+        # Its own user does find the grant in its environment (so the test
+        # above looks where the token is).
+        own = target.exec(
+            "sh",
+            "-c",
+            "for p in $(pgrep -f 'playwright.*mcp'); do tr '\\0' '\\n' < /proc/$p/environ;"
+            " done 2>/dev/null | grep -c PLAYWRIGHT_MCP_CDP_HEADERS || true",
+            user="agentenv",
+        )
+        assert int(own.strip() or 0) >= 1, own

@@ -5,7 +5,8 @@ in the app server through ``aiohttp-asgi``. Each MCP session gets its own
 Playwright MCP (``python -m playwright mcp``, bundled in the playwright
 wheel), started on first use over stdio in a private temporary folder, and
 connected to the relay with a token the relay granted for that session's
-caller (``AgentEnv.grant``) and a connection tag of its own: never the
+caller (``AgentEnv.grant``, in its environment: never on a command line) and
+a connection tag of its own: never the
 control token, so its commands pass the guard like any agent's. It ends
 when the MCP session ends (DELETE) or idles out. Clients of the sessionless
 2026-07-28 protocol get one per caller (see :meth:`McpProxy._session_of`).
@@ -42,7 +43,7 @@ from typing import Any
 
 import mcp_types as types
 from mcp.client.client import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, get_default_environment
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -105,22 +106,28 @@ class PlaywrightSession:
     _tools: list[types.Tool] | None = None
 
     def _server(self, token: str) -> StdioServerParameters:
+        """How Playwright MCP is started. The granted token goes in its
+        environment (``PLAYWRIGHT_MCP_CDP_HEADERS``, one header), never on its
+        command line: ``/proc/<pid>/cmdline`` is readable by every user of the
+        computer, Chromium's included, while ``/proc/<pid>/environ`` is its
+        own user's. The token names its connection tag, so no other header
+        is needed."""
         args = [
             "-m",
             "playwright",
             "mcp",
             "--cdp-endpoint",
             self.settings.relay_http,
-            "--cdp-header",
-            f"AgentEnv-Tag: {self.tag}",
-            "--cdp-header",
-            f"Authorization: Bearer {token}",
             "--caps",
             "vision",
             "--output-dir",
             str(self.folder),
         ]
-        return StdioServerParameters(command=sys.executable, args=args, cwd=self.folder)
+        env = {
+            **get_default_environment(),
+            "PLAYWRIGHT_MCP_CDP_HEADERS": f"Authorization: Bearer {token}",
+        }
+        return StdioServerParameters(command=sys.executable, args=args, cwd=self.folder, env=env)
 
     async def _run(self, token: str) -> None:
         # anyio contexts must be entered and left in one task: this one.
