@@ -464,3 +464,37 @@ def test_a_continued_response_keeps_no_header_secret() -> None:
         "responseHeaders": [{"name": "Set-Cookie", "value": {"withheld": "header", "length": 7}}],
         "binaryResponseHeaders": {"withheld": "body", "length": 4},
     }
+
+
+@pytest.mark.parametrize(
+    ("url", "logged"),
+    [
+        ("https://ghp_abcdefghijklmnop1234@github.com/x", "https://REDACTED@github.com/x"),
+        ("https://h/?password1=s3c", "https://h/?password1=REDACTED"),
+        ("https://h/?token_2=s3c", "https://h/?token_2=REDACTED"),
+        ("https://h/?pass2=s3c", "https://h/?pass2=REDACTED"),
+        ("https://h/?Password-Confirm=s3c", "https://h/?Password-Confirm=REDACTED"),
+        ("https://h/?passwordConfirm=s3c", "https://h/?passwordConfirm=REDACTED"),
+        ("https://h/?user[password][0]=s3c", "https://h/?user[password][0]=REDACTED"),
+        ("https://h/?q=token%3Ds3c", "https://h/?q=token%3DREDACTED"),
+        ("https://h/?q=foo%20api_key%3Ds3c", "https://h/?q=foo%20api_key%3DREDACTED"),
+        ("https://h/?q=foo+secret%3Ds3c", "https://h/?q=foo+secret%3DREDACTED"),
+    ],
+)
+def test_more_shapes_of_url_credentials(url: str, logged: str) -> None:
+    """The red team's low finding: each of these was written in clear."""
+    assert redact_text(url) == logged
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ssh://git@github.com/x",
+        "https://h/?page=2&step=3",
+        "https://h/?q=a%3Db",
+        "https://h/?v2=1&id=7",
+        "mailto:someone.with.a.long.name@example.com",
+    ],
+)
+def test_plain_shapes_stay(text: str) -> None:
+    assert redact_text(text) == text

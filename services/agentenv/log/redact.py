@@ -4,7 +4,10 @@ Pure functions. What goes:
 
 - URL credentials, in any string at any depth (params, args, errors): the
   values of credential query keys (also in fragments, as OAuth's implicit
-  flow puts them) become ``REDACTED``, and so does a password in user info
+  flow puts them; numbered, nested or holding a secret word as a part:
+  ``password1``, ``user[password]``, ``password_confirm``; and a pair
+  percent-encoded inside another's value) become ``REDACTED``, and so does a
+  user info with no password long enough to be a token, and a password in user info
   (in every form Chromium's URL parser reads as user info: backslashes,
   missing slashes, tabs and newlines);
   scheme, host, path and the keys stay.
@@ -123,6 +126,8 @@ _CREDENTIAL_KEYS = frozenset(
 #: The keys above, and the key read, with case, "-" and "_" set aside:
 #: accessToken, access-token and ACCESS_TOKEN are one key.
 _CREDENTIAL_COMPACT = frozenset(k.replace("_", "") for k in _CREDENTIAL_KEYS)
+#: Words that make any key holding them a credential's.
+_STRONG_PARTS = frozenset({"password", "passwd", "passphrase", "pwd", "secret"})
 _CREDENTIAL_PREFIXES = ("x_amz_", "x_goog_")
 _CREDENTIAL_SUFFIXES = ("_token", "_secret", "_key")
 #: Endings of a compacted key that name a credential whatever comes before
@@ -230,11 +235,20 @@ _USERINFO = re.compile(
     r"([^/\\?#@\s:\"'<>]*):([^/\\?#\s\"'<>]*)@",
     re.IGNORECASE,
 )
+# User info with no password that is long enough to be a token or an API key
+# (https://ghp_…@github.com/): the user part goes. Short names (git@) stay.
+_USER_ONLY = re.compile(
+    r"(?<![A-Za-z0-9+.\-])((?:[A-Za-z][A-Za-z0-9+.\-]*:[/\\]{2}|(?:https?|wss?|ftp):[/\\]*))"
+    r"([^/\\?#@\s:\"'<>]{16,})@",
+    re.IGNORECASE,
+)
 #: What Chromium's URL parser removes from anywhere in a URL before reading it.
 _DROPPED = str.maketrans("", "", "\t\n\r")
 # A URL inside another's query, percent-encoded: ?next=https%3A%2F%2Fb%2F%3Fcode%3DSECRET
+# Also at a value's start or after an encoded space: ?q=token%3DSECRET.
 _ENCODED_PAIR = re.compile(
-    r"(%3[fF]|%26|%23|%3[bB])([^=&#?;%\s\"'<>]+)(%3[dD])((?:(?!%26|%23|%3[bB])[^&#;\s\"'<>])*)"
+    r"(%3[fF]|%26|%23|%3[bB]|%20|\+|=)([^=&#?;%+\s\"'<>]+)(%3[dD])"
+    r"((?:(?!%26|%23|%3[bB])[^&#;\s\"'<>])*)"
 )
 # Lookbehinds anchor each match where a scheme or a token can start: without
 # them the search restarts at every position of a long run (quadratic time).
@@ -255,11 +269,15 @@ def credential_key(name: str) -> bool:
     if "[" in name or "]" in name or "." in name:
         return any(credential_key(part) for part in _KEY_PARTS.split(name) if part)
     n = _CAMEL.sub(r"\1_\2", name).lower().replace("-", "_")
+    # Numbered: password1, token_2, pass2.
+    n = n.rstrip("0123456789_") or n
     compact = n.replace("_", "")
     return (
         compact in _CREDENTIAL_COMPACT
         or n.startswith(_CREDENTIAL_PREFIXES)
         or n.endswith(_CREDENTIAL_SUFFIXES)
+        # A secret word as any part: password_confirm, passwordConfirm.
+        or not _STRONG_PARTS.isdisjoint(n.split("_"))
         or compact.endswith(_CREDENTIAL_ENDINGS)
     )
 
@@ -308,7 +326,8 @@ def _redact_pairs(text: str) -> str:
 
 
 def _userinfo(text: str) -> str:
-    return _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{REDACTED}@", text)
+    text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{REDACTED}@", text)
+    return _USER_ONLY.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
 
 
 def redact_text(text: str) -> str:
