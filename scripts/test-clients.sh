@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs the real CDP clients that tests/clients/*.{js,py} drive (scripted,
-# no LLM): Puppeteer and browser-use, each pinned, each in its own place.
+# no LLM): Puppeteer, chrome-devtools-mcp and browser-use, each pinned.
 #
 #   scripts/test-clients.sh [node|browser-use|all]     (default: all)
 #
 # Result, in build/clients/:
-#   node/          puppeteer-core from tests/clients/package.json and its
+#   node/          puppeteer-core and chrome-devtools-mcp from tests/clients/package.json and its
 #                  package-lock.json (`npm ci`; puppeteer-core downloads no
 #                  browser). Needs Node 18 or newer: Debian's nodejs is
 #                  installed when node is missing and we are root.
@@ -45,7 +45,7 @@ install_node() {
     local dir="$out/node" hash
     hash="$(inputs_hash "$src/package.json" "$src/package-lock.json")"
     if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$hash" ] &&
-        [ -d "$dir/node_modules/puppeteer-core" ]; then
+        [ -d "$dir/node_modules/puppeteer-core" ] && [ -d "$dir/node_modules/chrome-devtools-mcp" ]; then
         return 0
     fi
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

@@ -43,6 +43,9 @@ T = TypeVar("T")
 PUPPETEER = ROOT / "tests/clients/puppeteer_session.js"
 BROWSER_USE = ROOT / "tests/clients/browser_use_session.py"
 BROWSER_USE_PYTHON = ROOT / "build/clients/browser-use/bin/python"
+CHROME_DEVTOOLS_MCP = (
+    ROOT / "build/clients/node/node_modules/chrome-devtools-mcp/build/src/bin"
+) / "chrome-devtools-mcp.js"
 #: Typed into the password field through /mcp: never to be found in the log.
 PASSWORD = "mcp-clients-hunter2-5e7a"
 #: The cookie Puppeteer's session sets: its value is never logged.
@@ -147,8 +150,13 @@ def _has_cdp(who: str, navigated: str, *methods: str) -> Callable[[list[dict[str
 
 
 def _only(lines: list[dict[str, Any]], who: str) -> None:
-    """Every action entry in ``lines`` is ``who``'s."""
-    strangers = [a for a in _actions(lines) if a.get("who") != who]
+    """Every action entry in ``lines`` is ``who``'s (or the computer's own
+    setting up the scope of a user's first connection: conn 0)."""
+    strangers = [
+        a
+        for a in _actions(lines)
+        if a.get("who") != who and not (a.get("who") == "agentenv" and a.get("conn") == 0)
+    ]
     assert not strangers, strangers[:5]
 
 
@@ -431,6 +439,86 @@ async def test_mcp_sdk_client_with_a_bearer_token(c: Computer) -> None:
     assert keys and all(a["within"] == by_tool["browser_type"]["seq"] for a in keys)
     _only(lines, "alice")
     clean(c, PASSWORD)
+
+
+def _uid(snapshot: str, label: str) -> str:
+    """chrome-devtools-mcp's element id (``uid=1_5``) on the line naming ``label``."""
+    for line in snapshot.splitlines():
+        if label in line and "uid=" in line:
+            return line.split("uid=", 1)[1].split()[0]
+    raise AssertionError(f"no uid for {label!r} in the snapshot:\n{snapshot}")
+
+
+async def test_chrome_devtools_mcp_traces_emulates_and_snapshots_the_heap(
+    c: Computer, node: str, tmp_path: Any
+) -> None:
+    """chrome-devtools-mcp (pinned in tests/clients) through the relay with
+    alice's token: the tools the first allowlist broke (traces, emulation,
+    resize, a heap snapshot) and its locators (DOM.enable)."""
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+
+    before = _mark(c)
+    version = requests.get(c.relay + "/json/version", timeout=10).json()
+    server = StdioServerParameters(
+        command=node,
+        args=[
+            str(CHROME_DEVTOOLS_MCP),
+            "--wsEndpoint",
+            version["webSocketDebuggerUrl"],
+            "--wsHeaders",
+            json.dumps({"Authorization": f"Bearer {c.token('alice')}"}),
+            "--no-usage-statistics",
+            "--no-performance-crux",
+            "--no-page-id-routing",
+        ],
+        env=get_default_environment(),
+        cwd=tmp_path,
+    )
+
+    async with Client(stdio_client(server), read_timeout_seconds=deadline(120)) as client:
+
+        async def call(tool: str, args: dict[str, Any]) -> str:
+            result = await client.call_tool(tool, args)
+            assert not result.is_error, (tool, text(result))
+            return text(result)
+
+        await call("new_page", {"url": SITE + "/"})
+        snap = await call("take_snapshot", {})
+        await call("fill", {"uid": _uid(snap, '"search"'), "value": "devtools words"})
+        await call("click", {"uid": _uid(snap, 'button "Go"')})
+        out = await call(
+            "evaluate_script", {"function": "() => document.getElementById('out').textContent"}
+        )
+        assert "clicked:devtools words" in out, out
+        await call("resize_page", {"width": 800, "height": 600})
+        size = await call("evaluate_script", {"function": "() => window.innerWidth"})
+        assert "800" in size, size
+        await call("emulate", {"networkConditions": "Fast 4G", "cpuThrottlingRate": 2})
+        await call("emulate", {"cpuThrottlingRate": 1})
+        await call("performance_start_trace", {"reload": False, "autoStop": False})
+        await call("evaluate_script", {"function": "() => { for (let i = 0; i < 1e6; i++); }"})
+        traced = await call("performance_stop_trace", {})
+        assert "trace" in traced.lower(), traced[:2000]
+        heap = tmp_path / "page.heapsnapshot"
+        await call("take_heapsnapshot", {"filePath": str(heap)})
+        assert heap.exists() and heap.stat().st_size > 10_000, heap
+        assert '"snapshot"' in heap.read_text()[:200]
+
+    lines = _logged(
+        c,
+        before,
+        "chrome-devtools-mcp's commands",
+        lambda got: any(a.get("method") == "Tracing.start" for a in _actions(got)),
+    )
+    actions = _actions(lines)
+    assert not [a for a in actions if a.get("guard")], [a for a in actions if a.get("guard")]
+    methods = {a.get("method") for a in actions}
+    assert {"Tracing.start", "HeapProfiler.takeHeapSnapshot", "Emulation.setCPUThrottlingRate"} <= (
+        methods
+    ), methods
+    _only(lines, "alice")
+    clean(c)
 
 
 # -- 6. Pixel ops ----------------------------------------------------------------------
