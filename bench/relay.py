@@ -200,7 +200,7 @@ async def run(small: int = 6000, shots: int = 60) -> str:
 
 
 def guard_cost(rounds: int = 20) -> str:
-    """The core's per-command cost (parse, allowlist, parameter checks) on the
+    """The core's per-command cost (parse, protocol table, parameter checks) on the
     recorded traffic of real clients, beside parsing alone (``orjson.loads``)."""
     import orjson
 
@@ -231,7 +231,7 @@ def guard_cost(rounds: int = 20) -> str:
         ["case", "p50", "p99", "mean", "n"],
         [
             row("orjson.loads alone (anchor)", parse),
-            row("core.receive: parse, allowlist, parameter checks", check),
+            row("core.receive: parse, protocol table, parameter checks", check),
             ["checks add, p50", f"{p50:.4f} ms", "", "", ""],
         ],
     )
