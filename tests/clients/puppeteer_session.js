@@ -13,7 +13,7 @@
 // token answers 401 and this script exits 1 with that error.
 //
 // Opens a page, goes to SITE/, types "alice" into #user, clicks #go, reads
-// #out, takes a screenshot, reads document.title, sets and reads a cookie,
+// #out, finds a link and a button by ARIA selectors, takes a screenshot, reads document.title, sets and reads a cookie,
 // goes to SITE/next and back, closes the page and disconnects (the browser
 // stays up). Prints one JSON line and exits 0; on failure prints the error to
 // stderr and exits 1. Every wait is bounded; the whole run by DEADLINE_MS.
@@ -113,6 +113,11 @@ async function run(opts) {
       {timeout: STEP_TIMEOUT_MS},
     );
     const out = await page.$eval('#out', el => el.textContent);
+    // ARIA selectors (Accessibility.queryAXTree, refused by the first allowlist).
+    const byAria = await page.$('aria/Next page');
+    const ariaText = byAria ? await byAria.evaluate(el => el.textContent) : null;
+    const pAria = await page.$('::-p-aria(Go)');
+    const pAriaId = pAria ? await pAria.evaluate(el => el.id) : null;
     const screenshot = await page.screenshot({type: 'png'});
     const title = await page.evaluate(() => document.title);
 
@@ -133,6 +138,8 @@ async function run(opts) {
       title,
       user,
       out,
+      aria_text: ariaText,
+      p_aria_id: pAriaId,
       screenshot_bytes: screenshot.length,
       cookies: cookies.length,
       cookie_names: cookies.map(c => c.name).sort(),

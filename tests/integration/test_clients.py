@@ -24,7 +24,9 @@ import asyncio
 import json
 import shutil
 import subprocess
+import zipfile
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
@@ -209,7 +211,7 @@ def _run(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("way", ["header", "query"])
-async def test_playwright_connect_over_cdp(c: Computer, way: str) -> None:
+async def test_playwright_connect_over_cdp(c: Computer, way: str, tmp_path: Path) -> None:
     # The header way as alice, the query way as bob: `who` comes from the token.
     user = "alice" if way == "header" else "bob"
     token = c.token(user)
@@ -221,13 +223,22 @@ async def test_playwright_connect_over_cdp(c: Computer, way: str) -> None:
             )
         else:
             browser = await pw.chromium.connect_over_cdp(f"{c.relay}?token={token}")
-        page = await browser.contexts[0].new_page()
+        context = browser.contexts[0]
+        # Tracing with screenshots (Page.startScreencast, refused by the first
+        # allowlist: the trace held no screenshot and no error said why).
+        await context.tracing.start(screenshots=True, snapshots=True)
+        page = await context.new_page()
         await page.goto(SITE + "/")
         await page.fill("#user", f"{user}-by-{way}")
         await page.fill("#search", f"{way} words")
         await page.click("#go")
         assert await page.text_content("#out") == f"clicked:{way} words"
         assert await page.input_value("#user") == f"{user}-by-{way}"
+        trace = tmp_path / "trace.zip"
+        await context.tracing.stop(path=trace)
+        with zipfile.ZipFile(trace) as packed:
+            shots = [n for n in packed.namelist() if n.endswith((".jpeg", ".jpg", ".png"))]
+        assert shots, "the trace holds no screenshot"
         await page.close()
         await browser.close()
 
@@ -263,6 +274,8 @@ def test_puppeteer_browser_ws_endpoint(c: Computer, node: str, path: str) -> Non
     assert result["title"] == "Start" and result["next_title"] == "Next", result
     assert result["back_title"] == "Start" and result["screenshot_bytes"] > 1000, result
     assert result["cookie_names"] == ["session"], result
+    # ARIA selectors: Accessibility.queryAXTree passes the table.
+    assert result["aria_text"] == "Next page" and result["p_aria_id"] == "go", result
 
     lines = _logged(
         c,
