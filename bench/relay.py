@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import json
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -101,6 +102,38 @@ async def _time(client: Client, method: str, params: dict[str, Any], n: int) -> 
     return out
 
 
+FLOOD = 20_000
+
+
+async def _flood(client: Client, n: int = FLOOD) -> float:
+    """Messages a second a page's flood of console events reaches the client at:
+    ``n`` ``console.log`` calls in one script, the client counting the
+    ``Runtime.consoleAPICalled`` events until the last."""
+    await client.call("Runtime.enable", {})
+    call = next(client.ids)
+    expression = f"for (let i = 0; i < {n}; i++) console.log(i); 'done'"
+    began = time.perf_counter()
+    await client.ws.send_json(
+        {
+            "id": call,
+            "method": "Runtime.evaluate",
+            "params": {"expression": expression},
+            "sessionId": client.session,
+        }
+    )
+    seen = 0
+    answered = False
+    while seen < n or not answered:
+        msg = await client.ws.receive_json(timeout=60)
+        if msg.get("method") == "Runtime.consoleAPICalled":
+            seen += 1
+        elif msg.get("id") == call:
+            answered = True
+    rate = n / (time.perf_counter() - began)
+    await client.call("Runtime.disable", {})
+    return rate
+
+
 async def run(small: int = 6000, shots: int = 60) -> str:
     control = "bench-control-token"
     with (
@@ -150,6 +183,10 @@ async def run(small: int = 6000, shots: int = 60) -> str:
                     results[key] += await _time(
                         client, "Page.captureScreenshot", {"format": "png"}, 1
                     )
+            floods: dict[str, list[float]] = {"fd": [], "fb": [], "fr": []}
+            for _ in range(5):  # in turn, so a slow spell falls on all alike
+                for key, client in (("fd", direct), ("fb", bare), ("fr", relay)):
+                    floods[key].append(await _flood(client))
             await bare.ws.close()
             bare_ctx.__exit__(None, None, None)
             await direct.ws.close()
@@ -189,12 +226,23 @@ async def run(small: int = 6000, shots: int = 60) -> str:
             "",
         ],
     ]
+    fd, fb, fr = (statistics.median(floods[k]) for k in ("fd", "fb", "fr"))
+    flood = table(
+        f"a page's flood of {FLOOD:,} console events (median of 5 each, in turn)",
+        ["case", "messages a second", "vs the bare relay"],
+        [
+            ["direct", f"{fd:,.0f}", ""],
+            ["via a bare forwarding relay", f"{fb:,.0f}", "1.00x"],
+            ["via relay", f"{fr:,.0f}", f"{fr / fb:.2f}x"],
+        ],
+    )
     return (
         table(
             "relay round trip (direct and a bare forwarding relay are the anchors)",
             ["case", "p50", "p99", "mean", "n"],
             rows + summary,
         )
+        + flood
         + guard_cost()
     )
 
