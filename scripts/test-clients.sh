@@ -45,7 +45,8 @@ install_node() {
     local dir="$out/node" hash
     hash="$(inputs_hash "$src/package.json" "$src/package-lock.json")"
     if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$hash" ] &&
-        [ -d "$dir/node_modules/puppeteer-core" ] && [ -d "$dir/node_modules/chrome-devtools-mcp" ]; then
+        [ -d "$dir/node_modules/puppeteer-core" ] && [ -d "$dir/node_modules/chrome-devtools-mcp" ] &&
+        [ -d "$dir/node_modules/@browserbasehq/stagehand" ]; then
         return 0
     fi
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

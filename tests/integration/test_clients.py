@@ -43,6 +43,7 @@ from tests.support.timing import deadline, wait_for
 T = TypeVar("T")
 
 PUPPETEER = ROOT / "tests/clients/puppeteer_session.js"
+STAGEHAND = ROOT / "tests/clients/stagehand_session.mjs"
 BROWSER_USE = ROOT / "tests/clients/browser_use_session.py"
 BROWSER_USE_PYTHON = ROOT / "build/clients/browser-use/bin/python"
 CHROME_DEVTOOLS_MCP = (
@@ -289,6 +290,33 @@ def test_puppeteer_browser_ws_endpoint(c: Computer, node: str, path: str) -> Non
     assert _cdp_of(lines, "alice", "Page.navigateToHistoryEntry")
     _only(lines, "alice")
     clean(c, PUPPETEER_COOKIE)
+
+
+def test_stagehand_locators_fill_type_and_click(c: Computer, node: str) -> None:
+    """Stagehand 3 (deterministic page API, no model): its locators need
+    DOM.enable, DOM.getBoxModel and DOM.requestNode, which the first
+    allowlist refused (5 of its 12 steps passed)."""
+    version = requests.get(c.relay + "/json/version", timeout=10).json()
+    before = _mark(c)
+    done = _run(
+        [node, str(STAGEHAND), version["webSocketDebuggerUrl"], SITE, c.token("bob")],
+        timeout_s=120,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["out"] == "clicked:stagehand words", result
+    assert result["user"] == "stagehand-user" and result["screenshot_bytes"] > 1000, result
+    lines = _logged(
+        c,
+        before,
+        "bob's Stagehand commands",
+        _has_cdp("bob", SITE + "/", "Input.dispatchMouseEvent"),
+    )
+    actions = _actions(lines)
+    assert not [a for a in actions if a.get("guard")], [a for a in actions if a.get("guard")]
+    assert {a.get("method") for a in actions} >= {"DOM.enable", "Input.dispatchMouseEvent"}
+    _only(lines, "bob")
+    clean(c)
 
 
 def test_puppeteer_browser_url_with_a_header_fails_cleanly(c: Computer, node: str) -> None:
