@@ -140,6 +140,38 @@ async def test_no_agent_sees_or_reaches_the_relays_world(target: Computer) -> No
         )
         assert _refused(conditional), conditional
 
+        # 6. A world the check made in a same-origin frame: Bob types in a
+        # frame's field, and the check looks into it (Blink makes the relay's
+        # world there too; from it, ``parent`` is the main frame's world).
+        await bob.evaluate(
+            bob_session,
+            "new Promise(done => { const f = document.createElement('iframe');"
+            " f.id = 'inner'; f.srcdoc = '<input id=i>'; f.onload = () => done(1);"
+            " document.body.append(f); })",
+        )
+        await bob.evaluate(
+            bob_session,
+            "document.getElementById('inner').contentDocument.getElementById('i').focus()",
+        )
+        await bob.call("Input.insertText", {"text": "framed"}, bob_session)
+        probe = (
+            "[typeof globalThis.__agentenvMark, (() => { try {"
+            " return typeof parent.__agentenvMark; } catch (e) { return 'none'; } })()].join()"
+        )
+        for number in range(1, 81):
+            answer = await alice.call(
+                "Runtime.evaluate",
+                {"expression": probe, "contextId": number, "returnByValue": True},
+                session,
+            )
+            value = answer.get("result", {}).get("result", {}).get("value")
+            assert value is None or "string" not in str(value), (number, value)
+        # 7. A heap object by its snapshot id may be any world's object.
+        heap = await alice.call(
+            "HeapProfiler.addInspectedHeapObject", {"heapObjectId": "1"}, session
+        )
+        assert _refused(heap), heap
+
         # Bob types his password into the password field.
         after = attempt(target)
         await bob.evaluate(bob_session, "document.getElementById('pw').focus()")

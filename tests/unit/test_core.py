@@ -314,6 +314,7 @@ def test_answers_go_first_unless_the_relay_must_read_them_first() -> None:
         "Browser.setDownloadBehavior",
         "Page.setDownloadBehavior",
         # Kept to the sender's scope before it has them.
+        "Browser.getWindowForTarget",
         "Target.getTargets",
         "Target.getBrowserContexts",
         "Target.createBrowserContext",

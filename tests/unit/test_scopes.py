@@ -63,8 +63,13 @@ def test_another_scopes_target_is_unknown_to_a_client(method: str) -> None:
     assert step.verdict.rule == "scope"
     error = step.error_answer()["error"]
     assert error["message"] == "No target with given id found", error  # as Chromium says
-    for own in ("T-ALICE", "T-ALICE-2", "T-NEW"):  # its own, and one just opened
+    for own in ("T-ALICE", "T-ALICE-2"):
         assert send(state, method, {"targetId": own, "flatten": True}).kind is Kind.FORWARD
+    # One the watcher has not heard of yet: refused (fail closed) unless this
+    # client was shown it (a tab it just opened).
+    assert send(state, method, {"targetId": "T-NEW", "flatten": True}).kind is Kind.BLOCK
+    state.visible.add("T-NEW")
+    assert send(state, method, {"targetId": "T-NEW", "flatten": True}).kind is Kind.FORWARD
 
 
 def test_a_new_tab_opens_in_the_scope() -> None:
@@ -246,3 +251,18 @@ def test_users_name_their_scope_after_the_token() -> None:
     with pytest.raises(SettingsError) as caught:
         parse_users("erin:s3cret-tok:bad scope!")
     assert "s3cret" not in str(caught.value)
+
+
+def test_windows_are_only_those_of_the_scopes_tabs() -> None:
+    """Window ids are small numbers: one the client was not given for its own
+    tab is another scope's, or none."""
+    state = alice()
+    for method in ("Browser.setWindowBounds", "Browser.getWindowBounds", "Browser.setContentsSize"):
+        assert send(state, method, {"windowId": 2, "bounds": {}}).kind is Kind.BLOCK
+    state.pending[(None, 3)] = Pending(1, "Browser.getWindowForTarget", {"targetId": "T-ALICE"})
+    upstream(state, {"id": 3, "result": {"windowId": 7, "bounds": {}}})
+    step = send(state, "Browser.setWindowBounds", {"windowId": 7, "bounds": {"width": 800}})
+    assert step.kind is Kind.FORWARD
+    assert send(state, "Browser.setContentsSize", {"windowId": 7, "width": 800}).kind is (
+        Kind.FORWARD
+    )

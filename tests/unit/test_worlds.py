@@ -96,7 +96,8 @@ def test_a_check_runs_only_where_the_worlds_mark_is() -> None:
             {"location": {"scriptId": "88", "lineNumber": 0}, "condition": "p()"},
         ),
         ("Debugger.setScriptSource", {"scriptId": "88", "scriptSource": "x"}),
-        ("HeapProfiler.addInspectedHeapObject", {"heapObjectId": "1"} | {"objectId": "-1.5.1"}),
+        ("HeapProfiler.addInspectedHeapObject", {"heapObjectId": "1"}),
+        ("HeapProfiler.getObjectByHeapObjectId", {"objectId": "17"}),
     ],
 )
 def test_a_command_naming_the_world_is_refused(method: str, params: dict[str, Any]) -> None:
@@ -129,6 +130,19 @@ def test_the_clients_own_contexts_are_its_own(method: str, params: dict[str, Any
     state = connection(made())
     step = send(state, method, params)
     assert step.kind is Kind.FORWARD, step.verdict
+
+
+def test_auto_attach_is_always_flattened() -> None:
+    """Unflattened children would talk through receivedMessageFromTarget,
+    past the record and the rules."""
+    state = connection(made())
+    step = send(
+        state,
+        "Target.setAutoAttach",
+        {"autoAttach": True, "flatten": False, "waitForDebuggerOnStart": False},
+    )
+    assert step.kind is Kind.FORWARD
+    assert orjson.loads(step.data)["params"]["flatten"] is True
 
 
 def test_another_targets_numbers_are_another_id_space() -> None:
@@ -216,3 +230,35 @@ def test_a_stale_number_is_forgotten_with_its_document() -> None:
 )
 def test_context_of_reads_v8s_ids(remote: object, context: int | None) -> None:
     assert context_of(remote) == context
+
+
+def test_the_worlds_contexts_in_frames_are_refused_too() -> None:
+    """A check that looks into a same-origin frame makes the relay's world
+    there as well (and from it, ``parent`` is the main frame's world): the
+    watcher hears of each on its own session, and each is refused."""
+    worlds = made(5)
+    state = connection(worlds)
+    name = worlds.fresh_name()
+    worlds.heard(TAB, "Runtime.executionContextCreated", {"context": {"id": 9, "name": name}})
+    worlds.heard(TAB, "Runtime.executionContextCreated", {"context": {"id": 8, "name": ""}})
+    for context in (5, 9):
+        step = send(state, "Runtime.evaluate", {"expression": "parent", "contextId": context})
+        assert step.kind is Kind.BLOCK, context
+    assert send(state, "Runtime.evaluate", {"expression": "1", "contextId": 8}).kind is Kind.FORWARD
+    gone = {"executionContextId": 9, "executionContextUniqueId": "U-9"}
+    assert event(state, "Runtime.executionContextDestroyed", gone) is Down.DROP
+    # A pause anywhere in the stack in one of them is undone.
+    frames = [
+        {"callFrameId": "-7.8.0", "location": {"scriptId": "1"}},
+        {"callFrameId": "-7.9.1", "location": {"scriptId": "2"}},
+    ]
+    assert event(state, "Debugger.paused", {"callFrames": frames}) is Down.RESUME
+    worlds.heard(TAB, "Runtime.executionContextDestroyed", {"executionContextId": 9})
+    assert send(state, "Runtime.evaluate", {"expression": "1", "contextId": 9}).kind is Kind.FORWARD
+    # The main world, destroyed with its document, is given up; so is every
+    # context when the tab's are cleared.
+    worlds.heard(TAB, "Runtime.executionContextDestroyed", {"executionContextId": 5})
+    assert TAB not in worlds.contexts
+    worlds.heard(TAB, "Runtime.executionContextCreated", {"context": {"id": 11, "name": name}})
+    worlds.heard(TAB, "Runtime.executionContextsCleared", {})
+    assert not worlds.any_in(TAB)

@@ -148,6 +148,8 @@ class ClientState:
     visible: set[str] = field(default_factory=set)
     #: Downloads this client was told of (their progress is its news too).
     downloads: set[str] = field(default_factory=set)
+    #: Windows of its scope's tabs it asked for (Browser.getWindowForTarget).
+    windows: set[int] = field(default_factory=set)
 
     def tab_of(self, session: str | None, method: str, params: dict[str, Any] | None) -> str | None:
         if params is not None and method.startswith("Target."):
@@ -238,12 +240,14 @@ def _valid_id(call: object) -> bool:
 
 
 def auto_attach_filter(params: dict[str, Any]) -> dict[str, Any]:
-    """``Target.setAutoAttach`` params with the relay's exclusions first."""
+    """``Target.setAutoAttach`` params with the relay's exclusions first, and
+    flattened: unflattened sessions' traffic would come wrapped in
+    ``Target.receivedMessageFromTarget``, past the record and the rules."""
     theirs = params.get("filter")
     if not isinstance(theirs, list):
         theirs = [{"type": "browser", "exclude": True}, {"type": "tab", "exclude": True}, {}]
     ours = [{"type": t, "exclude": True} for t in _DENIED_TYPES]
-    return {**params, "filter": ours + theirs}
+    return {**params, "filter": ours + theirs, "flatten": True}
 
 
 def receive(
@@ -341,6 +345,10 @@ def _relay_world(
         return None
     if method == "Debugger.setReturnValue" and session in state.resumed:
         return relay_world_verdict("the pause")
+    if method in _HEAP_OBJECTS:
+        # A heap object id names any object of the renderer, the relay's
+        # world's included (its Function constructor runs code there).
+        return relay_world_verdict(f"{method} (a heap object may be the computer's own)")
     named = worlds.named_in(tab, params)
     if named is not None:
         return relay_world_verdict(named)
@@ -363,8 +371,11 @@ def _in_scope(
     if method in scopes.BY_TARGET:
         target = params.get("targetId") if params else None
         if isinstance(target, str):
+            # Fail closed: the scope's by what the watcher knows, or shown to
+            # this client (a tab it just opened, before the watcher hears of it).
             context = state.context_of(target)
-            if context is not None and not scope.holds(context):
+            mine = scope.holds(context) if context is not None else target in state.visible
+            if not mine:
                 return _scope_verdict("No target with given id found", -32602)
         return None
     if method in scopes.BY_CONTEXT:
@@ -373,6 +384,12 @@ def _in_scope(
             step.scoped = {**(params or {}), "browserContextId": scope.context}
         elif context is not None and not scope.holds(context):
             return _scope_verdict("Failed to find browser context for id " + str(context)[:64])
+        return None
+    if method in scopes.BY_WINDOW:
+        # Window ids are small numbers: only one of its own tabs' windows.
+        window = params.get("windowId") if params else None
+        if window not in state.windows:
+            return _scope_verdict("Browser window not found", -32602)
         return None
     if method == "Target.disposeBrowserContext":
         context = params.get("browserContextId") if params else None
@@ -395,6 +412,12 @@ def _in_scope(
 
 def _scope_verdict(text: str, code: int = -32000) -> guard.Verdict:
     return guard.Verdict("scope", text, code=code)
+
+
+#: Commands that turn a heap snapshot's object id into an object of any world.
+_HEAP_OBJECTS = frozenset(
+    {"HeapProfiler.addInspectedHeapObject", "HeapProfiler.getObjectByHeapObjectId"}
+)
 
 
 def relay_world_verdict(named: str) -> guard.Verdict:
@@ -484,6 +507,7 @@ READ_FIRST = frozenset(
         "Browser.setDownloadBehavior",
         "Page.setDownloadBehavior",
         # Kept to the sender's scope (agentenv.relay.scopes).
+        "Browser.getWindowForTarget",
         "Target.getTargets",
         "Target.getBrowserContexts",
         "Target.createBrowserContext",
@@ -570,6 +594,10 @@ def _read_result(
                 str(i.get("targetId")) for i in kept["targetInfos"] if isinstance(i, dict)
             )
             out.data = _answer(message, kept)
+    elif pending.method == "Browser.getWindowForTarget":
+        window = result.get("windowId")
+        if isinstance(window, int):
+            state.windows.add(window)
     elif pending.method == "Target.getBrowserContexts":
         if scope is not None:
             out.data = _answer(message, scopes.contexts_answer(scope, result))

@@ -38,6 +38,7 @@ from agentenv.access import Identity
 __all__ = [
     "BY_CONTEXT",
     "BY_TARGET",
+    "BY_WINDOW",
     "NO_BROWSER_LEVEL",
     "Scope",
     "Scopes",
@@ -56,6 +57,12 @@ BY_TARGET = frozenset(
         "Target.getDevToolsTarget",
         "Browser.getWindowForTarget",
     }
+)
+
+#: Commands naming a window by ``windowId``: only a window the client was
+#: given for one of its scope's tabs (``Browser.getWindowForTarget``).
+BY_WINDOW = frozenset(
+    {"Browser.getWindowBounds", "Browser.setWindowBounds", "Browser.setContentsSize"}
 )
 
 #: Browser-level commands with an optional ``browserContextId``: without one

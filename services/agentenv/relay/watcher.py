@@ -54,6 +54,8 @@ log = logging.getLogger("agentenv.relay.watcher")
 
 
 NOT_ANSWERING = "Chromium is not answering; retry when /readyz says ready"
+#: Events of our sessions' Runtime domain that the watcher passes over unread.
+_UNREAD = ('{"method":"Runtime.consoleAPICalled"', '{"method":"Runtime.exceptionThrown"')
 
 
 class WatcherError(RelayError):
@@ -69,6 +71,7 @@ class Watcher:
         self._ids = itertools.count(1)
         self._calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._sessions: dict[str, str] = {}  # tab -> our session
+        self._tabs_of: dict[str, str] = {}  # our session -> its tab
         #: Our isolated world in each tab's main frame (made again when its
         #: document is replaced), shared with every client connection.
         self.worlds = RelayWorlds()
@@ -252,6 +255,7 @@ class Watcher:
                 self.default_context = None
                 self._fail_calls("Chromium went away")
                 self._sessions.clear()
+                self._tabs_of.clear()
                 for task in self._attaching.values():
                     task.cancel()
                 self._attaching.clear()
@@ -311,6 +315,8 @@ class Watcher:
         async for msg in ws:
             if msg.type is not aiohttp.WSMsgType.TEXT:
                 continue
+            if msg.data.startswith(_UNREAD):
+                continue  # our sessions' Runtime: console traffic we never read
             try:
                 message = orjson.loads(msg.data)
                 self._dispatch(message)
@@ -326,6 +332,13 @@ class Watcher:
             return
         method = message.get("method")
         params = message.get("params") or {}
+        session = message.get("sessionId")
+        if isinstance(session, str) and isinstance(method, str):
+            # Our own session on a tab (Runtime on): our worlds' contexts.
+            tab = self._tabs_of.get(session)
+            if tab is not None and method.startswith("Runtime.executionContext"):
+                self.worlds.heard(tab, method, params)
+            return
         if method in ("Target.targetCreated", "Target.targetInfoChanged"):
             info = params.get("targetInfo", {})
             target, kind = info.get("targetId"), info.get("type")
@@ -352,15 +365,16 @@ class Watcher:
                 self.logbook.causes.known(target, url, info.get("openerId"), context)
             elif url != known:
                 self.logbook.navigated(target, url)
-                self.worlds.forget(target)
         elif method == "Target.targetDestroyed":
             tab = params.get("targetId")
             if isinstance(tab, str):
                 self.targets.pop(tab, None)
                 self.parents.pop(tab, None)
                 self.contexts.pop(tab, None)
-                self._sessions.pop(tab, None)
-                self.worlds.forget(tab)
+                ours = self._sessions.pop(tab, None)
+                if ours is not None:
+                    self._tabs_of.pop(ours, None)
+                self.worlds.gone(tab)
                 self._made.pop(tab, None)
                 if self.logbook.causes.url(tab) is not None:
                     self.logbook.destroyed(tab)
@@ -369,7 +383,8 @@ class Watcher:
             for tab, ours in list(self._sessions.items()):
                 if ours == session:
                     del self._sessions[tab]
-                    self.worlds.forget(tab)
+                    self._tabs_of.pop(ours, None)
+                    self.worlds.gone(tab)
 
     async def _find_front(self) -> None:
         """Which of the tabs found at start is in front: the one page that says it
@@ -426,10 +441,15 @@ class Watcher:
             "Target.attachToTarget", {"targetId": tab, "flatten": True}, deadline_s=CHECK_TIMEOUT_S
         )
         session = answer.get("result", {}).get("sessionId")
-        if isinstance(session, str):
-            self._sessions[tab] = session
-            return session
-        return None
+        if not isinstance(session, str):
+            return None
+        self._sessions[tab] = session
+        self._tabs_of[session] = tab
+        # Runtime on our own session: we hear of every context our worlds
+        # get in the tab's frames (a check that looks into a same-origin
+        # frame makes one there), so every one is refused to agents.
+        await self._call("Runtime.enable", {}, session=session, deadline_s=CHECK_TIMEOUT_S)
+        return session
 
     async def _session(self, tab: str) -> str | None:
         session = self._sessions.get(tab)

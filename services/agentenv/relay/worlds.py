@@ -97,6 +97,11 @@ class RelayWorlds:
     unique: dict[str, str] = field(default_factory=dict)
     #: tab -> ids of the scripts the relay ran in that world.
     scripts: dict[str, set[str]] = field(default_factory=dict)
+    #: tab -> every context of the relay's worlds in it, as the watcher's own
+    #: session hears them made and destroyed: its world in the main frame,
+    #: and in each same-origin frame a check looked into (Blink makes the
+    #: world there too, and from it ``parent`` is the main frame's).
+    every: dict[str, set[int]] = field(default_factory=dict)
     #: Tabs whose world is being made: its number is not known yet.
     making: set[str] = field(default_factory=set)
 
@@ -119,12 +124,42 @@ class RelayWorlds:
         return f"globalThis.{_MARK} = {mark!r}; true"
 
     def forget(self, tab: str) -> None:
-        """The tab's world is gone (its document replaced, the tab closed)."""
+        """The tab's world in use is gone (destroyed with its document, or
+        given up after an error); its contexts in frames go when destroyed."""
         self.contexts.pop(tab, None)
         self.marks.pop(tab, None)
         self.unique.pop(tab, None)
         self.scripts.pop(tab, None)
         self.making.discard(tab)
+
+    def gone(self, tab: str) -> None:
+        """The tab closed, or all its contexts were cleared."""
+        self.forget(tab)
+        self.every.pop(tab, None)
+
+    def heard(self, tab: str, method: str, params: Mapping[str, Any]) -> None:
+        """An event of the watcher's own session on ``tab`` (Runtime on):
+        the relay's contexts made and destroyed, in every frame."""
+        if method == "Runtime.executionContextCreated":
+            context = params.get("context")
+            if isinstance(context, Mapping) and self.ours(context.get("name")):
+                number = context.get("id")
+                if isinstance(number, int):
+                    self.every.setdefault(tab, set()).add(number)
+        elif method == "Runtime.executionContextDestroyed":
+            number = params.get("executionContextId")
+            self.every.get(tab, set()).discard(number)
+            if number == self.contexts.get(tab):
+                self.forget(tab)
+        elif method == "Runtime.executionContextsCleared":
+            self.gone(tab)
+
+    def _numbers(self, tab: str) -> set[int]:
+        found = set(self.every.get(tab, ()))
+        main = self.contexts.get(tab)
+        if main is not None:
+            found.add(main)
+        return found
 
     def sealed(self, tab: str, expression: str) -> str:
         """``expression`` as it runs in the tab's world: only where the mark
@@ -141,7 +176,9 @@ class RelayWorlds:
         return isinstance(name, str) and name.startswith(self.prefix)
 
     def any_in(self, tab: str | None) -> bool:
-        return tab is not None and (tab in self.contexts or tab in self.making)
+        return tab is not None and (
+            tab in self.contexts or tab in self.making or bool(self.every.get(tab))
+        )
 
     # -- Chromium to a client ---------------------------------------------------
 
@@ -161,12 +198,12 @@ class RelayWorlds:
             unique = params.get("executionContextUniqueId")
             number = params.get("executionContextId")
             return (isinstance(unique, str) and unique in self.unique.values()) or (
-                tab is not None and number == self.contexts.get(tab)
+                tab is not None and number in self._numbers(tab)
             )
-        if tab is None or tab not in self.contexts:
+        if tab is None or not self.any_in(tab):
             return False
         if method in ("Debugger.scriptParsed", "Debugger.scriptFailedToParse"):
-            if params.get("executionContextId") != self.contexts[tab]:
+            if params.get("executionContextId") not in self._numbers(tab):
                 return False
             script = params.get("scriptId")
             if isinstance(script, str):
@@ -179,14 +216,17 @@ class RelayWorlds:
         frames = params.get("callFrames")
         if tab is None or not isinstance(frames, list) or not frames:
             return False
-        top = frames[0]
-        if not isinstance(top, Mapping):
-            return False
-        location = top.get("location")
-        script = location.get("scriptId") if isinstance(location, Mapping) else None
-        return context_of(top.get("callFrameId")) == self.contexts.get(tab) or (
-            isinstance(script, str) and script in self.scripts.get(tab, ())
-        )
+        numbers, scripts = self._numbers(tab), self.scripts.get(tab, set())
+        for frame in frames:  # any frame of the stack, not only the top one
+            if not isinstance(frame, Mapping):
+                continue
+            location = frame.get("location")
+            script = location.get("scriptId") if isinstance(location, Mapping) else None
+            if context_of(frame.get("callFrameId")) in numbers or (
+                isinstance(script, str) and script in scripts
+            ):
+                return True
+        return False
 
     # -- a client to Chromium ---------------------------------------------------
 
@@ -194,8 +234,7 @@ class RelayWorlds:
         """What in a command's params names a relay world of ``tab``, or None."""
         if not params or tab is None:
             return None
-        context = self.contexts.get(tab)
-        contexts = {context} if context is not None else set()
+        contexts = self._numbers(tab)
         scripts = self.scripts.get(tab, set())
         unique = {self.unique[tab]} if tab in self.unique else set()
         return _walk(params, contexts, scripts, unique, MAX_WALK)
