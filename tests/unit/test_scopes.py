@@ -266,3 +266,15 @@ def test_windows_are_only_those_of_the_scopes_tabs() -> None:
     assert send(state, "Browser.setContentsSize", {"windowId": 7, "width": 800}).kind is (
         Kind.FORWARD
     )
+
+
+def test_browser_level_settings_are_refused_only_across_scopes() -> None:
+    """With one scope, Puppeteer's acceptInsecureCerts (browser-level
+    Security.setIgnoreCertificateErrors) works as on its own Chromium; with
+    two scopes or more it would reach every scope's pages."""
+    alone = ClientState(7, Identity("alice"))
+    for method in ("Security.setIgnoreCertificateErrors", "Fetch.enable", "Tracing.start"):
+        assert send(alone, method, {"ignore": True}).kind is Kind.FORWARD, method
+        step = send(alice(), method, {"ignore": True})
+        assert step.kind is Kind.BLOCK and step.verdict is not None, method
+        assert step.verdict.rule == "browser-wide"

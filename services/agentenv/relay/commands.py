@@ -256,8 +256,10 @@ EXCEPTIONS: dict[str, Command] = {
 }
 
 #: Confined commands that are refused (``browser-wide``) when sent on the
-#: browser's own session (no session on the browser endpoint): there they
-#: apply to every agent's pages at once.
+#: browser's own session (no session on the browser endpoint) of a computer
+#: with two scopes or more: there they apply to every scope's pages at once
+#: (with one scope there is no other to reach: Puppeteer's
+#: ``acceptInsecureCerts`` sends the first at connect).
 BROWSER_LEVEL = frozenset(
     {
         "Fetch.enable",

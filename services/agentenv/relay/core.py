@@ -290,7 +290,10 @@ def receive(
     if info is not None and not info.web:
         step.kind, step.verdict = Kind.BLOCK, guard.web_target_verdict()
         return step
-    browser_level = session is None and state.page is None
+    # The browser's own session: what is sent there reaches every scope's
+    # pages. With one scope there is no other to reach (a client may do what
+    # it could on its own Chromium); with two or more it is browser-wide.
+    browser_level = session is None and state.page is None and state.scope is not None
     verdict = guard.check(method, params, downloads, targets, browser_level)
     if verdict is None:
         verdict = _relay_world(state, session, method, params, step)
