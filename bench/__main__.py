@@ -1,4 +1,4 @@
-"""``python -m bench [log|relay|mcp|recorder|viewer|live|container|fleet]``: print tables."""
+"""``python -m bench [log|relay|mcp|recorder|viewer|live|container|fleet|density]``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ def main() -> None:
         "live",
         "container",
         "fleet",
+        "density",
     }
     if "log" in wanted:
         from bench import log
@@ -49,6 +50,10 @@ def main() -> None:
         from bench import fleet
 
         print(fleet.run(), flush=True)
+    if "density" in wanted:
+        from bench import density
+
+        print(density.run(), flush=True)
 
 
 if __name__ == "__main__":
