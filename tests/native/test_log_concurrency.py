@@ -69,6 +69,11 @@ async def test_two_agents_and_the_computer_at_once(authed_stack: NativeStack, si
     lines = settle(authed_stack.log_dir / "browser-browser.jsonl")
     seqs = [x["seq"] for x in lines]
     assert sorted(seqs) == list(range(1, len(seqs) + 1)), "numbers must be unique and gap-free"
+    # alice and bob are two scopes: Bob's, not the home one, is made on his
+    # first connection, with its first tab (the computer's own entry, conn 0).
+    setup = [x for x in lines if "action" in x and x["action"].get("conn") == 0]
+    assert [x["action"]["method"] for x in setup] == ["Target.createTarget"], setup
+    lines = [x for x in lines if x not in setup]
     who = Counter(x["action"]["who"] for x in lines if "action" in x)
     assert who["alice"] >= 40 and who["bob"] >= 40 and who["agentenv"] == 80
     ops = {
