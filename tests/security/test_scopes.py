@@ -104,6 +104,9 @@ async def test_two_scopes_see_and_reach_nothing_of_each_other(target: Computer) 
     assert {a.get("scope") for a in actions if a.get("who") == "bob"} == {"bob"}, actions
     refused = [a for a in actions if (a.get("guard") or {}).get("rule") == "scope"]
     assert len(refused) >= 5, refused
+    # Tab lines say whose browser each tab is in.
+    tabs = {(x["tab"]["id"], x["tab"].get("scope")) for x in lines if "tab" in x}
+    assert (mine, "alice") in tabs and (theirs, "bob") in tabs, tabs
     clean(target, COOKIE)
 
 

@@ -80,6 +80,10 @@ class Logbook:
     _urls: dict[str, str] = field(default_factory=dict)  # URL -> redacted
     #: AGENTENV_LOG_MAX_BYTES: past it, agents' commands and actions are refused.
     max_bytes: int = 1024**3
+    #: The scope a browser context is (computers of two scopes or more), for
+    #: tab lines: the watcher's.
+    scope_of: Callable[[str | None], str | None] = field(default=lambda context: None)
+    _tab_scopes: dict[str, str] = field(default_factory=dict)  # tab -> its scope
 
     @property
     def full(self) -> bool:
@@ -374,6 +378,18 @@ class Logbook:
     def _write_tabs(self, events: list[dict[str, Any]]) -> None:
         for event in events:
             event = dict(event, url=self._safe_url(event.get("url") or ""))
+            tab = event.get("id")
+            if isinstance(tab, str):
+                scope = self._tab_scopes.get(tab)
+                if scope is None:
+                    known = self.causes.tabs.get(tab)
+                    scope = self.scope_of(known.context if known is not None else None)
+                    if scope is not None:
+                        self._tab_scopes[tab] = scope
+                if scope is not None:
+                    event["scope"] = scope
+                if event.get("event") == "closed":
+                    self._tab_scopes.pop(tab, None)
             self.writer.record("tab", event)
 
     def created(self, tab: str, url: str, opener: str | None, context: str | None = None) -> None:

@@ -92,6 +92,7 @@ class Watcher:
         self._making: dict[str, asyncio.Task[Scope]] = {}
         #: Chromium's own default browser context (the home scope's).
         self.default_context: str | None = None
+        logbook.scope_of = self.scope_name
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def tab_of(self, target: str) -> str:
@@ -111,6 +112,16 @@ class Watcher:
     def target(self, target: str) -> tuple[str, str] | None:
         """What the watcher knows of a target: ``(type, url)``, None if unknown."""
         return self.targets.get(target)
+
+    def scope_name(self, context: str | None) -> str | None:
+        """The scope a browser context is, on computers of two scopes or
+        more (tab lines carry it); None elsewhere, or if it is no scope's."""
+        if not self.scopes.isolated or context is None:
+            return None
+        found = self.scopes.owner(context)
+        if found is not None:
+            return found.name
+        return self.scopes.home if context == self.default_context else None
 
     def context_of(self, target: str) -> str | None:
         """A target's browser context, None if unknown."""
