@@ -15,6 +15,16 @@ from tests.support.container import SITE, Computer
 from tests.support.timing import deadline, wait_for
 
 
+def _mcp(target: Computer, extra: dict[str, str] | None = None) -> Client:
+    """An mcp SDK client of the computer's /mcp with alice's token."""
+    headers = {"Authorization": f"Bearer {target.token('alice')}", **(extra or {})}
+    http = httpx2.AsyncClient(headers=headers, timeout=deadline(120))
+    return Client(
+        streamable_http_client(target.app + "/mcp", http_client=http),
+        read_timeout_seconds=deadline(120),
+    )
+
+
 def _actions(target: Computer, after: int, **match: object) -> list[dict[str, object]]:
     def found() -> list[dict[str, object]] | None:
         got = [
@@ -65,12 +75,7 @@ async def test_a_user_query_parameter_never_renames_a_cdp_agent(target: Computer
 
 async def test_an_mcp_caller_is_its_token(target: Computer) -> None:
     before = attempt(target)
-    headers = {"Authorization": f"Bearer {target.token('alice')}", "AgentEnv-Role": "bob"}
-    http = httpx2.AsyncClient(headers=headers, timeout=deadline(120))
-    async with Client(
-        streamable_http_client(target.app + "/mcp", http_client=http),
-        read_timeout_seconds=deadline(120),
-    ) as client:
+    async with _mcp(target, {"AgentEnv-Role": "bob"}) as client:
         result = await client.call_tool("browser_navigate", {"url": SITE + "/next"})
         assert not result.is_error
     [entry] = _actions(target, before, tool="browser_navigate")
@@ -138,12 +143,7 @@ async def test_no_granted_token_is_on_any_command_line(target: Computer) -> None
     """Chromium's user, given a renderer exploit, reads every process's
     command line: Playwright MCP's granted token is never on one, and its
     environment is its own user's to read."""
-    headers = {"Authorization": f"Bearer {target.token('alice')}"}
-    http = httpx2.AsyncClient(headers=headers, timeout=deadline(120))
-    async with Client(
-        streamable_http_client(target.app + "/mcp", http_client=http),
-        read_timeout_seconds=deadline(120),
-    ) as client:
+    async with _mcp(target) as client:
         result = await client.call_tool("browser_navigate", {"url": SITE + "/next"})
         assert not result.is_error  # Playwright MCP is up, connected with its grant
         listing = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"

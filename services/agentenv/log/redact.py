@@ -230,18 +230,16 @@ _VALUE_END = re.compile(r"[&#;\s\"'<>]")
 # slash. The password runs to the last "@" of the authority (a password may
 # hold one). Tabs and newlines, which the parser drops, are seen to by
 # redact_text.
-_USERINFO = re.compile(
+_AUTHORITY = (
     r"(?<![A-Za-z0-9+.\-])((?:[A-Za-z][A-Za-z0-9+.\-]*:[/\\]{2}|(?:https?|wss?|ftp):[/\\]*))"
-    r"([^/\\?#@\s:\"'<>]*):([^/\\?#\s\"'<>]*)@",
+)
+_USERINFO = re.compile(
+    _AUTHORITY + r"([^/\\?#@\s:\"'<>]*):([^/\\?#\s\"'<>]*)@",
     re.IGNORECASE,
 )
 # User info with no password that is long enough to be a token or an API key
 # (https://ghp_…@github.com/): the user part goes. Short names (git@) stay.
-_USER_ONLY = re.compile(
-    r"(?<![A-Za-z0-9+.\-])((?:[A-Za-z][A-Za-z0-9+.\-]*:[/\\]{2}|(?:https?|wss?|ftp):[/\\]*))"
-    r"([^/\\?#@\s:\"'<>]{16,})@",
-    re.IGNORECASE,
-)
+_USER_ONLY = re.compile(_AUTHORITY + r"([^/\\?#@\s:\"'<>]{16,})@", re.IGNORECASE)
 #: What Chromium's URL parser removes from anywhere in a URL before reading it.
 _DROPPED = str.maketrans("", "", "\t\n\r")
 # A URL inside another's query, percent-encoded: ?next=https%3A%2F%2Fb%2F%3Fcode%3DSECRET

@@ -634,16 +634,24 @@ def _answer(answer: dict[str, Any], result: dict[str, Any]) -> str:
     return orjson.dumps({**answer, "result": result}).decode()
 
 
-def _scoped_event(state: ClientState, scope: Scope, data: str) -> Downstream:
-    """Target and download events, kept to the client's scope."""
+def _event(data: str) -> tuple[str, dict[str, Any], str | None] | None:
+    """An event's method, params and session, or None if it is not one."""
     try:
         message = orjson.loads(data)
     except orjson.JSONDecodeError:
+        return None
+    method, params, session = message.get("method"), message.get("params"), message.get("sessionId")
+    if not isinstance(method, str) or not isinstance(params, dict):
+        return None
+    return method, params, session if isinstance(session, str) else None
+
+
+def _scoped_event(state: ClientState, scope: Scope, data: str) -> Downstream:
+    """Target and download events, kept to the client's scope."""
+    found = _event(data)
+    if found is None:
         return _PASS
-    method = message.get("method")
-    params = message.get("params")
-    if not isinstance(params, dict):
-        return _PASS
+    method, params, _ = found
     if method in ("Target.targetCreated", "Target.targetInfoChanged"):
         info = params.get("targetInfo")
         target = info.get("targetId") if isinstance(info, dict) else None
@@ -689,16 +697,10 @@ _WORLD_EVENTS = (
 def _world_event(state: ClientState, data: str) -> Downstream:
     """An event that may be about a relay world: dropped if it is, and a
     pause in one undone (:mod:`agentenv.relay.worlds`)."""
-    try:
-        message = orjson.loads(data)
-    except orjson.JSONDecodeError:
+    found = _event(data)
+    if found is None:
         return _PASS
-    method = message.get("method")
-    params = message.get("params")
-    session = message.get("sessionId")
-    session = session if isinstance(session, str) else None
-    if not isinstance(params, dict) or not isinstance(method, str):
-        return _PASS
+    method, params, session = found
     tab = state.own_tab(session)
     if method == "Debugger.paused":
         if state.worlds.paused_in(tab, params):

@@ -22,8 +22,8 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import aiohttp
 import orjson
@@ -56,6 +56,21 @@ log = logging.getLogger("agentenv.relay.watcher")
 NOT_ANSWERING = "Chromium is not answering; retry when /readyz says ready"
 #: Events of our sessions' Runtime domain that the watcher passes over unread.
 _UNREAD = ('{"method":"Runtime.consoleAPICalled"', '{"method":"Runtime.exceptionThrown"')
+
+
+T = TypeVar("T")
+
+
+async def _once(
+    running: dict[str, asyncio.Task[T]], key: str, make: Callable[[str], Coroutine[Any, Any, T]]
+) -> T:
+    """``make(key)``, run once for every caller asking while it runs."""
+    task = running.get(key)
+    if task is None:
+        task = asyncio.create_task(make(key))
+        running[key] = task
+        task.add_done_callback(lambda _t: running.pop(key, None))
+    return await asyncio.shield(task)
 
 
 class WatcherError(RelayError):
@@ -133,12 +148,7 @@ class Watcher:
         found = self.scopes.made.get(name)
         if found is not None:
             return found
-        task = self._making.get(name)
-        if task is None:
-            task = asyncio.create_task(self._make_scope(name))
-            self._making[name] = task
-            task.add_done_callback(lambda _t: self._making.pop(name, None))
-        return await asyncio.shield(task)
+        return await _once(self._making, name, self._make_scope)
 
     async def reset_scopes(self) -> None:
         """``data/reset``: dispose of every browser context but Chromium's own
@@ -147,68 +157,61 @@ class Watcher:
         try:
             found = await self._call("Target.getBrowserContexts", {}, deadline_s=10)
         except (WatcherError, TimeoutError):
-            raise UpstreamError(
-                "Chromium is not answering; retry when /readyz says ready"
-            ) from None
+            raise UpstreamError(NOT_ANSWERING) from None
         for context in found.get("result", {}).get("browserContextIds", []):
-            if not isinstance(context, str) or context == self.default_context:
-                continue
-            params = {"browserContextId": context}
-            entry = self.logbook.begin_command(
-                Identity(AGENTENV_USER, control=True),
-                0,
-                None,
-                "Target.disposeBrowserContext",
-                params,
-                None,
-            )
-            try:
-                answer = await self._call("Target.disposeBrowserContext", params, deadline_s=10)
-            except (WatcherError, TimeoutError):
-                self.logbook.end_command(entry, False, "Chromium did not answer")
-                continue
-            error = answer.get("error")
-            self.logbook.end_command(
-                entry, error is None, str(error.get("message")) if isinstance(error, dict) else None
-            )
+            if isinstance(context, str) and context != self.default_context:
+                await self._own_command(
+                    "Target.disposeBrowserContext", {"browserContextId": context}
+                )
         self.scopes.reset()
 
     async def _make_scope(self, name: str) -> Scope:
         if name == self.scopes.home:
             # Chromium's own default context: its tabs are there already.
             if self.default_context is None:
-                raise UpstreamError("Chromium is not answering; retry when /readyz says ready")
+                raise UpstreamError(NOT_ANSWERING)
             home = Scope(name, self.default_context)
             self.scopes.made[name] = home
             return home
         try:
             made = await self._call("Target.createBrowserContext", {}, deadline_s=10)
         except (WatcherError, TimeoutError):
-            raise UpstreamError(
-                "Chromium is not answering; retry when /readyz says ready"
-            ) from None
+            raise UpstreamError(NOT_ANSWERING) from None
         context = made.get("result", {}).get("browserContextId")
         if not isinstance(context, str):
             raise UpstreamError(f"Chromium made no browser context for scope {name!r}", 502)
         scope = Scope(name, context)
         self.scopes.made[name] = scope
-        # Its first tab, on the record as the computer's own.
-        params = {"url": "about:blank", "browserContextId": context}
-        entry = self.logbook.begin_command(
-            Identity(AGENTENV_USER, control=True), 0, None, "Target.createTarget", params, None
+        # Its first tab; if Chromium does not answer, the scope stands and
+        # its clients open their own tabs.
+        answer = await self._own_command(
+            "Target.createTarget", {"url": "about:blank", "browserContextId": context}
         )
-        try:
-            answer = await self._call("Target.createTarget", params, deadline_s=10)
-        except (WatcherError, TimeoutError):
-            self.logbook.end_command(entry, False, "Chromium did not answer")
-            return scope  # the scope stands; its clients open their own tabs
-        opened = answer.get("result", {}).get("targetId")
-        self.logbook.end_command(
-            entry, isinstance(opened, str), opened=opened if isinstance(opened, str) else None
-        )
+        opened = (answer or {}).get("result", {}).get("targetId")
         if isinstance(opened, str):
             self.contexts[opened] = context
         return scope
+
+    async def _own_command(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """A command of the computer's own on the watcher's connection, on the
+        record (conn 0, as ``agentenv``); its answer, None if none came."""
+        entry = self.logbook.begin_command(
+            Identity(AGENTENV_USER, control=True), 0, None, method, params, None
+        )
+        try:
+            answer = await self._call(method, params, deadline_s=10)
+        except (WatcherError, TimeoutError):
+            self.logbook.end_command(entry, False, "Chromium did not answer")
+            return None
+        error = answer.get("error")
+        opened = answer.get("result", {}).get("targetId")
+        self.logbook.end_command(
+            entry,
+            error is None,
+            str(error.get("message")) if isinstance(error, dict) else None,
+            opened=opened if isinstance(opened, str) else None,
+        )
+        return answer
 
     async def run(self) -> None:
         """Watch until cancelled, reconnecting after Chromium restarts."""
@@ -292,9 +295,7 @@ class Watcher:
         try:
             answer = await self._call("Target.createTarget", params, deadline_s=10)
         except (WatcherError, TimeoutError):
-            raise UpstreamError(
-                "Chromium is not answering; retry when /readyz says ready"
-            ) from None
+            raise UpstreamError(NOT_ANSWERING) from None
         error = answer.get("error")
         target = answer.get("result", {}).get("targetId")
         if error is not None or not isinstance(target, str):
@@ -466,12 +467,7 @@ class Watcher:
         session = self._sessions.get(tab)
         if session is not None:
             return session
-        task = self._attaching.get(tab)
-        if task is None:
-            task = asyncio.create_task(self._attach(tab))
-            self._attaching[tab] = task
-            task.add_done_callback(lambda _t: self._attaching.pop(tab, None))
-        return await asyncio.shield(task)
+        return await _once(self._attaching, tab, self._attach)
 
     async def world_made(self, tab: str | None, timeout_s: float) -> None:
         """Wait (bounded) while our world in ``tab`` is being made."""
