@@ -279,12 +279,15 @@ class Logbook:
 
     # -- actions reported by the app server and the recorder -----------------
 
-    def begin_action(self, owner: int, params: BeginAction) -> int:
-        """``AgentEnv.beginAction``: an action's entry, open until its end.
+    def begin_action(self, owner: int, params: BeginAction, scope: str | None = None) -> int:
+        """``AgentEnv.beginAction``: an action's entry, open until its end;
+        ``scope``: the scope its connection acts in (two scopes or more).
         Raises ValueError for an agent's action while the log is full."""
         if params.via != "agentenv" and self.full:
             raise ValueError(self.full_message())
         fields: dict[str, Any] = {"via": params.via, "who": params.who}
+        if scope is not None:
+            fields["scope"] = scope
         if params.role is not None:
             fields["role"] = params.role
         for key in ("tool", "call", "op"):

@@ -196,10 +196,14 @@ class _Bridge:
         if step.kind is Kind.BLOCK:
             await self._answer(step.error_answer())
             return
-        key = 0
+        pending: Pending | None = None
         if step.method in TAB_METHODS:
             key = self.logbook.unlogged_command(step.method, step.params, step.tab)
-        await self._send(step, Pending(key, step.method, step.params) if key else None)
+            pending = Pending(key, step.method, step.params)
+        elif self.state.scope is not None and step.method in core.READ_FIRST:
+            # A scoped link's listing: its answer is kept to the scope (no entry).
+            pending = Pending(0, step.method, step.params)
+        await self._send(step, pending)
 
     async def _check_typing(self, step: Step, entry: int) -> None:
         try:
@@ -273,7 +277,9 @@ class _Bridge:
         await self._answer({"id": step.call, "result": result})
 
     async def _begin(self, params: BeginAction) -> dict[str, Any]:
-        return {"entry": self.logbook.begin_action(self.state.number, params)}
+        scope = self.state.scope
+        name = scope.name if scope is not None else None
+        return {"entry": self.logbook.begin_action(self.state.number, params, name)}
 
     async def _end(self, params: EndAction) -> dict[str, Any]:
         self.logbook.end_action(self.state.number, params)
@@ -408,6 +414,8 @@ class _Bridge:
         if pending.entry < 0:  # the computer's own, not on the record
             self.logbook.end_unlogged(pending.entry, down.ok, down.opened)
             return
+        if pending.entry == 0:  # the computer's own, read but never logged
+            return
         self.logbook.end_command(pending.entry, down.ok, down.error, opened=down.opened)
 
     def _orphaned(self, pending: Pending) -> None:
@@ -422,7 +430,7 @@ class _Bridge:
         for pending in self.state.pending.values():
             if pending.entry < 0:
                 self.logbook.end_unlogged(pending.entry, False)
-            else:
+            elif pending.entry > 0:
                 self.logbook.end_command(pending.entry, False, why)
         self.state.pending.clear()
         self.settled.set()
@@ -466,7 +474,7 @@ async def bridge(
         logbook.drop_owner(state.number)
         granted.drop_owner(state.number)
     if state.downloads_changed and not upstream_ended:
-        watcher.reset_downloads()
+        watcher.reset_downloads(state.scope)
     if upstream_ended:
         code, message = BROWSER_GONE
         log.info("conn %d: Chromium closed its side; closing the client", state.number)
