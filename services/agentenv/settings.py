@@ -27,6 +27,7 @@ port set there is reachable by pages, and the relay says so when it starts.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Mapping
@@ -42,6 +43,7 @@ __all__ = [
     "open_to_pages",
     "parse_scopes",
     "parse_users",
+    "scope_folder",
 ]
 
 #: The name the computer's own actions (and the control token) carry.
@@ -123,11 +125,36 @@ class Settings:
     def auth_enabled(self) -> bool:
         return bool(self.users) or self.control_token is not None
 
+    @property
+    def scope_folders(self) -> frozenset[str]:
+        """The scopes' downloads folders' names (none on a computer of one scope)."""
+        names = set(self.scopes.values())
+        return frozenset(scope_folder(n) for n in names) if len(names) >= 2 else frozenset()
+
+    def downloads_for(self, scope: str | None) -> Path:
+        """The downloads folder of ``scope``: a folder of its own inside the
+        downloads folder on a computer of two scopes or more (no agent hands a
+        page, or reads, what another scope downloaded); the downloads folder
+        itself on a computer of one scope, and for None (the control token,
+        which sees every scope)."""
+        if scope is None or not self.scope_folders:
+            return self.downloads_dir
+        return self.downloads_dir / scope_folder(scope)
+
 
 _COMMENT = re.compile(r"(?:^|\s)#")
 
 
 _SCOPE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def scope_folder(name: str) -> str:
+    """The name of a scope's downloads folder: the scope's own name when it is
+    a plain one, else a digest of it (a user's name, which a scope defaults
+    to, may hold ``/`` or be ``..``)."""
+    if _SCOPE.match(name) and name not in (".", ".."):
+        return name
+    return "scope-" + hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 def parse_users(text: str, source: str = "AGENTENV_USERS") -> dict[str, str]:

@@ -1,5 +1,6 @@
 """Files of the machine handed to a page: file inputs, dropped files, download
-folders. Only the downloads folder is reachable, after resolving links."""
+folders. Only the downloads folder is reachable, after resolving links; on
+this computer of two scopes, each scope's own folder inside it only."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from tests.security.attacks import agent, attempt, clean, guarded
 from tests.support.container import SITE, Computer
 
 DOWNLOADS = "/var/lib/agentenv/downloads"
+#: Each scope's own downloads folder (alice's is the home scope's).
+ALICE = f"{DOWNLOADS}/alice"
+BOB = f"{DOWNLOADS}/bob"
 SECRET_FILES = [
     "/etc/passwd",
     "/home/browser/profile/Default/Cookies",
@@ -64,7 +68,7 @@ async def test_dropped_files_stay_in_the_downloads_folder(target: Computer) -> N
 
 
 async def test_a_file_from_the_downloads_folder_is_fine(target: Computer) -> None:
-    target.exec("sh", "-c", f"echo hello > {DOWNLOADS}/upload.txt", user="browser")
+    target.exec("sh", "-c", f"echo hello > {ALICE}/upload.txt", user="browser")
     async with agent(target) as alice:
         tab, session = await alice.page(SITE + "/")
         obj = await alice.call(
@@ -81,7 +85,7 @@ async def test_a_file_from_the_downloads_folder_is_fine(target: Computer) -> Non
         answer = await alice.call(
             "DOM.setFileInputFiles",
             {
-                "files": [f"{DOWNLOADS}/upload.txt"],
+                "files": [f"{ALICE}/upload.txt"],
                 "backendNodeId": described["result"]["node"]["backendNodeId"],
             },
             session,
@@ -119,12 +123,72 @@ async def test_downloads_land_in_the_downloads_folder_after_a_client_moved_them(
         from tests.support.timing import wait_for
 
         wait_for(
-            lambda: "bob.txt" in target.exec("ls", DOWNLOADS, user="browser"),
-            "the download in the downloads folder",
+            lambda: "bob.txt" in target.exec("ls", BOB, user="browser"),
+            "the download in Bob's downloads folder",
             timeout_s=20,
         )
         await bob.call("Target.closeTarget", {"targetId": tab})
     elsewhere = target.exec(
-        "sh", "-c", "ls /tmp/elsewhere /home/browser/Downloads 2>&1 || true", user="browser"
+        "sh",
+        "-c",
+        f"ls /tmp/elsewhere /home/browser/Downloads {ALICE} {DOWNLOADS} 2>&1 || true",
+        user="browser",
     )
     assert "bob.txt" not in elsewhere
+
+
+async def test_a_scope_reaches_no_other_scopes_downloads(target: Computer) -> None:
+    """What Alice downloaded is not Bob's to hand a page, and Bob cannot send
+    his downloads into Alice's folder (issue 21: the folder was shared)."""
+    target.exec("sh", "-c", f"echo alices-statement > {ALICE}/statement.txt", user="browser")
+    before = attempt(target)
+    async with agent(target, "bob") as bob:
+        tab, session = await bob.page(SITE + "/")
+        obj = await bob.call(
+            "Runtime.evaluate",
+            {
+                "expression": "(() => { const f = document.createElement('input');"
+                " f.type = 'file'; document.body.append(f); return f; })()"
+            },
+            session,
+        )
+        described = await bob.call(
+            "DOM.describeNode", {"objectId": obj["result"]["result"]["objectId"]}, session
+        )
+        for path in (f"{ALICE}/statement.txt", f"{BOB}/../alice/statement.txt"):
+            answer = await bob.call(
+                "DOM.setFileInputFiles",
+                {"files": [path], "backendNodeId": described["result"]["node"]["backendNodeId"]},
+                session,
+            )
+            assert "outside-downloads" in answer["error"]["message"], answer
+            assert BOB in answer["error"]["message"], answer  # his own folder, named
+        answer = await bob.call(
+            "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": ALICE}
+        )
+        assert "error" not in answer, answer
+        await bob.evaluate(
+            session,
+            "(() => { const a = document.createElement('a');"
+            " a.href = 'data:text/plain,from-bob'; a.download = 'into-alice.txt';"
+            " document.body.append(a); a.click(); })()",
+        )
+        from tests.support.timing import wait_for
+
+        wait_for(
+            lambda: "into-alice.txt" in target.exec("ls", BOB, user="browser"),
+            "Bob's download in his own folder",
+            timeout_s=20,
+        )
+        await bob.call("Target.closeTarget", {"targetId": tab})
+    assert "into-alice.txt" not in target.exec("ls", ALICE, user="browser")
+    guarded(target, before, "DOM.setFileInputFiles", "outside-downloads", who="bob")
+    guarded(
+        target,
+        before,
+        "Browser.setDownloadBehavior",
+        "download-folder",
+        who="bob",
+        action="rewritten",
+    )
+    clean(target)

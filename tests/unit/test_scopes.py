@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
 from agentenv.access import Identity
+from agentenv.app.data import _empty_downloads
 from agentenv.relay import core
 from agentenv.relay.core import ClientState, Down, Kind, Pending, SessionInfo
 from agentenv.relay.scopes import Scope, Scopes
-from agentenv.settings import SettingsError, load, parse_scopes, parse_users
+from agentenv.settings import SettingsError, load, parse_scopes, parse_users, scope_folder
 
 DOWNLOADS = "/var/lib/agentenv/downloads"
 MINE, MADE, THEIRS = "CTX-ALICE", "CTX-ALICE-2", "CTX-BOB"
@@ -278,3 +280,28 @@ def test_browser_level_settings_are_refused_only_across_scopes() -> None:
         step = send(alice(), method, {"ignore": True})
         assert step.kind is Kind.BLOCK and step.verdict is not None, method
         assert step.verdict.rule == "browser-wide"
+
+
+def test_each_scope_downloads_into_a_folder_of_its_own(tmp_path: Path) -> None:
+    """Two scopes or more: a folder each inside the downloads folder, named
+    safely whatever the user's name; one scope: the downloads folder itself."""
+    root = Path("/var/lib/agentenv/downloads")
+    two = load({"AGENTENV_USERS": "alice:a1,bob:b1,../x:c1,carol:c2:team,dan:d1:team"})
+    assert two.downloads_for("alice") == root / "alice"
+    assert two.downloads_for("team") == root / "team"
+    assert two.downloads_for(None) == root  # the control token sees every scope
+    odd = two.downloads_for("../x")
+    assert odd.parent == root and odd.name.startswith("scope-"), odd
+    assert scope_folder("..") != ".." and scope_folder(".") != "."
+    assert two.scope_folders == {"alice", "bob", "team", odd.name}
+    one = load({"AGENTENV_USERS": "alice:a1,bob:b1:alice"})
+    assert one.downloads_for("alice") == root and one.scope_folders == frozenset()
+    # data/reset empties every scope's folder, and keeps the folders.
+    for name in ("alice", "bob"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "file.txt").write_text("x")
+    (tmp_path / "loose.txt").write_text("x")
+    (tmp_path / "stray").mkdir()
+    assert _empty_downloads(str(tmp_path), frozenset({"alice", "bob"})) == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alice", "bob"]
+    assert not any((tmp_path / "alice").iterdir())

@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -30,7 +31,15 @@ from agentenv.cdp import BrowserError
 from agentenv.protocol.browser import Tab
 from agentenv.protocol.data import BrowserState, SavedTab
 
-__all__ = ["CLEARED_STORAGE", "MAX_RESET_ORIGINS", "reset", "restore", "state", "visited"]
+__all__ = [
+    "CLEARED_STORAGE",
+    "MAX_RESET_ORIGINS",
+    "Downloads",
+    "reset",
+    "restore",
+    "state",
+    "visited",
+]
 
 log = logging.getLogger("agentenv.app.data")
 
@@ -134,14 +143,27 @@ async def _put_back(
         log.error("data/add: could not put the browser back as it was: %s", exc)
 
 
-def _empty_downloads(folder: str) -> int:
-    """Remove what pages downloaded (the folder stays); how many entries went."""
+@dataclass(frozen=True)
+class Downloads:
+    """The downloads folder data/reset empties: every scope's, whose own
+    folders (``keep``, inside it) stay, emptied, where Chromium puts them."""
+
+    folder: str
+    keep: frozenset[str] = frozenset()
+
+
+def _empty_downloads(folder: str, keep: frozenset[str] = frozenset()) -> int:
+    """Remove what pages downloaded (the folder stays, and the scopes' folders
+    in it, emptied); how many entries went."""
     if not folder:
         return 0
     removed = 0
     with contextlib.suppress(FileNotFoundError):
         for entry in os.scandir(folder):
             with contextlib.suppress(OSError):
+                if entry.name in keep and entry.is_dir(follow_symlinks=False):
+                    removed += _empty_downloads(entry.path)
+                    continue
                 if entry.is_dir(follow_symlinks=False):
                     shutil.rmtree(entry.path)
                 else:
@@ -182,7 +204,12 @@ def visited(lines: Iterable[bytes], found: set[str] | None = None) -> set[str]:
     return found
 
 
-async def reset(browser: Browser, caller: Caller, seen: set[str] | None = None) -> Any:
+async def reset(
+    browser: Browser,
+    caller: Caller,
+    seen: set[str] | None = None,
+    downloads: Downloads | None = None,
+) -> Any:
     """data/reset: one blank tab, no cookies, granted permissions, downloads
     or HTTP cache, and a reset line. The storage of every origin this
     computer knows of is cleared: its open tabs', those it wrote, and
@@ -203,7 +230,8 @@ async def reset(browser: Browser, caller: Caller, seen: set[str] | None = None) 
                 await browser.close(page["targetId"])
         await link.call("Storage.clearCookies")
         await link.call("Browser.resetPermissions")
-        await asyncio.to_thread(_empty_downloads, browser.downloads)
+        every = downloads or Downloads(browser.downloads)
+        await asyncio.to_thread(_empty_downloads, every.folder, every.keep)
         # Storage.clearDataForOrigin answers only on a page's session.
         session = await link.session(blank)
         await link.call("Network.clearBrowserCache", session=session)

@@ -27,7 +27,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote_to_bytes
-from weakref import WeakSet
+from weakref import WeakKeyDictionary, WeakSet
 
 import aiohttp
 from aiohttp import web
@@ -61,6 +61,8 @@ log = logging.getLogger("agentenv.relay")
 settings_key = web.AppKey("settings", Settings)
 client_key = web.AppKey("client", aiohttp.ClientSession)
 sockets_key: web.AppKey[WeakSet[web.WebSocketResponse]] = web.AppKey("sockets")
+#: Each open connection acting in a scope other than home, with its scope.
+in_scopes_key: web.AppKey[WeakKeyDictionary[web.WebSocketResponse, Scope]] = web.AppKey("in_scopes")
 #: Agents' connections open or connecting (AGENTENV_MAX_CONNECTIONS counts them).
 agents_key: web.AppKey[list[int]] = web.AppKey("agents")
 numbers_key: web.AppKey[itertools.count[int]] = web.AppKey("numbers")
@@ -416,6 +418,8 @@ async def _bridge(
         raise
     sockets = request.app[sockets_key]
     sockets.add(client)
+    if scope is not None and scope.name != watcher.scopes.home:
+        request.app[in_scopes_key][client] = scope
     log.info("conn %d: %s opened %s", state.number, identity.user, request.path)
     agent = not identity.control
     if agent:
@@ -430,7 +434,7 @@ async def _bridge(
             request.app[logbook_key],
             request.app[watcher_key],
             request.app[granted_key],
-            str(settings.downloads_dir),
+            str(settings.downloads_for(scope.name if scope is not None else None)),
         )
     finally:
         sockets.discard(client)
@@ -474,6 +478,7 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     app[logbook_key] = logbook
     watcher = Watcher(settings, app[client_key], logbook)
     app[watcher_key] = watcher
+    watcher.after_reset = lambda: _close_reset(app)
 
     async def tick() -> None:
         while True:
@@ -495,6 +500,24 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     writer.close()
 
 
+async def _close_reset(app: web.Application) -> None:
+    """After data/reset: close each connection whose scope's browser context
+    was disposed of (its tabs and data are gone); a client that connects
+    again gets its scope's fresh browser."""
+    made = {id(s) for s in app[watcher_key].scopes.made.values()}
+    stale = [ws for ws, scope in list(app[in_scopes_key].items()) if id(scope) not in made]
+    await asyncio.gather(
+        *(
+            ws.close(
+                code=aiohttp.WSCloseCode.GOING_AWAY,
+                message=b"data/reset disposed of this scope's browser: connect again",
+            )
+            for ws in stale
+        ),
+        return_exceptions=True,
+    )
+
+
 async def _close_sockets(app: web.Application) -> None:
     open_sockets = app[sockets_key]
     sockets = list(open_sockets)
@@ -512,6 +535,7 @@ def make_app(settings: Settings) -> web.Application:
     app = web.Application(middlewares=[_guard], client_max_size=1024 * 1024)
     app[settings_key] = settings
     app[sockets_key] = WeakSet()
+    app[in_scopes_key] = WeakKeyDictionary()
     app[numbers_key] = itertools.count(1)
     app[granted_key] = Granted()
     app[agents_key] = [0]

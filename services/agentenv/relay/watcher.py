@@ -22,7 +22,9 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable, Coroutine
+import os
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
@@ -59,6 +61,13 @@ _UNREAD = ('{"method":"Runtime.consoleAPICalled"', '{"method":"Runtime.exception
 
 
 T = TypeVar("T")
+
+
+def _make_folder(folder: Path) -> None:
+    """A scope's downloads folder, which Chromium (group downloads) writes in."""
+    folder.mkdir(exist_ok=True)
+    with contextlib.suppress(OSError):  # one made before, by Chromium or by hand
+        os.chmod(folder, 0o2770)
 
 
 async def _once(
@@ -104,6 +113,9 @@ class Watcher:
         self.contexts: dict[str, str] = {}
         #: The scopes, each with its browser context once a user connected.
         self.scopes = Scopes(settings.scopes)
+        #: Run once data/reset has disposed of the scopes' contexts: the relay
+        #: closes the connections still acting in them.
+        self.after_reset: Callable[[], Awaitable[None]] | None = None
         self._making: dict[str, asyncio.Task[Scope]] = {}
         #: Chromium's own default browser context (the home scope's).
         self.default_context: str | None = None
@@ -164,6 +176,8 @@ class Watcher:
                     "Target.disposeBrowserContext", {"browserContextId": context}
                 )
         self.scopes.reset()
+        if self.after_reset is not None:
+            await self.after_reset()
 
     async def _make_scope(self, name: str) -> Scope:
         if name == self.scopes.home:
@@ -182,6 +196,10 @@ class Watcher:
             raise UpstreamError(f"Chromium made no browser context for scope {name!r}", 502)
         scope = Scope(name, context)
         self.scopes.made[name] = scope
+        try:
+            await self._set_downloads(scope)
+        except (WatcherError, TimeoutError, OSError) as exc:
+            log.warning("scope %r: could not set its downloads folder: %s", name, exc)
         # Its first tab; if Chromium does not answer, the scope stands and
         # its clients open their own tabs.
         answer = await self._own_command(
@@ -279,12 +297,17 @@ class Watcher:
         self.logbook.ended("exit")
         log.warning("Chromium's connection ended; tabs written as closed by exit")
 
-    async def _set_downloads(self) -> None:
-        await self._call(
-            "Browser.setDownloadBehavior",
-            {"behavior": "allow", "downloadPath": str(self.settings.downloads_dir)},
-            deadline_s=10,
-        )
+    async def _set_downloads(self, scope: Scope | None = None) -> None:
+        """Downloads of ``scope``'s context (Chromium's default one for None,
+        or the home scope) to its downloads folder (settings.downloads_for)."""
+        name = scope.name if scope is not None else self.scopes.home
+        folder = self.settings.downloads_for(name if self.scopes.isolated else None)
+        if folder != self.settings.downloads_dir:
+            _make_folder(folder)
+        params: dict[str, Any] = {"behavior": "allow", "downloadPath": str(folder)}
+        if scope is not None and scope.context != self.default_context:
+            params["browserContextId"] = scope.context
+        await self._call("Browser.setDownloadBehavior", params, deadline_s=10)
 
     async def create_target(self, url: str, context: str | None = None) -> str:
         """Open a tab at ``url`` (already checked by the guard), in ``context``
@@ -305,13 +328,14 @@ class Watcher:
             self.contexts[target] = context
         return target
 
-    def reset_downloads(self) -> None:
+    def reset_downloads(self, scope: Scope | None = None) -> None:
         """Set downloads back to the downloads folder (a client that changed
-        where they go has left; Chromium would fall back to the profile's own)."""
+        where they go has left; Chromium would fall back to the profile's own):
+        of ``scope``'s context, the client's (None: Chromium's default one)."""
 
         async def reset() -> None:
             try:
-                await self._set_downloads()
+                await self._set_downloads(scope)
             except (WatcherError, TimeoutError) as exc:
                 log.warning("could not set the download folder back: %s", exc)
 
