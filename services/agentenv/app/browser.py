@@ -22,7 +22,7 @@ from agentenv.app.errors import OpError
 from agentenv.cdp import BrowserLink, pages, visible
 from agentenv.protocol.browser import Tab
 
-__all__ = ["IDLE_LINKS", "Browser"]
+__all__ = ["IDLE_LINKS", "Browser", "Browsers"]
 
 #: Idle op connections kept for the next ops (more are made when ops overlap).
 IDLE_LINKS = 4
@@ -129,3 +129,39 @@ class Browser:
             if tab not in {p["targetId"] for p in await pages(self.link)}:
                 return
             await asyncio.sleep(0.05)
+
+
+@dataclass
+class Browsers:
+    """The browser of each scope the ops act in (SPEC.md section 7).
+
+    The home scope's is made at start (and is every op's on a computer of one
+    scope, or none); another scope's on its first op, through relay links
+    that name it (``AgentEnv-Scope``), so the relay makes its context then.
+    ``data/reset`` disposes of every other scope's context, and with it these
+    browsers' links: :meth:`forget_others` closes them, and the next op in
+    such a scope makes its browser again.
+    """
+
+    home: Browser
+    #: Makes the browser of a scope other than home.
+    make: Callable[[str], Browser]
+    others: dict[str, Browser] = field(default_factory=dict)
+
+    def of(self, scope: str | None) -> Browser:
+        """The browser of ``scope`` (None: the home scope's)."""
+        if scope is None:
+            return self.home
+        found = self.others.get(scope)
+        if found is None:
+            found = self.others[scope] = self.make(scope)
+        return found
+
+    async def forget_others(self) -> None:
+        others, self.others = list(self.others.values()), {}
+        for browser in others:
+            await browser.disconnect()
+
+    async def disconnect(self) -> None:
+        await self.forget_others()
+        await self.home.disconnect()

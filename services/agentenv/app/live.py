@@ -1,5 +1,9 @@
 """``GET /live``: watch the computer's active tab as it changes.
 
+On a computer of two scopes or more, an agent's token watches its own
+scope's active tab; the control token watches the home scope's, or the one
+``?scope=`` names.
+
 For an agent's token or the control token (``Authorization: Bearer …``, or
 ``?token=`` on the page's address, which the page then drops from its
 address bar and sends as a header). The page fetches ``/live/frame`` about
@@ -74,14 +78,17 @@ PAGE = """<!doctype html>
 <script>
 const query = new URLSearchParams(location.search);
 const token = query.get("token");
-if (token) history.replaceState(null, "", location.pathname);  // not in the address bar
+const scope = query.get("scope");
+const scoped = scope ? "?scope=" + encodeURIComponent(scope) : "";
+const frameUrl = "/live/frame" + scoped;
+if (token) history.replaceState(null, "", location.pathname + scoped);  // not in the address bar
 const headers = token ? {Authorization: "Bearer " + token} : {};
 const screen = document.getElementById("screen");
 const status = document.getElementById("status");
 const every = 1000 / __FPS__;
 let frames = 0;
 async function once() {
-  const answer = await fetch("/live/frame", {headers, cache: "no-store"});
+  const answer = await fetch(frameUrl, {headers, cache: "no-store"});
   if (!answer.ok) {
     let message = answer.status + "";
     try { message = (await answer.json()).error.message; } catch (e) {}

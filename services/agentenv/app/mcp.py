@@ -48,13 +48,14 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
-from agentenv.access import AccessDenied, bearer_token, identify
+from agentenv.access import AccessDenied, Identity, bearer_token, identify
 from agentenv.app.caller import Caller, caller_of
 from agentenv.app.toolcall import ToolCallError, role
 from agentenv.cdp import BrowserError, BrowserLink
 from agentenv.http import asgi_error
 from agentenv.log.marks import tool_acts
 from agentenv.paths import inside
+from agentenv.relay.scopes import Scopes
 from agentenv.settings import Settings
 
 __all__ = ["REMOVED", "TYPING_ARGS", "McpProxy"]
@@ -228,9 +229,20 @@ def _outside(value: Any, *roots: str) -> bool:
 
 
 class McpProxy:
-    def __init__(self, settings: Settings, link: BrowserLink) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        link: BrowserLink,
+        scoped: Callable[[str], BrowserLink] | None = None,
+    ) -> None:
         self.settings = settings
         self.link = link
+        #: The link a caller's tool calls begin their actions on: one of the
+        #: caller's scope, so the entry carries it (two scopes or more).
+        self.scoped = scoped or (lambda who: link)
+        scopes = Scopes(settings.scopes)
+        #: The scope a caller acts in (None: a computer of one scope or none).
+        self.scope_of: Callable[[str], str | None] = lambda who: scopes.name_for(Identity(who))
         self.sessions: dict[str, PlaywrightSession] = {}
         #: Mcp-Session-Id -> the caller who made it (initialize).
         self.owners: dict[str, str] = {}
@@ -328,7 +340,7 @@ class McpProxy:
                     else "; tools/list shows them"
                 )
             )
-        downloads = str(self.settings.downloads_dir)
+        downloads = str(self.settings.downloads_for(self.scope_of(who.who)))
         own = str(session.folder or session.prepare())
         for key, value in _file_args(args):
             if _outside(value, own, downloads):
@@ -342,7 +354,7 @@ class McpProxy:
         call = str(getattr(ctx, "request_id", None) or uuid.uuid4().hex)
         client = await session.start()
         try:
-            async with self.link.action(
+            async with self.scoped(who.who).action(
                 via="mcp",
                 who=who.who,
                 role=who.role,

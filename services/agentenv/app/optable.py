@@ -34,7 +34,7 @@ class Op:
 
 #: browser/v1 ops served from the op modules (``log`` and ``data/*`` live in the server).
 OPS: dict[str, Op] = {
-    "tabs/list": Op(wire.Empty, tabs.tabs_list, control=False),
+    "tabs/list": Op(wire.ScopeOnly, tabs.tabs_list, control=False),
     "tabs/open": Op(wire.TabsOpen, tabs.tabs_open, control=True),
     "tabs/close": Op(wire.TabRef, tabs.tabs_close, control=True),
     "tabs/activate": Op(wire.TabRef, tabs.tabs_activate, control=True),

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ValidationError
 import agentenv
 from agentenv.access import AccessDenied, Identity, bearer_token, check_host, check_origin, identify
 from agentenv.app import data, toolcall
-from agentenv.app.browser import Browser
+from agentenv.app.browser import Browser, Browsers
 from agentenv.app.caller import Caller, caller_of
 from agentenv.app.errors import OpError, failure
 from agentenv.app.live import PAGE as LIVE_PAGE
@@ -53,7 +53,7 @@ from agentenv.log.reader import LogReader
 from agentenv.metrics import CONTENT_TYPE, AppCounts, render
 from agentenv.process import log_dir
 from agentenv.protocol import dump
-from agentenv.protocol.browser import Empty
+from agentenv.protocol.browser import Empty, ScopeOnly
 from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card, Extension
 from agentenv.protocol.data import ARCHIVE_LIMIT, ArchiveError, pack, unpack
 from agentenv.protocol.log import LogRequest
@@ -70,6 +70,8 @@ client_key = web.AppKey("client", aiohttp.ClientSession)
 reader_key = web.AppKey("reader", LogReader)
 link_key = web.AppKey("link", BrowserLink)
 browser_key = web.AppKey("browser", Browser)
+browsers_key = web.AppKey("browsers", Browsers)
+scopes_key = web.AppKey("scopes", Scopes)
 
 
 @dataclass
@@ -94,12 +96,15 @@ class McpState:
 
 
 mcp_key = web.AppKey("mcp", McpState)
-live_key = web.AppKey("live", Live)
+#: The live view of each scope watched (None: the home scope's).
+lives_key: web.AppKey[dict[str | None, Live]] = web.AppKey("lives")
 #: How long an /mcp request waits for the MCP server to load at boot.
 MCP_LOAD_S = 60.0
 
 RECORDING_OPS = ("start", "end", "end_all")
-RECORDING_PARAMS = ["max_duration_s", "max_frames", "frames"]
+RECORDING_PARAMS = ["max_duration_s", "max_frames", "frames", "scope"]
+#: What browser/v1's ops take beyond their own params (every op but data/reset).
+BROWSER_PARAMS = ["scope"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -165,6 +170,31 @@ def acting_caller(request: web.Request, identity: Identity) -> Caller:
         raise OpError(400, str(exc)) from None
     users = bool(request.app[settings_key].users)
     return caller_of(identity, role, tool, users=users)
+
+
+def op_scope(request: web.Request, identity: Identity, asked: str | None) -> str | None:
+    """The scope an op acts in (None: the home scope, or the whole browser of a
+    computer without scopes): the one the control token names, or the home
+    scope; for a user's token, its own scope (SPEC.md section 7)."""
+    scopes = request.app[scopes_key]
+    names = set(scopes.by_user.values())
+    if asked is not None and asked not in names:
+        known = ", ".join(sorted(names)) or "none: AGENTENV_USERS names no users"
+        raise OpError(400, f"no scope {asked!r} on this computer (its scopes: {known})")
+    own = scopes.name_for(identity)
+    if own is not None and asked is not None and asked != own:
+        raise OpError(
+            403,
+            f"a user's token acts in its own scope ({own!r}) only: leave scope out, "
+            "or call with the control token",
+        )
+    chosen = own if own is not None else asked
+    return None if not scopes.isolated or chosen == scopes.home else chosen
+
+
+def browser_for(request: web.Request, identity: Identity, asked: str | None) -> Browser:
+    """The browser an op acts on: its scope's (:func:`op_scope`)."""
+    return request.app[browsers_key].of(op_scope(request, identity, asked))
 
 
 def parse(model: type[BaseModel], body: dict[str, Any]) -> Any:
@@ -264,7 +294,7 @@ async def card(request: web.Request) -> web.Response:
         name=settings.name,
         versions=versions,
         extensions={
-            BROWSER_V1: Extension(ops=all_ops()),
+            BROWSER_V1: Extension(ops=all_ops(), params=BROWSER_PARAMS),
             BROWSER_RECORDING_V1: Extension(
                 ops=list(RECORDING_OPS),
                 params=RECORDING_PARAMS,
@@ -291,11 +321,10 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
     """data/get, data/add, data/reset (control token)."""
     identity = require_control(request)
     who = acting_caller(request, identity)
-    browser = request.app[browser_key]
     loop = asyncio.get_running_loop()
     if name == "data/get":
-        parse(Empty, await read_json(request, BODY_LIMIT))
-        saved = await data.state(browser)
+        ask: ScopeOnly = parse(ScopeOnly, await read_json(request, BODY_LIMIT))
+        saved = await data.state(browser_for(request, identity, ask.scope))
         lines = await loop.run_in_executor(None, _whole_log, request.app[reader_key])
         archive = await loop.run_in_executor(None, pack, saved, lines)
         return web.Response(
@@ -309,8 +338,12 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
             state = await loop.run_in_executor(None, unpack, raw)
         except ArchiveError as exc:
             raise OpError(400, str(exc)) from None
-        return web.json_response(await data.restore(browser, state, who))
+        into = browser_for(request, identity, request.query.get("scope"))
+        return web.json_response(await data.restore(into, state, who))
+    # data/reset: every scope (the contexts of scopes other than home are
+    # disposed of, and made again on their next connection).
     parse(Empty, await read_json(request, BODY_LIMIT))
+    browser = request.app[browser_key]
     # The sites to clear first: a reset that would not clear them all is
     # refused before anything changes.
     seen = await loop.run_in_executor(
@@ -326,7 +359,10 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
     ended = await recorder_call(request.app, "end_all", b'{"reason": "reset"}')
     if ended.status != 200:
         log.warning("data/reset: the recorder could not end its recordings")
-    return web.json_response(await data.reset(browser, who, seen))
+    await request.app[browsers_key].forget_others()
+    settings = request.app[settings_key]
+    every = data.Downloads(str(settings.downloads_dir), settings.scope_folders)
+    return web.json_response(await data.reset(browser, who, seen, every))
 
 
 #: Lines read at once when data/reset looks for the sites visited.
@@ -371,7 +407,8 @@ async def browser_op(request: web.Request) -> web.StreamResponse:
         identity = require_control(request) if op.control else caller(request)
         who = acting_caller(request, identity)
         body = parse(op.model, await read_json(request, op.limit))
-        result = await op.handler(request.app[browser_key], body, who)
+        browser = browser_for(request, identity, getattr(body, "scope", None))
+        result = await op.handler(browser, body, who)
     except BrowserError as exc:
         raise failure(exc) from None
     if isinstance(result, Image):
@@ -445,10 +482,18 @@ async def live_page(request: web.Request) -> web.Response:
 
 
 async def live_frame(request: web.Request) -> web.Response:
-    """The active tab now, as JPEG (captured only when asked)."""
-    caller(request)
+    """The active tab now, as JPEG (captured only when asked): of the caller's
+    scope for an agent's token; of the home scope, or ``?scope=``, for the
+    control token."""
+    identity = caller(request)
+    scope = op_scope(request, identity, request.query.get("scope"))
+    browser = request.app[browsers_key].of(scope)
+    lives = request.app[lives_key]
+    live = lives.get(scope)
+    if live is None or live.browser is not browser:  # a scope's browser made again
+        live = lives[scope] = Live(browser)
     try:
-        data = await request.app[live_key].frame()
+        data = await live.frame()
     except OpError as exc:
         return error_response(exc.status, exc.message)
     return web.Response(body=data, content_type="image/jpeg", headers={"Cache-Control": "no-store"})
@@ -457,30 +502,47 @@ async def live_frame(request: web.Request) -> web.Response:
 async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[settings_key]
     app[client_key] = aiohttp.ClientSession()
-    # Ops act in the home scope (relay/scopes.py): with one scope, everywhere.
-    home = Scopes(settings.scopes)
-    scope = home.home if home.isolated else None
-    link = BrowserLink(settings, app[client_key], scope)
+    # Ops act in the home scope unless told otherwise (relay/scopes.py):
+    # with one scope, everywhere.
+    scopes = app[scopes_key] = Scopes(settings.scopes)
+    home = scopes.home if scopes.isolated else None
+    link = BrowserLink(settings, app[client_key], home)
+
+    def make(scope: str | None, first: BrowserLink | None = None) -> Browser:
+        return Browser(
+            first or BrowserLink(settings, app[client_key], scope),
+            str(settings.downloads_for(scope)),
+            new_link=lambda: BrowserLink(settings, app[client_key], scope),
+        )
+
     app[link_key] = link
-    app[browser_key] = Browser(
-        link,
-        str(settings.downloads_dir),
-        new_link=lambda: BrowserLink(settings, app[client_key], scope),
-    )
-    app[live_key] = Live(app[browser_key])
+    app[browser_key] = make(home, link)
+    app[browsers_key] = Browsers(app[browser_key], make)
+    app[lives_key] = {}
     state = app[mcp_key] = McpState()
-    loading = asyncio.create_task(_serve_mcp(state, settings, link))
+
+    def scoped(user: str) -> BrowserLink:
+        """A link in ``user``'s scope (Playwright MCP's callers)."""
+        name = scopes.name_for(Identity(user))
+        return app[browsers_key].of(None if name == scopes.home else name).shared
+
+    loading = asyncio.create_task(_serve_mcp(state, settings, link, scoped))
     yield
     state.stop.set()
     if not state.loaded.is_set():
         loading.cancel()  # never asked for (or still loading): nothing to end
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await asyncio.wait_for(loading, 30)
-    await app[browser_key].disconnect()
+    await app[browsers_key].disconnect()
     await app[client_key].close()
 
 
-async def _serve_mcp(state: McpState, settings: Settings, link: BrowserLink) -> None:
+async def _serve_mcp(
+    state: McpState,
+    settings: Settings,
+    link: BrowserLink,
+    scoped: Callable[[str], BrowserLink],
+) -> None:
     """Check Playwright MCP's runtime at boot; load the MCP server (the app's
     heaviest import) on the first /mcp request, and keep it running until the
     app stops (one task: the SDK's task group is entered and left in it)."""
@@ -491,7 +553,7 @@ async def _serve_mcp(state: McpState, settings: Settings, link: BrowserLink) -> 
     state.ready.set()
     await state.wanted.wait()
     module = await asyncio.to_thread(importlib.import_module, "agentenv.app.mcp")
-    state.proxy = module.McpProxy(settings, link)
+    state.proxy = module.McpProxy(settings, link, scoped)
     async with state.proxy.running():
         state.loaded.set()
         await state.stop.wait()

@@ -8,12 +8,12 @@ from agentenv.app.acting import acting, reading
 from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
 from agentenv.cdp import visible
-from agentenv.protocol.browser import Empty, TabRef, TabsOpen
+from agentenv.protocol.browser import ScopeOnly, TabRef, TabsOpen
 
 __all__ = ["tabs_activate", "tabs_close", "tabs_list", "tabs_open"]
 
 
-async def tabs_list(browser: Browser, body: Empty, caller: Caller) -> Any:
+async def tabs_list(browser: Browser, body: ScopeOnly, caller: Caller) -> Any:
     async with reading(browser, caller, "tabs/list", None, None):
         return [t.model_dump() for t in await browser.tabs()]
 

@@ -27,6 +27,9 @@ __all__ = [
     "LocalStorageGet",
     "LocalStorageSet",
     "Navigate",
+    "ScopeName",
+    "ScopeOnly",
+    "Scoped",
     "Screenshot",
     "Tab",
     "TabRef",
@@ -42,6 +45,23 @@ class Inbound(BaseModel):
 
 class Empty(Inbound):
     """The body of an op that takes no params (``{}`` or none)."""
+
+
+#: A scope's name, as ``AGENTENV_USERS`` gives it (its third field, else the
+#: user's name): checked against the computer's scopes by the op.
+ScopeName = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class Scoped(Inbound):
+    """An op that acts in one scope (SPEC.md section 7): the control token
+    names it with ``scope`` (the home scope when left out); a user's token
+    acts in its own scope, and may name only that one."""
+
+    scope: ScopeName | None = None
+
+
+class ScopeOnly(Scoped):
+    """The body of a scoped op that takes no other params."""
 
 
 def absolute_url(value: str) -> str:
@@ -77,7 +97,7 @@ class Tab(BaseModel):
     active: bool
 
 
-class TabsOpen(Inbound):
+class TabsOpen(Scoped):
     url: Url | None = None
     background: StrictBool = False
 
@@ -87,7 +107,7 @@ class TabsOpen(Inbound):
         return absolute_url(v) if v is not None else None
 
 
-class TabRef(Inbound):
+class TabRef(Scoped):
     id: str = Field(min_length=1, max_length=256)
 
 
@@ -114,21 +134,21 @@ class CookieToSet(Inbound):
         return self
 
 
-class CookiesGet(Inbound):
+class CookiesGet(Scoped):
     urls: list[Url] | None = None
 
 
-class CookiesSet(Inbound):
+class CookiesSet(Scoped):
     cookies: list[CookieToSet] = Field(min_length=1, max_length=1000)
 
 
-class CookiesDelete(Inbound):
+class CookiesDelete(Scoped):
     name: str | None = None
     domain: str | None = None
     path: str | None = None
 
 
-class LocalStorageGet(Inbound):
+class LocalStorageGet(Scoped):
     origin: str
 
     @field_validator("origin")
@@ -141,7 +161,7 @@ class LocalStorageSet(LocalStorageGet):
     items: dict[str, str]
 
 
-class LocalStorageClear(Inbound):
+class LocalStorageClear(Scoped):
     origin: str | None = None
 
     @field_validator("origin")
@@ -150,7 +170,7 @@ class LocalStorageClear(Inbound):
         return origin_of(v) if v is not None else None
 
 
-class Navigate(Inbound):
+class Navigate(Scoped):
     url: Url
     tab: str | None = None
 
@@ -160,7 +180,7 @@ class Navigate(Inbound):
         return absolute_url(v)
 
 
-class Screenshot(Inbound):
+class Screenshot(Scoped):
     tab: str | None = None
     format: Literal["jpeg", "png"] = "jpeg"
     quality: int | None = Field(None, ge=1, le=100)
@@ -172,28 +192,28 @@ class Screenshot(Inbound):
 INPUT_LIMIT = 1_000_000.0
 
 
-class InputClick(Inbound):
+class InputClick(Scoped):
     x: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
     y: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
     button: Literal["left", "right", "middle"] = "left"
     clicks: int = Field(1, ge=1, le=3)
 
 
-class InputMove(Inbound):
+class InputMove(Scoped):
     x: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
     y: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
 
 
-class InputScroll(Inbound):
+class InputScroll(Scoped):
     x: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
     y: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
     dx: float = Field(0, ge=-INPUT_LIMIT, le=INPUT_LIMIT, allow_inf_nan=False)
     dy: float = Field(0, ge=-INPUT_LIMIT, le=INPUT_LIMIT, allow_inf_nan=False)
 
 
-class InputType(Inbound):
+class InputType(Scoped):
     text: str = Field(max_length=100_000)
 
 
-class InputKey(Inbound):
+class InputKey(Scoped):
     keys: str = Field(min_length=1, max_length=200)

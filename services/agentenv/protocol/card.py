@@ -43,3 +43,11 @@ class Card(BaseModel):
         """Raise :class:`MissingOp` unless this computer serves ``extension``'s ``op``."""
         if not self.serves(extension, op):
             raise MissingOp(f"serves no {extension} {op}: rebuild the image on a newer agentenv")
+
+    def require_param(self, extension: str, param: str) -> None:
+        """Raise :class:`MissingOp` unless ``extension``'s ops take ``param``."""
+        found = self.extensions.get(extension)
+        if found is None or param not in found.params:
+            raise MissingOp(
+                f"takes no {param!r} on {extension}: rebuild the image on a newer agentenv"
+            )

@@ -1,0 +1,211 @@
+"""The control token's ops and recordings, scope by scope (issue 21, points 6
+and 7), against the built image with users and a control token.
+
+- Each state op takes ``scope``: cookies, local storage and tabs set for Bob
+  are in Bob's browser, and Alice's sees none of them.
+- A user's token acts in its own scope: Bob's pixel ops, ``tabs/list`` and
+  live view are Bob's, and naming Alice's scope is refused.
+- A recording per scope, two at once while both agents act: each frames only
+  its own scope's tabs (the colour each page paints says whose it is) and
+  its log slice holds only its own scope's entries.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from playwright.sync_api import sync_playwright
+
+from agentenv.harness.store import LocalStore
+from tests.security.attacks import browser_url
+from tests.support.colours import page_shown, serve_inside
+from tests.support.container import Computer, computer
+from tests.support.timing import deadline
+
+SITE = "http://127.0.0.1:8100"
+SECRET = "bobs-scoped-cookie-8812"
+
+
+@pytest.fixture(scope="module")
+def pc(image: str, run_network: Any) -> Iterator[Computer]:
+    with computer(image, network=run_network) as running:
+        serve_inside(running, 8100)
+        yield running
+
+
+def _recording(pc: Computer, op: str, body: dict[str, Any], status: int = 200) -> Any:
+    answer = requests.post(
+        f"{pc.app}/v1/browser-recording/{op}",
+        json=body,
+        headers=pc.headers(),
+        timeout=deadline(120),
+    )
+    assert answer.status_code == status, (op, answer.status_code, answer.text[:2000])
+    return answer.json()
+
+
+def _urls(tabs: list[dict[str, Any]]) -> set[str]:
+    return {t["url"] for t in tabs}
+
+
+def test_state_ops_act_in_the_scope_named(pc: Computer) -> None:
+    before = pc.log()[1]
+    pc.op(
+        "cookies/set",
+        {"scope": "bob", "cookies": [{"name": "s", "value": SECRET, "url": SITE}]},
+    )
+    opened = pc.op("tabs/open", {"scope": "bob", "url": SITE + "/c/blue"})
+    pc.op(
+        "local_storage/set",
+        {"scope": "bob", "origin": SITE, "items": {"k": "bobs-storage"}},
+    )
+    # Bob's browser has them; Alice's (the home scope) has none.
+    assert SECRET in str(pc.op("cookies/get", {"scope": "bob"}))
+    assert SECRET not in str(pc.op("cookies/get"))
+    assert SECRET not in str(pc.op("cookies/get", {"scope": "alice"}))
+    bobs = pc.op("tabs/list", {"scope": "bob"})
+    assert opened["id"] in {t["id"] for t in bobs}, bobs
+    assert opened["id"] not in {t["id"] for t in pc.op("tabs/list")}
+    stored = pc.op("local_storage/get", {"scope": "bob", "origin": SITE})
+    assert stored["items"] == {"k": "bobs-storage"}, stored
+    assert pc.op("local_storage/get", {"origin": SITE})["items"] == {}
+    # Bob's own client sees them as his browser's.
+    with sync_playwright() as pw:
+        bob = pw.chromium.connect_over_cdp(browser_url(pc, "bob"), timeout=deadline(30) * 1000)
+        context = bob.contexts[0]
+        assert SECRET in str(context.cookies())
+        assert SITE + "/c/blue" in {p.url for p in context.pages}
+        alice = pw.chromium.connect_over_cdp(browser_url(pc, "alice"), timeout=deadline(30) * 1000)
+        assert SECRET not in str(alice.contexts[0].cookies())
+        assert SITE + "/c/blue" not in {p.url for p in alice.contexts[0].pages}
+        bob.close()
+        alice.close()
+    # A user's token acts in its own scope: Bob's ops are Bob's.
+    assert opened["id"] in {t["id"] for t in pc.op("tabs/list", user="bob")}
+    assert opened["id"] not in {t["id"] for t in pc.op("tabs/list", user="alice")}
+    shot = pc.op("screenshot", {"tab": opened["id"]}, user="bob")
+    assert page_shown(shot) == "blue"
+    pc.op("screenshot", {"tab": opened["id"]}, user="alice", status=404)
+
+    # The live view of Bob's token is Bob's active tab; Alice's is not.
+    def live(user: str | None, query: str = "") -> bytes:
+        answer = requests.get(
+            f"{pc.app}/live/frame{query}", headers=pc.headers(user), timeout=deadline(30)
+        )
+        assert answer.status_code == 200, answer.text[:500]
+        return answer.content
+
+    assert page_shown(live("bob")) == "blue"
+    assert page_shown(live(None, "?scope=bob")) == "blue"
+    assert page_shown(live("alice")) != "blue"
+    assert page_shown(live(None)) != "blue"
+    refused = pc.op("tabs/list", {"scope": "alice"}, user="bob", status=403)
+    assert "its own scope ('bob')" in refused["error"]["message"], refused
+    unknown = pc.op("cookies/get", {"scope": "carol"}, status=400)
+    assert "no scope 'carol'" in unknown["error"]["message"], unknown
+    assert "alice, bob" in unknown["error"]["message"], unknown
+    # The log says which scope each op acted in.
+    lines, _ = pc.log(before)
+    ops = [x["action"] for x in lines if "op" in x.get("action", {})]
+    scoped = {(a.get("op"), a.get("scope")) for a in ops}
+    assert ("cookies/set", "bob") in scoped and ("tabs/open", "bob") in scoped, scoped
+    cookie_set = [a for a in ops if a.get("op") == "cookies/set"]
+    assert cookie_set and SECRET not in json.dumps(cookie_set)
+    assert SECRET.encode() not in pc.all_log_bytes()
+    pc.op("tabs/close", {"scope": "bob", "id": opened["id"]})
+    pc.op("cookies/delete", {"scope": "bob"})
+
+
+def _walk(pc: Computer, user: str, colours: list[str], stop: threading.Event) -> None:
+    """``user``'s Playwright, clicking through ``colours`` a page at a time."""
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(browser_url(pc, user), timeout=deadline(30) * 1000)
+        page = browser.contexts[0].pages[0]
+        page.bring_to_front()
+        page.goto(f"{SITE}/c/{colours[0]}?next={','.join(colours[1:])}")
+        for _ in colours[1:]:
+            time.sleep(1.5)
+            page.click("#go")
+            page.wait_for_load_state("load")
+        time.sleep(1.5)
+        stop.wait(deadline(60))
+        browser.close()
+
+
+def test_a_recording_per_scope_holds_only_its_own(
+    pc: Computer, run_store: LocalStore, tmp_path: Path
+) -> None:
+    """Alice walks red pages and Bob blue ones, at once, each recorded."""
+    keys = {u: f"scoped-{uuid.uuid4().hex[:8]}/{u}" for u in ("alice", "bob")}
+    started = {
+        u: _recording(
+            pc,
+            "start",
+            {
+                "request_id": uuid.uuid4().hex,
+                "upload": run_store.grant(keys[u], started_here=False),
+                "scope": u,
+            },
+        )["recording_id"]
+        for u in ("alice", "bob")
+    }
+    stop = threading.Event()
+    walks = {
+        "alice": ["red", "green", "red"],
+        "bob": ["blue", "yellow", "blue"],
+    }
+    threads = [
+        threading.Thread(target=_walk, args=(pc, u, c, stop), daemon=True) for u, c in walks.items()
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(7)
+    manifests = {
+        u: _recording(
+            pc,
+            "end",
+            {"recording_id": started[u], "upload": run_store.grant(keys[u], started_here=False)},
+        )
+        for u in ("alice", "bob")
+    }
+    stop.set()
+    for thread in threads:
+        thread.join(deadline(60))
+    for user, other in (("alice", "bob"), ("bob", "alice")):
+        manifest = manifests[user]
+        assert manifest["scope"] == user, manifest
+        folder = tmp_path / user
+        names, skipped = run_store.fetch(keys[user], started[user], folder)
+        assert skipped == [] and "log.jsonl" in names, names
+        lines = [json.loads(x) for x in (folder / "log.jsonl").read_text().splitlines()]
+        # Its own agent's entries are there, and every entry is its scope's.
+        mine = [x for x in lines if x.get("action", {}).get("who") == user]
+        assert mine, f"{user}'s recording holds none of {user}'s entries"
+        assert all(x.get("action", {}).get("who") != other for x in lines)
+        assert {x.get("action", x.get("tab", {})).get("scope") for x in lines} == {user}
+        # Each frame shows one of its own agent's pages, never the other's.
+        frames = [f for f in manifest["frames"] if f["kind"] == "action"]
+        assert frames, manifest
+        shown = {page_shown((folder / f["file"]).read_bytes()) for f in manifest["frames"]}
+        assert shown & set(walks[user]), (user, shown)
+        assert not shown & set(walks[other]), (user, shown)
+    # Left out, the scope is the home one, and a scope the computer lacks is refused.
+    refused = _recording(
+        pc,
+        "start",
+        {
+            "request_id": uuid.uuid4().hex,
+            "upload": run_store.grant("scoped-x/none", started_here=False),
+            "scope": "carol",
+        },
+        status=400,
+    )
+    assert "no scope 'carol'" in refused["error"]["message"], refused
