@@ -123,6 +123,9 @@ class Start(Inbound):
     name: str | None = Field(None, max_length=200)
     max_frames: int | None = Field(None, ge=1, le=100_000)
     max_duration_s: float | None = Field(None, gt=0, le=7 * 24 * 3600)
+    #: The scope recorded (SPEC.md section 7): its tabs framed, its entries in
+    #: the log slice. Left out: the home scope (every tab on a computer of one).
+    scope: str | None = Field(None, min_length=1, max_length=256)
 
 
 class End(Inbound):
@@ -171,6 +174,8 @@ class BrowserRecordingManifest(BaseModel):
     log_missing: list[int]
     limits_hit: list[str]
     rebuilt: bool = False
+    #: The scope recorded (computers of two scopes or more).
+    scope: str | None = None
 
 
 #: ``frames/<index>-<kind>.<ext>``

@@ -60,6 +60,10 @@ class Recording:
     recording_id: str
     #: Folders a file: grant may write in (AGENTENV_UPLOAD_ROOTS).
     roots: tuple[Path, ...] = ()
+    #: The scope recorded (None: every entry; a computer of one scope):
+    #: ``link`` acts in it, so the frames are its tabs; its entries only
+    #: make bursts and the log slice.
+    scope: str | None = None
     bursts: Bursts = field(default_factory=Bursts)
     frames: list[FrameEntry] = field(default_factory=list)
     start_seq: int = 0
@@ -80,6 +84,8 @@ class Recording:
 
     def seen(self, line: dict[str, Any]) -> None:
         if self._ending or int(line.get("seq", 0)) <= self.start_seq:
+            return
+        if self.scope is not None and scope_of(line) != self.scope:
             return
         self.bursts.seen(line, time.monotonic())
         if self.bursts.pending:
@@ -279,6 +285,7 @@ class Recording:
                 missing_frames=sum(1 for f in self.frames if f.error),
                 log_missing=missing,
                 limits_hit=self.limits_hit,
+                scope=self.scope,
             )
             try:
                 await self.upload.put(
@@ -300,16 +307,26 @@ class Recording:
                 break
             await asyncio.sleep(0.1)
         lines = await loop.run_in_executor(None, self.reader.read_range, self.start_seq, end_seq)
-        have = {_seq(x) for x in lines}
-        return lines, [n for n in range(self.start_seq, end_seq + 1) if n not in have]
+        parsed = [(raw, orjson.loads(raw)) for raw in lines]
+        have = {int(line.get("seq", 0)) for _, line in parsed}
+        missing = [n for n in range(self.start_seq, end_seq + 1) if n not in have]
+        if self.scope is not None:  # another scope's entries are not this recording's
+            lines = [raw for raw, line in parsed if scope_of(line) == self.scope]
+        return lines, missing
+
+
+def scope_of(line: dict[str, Any]) -> str | None:
+    """The scope a log line is in: its action's or its tab event's (None: a
+    line of the whole computer, such as a reset, or a computer of one scope)."""
+    for kind in ("action", "tab"):
+        body = line.get(kind)
+        if isinstance(body, dict):
+            found = body.get("scope")
+            return found if isinstance(found, str) else None
+    return None
 
 
 def _safe_url(url: str) -> str:
     """A frame's URL as the log writes it: credentials out, cut when long."""
     redacted = redact_cut(url)
     return redacted if isinstance(redacted, str) else str(redacted["cut"])
-
-
-def _seq(raw: bytes) -> int:
-    value = orjson.loads(raw).get("seq", 0)
-    return int(value)

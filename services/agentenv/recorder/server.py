@@ -33,6 +33,7 @@ from agentenv.protocol.recording import End, EndAll, Start
 from agentenv.recorder.errors import GrantError, Refused, UploadError
 from agentenv.recorder.grants import open_grant, prove
 from agentenv.recorder.recording import COUNTS, Recording
+from agentenv.relay.scopes import Scopes
 from agentenv.settings import Settings
 
 __all__ = ["Recorder", "make_app"]
@@ -49,10 +50,20 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class Recorder:
-    def __init__(self, settings: Settings, link: BrowserLink, reader: LogReader) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        link: BrowserLink,
+        reader: LogReader,
+        http: aiohttp.ClientSession | None = None,
+    ) -> None:
         self.settings = settings
         self.link = link
         self.reader = reader
+        self.http = http
+        self.scopes = Scopes(settings.scopes)
+        #: A link in each scope recorded (two scopes or more), made on first need.
+        self.links: dict[str, BrowserLink] = {}
         self.recordings: dict[str, Recording] = {}
         self.by_request: dict[str, str] = {}
         self._lock = asyncio.Lock()
@@ -86,15 +97,41 @@ class Recorder:
             if known is not None:
                 return self.recordings[known]  # a retried start joins the recording
             ask = within_budget(ask, self.settings)
+            scope = self._scope(ask.scope)
             recording_id = f"rec-{uuid.uuid4().hex[:16]}"
             roots = self.settings.upload_roots
             upload = await open_grant(ask.upload, recording_id, roots)
             await prove(upload, recording_id, iso())
-            recording = Recording(ask, self.link, self.reader, upload, recording_id, roots=roots)
+            recording = Recording(
+                ask, self._link(scope), self.reader, upload, recording_id, roots=roots, scope=scope
+            )
             await recording.begin()
             self.recordings[recording.recording_id] = recording
             self.by_request[ask.request_id] = recording.recording_id
             return recording
+
+    def _scope(self, asked: str | None) -> str | None:
+        """The scope a recording records (None: every entry, on a computer of
+        one scope or none); refused when the computer has no such scope."""
+        names = set(self.scopes.by_user.values())
+        if asked is not None and asked not in names:
+            known = ", ".join(sorted(names)) or "none: AGENTENV_USERS names no users"
+            raise Refused(400, f"scope: no scope {asked!r} on this computer (its scopes: {known})")
+        if not self.scopes.isolated:
+            return None
+        return asked or self.scopes.home
+
+    def _link(self, scope: str | None) -> BrowserLink:
+        if scope is None or self.http is None:
+            return self.link
+        found = self.links.get(scope)
+        if found is None:
+            found = self.links[scope] = BrowserLink(self.settings, self.http, scope)
+        return found
+
+    async def close(self) -> None:
+        for link in [self.link, *self.links.values()]:
+            await link.close()
 
     async def end(self, ask: End) -> Any:
         recording = self.recordings.get(ask.recording_id)
@@ -204,7 +241,7 @@ async def _recorder_ctx(app: web.Application) -> AsyncIterator[None]:
     http = aiohttp.ClientSession()
     link = BrowserLink(settings, http)
     folder, _ = log_dir(settings)
-    recorder = Recorder(settings, link, LogReader(folder / settings.log_file.name))
+    recorder = Recorder(settings, link, LogReader(folder / settings.log_file.name), http)
     COUNTS.open = lambda: sum(1 for r in recorder.recordings.values() if r.manifest is None)
     app[recorder_key] = recorder
     follower = asyncio.create_task(recorder.follow())
@@ -216,7 +253,7 @@ async def _recorder_ctx(app: web.Application) -> AsyncIterator[None]:
     follower.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await follower
-    await link.close()
+    await recorder.close()
     await http.close()
 
 
