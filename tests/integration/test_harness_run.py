@@ -454,3 +454,98 @@ def test_a_computer_that_cannot_reach_the_store_is_told_so_by_address(image: str
             off.stop()
     finally:
         store.close()
+
+
+TWO_AGENTS = textwrap.dedent(
+    """
+    import os, sys
+    from playwright.sync_api import sync_playwright
+
+    me, other = sys.argv[1], sys.argv[2]
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(os.environ["AGENTENV_CDP_URL"])
+        context = browser.contexts[0]
+        titles = sorted(p.title() for p in context.pages)
+        cookies = sorted(c["name"] for c in context.cookies())
+        context.pages[-1].bring_to_front()
+        context.pages[-1].evaluate("document.title = document.title + ' seen'")
+        browser.close()
+    if f"{me}-tab" not in titles or any(other in t for t in titles):
+        sys.exit(f"{me} sees the tabs {titles}")
+    if cookies != [f"{me}-cookie"]:
+        sys.exit(f"{me} sees the cookies {cookies}")
+    with open(os.environ["AGENTENV_ANSWER_FILE"], "w") as f:
+        f.write(f"{me}: mine only")
+    """
+)
+
+
+def test_two_agents_each_get_the_state_set_for_them(image: str, tmp_path: Path) -> None:
+    """Two agents on one computer, each a scope of its own: the steps naming
+    an agent act in that agent's browser, and a recording naming one holds
+    that agent's entries only (issue 21, points 6 and 7)."""
+    (tmp_path / "agent.py").write_text(TWO_AGENTS)
+
+    def state(agent: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "type": "browser_set_cookies",
+                "env_id": "pc",
+                "agent": agent,
+                "cookies": [{"name": f"{agent}-cookie", "value": "v", "url": SITE}],
+            },
+            {
+                "type": "browser_open_tab",
+                "env_id": "pc",
+                "agent": agent,
+                "url": f"data:text/html,<title>{agent}-tab</title>",
+            },
+        ]
+
+    def turn(agent: str, other: str) -> list[dict[str, Any]]:
+        return [
+            {"type": "browser_connect_cdp", "env_id": "pc", "agent": agent},
+            {
+                "id": f"rec-{agent}",
+                "type": "start_browser_recording",
+                "env_id": "pc",
+                "agent": agent,
+                "name": agent,
+            },
+            {
+                "id": agent,
+                "type": "run_agent",
+                "command": [sys.executable, "agent.py", agent, other],
+            },
+            {"type": "end_browser_recording", "env_id": "pc", "name": agent},
+        ]
+
+    task = {
+        "envs": {"pc": {"versions": {1: {"browsers": ["main"], "image": image}}}},
+        "steps": [
+            {"type": "deploy_env", "env_id": "pc"},
+            *state("alice"),
+            *state("bob"),
+            *turn("alice", "bob"),
+            *turn("bob", "alice"),
+        ],
+    }
+    run = tmp_path / "run"
+    done = _run(task, tmp_path, run)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    meta = json.loads((run / "metadata.json").read_text())["steps"]
+    assert meta["alice"]["answer"] == "alice: mine only", meta["alice"]
+    assert meta["bob"]["answer"] == "bob: mine only", meta["bob"]
+    for agent, other in (("alice", "bob"), ("bob", "alice")):
+        folder = run / "recordings" / meta[f"rec-{agent}"]["recording_id"]
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert manifest["scope"] == agent, manifest
+        lines = [json.loads(x) for x in (folder / "log.jsonl").read_text().splitlines()]
+        assert any(x.get("action", {}).get("who") == agent for x in lines), agent
+        assert not any(x.get("action", {}).get("who") == other for x in lines), agent
+
+    # Preflight refuses a step that does not say whose browser it means.
+    task["steps"].insert(1, {"type": "browser_open_tab", "env_id": "pc", "url": "about:blank"})
+    refused = _run(task, tmp_path, tmp_path / "refused")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "agent: env 'pc' has agents alice, bob" in refused.stdout + refused.stderr

@@ -53,6 +53,32 @@ def test_browser_naming() -> None:
     assert "no env 'nowhere'" in problems([{"type": "snapshot_env", "env_id": "nowhere"}])[0]
 
 
+def test_steps_say_whose_browser_on_a_computer_of_two_agents() -> None:
+    deploy = {"type": "deploy_env", "env_id": "shop", "version": 1}
+    connect = [
+        {"type": "browser_connect_cdp", "env_id": "shop", "agent": name} for name in ("a", "b")
+    ]
+    tab = {"type": "browser_open_tab", "env_id": "shop", "url": "https://shop.example/"}
+    record = {"type": "start_browser_recording", "env_id": "shop", "name": "r"}
+    end = {"type": "end_browser_recording", "env_id": "shop", "name": "r"}
+    found = problems([deploy, *connect, tab, record, end])
+    assert found == [
+        f"step {n}: agent: env 'shop' has agents a, b, each in a browser of its own: "
+        "name the one this step acts for"
+        for n in (4, 5)
+    ]
+    named = [deploy, *connect, {**tab, "agent": "b"}, {**record, "agent": "a"}, end]
+    assert problems(named) == []
+    # An agent no step connects; agent: on an end; one agent needs no name.
+    assert problems([deploy, *connect, {**tab, "agent": "c"}]) == [
+        "step 4: agent: no browser_connect_cdp step connects agent 'c' to env 'shop' "
+        "(its agents are a, b)"
+    ]
+    assert "a recording ends by its name" in problems([deploy, *connect, {**end, "agent": "a"}])[0]
+    assert problems([deploy, connect[0], tab, record]) == []
+    assert problems([deploy, connect[0], {**tab, "agent": "a"}]) == []
+
+
 def test_every_refusal_at_once_and_no_cookie_value() -> None:
     found = problems(
         [

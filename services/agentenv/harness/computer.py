@@ -85,17 +85,23 @@ class Computer:
     def op(self, op: str, body: dict[str, Any] | None = None) -> Any:
         """A browser/v1 op; optional parameters left out when None."""
         self.card().require(BROWSER_V1, op)
+        if body and body.get("scope") is not None:
+            self.card().require_param(BROWSER_V1, "scope")
         data, kind = self._request(
             f"/v1/browser/{op}", {k: v for k, v in (body or {}).items() if v is not None}
         )
         return json.loads(data) if kind.startswith("application/json") else data
 
-    def data_get(self) -> bytes:
+    def data_get(self, scope: str | None = None) -> bytes:
         self.card().require(BROWSER_V1, "data/get")
-        return self._request("/v1/browser/data/get", {})[0]
+        if scope is not None:
+            self.card().require_param(BROWSER_V1, "scope")
+        return self._request("/v1/browser/data/get", {"scope": scope} if scope else {})[0]
 
     def recording(self, op: str, body: dict[str, Any]) -> Any:
         self.card().require(BROWSER_RECORDING_V1, op)
+        if body.get("scope") is not None:
+            self.card().require_param(BROWSER_RECORDING_V1, "scope")
         return json.loads(self._request(f"/v1/browser-recording/{op}", body)[0])
 
     def metrics(self, timeout_s: float = 2.0) -> str | None:

@@ -3,13 +3,17 @@
 A browser step whose env has no browser, names one the env does not have, or
 names none when it has several; a cookie that does not fit ``CookieToSet``
 (reported without its value); an origin that is not one; a URL that is not
-absolute; ``background`` that is not a boolean. Each env is read at the
+absolute; ``background`` that is not a boolean; a step that does not say
+which agent's browser it acts in on a computer of several agents (``agent:``),
+or names an agent no ``browser_connect_cdp`` connects. Each env is read at the
 version the first ``deploy_env`` before the step pins, else the latest.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -18,10 +22,12 @@ from agentenv.harness.steps import (
     BrowserActivateTab,
     BrowserClearLocalStorage,
     BrowserCloseTab,
+    BrowserConnectCdp,
     BrowserOpenTab,
     BrowserSetCookies,
     BrowserSetLocalStorage,
     DeployEnv,
+    EndBrowserRecording,
     Task,
 )
 from agentenv.protocol.browser import CookieToSet, absolute_url, origin_of
@@ -39,6 +45,32 @@ class Problem:
     def __str__(self) -> str:
         label = f"step {self.step}" + (f" ({self.step_id})" if self.step_id else "")
         return f"{label}: {self.field}: {self.message}"
+
+
+def _check_agent(task: Task, step: Any, say: Callable[[str, str], None]) -> None:
+    """A browser step says whose browser it acts in when the computer has two
+    agents or more (each is a scope of its own: SPEC.md section 7)."""
+    if isinstance(step, BrowserConnectCdp):
+        return
+    agents = task.agents(step.env_id)
+    if isinstance(step, EndBrowserRecording):
+        if step.agent is not None:
+            say("agent", "a recording ends by its name: give agent: on start_browser_recording")
+        return
+    if step.agent is None:
+        if len(agents) > 1:
+            say(
+                "agent",
+                f"env {step.env_id!r} has agents {', '.join(agents)}, each in a browser of "
+                "its own: name the one this step acts for",
+            )
+    elif step.agent not in agents:
+        known = f"its agents are {', '.join(agents)}" if agents else "no agent connects to it"
+        say(
+            "agent",
+            f"no browser_connect_cdp step connects agent {step.agent!r} to env "
+            f"{step.env_id!r} ({known})",
+        )
 
 
 def preflight(task: Task) -> list[Problem]:
@@ -83,6 +115,7 @@ def preflight(task: Task) -> list[Problem]:
                         f"env {step.env_id!r} (version {version}) has several browsers "
                         f"({', '.join(spec.browsers)}): name one",
                     )
+        _check_agent(task, step, say)
         if isinstance(step, BrowserSetCookies):
             for index, cookie in enumerate(step.cookies):
                 try:

@@ -251,29 +251,44 @@ class Run:
             if problem is not None:
                 raise StepFailed(problem, infrastructure=True)
 
+    def _scope(self, step: Any) -> str | None:
+        """The scope a browser step acts in: its agent's (each agent the
+        harness starts a computer for is a scope of its own, named as the
+        agent); None, the home scope, for a computer of one agent."""
+        if step.agent is not None:
+            return str(step.agent)
+        agents = self.task.agents(step.env_id)
+        if len(agents) > 1:  # preflight refuses it first
+            raise StepFailed(
+                f"this computer has several agents ({', '.join(agents)}), each in a "
+                "browser of its own: say which one the step is for with agent:"
+            )
+        return None
+
+    def _op(self, step: Any, op: str, body: dict[str, Any] | None = None) -> Any:
+        """The browser/v1 op ``op`` in the scope of the step's agent."""
+        scope = self._scope(step)
+        return self._computer(step.env_id).op(op, {**(body or {}), "scope": scope})
+
     def _browser_set_cookies(self, step: s.BrowserSetCookies) -> None:
-        self._computer(step.env_id).op("cookies/set", {"cookies": step.cookies})
+        self._op(step, "cookies/set", {"cookies": step.cookies})
 
     def _browser_delete_cookies(self, step: s.BrowserDeleteCookies) -> dict[str, Any]:
         body = {"name": step.name, "domain": step.domain, "path": step.path}
-        return {"deleted": self._computer(step.env_id).op("cookies/delete", body)["deleted"]}
+        return {"deleted": self._op(step, "cookies/delete", body)["deleted"]}
 
     def _browser_set_local_storage(self, step: s.BrowserSetLocalStorage) -> None:
-        self._computer(step.env_id).op(
-            "local_storage/set", {"origin": step.origin, "items": step.items}
-        )
+        self._op(step, "local_storage/set", {"origin": step.origin, "items": step.items})
 
     def _browser_clear_local_storage(self, step: s.BrowserClearLocalStorage) -> None:
-        self._computer(step.env_id).op("local_storage/clear", {"origin": step.origin})
+        self._op(step, "local_storage/clear", {"origin": step.origin})
 
     def _browser_open_tab(self, step: s.BrowserOpenTab) -> dict[str, Any]:
-        opened = self._computer(step.env_id).op(
-            "tabs/open", {"url": step.url, "background": step.background}
-        )
+        opened = self._op(step, "tabs/open", {"url": step.url, "background": step.background})
         return {"tab": opened["id"]}
 
-    def _tab_at(self, computer: Computer, url: str) -> str:
-        tabs = computer.op("tabs/list")
+    def _tab_at(self, step: Any, url: str) -> str:
+        tabs = self._op(step, "tabs/list")
         wanted = normalize(url)
         found = [t for t in tabs if normalize(t["url"]) == wanted]
         if len(found) != 1:
@@ -283,15 +298,13 @@ class Run:
         return str(found[0]["id"])
 
     def _browser_close_tab(self, step: s.BrowserCloseTab) -> dict[str, Any]:
-        computer = self._computer(step.env_id)
-        tab = self._tab_at(computer, step.url)
-        computer.op("tabs/close", {"id": tab})
+        tab = self._tab_at(step, step.url)
+        self._op(step, "tabs/close", {"id": tab})
         return {"tab": tab}
 
     def _browser_activate_tab(self, step: s.BrowserActivateTab) -> dict[str, Any]:
-        computer = self._computer(step.env_id)
-        tab = self._tab_at(computer, step.url)
-        computer.op("tabs/activate", {"id": tab})
+        tab = self._tab_at(step, step.url)
+        self._op(step, "tabs/activate", {"id": tab})
         return {"tab": tab}
 
     def _browser_connect_cdp(self, step: s.BrowserConnectCdp) -> dict[str, Any]:
@@ -313,6 +326,7 @@ class Run:
 
     def _start_browser_recording(self, step: s.StartBrowserRecording) -> dict[str, Any] | None:
         computer = self._computer(step.env_id)
+        scope = self._scope(step)
         key = f"{self.run_id}/{step.name}"
         try:
             grant = self.store.grant(
@@ -327,6 +341,7 @@ class Run:
                     "name": step.name,
                     "upload": grant,
                     "frames": step.frames,
+                    **({"scope": scope} if scope else {}),
                     **({"max_frames": step.max_frames} if step.max_frames else {}),
                     **({"max_duration_s": step.max_duration_s} if step.max_duration_s else {}),
                 },
@@ -510,7 +525,7 @@ class Run:
         return {"exit_status": 0, "output": str(log), "answer": self.answer}
 
     def _snapshot_env(self, step: s.SnapshotEnv) -> dict[str, Any]:
-        archive = self._computer(step.env_id).data_get()
+        archive = self._computer(step.env_id).data_get(self._scope(step))
         path = self.out / f"snapshot-{step.env_id}.tar.gz"
         path.write_bytes(archive)
         return {"snapshot": str(path)}

@@ -67,6 +67,9 @@ class _Step(BaseModel):
 class _BrowserStep(_Step):
     env_id: str
     browser: str | None = None
+    #: The agent whose browser (scope) the step acts in: needed on a computer
+    #: the task connects two agents or more to (preflight says so).
+    agent: str | None = None
 
 
 class DeployEnv(_Step):
