@@ -186,3 +186,37 @@ async def test_a_reset_leaves_nothing_of_the_contexts_agents_made(target: Comput
     assert len(disposed) >= 3, disposed  # both made contexts, and Bob's scope
     assert all(d["ok"] for d in disposed), disposed
     clean(target, COOKIE)
+
+
+async def test_a_tab_type_id_reaches_only_its_own_scopes_page(target: Computer) -> None:
+    """chromedriver's window handles are tab-type ids, sent for their pages:
+    Bob, holding Alice's, reaches nothing; Alice closes her own tab by it."""
+    before = attempt(target)
+    async with agent(target, "alice") as alice, agent(target, "bob") as bob:
+        page = await _open(alice, SITE + "/next?tab-type")
+        tab_filter = {"filter": [{"type": "tab"}]}
+        listed = (await alice.call("Target.getTargets", tab_filter))["result"]["targetInfos"]
+        hers = [i["targetId"] for i in listed if i["url"].endswith("?tab-type")]
+        assert len(hers) == 1, listed
+        theirs = (await bob.call("Target.getTargets", tab_filter))["result"]["targetInfos"]
+        assert hers[0] not in {i["targetId"] for i in theirs}
+        for method in ("Target.activateTarget", "Target.closeTarget"):
+            answer = await bob.call(method, {"targetId": hers[0]})
+            assert answer["error"]["message"] == "No target with given id found", answer
+        assert page in _targets(await alice.call("Target.getTargets"))
+        closed = await alice.call("Target.closeTarget", {"targetId": hers[0]})
+        assert "error" not in closed, closed
+        wait_for(
+            lambda: page not in {t["id"] for t in target.op("tabs/list")},
+            "Alice's tab closed by its tab-type id",
+        )
+    lines, _ = target.log(before)
+    rules = [
+        (x["action"].get("who"), (x["action"].get("guard") or {}).get("rule"))
+        for x in lines
+        if x.get("action", {}).get("method") == "Target.closeTarget"
+    ]
+    assert ("bob", "scope") in rules and ("alice", "tab-target") in rules, rules
+    closed_lines = [x["tab"] for x in lines if x.get("tab", {}).get("event") == "closed"]
+    assert any(t["id"] == page and (t.get("by") or {}).get("who") == "alice" for t in closed_lines)
+    clean(target)

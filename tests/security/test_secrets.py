@@ -120,10 +120,12 @@ async def test_no_permission_opens_the_local_network_to_pages(target: Computer) 
     guarded(target, before, "Browser.setPermission", "permission")
 
 
-@pytest.mark.parametrize("flag", ["hidden", "forTab"])
+@pytest.mark.parametrize("flag", ["hidden"])
 async def test_a_new_target_is_a_tab_on_the_record(target: Computer, flag: str) -> None:
     """A hidden target browsed with no tab events, and no agent could attach
-    to it or close it; a tab-type target's id closed tabs tied to no page."""
+    to it or close it. (A tab-type target, ``forTab``, is a tab: its page is
+    tied to the command; tests/integration/test_clients.py drives it with
+    Selenium.)"""
     before = attempt(target)
     async with agent(target) as alice:
         listed = await alice.call("Target.getTargets")

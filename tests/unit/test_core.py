@@ -410,3 +410,22 @@ def test_a_main_frame_loading_is_heard_for_recordings() -> None:
     page.page = "TAB2"
     down = core.from_upstream(page, _event("Page.frameStartedLoading", {"frameId": "TAB2"}, None))
     assert down.loading == ("TAB2", True)
+
+
+def test_a_tab_type_targets_id_is_sent_as_its_pages() -> None:
+    """chromedriver's window handles are tab-type ids: once the watcher found
+    a tab's page, activating or closing it by the tab's id is sent for the
+    page (the log and the tabs name the page); unknown, it is refused."""
+    pages = {"TAB-1": "PAGE-1"}
+    kinds = {"TAB-1": ("tab", "about:blank"), "TAB-2": ("tab", "about:blank")}
+    state = ClientState(7, Identity("alice"), tab_page=pages.get, kinds=kinds.get)
+    for call, method in enumerate(("Target.activateTarget", "Target.closeTarget"), start=1):
+        message = {"id": call, "method": method, "params": {"targetId": "TAB-1"}}
+        step = core.receive(state, json.dumps(message), DOWNLOADS, kinds.get)
+        assert step.kind is Kind.REWRITE and step.verdict is not None, step
+        assert step.verdict.rule == "tab-target"
+        assert json.loads(step.data)["params"] == {"targetId": "PAGE-1"}
+        unknown = {"id": call + 10, "method": method, "params": {"targetId": "TAB-2"}}
+        refused = core.receive(state, json.dumps(unknown), DOWNLOADS, kinds.get)
+        assert refused.kind is Kind.BLOCK and refused.verdict is not None
+        assert refused.verdict.rule == "not-a-web-target"

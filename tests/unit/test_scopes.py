@@ -238,7 +238,9 @@ def test_scopes_are_isolated_with_two_or_more() -> None:
     assert two.isolated and two.home == "alice"
     assert two.name_for(Identity("carol")) == "bob"
     assert two.name_for(Identity("agentenv", control=True)) is None  # sees every scope
-    assert two.name_for(Identity("mcp-caller")) == "mcp-caller"  # a granted token's caller
+    # A granted token's caller who is no user (the control token's own MCP
+    # calls, a role): the home scope, never a scope made for it.
+    assert two.name_for(Identity("mcp-caller")) == "alice"
 
 
 def test_users_name_their_scope_after_the_token() -> None:

@@ -144,6 +144,8 @@ class ClientState:
     scope: Scope | None = None
     #: A target's browser context, as the relay's watcher knows.
     context_of: Callable[[str], str | None] = field(default=lambda target: None, repr=False)
+    #: The page of a tab-type target, when the watcher found it.
+    tab_page: Callable[[str], str | None] = field(default=lambda target: None, repr=False)
     #: Targets this client was shown (their destruction is its news too).
     visible: set[str] = field(default_factory=set)
     #: Downloads this client was told of (their progress is its news too).
@@ -294,7 +296,10 @@ def receive(
     # pages. With one scope there is no other to reach (a client may do what
     # it could on its own Chromium); with two or more it is browser-wide.
     browser_level = session is None and state.page is None and state.scope is not None
-    verdict = guard.check(method, params, downloads, targets, browser_level)
+    by_tab = _tab_target(state, method, params)
+    if by_tab is not None:
+        params = by_tab.params
+    verdict = guard.check(method, params, downloads, targets, browser_level) or by_tab
     if verdict is None:
         verdict = _relay_world(state, session, method, params, step)
     rewritten = verdict is not None and verdict.action == "rewritten"
@@ -332,6 +337,25 @@ def receive(
         step.typing = True
         step.point = password.drop_point(method, params)
     return step
+
+
+def _tab_target(
+    state: ClientState, method: str, params: dict[str, Any] | None
+) -> guard.Verdict | None:
+    """``Target.activateTarget``/``closeTarget`` by a tab-type target's id
+    (chromedriver's window handles): sent for the tab's page, so the log and
+    the tabs name the page."""
+    if method not in _BY_TAB or not params:
+        return None
+    target = params.get("targetId")
+    page = state.tab_page(target) if isinstance(target, str) else None
+    if page is None:
+        return None
+    return guard.tab_target_verdict(params, page)
+
+
+#: Commands that take a tab-type target's id for its page.
+_BY_TAB = frozenset({"Target.activateTarget", "Target.closeTarget"})
 
 
 def _relay_world(
@@ -494,6 +518,9 @@ class Downstream:
     data: str | None = None
     #: DETACH: the target waits for a debugger: let it run first.
     resume: bool = False
+    #: ``Target.createBrowserContext`` by a scoped client: the context it made
+    #: (its downloads go to the scope's folder).
+    made_context: str | None = None
 
 
 _PASS = Downstream(Down.PASS)
@@ -608,6 +635,7 @@ def _read_result(
         made = result.get("browserContextId")
         if scope is not None and isinstance(made, str):
             scope.made.add(made)
+            out.made_context = made
     elif pending.method == "Target.attachToTarget":
         new = result.get("sessionId")
         target = pending.params.get("targetId") if isinstance(pending.params, dict) else None

@@ -49,6 +49,7 @@ __all__ = [
     "check_url",
     "inside",
     "not_allowed",
+    "tab_target_verdict",
     "web_target",
     "web_target_verdict",
     "web_url",
@@ -323,10 +324,21 @@ def _close_or_activate(
     if info is not None and info[0] == "tab":
         return Verdict(
             "not-a-web-target",
-            "blocked by agentenv guard not-a-web-target: that id is a tab-type target's; "
-            "close or activate the page by its own targetId (Target.getTargets lists pages)",
+            "blocked by agentenv guard not-a-web-target: the relay could not find the page "
+            "of that tab-type target; close or activate the page by its own targetId "
+            "(Target.getTargets lists pages)",
         )
     return _target_op(params, downloads, targets)
+
+
+def tab_target_verdict(params: Mapping[str, Any], page: str) -> Verdict:
+    """A tab-type target's id, sent as its page's (``tab-target``, rewritten)."""
+    return Verdict(
+        "tab-target",
+        f"rewritten by agentenv guard tab-target: sent for the tab's page {page}",
+        action="rewritten",
+        params={**params, "targetId": page},
+    )
 
 
 #: What an agent may give a browser context: only this (an allowlist, as
@@ -354,16 +366,15 @@ def _context(params: Mapping[str, Any], downloads: str, targets: Targets) -> Ver
 
 def _create_target(params: Mapping[str, Any], downloads: str, targets: Targets) -> Verdict | None:
     """A new tab's URL, as a navigation's; and a tab, not a hidden target (it
-    browses with no tab events and no agent can attach to it or close it) nor
-    a tab-type target (closing or activating one by its id is tied to no page
-    in the log)."""
-    for key in ("hidden", "forTab"):
-        if params.get(key) not in (None, False):
-            return Verdict(
-                "hidden-target",
-                f"blocked by agentenv guard hidden-target: createTarget with {key} makes a "
-                "target that is not a tab on the record; open a plain tab",
-            )
+    browses with no tab events and no agent can attach to it or close it). A
+    tab-type target (``forTab``, chromedriver's new windows) is a tab: the
+    relay ties its page to the command (:meth:`Watcher.page_of_tab`)."""
+    if params.get("hidden") not in (None, False):
+        return Verdict(
+            "hidden-target",
+            "blocked by agentenv guard hidden-target: createTarget with hidden makes a "
+            "target that is not a tab on the record; open a plain tab",
+        )
     return check_url(params.get("url"))
 
 

@@ -70,6 +70,10 @@ BINARY_REFUSED = (1003, b"CDP messages are JSON text frames; binary frames are n
 SETTLE_S = 10.0
 
 
+#: Commands that may name a tab-type target for its page (core._tab_target).
+_BY_TAB = ('"Target.activateTarget"', '"Target.closeTarget"')
+
+
 class _Bridge:
     def __init__(
         self,
@@ -137,6 +141,8 @@ class _Bridge:
 
     async def _command(self, data: str) -> None:
         state = self.state
+        if _BY_TAB[0] in data or _BY_TAB[1] in data:
+            await self._find_tab_page(data)
         step = core.receive(state, data, self.downloads, self.watcher.target)
         if step.hold:
             await self._world_made(step)
@@ -179,6 +185,18 @@ class _Bridge:
         await self._send(
             step, Pending(entry, step.method, step.params, step.tab, method_acts(step.method))
         )
+
+    async def _find_tab_page(self, data: str) -> None:
+        """A command naming a tab-type target (chromedriver's window handles):
+        the watcher finds its page first (bounded), so the rules send it for
+        the page (:func:`core._tab_target`)."""
+        with contextlib.suppress(orjson.JSONDecodeError):
+            message = orjson.loads(data)
+            params = message.get("params") if isinstance(message, dict) else None
+            target = params.get("targetId") if isinstance(params, dict) else None
+            known = self.watcher.target(target) if isinstance(target, str) else None
+            if isinstance(target, str) and known is not None and known[0] == "tab":
+                await self.watcher.page_of_tab(target)
 
     async def _world_made(self, step: Step) -> None:
         """A command naming a context while the relay makes its world in the
@@ -367,6 +385,24 @@ class _Bridge:
     def _noted(self, down: core.Downstream) -> None:
         """What an upstream message means for the log: an answer's entry, the
         commands a detach orphaned, a tab loading."""
+        pending = down.pending
+        if (
+            pending is not None
+            and down.opened is not None
+            and pending.method == "Target.createTarget"
+            and isinstance(pending.params, dict)
+            and pending.params.get("forTab")
+        ):
+            # A tab-type target: its entry ends once its page is known, so
+            # the tab it opened is tied to it as any other.
+            self.watcher.spawn(self._noted_for_tab(down))
+            return
+        self._note(down)
+
+    def _note(self, down: core.Downstream) -> None:
+        scope = self.state.scope
+        if down.made_context is not None and scope is not None:
+            self.watcher.spawn(self.watcher.context_downloads(down.made_context, scope.name))
         try:
             if down.pending is not None:
                 self._answered(down)
@@ -406,6 +442,13 @@ class _Bridge:
             message["sessionId"] = down.session
         log.info("conn %d: resumed a pause in the relay's own world", self.state.number)
         await self.upstream.send_str(orjson.dumps(message).decode())
+
+    async def _noted_for_tab(self, down: core.Downstream) -> None:
+        assert down.opened is not None
+        down.opened = await self.watcher.page_of_tab(down.opened)
+        if down.opened is not None:
+            self.state.visible.add(down.opened)
+        self._note(down)
 
     def _answered(self, down: core.Downstream) -> None:
         pending = down.pending

@@ -133,7 +133,10 @@ class Scopes:
         control token) or when there is no isolation."""
         if identity.control or not self.isolated:
             return None
-        return self.by_user.get(identity.user, identity.user)
+        # A caller who is no user (the control token's own Playwright MCP, a
+        # role it named) acts in the home scope, where the control token's
+        # ops act: it makes no scope of its own.
+        return self.by_user.get(identity.user, self.home)
 
     def owner(self, context: object) -> Scope | None:
         for scope in self.made.values():

@@ -410,6 +410,7 @@ async def _bridge(
         worlds=watcher.worlds,
         scope=scope,
         context_of=watcher.context_of,
+        tab_page=watcher.tab_pages.get,
     )
     try:
         await client.prepare(request)

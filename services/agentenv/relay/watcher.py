@@ -64,7 +64,11 @@ T = TypeVar("T")
 
 
 def _make_folder(folder: Path) -> None:
-    """A scope's downloads folder, which Chromium (group downloads) writes in."""
+    """A scope's downloads folder, which Chromium (group downloads) writes in.
+    Anything else by its name (a download another scope named so, from a
+    context of its own, before the folder was made) goes first."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        folder.unlink()
     folder.mkdir(exist_ok=True)
     with contextlib.suppress(OSError):  # one made before, by Chromium or by hand
         os.chmod(folder, 0o2770)
@@ -121,6 +125,52 @@ class Watcher:
         self.default_context: str | None = None
         logbook.scope_of = self.scope_name
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: A tab-type target's page (chromedriver's window handles are the
+        #: tab-type ids; the log and the tabs are the pages').
+        self.tab_pages: dict[str, str] = {}
+        self._finding: dict[str, asyncio.Task[str | None]] = {}
+        self._probes: dict[str, asyncio.Future[str]] = {}  # our tab session -> its page
+
+    async def page_of_tab(self, tab: str) -> str | None:
+        """The page of the tab-type target ``tab``, found once (bounded): the
+        watcher attaches to the tab and hears its page attach. None if it is
+        no tab-type target, or Chromium did not say in time."""
+        found = self.tab_pages.get(tab)
+        if found is not None:
+            return found
+        known = self.targets.get(tab)
+        if known is not None and known[0] != "tab":
+            return None
+        return await _once(self._finding, tab, self._find_page)
+
+    async def _find_page(self, tab: str) -> str | None:
+        try:
+            attached = await self._call(
+                "Target.attachToTarget", {"targetId": tab, "flatten": True}, deadline_s=2.0
+            )
+        except (WatcherError, TimeoutError):
+            return None
+        session = attached.get("result", {}).get("sessionId")
+        if not isinstance(session, str):
+            return None
+        heard: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._probes[session] = heard
+        try:
+            await self._call(
+                "Target.setAutoAttach",
+                {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": True},
+                session=session,
+                deadline_s=2.0,
+            )
+            page = await asyncio.wait_for(heard, 2.0)
+        except (WatcherError, TimeoutError):
+            return None
+        finally:
+            self._probes.pop(session, None)
+            with contextlib.suppress(WatcherError, TimeoutError):
+                await self._call("Target.detachFromTarget", {"sessionId": session}, deadline_s=2.0)
+        self.tab_pages[tab] = page
+        return page
 
     def tab_of(self, target: str) -> str:
         """The tab a target belongs to (an iframe's page, through nested
@@ -271,6 +321,7 @@ class Watcher:
                 default = contexts.get("result", {}).get("defaultBrowserContextId")
                 self.default_context = default if isinstance(default, str) else None
                 await self._find_front()
+                self._make_folders()
                 await self._set_downloads()
                 self.connected.set()
                 await reader
@@ -296,6 +347,25 @@ class Watcher:
         RELAY.restarts += 1
         self.logbook.ended("exit")
         log.warning("Chromium's connection ended; tabs written as closed by exit")
+
+    def _make_folders(self) -> None:
+        """Every scope's downloads folder, before any agent connects: no name
+        of one is free for another scope's download to take."""
+        for name in self.settings.scope_folders:
+            try:
+                _make_folder(self.settings.downloads_dir / name)
+            except OSError as exc:
+                log.warning("could not make the downloads folder %s: %s", name, exc)
+
+    async def context_downloads(self, context: str, scope: str) -> None:
+        """A context an agent of ``scope`` made downloads into the scope's folder
+        (Chromium's policy folder, every scope's parent, otherwise)."""
+        folder = self.settings.downloads_for(scope)
+        params = {"behavior": "allow", "downloadPath": str(folder), "browserContextId": context}
+        try:
+            await self._call("Browser.setDownloadBehavior", params, deadline_s=10)
+        except (WatcherError, TimeoutError) as exc:
+            log.warning("could not set a made context's downloads folder: %s", exc)
 
     async def _set_downloads(self, scope: Scope | None = None) -> None:
         """Downloads of ``scope``'s context (Chromium's default one for None,
@@ -339,9 +409,9 @@ class Watcher:
             except (WatcherError, TimeoutError) as exc:
                 log.warning("could not set the download folder back: %s", exc)
 
-        self._spawn(reset())
+        self.spawn(reset())
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` without waiting for it, kept until it ends."""
         task = asyncio.create_task(work)
         self._tasks.add(task)
@@ -370,6 +440,13 @@ class Watcher:
         params = message.get("params") or {}
         session = message.get("sessionId")
         if isinstance(session, str) and isinstance(method, str):
+            probe = self._probes.get(session)
+            if probe is not None and method == "Target.attachedToTarget":
+                info = params.get("targetInfo") or {}
+                page = info.get("targetId")
+                if info.get("type") == "page" and isinstance(page, str) and not probe.done():
+                    probe.set_result(page)
+                return
             # Our own session on a tab (Runtime on): our worlds' contexts.
             tab = self._tabs_of.get(session)
             if tab is not None and method.startswith("Runtime.executionContext"):
@@ -405,6 +482,7 @@ class Watcher:
             tab = params.get("targetId")
             if isinstance(tab, str):
                 self.targets.pop(tab, None)
+                self.tab_pages.pop(tab, None)
                 self.parents.pop(tab, None)
                 self.contexts.pop(tab, None)
                 ours = self._sessions.pop(tab, None)
@@ -646,4 +724,4 @@ class Watcher:
             with contextlib.suppress(WatcherError, TimeoutError, aiohttp.ClientError, OSError):
                 await self._call("Runtime.releaseObjectGroup", {"objectGroup": group}, session)
 
-        self._spawn(release())
+        self.spawn(release())
