@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the real CDP clients that tests/clients/*.{js,py} drive (scripted,
-# no LLM): Puppeteer, chrome-devtools-mcp and browser-use, each pinned.
+# no LLM): Puppeteer, chrome-devtools-mcp, Stagehand, browser-use and
+# Selenium, each pinned.
 #
-#   scripts/test-clients.sh [node|browser-use|all]     (default: all)
+#   scripts/test-clients.sh [node|browser-use|selenium|all]     (default: all)
 #
 # Result, in build/clients/:
 #   node/          puppeteer-core and chrome-devtools-mcp from tests/clients/package.json and its
@@ -11,12 +12,16 @@
 #                  installed when node is missing and we are root.
 #   browser-use/   a Python venv with tests/clients/browser-use.txt (its pins
 #                  clash with ours, so it never shares .venv).
+#   selenium/      a Python venv with tests/clients/selenium.txt; Debian's
+#                  chromium-driver is installed when chromedriver is missing
+#                  (it matches Debian's chromium, the image's).
 #
 # Each part keeps a stamp holding the hash of its inputs: a second run with
 # nothing changed does nothing. Python: $PYTHON, else python3 (3.11 or newer).
 # Run them (the browser-use script turns its telemetry off itself):
 #   node tests/clients/puppeteer_session.js WS-ENDPOINT SITE-URL
 #   build/clients/browser-use/bin/python tests/clients/browser_use_session.py CDP-URL SITE-URL
+#   build/clients/selenium/bin/python tests/clients/selenium_session.py HOST:PORT SITE-URL
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -24,9 +29,9 @@ set -euo pipefail
 want=all
 for arg in "$@"; do
     case "$arg" in
-        node | browser-use | all) want="$arg" ;;
-        -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
-        *) die "unknown argument '$arg'" "usage: scripts/test-clients.sh [node|browser-use|all]" ;;
+        node | browser-use | selenium | all) want="$arg" ;;
+        -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+        *) die "unknown argument '$arg'" "usage: scripts/test-clients.sh [node|browser-use|selenium|all]" ;;
     esac
 done
 
@@ -90,8 +95,36 @@ install_browser_use() {
     printf '%s\n' "$hash" >"$dir/.stamp"
 }
 
+# Selenium's client in a venv of its own, and Debian's chromedriver: its
+# version must be the image's Chromium's (both come from Debian's chromium).
+install_selenium() {
+    local dir="$out/selenium" hash py="${PYTHON:-python3}"
+    if ! command -v chromedriver >/dev/null 2>&1; then
+        apt_install chromium-driver
+    fi
+    hash="$(inputs_hash "$src/selenium.txt")"
+    if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$hash" ] &&
+        [ -x "$dir/bin/python" ]; then
+        return 0
+    fi
+    command -v "$py" >/dev/null 2>&1 || die "$py not found" "install Python 3.11 or newer"
+    if [ ! -x "$dir/bin/python" ]; then
+        mkdir -p "$out"
+        "$py" -m venv "$dir" 2>/dev/null || {
+            rm -rf "$dir"
+            apt_install python3-venv
+            "$py" -m venv "$dir"
+        } || die "cannot create the venv $dir" "install python3-venv and retry"
+    fi
+    log "installing selenium into $dir"
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$src/selenium.txt" >&2 ||
+        die "pip install -r $src/selenium.txt failed" "read pip's error above"
+    printf '%s\n' "$hash" >"$dir/.stamp"
+}
+
 case "$want" in
     node) install_node ;;
     browser-use) install_browser_use ;;
-    all) install_node; install_browser_use ;;
+    selenium) install_selenium ;;
+    all) install_node; install_browser_use; install_selenium ;;
 esac

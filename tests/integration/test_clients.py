@@ -12,6 +12,9 @@ token's user (`who`), and no token, password or cookie value is anywhere under
   relay's root and at `/devtools/browser`, with `?token=`; `browserURL` with a
   header fails cleanly (Puppeteer sends no header on the WebSocket it finds).
 - browser-use (tests/clients/browser_use_session.py): `http://host:port?token=`.
+- Selenium with chromedriver (tests/clients/selenium_session.py), which
+  sends no token: through the loopback door (harness/loopback.py), in Bob's
+  scope, every step as on its own Chromium.
 - Raw CDP over aiohttp: `Authorization: Bearer` on the WebSocket upgrade.
 - The `mcp` SDK client through `/mcp` with a bearer token.
 - Pixel and navigation ops with an agent's token, and `AgentEnv-Role`.
@@ -46,6 +49,8 @@ PUPPETEER = ROOT / "tests/clients/puppeteer_session.js"
 STAGEHAND = ROOT / "tests/clients/stagehand_session.mjs"
 BROWSER_USE = ROOT / "tests/clients/browser_use_session.py"
 BROWSER_USE_PYTHON = ROOT / "build/clients/browser-use/bin/python"
+SELENIUM = ROOT / "tests/clients/selenium_session.py"
+SELENIUM_PYTHON = ROOT / "build/clients/selenium/bin/python"
 CHROME_DEVTOOLS_MCP = (
     ROOT / "build/clients/node/node_modules/chrome-devtools-mcp/build/src/bin"
 ) / "chrome-devtools-mcp.js"
@@ -361,6 +366,53 @@ def test_browser_use_cdp_url_with_a_token(c: Computer, browser_use_python: str) 
     )
     _only(lines, "alice")
     clean(c)
+
+
+@pytest.fixture(scope="module")
+def selenium_python() -> str:
+    """The python of build/clients/selenium, and Debian's chromedriver."""
+    done = _installed("selenium")
+    if done.returncode != 0:
+        pytest.fail(f"scripts/test-clients.sh selenium failed:\n{done.stderr[-3000:]}")
+    return str(SELENIUM_PYTHON)
+
+
+def test_selenium_through_the_loopback_door(c: Computer, selenium_python: str) -> None:
+    """chromedriver sends no token: the door on 127.0.0.1 adds Bob's. Every
+    step passes in Bob's scope (new windows and switching between them are
+    tab-type targets, sent for their pages), and the log holds them as Bob's."""
+    from agentenv.harness.loopback import Loopback
+
+    before = _mark(c)
+    with Loopback(c.relay, c.token("bob")) as door:
+        done = _run([selenium_python, str(SELENIUM), door.address, SITE], timeout_s=180)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    read = result["read"]
+    assert read["title"] == "Start" and read["out"] == "clicked:selenium words", result
+    assert read["script"] == 42 and read["screenshot_bytes"] > 1000, result
+    assert "sel" in read["cookies"] and read["new_title"] == "Next", result
+    assert read["handles"] >= 2 and read["back_in_first"] == "Start", result
+    assert read["after_back"] == "Start", result
+    lines = _logged(
+        c,
+        before,
+        "bob's Selenium commands",
+        _has_cdp("bob", SITE + "/next", "Target.activateTarget"),
+    )
+    _only(lines, "bob")
+    assert {a.get("scope") for a in _actions(lines) if a.get("who") == "bob"} == {"bob"}
+    activated = _cdp_of(lines, "bob", "Target.activateTarget")
+    assert any((a.get("guard") or {}).get("rule") == "tab-target" for a in activated), activated
+    # The new window's page was opened by its command, in Bob's scope.
+    made = [a["seq"] for a in _cdp_of(lines, "bob", "Target.createTarget", forTab=True)]
+    opened = [t for t in _tabs(lines) if t["event"] == "opened"]
+    assert any((t.get("by") or {}).get("entry") in made for t in opened), (made, opened)
+    assert all(t.get("scope") == "bob" for t in _tabs(lines)), _tabs(lines)
+    # Without the door, chromedriver's token-less requests are refused.
+    refused = requests.get(c.relay + "/json/list", timeout=10)
+    assert refused.status_code == 401, refused.text
+    clean(c, "selenium-cookie")
 
 
 # -- 4. Raw CDP ------------------------------------------------------------------------

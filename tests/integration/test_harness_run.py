@@ -474,6 +474,14 @@ TWO_AGENTS = textwrap.dedent(
         sys.exit(f"{me} sees the tabs {titles}")
     if cookies != [f"{me}-cookie"]:
         sys.exit(f"{me} sees the cookies {cookies}")
+    door = os.environ.get("AGENTENV_DEBUGGER_ADDRESS")
+    if me == "bob":  # its connect step asked for a loopback door (chromedriver's way in)
+        import json, urllib.request
+        listed = json.loads(urllib.request.urlopen(f"http://{door}/json/list", timeout=10).read())
+        if not any(t["title"].startswith("bob-tab") for t in listed):
+            sys.exit(f"bob's door lists {[t['title'] for t in listed]}")
+    elif door is not None:
+        sys.exit("alice got a door she did not ask for")
     with open(os.environ["AGENTENV_ANSWER_FILE"], "w") as f:
         f.write(f"{me}: mine only")
     """
@@ -504,7 +512,12 @@ def test_two_agents_each_get_the_state_set_for_them(image: str, tmp_path: Path) 
 
     def turn(agent: str, other: str) -> list[dict[str, Any]]:
         return [
-            {"type": "browser_connect_cdp", "env_id": "pc", "agent": agent},
+            {
+                "type": "browser_connect_cdp",
+                "env_id": "pc",
+                "agent": agent,
+                "debugger_address": agent == "bob",
+            },
             {
                 "id": f"rec-{agent}",
                 "type": "start_browser_recording",

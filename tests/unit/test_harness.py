@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -250,3 +251,19 @@ def test_every_task_in_the_readme_passes_agentenv_check(
         path.write_text(text)
         assert main(["check", str(path)]) == 0, capsys.readouterr().err
         assert "no problems" in capsys.readouterr().out
+
+
+def test_the_loopback_door_takes_its_token_from_the_environment_only() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "AGENTENV_TOKEN"}
+    done = subprocess.run(
+        [sys.executable, "-m", "agentenv", "loopback", "http://127.0.0.1:9"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 2 and "set AGENTENV_TOKEN" in done.stderr, done.stderr
+    from agentenv.harness.loopback import Loopback, LoopbackError
+
+    with pytest.raises(LoopbackError, match="http://host:port"):
+        Loopback("file:///etc", "t")

@@ -99,9 +99,17 @@ def main(argv: list[str] | None = None) -> int:
     see = sub.add_parser("view", help="write one HTML file to look at a recording")
     see.add_argument("recording", help="a recording's folder, or its s3://bucket/prefix/<id>")
     see.add_argument("--out", type=Path, help="the HTML file (default <recording>/view.html)")
+    door = sub.add_parser(
+        "loopback",
+        help="a token-free door on 127.0.0.1 to a computer's relay, for chromedriver "
+        "(Selenium's debuggerAddress); the token comes from AGENTENV_TOKEN",
+    )
+    door.add_argument("cdp", metavar="CDP_URL", help="the relay, such as http://127.0.0.1:9222")
     args = parser.parse_args(argv)
     if args.command == "view":
         return _view(args.recording, args.out)
+    if args.command == "loopback":
+        return _loopback(args.cdp)
     if args.command == "run" and not valid_store(args.store):
         print(
             f"agentenv: --store {args.store!r} is not a store: give local, file or "
@@ -209,6 +217,40 @@ def _refused(what: str, problems: list[str]) -> int:
     for problem in problems:
         print(f"  {problem}", file=sys.stderr)
     return EXIT_BAD_INPUT
+
+
+def _loopback(cdp: str) -> int:
+    """``agentenv loopback CDP_URL``: serve until interrupted."""
+    import os
+    import signal
+    import threading
+
+    from agentenv.harness.loopback import Loopback, LoopbackError
+
+    token = os.environ.get("AGENTENV_TOKEN")
+    if not token:
+        print(
+            "agentenv: set AGENTENV_TOKEN to the agent's token (it never goes on a command "
+            "line); nothing was opened",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    try:
+        door = Loopback(cdp, token)
+        address = door.open()
+    except LoopbackError as exc:
+        print(f"agentenv: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"debuggerAddress: {address}  (Ctrl-C closes it)", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    door.close()
+    return 0
 
 
 def _view(recording: str, out: Path | None) -> int:

@@ -32,11 +32,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 from agentenv.harness import steps as s
 from agentenv.harness.backends import start
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens, deploy
 from agentenv.harness.errors import HarnessError
+from agentenv.harness.loopback import Loopback, LoopbackError
 from agentenv.harness.mind2web import export
 from agentenv.harness.store import (
     LocalStore,
@@ -85,6 +87,8 @@ class Run:
     recordings: dict[str, Recorded] = field(default_factory=dict)
     cdp_urls: dict[str, str] = field(default_factory=dict, repr=False)
     agent_tokens: dict[str, str] = field(default_factory=dict, repr=False)
+    #: env -> the relay a loopback door opens to for its agents' runs.
+    doors: dict[str, str] = field(default_factory=dict, repr=False)
     metadata: dict[str, Any] = field(default_factory=dict)
     answer: str | None = None
     #: ``--store``, ``--store-*`` and ``--network`` (see :mod:`.store`).
@@ -321,6 +325,10 @@ class Run:
         else:
             url = f"{computer.cdp}?token={token}"
             self.agent_tokens[step.env_id] = token
+        if step.debugger_address:
+            self.doors[step.env_id] = computer.cdp
+        else:
+            self.doors.pop(step.env_id, None)
         self.cdp_urls[step.env_id] = url
         return {"agent": step.agent, "cdp": computer.cdp}  # never the token
 
@@ -472,6 +480,7 @@ class Run:
         )
         answer_file = self.out / f"agent-answer-{uuid.uuid4().hex[:6]}.txt"
         env = dict(os.environ, **step.env, AGENTENV_ANSWER_FILE=str(answer_file))
+        door: Loopback | None = None
         if computer is not None:
             env_id = step.env_id or next(iter(self.computers))
             env.update(
@@ -486,6 +495,22 @@ class Run:
                     env["AGENTENV_CDP_URL"] = f"{computer.cdp}?token={token}"
             if token is not None:  # for the app server's ops and /mcp: Bearer <token>
                 env["AGENTENV_TOKEN"] = token
+            relay = self.doors.get(env_id)
+            if relay is not None and token is None:  # a computer that takes no token
+                env["AGENTENV_DEBUGGER_ADDRESS"] = urlsplit(relay).netloc
+            elif relay is not None and token is not None:
+                door = Loopback(relay, token)
+                try:
+                    env["AGENTENV_DEBUGGER_ADDRESS"] = door.open()
+                except LoopbackError as exc:
+                    raise StepFailed(str(exc), infrastructure=True) from None
+        try:
+            return self._run(step, env, answer_file)
+        finally:
+            if door is not None:
+                door.close()
+
+    def _run(self, step: s.RunAgent, env: dict[str, str], answer_file: Path) -> dict[str, Any]:
         command = (
             step.command if isinstance(step.command, list) else ["/bin/sh", "-c", step.command]
         )

@@ -124,6 +124,9 @@ class BrowserActivateTab(_BrowserStep):
 class BrowserConnectCdp(_BrowserStep):
     type: Literal["browser_connect_cdp"]
     agent: str
+    #: Open a token-free door on 127.0.0.1 for the agent's run (chromedriver's
+    #: debuggerAddress, in AGENTENV_DEBUGGER_ADDRESS): :mod:`.loopback`.
+    debugger_address: bool = False
 
 
 #: A recording's name is its place in the store: letters, digits, ``_`` and ``-``.
