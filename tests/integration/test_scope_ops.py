@@ -209,3 +209,97 @@ def test_a_recording_per_scope_holds_only_its_own(
         status=400,
     )
     assert "no scope 'carol'" in refused["error"]["message"], refused
+
+
+async def test_the_control_tokens_mcp_calls_act_in_the_home_scope(pc: Computer) -> None:
+    """The control token's own /mcp calls (no role, or a role that is no
+    user) act in the home scope: they made a scope of their own before, and
+    then failed as soon as its action began (a 2nd review)."""
+    import httpx2
+    from mcp.client.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.support.mcp import text
+
+    home = pc.op("tabs/open", {"url": SITE + "/c/green"})
+    for role in (None, "grader"):
+        headers = {"Authorization": f"Bearer {pc.control}"}
+        if role is not None:
+            headers["AgentEnv-Role"] = role
+        http = httpx2.AsyncClient(headers=headers, timeout=deadline(120))
+        transport = streamable_http_client(pc.app + "/mcp", http_client=http)
+        async with http, Client(transport, read_timeout_seconds=deadline(120)) as client:
+            listed = await client.call_tool("browser_tabs", {"action": "list"})
+            assert not listed.is_error, text(listed)
+            assert "/c/green" in text(listed), text(listed)
+    pc.op("tabs/close", {"id": home["id"]})
+
+
+def test_data_get_of_a_scope_holds_that_scopes_log_only(pc: Computer) -> None:
+    import io
+    import tarfile
+
+    pc.op("navigate", {"url": SITE + "/c/red?alice-only"}, user="alice")
+    pc.op("navigate", {"url": SITE + "/c/blue?bob-only"}, user="bob")
+    for scope, mine, theirs in (
+        ("bob", "bob-only", "alice-only"),
+        ("alice", "alice-only", "bob-only"),
+    ):
+        archive = pc.op("data/get", {"scope": scope})
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            names = tar.getnames()
+            log_name = next(n for n in names if n.endswith(".jsonl"))
+            member = tar.extractfile(log_name)
+            assert member is not None
+            log_text = member.read().decode()
+        assert mine in log_text and theirs not in log_text, (scope, names)
+
+
+def test_every_scopes_downloads_folder_is_there_from_the_start(image: str) -> None:
+    """A scope's folder made only on its first connection left its name free:
+    another scope could download a file of that name first, block its
+    downloads and hand it a file as its own (a 2nd review). Every folder is
+    made when the relay meets Chromium, and a context an agent makes
+    downloads into its scope's folder, not the folder above."""
+    users = {"alice": "alice-tok-5152", "bob": "bob-tok-5253", "carol": "carol-tok-5354"}
+    with computer(image, users=users) as fresh:
+        listing = fresh.exec("ls", "-l", "/var/lib/agentenv/downloads", user="browser")
+        for name in users:
+            line = next((x for x in listing.splitlines() if x.endswith(f" {name}")), "")
+            assert line.startswith("d"), listing  # a folder, before anyone connected
+        import asyncio
+
+        from tests.security.attacks import agent
+
+        async def made_context_download() -> None:
+            async with agent(fresh, "bob") as bob:
+                made = (await bob.call("Target.createBrowserContext"))["result"]
+                tab = await bob.call(
+                    "Target.createTarget",
+                    {"url": "about:blank", "browserContextId": made["browserContextId"]},
+                )
+                attached = await bob.call(
+                    "Target.attachToTarget",
+                    {"targetId": tab["result"]["targetId"], "flatten": True},
+                )
+                session = attached["result"]["sessionId"]
+                await bob.evaluate(
+                    session,
+                    "(() => { const a = document.createElement('a');"
+                    " a.href = URL.createObjectURL(new Blob(['x']));"
+                    " a.download = 'carol'; document.body.append(a); a.click(); })()",
+                )
+                from tests.support.timing import wait_for
+
+                wait_for(
+                    lambda: (
+                        "carol"
+                        in fresh.exec("ls", "/var/lib/agentenv/downloads/bob", user="browser")
+                    ),
+                    "the made context's download in Bob's folder",
+                    timeout_s=20,
+                )
+
+        asyncio.run(made_context_download())
+        again = fresh.exec("ls", "-l", "/var/lib/agentenv/downloads", user="browser")
+        assert next(x for x in again.splitlines() if x.endswith(" carol")).startswith("d"), again

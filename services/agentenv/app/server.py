@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import orjson
 from aiohttp import web
 from aiohttp_asgi import ASGIResource
 from pydantic import BaseModel, ValidationError
@@ -49,6 +50,7 @@ from agentenv.app.pixels import Image
 from agentenv.app.runtime import runtime_problem
 from agentenv.cdp import BrowserError, BrowserLink
 from agentenv.http import BodyError, asgi_error, error_response, read_body, read_json
+from agentenv.log.lines import scope_of
 from agentenv.log.reader import LogReader
 from agentenv.metrics import CONTENT_TYPE, AppCounts, render
 from agentenv.process import log_dir
@@ -178,16 +180,17 @@ def op_scope(request: web.Request, identity: Identity, asked: str | None) -> str
     scope; for a user's token, its own scope (SPEC.md section 7)."""
     scopes = request.app[scopes_key]
     names = set(scopes.by_user.values())
-    if asked is not None and asked not in names:
-        known = ", ".join(sorted(names)) or "none: AGENTENV_USERS names no users"
-        raise OpError(400, f"no scope {asked!r} on this computer (its scopes: {known})")
     own = scopes.name_for(identity)
     if own is not None and asked is not None and asked != own:
+        # Whether the scope exists or not: an agent learns nothing of others.
         raise OpError(
             403,
             f"a user's token acts in its own scope ({own!r}) only: leave scope out, "
             "or call with the control token",
         )
+    if asked is not None and asked not in names:
+        known = ", ".join(sorted(names)) or "none: AGENTENV_USERS names no users"
+        raise OpError(400, f"no scope {asked!r} on this computer (its scopes: {known})")
     chosen = own if own is not None else asked
     return None if not scopes.isolated or chosen == scopes.home else chosen
 
@@ -324,8 +327,12 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
     loop = asyncio.get_running_loop()
     if name == "data/get":
         ask: ScopeOnly = parse(ScopeOnly, await read_json(request, BODY_LIMIT))
-        saved = await data.state(browser_for(request, identity, ask.scope))
-        lines = await loop.run_in_executor(None, _whole_log, request.app[reader_key])
+        scope = op_scope(request, identity, ask.scope)
+        saved = await data.state(request.app[browsers_key].of(scope))
+        scopes = request.app[scopes_key]
+        # The scope's own lines (two scopes or more): its browser's record only.
+        only = (scope or scopes.home) if scopes.isolated else None
+        lines = await loop.run_in_executor(None, _whole_log, request.app[reader_key], only)
         archive = await loop.run_in_executor(None, pack, saved, lines)
         return web.Response(
             body=archive,
@@ -383,14 +390,18 @@ def _visited_since(reader: LogReader, after: int) -> set[str]:
         first += _RESET_CHUNK
 
 
-def _whole_log(reader: LogReader) -> bytes:
+def _whole_log(reader: LogReader, scope: str | None = None) -> bytes:
+    """Every line of the log; with ``scope``, only that scope's (log.lines.scope_of)."""
     parts: list[bytes] = []
     last = 0
     while True:
         page = reader.read(last, 10000)
         if not page.lines:
             return b"".join(parts)
-        parts.extend(line + b"\n" for line in page.lines)
+        kept = page.lines
+        if scope is not None:
+            kept = [x for x in kept if scope_of(orjson.loads(x)) == scope]
+        parts.extend(line + b"\n" for line in kept)
         last = page.last
 
 

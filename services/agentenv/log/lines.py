@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import orjson
 
-__all__ = ["KINDS", "Kind", "encode", "iso", "iso_ms", "line", "seq_of"]
+__all__ = ["KINDS", "Kind", "encode", "iso", "iso_ms", "line", "scope_of", "seq_of"]
 
 Kind = Literal["action", "tab", "reset", "outcome", "lost"]
 KINDS: tuple[Kind, ...] = ("action", "tab", "reset", "outcome", "lost")
@@ -67,3 +67,14 @@ def seq_of(raw: bytes) -> int | None:
         return None
     seq = value.get("seq") if isinstance(value, dict) else None
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
+def scope_of(line: dict[str, Any]) -> str | None:
+    """The scope a log line is in: its action's or its tab event's (None: a
+    line of the whole computer, such as a reset, or a computer of one scope)."""
+    for kind in ("action", "tab"):
+        body = line.get(kind)
+        if isinstance(body, dict):
+            found = body.get("scope")
+            return found if isinstance(found, str) else None
+    return None

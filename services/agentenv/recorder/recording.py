@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from agentenv.cdp import BrowserError, BrowserLink, CdpError, active_tab, capture, pages
-from agentenv.log.lines import iso
+from agentenv.log.lines import iso, scope_of
 from agentenv.log.reader import LogReader
 from agentenv.log.redact import redact_cut, redact_text
 from agentenv.metrics import RecorderCounts
@@ -313,17 +313,6 @@ class Recording:
         if self.scope is not None:  # another scope's entries are not this recording's
             lines = [raw for raw, line in parsed if scope_of(line) == self.scope]
         return lines, missing
-
-
-def scope_of(line: dict[str, Any]) -> str | None:
-    """The scope a log line is in: its action's or its tab event's (None: a
-    line of the whole computer, such as a reset, or a computer of one scope)."""
-    for kind in ("action", "tab"):
-        body = line.get(kind)
-        if isinstance(body, dict):
-            found = body.get("scope")
-            return found if isinstance(found, str) else None
-    return None
 
 
 def _safe_url(url: str) -> str:
