@@ -597,6 +597,13 @@ async def test_chrome_devtools_mcp_traces_emulates_and_snapshots_the_heap(
         await call("take_heapsnapshot", {"filePath": str(heap)})
         assert heap.exists() and heap.stat().st_size > 10_000, heap
         assert '"snapshot"' in heap.read_text()[:200]
+        video = tmp_path / "page.mp4"
+        await call("screencast_start", {"filePath": str(video)})
+        await call("navigate_page", {"url": SITE + "/next"})
+        await call("screencast_stop", {})
+        assert video.exists() and video.stat().st_size > 1000, video
+        audited = await call("lighthouse_audit", {"mode": "snapshot"})
+        assert "accessibility" in audited.lower(), audited[:2000]
 
     lines = _logged(
         c,

@@ -33,10 +33,11 @@ from tests.support.timing import wait_for
         ("Target.openDevTools", {"targetId": "X"}, "not-allowed"),
         ("Browser.close", {}, "not-allowed"),
         ("Browser.crash", {}, "not-allowed"),
+        # Confined to web URLs (Lighthouse fetches source maps with it).
         (
             "Network.loadNetworkResource",
             {"frameId": "F", "url": "file:///etc/passwd", "options": {}},
-            "not-allowed",
+            "local-url",
         ),
         ("Browser.getBrowserCommandLine", {}, "not-allowed"),
         # On the browser's own session these would reach every agent's pages.

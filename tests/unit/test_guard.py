@@ -172,7 +172,6 @@ def test_the_computers_own_commands_pass() -> None:
         ("Browser.executeBrowserCommand", "not-allowed"),
         ("Browser.getHistograms", "browser-wide"),
         ("Page.crash", "not-allowed"),
-        ("Network.loadNetworkResource", "not-allowed"),
         ("Network.setCookieControls", "browser-wide"),
         ("Tethering.bind", "not-allowed"),
         ("Cast.startDesktopMirroring", "not-allowed"),

@@ -207,9 +207,9 @@ EXCEPTIONS: dict[str, Command] = {
     ),
     "Page.setSPCTransactionMode": _browser_wide("payment confirmation for the whole browser"),
     # Network, Fetch, Security: confined when they would reach past the page.
-    "Network.loadNetworkResource": _refused(
-        "loads any URL outside a page, file: included, past the computer's walls"
-    ),
+    # Lighthouse and DevTools fetch source maps and robots.txt this way: a
+    # web URL in the frame's own network context, as the page could fetch it.
+    "Network.loadNetworkResource": _confined("web URLs only: file: and local pages are not"),
     "Network.setCookieControls": _browser_wide("third-party cookie controls of the whole browser"),
     "Fetch.enable": _confined("a session's requests; without one, every agent's: browser-wide"),
     "Fetch.continueRequest": _confined("a changed URL is refused: the request's own only"),

@@ -417,6 +417,7 @@ PARAMS: dict[str, Rule] = {
     "Tracing.start": _tracing,
     "Target.createBrowserContext": _context,
     "Page.navigate": _navigate,
+    "Network.loadNetworkResource": _navigate,
     "Target.createTarget": _create_target,
     "Fetch.continueRequest": _continue_request,
     "Browser.grantPermissions": _grant_permissions,
