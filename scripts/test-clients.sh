@@ -3,13 +3,16 @@
 # no LLM): Puppeteer, chrome-devtools-mcp, Stagehand, browser-use and
 # Selenium, each pinned.
 #
-#   scripts/test-clients.sh [node|browser-use|selenium|all]     (default: all)
+#   scripts/test-clients.sh [node|node22|browser-use|selenium|all]     (default: all)
 #
 # Result, in build/clients/:
 #   node/          puppeteer-core and chrome-devtools-mcp from tests/clients/package.json and its
 #                  package-lock.json (`npm ci`; puppeteer-core downloads no
 #                  browser). Needs Node 18 or newer: Debian's nodejs is
 #                  installed when node is missing and we are root.
+#   node22/        Node 22 itself (npm's node package), Puppeteer 25 and
+#                  Playwright for Node, from tests/clients/node22/ (`npm ci`;
+#                  only the node package's own install step runs).
 #   browser-use/   a Python venv with tests/clients/browser-use.txt (its pins
 #                  clash with ours, so it never shares .venv).
 #   selenium/      a Python venv with tests/clients/selenium.txt; Debian's
@@ -22,6 +25,7 @@
 #   node tests/clients/puppeteer_session.js WS-ENDPOINT SITE-URL
 #   build/clients/browser-use/bin/python tests/clients/browser_use_session.py CDP-URL SITE-URL
 #   build/clients/selenium/bin/python tests/clients/selenium_session.py HOST:PORT SITE-URL
+#   build/clients/node22/node_modules/.bin/node tests/clients/playwright_session.mjs WS SITE
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -29,9 +33,9 @@ set -euo pipefail
 want=all
 for arg in "$@"; do
     case "$arg" in
-        node | browser-use | selenium | all) want="$arg" ;;
-        -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
-        *) die "unknown argument '$arg'" "usage: scripts/test-clients.sh [node|browser-use|selenium|all]" ;;
+        node | node22 | browser-use | selenium | all) want="$arg" ;;
+        -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
+        *) die "unknown argument '$arg'" "usage: scripts/test-clients.sh [node|node22|browser-use|selenium|all]" ;;
     esac
 done
 
@@ -67,6 +71,29 @@ install_node() {
     # puppeteer-core has no install script that fetches a browser; keep it so.
     PUPPETEER_SKIP_DOWNLOAD=1 npm ci --prefix "$dir" --ignore-scripts --no-audit --no-fund \
         --loglevel=error >&2 || die "npm ci in $dir failed" "read npm's error above"
+    printf '%s\n' "$hash" >"$dir/.stamp"
+}
+
+install_node22() {
+    local dir="$out/node22" hash
+    hash="$(inputs_hash "$src/node22/package.json" "$src/node22/package-lock.json")"
+    if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$hash" ] &&
+        [ -x "$dir/node_modules/.bin/node" ]; then
+        return 0
+    fi
+    if ! command -v npm >/dev/null 2>&1; then
+        apt_install nodejs npm
+    fi
+    log "installing Node 22, Puppeteer 25 and Playwright for Node into $dir"
+    mkdir -p "$dir"
+    cp "$src/node22/package.json" "$src/node22/package-lock.json" "$dir/"
+    PUPPETEER_SKIP_DOWNLOAD=1 npm ci --prefix "$dir" --ignore-scripts --no-audit --no-fund \
+        --loglevel=error >&2 || die "npm ci in $dir failed" "read npm's error above"
+    # The node package fetches its binary in its own install step: that one only.
+    npm rebuild node --prefix "$dir" --no-audit --no-fund --loglevel=error >&2 ||
+        die "npm rebuild node in $dir failed" "read npm's error above"
+    "$dir/node_modules/.bin/node" --version >/dev/null ||
+        die "Node 22 did not install in $dir" "read npm's error above"
     printf '%s\n' "$hash" >"$dir/.stamp"
 }
 
@@ -124,7 +151,8 @@ install_selenium() {
 
 case "$want" in
     node) install_node ;;
+    node22) install_node22 ;;
     browser-use) install_browser_use ;;
     selenium) install_selenium ;;
-    all) install_node; install_browser_use; install_selenium ;;
+    all) install_node; install_node22; install_browser_use; install_selenium ;;
 esac

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import zipfile
@@ -295,6 +296,74 @@ def test_puppeteer_browser_ws_endpoint(c: Computer, node: str, path: str) -> Non
     assert _cdp_of(lines, "alice", "Page.navigateToHistoryEntry")
     _only(lines, "alice")
     clean(c, PUPPETEER_COOKIE)
+
+
+NODE22 = ROOT / "build/clients/node22"
+PLAYWRIGHT_NODE = ROOT / "tests/clients/playwright_session.mjs"
+
+
+@pytest.fixture(scope="module")
+def node22() -> str:
+    """Node 22 from npm (build/clients/node22), with Puppeteer 25 and Playwright."""
+    done = _installed("node22")
+    if done.returncode != 0:
+        pytest.fail(f"scripts/test-clients.sh node22 failed:\n{done.stderr[-3000:]}")
+    return str(NODE22 / "node_modules/.bin/node")
+
+
+def test_puppeteer_25_on_node_22(c: Computer, node22: str) -> None:
+    """Puppeteer 25 needs Node 22: the same session as Puppeteer 24's."""
+    endpoint = f"ws://{c.relay_address}?token={c.token('bob')}"
+    before = _mark(c)
+    done = subprocess.run(
+        [node22, str(PUPPETEER), endpoint, SITE],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=deadline(90),
+        env={**os.environ, "PUPPETEER_CORE_DIR": str(NODE22)},
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["puppeteer"].startswith("25."), result
+    assert result["user"] == "alice" and result["out"] == "clicked:", result
+    assert result["next_title"] == "Next" and result["back_title"] == "Start", result
+    assert result["aria_text"] == "Next page" and result["p_aria_id"] == "go", result
+    lines = _logged(
+        c,
+        before,
+        "bob's Puppeteer 25 commands",
+        _has_cdp("bob", SITE + "/next", "Input.dispatchKeyEvent"),
+    )
+    actions = _actions(lines)
+    assert not [a for a in actions if a.get("guard")], [a for a in actions if a.get("guard")]
+    _only(lines, "bob")
+    clean(c, PUPPETEER_COOKIE)
+
+
+def test_playwright_for_node_with_tracing(c: Computer, node22: str, tmp_path: Path) -> None:
+    """Playwright for Node over CDP with a header, tracing with screenshots."""
+    trace = tmp_path / "trace.zip"
+    before = _mark(c)
+    done = _run(
+        [node22, str(PLAYWRIGHT_NODE), c.relay, c.token("alice"), SITE, str(trace)], timeout_s=120
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["version"] == "1.65.1" and result["out"] == "clicked:node words", result
+    assert result["link"] == 1 and "pw_node" in result["cookies"], result
+    assert result["nextTitle"] == "Next" and result["backTitle"] == "Start", result
+    with zipfile.ZipFile(trace) as z:
+        frames = [n for n in z.namelist() if n.startswith("screencast/") and n.endswith(".jpeg")]
+    assert frames, "the trace holds no screenshots"
+    lines = _logged(
+        c, before, "alice's Playwright-for-Node commands", _has_cdp("alice", SITE + "/next")
+    )
+    # Nothing refused; its download folder is sent as alice's (rewritten).
+    guarded = [a["guard"] for a in _actions(lines) if a.get("guard")]
+    assert all(g == {"action": "rewritten", "rule": "download-folder"} for g in guarded), guarded
+    _only(lines, "alice")
+    clean(c, "playwright-node-cookie")
 
 
 def test_stagehand_locators_fill_type_and_click(c: Computer, node: str) -> None:
