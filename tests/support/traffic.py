@@ -1,16 +1,21 @@
-"""Record what a real CDP client sends: a pass-through proxy in front of a relay
-or Chromium that writes every client message to a JSONL file.
+"""Record what a real CDP client and Chromium say: a pass-through proxy in
+front of a relay or Chromium that writes every message to a JSONL file.
 
 The recordings under ``tests/unit/traffic/`` were made with it; the relay's
 core is unit-tested against them (every command a real client sends is let
-through, none refused by the protocol table).
+through, none refused by the protocol table). Those under
+``tests/unit/traffic/both/`` hold both halves, in the order they passed
+(``--both``): the core is replayed against the client's commands and
+Chromium's answers and events together (tests/unit/test_traffic.py).
 
     python -m tests.support.traffic --upstream http://127.0.0.1:9222 \
-        --port 9555 --out tests/unit/traffic/puppeteer.jsonl
+        --port 9555 --out tests/unit/traffic/puppeteer.jsonl [--both]
 
-Each line is ``{"path": <ws path>, "message": <the client's message>}``.
-Messages over 64 KiB are stored with their ``params`` replaced by ``{"cut": N}``
-(files handed in, big scripts): the method and the shape are what matter.
+Each line is ``{"path": <ws path>, "message": <the message>}``, with
+``"from": "client"`` or ``"chromium"`` in the files of both halves.
+Messages over 64 KiB are stored with their ``params`` (or ``result``)
+replaced by ``{"cut": N}`` (files handed in, big scripts, screenshots): the
+method and the shape are what matter.
 """
 
 from __future__ import annotations
@@ -40,21 +45,33 @@ def load(path: Path) -> list[dict[str, Any]]:
 class TrafficProxy:
     """Forwards HTTP discovery and WebSockets to ``upstream``, recording client messages."""
 
-    def __init__(self, upstream: str, out: Path, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        out: Path,
+        headers: dict[str, str] | None = None,
+        both: bool = False,
+    ) -> None:
         self.upstream = upstream.rstrip("/")
         self.out = out
         self.headers = headers or {}
+        self.both = both
         self.http: aiohttp.ClientSession | None = None
         self._file = out.open("a")
 
-    def _record(self, path: str, data: str) -> None:
+    def _record(self, path: str, data: str, source: str = "client") -> None:
         try:
             message = json.loads(data)
         except ValueError:
             message = {"unparsed": data[:200]}
-        if len(data) > _BIG and isinstance(message, dict) and "params" in message:
-            message["params"] = {"cut": len(data)}
-        self._file.write(json.dumps({"path": path, "message": message}) + "\n")
+        if len(data) > _BIG and isinstance(message, dict):
+            for key in ("params", "result"):
+                if key in message:
+                    message[key] = {"cut": len(data)}
+        line: dict[str, Any] = {"path": path, "message": message}
+        if self.both:
+            line["from"] = source
+        self._file.write(json.dumps(line) + "\n")
         self._file.flush()
 
     async def _http(self, request: web.Request) -> web.StreamResponse:
@@ -89,6 +106,8 @@ class TrafficProxy:
             async def down() -> None:
                 async for msg in upstream:
                     if msg.type is aiohttp.WSMsgType.TEXT and not client.closed:
+                        if self.both:
+                            self._record(request.path, msg.data, "chromium")
                         await client.send_str(msg.data)
 
             tasks = [asyncio.create_task(up()), asyncio.create_task(down())]
@@ -118,11 +137,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--token", help="a token sent upstream as a bearer header")
+    parser.add_argument("--both", action="store_true", help="Chromium's messages too")
     args = parser.parse_args()
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
-    web.run_app(
-        TrafficProxy(args.upstream, args.out, headers).app(), host="127.0.0.1", port=args.port
-    )
+    proxy = TrafficProxy(args.upstream, args.out, headers, both=args.both)
+    web.run_app(proxy.app(), host="127.0.0.1", port=args.port)
 
 
 if __name__ == "__main__":
