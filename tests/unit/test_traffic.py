@@ -30,8 +30,7 @@ from typing import Any
 import pytest
 
 from agentenv.access import Identity
-from agentenv.relay import core
-from agentenv.relay import guard
+from agentenv.relay import core, guard
 from agentenv.relay.core import ClientState, Down, Kind, Pending
 from agentenv.relay.scopes import Scope
 from tests.support.traffic import load
