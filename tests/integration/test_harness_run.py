@@ -533,15 +533,16 @@ def test_two_agents_each_get_the_state_set_for_them(image: str, tmp_path: Path) 
             {"type": "end_browser_recording", "env_id": "pc", "name": agent},
         ]
 
+    steps: list[dict[str, Any]] = [
+        {"type": "deploy_env", "env_id": "pc"},
+        *state("alice"),
+        *state("bob"),
+        *turn("alice", "bob"),
+        *turn("bob", "alice"),
+    ]
     task = {
         "envs": {"pc": {"versions": {1: {"browsers": ["main"], "image": image}}}},
-        "steps": [
-            {"type": "deploy_env", "env_id": "pc"},
-            *state("alice"),
-            *state("bob"),
-            *turn("alice", "bob"),
-            *turn("bob", "alice"),
-        ],
+        "steps": steps,
     }
     run = tmp_path / "run"
     done = _run(task, tmp_path, run)
@@ -558,7 +559,7 @@ def test_two_agents_each_get_the_state_set_for_them(image: str, tmp_path: Path) 
         assert not any(x.get("action", {}).get("who") == other for x in lines), agent
 
     # Preflight refuses a step that does not say whose browser it means.
-    task["steps"].insert(1, {"type": "browser_open_tab", "env_id": "pc", "url": "about:blank"})
+    steps.insert(1, {"type": "browser_open_tab", "env_id": "pc", "url": "about:blank"})
     refused = _run(task, tmp_path, tmp_path / "refused")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "agent: env 'pc' has agents alice, bob" in refused.stdout + refused.stderr
