@@ -277,7 +277,18 @@ def test_browser_level_settings_are_refused_only_across_scopes() -> None:
     Security.setIgnoreCertificateErrors) works as on its own Chromium; with
     two scopes or more it would reach every scope's pages."""
     alone = ClientState(7, Identity("alice"))
-    for method in ("Security.setIgnoreCertificateErrors", "Fetch.enable", "Tracing.start"):
+    browser_level = (
+        "Security.setIgnoreCertificateErrors",
+        "Fetch.enable",
+        "Tracing.start",
+        # Storage calls with no context: on the browser's session, the home
+        # scope's storage, whoever sends them (another scope cleared it).
+        "Storage.clearDataForOrigin",
+        "Storage.getUsageAndQuota",
+        "Storage.trackIndexedDBForOrigin",
+        "Emulation.setAutomationOverride",
+    )
+    for method in browser_level:
         assert send(alone, method, {"ignore": True}).kind is Kind.FORWARD, method
         step = send(alice(), method, {"ignore": True})
         assert step.kind is Kind.BLOCK and step.verdict is not None, method

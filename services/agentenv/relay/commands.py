@@ -76,6 +76,30 @@ def _confined(why: str) -> Command:
     return Command(CONFINED, why)
 
 
+#: Storage calls with no context of their own: on the browser's own session
+#: Chromium runs them on its default context (the home scope's).
+_DEFAULT_CONTEXT_STORAGE = tuple(
+    f"Storage.{name}"
+    for name in (
+        "clearDataForOrigin",
+        "clearDataForStorageKey",
+        "getUsageAndQuota",
+        "trackCacheStorageForOrigin",
+        "trackCacheStorageForStorageKey",
+        "trackIndexedDBForOrigin",
+        "trackIndexedDBForStorageKey",
+        "untrackCacheStorageForOrigin",
+        "untrackCacheStorageForStorageKey",
+        "untrackIndexedDBForOrigin",
+        "untrackIndexedDBForStorageKey",
+        "getTrustTokens",
+        "clearTrustTokens",
+        "setStorageBucketTracking",
+        "deleteStorageBucket",
+    )
+)
+
+
 def _refused(why: str, rule: str = "not-allowed") -> Command:
     return Command(REFUSED, why, rule)
 
@@ -253,6 +277,17 @@ EXCEPTIONS: dict[str, Command] = {
         "deletes state of sites across the whole profile"
     ),
     "SystemInfo.getProcessInfo": _refused("lists every process of the browser, every agent's"),
+    # A page's storage on its session; on the browser's own session these
+    # reach Chromium's default context (the home scope's), whoever sends them.
+    **{
+        name: _confined(
+            "a page's storage on its session; on the browser's own session, the home scope's"
+        )
+        for name in _DEFAULT_CONTEXT_STORAGE
+    },
+    "Emulation.setAutomationOverride": _confined(
+        "a page's on its session; on the browser's own session, every scope's pages"
+    ),
 }
 
 #: Confined commands that are refused (``browser-wide``) when sent on the
@@ -266,6 +301,8 @@ BROWSER_LEVEL = frozenset(
         "Security.setIgnoreCertificateErrors",
         "Security.setOverrideCertificateErrors",
         "Tracing.start",
+        "Emulation.setAutomationOverride",
+        *_DEFAULT_CONTEXT_STORAGE,
     }
 )
 
