@@ -12,7 +12,7 @@ import aiohttp
 import requests
 from playwright.sync_api import sync_playwright
 
-from tests.security.attacks import Agent, agent, attempt, browser_url, clean
+from tests.security.attacks import Agent, agent, attempt, browser_url, clean, guarded
 from tests.support.container import SITE, Computer
 from tests.support.timing import deadline, wait_for
 
@@ -219,4 +219,30 @@ async def test_a_tab_type_id_reaches_only_its_own_scopes_page(target: Computer) 
     assert ("bob", "scope") in rules and ("alice", "tab-target") in rules, rules
     closed_lines = [x["tab"] for x in lines if x.get("tab", {}).get("event") == "closed"]
     assert any(t["id"] == page and (t.get("by") or {}).get("who") == "alice" for t in closed_lines)
+    clean(target)
+
+
+async def test_another_scope_cannot_clear_the_home_scopes_storage(target: Computer) -> None:
+    """On the browser's own session, Storage.clearDataForOrigin ran on
+    Chromium's default context, the home scope's: Bob cleared Alice's site
+    data. It is Bob's own page's on his page's session."""
+    before = attempt(target)
+    async with agent(target, "alice") as alice, agent(target, "bob") as bob:
+        tab, session = await alice.page(SITE + "/")
+        await alice.evaluate(session, "localStorage.setItem('k', 'alices-data')")
+        for method, params in (
+            ("Storage.clearDataForOrigin", {"origin": SITE, "storageTypes": "all"}),
+            ("Storage.getUsageAndQuota", {"origin": SITE}),
+        ):
+            answer = await bob.call(method, params)
+            assert "browser-wide" in answer["error"]["message"], answer
+        assert await alice.evaluate(session, "localStorage.getItem('k')") == "alices-data"
+        _, bobs = await bob.page(SITE + "/")
+        cleared = await bob.call(
+            "Storage.clearDataForOrigin", {"origin": SITE, "storageTypes": "local_storage"}, bobs
+        )
+        assert "error" not in cleared, cleared
+        assert await alice.evaluate(session, "localStorage.getItem('k')") == "alices-data"
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    guarded(target, before, "Storage.clearDataForOrigin", "browser-wide", who="bob")
     clean(target)
