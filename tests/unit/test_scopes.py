@@ -227,6 +227,21 @@ def test_downloads_of_another_scope_never_reach_a_client() -> None:
     assert upstream(state, progress("G-BOB")).kind is Down.DROP
     assert upstream(state, begin("T-ALICE", "G-ALICE")).kind is Down.PASS
     assert upstream(state, progress("G-ALICE")).kind is Down.PASS
+    # An in-process iframe has no target: a download from one is known by the
+    # frame Alice's own session heard load.
+    assert upstream(state, begin("FRAME-IN-ALICE", "G-FRAME")).kind is Down.DROP
+    loading = {
+        "method": "Page.frameStartedLoading",
+        "params": {"frameId": "FRAME-IN-ALICE"},
+        "sessionId": "S",
+    }
+    assert upstream(state, loading).kind is Down.PASS
+    assert upstream(state, begin("FRAME-IN-ALICE", "G-FRAME-2")).kind is Down.PASS
+    assert upstream(state, progress("G-FRAME-2")).kind is Down.PASS
+    # A frame heard on no session of hers is not hers.
+    stray = loading | {"params": {"frameId": "FRAME-ELSEWHERE"}, "sessionId": "S-UNKNOWN"}
+    upstream(state, stray)
+    assert upstream(state, begin("FRAME-ELSEWHERE", "G-X")).kind is Down.DROP
 
 
 def test_scopes_are_isolated_with_two_or_more() -> None:

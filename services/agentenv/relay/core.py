@@ -152,6 +152,10 @@ class ClientState:
     downloads: set[str] = field(default_factory=set)
     #: Windows of its scope's tabs it asked for (Browser.getWindowForTarget).
     windows: set[int] = field(default_factory=set)
+    #: Frames it heard load on its own sessions (an in-process iframe has no
+    #: target of its own): frame -> its tab, the oldest forgotten past
+    #: :data:`MAX_FRAMES`. A download from one is its news too.
+    frames: dict[str, str] = field(default_factory=dict)
 
     def tab_of(self, session: str | None, method: str, params: dict[str, Any] | None) -> str | None:
         if params is not None and method.startswith("Target."):
@@ -698,7 +702,11 @@ def _scoped_event(state: ClientState, scope: Scope, data: str) -> Downstream:
     guid = params.get("guid")
     if method == "Browser.downloadWillBegin":
         frame = params.get("frameId")
-        context = state.context_of(state.owner(frame)) if isinstance(frame, str) else None
+        if isinstance(frame, str):
+            tab = state.frames.get(frame) or state.owner(frame)
+            context = state.context_of(tab)
+        else:
+            context = None
         if not scope.holds(context) or not isinstance(guid, str):
             return Downstream(Down.DROP)
         state.downloads.add(guid)
@@ -756,9 +764,19 @@ def _loading_event(state: ClientState, data: str) -> Downstream:
     info = state.sessions.get(session) if isinstance(session, str) else None
     tab = info.tab if info is not None else (state.page if session is None else None)
     frame = (message.get("params") or {}).get("frameId")
-    if tab is None or frame != tab:
+    if tab is None:
+        return _PASS
+    if frame != tab:
+        if started and isinstance(frame, str) and state.scope is not None:
+            state.frames[frame] = tab
+            if len(state.frames) > MAX_FRAMES:
+                del state.frames[next(iter(state.frames))]
         return _PASS
     return Downstream(Down.PASS, loading=(tab, started))
+
+
+#: Frames a connection keeps for its downloads' news (:attr:`ClientState.frames`).
+MAX_FRAMES = 10_000
 
 
 def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
