@@ -303,3 +303,43 @@ def test_every_scopes_downloads_folder_is_there_from_the_start(image: str) -> No
         asyncio.run(made_context_download())
         again = fresh.exec("ls", "-l", "/var/lib/agentenv/downloads", user="browser")
         assert next(x for x in again.splitlines() if x.endswith(" carol")).startswith("d"), again
+
+
+def test_two_agents_in_one_shared_scope(
+    image: str, run_network: Any, run_store: LocalStore, tmp_path: Path
+) -> None:
+    """Alice and Bob grouped into one scope share one browser (as intended):
+    each sees the other's tabs, and the scope's recording holds both their
+    entries; Carol, in a scope of her own, sees and records none of them."""
+    users = {"alice": "alice-tok-6161", "bob": "bob-tok-6262", "carol": "carol-tok-6363"}
+    scopes = {"alice": "team", "bob": "team"}
+    with computer(image, users=users, scopes=scopes, network=run_network) as shared:
+        serve_inside(shared, 8100)
+        key = f"shared-{uuid.uuid4().hex[:8]}/team"
+        started = _recording(
+            shared,
+            "start",
+            {
+                "request_id": uuid.uuid4().hex,
+                "upload": run_store.grant(key, started_here=False),
+                "scope": "team",
+            },
+        )["recording_id"]
+        opened = shared.op("navigate", {"url": SITE + "/c/red?alice"}, user="alice")
+        assert opened["tab"] in {t["id"] for t in shared.op("tabs/list", user="bob")}
+        assert opened["tab"] not in {t["id"] for t in shared.op("tabs/list", user="carol")}
+        shared.op("navigate", {"url": SITE + "/c/blue?bob", "tab": opened["tab"]}, user="bob")
+        shared.op("navigate", {"url": SITE + "/c/green?carol"}, user="carol")
+        time.sleep(2)
+        manifest = _recording(
+            shared,
+            "end",
+            {"recording_id": started, "upload": run_store.grant(key, started_here=False)},
+        )
+        assert manifest["scope"] == "team", manifest
+        names, skipped = run_store.fetch(key, started, tmp_path)
+        assert skipped == [] and "log.jsonl" in names, names
+        lines = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
+        who = {x["action"].get("who") for x in lines if "action" in x}
+        assert {"alice", "bob"} <= who and "carol" not in who, who
+        assert "?carol" not in (tmp_path / "log.jsonl").read_text()
