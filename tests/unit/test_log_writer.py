@@ -315,3 +315,29 @@ def test_a_tag_an_agent_gives_itself_never_puts_it_inside_anothers_action(
     assert fields["within"] == action and fields["who"] == "bob"  # it acts for bob
     book.typing_checked(6, "mcp-tag-1", cleared=False, identity=Identity("alice"))
     assert not book.actions[action].checked  # alice's check is not bob's action's
+
+
+def test_parameters_a_command_does_not_take_are_logged_by_size(tmp_path: Path) -> None:
+    """An agent's 2,000 unused parameters of 2 KB a command filled the 1 GiB
+    log in 26 s (issue 22): Chromium ignores them, and the line keeps only
+    their count and size; the ones the command takes stay."""
+    from agentenv.access import Identity
+    from agentenv.relay.logbook import Logbook
+
+    path = tmp_path / "l.jsonl"
+    book = Logbook(LogWriter.open(path))
+    junk = {f"junk{i}": "x" * 2000 for i in range(2000)}
+    params: dict[str, object] = {"url": "https://a.example/", **junk}
+    entry = book.begin_command(Identity("alice"), 7, None, "Page.navigate", params, "T1")
+    book.end_command(entry, True)
+    plain = book.begin_command(
+        Identity("alice"), 7, None, "Page.navigate", {"url": "https://b.example/"}, "T1"
+    )
+    book.end_command(plain, True)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    logged = {x["seq"]: x["action"] for x in lines if "action" in x}
+    assert path.stat().st_size < 4096, path.stat().st_size
+    assert logged[entry]["params"]["url"] == "https://a.example/"
+    size = len(json.dumps(junk, separators=(",", ":")))
+    assert logged[entry]["params"]["unused"] == {"count": 2000, "bytes": size}, logged[entry]
+    assert logged[plain]["params"] == {"url": "https://b.example/"}

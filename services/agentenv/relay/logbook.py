@@ -14,15 +14,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from agentenv.access import Identity
 from agentenv.log.marks import ACTING, READING, acts
 from agentenv.log.redact import redact, redact_cut, redact_text, withheld
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import RELAY
 from agentenv.protocol.control import BeginAction, EndAction
+from agentenv.relay.pinned import PARAMS
 from agentenv.relay.tabs import TAB_METHODS, Causes, Command
 
-__all__ = ["Action", "Logbook", "Scope"]
+__all__ = ["Action", "Logbook", "Scope", "used_params"]
 
 #: What begin_command needs to know of a method, learnt once per method:
 #: whether it acts, and whether it may open, close, move or focus a tab.
@@ -172,6 +175,8 @@ class Logbook:
         if acting:
             # Redacted when the line is written, after the client's answer
             # (log.redact.resolved: a (method, params) pair until then).
+            if typed is None and params and not params.keys() <= PARAMS.get(method, params.keys()):
+                params = used_params(method, params)
             fields["params"] = typed if typed is not None else (method, params)
         if action is not None:
             fields["within"] = action.entry
@@ -468,6 +473,21 @@ def restore_paths(args: Any, taken: Mapping[str, Any]) -> None:
             node[int(last)] = value
         else:
             node[last] = value
+
+
+def used_params(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` with only what ``method`` takes (the pinned protocol's
+    names); the rest is logged by its count and size, never whole: Chromium
+    ignores it, and whole it filled the log (issue 22)."""
+    known = PARAMS.get(method, frozenset())
+    kept = {k: v for k, v in params.items() if k in known}
+    unused = {k: v for k, v in params.items() if k not in known}
+    try:
+        size = len(orjson.dumps(unused))
+    except (TypeError, ValueError):  # nested too deep, or not JSON
+        size = -1
+    kept["unused"] = {"count": len(unused), "bytes": size}
+    return kept
 
 
 def _scope(items: list[int | str]) -> Scope:
