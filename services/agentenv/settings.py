@@ -104,6 +104,10 @@ class Settings:
     #: The action log's size past which agents' commands are refused (what
     #: is not written is not done): a flooding agent cannot fill the disk.
     log_max_bytes: int = 1024**3
+    #: Each user's share of the log, in all and per minute (0: no budget):
+    #: past it their commands and actions are refused (rule log-budget).
+    log_user_max_bytes: int = 256 * 1024**2
+    log_user_bytes_per_minute: int = 32 * 1024**2
     #: How long discovery and readiness calls to Chromium may take.
     upstream_timeout_s: float = 5.0
 
@@ -212,6 +216,13 @@ def _int(env: Mapping[str, str], key: str, default: int) -> int:
         raise SettingsError(f"{key} must be an integer, got {value!r}") from None
 
 
+def _non_negative(env: Mapping[str, str], key: str, default: int) -> int:
+    value = _int(env, key, default)
+    if value < 0:
+        raise SettingsError(f"{key} must be 0 (no limit) or more, got {value}")
+    return value
+
+
 def _positive(env: Mapping[str, str], key: str, default: int) -> int:
     value = _int(env, key, default)
     if value < 1:
@@ -294,4 +305,10 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             env, "AGENTENV_RECORDING_MAX_DURATION_S", defaults.recording_max_duration_s
         ),
         log_max_bytes=_positive(env, "AGENTENV_LOG_MAX_BYTES", defaults.log_max_bytes),
+        log_user_max_bytes=_non_negative(
+            env, "AGENTENV_LOG_USER_MAX_BYTES", defaults.log_user_max_bytes
+        ),
+        log_user_bytes_per_minute=_non_negative(
+            env, "AGENTENV_LOG_USER_BYTES_PER_MINUTE", defaults.log_user_bytes_per_minute
+        ),
     )

@@ -278,3 +278,41 @@ def test_tool_call_arguments_nested_too_deep_are_refused(target: Computer) -> No
     header = {"AgentEnv-Tool-Call": f"tool=t; call=c; args={args}"}
     answer = target.op("tabs/list", None, user="alice", status=400, headers=header)
     assert "deeper than 64" in json.dumps(answer)
+
+
+async def test_one_users_log_budget_leaves_the_others_working(image: str) -> None:
+    """An agent that floods the log spends its own share only: its commands
+    and ops are refused with rule log-budget (the op's error says so), once
+    a minute on the record, and another agent's work goes on (issue 22)."""
+    from tests.security.attacks import agent
+    from tests.support.container import computer
+
+    with computer(image, env={"AGENTENV_LOG_USER_BYTES_PER_MINUTE": "200000"}) as pc:
+        async with agent(pc, "alice") as alice, agent(pc, "bob") as bob:
+            _, session = await alice.page("about:blank")
+            refused = None
+            for n in range(2000):
+                answer = await alice.call(
+                    "Runtime.evaluate", {"expression": f"'{'x' * 1800}'.length + {n}"}, session
+                )
+                if "error" in answer:
+                    refused = answer["error"]["message"]
+                    break
+            assert refused is not None and "log-budget" in refused, refused
+            # Bob's commands are done and on the record as before.
+            _, bobs = await bob.page("about:blank")
+            assert await bob.evaluate(bobs, "1 + 1") == 2
+            again = await alice.call("Runtime.evaluate", {"expression": "1"}, session)
+            assert "log-budget" in again["error"]["message"], again
+        op = pc.op("navigate", {"url": "about:blank#x"}, user="alice", status=429)
+        assert "log-budget" in op["error"]["message"], op
+        assert pc.op("tabs/list", user="bob")
+        lines, _ = pc.log()
+        budget = [
+            x["action"]
+            for x in lines
+            if (x.get("action", {}).get("guard") or {}).get("rule") == "log-budget"
+        ]
+        assert budget and all(a["who"] == "alice" for a in budget), budget
+        assert len(budget) <= 2, budget  # once a minute, not once a command
+        assert any(x.get("action", {}).get("who") == "bob" for x in lines)

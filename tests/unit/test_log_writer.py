@@ -341,3 +341,55 @@ def test_parameters_a_command_does_not_take_are_logged_by_size(tmp_path: Path) -
     size = len(json.dumps(junk, separators=(",", ":")))
     assert logged[entry]["params"]["unused"] == {"count": 2000, "bytes": size}, logged[entry]
     assert logged[plain]["params"] == {"url": "https://b.example/"}
+
+
+def test_a_users_log_budget_stops_that_user_only(tmp_path: Path) -> None:
+    """Past their share (in all, or this minute) a user's commands and
+    actions are refused, with rule log-budget on the record once a minute;
+    another user's and the computer's own entries go on (issue 22)."""
+    from agentenv.access import Identity
+    from agentenv.protocol.control import BeginAction
+    from agentenv.relay.logbook import Logbook
+
+    now = [1000.0]
+    path = tmp_path / "l.jsonl"
+    writer = LogWriter.open(path, monotonic=lambda: now[0])
+    book = Logbook(writer, user_max_bytes=50_000, user_bytes_per_minute=5_000)
+
+    def navigate(who: str, n: int) -> None:
+        url = f"https://{who}.example/{'p' * 200}/{n}"
+        entry = book.begin_command(Identity(who), 7, None, "Page.navigate", {"url": url}, "T")
+        book.end_command(entry, True)
+
+    count = 0
+    while book.over_budget("alice") is None:
+        navigate("alice", count)
+        count += 1
+    assert 10 < count < 40, count
+    said = book.over_budget("alice")
+    assert said is not None and "log-budget" in said and "this minute" in said
+    assert book.over_budget("bob") is None and book.over_budget("agentenv") is None
+    for _ in range(3):
+        book.budget_refused("alice", 7, "Page.navigate", said)
+    with pytest.raises(ValueError, match="log-budget"):
+        book.begin_action(7, BeginAction(via="api", who="alice", op="navigate", acts="acting"))
+    navigate("bob", 0)  # Bob's go on
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    refusals = [
+        x["action"] for x in lines if (x["action"].get("guard") or {}).get("rule") == "log-budget"
+    ]
+    assert len(refusals) == 1 and refusals[0]["refused"] == 1, refusals  # one line a minute
+    # The next minute, Alice may write again, until her total share is spent.
+    now[0] += 60
+    assert book.over_budget("alice") is None
+    for _ in range(1000):
+        said = book.over_budget("alice")
+        if said is not None and "this minute" in said:
+            now[0] += 60  # wait the minute out
+        elif said is not None:
+            break
+        navigate("alice", count)
+        count += 1
+    total = book.over_budget("alice")
+    assert total is not None and "AGENTENV_LOG_USER_MAX_BYTES" in total, total
+    assert book.over_budget("bob") is None

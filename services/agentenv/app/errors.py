@@ -38,6 +38,9 @@ def failure(exc: BrowserError | OpError) -> OpError:
     if isinstance(exc, OpError):
         return exc
     if isinstance(exc, CdpError):
+        if "agentenv guard log-budget" in exc.message:
+            # The caller's share of the log is spent: too many, not forbidden.
+            return OpError(429, exc.message.removeprefix("AgentEnv.beginAction: "))
         if "agentenv guard" in exc.message:
             return OpError(403, exc.message)
         if "No target with given id" in exc.message or "No such target" in exc.message:

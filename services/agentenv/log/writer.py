@@ -56,6 +56,12 @@ class LogWriter:
         self._puts = 0
         #: The file's size: what was there at open, and every byte written since.
         self.size = 0
+        #: Bytes of action lines written for each user but the computer's own
+        #: (``agentenv``), in all, and in the current minute of this writer's
+        #: clock (``minute``): the log budgets' count (issue 22).
+        self.spent: dict[str, int] = {}
+        self.spent_minute: dict[str, int] = {}
+        self.minute = 0
         self._offset = clock() - monotonic()  # wall clock minus monotonic
         self._milli = -1  # the millisecond of the latest begin, and its text
         self._at = ""
@@ -209,6 +215,16 @@ class LogWriter:
                 default=str,
                 option=orjson.OPT_APPEND_NEWLINE,
             )
+        who: str = fields.get("who", "agentenv")
+        if who != "agentenv":  # the log budgets' count
+            size = len(data)
+            spent = self.spent
+            spent[who] = spent.get(who, 0) + size
+            if int(entry[0]) // 60 != self.minute:
+                self.minute = int(entry[0]) // 60
+                self.spent_minute.clear()
+            minute = self.spent_minute
+            minute[who] = minute.get(who, 0) + size
         if not seq & 255:  # one action in 256 is timed (its seq needs no counter)
             self._timed(data)
             return

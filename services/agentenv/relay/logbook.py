@@ -83,6 +83,14 @@ class Logbook:
     _urls: dict[str, str] = field(default_factory=dict)  # URL -> redacted
     #: AGENTENV_LOG_MAX_BYTES: past it, agents' commands and actions are refused.
     max_bytes: int = 1024**3
+    #: AGENTENV_LOG_USER_MAX_BYTES and AGENTENV_LOG_USER_BYTES_PER_MINUTE: a
+    #: user past either has their commands and actions refused (rule
+    #: ``log-budget``); everyone else's go on (0: no budget).
+    user_max_bytes: int = 0
+    user_bytes_per_minute: int = 0
+    #: user -> refusals since their last ``log-budget`` line (one a minute).
+    _over: dict[str, int] = field(default_factory=dict)
+    _over_minute: dict[str, int] = field(default_factory=dict)
     #: The scope a browser context is (computers of two scopes or more), for
     #: tab lines: the watcher's.
     scope_of: Callable[[str | None], str | None] = field(default=lambda context: None)
@@ -94,6 +102,56 @@ class Logbook:
         (what is not written is not done); the computer's own bookkeeping and
         what already runs (answers, tab events) are still written."""
         return self.writer.size >= self.max_bytes
+
+    def over_budget(self, who: str) -> str | None:
+        """Why ``who`` may write no more to the log now (None: they may)."""
+        if who == "agentenv":
+            return None
+        writer = self.writer
+        if self.user_max_bytes and writer.spent.get(who, 0) >= self.user_max_bytes:
+            return (
+                f"blocked by agentenv guard log-budget: {who[:64]}'s entries reached their "
+                f"share of the action log (AGENTENV_LOG_USER_MAX_BYTES={self.user_max_bytes}); "
+                "nothing more is done for them on this computer: start a fresh one"
+            )
+        this_minute = writer.minute == int(writer.monotonic()) // 60
+        if (
+            self.user_bytes_per_minute
+            and this_minute
+            and writer.spent_minute.get(who, 0) >= self.user_bytes_per_minute
+        ):
+            return (
+                f"blocked by agentenv guard log-budget: {who[:64]}'s entries reached "
+                f"{self.user_bytes_per_minute} bytes this minute "
+                "(AGENTENV_LOG_USER_BYTES_PER_MINUTE): retry in a minute, and send less"
+            )
+        return None
+
+    def budget_refused(self, who: str, conn: int, method: str, message: str) -> None:
+        """A command refused for ``who``'s log budget: on the record once a
+        minute (a line of the computer's own, which is never refused), with
+        how many were refused since the last such line."""
+        minute = int(self.writer.monotonic() // 60)
+        self._over[who] = self._over.get(who, 0) + 1
+        if self._over_minute.get(who) == minute:
+            return
+        self._over_minute[who] = minute
+        refused, self._over[who] = self._over[who], 0
+        RELAY.guard["log-budget"] = RELAY.guard.get("log-budget", 0) + refused
+        self.writer.record(
+            "action",
+            {
+                "via": "cdp",
+                "who": who,
+                "conn": conn,
+                "method": method,
+                "acts": READING,
+                "ok": False,
+                "error": message,
+                "guard": {"rule": "log-budget", "action": "blocked"},
+                "refused": refused,
+            },
+        )
 
     def full_message(self) -> str:
         return (
@@ -290,6 +348,10 @@ class Logbook:
         Raises ValueError for an agent's action while the log is full."""
         if params.via != "agentenv" and self.full:
             raise ValueError(self.full_message())
+        over = self.over_budget(params.who) if params.via != "agentenv" else None
+        if over is not None:
+            self.budget_refused(params.who, owner, params.op or params.tool or "action", over)
+            raise ValueError(over)
         fields: dict[str, Any] = {"via": params.via, "who": params.who}
         if scope is not None:
             fields["scope"] = scope

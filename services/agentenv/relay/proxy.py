@@ -157,6 +157,12 @@ class _Bridge:
             step.code, step.error = -32000, self.logbook.full_message()
             await self._answer(step.error_answer())
             return
+        over = None if own else self.logbook.over_budget(state.identity.user)
+        if over is not None:  # this user's share of the log is spent; others' is not
+            self.logbook.budget_refused(state.identity.user, state.number, step.method, over)
+            step.code, step.error = -32000, over
+            await self._answer(step.error_answer())
+            return
         if kind is Kind.INVALID:
             self.logbook.end_command(self._entry(step), False, step.error)
             await self._answer(step.error_answer())

@@ -474,7 +474,12 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     writer = LogWriter.open(folder / settings.log_file.name)
     RELAY.lines = lambda: writer.next_seq - 1
     RELAY.log_write_s = lambda: writer.sampled_write_s
-    logbook = Logbook(writer, max_bytes=settings.log_max_bytes)
+    logbook = Logbook(
+        writer,
+        max_bytes=settings.log_max_bytes,
+        user_max_bytes=settings.log_user_max_bytes,
+        user_bytes_per_minute=settings.log_user_bytes_per_minute,
+    )
     RELAY.log_bytes = lambda: writer.size
     app[logbook_key] = logbook
     watcher = Watcher(settings, app[client_key], logbook)
