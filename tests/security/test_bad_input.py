@@ -284,7 +284,6 @@ async def test_one_users_log_budget_leaves_the_others_working(image: str) -> Non
     """An agent that floods the log spends its own share only: its commands
     and ops are refused with rule log-budget (the op's error says so), once
     a minute on the record, and another agent's work goes on (issue 22)."""
-    from tests.security.attacks import agent
     from tests.support.container import computer
 
     with computer(image, env={"AGENTENV_LOG_USER_BYTES_PER_MINUTE": "200000"}) as pc:
@@ -316,3 +315,47 @@ async def test_one_users_log_budget_leaves_the_others_working(image: str) -> Non
         assert budget and all(a["who"] == "alice" for a in budget), budget
         assert len(budget) <= 2, budget  # once a minute, not once a command
         assert any(x.get("action", {}).get("who") == "bob" for x in lines)
+
+
+def test_one_callers_mcp_sessions_leave_the_others_theirs(image: str) -> None:
+    """Bare MCP initialize calls from one caller filled the SDK's session cap
+    for every caller, for the 30-minute idle expiry (issue 22): now each
+    caller has a cap of its own (429 past it), and a session never used
+    after it opened expires in seconds."""
+    from tests.support.container import computer
+    from tests.support.mcp import initialize, raw_headers
+
+    env = {"AGENTENV_MCP_TRANSPORTS_PER_CALLER": "4", "AGENTENV_MCP_UNUSED_S": "3"}
+    with computer(image, env=env) as pc:
+
+        def open_session(user: str) -> requests.Response:
+            return requests.post(
+                pc.app + "/mcp",
+                json=initialize(f"{user}-flood"),
+                headers=raw_headers(pc.token(user)),
+                timeout=deadline(90),
+            )
+
+        opened = [open_session("alice") for _ in range(4)]
+        assert all(r.status_code == 200 and r.headers.get("mcp-session-id") for r in opened)
+        refused = open_session("alice")
+        assert refused.status_code == 429, refused.text
+        assert "AGENTENV_MCP_TRANSPORTS_PER_CALLER" in refused.text, refused.text
+        bobs = open_session("bob")  # another caller's sessions are untouched
+        assert bobs.status_code == 200 and bobs.headers.get("mcp-session-id"), bobs.text
+        # Never used after they opened: gone within seconds, and Alice may open again.
+        wait_for(
+            lambda: open_session("alice").status_code == 200,
+            "alice's unused sessions to expire",
+            timeout_s=30,
+        )
+        gone = requests.post(
+            pc.app + "/mcp",
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+            headers={
+                **raw_headers(pc.token("alice")),
+                "Mcp-Session-Id": opened[0].headers["mcp-session-id"],
+            },
+            timeout=deadline(30),
+        )
+        assert gone.status_code == 404, gone.text

@@ -81,6 +81,14 @@ IDLE_S = float(os.environ.get("AGENTENV_MCP_IDLE_S", "1800"))
 #: Playwright MCPs one caller may have at once (each is a Node process of its
 #: own): past it a new session is refused until one ends or goes idle.
 PER_CALLER = int(os.environ.get("AGENTENV_MCP_SESSIONS_PER_CALLER", "8"))
+#: MCP transport sessions (``Mcp-Session-Id``) one caller may have open at
+#: once: past it a new one is refused (429), and other callers' go on. The
+#: SDK's own cap is every caller's together (issue 22: one caller's 10,000
+#: bare initialize calls filled it for everyone, for the 30-minute expiry).
+TRANSPORTS_PER_CALLER = int(os.environ.get("AGENTENV_MCP_TRANSPORTS_PER_CALLER", "16"))
+#: A transport session that sees no request after the one that opened it
+#: expires after this long (seconds), not after the idle limit.
+UNUSED_S = float(os.environ.get("AGENTENV_MCP_UNUSED_S", "30"))
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -246,6 +254,9 @@ class McpProxy:
         self.sessions: dict[str, PlaywrightSession] = {}
         #: Mcp-Session-Id -> the caller who made it (initialize).
         self.owners: dict[str, str] = {}
+        #: Transport sessions that saw no request since the one that opened
+        #: them: Mcp-Session-Id -> when it opened (they expire after UNUSED_S).
+        self.unused: dict[str, float] = {}
         server: Server[Any] = Server(
             "agentenv-browser",
             on_list_tools=self._list_tools,
@@ -307,11 +318,43 @@ class McpProxy:
         if session is not None:
             await session.stop()
 
+    def _live(self) -> dict[str, Any] | None:
+        """The SDK's open transport sessions (its own table, in the pinned SDK;
+        None if it has none by that name: then nothing is forgotten early)."""
+        found = getattr(self.manager, "_server_instances", None)
+        return found if isinstance(found, dict) else None
+
+    def _open_for(self, who: str) -> int:
+        """How many transport sessions ``who`` has open (ended ones forgotten)."""
+        live = self._live()
+        if live is not None:
+            for key in [k for k in self.owners if k not in live]:
+                self.owners.pop(key, None)
+                self.unused.pop(key, None)
+        return sum(1 for owner in self.owners.values() if owner == who)
+
+    async def expire_unused(self, now: float) -> None:
+        """End transport sessions that saw no request after their opening one."""
+        live = self._live() or {}
+        for key, opened in list(self.unused.items()):
+            if now - opened < UNUSED_S:
+                continue
+            self.unused.pop(key, None)
+            self.owners.pop(key, None)
+            transport = live.get(key)
+            if transport is not None:
+                with contextlib.suppress(Exception):  # it may be ending already
+                    await transport.terminate()
+                live.pop(key, None)
+            await self.end(key)
+
     async def reap(self) -> None:
-        """End Playwright MCPs idle longer than the MCP sessions' idle limit."""
+        """End Playwright MCPs idle longer than the MCP sessions' idle limit,
+        and transport sessions never used after they opened."""
         while True:
-            await asyncio.sleep(30)
+            await asyncio.sleep(min(30.0, max(1.0, UNUSED_S / 3)))
             now = time.monotonic()
+            await self.expire_unused(now)
             for key, session in list(self.sessions.items()):
                 if now - session.used > IDLE_S:
                     log.info("ending idle Playwright MCP %s", session.tag)
@@ -412,6 +455,19 @@ class McpProxy:
             # nobody drives or ends another's session (a DELETE ended it).
             await asgi_error(send, 404, "Session not found")
             return
+        if key is None and scope.get("method") == "POST":
+            mine = self._open_for(who)
+            if mine >= TRANSPORTS_PER_CALLER:
+                await asgi_error(
+                    send,
+                    429,
+                    f"{who[:64]} has {mine} MCP sessions open, as many as one caller may "
+                    "(AGENTENV_MCP_TRANSPORTS_PER_CALLER): end one (DELETE /mcp with its "
+                    f"Mcp-Session-Id), or wait: one that is never used expires in {UNUSED_S:.0f} s",
+                )
+                return
+        elif key is not None:
+            self.unused.pop(key, None)
 
         async def claiming(message: MutableMapping[str, Any]) -> None:
             if key is None and message.get("type") == "http.response.start":
@@ -419,7 +475,9 @@ class McpProxy:
                     if name.lower() == b"mcp-session-id":  # a new session: its caller's
                         if len(self.owners) > 10_000:
                             self.owners.pop(next(iter(self.owners)))
-                        self.owners[value.decode("latin-1")] = who
+                        opened = value.decode("latin-1")
+                        self.owners[opened] = who
+                        self.unused[opened] = time.monotonic()
             await send(message)
 
         await self.manager.handle_request(scope, receive, claiming)
