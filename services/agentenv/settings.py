@@ -97,6 +97,12 @@ class Settings:
     #: may ask for less, not more).
     #: Agents' CDP connections the relay takes at once (0: no limit).
     max_connections: int = 0
+    #: One user's agent connections at once (0: no limit): each may hold a
+    #: message of up to ``agent_message_bytes`` in the relay's memory.
+    max_connections_per_user: int = 16
+    #: Upper bound of one message from an agent (the control token's links
+    #: keep ``max_message_bytes``): past it the connection is closed (1009).
+    agent_message_bytes: int = 32 * 1024 * 1024
     recording_max_frames: int = 10_000
     recording_max_duration_s: int = 4 * 3600
     #: Upper bound of one WebSocket message, each way.
@@ -298,6 +304,12 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             Path(p) for p in env.get("AGENTENV_UPLOAD_ROOTS", "").replace(",", ":").split(":") if p
         ),
         max_connections=_int(env, "AGENTENV_MAX_CONNECTIONS", defaults.max_connections),
+        max_connections_per_user=_non_negative(
+            env, "AGENTENV_MAX_CONNECTIONS_PER_USER", defaults.max_connections_per_user
+        ),
+        agent_message_bytes=_positive(
+            env, "AGENTENV_AGENT_MESSAGE_BYTES", defaults.agent_message_bytes
+        ),
         recording_max_frames=_positive(
             env, "AGENTENV_RECORDING_MAX_FRAMES", defaults.recording_max_frames
         ),

@@ -3,6 +3,7 @@ log is never held up; what is malformed never reaches a URL handed back."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from typing import Any
@@ -359,3 +360,40 @@ def test_one_callers_mcp_sessions_leave_the_others_theirs(image: str) -> None:
             timeout=deadline(30),
         )
         assert gone.status_code == 404, gone.text
+
+
+async def test_an_agents_huge_messages_cost_only_its_own_connections(target: Computer) -> None:
+    """Six 200 MB messages killed the relay for memory, dropping every
+    agent (issue 22): an agent's message is bounded (32 MiB: the connection
+    is closed, 1009, before the message is held, and that is on the record
+    with rule memory), and so are one user's connections (16), so Bob's
+    connection and commands go on."""
+    before = attempt(target)
+    async with agent(target, "bob") as bob:
+        async with aiohttp.ClientSession() as http:
+            async with http.ws_connect(browser_url(target, "alice"), max_msg_size=0) as ws:
+                huge = '{"id":1,"method":"Runtime.evaluate","params":{"expression":"'
+                huge += "x" * (33 * 1024 * 1024) + '"}}'
+                with contextlib.suppress(ConnectionError):  # closed while it was sent
+                    await ws.send_str(huge)
+                    await ws.receive(timeout=deadline(30))
+                assert ws.close_code in (None, aiohttp.WSCloseCode.MESSAGE_TOO_BIG), ws.close_code
+            held = []
+            try:
+                for _ in range(16):
+                    held.append(await http.ws_connect(browser_url(target, "alice")))
+                with pytest.raises(aiohttp.WSServerHandshakeError) as caught:
+                    await http.ws_connect(browser_url(target, "alice"))
+                assert caught.value.status == 503
+            finally:
+                for ws in held:
+                    await ws.close()
+        assert "result" in await bob.call("Browser.getVersion")
+    lines, _ = target.log(before)
+    memory = [
+        x["action"]
+        for x in lines
+        if (x.get("action", {}).get("guard") or {}).get("rule") == "memory"
+    ]
+    assert memory and memory[0]["who"] == "alice", memory
+    assert "AGENTENV_AGENT_MESSAGE_BYTES" in memory[0]["error"], memory

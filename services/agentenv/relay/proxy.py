@@ -34,7 +34,7 @@ from typing import Any
 
 import aiohttp
 import orjson
-from aiohttp import WSMsgType, web
+from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 
 from agentenv.log.errors import LogError
 from agentenv.log.marks import method_acts
@@ -118,7 +118,29 @@ class _Bridge:
                 await self.client.close(code=code, message=reason)
                 break
             elif msg.type is WSMsgType.ERROR:
+                self._too_big(msg.data)
                 break
+
+    def _too_big(self, error: object) -> None:
+        """A message over the agent's bound: aiohttp closed the connection
+        (1009) before holding it; on the record, with rule ``memory``."""
+        if not isinstance(error, WebSocketError) or error.code != WSCloseCode.MESSAGE_TOO_BIG:
+            return
+        state = self.state
+        RELAY.guard["memory"] = RELAY.guard.get("memory", 0) + 1
+        self.logbook.writer.record(
+            "action",
+            {
+                "via": "cdp",
+                "who": state.identity.user,
+                "conn": state.number,
+                "acts": "reading",
+                "ok": False,
+                "error": f"disconnected by agentenv guard memory: {error}"[:500]
+                + " (AGENTENV_AGENT_MESSAGE_BYTES bounds an agent's message: send less at once)",
+                "guard": {"rule": "memory", "action": "disconnected"},
+            },
+        )
 
     async def _answer(self, message: dict[str, Any]) -> None:
         if not self.client.closed:

@@ -65,6 +65,8 @@ sockets_key: web.AppKey[WeakSet[web.WebSocketResponse]] = web.AppKey("sockets")
 in_scopes_key: web.AppKey[WeakKeyDictionary[web.WebSocketResponse, Scope]] = web.AppKey("in_scopes")
 #: Agents' connections open or connecting (AGENTENV_MAX_CONNECTIONS counts them).
 agents_key: web.AppKey[list[int]] = web.AppKey("agents")
+#: Each user's agent connections open or connecting (AGENTENV_MAX_CONNECTIONS_PER_USER).
+per_user_key: web.AppKey[dict[str, int]] = web.AppKey("per_user")
 numbers_key: web.AppKey[itertools.count[int]] = web.AppKey("numbers")
 logbook_key = web.AppKey("logbook", Logbook)
 watcher_key = web.AppKey("watcher", Watcher)
@@ -334,7 +336,11 @@ async def devtools(request: web.Request) -> web.StreamResponse:
     identity = _identity(request)
     settings = request.app[settings_key]
     client = web.WebSocketResponse(
-        max_msg_size=settings.max_message_bytes,
+        # An agent's message is held whole while it is read: bounded per
+        # message, and per user by their connections (issue 22).
+        max_msg_size=settings.max_message_bytes
+        if identity.control
+        else settings.agent_message_bytes,
         compress=False,
         heartbeat=None,
         autoping=True,
@@ -357,11 +363,24 @@ async def devtools(request: web.Request) -> web.StreamResponse:
             f"this computer takes at most {limit} agent connections "
             "(AGENTENV_MAX_CONNECTIONS): close one, or retry when one ends",
         )
+    mine = request.app[per_user_key]
+    each = settings.max_connections_per_user
+    if each and mine.get(identity.user, 0) >= each:
+        RELAY.refused += 1
+        return _error(
+            503,
+            f"{identity.user[:64]} has {each} agent connections open, as many as one user may "
+            "(AGENTENV_MAX_CONNECTIONS_PER_USER): close one, or retry when one ends",
+        )
     taken[0] += 1
+    mine[identity.user] = mine.get(identity.user, 0) + 1
     try:
         return await _bridge(request, client, identity)
     finally:
         taken[0] -= 1
+        mine[identity.user] -= 1
+        if not mine[identity.user]:
+            del mine[identity.user]
 
 
 async def _bridge(
@@ -545,6 +564,7 @@ def make_app(settings: Settings) -> web.Application:
     app[numbers_key] = itertools.count(1)
     app[granted_key] = Granted()
     app[agents_key] = [0]
+    app[per_user_key] = {}
     app.cleanup_ctx.append(_client_ctx)
     app.cleanup_ctx.append(_log_ctx)
     app.on_shutdown.append(_close_sockets)
