@@ -3,9 +3,12 @@ not-ready, then ready, and a new client works."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -56,3 +59,31 @@ async def test_chromium_restart(own_stack: NativeStack, site: Site) -> None:
         assert await page.title() == "Next"
         await page.close()
         await browser.close()
+
+
+def test_a_recording_open_across_a_restart_notes_the_gap(
+    own_stack: NativeStack, tmp_path: Path
+) -> None:
+    """Chromium dying under an open recording: the log says why, and the
+    manifest lists the gap instead of failing silently (issue 22)."""
+    stack = own_stack
+    rec = f"{stack.app_http}/v1/browser-recording"
+    started = requests.post(
+        rec + "/start",
+        json={"request_id": uuid.uuid4().hex, "upload": {"url": f"file://{tmp_path}"}},
+        timeout=60,
+    )
+    assert started.status_code == 200, started.text
+    recording = started.json()["recording_id"]
+    os.kill(stack.pid("chromium"), signal.SIGKILL)
+    stack.wait_ready()
+    ended = requests.post(rec + "/end", json={"recording_id": recording}, timeout=120)
+    assert ended.status_code == 200, ended.text
+    manifest = ended.json()
+    assert len(manifest["gaps"]) == 1, manifest
+    gap = manifest["gaps"][0]
+    assert "Chromium's connection ended" in gap["why"] and gap["seq"] > manifest["start_seq"]
+    lines = [json.loads(x) for x in (tmp_path / recording / "log.jsonl").read_text().splitlines()]
+    exited = [x for x in lines if x.get("action", {}).get("op") == "browser/exited"]
+    assert [x["seq"] for x in exited] == [gap["seq"]], exited
+

@@ -13,10 +13,24 @@ from typing import Any, Literal
 
 import orjson
 
-__all__ = ["KINDS", "Kind", "encode", "iso", "iso_ms", "line", "scope_of", "seq_of"]
+__all__ = [
+    "BROWSER_EXITED",
+    "KINDS",
+    "Kind",
+    "encode",
+    "iso",
+    "iso_ms",
+    "line",
+    "scope_of",
+    "seq_of",
+]
 
 Kind = Literal["action", "tab", "reset", "outcome", "lost"]
 KINDS: tuple[Kind, ...] = ("action", "tab", "reset", "outcome", "lost")
+
+#: The op of the computer's own line when Chromium goes away (its tabs all
+#: close; it restarts): a recording open then notes a gap in its manifest.
+BROWSER_EXITED = "browser/exited"
 
 _PREFIX = b'{"seq":'
 

@@ -18,6 +18,7 @@ __all__ = [
     "EndAll",
     "FrameEntry",
     "FrameKind",
+    "Gap",
     "Grant",
     "ImageType",
     "LogEntry",
@@ -154,6 +155,15 @@ class FrameEntry(BaseModel):
     error: str | None = None
 
 
+class Gap(BaseModel):
+    """Where a recording's browser went away (Chromium exited and restarted):
+    the log's entry saying so, when, and why."""
+
+    seq: int
+    at: str | None
+    why: str
+
+
 class LogEntry(BaseModel):
     file: str
     lines: int
@@ -176,6 +186,9 @@ class BrowserRecordingManifest(BaseModel):
     rebuilt: bool = False
     #: The scope recorded (computers of two scopes or more).
     scope: str | None = None
+    #: Chromium went away while it was open: frames and entries are missing
+    #: there, not lost silently.
+    gaps: list[Gap] = Field(default_factory=list)
 
 
 #: ``frames/<index>-<kind>.<ext>``

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from agentenv.cdp import BrowserError, BrowserLink, CdpError, active_tab, capture, pages
-from agentenv.log.lines import iso, scope_of
+from agentenv.log.lines import BROWSER_EXITED, iso, scope_of
 from agentenv.log.reader import LogReader
 from agentenv.log.redact import redact_cut, redact_text
 from agentenv.metrics import RecorderCounts
@@ -28,6 +28,7 @@ from agentenv.protocol.recording import (
     BrowserRecordingManifest,
     FrameEntry,
     FrameKind,
+    Gap,
     Grant,
     ImageType,
     LogEntry,
@@ -69,6 +70,7 @@ class Recording:
     start_seq: int = 0
     started_at: str = ""
     limits_hit: list[str] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
     manifest: BrowserRecordingManifest | None = None
     last_tab: str | None = None
     _last_capture: dict[str, tuple[bytes, ImageType]] = field(default_factory=dict)
@@ -84,6 +86,13 @@ class Recording:
 
     def seen(self, line: dict[str, Any]) -> None:
         if self._ending or int(line.get("seq", 0)) <= self.start_seq:
+            return
+        action = line.get("action")
+        if isinstance(action, dict) and action.get("op") == BROWSER_EXITED:
+            # Every scope's browser went away: this recording's too.
+            self.gaps.append(
+                Gap(seq=int(line["seq"]), at=line.get("at"), why=str(action.get("error", "")))
+            )
             return
         if self.scope is not None and scope_of(line) != self.scope:
             return
@@ -286,6 +295,7 @@ class Recording:
                 log_missing=missing,
                 limits_hit=self.limits_hit,
                 scope=self.scope,
+                gaps=self.gaps,
             )
             try:
                 await self.upload.put(

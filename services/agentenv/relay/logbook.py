@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from agentenv.access import Identity
+from agentenv.log.lines import BROWSER_EXITED
 from agentenv.log.marks import ACTING, READING, acts
 from agentenv.log.redact import redact, redact_cut, redact_text, withheld
 from agentenv.log.writer import LogWriter
@@ -473,6 +474,21 @@ class Logbook:
 
     def ended(self, kind: str) -> None:
         self._write_tabs(self.causes.ended(kind))
+        if kind == "exit":
+            # Why every tab closed, on the record even with no tab open: a
+            # recording notes the gap in its manifest (issue 22).
+            self.writer.record(
+                "action",
+                {
+                    "via": "agentenv",
+                    "who": "agentenv",
+                    "op": BROWSER_EXITED,
+                    "acts": READING,
+                    "ok": False,
+                    "error": "Chromium's connection ended (it exited: killed, crashed or out "
+                    "of memory): every tab closed, and it restarts; clients connect again",
+                },
+            )
 
     def tick(self) -> None:
         """Once a second: write stalled actions (which also reads the wall
