@@ -103,6 +103,10 @@ class Settings:
     #: Upper bound of one message from an agent (the control token's links
     #: keep ``max_message_bytes``): past it the connection is closed (1009).
     agent_message_bytes: int = 32 * 1024 * 1024
+    #: Bytes of big agent messages being handled at once, per user and for
+    #: the relay as a whole (0: no bound): past either, refused (rule memory).
+    user_inflight_bytes: int = 64 * 1024 * 1024
+    relay_inflight_bytes: int = 256 * 1024 * 1024
     recording_max_frames: int = 10_000
     recording_max_duration_s: int = 4 * 3600
     #: Upper bound of one WebSocket message, each way.
@@ -309,6 +313,12 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         ),
         agent_message_bytes=_positive(
             env, "AGENTENV_AGENT_MESSAGE_BYTES", defaults.agent_message_bytes
+        ),
+        user_inflight_bytes=_non_negative(
+            env, "AGENTENV_USER_INFLIGHT_BYTES", defaults.user_inflight_bytes
+        ),
+        relay_inflight_bytes=_non_negative(
+            env, "AGENTENV_RELAY_INFLIGHT_BYTES", defaults.relay_inflight_bytes
         ),
         recording_max_frames=_positive(
             env, "AGENTENV_RECORDING_MAX_FRAMES", defaults.recording_max_frames

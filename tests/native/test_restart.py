@@ -86,4 +86,3 @@ def test_a_recording_open_across_a_restart_notes_the_gap(
     lines = [json.loads(x) for x in (tmp_path / recording / "log.jsonl").read_text().splitlines()]
     exited = [x for x in lines if x.get("action", {}).get("op") == "browser/exited"]
     assert [x["seq"] for x in exited] == [gap["seq"]], exited
-

@@ -397,3 +397,29 @@ async def test_an_agents_huge_messages_cost_only_its_own_connections(target: Com
     ]
     assert memory and memory[0]["who"] == "alice", memory
     assert "AGENTENV_AGENT_MESSAGE_BYTES" in memory[0]["error"], memory
+
+
+async def test_big_messages_in_flight_are_bounded_per_user(image: str) -> None:
+    """A big message past its sender's bytes in flight is refused at once,
+    answered with its id, its text dropped unparsed and on the record by its
+    size (rule memory); small ones and other users' go on (issue 22)."""
+    from tests.support.container import computer
+
+    with computer(image, env={"AGENTENV_USER_INFLIGHT_BYTES": "1500000"}) as pc:
+        async with agent(pc, "alice") as alice, agent(pc, "bob") as bob:
+            marker = "inflight-marker-" + "y" * (2 * 1024 * 1024)
+            big = await alice.call("Runtime.evaluate", {"expression": f"'{marker}'.length"})
+            assert "guard memory" in big["error"]["message"], big
+            assert "AGENTENV_USER_INFLIGHT_BYTES" in big["error"]["message"], big
+            small = await alice.call("Runtime.evaluate", {"expression": "'z'.repeat(10)"})
+            assert "error" not in small or "memory" not in str(small), small
+            assert "result" in await bob.call("Browser.getVersion")
+        lines, _ = pc.log()
+        refused = [
+            x["action"]
+            for x in lines
+            if (x.get("action", {}).get("guard") or {}).get("rule") == "memory"
+        ]
+        assert refused and refused[0]["who"] == "alice", refused
+        assert refused[0]["method"] == "Runtime.evaluate" and refused[0]["bytes"] > 2 * 1024 * 1024
+        assert b"inflight-marker" not in pc.all_log_bytes()

@@ -19,7 +19,7 @@ import orjson
 from agentenv.access import Identity
 from agentenv.log.lines import BROWSER_EXITED
 from agentenv.log.marks import ACTING, READING, acts
-from agentenv.log.redact import redact, redact_cut, redact_text, withheld
+from agentenv.log.redact import redact, redact_cut, redact_params, redact_text, withheld
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import RELAY
 from agentenv.protocol.control import BeginAction, EndAction
@@ -292,6 +292,15 @@ class Logbook:
         if action is not None:
             by["within"] = action.entry
         return by
+
+    def settle_params(self, entry: int) -> None:
+        """Redact an open command's params now (a big message: its parsed
+        form is not kept until Chromium answers)."""
+        fields = self.writer.fields(entry)
+        if fields is not None:
+            params = fields.get("params")
+            if type(params) is tuple:
+                fields["params"] = redact_params(params[0], params[1])
 
     def end_command(
         self,

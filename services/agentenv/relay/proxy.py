@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -54,6 +55,7 @@ from agentenv.relay import core, elements, password
 from agentenv.relay.core import ClientState, Down, Kind, Pending, Step
 from agentenv.relay.errors import RelayError
 from agentenv.relay.logbook import Logbook
+from agentenv.relay.memory import COUNTED, InFlight
 from agentenv.relay.tabs import TAB_METHODS
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
@@ -70,6 +72,11 @@ BINARY_REFUSED = (1003, b"CDP messages are JSON text frames; binary frames are n
 SETTLE_S = 10.0
 
 
+#: A refused big message's id, session and method, read from its ends only.
+_ID = re.compile(r'"id"\s*:\s*(\d{1,16})')
+_SESSION = re.compile(r'"sessionId"\s*:\s*"([0-9A-Za-z_.-]{1,128})"')
+_METHOD = re.compile(r'"method"\s*:\s*"([A-Za-z.]{1,100})"')
+
 #: Commands that may name a tab-type target for its page (core._tab_target).
 _BY_TAB = ('"Target.activateTarget"', '"Target.closeTarget"')
 
@@ -84,8 +91,10 @@ class _Bridge:
         watcher: Watcher,
         granted: Granted,
         downloads: str,
+        inflight: InFlight | None = None,
     ) -> None:
         self.client = client
+        self.inflight = inflight or InFlight(0, 0)
         self.upstream = upstream
         self.state = state
         self.logbook = logbook
@@ -109,9 +118,23 @@ class _Bridge:
     # -- client to Chromium --------------------------------------------------
 
     async def to_upstream(self) -> None:
+        who = self.state.identity.user
+        bounded = not self.state.identity.control
         async for msg in self.client:
             if msg.type is WSMsgType.TEXT:
-                await self._command(msg.data)
+                data: str = msg.data
+                size = len(data)
+                if size < COUNTED or not bounded:
+                    await self._command(data)
+                    continue
+                why = self.inflight.take(who, size)
+                if why is not None:
+                    await self._refuse_memory(data, why)
+                    continue
+                try:
+                    await self._command(data)
+                finally:
+                    self.inflight.give(who, size)
             elif msg.type is WSMsgType.BINARY:
                 self.refused_binary = True
                 code, reason = BINARY_REFUSED
@@ -120,6 +143,38 @@ class _Bridge:
             elif msg.type is WSMsgType.ERROR:
                 self._too_big(msg.data)
                 break
+
+    async def _refuse_memory(self, data: str, why: str) -> None:
+        """A big message past the bytes in flight: answered at once, its text
+        dropped unparsed, on the record by its size (rule ``memory``)."""
+        state = self.state
+        RELAY.guard["memory"] = RELAY.guard.get("memory", 0) + 1
+        head = data[:300]
+        call = _ID.search(head)
+        session = _SESSION.search(head) or _SESSION.search(data[-300:])
+        method = _METHOD.search(head)
+        self.logbook.writer.record(
+            "action",
+            {
+                "via": "cdp",
+                "who": state.identity.user,
+                "conn": state.number,
+                "method": method.group(1)[:100] if method else "(unparsed)",
+                "acts": "reading",
+                "ok": False,
+                "error": why,
+                "guard": {"rule": "memory", "action": "blocked"},
+                "bytes": len(data),
+            },
+        )
+        if call is not None:
+            answer: dict[str, Any] = {
+                "id": int(call.group(1)),
+                "error": {"code": -32000, "message": why},
+            }
+            if session is not None:
+                answer["sessionId"] = session.group(1)
+            await self._answer(answer)
 
     def _too_big(self, error: object) -> None:
         """A message over the agent's bound: aiohttp closed the connection
@@ -210,8 +265,15 @@ class _Bridge:
             point = elements.is_press(step.method, step.params)
             if point is not None:
                 await self._describe(step, entry, point)
+        params = step.params
+        if len(step.data) >= COUNTED:
+            # A big message is held once: its line's params redacted now, and
+            # its parsed form not kept for the answer (none of these read it).
+            self.logbook.settle_params(entry)
+            if step.method not in core.READ_FIRST:
+                params = None
         await self._send(
-            step, Pending(entry, step.method, step.params, step.tab, method_acts(step.method))
+            step, Pending(entry, step.method, params, step.tab, method_acts(step.method))
         )
 
     async def _find_tab_page(self, data: str) -> None:
@@ -515,9 +577,10 @@ async def bridge(
     watcher: Watcher,
     granted: Granted,
     downloads: str,
+    inflight: InFlight | None = None,
 ) -> None:
     """Move messages until either side ends; settle what is in flight; close."""
-    b = _Bridge(client, upstream, state, logbook, watcher, granted, downloads)
+    b = _Bridge(client, upstream, state, logbook, watcher, granted, downloads, inflight)
     to_upstream = asyncio.create_task(b.to_upstream(), name=f"conn{state.number}-up")
     to_client = asyncio.create_task(b.to_client(), name=f"conn{state.number}-down")
     try:

@@ -48,6 +48,7 @@ from agentenv.relay import discovery, guard
 from agentenv.relay.core import ClientState
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.logbook import Logbook
+from agentenv.relay.memory import InFlight
 from agentenv.relay.proxy import bridge
 from agentenv.relay.scopes import Scope
 from agentenv.relay.tokens import Granted
@@ -65,6 +66,8 @@ sockets_key: web.AppKey[WeakSet[web.WebSocketResponse]] = web.AppKey("sockets")
 in_scopes_key: web.AppKey[WeakKeyDictionary[web.WebSocketResponse, Scope]] = web.AppKey("in_scopes")
 #: Agents' connections open or connecting (AGENTENV_MAX_CONNECTIONS counts them).
 agents_key: web.AppKey[list[int]] = web.AppKey("agents")
+#: Bytes of agents' big messages being handled (relay/memory.py).
+inflight_key = web.AppKey("inflight", InFlight)
 #: Each user's agent connections open or connecting (AGENTENV_MAX_CONNECTIONS_PER_USER).
 per_user_key: web.AppKey[dict[str, int]] = web.AppKey("per_user")
 numbers_key: web.AppKey[itertools.count[int]] = web.AppKey("numbers")
@@ -455,6 +458,7 @@ async def _bridge(
             request.app[watcher_key],
             request.app[granted_key],
             str(settings.downloads_for(scope.name if scope is not None else None)),
+            request.app[inflight_key],
         )
     finally:
         sockets.discard(client)
@@ -565,6 +569,7 @@ def make_app(settings: Settings) -> web.Application:
     app[granted_key] = Granted()
     app[agents_key] = [0]
     app[per_user_key] = {}
+    app[inflight_key] = InFlight(settings.user_inflight_bytes, settings.relay_inflight_bytes)
     app.cleanup_ctx.append(_client_ctx)
     app.cleanup_ctx.append(_log_ctx)
     app.on_shutdown.append(_close_sockets)
