@@ -562,17 +562,25 @@ def restore_paths(args: Any, taken: Mapping[str, Any]) -> None:
             node[last] = value
 
 
-def used_params(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+#: Parameters a command does not take are logged whole up to this many bytes
+#: (an attempt with a stale or made-up name stays readable), by size past it.
+UNUSED_KEPT = 1024
+
+
+def used_params(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
     """``params`` with only what ``method`` takes (the pinned protocol's
-    names); the rest is logged by its count and size, never whole: Chromium
-    ignores it, and whole it filled the log (issue 22)."""
+    names) when the rest is over :data:`UNUSED_KEPT` bytes: that is logged by
+    its count and size, never whole (Chromium ignores it, and whole it filled
+    the log: issue 22)."""
     known = PARAMS.get(method, frozenset())
-    kept = {k: v for k, v in params.items() if k in known}
     unused = {k: v for k, v in params.items() if k not in known}
     try:
         size = len(orjson.dumps(unused))
     except (TypeError, ValueError):  # nested too deep, or not JSON
         size = -1
+    if 0 <= size <= UNUSED_KEPT:
+        return params
+    kept = {k: v for k, v in params.items() if k in known}
     kept["unused"] = {"count": len(unused), "bytes": size}
     return kept
 
