@@ -97,16 +97,18 @@ install_node22() {
     printf '%s\n' "$hash" >"$dir/.stamp"
 }
 
-install_browser_use() {
-    local dir="$out/browser-use" hash py="${PYTHON:-python3}"
-    hash="$(inputs_hash "$src/browser-use.txt")"
+# install_venv NAME REQUIREMENTS: a Python venv of its own in $out/NAME with
+# REQUIREMENTS installed (a stamp of their hash skips a second run).
+install_venv() {
+    local name="$1" requirements="$2" dir="$out/$1" hash py="${PYTHON:-python3}"
+    hash="$(inputs_hash "$requirements")"
     if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$hash" ] &&
         [ -x "$dir/bin/python" ]; then
         return 0
     fi
     command -v "$py" >/dev/null 2>&1 || die "$py not found" "install Python 3.11 or newer"
     "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
-        die "browser-use needs Python 3.11 or newer ($py is $("$py" --version 2>&1))" \
+        die "$name needs Python 3.11 or newer ($py is $("$py" --version 2>&1))" \
             "set PYTHON to a newer python3"
     if [ ! -x "$dir/bin/python" ]; then
         mkdir -p "$out"
@@ -116,37 +118,23 @@ install_browser_use() {
             "$py" -m venv "$dir"
         } || die "cannot create the venv $dir" "install python3-venv and retry"
     fi
-    log "installing browser-use into $dir"
-    "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$src/browser-use.txt" >&2 ||
-        die "pip install -r $src/browser-use.txt failed" "read pip's error above"
+    log "installing $name into $dir"
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements" >&2 ||
+        die "pip install -r $requirements failed" "read pip's error above"
     printf '%s\n' "$hash" >"$dir/.stamp"
+}
+
+install_browser_use() {
+    install_venv browser-use "$src/browser-use.txt"
 }
 
 # Selenium's client in a venv of its own, and Debian's chromedriver: its
 # version must be the image's Chromium's (both come from Debian's chromium).
 install_selenium() {
-    local dir="$out/selenium" hash py="${PYTHON:-python3}"
     if ! command -v chromedriver >/dev/null 2>&1; then
         apt_install chromium-driver
     fi
-    hash="$(inputs_hash "$src/selenium.txt")"
-    if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$hash" ] &&
-        [ -x "$dir/bin/python" ]; then
-        return 0
-    fi
-    command -v "$py" >/dev/null 2>&1 || die "$py not found" "install Python 3.11 or newer"
-    if [ ! -x "$dir/bin/python" ]; then
-        mkdir -p "$out"
-        "$py" -m venv "$dir" 2>/dev/null || {
-            rm -rf "$dir"
-            apt_install python3-venv
-            "$py" -m venv "$dir"
-        } || die "cannot create the venv $dir" "install python3-venv and retry"
-    fi
-    log "installing selenium into $dir"
-    "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$src/selenium.txt" >&2 ||
-        die "pip install -r $src/selenium.txt failed" "read pip's error above"
-    printf '%s\n' "$hash" >"$dir/.stamp"
+    install_venv selenium "$src/selenium.txt"
 }
 
 case "$want" in

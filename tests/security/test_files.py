@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.security.attacks import agent, attempt, clean, guarded
+from tests.security.attacks import Agent, agent, attempt, clean, guarded
 from tests.support.container import SITE, Computer
 
 DOWNLOADS = "/var/lib/agentenv/downloads"
@@ -22,6 +22,22 @@ SECRET_FILES = [
     f"{DOWNLOADS}/../../../../etc/passwd",
     "relative/path",
 ]
+
+
+async def _file_input(who: Agent, session: str) -> int:
+    """A file input added to the page: its backend node id."""
+    made = await who.call(
+        "Runtime.evaluate",
+        {
+            "expression": "(() => { const f = document.createElement('input');"
+            " f.type = 'file'; document.body.append(f); return f; })()"
+        },
+        session,
+    )
+    described = await who.call(
+        "DOM.describeNode", {"objectId": made["result"]["result"]["objectId"]}, session
+    )
+    return int(described["result"]["node"]["backendNodeId"])
 
 
 @pytest.mark.parametrize("path", SECRET_FILES)
@@ -71,22 +87,12 @@ async def test_a_file_from_the_downloads_folder_is_fine(target: Computer) -> Non
     target.exec("sh", "-c", f"echo hello > {ALICE}/upload.txt", user="browser")
     async with agent(target) as alice:
         tab, session = await alice.page(SITE + "/")
-        obj = await alice.call(
-            "Runtime.evaluate",
-            {
-                "expression": "(() => { const f = document.createElement('input');"
-                " f.type = 'file'; document.body.append(f); return f; })()"
-            },
-            session,
-        )
-        described = await alice.call(
-            "DOM.describeNode", {"objectId": obj["result"]["result"]["objectId"]}, session
-        )
+        backend = await _file_input(alice, session)
         answer = await alice.call(
             "DOM.setFileInputFiles",
             {
                 "files": [f"{ALICE}/upload.txt"],
-                "backendNodeId": described["result"]["node"]["backendNodeId"],
+                "backendNodeId": backend,
             },
             session,
         )
@@ -144,21 +150,11 @@ async def test_a_scope_reaches_no_other_scopes_downloads(target: Computer) -> No
     before = attempt(target)
     async with agent(target, "bob") as bob:
         tab, session = await bob.page(SITE + "/")
-        obj = await bob.call(
-            "Runtime.evaluate",
-            {
-                "expression": "(() => { const f = document.createElement('input');"
-                " f.type = 'file'; document.body.append(f); return f; })()"
-            },
-            session,
-        )
-        described = await bob.call(
-            "DOM.describeNode", {"objectId": obj["result"]["result"]["objectId"]}, session
-        )
+        backend = await _file_input(bob, session)
         for path in (f"{ALICE}/statement.txt", f"{BOB}/../alice/statement.txt"):
             answer = await bob.call(
                 "DOM.setFileInputFiles",
-                {"files": [path], "backendNodeId": described["result"]["node"]["backendNodeId"]},
+                {"files": [path], "backendNodeId": backend},
                 session,
             )
             assert "outside-downloads" in answer["error"]["message"], answer

@@ -179,7 +179,6 @@ def op_scope(request: web.Request, identity: Identity, asked: str | None) -> str
     computer without scopes): the one the control token names, or the home
     scope; for a user's token, its own scope (SPEC.md section 7)."""
     scopes = request.app[scopes_key]
-    names = set(scopes.by_user.values())
     own = scopes.name_for(identity)
     if own is not None and asked is not None and asked != own:
         # Whether the scope exists or not: an agent learns nothing of others.
@@ -188,9 +187,9 @@ def op_scope(request: web.Request, identity: Identity, asked: str | None) -> str
             f"a user's token acts in its own scope ({own!r}) only: leave scope out, "
             "or call with the control token",
         )
-    if asked is not None and asked not in names:
-        known = ", ".join(sorted(names)) or "none: AGENTENV_USERS names no users"
-        raise OpError(400, f"no scope {asked!r} on this computer (its scopes: {known})")
+    unknown = scopes.unknown(asked)
+    if unknown is not None:
+        raise OpError(400, unknown)
     chosen = own if own is not None else asked
     return None if not scopes.isolated or chosen == scopes.home else chosen
 

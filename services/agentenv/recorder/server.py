@@ -113,10 +113,9 @@ class Recorder:
     def _scope(self, asked: str | None) -> str | None:
         """The scope a recording records (None: every entry, on a computer of
         one scope or none); refused when the computer has no such scope."""
-        names = set(self.scopes.by_user.values())
-        if asked is not None and asked not in names:
-            known = ", ".join(sorted(names)) or "none: AGENTENV_USERS names no users"
-            raise Refused(400, f"scope: no scope {asked!r} on this computer (its scopes: {known})")
+        unknown = self.scopes.unknown(asked)
+        if unknown is not None:
+            raise Refused(400, f"scope: {unknown}")
         if not self.scopes.isolated:
             return None
         return asked or self.scopes.home

@@ -60,6 +60,7 @@ from agentenv.relay.scopes import Scope
 from agentenv.relay.worlds import RelayWorlds
 
 __all__ = [
+    "BY_TAB",
     "MAX_ID",
     "READ_FIRST",
     "ClientState",
@@ -349,7 +350,7 @@ def _tab_target(
     """``Target.activateTarget``/``closeTarget`` by a tab-type target's id
     (chromedriver's window handles): sent for the tab's page, so the log and
     the tabs name the page."""
-    if method not in _BY_TAB or not params:
+    if method not in BY_TAB or not params:
         return None
     target = params.get("targetId")
     page = state.tab_page(target) if isinstance(target, str) else None
@@ -359,7 +360,7 @@ def _tab_target(
 
 
 #: Commands that take a tab-type target's id for its page.
-_BY_TAB = frozenset({"Target.activateTarget", "Target.closeTarget"})
+BY_TAB = frozenset({"Target.activateTarget", "Target.closeTarget"})
 
 
 def _relay_world(

@@ -138,21 +138,30 @@ class Logbook:
             return
         self._over_minute[who] = minute
         refused, self._over[who] = self._over[who], 0
-        RELAY.guard["log-budget"] = RELAY.guard.get("log-budget", 0) + refused
-        self.writer.record(
-            "action",
-            {
-                "via": "cdp",
-                "who": who,
-                "conn": conn,
-                "method": method,
-                "acts": READING,
-                "ok": False,
-                "error": message,
-                "guard": {"rule": "log-budget", "action": "blocked"},
-                "refused": refused,
-            },
+        self.refused(who, conn, method, "log-budget", message, count=refused, refused=refused)
+
+    def refused(
+        self,
+        who: str,
+        conn: int,
+        method: str | None,
+        rule: str,
+        error: str,
+        action: str = "blocked",
+        count: int = 1,
+        **more: Any,
+    ) -> None:
+        """A guard's refusal that has no command entry of its own (the
+        command was never read whole, or the line would cost its sender's
+        spent budget): a line of the computer's own, never refused."""
+        RELAY.guard[rule] = RELAY.guard.get(rule, 0) + count
+        fields: dict[str, Any] = {"via": "cdp", "who": who, "conn": conn}
+        if method is not None:
+            fields["method"] = method
+        fields.update(
+            acts=READING, ok=False, error=error, guard={"rule": rule, "action": action}, **more
         )
+        self.writer.record("action", fields)
 
     def full_message(self) -> str:
         return (

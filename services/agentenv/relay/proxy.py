@@ -77,8 +77,6 @@ _ID = re.compile(r'"id"\s*:\s*(\d{1,16})')
 _SESSION = re.compile(r'"sessionId"\s*:\s*"([0-9A-Za-z_.-]{1,128})"')
 _METHOD = re.compile(r'"method"\s*:\s*"([A-Za-z.]{1,100})"')
 
-#: Commands that may name a tab-type target for its page (core._tab_target).
-_BY_TAB = ('"Target.activateTarget"', '"Target.closeTarget"')
 
 
 class _Bridge:
@@ -148,24 +146,17 @@ class _Bridge:
         """A big message past the bytes in flight: answered at once, its text
         dropped unparsed, on the record by its size (rule ``memory``)."""
         state = self.state
-        RELAY.guard["memory"] = RELAY.guard.get("memory", 0) + 1
         head = data[:300]
         call = _ID.search(head)
         session = _SESSION.search(head) or _SESSION.search(data[-300:])
         method = _METHOD.search(head)
-        self.logbook.writer.record(
-            "action",
-            {
-                "via": "cdp",
-                "who": state.identity.user,
-                "conn": state.number,
-                "method": method.group(1)[:100] if method else "(unparsed)",
-                "acts": "reading",
-                "ok": False,
-                "error": why,
-                "guard": {"rule": "memory", "action": "blocked"},
-                "bytes": len(data),
-            },
+        self.logbook.refused(
+            state.identity.user,
+            state.number,
+            method.group(1)[:100] if method else "(unparsed)",
+            "memory",
+            why,
+            bytes=len(data),
         )
         if call is not None:
             answer: dict[str, Any] = {
@@ -182,19 +173,14 @@ class _Bridge:
         if not isinstance(error, WebSocketError) or error.code != WSCloseCode.MESSAGE_TOO_BIG:
             return
         state = self.state
-        RELAY.guard["memory"] = RELAY.guard.get("memory", 0) + 1
-        self.logbook.writer.record(
-            "action",
-            {
-                "via": "cdp",
-                "who": state.identity.user,
-                "conn": state.number,
-                "acts": "reading",
-                "ok": False,
-                "error": f"disconnected by agentenv guard memory: {error}"[:500]
-                + " (AGENTENV_AGENT_MESSAGE_BYTES bounds an agent's message: send less at once)",
-                "guard": {"rule": "memory", "action": "disconnected"},
-            },
+        self.logbook.refused(
+            state.identity.user,
+            state.number,
+            None,
+            "memory",
+            f"disconnected by agentenv guard memory: {error}"[:500]
+            + " (AGENTENV_AGENT_MESSAGE_BYTES bounds an agent's message: send less at once)",
+            action="disconnected",
         )
 
     async def _answer(self, message: dict[str, Any]) -> None:
@@ -218,9 +204,9 @@ class _Bridge:
 
     async def _command(self, data: str) -> None:
         state = self.state
-        if _BY_TAB[0] in data or _BY_TAB[1] in data:
-            await self._find_tab_page(data)
         step = core.receive(state, data, self.downloads, self.watcher.target)
+        if step.kind is Kind.BLOCK and await self._found_tab_page(step):
+            step = core.receive(state, data, self.downloads, self.watcher.target)
         if step.hold:
             await self._world_made(step)
         kind = step.kind
@@ -276,17 +262,16 @@ class _Bridge:
             step, Pending(entry, step.method, params, step.tab, method_acts(step.method))
         )
 
-    async def _find_tab_page(self, data: str) -> None:
-        """A command naming a tab-type target (chromedriver's window handles):
-        the watcher finds its page first (bounded), so the rules send it for
-        the page (:func:`core._tab_target`)."""
-        with contextlib.suppress(orjson.JSONDecodeError):
-            message = orjson.loads(data)
-            params = message.get("params") if isinstance(message, dict) else None
-            target = params.get("targetId") if isinstance(params, dict) else None
-            known = self.watcher.target(target) if isinstance(target, str) else None
-            if isinstance(target, str) and known is not None and known[0] == "tab":
-                await self.watcher.page_of_tab(target)
+    async def _found_tab_page(self, step: Step) -> bool:
+        """A command refused for naming a tab-type target whose page the rules
+        do not know yet (chromedriver's window handles): the watcher finds it
+        (bounded), and the rules read the command again (:func:`core._tab_target`).
+        Only a refusal pays for this."""
+        verdict = step.verdict
+        if step.method not in core.BY_TAB or verdict is None or verdict.rule != "not-a-web-target":
+            return False
+        target = (step.params or {}).get("targetId")
+        return isinstance(target, str) and await self.watcher.page_of_tab(target) is not None
 
     async def _world_made(self, step: Step) -> None:
         """A command naming a context while the relay makes its world in the

@@ -138,6 +138,15 @@ class Scopes:
         # ops act: it makes no scope of its own.
         return self.by_user.get(identity.user, self.home)
 
+    def unknown(self, asked: str | None) -> str | None:
+        """Why ``asked`` names no scope of this computer (None: it names one,
+        or nothing): what an op or a recording that names it is told."""
+        names = set(self.by_user.values())
+        if asked is None or asked in names:
+            return None
+        known = ", ".join(sorted(names)) or "none: AGENTENV_USERS names no users"
+        return f"no scope {asked[:64]!r} on this computer (its scopes: {known})"
+
     def owner(self, context: object) -> Scope | None:
         for scope in self.made.values():
             if scope.holds(context):

@@ -360,10 +360,8 @@ class Watcher:
     async def context_downloads(self, context: str, scope: str) -> None:
         """A context an agent of ``scope`` made downloads into the scope's folder
         (Chromium's policy folder, every scope's parent, otherwise)."""
-        folder = self.settings.downloads_for(scope)
-        params = {"behavior": "allow", "downloadPath": str(folder), "browserContextId": context}
         try:
-            await self._call("Browser.setDownloadBehavior", params, deadline_s=10)
+            await self._downloads_to(self.settings.downloads_for(scope), context)
         except (WatcherError, TimeoutError) as exc:
             log.warning("could not set a made context's downloads folder: %s", exc)
 
@@ -374,9 +372,12 @@ class Watcher:
         folder = self.settings.downloads_for(name if self.scopes.isolated else None)
         if folder != self.settings.downloads_dir:
             _make_folder(folder)
+        await self._downloads_to(folder, scope.context if scope is not None else None)
+
+    async def _downloads_to(self, folder: Path, context: str | None) -> None:
         params: dict[str, Any] = {"behavior": "allow", "downloadPath": str(folder)}
-        if scope is not None and scope.context != self.default_context:
-            params["browserContextId"] = scope.context
+        if context is not None and context != self.default_context:
+            params["browserContextId"] = context
         await self._call("Browser.setDownloadBehavior", params, deadline_s=10)
 
     async def create_target(self, url: str, context: str | None = None) -> str:
