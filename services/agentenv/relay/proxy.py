@@ -78,7 +78,6 @@ _SESSION = re.compile(r'"sessionId"\s*:\s*"([0-9A-Za-z_.-]{1,128})"')
 _METHOD = re.compile(r'"method"\s*:\s*"([A-Za-z.]{1,100})"')
 
 
-
 class _Bridge:
     def __init__(
         self,
