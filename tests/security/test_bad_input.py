@@ -3,17 +3,21 @@ log is never held up; what is malformed never reaches a URL handed back."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import contextlib
+import os
 import socket
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
 import requests
 
 from tests.security.attacks import agent, attempt, browser_url, guarded
-from tests.support.container import SITE, Computer
+from tests.support.container import SITE, SUPERVISORCTL, Computer
 from tests.support.timing import deadline, wait_for
 
 
@@ -397,6 +401,184 @@ async def test_an_agents_huge_messages_cost_only_its_own_connections(target: Com
     ]
     assert memory and memory[0]["who"] == "alice", memory
     assert "AGENTENV_AGENT_MESSAGE_BYTES" in memory[0]["error"], memory
+
+
+async def _raw_socket(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A WebSocket opened by hand, to send a message in fragments."""
+    parts = urlsplit(url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write(
+        (
+            f"GET {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\n"
+            "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), deadline(10))
+    assert b" 101 " in head.split(b"\r\n")[0], head
+    return reader, writer
+
+
+def _frame(opcode: int, payload: bytes, fin: bool) -> bytes:
+    """A client's frame, masked with a key of zeros (the payload as it is)."""
+    size = len(payload)
+    first = (0x80 if fin else 0) | opcode
+    if size < 126:
+        head = bytes([first, 0x80 | size])
+    elif size < 65536:
+        head = bytes([first, 0x80 | 126]) + size.to_bytes(2, "big")
+    else:
+        head = bytes([first, 0x80 | 127]) + size.to_bytes(8, "big")
+    return head + b"\0\0\0\0" + payload
+
+
+async def _closed_with(reader: asyncio.StreamReader) -> int | None:
+    """The close code the relay sent, reading past anything else (0: the
+    connection was reset, which a sender still sending may see instead;
+    None: still open)."""
+    with contextlib.suppress(TimeoutError):
+        while True:
+            if reader.at_eof():
+                return 0
+            try:
+                first, second = await asyncio.wait_for(reader.readexactly(2), deadline(10))
+            except (ConnectionError, asyncio.IncompleteReadError):
+                return 0
+            size = second & 0x7F
+            if size == 126:
+                size = int.from_bytes(await reader.readexactly(2), "big")
+            elif size == 127:
+                size = int.from_bytes(await reader.readexactly(8), "big")
+            body = await reader.readexactly(size)
+            if first & 0x0F == 0x8:
+                return int.from_bytes(body[:2], "big")
+    return None
+
+
+def _memory_line(target: Computer, after: int, who: str) -> dict[str, Any] | None:
+    lines, _ = target.log(after)
+    found = [
+        x["action"]
+        for x in lines
+        if (x.get("action", {}).get("guard") or {}).get("rule") == "memory"
+        and x["action"].get("who") == who
+    ]
+    return found[-1] if found else None
+
+
+async def test_messages_read_in_parts_are_bounded_per_user_over_connections(
+    target: Computer,
+) -> None:
+    """One user's connections each holding part of a message they never
+    finish: the bytes read and not yet whole count against the user's share
+    (64 MiB, summed over the connections), past it that connection is closed
+    (1009, rule memory), and Bob's commands go on (issue 22)."""
+    before = attempt(target)
+    mib = 1024 * 1024
+    chunk = b"x" * mib
+    held: list[asyncio.StreamWriter] = []
+    readers: list[asyncio.StreamReader] = []
+    try:
+        for _ in range(2):  # 30 MiB each, unfinished: 60 MiB of alice's 64
+            reader, writer = await _raw_socket(browser_url(target, "alice"))
+            held.append(writer)
+            readers.append(reader)
+            writer.write(_frame(0x1, b'{"id":1,"method":"Runtime.evaluate","params":{"e":"', False))
+            for _ in range(30):
+                writer.write(_frame(0x0, chunk, False))
+                await writer.drain()
+        reader, writer = await _raw_socket(browser_url(target, "alice"))
+        held.append(writer)
+        writer.write(_frame(0x1, b'{"id":1,"method":"Runtime.evaluate","params":{"e":"', False))
+        with contextlib.suppress(ConnectionError):
+            for _ in range(30):
+                writer.write(_frame(0x0, chunk, False))
+                await writer.drain()
+        assert await _closed_with(reader) in (1009, 0)
+        async with agent(target, "bob") as bob:
+            assert "result" in await bob.call("Browser.getVersion")
+        # The first two are open: finished, their messages are answered.
+        for writer in held[:2]:
+            writer.write(_frame(0x0, b'"}}', True))
+            await writer.drain()
+        for reader in readers:
+            first, second = await asyncio.wait_for(reader.readexactly(2), deadline(10))
+            assert first == 0x81, (first, second)  # a text frame: the answer
+    finally:
+        for writer in held:
+            writer.close()
+    entry = wait_for(
+        lambda: _memory_line(target, before, "alice"), "alice's memory line", timeout_s=20
+    )
+    assert entry["guard"] == {"rule": "memory", "action": "disconnected"}, entry
+    assert "AGENTENV_USER_INFLIGHT_BYTES" in entry["error"], entry
+    async with agent(target, "alice") as alice:  # her share is hers again
+        assert "result" in await alice.call("Browser.getVersion")
+
+
+async def test_an_answer_too_big_for_its_agent_closes_only_that_connection(
+    target: Computer,
+) -> None:
+    """An agent may make Chromium answer with far more than it sent: the
+    answer counts against the agent's share while it is read; past it the
+    connection is closed (1009), the command's entry ends saying why, and
+    Bob's connection goes on (issue 22)."""
+    before = attempt(target)
+    async with agent(target, "bob") as bob:
+        async with agent(target, "alice") as alice:
+            _, session = await alice.page("about:blank")
+            big = {"expression": "'q'.repeat(80 * 1024 * 1024)", "returnByValue": True}
+            with pytest.raises(AssertionError, match="1009"):
+                await alice.call("Runtime.evaluate", big, session)
+            assert alice.ws.close_code == 1009, alice.ws.close_code
+        assert "result" in await bob.call("Browser.getVersion")
+
+    def evaluated() -> dict[str, Any] | None:
+        lines, _ = target.log(before)
+        found = [
+            x["action"]
+            for x in lines
+            if x.get("action", {}).get("method") == "Runtime.evaluate"
+            and "repeat(80" in str(x["action"].get("params"))
+        ]
+        return found[-1] if found else None
+
+    entry = wait_for(evaluated, "the big answer's entry to end", timeout_s=20)
+    assert entry["ok"] is False and "guard memory" in entry["error"], entry
+    refused = _memory_line(target, before, "alice")
+    assert refused and refused["guard"]["action"] == "disconnected", refused
+
+
+async def test_the_relay_at_its_own_memory_limit_closes_a_connection_and_lives(
+    image: str,
+) -> None:
+    """The relay's memory is bounded below the container's (RLIMIT_DATA,
+    AGENTENV_RELAY_MEMORY_MB): with the shares switched off, an answer
+    bigger than the relay may hold fails to allocate, and only the
+    connection it was for is closed, on the record (rule memory); the relay
+    is the same process after, and Bob's commands go on (issue 22)."""
+    from tests.support.container import computer
+
+    env = {
+        "AGENTENV_RELAY_MEMORY_MB": "300",
+        "AGENTENV_USER_INFLIGHT_BYTES": "0",
+        "AGENTENV_RELAY_INFLIGHT_BYTES": "0",
+    }
+    with computer(image, env=env) as pc:
+        relay = pc.exec(*SUPERVISORCTL, "pid", "relay").strip()
+        limit = pc.exec("sh", "-c", f"grep 'Max data size' /proc/{relay}/limits")
+        assert str(300 * 1024 * 1024) in limit, limit
+        async with agent(pc, "bob") as bob:
+            async with agent(pc, "alice") as alice:
+                _, session = await alice.page("about:blank")
+                big = {"expression": "'q'.repeat(250 * 1024 * 1024)", "returnByValue": True}
+                with pytest.raises(AssertionError, match="1009"):
+                    await alice.call("Runtime.evaluate", big, session)
+            assert "result" in await bob.call("Browser.getVersion")
+        assert pc.exec(*SUPERVISORCTL, "pid", "relay").strip() == relay
+        line = wait_for(lambda: _memory_line(pc, 0, "alice"), "alice's memory line", timeout_s=20)
+        assert "AGENTENV_RELAY_MEMORY_MB" in line["error"], line
 
 
 async def test_big_messages_in_flight_are_bounded_per_user(image: str) -> None:

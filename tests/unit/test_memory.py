@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentenv.relay.memory import InFlight
+from agentenv.relay.memory import COUNTED, STEP, InFlight, Meter
 
 
 def test_a_users_big_messages_are_bounded_and_others_are_not() -> None:
@@ -22,3 +22,25 @@ def test_a_users_big_messages_are_bounded_and_others_are_not() -> None:
     inflight.give("carol", 30 * mib)
     assert inflight.held == {} and inflight.everyone == 0
     assert InFlight(0, 0).take("anyone", 10**12) is None  # no bounds
+
+
+def test_a_meter_counts_what_is_read_until_it_is_handed_on() -> None:
+    mib = 1024 * 1024
+    reading = InFlight(per_user=4 * mib, total=6 * mib)
+    first, second = Meter(reading, "alice"), Meter(reading, "alice")
+    assert first.read(COUNTED - 1) is None and first.held == 0  # small: costs nothing
+    assert first.read(2 * mib) is None and first.held >= first.seen
+    assert first.held % STEP == 0
+    assert second.read(1 * mib) is None
+    why = second.read(1 * mib)  # alice's two partial messages: past her share
+    assert why is not None and "AGENTENV_USER_INFLIGHT_BYTES" in why and "read" in why
+    assert second.over == why and second.read(10) is None  # said once
+    bobs = Meter(reading, "bob")
+    assert bobs.read(2 * mib) is None  # Bob's own share...
+    carol = Meter(reading, "carol")
+    assert carol.read(2 * mib) is not None  # ...and the relay's bound
+    first.handed_on()
+    assert first.held == 0 and first.seen == 0
+    for meter in (second, bobs, carol):
+        meter.handed_on()
+    assert reading.held == {} and reading.everyone == 0

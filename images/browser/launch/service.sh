@@ -10,6 +10,20 @@ umask 0027
 # a little nicer, so the relay and Chromium get the cores first at boot.
 nice_by="${AGENTENV_NICE:-0}"
 if [ "$nice_by" != 0 ]; then set -- nice -n "$nice_by" "$@"; fi
+# The relay's memory is bounded below the container's (issue 22): past it an
+# allocation fails (MemoryError, the connection that asked is closed) instead
+# of the kernel killing the relay and every agent's connection with it.
+# RLIMIT_DATA counts the heap and private mappings, not shared libraries.
+if [ "${AGENTENV_LIMIT_OF:-}" = relay ]; then
+    mb="${AGENTENV_RELAY_MEMORY_MB:-640}"
+    case "$mb" in
+    '' | *[!0-9]*)
+        echo "service.sh: AGENTENV_RELAY_MEMORY_MB is MiB, a whole number (0: no limit), not '$mb'" >&2
+        exit 2
+        ;;
+    esac
+    if [ "$mb" != 0 ]; then ulimit -d $((mb * 1024)); fi
+fi
 if [ "$(id -u)" = 0 ] && [ -n "$user" ] && [ "$user" != root ]; then
     home="$(getent passwd "$user" | cut -d: -f6)"
     exec setpriv --reuid="$user" --regid="$user" --init-groups env HOME="$home" "$@"

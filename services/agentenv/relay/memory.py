@@ -16,17 +16,38 @@ costing the others:
 
 Only messages of :data:`COUNTED` bytes or more count: an ordinary command
 costs nothing here. The control token's own links are not bounded.
+
+A message is also held while it is being read, before it is whole: one
+user's sixteen connections could each hold 32 MiB of a message they never
+finish. A :class:`Meter` counts, per connection and each way (an agent's
+messages, and Chromium's answers to it), the bytes read and not yet handed
+on, against a second :class:`InFlight` for reading: per user the larger of
+``AGENTENV_USER_INFLIGHT_BYTES`` and ``AGENTENV_AGENT_MESSAGE_BYTES`` (one
+message of the largest size an agent may send can always be read), and
+``AGENTENV_RELAY_INFLIGHT_BYTES`` for the relay. Past either, that
+connection is closed (1009, rule ``memory``): what it was sending or being
+sent is already partly read and cannot be answered. An answer Chromium
+makes counts for the agent who asked until it is handed over, so an agent
+cannot have Chromium write half a gigabyte into the relay either.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["COUNTED", "InFlight"]
+__all__ = ["AT_LIMIT", "COUNTED", "STEP", "InFlight", "Meter"]
 
 #: Messages this big or bigger count against the bounds (smaller ones are
 #: the ordinary traffic of every client, and cost a lookup nothing).
 COUNTED = 1024 * 1024
+#: Why a connection is closed when the relay's own limit is reached while it
+#: is served (images/browser/launch/service.sh sets it: RLIMIT_DATA).
+AT_LIMIT = (
+    "disconnected by agentenv guard memory: the relay is at its memory limit "
+    "(AGENTENV_RELAY_MEMORY_MB); send less at once, or give the computer more memory"
+)
+#: What a :class:`Meter` takes at a time (fewer calls on a long read).
+STEP = 256 * 1024
 
 
 @dataclass
@@ -37,6 +58,8 @@ class InFlight:
     total: int
     held: dict[str, int] = field(default_factory=dict)
     everyone: int = 0
+    #: The settings the bounds come from, as the refusals name them.
+    per_user_name: str = "AGENTENV_USER_INFLIGHT_BYTES"
 
     def take(self, who: str, size: int) -> str | None:
         """Hold ``size`` bytes for ``who``; None if done, else why not."""
@@ -44,7 +67,7 @@ class InFlight:
         if self.per_user and mine + size > self.per_user:
             return (
                 f"blocked by agentenv guard memory: {who[:64]}'s messages being handled "
-                f"would hold {mine + size} bytes, past AGENTENV_USER_INFLIGHT_BYTES="
+                f"would hold {mine + size} bytes, past {self.per_user_name}="
                 f"{self.per_user}: send big messages one at a time"
             )
         if self.total and self.everyone + size > self.total:
@@ -65,3 +88,41 @@ class InFlight:
         else:
             self.held.pop(who, None)
         self.everyone = max(0, self.everyone - size)
+
+
+@dataclass
+class Meter:
+    """Bytes one connection has read one way and not yet handed on."""
+
+    reading: InFlight
+    who: str
+    #: Bytes taken from ``reading`` for this connection.
+    held: int = 0
+    #: Bytes read since the last whole message was handed on.
+    seen: int = 0
+    #: Why the connection went past its bound (it reads nothing more).
+    over: str | None = None
+
+    def read(self, size: int) -> str | None:
+        """Count ``size`` bytes read; the reason to close the connection, once."""
+        if self.over is not None:
+            return None
+        self.seen += size
+        if self.seen < COUNTED or self.seen <= self.held:
+            return None
+        want = -(-(self.seen - self.held) // STEP) * STEP
+        why = self.reading.take(self.who, want)
+        if why is None:
+            self.held += want
+            return None
+        self.over = why.replace("blocked by", "disconnected by", 1).replace(
+            "messages being handled", "messages being read and handled"
+        )
+        return self.over
+
+    def handed_on(self) -> None:
+        """A whole message was handed on: what was read for it is let go."""
+        if self.held:
+            self.reading.give(self.who, self.held)
+        self.held = 0
+        self.seen = 0

@@ -14,6 +14,12 @@ not web content are detached before the client sees them. If a send to the
 client fails (it left), nothing more is sent and Chromium's answers are
 still read, so their entries end as answered.
 
+An agent's connection reads through two meters
+(:class:`~agentenv.relay.memory.Meter`), one each way: its WebSocket readers
+are wrapped (:class:`_MeteredReader`) so the bytes of a message not yet
+whole count against its user's share of the relay's memory; past it the
+connection is closed (1009, rule memory).
+
 When the client leaves, commands still unanswered are waited for (up to
 :data:`SETTLE_S`) so their entries and effects are settled as if answered, and
 a download folder it changed is set back. When Chromium goes away, the client
@@ -55,7 +61,7 @@ from agentenv.relay import core, elements, password
 from agentenv.relay.core import ClientState, Down, Kind, Pending, Step
 from agentenv.relay.errors import RelayError
 from agentenv.relay.logbook import Logbook
-from agentenv.relay.memory import COUNTED, InFlight
+from agentenv.relay.memory import AT_LIMIT, COUNTED, InFlight, Meter
 from agentenv.relay.tabs import TAB_METHODS
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
@@ -89,9 +95,17 @@ class _Bridge:
         granted: Granted,
         downloads: str,
         inflight: InFlight | None = None,
+        reading: InFlight | None = None,
     ) -> None:
         self.client = client
         self.inflight = inflight or InFlight(0, 0)
+        who = state.identity.user
+        #: What the agent sends, and what Chromium answers it, not yet whole.
+        self.sent = Meter(reading or InFlight(0, 0), who)
+        self.answers = Meter(reading or InFlight(0, 0), who)
+        #: Why the connection was closed for memory (its pending entries say so).
+        self.over: str | None = None
+        self._closing: set[asyncio.Task[None]] = set()
         self.upstream = upstream
         self.state = state
         self.logbook = logbook
@@ -118,6 +132,7 @@ class _Bridge:
         who = self.state.identity.user
         bounded = not self.state.identity.control
         async for msg in self.client:
+            self.sent.handed_on()
             if msg.type is WSMsgType.TEXT:
                 data: str = msg.data
                 size = len(data)
@@ -138,7 +153,10 @@ class _Bridge:
                 await self.client.close(code=code, message=reason)
                 break
             elif msg.type is WSMsgType.ERROR:
-                self._too_big(msg.data)
+                if isinstance(msg.data, MemoryError):  # aiohttp's reader caught it
+                    self._over_memory(AT_LIMIT)
+                else:
+                    self._too_big(msg.data)
                 break
 
     async def _refuse_memory(self, data: str, why: str) -> None:
@@ -165,6 +183,52 @@ class _Bridge:
             if session is not None:
                 answer["sessionId"] = session.group(1)
             await self._answer(answer)
+
+    def meter(self, client_reads: Any, upstream_reads: Any) -> None:
+        """Count what the two WebSocket readers are fed (an agent's
+        connection): ``*_reads`` are aiohttp's protocols, each holding its
+        reader as ``_payload_parser``."""
+        for protocol, meter, what in (
+            (client_reads, self.sent, "its messages"),
+            (upstream_reads, self.answers, "Chromium's answers to it"),
+        ):
+            parser = getattr(protocol, "_payload_parser", None)
+            if parser is None:  # aiohttp changed: the bound is off, and says so
+                log.warning("conn %d: cannot meter %s", self.state.number, what)
+                continue
+            protocol._payload_parser = _MeteredReader(parser, meter, self._over_memory)
+
+    def _over_memory(self, why: str) -> None:
+        """A meter went past its bound: the connection is closed (1009),
+        on the record with rule memory, its unanswered commands ended."""
+        if self.over is not None:
+            return
+        self.over = why if why == AT_LIMIT else f"{why} (bytes read count until handed on)"
+        state = self.state
+        self.logbook.refused(
+            state.identity.user,
+            state.number,
+            None,
+            "memory",
+            self.over[:500],
+            action="disconnected",
+            bytes=max(self.sent.seen, self.answers.seen),
+        )
+        task = asyncio.get_running_loop().create_task(self._close_for_memory())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _close_for_memory(self) -> None:
+        reason = (
+            b"the relay is at its memory limit: see the action log (rule memory)"
+            if self.over == AT_LIMIT
+            else b"past this user's share of the relay's memory: see the action log (rule memory)"
+        )
+        for ws in (self.client, self.upstream):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    ws.close(code=WSCloseCode.MESSAGE_TOO_BIG, message=reason), 1.0
+                )
 
     def _too_big(self, error: object) -> None:
         """A message over the agent's bound: aiohttp closed the connection
@@ -437,7 +501,10 @@ class _Bridge:
             elif msg.type is WSMsgType.BINARY:
                 await self._hand_over(msg.data)
             elif msg.type is WSMsgType.ERROR:
+                if isinstance(msg.data, MemoryError):  # aiohttp's reader caught it
+                    self._over_memory(AT_LIMIT)
                 break
+            self.answers.handed_on()
             if not state.pending:
                 self.settled.set()
 
@@ -562,14 +629,20 @@ async def bridge(
     granted: Granted,
     downloads: str,
     inflight: InFlight | None = None,
+    reading: InFlight | None = None,
+    reads: Any = None,
 ) -> None:
-    """Move messages until either side ends; settle what is in flight; close."""
-    b = _Bridge(client, upstream, state, logbook, watcher, granted, downloads, inflight)
+    """Move messages until either side ends; settle what is in flight; close.
+    ``reading`` bounds what an agent's connection has read and not handed on
+    (``reads``: the client side's aiohttp protocol)."""
+    b = _Bridge(client, upstream, state, logbook, watcher, granted, downloads, inflight, reading)
+    if reading is not None and not state.identity.control:
+        b.meter(reads, getattr(getattr(upstream, "_conn", None), "protocol", None))
     to_upstream = asyncio.create_task(b.to_upstream(), name=f"conn{state.number}-up")
     to_client = asyncio.create_task(b.to_client(), name=f"conn{state.number}-down")
     try:
         done, _ = await asyncio.wait({to_upstream, to_client}, return_when=asyncio.FIRST_COMPLETED)
-        if to_upstream in done and not to_client.done() and state.pending:
+        if to_upstream in done and not to_client.done() and state.pending and b.over is None:
             # The client left: let Chromium answer what it was sent.
             b.settled.clear()
             with contextlib.suppress(TimeoutError):
@@ -580,17 +653,35 @@ async def bridge(
         for task in (to_upstream, to_client):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-    upstream_ended = to_client in done and not client.closed and not b.client_gone
+    if any(
+        t.done() and not t.cancelled() and isinstance(t.exception(), MemoryError)
+        for t in (to_upstream, to_client)
+    ):
+        # The relay's own limit (AGENTENV_RELAY_MEMORY_MB) was reached while
+        # this connection was being served: it is the one closed.
+        b.over = AT_LIMIT
+        with contextlib.suppress(Exception):
+            logbook.refused(
+                state.identity.user, state.number, None, "memory", b.over, action="disconnected"
+            )
+    upstream_ended = (
+        to_client in done and not client.closed and not b.client_gone and b.over is None
+    )
     try:
         if state.pending:
             b.end_pending(
-                "Chromium exited before answering"
-                if upstream_ended
-                else f"no answer within {SETTLE_S:.0f} s after the client left"
+                b.over
+                or (
+                    "Chromium exited before answering"
+                    if upstream_ended
+                    else f"no answer within {SETTLE_S:.0f} s after the client left"
+                )
             )
     finally:  # whatever the log did, the connection's grants and actions end
         logbook.drop_owner(state.number)
         granted.drop_owner(state.number)
+        b.sent.handed_on()
+        b.answers.handed_on()
     if state.downloads_changed and not upstream_ended:
         watcher.reset_downloads(state.scope)
     if upstream_ended:
@@ -603,3 +694,33 @@ async def bridge(
     if not client.closed:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(client.close(), 5.0)
+
+
+class _MeteredReader:
+    """An aiohttp WebSocket reader that counts the bytes it is fed first
+    (:class:`~agentenv.relay.memory.Meter`); past the bound it is fed nothing
+    more, and ``over`` closes the connection."""
+
+    __slots__ = ("meter", "over", "parser")
+
+    def __init__(self, parser: Any, meter: Meter, over: Callable[[str], None]) -> None:
+        self.parser = parser
+        self.meter = meter
+        self.over = over
+
+    def feed_data(self, data: bytes) -> tuple[bool, bytes]:
+        why = self.meter.read(len(data))
+        if why is not None:
+            self.over(why)
+        if self.meter.over is not None:
+            return False, b""
+        try:
+            result: tuple[bool, bytes] = self.parser.feed_data(data)
+        except MemoryError:  # the relay's own limit: this connection goes
+            self.meter.over = AT_LIMIT
+            self.over(AT_LIMIT)
+            return False, b""
+        return result
+
+    def feed_eof(self) -> None:
+        self.parser.feed_eof()

@@ -68,6 +68,8 @@ in_scopes_key: web.AppKey[WeakKeyDictionary[web.WebSocketResponse, Scope]] = web
 agents_key: web.AppKey[list[int]] = web.AppKey("agents")
 #: Bytes of agents' big messages being handled (relay/memory.py).
 inflight_key = web.AppKey("inflight", InFlight)
+#: Bytes agents' connections have read, each way, and not yet handed on.
+reading_key = web.AppKey("reading", InFlight)
 #: Each user's agent connections open or connecting (AGENTENV_MAX_CONNECTIONS_PER_USER).
 per_user_key: web.AppKey[dict[str, int]] = web.AppKey("per_user")
 numbers_key: web.AppKey[itertools.count[int]] = web.AppKey("numbers")
@@ -459,6 +461,8 @@ async def _bridge(
             request.app[granted_key],
             str(settings.downloads_for(scope.name if scope is not None else None)),
             request.app[inflight_key],
+            request.app[reading_key],
+            request.protocol,
         )
     finally:
         sockets.discard(client)
@@ -570,6 +574,15 @@ def make_app(settings: Settings) -> web.Application:
     app[agents_key] = [0]
     app[per_user_key] = {}
     app[inflight_key] = InFlight(settings.user_inflight_bytes, settings.relay_inflight_bytes)
+    # One message of the largest size an agent may send can always be read.
+    reading_per_user = settings.user_inflight_bytes and max(
+        settings.user_inflight_bytes, settings.agent_message_bytes
+    )
+    app[reading_key] = InFlight(
+        reading_per_user,
+        settings.relay_inflight_bytes,
+        per_user_name="AGENTENV_USER_INFLIGHT_BYTES (or AGENTENV_AGENT_MESSAGE_BYTES if larger)",
+    )
     app.cleanup_ctx.append(_client_ctx)
     app.cleanup_ctx.append(_log_ctx)
     app.on_shutdown.append(_close_sockets)
