@@ -267,3 +267,30 @@ def test_the_loopback_door_takes_its_token_from_the_environment_only() -> None:
 
     with pytest.raises(LoopbackError, match="http://host:port"):
         Loopback("file:///etc", "t")
+
+
+def test_the_memory_budget_adds_up() -> None:
+    """The tmpfs sizes, /dev/shm and the relay's own limit leave Chromium
+    and the programs at least LEFT_FOR_PROGRAMS_MB of the container's memory
+    (tmpfs pages count against it), and the image's relay limit is the
+    budget's (issue 22)."""
+    import re
+
+    from agentenv.harness.hardening import (
+        LEFT_FOR_PROGRAMS_MB,
+        MEMORY,
+        RELAY_MEMORY_MB,
+        SHM,
+        TMPFS,
+    )
+
+    def mib(size: str) -> int:
+        number, unit = re.fullmatch(r"(\d+)([mg])", size).groups()  # type: ignore[union-attr]
+        return int(number) * (1024 if unit == "g" else 1)
+
+    sizes = [mib(re.search(r"size=(\w+)", o).group(1)) for o in TMPFS.values()]  # type: ignore[union-attr]
+    taken = sum(sizes) + mib(SHM) + RELAY_MEMORY_MB
+    assert mib(MEMORY) - taken >= LEFT_FOR_PROGRAMS_MB, (MEMORY, taken)
+    root = Path(__file__).resolve().parents[2]
+    launch = (root / "images/browser/launch/service.sh").read_text()
+    assert f"AGENTENV_RELAY_MEMORY_MB:-{RELAY_MEMORY_MB}" in launch

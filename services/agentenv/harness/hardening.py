@@ -7,6 +7,36 @@ when it starts computers and by the container tests.
 - ``no-new-privileges``, a read-only root file system with tmpfs where the
   programs write (the homes of the two users, the downloads folder, /tmp,
   supervisord's run folder), a memory and a process limit.
+
+The memory budget (issue 22). A tmpfs's pages count against the container's
+memory limit, so the tmpfs sizes and the relay's own limit together leave
+Chromium and the other programs a known share; no one agent can fill one
+and have the kernel kill a program of everyone's:
+
+=====================================  ========  ==============================
+what                                   bound     what happens past it
+=====================================  ========  ==============================
+the container (``MEMORY``)             3 GiB     the kernel kills (renderers
+                                                 first: Chromium ranks them so)
+Chromium's profile, ``/home/browser``  512 MiB   the home scope's writes fail;
+                                                 an origin's storage is bounded
+                                                 well before (quota, below)
+downloads                              256 MiB   a download fails
+``/tmp`` (Chromium's shared memory:    256 MiB   a renderer's allocation fails
+``--disable-dev-shm-usage``)
+``/dev/shm`` (unused by Chromium)      64 MiB
+``/home/agentenv``, ``/run/agentenv``  80 MiB
+the relay (RLIMIT_DATA,                640 MiB   the connection being served is
+``AGENTENV_RELAY_MEMORY_MB``)                    closed (rule memory)
+Chromium, the app server with its      1,264    what is left: 3 GiB less the
+Playwright MCPs, the recorder          MiB      rows above
+=====================================  ========  ==============================
+
+Inside Chromium, an origin's storage (IndexedDB, Cache Storage, OPFS) is
+held to ``AGENTENV_ORIGIN_STORAGE_BYTES`` in every scope by the relay's
+watcher (:mod:`agentenv.relay.watcher`): a scope other than home is an
+off-the-record context whose storage lives in the browser process's memory,
+with a quota Chromium computes from the host's memory, not the container's.
 """
 
 from __future__ import annotations
@@ -17,9 +47,12 @@ from typing import Any
 
 __all__ = [
     "CAPABILITIES",
+    "LEFT_FOR_PROGRAMS_MB",
     "MEMORY",
     "PIDS",
+    "RELAY_MEMORY_MB",
     "SERVICE_UID",
+    "SHM",
     "TMPFS",
     "docker_kwargs",
     "writable_by_the_computer",
@@ -29,20 +62,26 @@ CAPABILITIES = ("SETUID", "SETGID", "KILL")
 #: The uid the relay, app server and recorder run as (they write recordings).
 SERVICE_UID = 1000
 TMPFS = {
-    "/tmp": "mode=1777,size=512m",
+    "/tmp": "mode=1777,size=256m",
     "/run/agentenv": "mode=0755,size=16m",
     "/home/agentenv": "uid=1000,gid=1000,mode=0700,size=64m",
-    "/home/browser": "uid=1001,gid=1001,mode=0700,size=1g",
-    "/var/lib/agentenv/downloads": "uid=1001,gid=1002,mode=2770,size=1g",
+    "/home/browser": "uid=1001,gid=1001,mode=0700,size=512m",
+    "/var/lib/agentenv/downloads": "uid=1001,gid=1002,mode=2770,size=256m",
 }
 MEMORY = "3g"
+#: Chromium keeps its shared memory in /tmp (``--disable-dev-shm-usage``).
+SHM = "64m"
+#: The relay's own limit (images/browser/launch/service.sh's default).
+RELAY_MEMORY_MB = 640
+#: What the budget leaves at least for Chromium and the other programs.
+LEFT_FOR_PROGRAMS_MB = 1024
 PIDS = 2048
 
 
 def docker_kwargs() -> dict[str, Any]:
     """Keyword arguments of the docker SDK's ``containers.run`` for a hardened computer."""
     return {
-        "shm_size": "1g",
+        "shm_size": SHM,
         "cap_drop": ["ALL"],
         "cap_add": list(CAPABILITIES),
         "security_opt": ["no-new-privileges:true"],

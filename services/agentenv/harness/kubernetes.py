@@ -247,14 +247,15 @@ def pod(name: str, namespace: str, image: str) -> dict[str, Any]:
                 }
             ],
             "volumes": [
-                {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "512Mi"}},
+                {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}},
                 {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
                 {"name": "home-agentenv", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
-                {"name": "home-browser", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
-                {"name": "downloads", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
+                {"name": "home-browser", "emptyDir": {"medium": "Memory", "sizeLimit": "512Mi"}},
+                {"name": "downloads", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}},
                 {"name": "log", "emptyDir": {"sizeLimit": "2Gi"}},
-                # Chromium's renderers need more than the runtime's 64 MB of /dev/shm.
-                {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
+                # Chromium keeps its shared memory in /tmp (--disable-dev-shm-usage);
+                # the sizes are a budget (harness/hardening.py).
+                {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
             ],
         },
     }
