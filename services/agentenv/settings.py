@@ -118,6 +118,12 @@ class Settings:
     #: past it their commands and actions are refused (rule log-budget).
     log_user_max_bytes: int = 256 * 1024**2
     log_user_bytes_per_minute: int = 32 * 1024**2
+    #: An origin's storage (IndexedDB, Cache Storage, OPFS) in any scope
+    #: (0: Chromium's own quota): the watcher overrides each origin's quota
+    #: as its pages and frames open (relay/watcher.py). A scope other than
+    #: home keeps its storage in the browser process's memory, and Chromium
+    #: sizes its quota from the host's memory, not the container's.
+    origin_storage_bytes: int = 128 * 1024**2
     #: How long discovery and readiness calls to Chromium may take.
     upstream_timeout_s: float = 5.0
 
@@ -327,6 +333,9 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             env, "AGENTENV_RECORDING_MAX_DURATION_S", defaults.recording_max_duration_s
         ),
         log_max_bytes=_positive(env, "AGENTENV_LOG_MAX_BYTES", defaults.log_max_bytes),
+        origin_storage_bytes=_non_negative(
+            env, "AGENTENV_ORIGIN_STORAGE_BYTES", defaults.origin_storage_bytes
+        ),
         log_user_max_bytes=_non_negative(
             env, "AGENTENV_LOG_USER_MAX_BYTES", defaults.log_user_max_bytes
         ),

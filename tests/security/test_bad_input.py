@@ -605,3 +605,53 @@ async def test_big_messages_in_flight_are_bounded_per_user(image: str) -> None:
         assert refused and refused[0]["who"] == "alice", refused
         assert refused[0]["method"] == "Runtime.evaluate" and refused[0]["bytes"] > 2 * 1024 * 1024
         assert b"inflight-marker" not in pc.all_log_bytes()
+
+
+#: Fills the origin's IndexedDB with 8 MiB records of random bytes until
+#: Chromium refuses one (or 48 went in); answers what happened, as JSON.
+_FILL = """(async () => {
+  const db = await new Promise((ok, no) => { const r = indexedDB.open('fill', 1);
+    r.onupgradeneeded = () => r.result.createObjectStore('s');
+    r.onsuccess = () => ok(r.result); r.onerror = () => no(r.error); });
+  const chunk = new Uint8Array(8 * 1024 * 1024);
+  for (let i = 0; i < chunk.length; i += 65536)
+    crypto.getRandomValues(chunk.subarray(i, i + 65536));
+  let n = 0;
+  try {
+    for (; n < 48; n++) {
+      chunk[0] = n;
+      await new Promise((ok, no) => { const tx = db.transaction('s', 'readwrite');
+        tx.objectStore('s').put(chunk.slice(), n);
+        tx.oncomplete = ok; tx.onerror = () => no(tx.error); tx.onabort = () => no(tx.error); });
+    }
+  } catch (e) { return JSON.stringify({n, error: e.name}); }
+  return JSON.stringify({n});
+})()"""
+
+_CACHE = """(async () => {
+  const cache = await caches.open('mine');
+  await cache.put('/x', new Response('y'.repeat(1024 * 1024)));
+  return (await (await cache.match('/x')).text()).length;
+})()"""
+
+
+async def test_an_origins_storage_is_bounded_in_every_scope(target: Computer) -> None:
+    """A page's IndexedDB in a scope other than home lives in the browser's
+    memory, with a quota Chromium sizes from the host's memory (11 GB here):
+    one agent's page wrote 1.2 GB into the browser process in 2 s. The
+    watcher holds each origin to AGENTENV_ORIGIN_STORAGE_BYTES (128 MiB)
+    in every scope: Bob's fill of two origins is refused past it in each,
+    so is Alice's (home, on the profile's disk), and Alice's Cache Storage
+    writes go on (issue 22)."""
+    import json
+
+    other = SITE.replace("127.0.0.1", "localhost")
+    async with agent(target, "bob") as bob, agent(target, "alice") as alice:
+        for who, site in ((bob, SITE), (bob, other), (alice, SITE)):
+            _, session = await who.page(site + "/")
+            filled = json.loads(await who.evaluate(session, _FILL))
+            # 128 MiB holds at most 16 records of 8 MiB; the first goes in.
+            assert filled.get("error") == "QuotaExceededError", (site, filled)
+            assert 1 <= filled["n"] <= 16, (site, filled)
+        _, session = await alice.page(other + "/")
+        assert await alice.evaluate(session, _CACHE) == 1024 * 1024

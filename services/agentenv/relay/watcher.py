@@ -14,6 +14,18 @@ refused on every client's connection.
 
 When Chromium exits, every tab is written as closed ``by: exit``, and the
 watcher reconnects as soon as Chromium answers again.
+
+It bounds each origin's storage (issue 22): as a page or an out-of-process
+frame opens an http(s) origin, a session of the watcher's own on that
+target sets ``Storage.overrideQuotaForOrigin`` to
+``AGENTENV_ORIGIN_STORAGE_BYTES`` and stays attached (Chromium withdraws an
+override when its session ends). A scope other than home is an
+off-the-record context: its IndexedDB and Cache Storage live in the browser
+process's memory, with a quota Chromium sizes from the host's memory (11 GB
+per origin on a 64 GB host), so one agent's page could write the browser
+out of the container's memory for everyone in seconds. What a page writes
+in the first milliseconds, before the override lands, is not held back;
+nor is a same-site frame of another origin (it has no target of its own).
 """
 
 from __future__ import annotations
@@ -74,6 +86,15 @@ def _make_folder(folder: Path) -> None:
         os.chmod(folder, 0o2770)
 
 
+def _origin(url: str) -> str | None:
+    """An http(s) URL's origin (``scheme://host[:port]``), else None."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("http", "https"):
+        return None
+    host = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0].rsplit("@", 1)[-1]
+    return f"{scheme}://{host}" if host else None
+
+
 async def _once(
     running: dict[str, asyncio.Task[T]], key: str, make: Callable[[str], Coroutine[Any, Any, T]]
 ) -> T:
@@ -130,6 +151,11 @@ class Watcher:
         self.tab_pages: dict[str, str] = {}
         self._finding: dict[str, asyncio.Task[str | None]] = {}
         self._probes: dict[str, asyncio.Future[str]] = {}  # our tab session -> its page
+        #: Origins whose storage is bounded, by the target whose session holds it.
+        self._bounded: dict[str, set[str]] = {}
+        #: Each such target's session of ours that holds its overrides.
+        self._quota_sessions: dict[str, str] = {}
+        self._quota_attaching: dict[str, asyncio.Task[str | None]] = {}
 
     async def page_of_tab(self, tab: str) -> str | None:
         """The page of the tab-type target ``tab``, found once (bounded): the
@@ -339,6 +365,8 @@ class Watcher:
                 self._fail_calls("Chromium went away")
                 self._sessions.clear()
                 self._tabs_of.clear()
+                self._bounded.clear()
+                self._quota_sessions.clear()
                 for task in self._attaching.values():
                     task.cancel()
                 self._attaching.clear()
@@ -466,6 +494,8 @@ class Watcher:
             parent = info.get("parentId")
             if isinstance(parent, str) and parent:
                 self.parents[target] = parent
+            if kind in ("page", "iframe") and self.settings.origin_storage_bytes:
+                self._bound_storage(target, url)
             # Tabs are web pages: the browser's own UI (Chromium lists its
             # omnibox popup as a page at a chrome:// URL) is none of them.
             if not is_tab((kind, url)):
@@ -486,6 +516,8 @@ class Watcher:
                 self.tab_pages.pop(tab, None)
                 self.parents.pop(tab, None)
                 self.contexts.pop(tab, None)
+                self._bounded.pop(tab, None)
+                self._quota_sessions.pop(tab, None)
                 ours = self._sessions.pop(tab, None)
                 if ours is not None:
                     self._tabs_of.pop(ours, None)
@@ -495,11 +527,50 @@ class Watcher:
                     self.logbook.destroyed(tab)
         elif method == "Target.detachedFromTarget":
             session = params.get("sessionId")
+            for target, ours in list(self._quota_sessions.items()):
+                if ours == session:  # its overrides are withdrawn with it
+                    del self._quota_sessions[target]
+                    self._bounded.pop(target, None)
             for tab, ours in list(self._sessions.items()):
                 if ours == session:
                     del self._sessions[tab]
                     self._tabs_of.pop(ours, None)
                     self.worlds.gone(tab)
+
+    def _bound_storage(self, target: str, url: str) -> None:
+        """Bound the storage of ``url``'s origin, once per target."""
+        origin = _origin(url)
+        if origin is None:
+            return
+        done = self._bounded.setdefault(target, set())
+        if origin in done:
+            return
+        done.add(origin)
+        self.spawn(self._override_quota(target, origin))
+
+    async def _quota_attach(self, target: str) -> str | None:
+        answer = await self._call(
+            "Target.attachToTarget", {"targetId": target, "flatten": True}, deadline_s=5.0
+        )
+        session = answer.get("result", {}).get("sessionId")
+        if isinstance(session, str) and target in self.targets:
+            self._quota_sessions[target] = session
+            return session
+        return None
+
+    async def _override_quota(self, target: str, origin: str) -> None:
+        try:
+            session = self._quota_sessions.get(target) or await _once(
+                self._quota_attaching, target, self._quota_attach
+            )
+            if session is None:
+                return  # gone already
+            quota = {"origin": origin, "quotaSize": self.settings.origin_storage_bytes}
+            done = await self._call("Storage.overrideQuotaForOrigin", quota, session=session)
+            if "error" in done:
+                log.warning("watcher: %s's storage unbounded: %s", origin[:100], done["error"])
+        except (WatcherError, TimeoutError) as exc:
+            log.debug("watcher: could not bound %s's storage: %s", origin[:100], exc)
 
     async def _find_front(self) -> None:
         """Which of the tabs found at start is in front: the one page that says it
