@@ -4,10 +4,14 @@ under attack, and the checks each attack ends with."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import itertools
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import requests
@@ -15,7 +19,16 @@ import requests
 from tests.support.container import Computer
 from tests.support.timing import deadline
 
-__all__ = ["Agent", "agent", "attempt", "clean", "guarded"]
+__all__ = [
+    "Agent",
+    "agent",
+    "attempt",
+    "clean",
+    "closed_with",
+    "frame",
+    "guarded",
+    "raw_socket",
+]
 
 
 class Agent:
@@ -126,3 +139,56 @@ def clean(target: Computer, *secrets: str) -> None:
     for secret in (*secrets, *target.users.values(), target.control or ""):
         if secret:
             assert secret.encode() not in everything, "a secret reached /var/log/agentenv"
+
+
+async def raw_socket(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A WebSocket opened by hand, to send a message in fragments."""
+    parts = urlsplit(url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write(
+        (
+            f"GET {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\n"
+            "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), deadline(10))
+    assert b" 101 " in head.split(b"\r\n")[0], head
+    return reader, writer
+
+
+def frame(opcode: int, payload: bytes, fin: bool) -> bytes:
+    """A client's frame, masked with a key of zeros (the payload as it is)."""
+    size = len(payload)
+    first = (0x80 if fin else 0) | opcode
+    if size < 126:
+        head = bytes([first, 0x80 | size])
+    elif size < 65536:
+        head = bytes([first, 0x80 | 126]) + size.to_bytes(2, "big")
+    else:
+        head = bytes([first, 0x80 | 127]) + size.to_bytes(8, "big")
+    return head + b"\0\0\0\0" + payload
+
+
+async def closed_with(reader: asyncio.StreamReader) -> int | None:
+    """The close code the relay sent, reading past anything else (0: the
+    connection was reset, which a sender still sending may see instead;
+    None: still open)."""
+    with contextlib.suppress(TimeoutError):
+        while True:
+            if reader.at_eof():
+                return 0
+            try:
+                first, second = await asyncio.wait_for(reader.readexactly(2), deadline(10))
+            except (ConnectionError, asyncio.IncompleteReadError):
+                return 0
+            size = second & 0x7F
+            if size == 126:
+                size = int.from_bytes(await reader.readexactly(2), "big")
+            elif size == 127:
+                size = int.from_bytes(await reader.readexactly(8), "big")
+            body = await reader.readexactly(size)
+            if first & 0x0F == 0x8:
+                return int.from_bytes(body[:2], "big")
+    return None

@@ -6,17 +6,23 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import os
 import socket
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
 import requests
 
-from tests.security.attacks import agent, attempt, browser_url, guarded
+from tests.security.attacks import (
+    agent,
+    attempt,
+    browser_url,
+    closed_with,
+    frame,
+    guarded,
+    raw_socket,
+)
 from tests.support.container import SITE, SUPERVISORCTL, Computer
 from tests.support.timing import deadline, wait_for
 
@@ -275,7 +281,6 @@ async def test_input_far_past_any_screen_is_refused_and_the_tab_takes_input(
 
 def test_tool_call_arguments_nested_too_deep_are_refused(target: Computer) -> None:
     """Arguments 300 deep made the app answer 500 (6th red team)."""
-    import base64
     import json
 
     deep = json.dumps(json.loads("[" * 300 + "]" * 300))
@@ -403,59 +408,6 @@ async def test_an_agents_huge_messages_cost_only_its_own_connections(target: Com
     assert "AGENTENV_AGENT_MESSAGE_BYTES" in memory[0]["error"], memory
 
 
-async def _raw_socket(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A WebSocket opened by hand, to send a message in fragments."""
-    parts = urlsplit(url)
-    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
-    key = base64.b64encode(os.urandom(16)).decode()
-    writer.write(
-        (
-            f"GET {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\n"
-            "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        ).encode()
-    )
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), deadline(10))
-    assert b" 101 " in head.split(b"\r\n")[0], head
-    return reader, writer
-
-
-def _frame(opcode: int, payload: bytes, fin: bool) -> bytes:
-    """A client's frame, masked with a key of zeros (the payload as it is)."""
-    size = len(payload)
-    first = (0x80 if fin else 0) | opcode
-    if size < 126:
-        head = bytes([first, 0x80 | size])
-    elif size < 65536:
-        head = bytes([first, 0x80 | 126]) + size.to_bytes(2, "big")
-    else:
-        head = bytes([first, 0x80 | 127]) + size.to_bytes(8, "big")
-    return head + b"\0\0\0\0" + payload
-
-
-async def _closed_with(reader: asyncio.StreamReader) -> int | None:
-    """The close code the relay sent, reading past anything else (0: the
-    connection was reset, which a sender still sending may see instead;
-    None: still open)."""
-    with contextlib.suppress(TimeoutError):
-        while True:
-            if reader.at_eof():
-                return 0
-            try:
-                first, second = await asyncio.wait_for(reader.readexactly(2), deadline(10))
-            except (ConnectionError, asyncio.IncompleteReadError):
-                return 0
-            size = second & 0x7F
-            if size == 126:
-                size = int.from_bytes(await reader.readexactly(2), "big")
-            elif size == 127:
-                size = int.from_bytes(await reader.readexactly(8), "big")
-            body = await reader.readexactly(size)
-            if first & 0x0F == 0x8:
-                return int.from_bytes(body[:2], "big")
-    return None
-
-
 def _memory_line(target: Computer, after: int, who: str) -> dict[str, Any] | None:
     lines, _ = target.log(after)
     found = [
@@ -481,26 +433,26 @@ async def test_messages_read_in_parts_are_bounded_per_user_over_connections(
     readers: list[asyncio.StreamReader] = []
     try:
         for _ in range(2):  # 30 MiB each, unfinished: 60 MiB of alice's 64
-            reader, writer = await _raw_socket(browser_url(target, "alice"))
+            reader, writer = await raw_socket(browser_url(target, "alice"))
             held.append(writer)
             readers.append(reader)
-            writer.write(_frame(0x1, b'{"id":1,"method":"Runtime.evaluate","params":{"e":"', False))
+            writer.write(frame(0x1, b'{"id":1,"method":"Runtime.evaluate","params":{"e":"', False))
             for _ in range(30):
-                writer.write(_frame(0x0, chunk, False))
+                writer.write(frame(0x0, chunk, False))
                 await writer.drain()
-        reader, writer = await _raw_socket(browser_url(target, "alice"))
+        reader, writer = await raw_socket(browser_url(target, "alice"))
         held.append(writer)
-        writer.write(_frame(0x1, b'{"id":1,"method":"Runtime.evaluate","params":{"e":"', False))
+        writer.write(frame(0x1, b'{"id":1,"method":"Runtime.evaluate","params":{"e":"', False))
         with contextlib.suppress(ConnectionError):
             for _ in range(30):
-                writer.write(_frame(0x0, chunk, False))
+                writer.write(frame(0x0, chunk, False))
                 await writer.drain()
-        assert await _closed_with(reader) in (1009, 0)
+        assert await closed_with(reader) in (1009, 0)
         async with agent(target, "bob") as bob:
             assert "result" in await bob.call("Browser.getVersion")
         # The first two are open: finished, their messages are answered.
         for writer in held[:2]:
-            writer.write(_frame(0x0, b'"}}', True))
+            writer.write(frame(0x0, b'"}}', True))
             await writer.drain()
         for reader in readers:
             first, second = await asyncio.wait_for(reader.readexactly(2), deadline(10))

@@ -128,6 +128,13 @@ class LogWriter:
     def open_count(self) -> int:
         return len(self._numbering.open)
 
+    def open_scopes(self) -> dict[int, str | None]:
+        """Each open action's number, with the scope it names (if any)."""
+        return {
+            seq: scope if isinstance(scope := fields.get("scope"), str) else None
+            for seq, (_, _, fields) in self._numbering.open.items()
+        }
+
     def _write(self, entry: dict[str, Any]) -> None:
         self._put(encode(entry))
 

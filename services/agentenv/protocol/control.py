@@ -15,6 +15,10 @@ fit with a CDP error naming the field.
   (Playwright MCP's), acting as ``who`` under the guard like any agent; it
   lives until the granting connection closes or ``AgentEnv.revoke``.
 - ``AgentEnv.revoke``: ends a granted token.
+- ``AgentEnv.pending`` → ``{entries}``: the log entries numbered and not yet
+  written, each with the scope it acts in (``null``: none named). A scoped
+  recording's end waits for its own scope's only: another agent's command
+  Chromium never answers is no gap in it.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ __all__ = [
     "EndAction",
     "Grant",
     "Name",
+    "OpenEntries",
     "Reset",
     "Revoke",
     "Tabs",
@@ -94,6 +99,10 @@ class Grant(ControlParams):
     tag: Name
 
 
+class OpenEntries(ControlParams):
+    pass
+
+
 class Revoke(ControlParams):
     token: Annotated[str, Field(min_length=1, max_length=200)]
 
@@ -106,4 +115,5 @@ CONTROL_METHODS: dict[str, type[ControlParams]] = {
     "AgentEnv.reset": Reset,
     "AgentEnv.grant": Grant,
     "AgentEnv.revoke": Revoke,
+    "AgentEnv.pending": OpenEntries,
 }

@@ -308,21 +308,53 @@ class Recording:
 
     async def _log_slice(self, end_seq: int) -> tuple[list[bytes], list[int]]:
         """The log's lines from the start's entry to the end's, waiting (bounded)
-        for entries still in flight; what is still unwritten is listed."""
+        for entries still in flight; what is still unwritten is listed. A
+        scoped recording waits for its own scope's only: an entry another
+        scope holds open (a command Chromium never answers) is not its own,
+        and is no gap in it (``AgentEnv.pending`` names each open entry's scope)."""
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + END_WAIT_S
-        while self.reader.contiguous < end_seq and time.monotonic() < deadline:
+        others: set[int] = set()
+        while True:
             await loop.run_in_executor(None, self.reader.read, end_seq, 1)
-            if self.reader.contiguous >= end_seq:
+            if self.reader.contiguous >= end_seq or time.monotonic() >= deadline:
                 break
+            if self.scope is not None:
+                others = await self._others_open()
+                if others and set(range(self.reader.contiguous + 1, end_seq + 1)) <= (
+                    others | await self._written(self.reader.contiguous + 1, end_seq)
+                ):
+                    break
             await asyncio.sleep(0.1)
         lines = await loop.run_in_executor(None, self.reader.read_range, self.start_seq, end_seq)
         parsed = [(raw, orjson.loads(raw)) for raw in lines]
         have = {int(line.get("seq", 0)) for _, line in parsed}
-        missing = [n for n in range(self.start_seq, end_seq + 1) if n not in have]
+        if self.scope is not None and len(have) < end_seq - self.start_seq + 1:
+            others = await self._others_open()
+        missing = [
+            n for n in range(self.start_seq, end_seq + 1) if n not in have and n not in others
+        ]
         if self.scope is not None:  # another scope's entries are not this recording's
             lines = [raw for raw, line in parsed if scope_of(line) == self.scope]
         return lines, missing
+
+    async def _others_open(self) -> set[int]:
+        """Entries open now that act in another scope than this recording's."""
+        try:
+            answer = await self.link.call("AgentEnv.pending", deadline_s=2.0)
+        except Exception as exc:  # the relay is away: every unwritten entry counts
+            log.warning("%s: could not read the open entries: %s", self.recording_id, exc)
+            return set()
+        entries = answer.get("entries") if isinstance(answer, dict) else None
+        if not isinstance(entries, dict):
+            return set()
+        return {int(seq) for seq, scope in entries.items() if scope != self.scope}
+
+    async def _written(self, first: int, last: int) -> set[int]:
+        """The numbers from ``first`` to ``last`` that have their line."""
+        loop = asyncio.get_running_loop()
+        lines = await loop.run_in_executor(None, self.reader.read_range, first, last)
+        return {int(orjson.loads(raw).get("seq", 0)) for raw in lines}
 
 
 def _safe_url(url: str) -> str:

@@ -52,6 +52,7 @@ from agentenv.protocol.control import (
     ControlParams,
     EndAction,
     Grant,
+    OpenEntries,
     Reset,
     Revoke,
     Tabs,
@@ -124,6 +125,7 @@ class _Bridge:
             Reset: self._reset,
             Grant: self._grant,
             Revoke: self._revoke,
+            OpenEntries: self._pending,
         }
 
     # -- client to Chromium --------------------------------------------------
@@ -467,6 +469,9 @@ class _Bridge:
 
     async def _grant(self, params: Grant) -> dict[str, Any]:
         return {"token": self.granted.grant(self.state.number, params.who, params.tag)}
+
+    async def _pending(self, params: OpenEntries) -> dict[str, Any]:
+        return {"entries": {str(k): v for k, v in self.logbook.writer.open_scopes().items()}}
 
     async def _revoke(self, params: Revoke) -> dict[str, Any]:
         self.granted.revoke(params.token)

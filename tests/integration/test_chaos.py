@@ -1,0 +1,369 @@
+"""One hostile agent against everyone else (issue 22): against the built
+image, started with users and a control token and hardened as compose runs
+it, Alice runs one attack at a time while Bob, in a scope of his own, runs a
+scripted Playwright scenario (typing a name and a password, a search, a
+click, a navigation) inside a recording of his scope. For every attack:
+
+- Bob's scenario succeeds, and his recording has every frame and line:
+  no log entry missing, no gap, none of his entries unfinished;
+- Alice's attempt is on the record (with the guard's rule where a guard
+  refused it);
+- nothing restarted: the four programs are the processes they were.
+
+The computer takes a small per-minute log share for Alice's floods to
+reach it (2 MiB; Bob's scenario writes far less). Everything else is as
+shipped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import requests
+from playwright.sync_api import sync_playwright
+
+from agentenv.harness.store import LocalStore
+from tests.security.attacks import agent, browser_url, closed_with, frame, raw_socket
+from tests.support.container import SITE, SUPERVISORCTL, Computer, computer
+from tests.support.mcp import initialize, raw_headers
+from tests.support.timing import deadline, wait_for
+
+MIB = 1024 * 1024
+#: Bob's password: it must be in no byte the computer writes.
+PASSWORD = "chaos-pw-5c1e09"
+#: Evidence an attack left, read from the log lines after it began.
+Evidence = Callable[[list[dict[str, Any]]], None]
+
+
+@pytest.fixture(scope="module")
+def pc(image: str, run_network: Any) -> Iterator[Computer]:
+    env = {"AGENTENV_LOG_USER_BYTES_PER_MINUTE": str(2 * MIB)}
+    with computer(image, env=env, network=run_network) as running:
+        running.serve_site()
+        yield running
+
+
+def _pids(pc: Computer) -> dict[str, str]:
+    return {
+        name: pc.exec(*SUPERVISORCTL, "pid", name).strip()
+        for name in ("chromium", "relay", "app", "recorder")
+    }
+
+
+def _recording(pc: Computer, op: str, body: dict[str, Any]) -> Any:
+    answer = requests.post(
+        f"{pc.app}/v1/browser-recording/{op}",
+        json=body,
+        headers=pc.headers(),
+        timeout=deadline(120),
+    )
+    assert answer.status_code == 200, (op, answer.status_code, answer.text[:2000])
+    return answer.json()
+
+
+def _scenario(pc: Computer) -> None:
+    """Bob's Playwright: a name, a password, a search, a click, a navigation."""
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(browser_url(pc, "bob"), timeout=deadline(60) * 1000)
+        try:
+            page = browser.contexts[0].new_page()
+            page.set_default_timeout(deadline(60) * 1000)
+            page.goto(f"{SITE}/")
+            page.fill("#user", "bob")
+            page.type("#password", PASSWORD)
+            page.fill("#search", "chaos")
+            page.click("#go")
+            assert page.text_content("#out") == "clicked:chaos"
+            page.click("#next")
+            page.wait_for_url(f"{SITE}/next")
+            assert page.title() == "Next"
+            page.close()
+        finally:
+            browser.close()
+
+
+# -- the attacks: Alice's, each an asyncio function, and what it leaves ------
+
+
+def _memory_lines(lines: list[dict[str, Any]], action: str) -> list[dict[str, Any]]:
+    return [
+        x["action"]
+        for x in lines
+        if (x.get("action", {}).get("guard") or {}) == {"rule": "memory", "action": action}
+        and x["action"].get("who") == "alice"
+    ]
+
+
+async def _huge_messages(pc: Computer) -> None:
+    """Six connections, each sending a 200 MB message (the red team's)."""
+    for _ in range(6):
+        reader, writer = await raw_socket(browser_url(pc, "alice"))
+        head = bytes([0x81, 0x80 | 127]) + (200 * MIB).to_bytes(8, "big") + b"\0\0\0\0"
+        writer.write(head + b'{"id":1,"method":"Runtime.evaluate","params":{"expression":"')
+        try:
+            for _ in range(16):
+                writer.write(b"x" * MIB)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        assert await closed_with(reader) in (1009, 0)
+        writer.close()
+
+
+def _huge_messages_left(lines: list[dict[str, Any]]) -> None:
+    refused = _memory_lines(lines, "disconnected")
+    assert len(refused) >= 6, refused
+    assert all("AGENTENV_AGENT_MESSAGE_BYTES" in x["error"] for x in refused), refused
+
+
+async def _messages_in_parts(pc: Computer) -> None:
+    """Three connections each holding 30 MiB of a message never finished."""
+    writers = []
+    try:
+        for n in range(3):
+            reader, writer = await raw_socket(browser_url(pc, "alice"))
+            writers.append(writer)
+            writer.write(frame(0x1, b'{"id":1,"method":"Runtime.evaluate","params":{"e":"', False))
+            try:
+                for _ in range(30):
+                    writer.write(frame(0x0, b"x" * MIB, False))
+                    await writer.drain()
+            except ConnectionError:
+                assert n == 2, "only the third goes past Alice's share"
+        assert await closed_with(reader) in (1009, 0)
+    finally:
+        for writer in writers:
+            writer.close()
+
+
+def _messages_in_parts_left(lines: list[dict[str, Any]]) -> None:
+    refused = _memory_lines(lines, "disconnected")
+    assert refused and "AGENTENV_USER_INFLIGHT_BYTES" in refused[-1]["error"], refused
+
+
+async def _big_answer(pc: Computer) -> None:
+    """An 80 MB answer asked of Chromium."""
+    async with agent(pc, "alice") as alice:
+        _, session = await alice.page("about:blank")
+        big = {"expression": "'q'.repeat(80 * 1024 * 1024)", "returnByValue": True}
+        with pytest.raises(AssertionError, match="1009"):
+            await alice.call("Runtime.evaluate", big, session)
+
+
+def _big_answer_left(lines: list[dict[str, Any]]) -> None:
+    assert _memory_lines(lines, "disconnected"), "no memory line for the big answer"
+
+
+async def _unused_params(pc: Computer) -> None:
+    """Commands carrying 2,000 unused parameters of 2 KB each (4 MB)."""
+    params: dict[str, Any] = {f"u{i}": "p" * 2048 for i in range(2000)}
+    params["expression"] = "1 + 1"
+    async with agent(pc, "alice") as alice:
+        _, session = await alice.page("about:blank")
+        for _ in range(40):
+            answer = await alice.call("Runtime.evaluate", params, session)
+            assert "result" in answer or "log-budget" in str(answer), str(answer)[:300]
+
+
+def _unused_params_left(lines: list[dict[str, Any]]) -> None:
+    kept = [
+        x["action"]
+        for x in lines
+        if x.get("action", {}).get("who") == "alice"
+        and (x["action"].get("params") or {}).get("unused")
+    ]
+    assert kept and kept[0]["params"]["unused"]["count"] == 2000, kept[:1]
+    assert max(len(json.dumps(x)) for x in kept) < 4096  # their size, not their bytes
+
+
+async def _pipelined(pc: Computer) -> None:
+    """10,000 commands sent without waiting: each answered, or refused past
+    Alice's share of the log this minute."""
+    expression = "'" + "z" * 1500 + "'.length"  # kept whole: under 2 KB
+    async with agent(pc, "alice") as alice:
+        _, session = await alice.page("about:blank")
+        for n in range(10_000):
+            await alice.ws.send_json(
+                {
+                    "id": n + 1000,
+                    "method": "Runtime.evaluate",
+                    "params": {"expression": expression},
+                    "sessionId": session,
+                }
+            )
+        answered = 0
+        while answered < 10_000:
+            got = await alice.ws.receive_json(timeout=deadline(60))
+            answered += "id" in got
+
+
+def _pipelined_left(lines: list[dict[str, Any]]) -> None:
+    budget = [
+        x["action"]
+        for x in lines
+        if (x.get("action", {}).get("guard") or {}).get("rule") == "log-budget"
+        and x["action"].get("who") == "alice"
+    ]
+    assert budget, "Alice's flood never reached her share of the log"
+
+
+async def _mcp_sessions(pc: Computer) -> None:
+    """Bare MCP initialize calls, never used: past 16, 429, and Bob's go on."""
+    async with aiohttp.ClientSession() as http:
+
+        async def open_one(token: str) -> int:
+            async with http.post(
+                pc.app + "/mcp", json=initialize("chaos"), headers=raw_headers(token)
+            ) as answer:
+                return answer.status
+
+        statuses = [await open_one(pc.token("alice")) for _ in range(200)]
+        assert statuses.count(429) >= 150, statuses
+        assert await open_one(pc.token("bob")) == 200
+
+
+def _nothing_more(lines: list[dict[str, Any]]) -> None:
+    """The attack's refusal is not a log line (an HTTP answer, or Chromium's)."""
+
+
+#: Fills the origin's IndexedDB with 8 MiB records of random bytes until
+#: Chromium refuses one; answers the refusal's name.
+_FILL = """(async () => {
+  const db = await new Promise((ok, no) => { const r = indexedDB.open('fill', 1);
+    r.onupgradeneeded = () => r.result.createObjectStore('s');
+    r.onsuccess = () => ok(r.result); r.onerror = () => no(r.error); });
+  const chunk = new Uint8Array(8 * 1024 * 1024);
+  for (let i = 0; i < chunk.length; i += 65536)
+    crypto.getRandomValues(chunk.subarray(i, i + 65536));
+  try {
+    for (let n = 0; n < 200; n++) {
+      chunk[0] = n;
+      await new Promise((ok, no) => { const tx = db.transaction('s', 'readwrite');
+        tx.objectStore('s').put(chunk.slice(), n);
+        tx.oncomplete = ok; tx.onerror = () => no(tx.error); tx.onabort = () => no(tx.error); });
+    }
+  } catch (e) { return e.name; }
+  return 'all written';
+})()"""
+
+
+async def _storage(pc: Computer) -> None:
+    """Two origins' IndexedDB filled (the red team's)."""
+    async with agent(pc, "alice") as alice:
+        for site in (SITE, SITE.replace("127.0.0.1", "localhost")):
+            _, session = await alice.page(site + "/")
+            assert await alice.evaluate(session, _FILL) == "QuotaExceededError"
+
+
+async def _never_answered(pc: Computer) -> None:
+    """A command Chromium never answers, held open through Bob's scenario."""
+    async with agent(pc, "alice") as alice:
+        _, session = await alice.page("about:blank")
+        forever = {"expression": "new Promise(() => {})", "awaitPromise": True}
+        await alice.ws.send_json(
+            {"id": 99, "method": "Runtime.evaluate", "params": forever, "sessionId": session}
+        )
+        await asyncio.sleep(20)
+
+
+def _never_answered_left(lines: list[dict[str, Any]]) -> None:
+    """Its entry ends when Alice leaves, unanswered."""
+
+
+async def _crashed_tab(pc: Computer) -> None:
+    """Alice's own tab's renderer crashed on purpose (Page.crash)."""
+    async with agent(pc, "alice") as alice:
+        _, session = await alice.page(SITE + "/")
+        await alice.ws.send_json({"id": 77, "method": "Page.crash", "sessionId": session})
+        await asyncio.sleep(2)
+
+
+def _crashed_tab_left(lines: list[dict[str, Any]]) -> None:
+    crashed = [
+        x["action"]
+        for x in lines
+        if x.get("action", {}).get("method") == "Page.crash" and x["action"].get("who") == "alice"
+    ]
+    assert crashed, "Page.crash is not on the record"
+
+
+ATTACKS: dict[str, tuple[Callable[[Computer], Coroutine[Any, Any, None]], Evidence]] = {
+    "huge-messages": (_huge_messages, _huge_messages_left),
+    "messages-in-parts": (_messages_in_parts, _messages_in_parts_left),
+    "big-answer": (_big_answer, _big_answer_left),
+    "unused-params": (_unused_params, _unused_params_left),
+    "mcp-sessions": (_mcp_sessions, _nothing_more),
+    "storage": (_storage, _nothing_more),
+    "never-answered": (_never_answered, _never_answered_left),
+    "crashed-tab": (_crashed_tab, _crashed_tab_left),
+    # Last: it spends Alice's share of the log for the minute.
+    "pipelined": (_pipelined, _pipelined_left),
+}
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_one_hostile_agent_stops_no_one_else(
+    pc: Computer, run_store: LocalStore, tmp_path: Path, attack: str
+) -> None:
+    run, left = ATTACKS[attack]
+    pids = _pids(pc)
+    before = pc.log()[1]
+    key = f"chaos-{uuid.uuid4().hex[:8]}/{attack}"
+    started = _recording(
+        pc,
+        "start",
+        {
+            "request_id": uuid.uuid4().hex,
+            "upload": run_store.grant(key, started_here=False),
+            "scope": "bob",
+        },
+    )["recording_id"]
+    failed: list[BaseException] = []
+
+    def hostile() -> None:
+        try:
+            asyncio.run(run(pc))
+        except BaseException as exc:  # reported below, with Bob's outcome
+            failed.append(exc)
+
+    thread = threading.Thread(target=hostile, daemon=True)
+    thread.start()
+    time.sleep(0.5)  # the attack under way first
+    _scenario(pc)
+    manifest = _recording(
+        pc,
+        "end",
+        {"recording_id": started, "upload": run_store.grant(key, started_here=False)},
+    )
+    thread.join(deadline(180))
+    assert not thread.is_alive(), f"{attack} did not end"
+    assert not failed, f"{attack}: {failed[0]!r}"
+    # Bob's record is whole.
+    assert manifest["scope"] == "bob" and manifest["log_missing"] == [], manifest
+    assert manifest.get("gaps", []) == [] and manifest["missing_frames"] == 0, manifest
+    names, skipped = run_store.fetch(key, started, tmp_path)
+    assert skipped == [] and "log.jsonl" in names, names
+    slice_ = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
+    bobs = [x["action"] for x in slice_ if x.get("action", {}).get("who") == "bob"]
+    assert len(bobs) > 10, bobs
+    assert not [x for x in bobs if x.get("unfinished") or x.get("ok") is None], bobs
+    assert {x.get("scope") for x in bobs} == {"bob"}
+    assert any(x.get("method") == "Page.navigate" for x in bobs), bobs
+    # Alice's attempt is on the record; nothing restarted; no secret written.
+    lines = wait_for(
+        lambda: (lambda got: got if got[1] > before else None)(pc.log(before)),
+        "the attack's lines",
+        timeout_s=30,
+    )[0]
+    left(lines)
+    assert _pids(pc) == pids, f"{attack} restarted a program"
+    assert PASSWORD.encode() not in pc.all_log_bytes()
+    assert PASSWORD.encode() not in (tmp_path / "log.jsonl").read_bytes()
