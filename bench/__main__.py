@@ -1,4 +1,4 @@
-"""``python -m bench [log|relay|mcp|recorder|viewer|live|container|fleet|density]``."""
+"""``python -m bench [log|relay|mcp|recorder|viewer|live|container|fleet|density|fairness]``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ def main() -> None:
         "container",
         "fleet",
         "density",
+        "fairness",
     }
     if "log" in wanted:
         from bench import log
@@ -54,6 +55,10 @@ def main() -> None:
         from bench import density
 
         print(density.run(), flush=True)
+    if "fairness" in wanted:
+        from bench import fairness
+
+        print(fairness.run(), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,224 @@
+"""Fair shares (issue 22): what one agent's flood costs the others.
+
+- **The relay's peak memory** while 8 agents, each a user of its own, send
+  100 MB messages at once (in 1 MiB fragments, so the relay reads them
+  rather than refusing a frame's header): the relay's peak RSS (VmHWM,
+  reset first) against its idle RSS, the relay's own limit (640 MiB) and
+  the agents' shares (256 MiB for the relay as a whole).
+- **An ordinary command while another agent floods**: Bob's
+  ``Runtime.evaluate("1")`` round trips, p50 and p99, with Alice idle (the
+  anchor), then while Alice pipelines ``Runtime.evaluate`` on her own page
+  as fast as the relay takes them (past her log share, refused), then while
+  she sends 4 MB messages of unused parameters back to back.
+
+Needs a Docker engine and the image (make image).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from agentenv.harness.computer import Computer, agent_tokens, deploy
+from agentenv.harness.hardening import RELAY_MEMORY_MB
+from bench.fleet import IMAGE
+from bench.stats import row, table
+
+MIB = 1024 * 1024
+AGENTS = 8
+CALLS = 2000
+
+
+def _relay_kib(computer: Computer, field: str) -> int:
+    """The relay's ``field`` (VmRSS, VmHWM) from its /proc status, in KiB."""
+    out = computer.container.exec_run(
+        ["sh", "-c", f"grep {field} /proc/$(pgrep -f bin/agentenv-relay | head -1)/status"]
+    ).output.decode()
+    return int(out.split()[1])
+
+
+async def _browser_url(http: aiohttp.ClientSession, computer: Computer, token: str) -> str:
+    async with http.get(computer.cdp + "/json/version") as answer:
+        version = await answer.json()
+    return f"{version['webSocketDebuggerUrl']}?token={token}"
+
+
+async def _send_in_parts(url: str, size: int) -> None:
+    """A message of ``size`` bytes in 1 MiB fragments, on a socket opened by hand."""
+    parts = urlsplit(url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write(
+        (
+            f"GET {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\n"
+            "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
+    await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+    chunk = b"x" * MIB
+    head = b'{"id":1,"method":"Runtime.evaluate","params":{"expression":"'
+    # Text frame, no FIN, masked with zeros; then continuations.
+    writer.write(bytes([0x01, 0x80 | len(head)]) + b"\0\0\0\0" + head)
+    with contextlib.suppress(ConnectionError):
+        for _ in range(size // MIB):
+            writer.write(bytes([0x00, 0x80 | 127]) + MIB.to_bytes(8, "big") + b"\0\0\0\0" + chunk)
+            await writer.drain()
+        writer.write(bytes([0x80, 0x80 | 3]) + b"\0\0\0\0" + b'"}}')
+        await writer.drain()
+        await asyncio.wait_for(reader.read(1), 30)
+    writer.close()
+
+
+async def _peak(computer: Computer, tokens: dict[str, str]) -> list[str]:
+    computer.container.exec_run(
+        ["sh", "-c", "echo 5 > /proc/$(pgrep -f bin/agentenv-relay | head -1)/clear_refs"]
+    )
+    idle = _relay_kib(computer, "VmRSS") / 1024
+    async with aiohttp.ClientSession() as http:
+        urls = [await _browser_url(http, computer, t) for t in tokens.values()]
+    began = time.monotonic()
+    await asyncio.gather(*(_send_in_parts(url, 100 * MIB) for url in urls))
+    took = time.monotonic() - began
+    peak = _relay_kib(computer, "VmHWM") / 1024
+    after = _relay_kib(computer, "VmRSS") / 1024
+    return [
+        f"{AGENTS} agents each 100 MB in parts ({took:.1f} s)",
+        f"{peak:.0f} MiB",
+        f"idle {idle:.0f} MiB, after {after:.0f} MiB; limit {RELAY_MEMORY_MB} MiB: "
+        f"{peak / RELAY_MEMORY_MB:.2f} of it",
+    ]
+
+
+class _Link:
+    """One agent's connection, with a page and a session on it."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.ids = iter(range(1, 10**9))
+
+    async def call(self, method: str, params: dict[str, Any], session: str | None = None) -> Any:
+        message: dict[str, Any] = {"id": next(self.ids), "method": method, "params": params}
+        if session:
+            message["sessionId"] = session
+        await self.ws.send_json(message)
+        while True:
+            got = await self.ws.receive_json(timeout=60)
+            if got.get("id") == message["id"]:
+                return got
+
+    async def page(self) -> str:
+        tab = (await self.call("Target.createTarget", {"url": "about:blank"}))["result"]
+        attached = await self.call(
+            "Target.attachToTarget", {"targetId": tab["targetId"], "flatten": True}
+        )
+        return str(attached["result"]["sessionId"])
+
+
+async def _round_trips(bob: _Link, session: str) -> list[float]:
+    took = []
+    for _ in range(CALLS):
+        began = time.perf_counter()
+        await bob.call("Runtime.evaluate", {"expression": "1"}, session)
+        took.append((time.perf_counter() - began) * 1000)
+    return took
+
+
+async def _flood_commands(alice: _Link, session: str, stop: asyncio.Event) -> None:
+    n = 10**6
+    while not stop.is_set():
+        for _ in range(200):
+            n += 1
+            await alice.ws.send_json(
+                {
+                    "id": n,
+                    "method": "Runtime.evaluate",
+                    "params": {"expression": "'" + "z" * 1500 + "'.length"},
+                    "sessionId": session,
+                }
+            )
+        await asyncio.sleep(0)
+
+
+async def _flood_big(alice: _Link, session: str, stop: asyncio.Event) -> None:
+    params: dict[str, Any] = {f"u{i}": "p" * 2048 for i in range(2000)}
+    params["expression"] = "1"
+    while not stop.is_set():
+        await alice.call("Runtime.evaluate", params, session)
+
+
+async def _drain(link: _Link, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await link.ws.receive(timeout=0.5)
+
+
+async def _under_flood(computer: Computer, tokens: dict[str, str]) -> list[list[str]]:
+    rows = []
+    async with aiohttp.ClientSession() as http:
+        bob_ws = await http.ws_connect(await _browser_url(http, computer, tokens["a1"]))
+        alice_ws = await http.ws_connect(
+            await _browser_url(http, computer, tokens["a0"]), max_msg_size=0
+        )
+        bob, alice = _Link(bob_ws), _Link(alice_ws)
+        bob_session, alice_session = await bob.page(), await alice.page()
+        await _round_trips(bob, bob_session)  # warm
+        quiet = await _round_trips(bob, bob_session)
+        rows.append(row("Bob, Alice idle", quiet))
+        for name, flood in (
+            ("Alice pipelining commands", _flood_commands),
+            ("Alice sending 4 MB messages", _flood_big),
+        ):
+            stop = asyncio.Event()
+            tasks = [asyncio.create_task(flood(alice, alice_session, stop))]
+            if flood is _flood_commands:
+                tasks.append(asyncio.create_task(_drain(alice, stop)))
+            await asyncio.sleep(1)
+            loud = await _round_trips(bob, bob_session)
+            stop.set()
+            for task in tasks:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(task, 30)
+            rows.append(row(f"Bob, {name}", loud))
+            # Drain what is left of Alice's answers before the next flood.
+            with contextlib.suppress(Exception):
+                while True:
+                    await alice_ws.receive(timeout=1)
+        await bob_ws.close()
+        await alice_ws.close()
+    p50 = float(rows[0][1].split()[0])
+    for r in rows[1:]:
+        r.append(f"{float(r[1].split()[0]) / p50:.2f}x p50")
+    rows[0].append("anchor")
+    return rows
+
+
+def run() -> str:
+    tokens = agent_tokens([f"a{i}" for i in range(AGENTS)])
+    computer = deploy(IMAGE, None, None, agents=tokens)
+    try:
+        peak = asyncio.run(_peak(computer, tokens))
+        flood = asyncio.run(_under_flood(computer, tokens))
+    finally:
+        computer.stop()
+    return "\n".join(
+        [
+            table("relay peak memory, agents flooding", ["work", "peak RSS", "anchor"], [peak]),
+            table(
+                "an ordinary command while another agent floods",
+                ["who", "p50", "p99", "mean", "n", "vs quiet"],
+                flood,
+            ),
+        ]
+    )
+
+
+if __name__ == "__main__":
+    print(run())
