@@ -77,6 +77,10 @@ BROWSER_GONE = (1011, b"Chromium exited; reconnect when /readyz says ready")
 BINARY_REFUSED = (1003, b"CDP messages are JSON text frames; binary frames are not accepted")
 #: How long a left client's unanswered commands are waited for.
 SETTLE_S = 10.0
+#: Messages one connection handles before it lets the others' run: a read
+#: of buffered messages and a send that needs no drain never yield, and one
+#: agent's pipelined flood held every other agent's command behind it.
+FAIR_TURN = 8
 
 
 #: A refused big message's id, session and method, read from its ends only.
@@ -133,8 +137,13 @@ class _Bridge:
     async def to_upstream(self) -> None:
         who = self.state.identity.user
         bounded = not self.state.identity.control
+        turn = 0
         async for msg in self.client:
             self.sent.handed_on()
+            turn += 1
+            if turn == FAIR_TURN:  # others' connections get the loop too
+                turn = 0
+                await asyncio.sleep(0)
             if msg.type is WSMsgType.TEXT:
                 data: str = msg.data
                 size = len(data)
@@ -481,7 +490,12 @@ class _Bridge:
 
     async def to_client(self) -> None:
         state = self.state
+        turn = 0
         async for msg in self.upstream:
+            turn += 1
+            if turn == FAIR_TURN:
+                turn = 0
+                await asyncio.sleep(0)
             if msg.type is WSMsgType.TEXT:
                 data = msg.data
                 # The client has its answer first; its entry is written right
