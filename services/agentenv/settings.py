@@ -124,6 +124,9 @@ class Settings:
     #: home keeps its storage in the browser process's memory, and Chromium
     #: sizes its quota from the host's memory, not the container's.
     origin_storage_bytes: int = 128 * 1024**2
+    #: A scope's storage, summed over its origins and contexts (0: no bound
+    #: but the origins'): relay/storage.py shares it out.
+    scope_storage_bytes: int = 256 * 1024**2
     #: How long discovery and readiness calls to Chromium may take.
     upstream_timeout_s: float = 5.0
 
@@ -335,6 +338,9 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         log_max_bytes=_positive(env, "AGENTENV_LOG_MAX_BYTES", defaults.log_max_bytes),
         origin_storage_bytes=_non_negative(
             env, "AGENTENV_ORIGIN_STORAGE_BYTES", defaults.origin_storage_bytes
+        ),
+        scope_storage_bytes=_non_negative(
+            env, "AGENTENV_SCOPE_STORAGE_BYTES", defaults.scope_storage_bytes
         ),
         log_user_max_bytes=_non_negative(
             env, "AGENTENV_LOG_USER_MAX_BYTES", defaults.log_user_max_bytes

@@ -39,6 +39,8 @@ from tests.support.timing import deadline, wait_for
 MIB = 1024 * 1024
 #: Bob's password: it must be in no byte the computer writes.
 PASSWORD = "chaos-pw-5c1e09"
+#: Ports of more origins on the computer (a directory listing each).
+EXTRA_PORTS = (8001, 8002, 8003)
 #: Evidence an attack left, read from the log lines after it began.
 Evidence = Callable[[list[dict[str, Any]]], None]
 
@@ -48,6 +50,13 @@ def pc(image: str, run_network: Any) -> Iterator[Computer]:
     env = {"AGENTENV_LOG_USER_BYTES_PER_MINUTE": str(2 * MIB)}
     with computer(image, env=env, network=run_network) as running:
         running.serve_site()
+        for port in EXTRA_PORTS:  # more origins for the storage attack
+            running.exec(
+                "sh",
+                "-c",
+                f"setsid python3 -m http.server {port} --bind 127.0.0.1 -d /usr/share "
+                ">/dev/null 2>&1 </dev/null &",
+            )
         yield running
 
 
@@ -256,9 +265,11 @@ _FILL = """(async () => {
 
 
 async def _storage(pc: Computer) -> None:
-    """Two origins' IndexedDB filled (the red team's)."""
+    """Five origins' IndexedDB filled (the red team's two, and more): each
+    is refused past its quota, and all together past the scope's."""
+    others = [f"http://127.0.0.1:{port}" for port in EXTRA_PORTS]
     async with agent(pc, "alice") as alice:
-        for site in (SITE, SITE.replace("127.0.0.1", "localhost")):
+        for site in (SITE, SITE.replace("127.0.0.1", "localhost"), *others):
             _, session = await alice.page(site + "/")
             assert await alice.evaluate(session, _FILL) == "QuotaExceededError"
 

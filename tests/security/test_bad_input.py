@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import socket
 import time
 from typing import Any
@@ -607,3 +608,48 @@ async def test_an_origins_storage_is_bounded_in_every_scope(target: Computer) ->
             assert 1 <= filled["n"] <= 16, (site, filled)
         _, session = await alice.page(other + "/")
         assert await alice.evaluate(session, _CACHE) == 1024 * 1024
+
+
+async def test_a_scopes_storage_is_bounded_over_its_origins(image: str) -> None:
+    """One agent's pages opening many origins could hold many origins'
+    quotas: a scope's storage is bounded over all its origins
+    (AGENTENV_SCOPE_STORAGE_BYTES, 256 MiB), before and after the watcher
+    shares the quotas out again from what each uses (issue 22)."""
+    import json
+
+    from tests.support.container import computer
+
+    with computer(image) as pc:
+        pc.serve_site()
+        ports = (8001, 8002, 8003)
+        for port in ports:  # more origins: the same machine, other ports
+            pc.exec(
+                "sh",
+                "-c",
+                f"setsid python3 -m http.server {port} --bind 127.0.0.1 -d /usr/share "
+                ">/dev/null 2>&1 </dev/null &",
+            )
+        origins = [SITE, *(f"http://127.0.0.1:{port}" for port in ports)]
+
+        def serving(origin: str) -> bool:
+            code = f"curl -s -o /dev/null -w '%{{http_code}}' {origin}/ || true"
+            return "200" in pc.exec("sh", "-c", code)
+
+        for origin in origins[1:]:
+            wait_for(
+                functools.partial(serving, origin), f"{origin} inside the computer", timeout_s=20
+            )
+        written = 0
+        async with agent(pc, "bob") as bob:
+            for round_ in range(2):
+                for origin in origins:
+                    _, session = await bob.page(origin + "/")
+                    fill = _FILL.replace("'fill'", f"'fill{round_}'")  # new records
+                    filled = json.loads(await bob.evaluate(session, fill))
+                    assert filled.get("error") == "QuotaExceededError", (origin, filled)
+                    written += filled["n"] * 8
+                # Each fill wrote as much as its quota let it; all of them
+                # together no more than the scope's 256 MiB.
+                assert written <= 256, (round_, written)
+                if round_ == 0:
+                    await asyncio.sleep(6)  # the quotas shared out again

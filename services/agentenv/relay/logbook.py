@@ -490,11 +490,14 @@ class Logbook:
     def destroyed(self, tab: str) -> None:
         self._write_tabs(self.causes.destroyed(tab, self.monotonic()))
 
-    def ended(self, kind: str) -> None:
+    def ended(self, kind: str, why: str | None = None) -> None:
+        """Every tab closed (``kind``: ``exit`` when Chromium went away,
+        ``why`` the cause when the relay could tell it)."""
         self._write_tabs(self.causes.ended(kind))
         if kind == "exit":
             # Why every tab closed, on the record even with no tab open: a
             # recording notes the gap in its manifest (issue 22).
+            cause = why or "it exited: killed or crashed"
             self.writer.record(
                 "action",
                 {
@@ -503,8 +506,8 @@ class Logbook:
                     "op": BROWSER_EXITED,
                     "acts": READING,
                     "ok": False,
-                    "error": "Chromium's connection ended (it exited: killed, crashed or out "
-                    "of memory): every tab closed, and it restarts; clients connect again",
+                    "error": f"Chromium's connection ended ({cause}): every tab closed, and "
+                    "it restarts; clients connect again when /readyz says ready",
                 },
             )
 

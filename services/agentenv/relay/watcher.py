@@ -15,11 +15,14 @@ refused on every client's connection.
 When Chromium exits, every tab is written as closed ``by: exit``, and the
 watcher reconnects as soon as Chromium answers again.
 
-It bounds each origin's storage (issue 22): as a page or an out-of-process
-frame opens an http(s) origin, a session of the watcher's own on that
-target sets ``Storage.overrideQuotaForOrigin`` to
-``AGENTENV_ORIGIN_STORAGE_BYTES`` and stays attached (Chromium withdraws an
-override when its session ends). A scope other than home is an
+It bounds storage per origin and per scope (issue 22;
+:mod:`agentenv.relay.storage` gives the quotas): as a page or an
+out-of-process frame opens an http(s) origin, a session of the watcher's own
+on that target sets ``Storage.overrideQuotaForOrigin`` and stays attached
+(Chromium withdraws an override when its session ends: when the target
+goes, another target of the origin sets it again). Every few seconds the
+quotas of a scope with two origins or more are shared out again from what
+each uses (``Storage.getUsageAndQuota``). A scope other than home is an
 off-the-record context: its IndexedDB and Cache Storage live in the browser
 process's memory, with a quota Chromium sizes from the host's memory (11 GB
 per origin on a 64 GB host), so one agent's page could write the browser
@@ -59,6 +62,7 @@ from agentenv.relay.password import (
     verdict,
 )
 from agentenv.relay.scopes import Scope, Scopes
+from agentenv.relay.storage import Key, Shares
 from agentenv.relay.worlds import RelayWorlds
 from agentenv.settings import AGENTENV_USER, Settings
 
@@ -68,6 +72,8 @@ log = logging.getLogger("agentenv.relay.watcher")
 
 
 NOT_ANSWERING = "Chromium is not answering; retry when /readyz says ready"
+#: How often a scope's storage quotas are shared out again.
+STORAGE_SHARE_S = 5.0
 #: Events of our sessions' Runtime domain that the watcher passes over unread.
 _UNREAD = ('{"method":"Runtime.consoleAPICalled"', '{"method":"Runtime.exceptionThrown"')
 
@@ -84,6 +90,22 @@ def _make_folder(folder: Path) -> None:
     folder.mkdir(exist_ok=True)
     with contextlib.suppress(OSError):  # one made before, by Chromium or by hand
         os.chmod(folder, 0o2770)
+
+
+#: The computer's cgroup (v2) memory events: ``oom_kill N`` counts the kernel's kills.
+MEMORY_EVENTS = Path("/sys/fs/cgroup/memory.events")
+
+
+def _oom_kills() -> int | None:
+    """How many processes the kernel killed for memory in this cgroup."""
+    try:
+        for line in MEMORY_EVENTS.read_text().splitlines():
+            name, _, count = line.partition(" ")
+            if name == "oom_kill":
+                return int(count)
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _origin(url: str) -> str | None:
@@ -151,8 +173,13 @@ class Watcher:
         self.tab_pages: dict[str, str] = {}
         self._finding: dict[str, asyncio.Task[str | None]] = {}
         self._probes: dict[str, asyncio.Future[str]] = {}  # our tab session -> its page
+        #: The cgroup's OOM kills so far: one more when Chromium went says why.
+        self._oom_kills = _oom_kills()
         #: Origins whose storage is bounded, by the target whose session holds it.
         self._bounded: dict[str, set[str]] = {}
+        #: The quotas given, per scope; and each origin's targets.
+        self.shares = Shares(settings.origin_storage_bytes, settings.scope_storage_bytes)
+        self._hosts: dict[Key, set[str]] = {}
         #: Each such target's session of ours that holds its overrides.
         self._quota_sessions: dict[str, str] = {}
         self._quota_attaching: dict[str, asyncio.Task[str | None]] = {}
@@ -252,6 +279,7 @@ class Watcher:
                     "Target.disposeBrowserContext", {"browserContextId": context}
                 )
         self.scopes.reset()
+        self.shares.forget()  # every context but the default one went, and its data
         if self.after_reset is not None:
             await self.after_reset()
 
@@ -337,6 +365,7 @@ class Watcher:
             self._ws = ws
             self._initial = not self._saw_exit
             reader = asyncio.create_task(self._read(ws))
+            sharing = asyncio.create_task(self._share_storage())
             try:
                 # Tab-type targets too (Chromium leaves them out by default):
                 # the guard refuses closing or activating one by its id.
@@ -353,8 +382,10 @@ class Watcher:
                 await reader
             finally:
                 reader.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reader
+                sharing.cancel()
+                for done in (reader, sharing):
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await done
                 self.connected.clear()
                 self._ws = None
                 self.targets.clear()
@@ -367,13 +398,24 @@ class Watcher:
                 self._tabs_of.clear()
                 self._bounded.clear()
                 self._quota_sessions.clear()
+                self._hosts.clear()
+                self.shares.forget()
                 for task in self._attaching.values():
                     task.cancel()
                 self._attaching.clear()
         # The browser connection ended: Chromium exited (or is restarting).
         self._saw_exit = True
         RELAY.restarts += 1
-        self.logbook.ended("exit")
+        kills = _oom_kills()
+        why = None
+        if kills is not None and self._oom_kills is not None and kills > self._oom_kills:
+            why = (
+                f"out of memory: the kernel killed a process of the computer's "
+                f"(memory.events oom_kill {self._oom_kills} -> {kills}); a page took more "
+                "than the container's memory leaves"
+            )
+        self._oom_kills = kills
+        self.logbook.ended("exit", why)
         log.warning("Chromium's connection ended; tabs written as closed by exit")
 
     def _make_folders(self) -> None:
@@ -515,8 +557,8 @@ class Watcher:
                 self.targets.pop(tab, None)
                 self.tab_pages.pop(tab, None)
                 self.parents.pop(tab, None)
-                self.contexts.pop(tab, None)
-                self._bounded.pop(tab, None)
+                context = self.contexts.pop(tab, None)
+                self._unhost(tab, context)
                 self._quota_sessions.pop(tab, None)
                 ours = self._sessions.pop(tab, None)
                 if ours is not None:
@@ -530,7 +572,7 @@ class Watcher:
             for target, ours in list(self._quota_sessions.items()):
                 if ours == session:  # its overrides are withdrawn with it
                     del self._quota_sessions[target]
-                    self._bounded.pop(target, None)
+                    self._unhost(target, self.contexts.get(target))
             for tab, ours in list(self._sessions.items()):
                 if ours == session:
                     del self._sessions[tab]
@@ -546,7 +588,71 @@ class Watcher:
         if origin in done:
             return
         done.add(origin)
-        self.spawn(self._override_quota(target, origin))
+        key = (self.contexts.get(target) or self.default_context or "", origin)
+        self._hosts.setdefault(key, set()).add(target)
+        self.spawn(self._override_quota(target, key))
+
+    def _storage_scope(self, context: str) -> str:
+        return self.scope_name(context) or self.scopes.home or ""
+
+    def _unhost(self, target: str, context: str | None) -> None:
+        """``target`` holds no overrides any more: each of its origins that
+        another target still shows gets its quota set again there."""
+        for origin in self._bounded.pop(target, set()):
+            key = (context or self.default_context or "", origin)
+            hosts = self._hosts.get(key)
+            if hosts is None:
+                continue
+            hosts.discard(target)
+            if hosts:
+                self.spawn(self._override_quota(next(iter(hosts)), key))
+            else:
+                del self._hosts[key]
+
+    async def _override_quota(self, target: str, key: Key) -> None:
+        context, origin = key
+        try:
+            session = self._quota_sessions.get(target) or await _once(
+                self._quota_attaching, target, self._quota_attach
+            )
+            if session is None:
+                return  # gone already
+            quota = self.shares.quota(self._storage_scope(context), key)
+            params = {"origin": origin, "quotaSize": quota}
+            done = await self._call("Storage.overrideQuotaForOrigin", params, session=session)
+            if "error" in done:
+                log.warning("watcher: %s's storage unbounded: %s", origin[:100], done["error"])
+        except (WatcherError, TimeoutError) as exc:
+            log.debug("watcher: could not bound %s's storage: %s", origin[:100], exc)
+
+    async def _share_storage(self) -> None:
+        """Every few seconds, each scope's quotas shared out again from what
+        its origins use (a scope of one origin has nothing to share)."""
+        while True:
+            await asyncio.sleep(STORAGE_SHARE_S)
+            for scope, given in list(self.shares.given.items()):
+                if len(given) < 2:
+                    continue
+                used: dict[Key, int] = {}
+                for key in list(given):
+                    hosts = self._hosts.get(key)
+                    session = next(
+                        (self._quota_sessions[t] for t in hosts or () if t in self._quota_sessions),
+                        None,
+                    )
+                    if session is None:
+                        continue  # no page shows it: it keeps its quota
+                    with contextlib.suppress(WatcherError, TimeoutError):
+                        answer = await self._call(
+                            "Storage.getUsageAndQuota", {"origin": key[1]}, session=session
+                        )
+                        usage = answer.get("result", {}).get("usage")
+                        if isinstance(usage, (int, float)):
+                            used[key] = int(usage)
+                for key in self.shares.rebalance(scope, used):
+                    hosts = self._hosts.get(key)
+                    if hosts:
+                        await self._override_quota(next(iter(hosts)), key)
 
     async def _quota_attach(self, target: str) -> str | None:
         answer = await self._call(
@@ -557,20 +663,6 @@ class Watcher:
             self._quota_sessions[target] = session
             return session
         return None
-
-    async def _override_quota(self, target: str, origin: str) -> None:
-        try:
-            session = self._quota_sessions.get(target) or await _once(
-                self._quota_attaching, target, self._quota_attach
-            )
-            if session is None:
-                return  # gone already
-            quota = {"origin": origin, "quotaSize": self.settings.origin_storage_bytes}
-            done = await self._call("Storage.overrideQuotaForOrigin", quota, session=session)
-            if "error" in done:
-                log.warning("watcher: %s's storage unbounded: %s", origin[:100], done["error"])
-        except (WatcherError, TimeoutError) as exc:
-            log.debug("watcher: could not bound %s's storage: %s", origin[:100], exc)
 
     async def _find_front(self) -> None:
         """Which of the tabs found at start is in front: the one page that says it
