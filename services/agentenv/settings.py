@@ -127,6 +127,10 @@ class Settings:
     #: A scope's storage, summed over its origins and contexts (0: no bound
     #: but the origins'): relay/storage.py shares it out.
     scope_storage_bytes: int = 256 * 1024**2
+    #: A scope's downloads, on a computer of two scopes or more (0: the
+    #: downloads folder's size over the number of scopes): past it the
+    #: download that went past is cancelled (rule download-share).
+    scope_download_bytes: int = 0
     #: How long discovery and readiness calls to Chromium may take.
     upstream_timeout_s: float = 5.0
 
@@ -341,6 +345,9 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         ),
         scope_storage_bytes=_non_negative(
             env, "AGENTENV_SCOPE_STORAGE_BYTES", defaults.scope_storage_bytes
+        ),
+        scope_download_bytes=_non_negative(
+            env, "AGENTENV_SCOPE_DOWNLOAD_BYTES", defaults.scope_download_bytes
         ),
         log_user_max_bytes=_non_negative(
             env, "AGENTENV_LOG_USER_MAX_BYTES", defaults.log_user_max_bytes

@@ -653,3 +653,61 @@ async def test_a_scopes_storage_is_bounded_over_its_origins(image: str) -> None:
                 assert written <= 256, (round_, written)
                 if round_ == 0:
                     await asyncio.sleep(6)  # the quotas shared out again
+
+
+async def test_a_scopes_downloads_are_bounded_to_its_share(image: str) -> None:
+    """One agent downloading without end could fill the downloads folder for
+    everyone: on a computer of two scopes or more a download that takes its
+    scope past its share (AGENTENV_SCOPE_DOWNLOAD_BYTES) is cancelled, on
+    the record (rule download-share), and another scope's downloads go on
+    (issue 22)."""
+    from tests.support.container import computer
+
+    with computer(image, env={"AGENTENV_SCOPE_DOWNLOAD_BYTES": str(32 * 1024 * 1024)}) as pc:
+        pc.exec(
+            "sh",
+            "-c",
+            "setsid python3 -m http.server 8004 --bind 127.0.0.1 -d /usr/lib/chromium "
+            ">/dev/null 2>&1 </dev/null &",
+        )
+        files = "http://127.0.0.1:8004"
+        wait_for(
+            lambda: (
+                "200"
+                in pc.exec("sh", "-c", f"curl -s -o /dev/null -w '%{{http_code}}' {files}/ || true")
+            ),
+            "the file server inside the computer",
+            timeout_s=20,
+        )
+        before = attempt(pc)
+        async with agent(pc, "bob") as bob, agent(pc, "alice") as alice:
+            _, session = await bob.page("about:blank")
+            # Chromium's own binary: 297 MB, more than the whole folder.
+            await bob.call("Page.navigate", {"url": f"{files}/chromium"}, session)
+
+            def cancelled() -> dict[str, Any] | None:
+                lines, _ = pc.log(before)
+                found = [
+                    x["action"]
+                    for x in lines
+                    if (x.get("action", {}).get("guard") or {}).get("rule") == "download-share"
+                ]
+                return found[0] if found else None
+
+            line = wait_for(cancelled, "bob's download to be cancelled", timeout_s=60)
+            assert line["scope"] == "bob" and line["guard"]["action"] == "cancelled", line
+            assert "AGENTENV_SCOPE_DOWNLOAD_BYTES" in line["error"], line
+            # Alice's own download lands whole in her folder.
+            _, session = await alice.page("about:blank")
+            await alice.call("Page.navigate", {"url": f"{files}/chrome_100_percent.pak"}, session)
+            landed = "stat -c %s /var/lib/agentenv/downloads/alice/chrome_100_percent.pak"
+            wait_for(
+                lambda: "583838" in pc.exec("sh", "-c", landed + " || true", user="browser"),
+                "alice's download",
+                timeout_s=30,
+            )
+        # What Bob's cancelled download wrote is gone again.
+        held = pc.exec(
+            "sh", "-c", "du -sb /var/lib/agentenv/downloads/bob | cut -f1", user="browser"
+        )
+        assert int(held) < 64 * 1024 * 1024, held

@@ -22,13 +22,23 @@ on that target sets ``Storage.overrideQuotaForOrigin`` and stays attached
 (Chromium withdraws an override when its session ends: when the target
 goes, another target of the origin sets it again). Every few seconds the
 quotas of a scope with two origins or more are shared out again from what
-each uses (``Storage.getUsageAndQuota``). A scope other than home is an
-off-the-record context: its IndexedDB and Cache Storage live in the browser
-process's memory, with a quota Chromium sizes from the host's memory (11 GB
-per origin on a 64 GB host), so one agent's page could write the browser
-out of the container's memory for everyone in seconds. What a page writes
-in the first milliseconds, before the override lands, is not held back;
-nor is a same-site frame of another origin (it has no target of its own).
+each uses (``Storage.getUsageAndQuota``).
+
+A scope other than home is an off-the-record context: its IndexedDB and
+Cache Storage live in the browser process's memory, with a quota Chromium
+sizes from the host's memory (11 GB per origin on a 64 GB host), so one
+agent's page could write the browser out of the container's memory for
+everyone in seconds. What a page writes in the first milliseconds, before
+the override lands, is not held back; nor is a same-site frame of another
+origin (it has no target of its own).
+
+On a computer of two scopes or more it bounds each scope's downloads too:
+its own download events on (``eventsEnabled``: Chromium sends them to every
+connection that asked), it cancels a download (``Browser.cancelDownload``)
+once its scope's folder and downloads under way would hold more than the
+scope's share of the downloads folder (``AGENTENV_SCOPE_DOWNLOAD_BYTES``,
+else the folder's size over the number of scopes), on the record (rule
+``download-share``), so one agent cannot fill the downloads for the others.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ import contextlib
 import itertools
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -177,6 +188,10 @@ class Watcher:
         self._oom_kills = _oom_kills()
         #: Origins whose storage is bounded, by the target whose session holds it.
         self._bounded: dict[str, set[str]] = {}
+        #: Downloads under way: guid -> (scope, context, bytes received).
+        self._downloading: dict[str, tuple[str, str | None, int]] = {}
+        #: Each scope's folder's bytes, measured at most once a second.
+        self._folder_bytes: dict[str, tuple[float, int]] = {}
         #: The quotas given, per scope; and each origin's targets.
         self.shares = Shares(settings.origin_storage_bytes, settings.scope_storage_bytes)
         self._hosts: dict[Key, set[str]] = {}
@@ -446,6 +461,8 @@ class Watcher:
 
     async def _downloads_to(self, folder: Path, context: str | None) -> None:
         params: dict[str, Any] = {"behavior": "allow", "downloadPath": str(folder)}
+        if self.scopes.isolated:  # the events of every download, for the shares
+            params["eventsEnabled"] = True
         if context is not None and context != self.default_context:
             params["browserContextId"] = context
         await self._call("Browser.setDownloadBehavior", params, deadline_s=10)
@@ -551,6 +568,10 @@ class Watcher:
                 self.logbook.causes.known(target, url, info.get("openerId"), context)
             elif url != known:
                 self.logbook.navigated(target, url)
+        elif method == "Browser.downloadWillBegin":
+            self._download_began(params)
+        elif method == "Browser.downloadProgress":
+            self._download_moved(params)
         elif method == "Target.targetDestroyed":
             tab = params.get("targetId")
             if isinstance(tab, str):
@@ -591,6 +612,84 @@ class Watcher:
         key = (self.contexts.get(target) or self.default_context or "", origin)
         self._hosts.setdefault(key, set()).add(target)
         self.spawn(self._override_quota(target, key))
+
+    def _download_began(self, params: dict[str, Any]) -> None:
+        guid, frame = params.get("guid"), params.get("frameId")
+        if not isinstance(guid, str) or not self.scopes.isolated:
+            return
+        # A page's main frame has the page's id; a frame's, its page's context.
+        context = self.contexts.get(frame) if isinstance(frame, str) else None
+        scope = self.scope_name(context) or self.scopes.home or ""
+        self._downloading[guid] = (scope, context, 0)
+
+    def _download_moved(self, params: dict[str, Any]) -> None:
+        guid, received = params.get("guid"), params.get("receivedBytes")
+        known = self._downloading.get(guid) if isinstance(guid, str) else None
+        if known is None or not isinstance(guid, str):
+            return
+        if params.get("state") != "inProgress":
+            self._downloading.pop(guid, None)
+            self._folder_bytes.pop(known[0], None)  # what it left is measured anew
+            return
+        scope, context, _ = known
+        got = int(received) if isinstance(received, (int, float)) else 0
+        self._downloading[guid] = (scope, context, got)
+        share = self._download_share()
+        if not share:
+            return
+        under_way = sum(b for s, _, b in self._downloading.values() if s == scope)
+        held = self._scope_folder_bytes(scope)
+        if held + under_way <= share:
+            return
+        self._downloading.pop(guid, None)
+        self.logbook.refused(
+            AGENTENV_USER,
+            0,
+            "Browser.downloadProgress",
+            "download-share",
+            f"cancelled by agentenv guard download-share: scope {scope[:64]}'s downloads "
+            f"would hold {held + under_way} bytes, past its share of the downloads folder "
+            f"({share} bytes, AGENTENV_SCOPE_DOWNLOAD_BYTES): delete or hand on what it "
+            "downloaded (data/reset empties it)",
+            action="cancelled",
+            scope=scope,
+        )
+        self.spawn(self._cancel_download(guid, context))
+
+    async def _cancel_download(self, guid: str, context: str | None) -> None:
+        params: dict[str, Any] = {"guid": guid}
+        if context is not None and context != self.default_context:
+            params["browserContextId"] = context
+        with contextlib.suppress(WatcherError, TimeoutError):
+            await self._call("Browser.cancelDownload", params)
+
+    def _download_share(self) -> int:
+        if self.settings.scope_download_bytes:
+            return self.settings.scope_download_bytes
+        try:
+            found = os.statvfs(self.settings.downloads_dir)
+        except OSError:
+            return 0
+        scopes = max(1, len(set(self.scopes.by_user.values())))
+        return found.f_blocks * found.f_frsize // scopes
+
+    def _scope_folder_bytes(self, scope: str) -> int:
+        """The bytes ``scope``'s downloads folder holds (at most a second old;
+        a download's file under way counts as it grows, so it is left out)."""
+        now = time.monotonic()
+        known = self._folder_bytes.get(scope)
+        if known is not None and now - known[0] < 1.0:
+            return known[1]
+        total = 0
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.settings.downloads_for(scope)):
+                with contextlib.suppress(OSError):
+                    if entry.is_file(follow_symlinks=False) and not entry.name.endswith(
+                        ".crdownload"
+                    ):
+                        total += entry.stat(follow_symlinks=False).st_size
+        self._folder_bytes[scope] = (now, total)
+        return total
 
     def _storage_scope(self, context: str) -> str:
         return self.scope_name(context) or self.scopes.home or ""
