@@ -289,21 +289,43 @@ def _never_answered_left(lines: list[dict[str, Any]]) -> None:
     """Its entry ends when Alice leaves, unanswered."""
 
 
-async def _crashed_tab(pc: Computer) -> None:
-    """Alice's own tab's renderer crashed on purpose (Page.crash)."""
+async def _page_memory(pc: Computer) -> None:
+    """Alice's own page takes memory until it dies (a page can; the crash
+    commands are refused): her tab's renderer goes, the computer does not.
+    Page.crash, asked first, is refused."""
     async with agent(pc, "alice") as alice:
         _, session = await alice.page(SITE + "/")
-        await alice.ws.send_json({"id": 77, "method": "Page.crash", "sessionId": session})
-        await asyncio.sleep(2)
+        refused = await alice.call("Page.crash", {}, session)
+        assert "not-allowed" in str(refused), refused
+        bomb = "const a = []; for (;;) a.push(new Array(1 << 22).fill(1.5));"
+        await alice.ws.send_json(
+            {
+                "id": 88,
+                "method": "Runtime.evaluate",
+                "params": {"expression": bomb},
+                "sessionId": session,
+            }
+        )
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline(90)
+        while loop.time() < end:
+            got = await alice.ws.receive_json(timeout=deadline(90))
+            if got.get("method") in ("Inspector.targetCrashed", "Target.detachedFromTarget"):
+                return
+            if got.get("id") == 88:
+                assert "error" in got, got  # no result: the renderer died under it
+                return
+        raise AssertionError("Alice's page never ran out of memory")
 
 
-def _crashed_tab_left(lines: list[dict[str, Any]]) -> None:
-    crashed = [
+def _page_memory_left(lines: list[dict[str, Any]]) -> None:
+    refused = [
         x["action"]
         for x in lines
-        if x.get("action", {}).get("method") == "Page.crash" and x["action"].get("who") == "alice"
+        if x.get("action", {}).get("method") == "Page.crash"
+        and (x["action"].get("guard") or {}).get("rule") == "not-allowed"
     ]
-    assert crashed, "Page.crash is not on the record"
+    assert refused, "Page.crash's refusal is not on the record"
 
 
 ATTACKS: dict[str, tuple[Callable[[Computer], Coroutine[Any, Any, None]], Evidence]] = {
@@ -314,7 +336,7 @@ ATTACKS: dict[str, tuple[Callable[[Computer], Coroutine[Any, Any, None]], Eviden
     "mcp-sessions": (_mcp_sessions, _nothing_more),
     "storage": (_storage, _nothing_more),
     "never-answered": (_never_answered, _never_answered_left),
-    "crashed-tab": (_crashed_tab, _crashed_tab_left),
+    "page-memory": (_page_memory, _page_memory_left),
     # Last: it spends Alice's share of the log for the minute.
     "pipelined": (_pipelined, _pipelined_left),
 }
