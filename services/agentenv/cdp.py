@@ -59,6 +59,8 @@ class ActionContext:
     entry: int
     ok: bool = True
     error: str | None = None
+    #: A refusal of the program's own: ``{"rule": ..., "action": ...}``.
+    guard: dict[str, str] | None = None
 
 
 class BrowserLink:
@@ -258,6 +260,8 @@ class BrowserLink:
             end: dict[str, Any] = {"entry": context.entry, "ok": context.ok}
             if context.error:
                 end["error"] = context.error
+            if context.guard:
+                end["guard"] = context.guard
             with contextlib.suppress(BrowserError, CdpError):
                 await self.call("AgentEnv.endAction", end)
 

@@ -239,6 +239,18 @@ async def _mcp_sessions(pc: Computer) -> None:
         assert await open_one(pc.token("bob")) == 200
 
 
+def _mcp_sessions_left(lines: list[dict[str, Any]]) -> None:
+    refused = [
+        x["action"]
+        for x in lines
+        if (x.get("action", {}).get("guard") or {}).get("rule") == "mcp-sessions"
+        and x["action"].get("who") == "alice"
+    ]
+    # Once a minute, however many: the flood writes no more than that.
+    assert len(refused) == 1, refused
+    assert "AGENTENV_MCP_TRANSPORTS_PER_CALLER" in refused[0]["error"], refused
+
+
 def _nothing_more(lines: list[dict[str, Any]]) -> None:
     """The attack's refusal is not a log line (an HTTP answer, or Chromium's)."""
 
@@ -333,7 +345,7 @@ ATTACKS: dict[str, tuple[Callable[[Computer], Coroutine[Any, Any, None]], Eviden
     "messages-in-parts": (_messages_in_parts, _messages_in_parts_left),
     "big-answer": (_big_answer, _big_answer_left),
     "unused-params": (_unused_params, _unused_params_left),
-    "mcp-sessions": (_mcp_sessions, _nothing_more),
+    "mcp-sessions": (_mcp_sessions, _mcp_sessions_left),
     "storage": (_storage, _nothing_more),
     "never-answered": (_never_answered, _never_answered_left),
     "page-memory": (_page_memory, _page_memory_left),

@@ -51,7 +51,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from agentenv.access import AccessDenied, Identity, bearer_token, identify
 from agentenv.app.caller import Caller, caller_of
 from agentenv.app.toolcall import ToolCallError, role
-from agentenv.cdp import BrowserError, BrowserLink
+from agentenv.cdp import BrowserError, BrowserLink, CdpError
 from agentenv.http import asgi_error
 from agentenv.log.marks import tool_acts
 from agentenv.paths import inside
@@ -257,6 +257,8 @@ class McpProxy:
         #: Transport sessions that saw no request since the one that opened
         #: them: Mcp-Session-Id -> when it opened (they expire after UNUSED_S).
         self.unused: dict[str, float] = {}
+        #: Each caller's refused sessions: (when the last line was written, how many since).
+        self.refused: dict[str, tuple[float, int]] = {}
         server: Server[Any] = Server(
             "agentenv-browser",
             on_list_tools=self._list_tools,
@@ -323,6 +325,28 @@ class McpProxy:
         None if it has none by that name: then nothing is forgotten early)."""
         found = getattr(self.manager, "_server_instances", None)
         return found if isinstance(found, dict) else None
+
+    async def _on_the_record(self, who: str, why: str) -> None:
+        """A caller's refused sessions, on the record once a minute each
+        (rule mcp-sessions, with how many since the last line): a flood of
+        them writes no more than that."""
+        now = time.monotonic()
+        since, count = self.refused.get(who, (0.0, 0))
+        if count and now - since < 60.0:
+            self.refused[who] = (since, count + 1)
+            return
+        self.refused[who] = (now, 1)
+        with contextlib.suppress(BrowserError, CdpError):
+            async with self.link.action(
+                via="mcp",
+                who=who,
+                op="mcp/initialize",
+                args={"refused": max(1, count)},
+                acts="reading",
+            ) as action:
+                action.ok = False
+                action.error = f"refused by agentenv guard mcp-sessions: {why}"
+                action.guard = {"rule": "mcp-sessions", "action": "blocked"}
 
     def _open_for(self, who: str) -> int:
         """How many transport sessions ``who`` has open (ended ones forgotten)."""
@@ -458,13 +482,13 @@ class McpProxy:
         if key is None and scope.get("method") == "POST":
             mine = self._open_for(who)
             if mine >= TRANSPORTS_PER_CALLER:
-                await asgi_error(
-                    send,
-                    429,
+                why = (
                     f"{who[:64]} has {mine} MCP sessions open, as many as one caller may "
                     "(AGENTENV_MCP_TRANSPORTS_PER_CALLER): end one (DELETE /mcp with its "
-                    f"Mcp-Session-Id), or wait: one that is never used expires in {UNUSED_S:.0f} s",
+                    f"Mcp-Session-Id), or wait: one that is never used expires in {UNUSED_S:.0f} s"
                 )
+                await asgi_error(send, 429, why)
+                await self._on_the_record(who, why)
                 return
         elif key is not None:
             self.unused.pop(key, None)

@@ -33,6 +33,7 @@ __all__ = [
     "ControlParams",
     "EndAction",
     "Grant",
+    "GuardMark",
     "Name",
     "OpenEntries",
     "Reset",
@@ -75,10 +76,19 @@ class BeginAction(ControlParams):
         return self
 
 
+class GuardMark(ControlParams):
+    """What a program's own guard did (the app refusing an MCP session)."""
+
+    rule: Name
+    action: Literal["blocked", "disconnected", "cancelled"] = "blocked"
+
+
 class EndAction(ControlParams):
     entry: StrictInt
     ok: StrictBool
     error: str | None = None
+    #: A refusal of the program's own, on the record like the relay's.
+    guard: GuardMark | None = None
 
 
 class Whoami(ControlParams):

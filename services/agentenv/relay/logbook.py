@@ -441,6 +441,12 @@ class Logbook:
                 restore_paths(fields["args"], action.typed)
         error = params.error
         message = redact_text(error[:4000])[:2000] if error is not None else None
+        if params.guard is not None:
+            fields = self.writer.fields(entry)
+            if fields is not None:
+                fields["guard"] = params.guard.model_dump()
+                rule = params.guard.rule
+                RELAY.guard[rule] = RELAY.guard.get(rule, 0) + 1
         self.writer.end(entry, params.ok, message)
 
     def typing_checked(
