@@ -393,3 +393,20 @@ def test_a_users_log_budget_stops_that_user_only(tmp_path: Path) -> None:
     total = book.over_budget("alice")
     assert total is not None and "AGENTENV_LOG_USER_MAX_BYTES" in total, total
     assert book.over_budget("bob") is None
+
+
+def test_a_programs_own_refusal_is_on_the_record_with_its_rule(tmp_path: Path) -> None:
+    """AgentEnv.endAction's guard mark (the app refusing an MCP session)."""
+    from agentenv.protocol.control import BeginAction, EndAction, GuardMark
+    from agentenv.relay.logbook import Logbook
+
+    book = Logbook(LogWriter.open(tmp_path / "l.jsonl"))
+    begun = book.begin_action(1, BeginAction(via="mcp", who="alice", op="mcp/initialize"))
+    mark = GuardMark(rule="mcp-sessions")
+    book.end_action(1, EndAction(entry=begun, ok=False, error="refused", guard=mark))
+    plain = book.begin_action(1, BeginAction(via="mcp", who="alice", op="mcp/initialize"))
+    book.end_action(1, EndAction(entry=plain, ok=True))
+    raw: list[Any] = _lines(tmp_path / "l.jsonl")
+    by_seq = {x["seq"]: x["action"] for x in raw}
+    assert by_seq[begun]["guard"] == {"rule": "mcp-sessions", "action": "blocked"}
+    assert by_seq[begun]["ok"] is False and "guard" not in by_seq[plain]
