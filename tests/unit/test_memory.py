@@ -39,8 +39,23 @@ def test_a_meter_counts_what_is_read_until_it_is_handed_on() -> None:
     assert bobs.read(2 * mib) is None  # Bob's own share...
     carol = Meter(reading, "carol")
     assert carol.read(2 * mib) is not None  # ...and the relay's bound
-    first.handed_on()
+    first.handed_on(first.seen)
     assert first.held == 0 and first.seen == 0
     for meter in (second, bobs, carol):
-        meter.handed_on()
+        meter.stop()
+        assert meter.read(10 * mib) is None  # stopped: it counts no more
     assert reading.held == {} and reading.everyone == 0
+
+
+def test_a_message_handed_on_lets_go_of_its_own_bytes_only() -> None:
+    """A tiny message handed on must not let go of a big one read after it
+    and not yet whole (one agent's sixteen connections held 496 MiB so)."""
+    mib = 1024 * 1024
+    reading = InFlight(per_user=64 * mib, total=256 * mib)
+    meter = Meter(reading, "alice")
+    meter.read(100)  # a tiny command
+    meter.read(31 * mib)  # then most of a big one
+    meter.handed_on(100)
+    assert meter.held >= 31 * mib and reading.held["alice"] == meter.held
+    meter.handed_on(31 * mib)
+    assert meter.held == 0 and reading.held == {}

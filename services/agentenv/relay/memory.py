@@ -120,9 +120,19 @@ class Meter:
         )
         return self.over
 
-    def handed_on(self) -> None:
-        """A whole message was handed on: what was read for it is let go."""
+    def handed_on(self, size: int) -> None:
+        """A whole message of ``size`` bytes was handed on: what was read for
+        it is let go; bytes of the next one already read still count."""
+        self.seen = max(0, self.seen - size)
+        keep = -(-self.seen // STEP) * STEP if self.seen >= COUNTED else 0
+        if self.held > keep:
+            self.reading.give(self.who, self.held - keep)
+            self.held = keep
+
+    def stop(self) -> None:
+        """The connection ended: all it held is let go, and it counts no more."""
         if self.held:
             self.reading.give(self.who, self.held)
         self.held = 0
         self.seen = 0
+        self.over = self.over or "the connection ended"

@@ -139,7 +139,7 @@ class _Bridge:
         bounded = not self.state.identity.control
         turn = 0
         async for msg in self.client:
-            self.sent.handed_on()
+            self.sent.handed_on(_size(msg.data))
             turn += 1
             if turn == FAIR_TURN:  # others' connections get the loop too
                 turn = 0
@@ -523,7 +523,7 @@ class _Bridge:
                 if isinstance(msg.data, MemoryError):  # aiohttp's reader caught it
                     self._over_memory(AT_LIMIT)
                 break
-            self.answers.handed_on()
+            self.answers.handed_on(_size(msg.data))
             if not state.pending:
                 self.settled.set()
 
@@ -655,6 +655,16 @@ async def bridge(
     ``reading`` bounds what an agent's connection has read and not handed on
     (``reads``: the client side's aiohttp protocol)."""
     b = _Bridge(client, upstream, state, logbook, watcher, granted, downloads, inflight, reading)
+    try:
+        await _bridged(b, reading, reads)
+    finally:  # after the closes, which read on (or a cancel): nothing it held is kept
+        b.sent.stop()
+        b.answers.stop()
+
+
+async def _bridged(b: _Bridge, reading: InFlight | None, reads: Any) -> None:
+    client, upstream, state = b.client, b.upstream, b.state
+    logbook, watcher, granted = b.logbook, b.watcher, b.granted
     if reading is not None and not state.identity.control:
         b.meter(reads, getattr(getattr(upstream, "_conn", None), "protocol", None))
     to_upstream = asyncio.create_task(b.to_upstream(), name=f"conn{state.number}-up")
@@ -699,8 +709,7 @@ async def bridge(
     finally:  # whatever the log did, the connection's grants and actions end
         logbook.drop_owner(state.number)
         granted.drop_owner(state.number)
-        b.sent.handed_on()
-        b.answers.handed_on()
+
     if state.downloads_changed and not upstream_ended:
         watcher.reset_downloads(state.scope)
     if upstream_ended:
@@ -713,6 +722,15 @@ async def bridge(
     if not client.closed:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(client.close(), 5.0)
+
+
+def _size(data: object) -> int:
+    """A message's size as its meter counted it (a frame's few header bytes aside)."""
+    if isinstance(data, str):
+        return len(data) if data.isascii() else len(data.encode())
+    if isinstance(data, (bytes, bytearray)):
+        return len(data)
+    return 0
 
 
 class _MeteredReader:

@@ -119,6 +119,35 @@ def _oom_kills() -> int | None:
     return None
 
 
+def _folder_bytes(folder: Path) -> int:
+    """The bytes of the files in ``folder`` (a download under way, its
+    ``.crdownload``, is counted by its progress instead)."""
+    total = 0
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            with contextlib.suppress(OSError):
+                if entry.is_file(follow_symlinks=False) and not entry.name.endswith(".crdownload"):
+                    total += entry.stat(follow_symlinks=False).st_size
+    return total
+
+
+def _frame_ids(tree: Any) -> set[str]:
+    """Every frame id in a ``Page.getFrameTree`` answer's tree."""
+    found: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        frame = node.get("frame")
+        if isinstance(frame, dict) and isinstance(frame.get("id"), str):
+            found.add(frame["id"])
+        children = node.get("childFrames")
+        if isinstance(children, list):
+            stack.extend(children)
+    return found
+
+
 def _origin(url: str) -> str | None:
     """An http(s) URL's origin (``scheme://host[:port]``), else None."""
     scheme, sep, rest = url.partition("://")
@@ -399,7 +428,7 @@ class Watcher:
                 reader.cancel()
                 sharing.cancel()
                 for done in (reader, sharing):
-                    with contextlib.suppress(asyncio.CancelledError):
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
                         await done
                 self.connected.clear()
                 self._ws = None
@@ -415,6 +444,8 @@ class Watcher:
                 self._quota_sessions.clear()
                 self._hosts.clear()
                 self.shares.forget()
+                self._downloading.clear()
+                self._folder_bytes.clear()
                 for task in self._attaching.values():
                     task.cancel()
                 self._attaching.clear()
@@ -617,10 +648,29 @@ class Watcher:
         guid, frame = params.get("guid"), params.get("frameId")
         if not isinstance(guid, str) or not self.scopes.isolated:
             return
-        # A page's main frame has the page's id; a frame's, its page's context.
+        # A page's main frame has the page's id, an out-of-process frame its
+        # target's; a frame in its page's process is found in the frame trees.
         context = self.contexts.get(frame) if isinstance(frame, str) else None
+        if context is None and isinstance(frame, str):
+            self._downloading[guid] = ("", None, 0)  # its scope is not known yet
+            self.spawn(self._find_download_scope(guid, frame))
+            return
         scope = self.scope_name(context) or self.scopes.home or ""
         self._downloading[guid] = (scope, context, 0)
+
+    async def _find_download_scope(self, guid: str, frame: str) -> None:
+        """Which target's frame tree holds ``frame``: the download is its scope's."""
+        for page, session in list(self._quota_sessions.items()):
+            with contextlib.suppress(WatcherError, TimeoutError):
+                tree = await self._call("Page.getFrameTree", {}, session=session, deadline_s=2.0)
+                if frame in _frame_ids(tree.get("result", {}).get("frameTree")):
+                    context = self.contexts.get(page)
+                    scope = self.scope_name(context) or self.scopes.home or ""
+                    known = self._downloading.get(guid)
+                    if known is not None:
+                        self._downloading[guid] = (scope, context, known[2])
+                    return
+        log.warning("watcher: download %s's frame is no known page's", guid[:64])
 
     def _download_moved(self, params: dict[str, Any]) -> None:
         guid, received = params.get("guid"), params.get("receivedBytes")
@@ -629,13 +679,14 @@ class Watcher:
             return
         if params.get("state") != "inProgress":
             self._downloading.pop(guid, None)
-            self._folder_bytes.pop(known[0], None)  # what it left is measured anew
+            if known[0]:  # what it left is measured anew
+                self.spawn(self._measure_folder(known[0]))
             return
         scope, context, _ = known
         got = int(received) if isinstance(received, (int, float)) else 0
         self._downloading[guid] = (scope, context, got)
         share = self._download_share()
-        if not share:
+        if not share or not scope:  # no share, or its scope still being found
             return
         under_way = sum(b for s, _, b in self._downloading.values() if s == scope)
         held = self._scope_folder_bytes(scope)
@@ -657,11 +708,19 @@ class Watcher:
         self.spawn(self._cancel_download(guid, context))
 
     async def _cancel_download(self, guid: str, context: str | None) -> None:
-        params: dict[str, Any] = {"guid": guid}
-        if context is not None and context != self.default_context:
-            params["browserContextId"] = context
-        with contextlib.suppress(WatcherError, TimeoutError):
-            await self._call("Browser.cancelDownload", params)
+        """Cancel ``guid`` in its context (each scope's in turn, if not known)."""
+        contexts: list[str | None] = [context] if context is not None else [None]
+        if context is None:
+            contexts += [scope.context for scope in self.scopes.made.values()]
+        for candidate in contexts:
+            params: dict[str, Any] = {"guid": guid}
+            if candidate is not None and candidate != self.default_context:
+                params["browserContextId"] = candidate
+            with contextlib.suppress(WatcherError, TimeoutError):
+                answer = await self._call("Browser.cancelDownload", params)
+                if "error" not in answer:
+                    return
+        log.warning("watcher: could not cancel download %s", guid[:64])
 
     def _download_share(self) -> int:
         if self.settings.scope_download_bytes:
@@ -674,22 +733,20 @@ class Watcher:
         return found.f_blocks * found.f_frsize // scopes
 
     def _scope_folder_bytes(self, scope: str) -> int:
-        """The bytes ``scope``'s downloads folder holds (at most a second old;
-        a download's file under way counts as it grows, so it is left out)."""
+        """The bytes ``scope``'s downloads folder holds, as last measured: a
+        measure older than a second is taken again in a thread (the loop is
+        every agent's), and this one is used meanwhile."""
         now = time.monotonic()
         known = self._folder_bytes.get(scope)
-        if known is not None and now - known[0] < 1.0:
-            return known[1]
-        total = 0
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(self.settings.downloads_for(scope)):
-                with contextlib.suppress(OSError):
-                    if entry.is_file(follow_symlinks=False) and not entry.name.endswith(
-                        ".crdownload"
-                    ):
-                        total += entry.stat(follow_symlinks=False).st_size
-        self._folder_bytes[scope] = (now, total)
-        return total
+        if known is None or now - known[0] >= 1.0:
+            self._folder_bytes[scope] = (now, known[1] if known is not None else 0)
+            self.spawn(self._measure_folder(scope))
+        return known[1] if known is not None else 0
+
+    async def _measure_folder(self, scope: str) -> None:
+        folder = self.settings.downloads_for(scope)
+        total = await asyncio.get_running_loop().run_in_executor(None, _folder_bytes, folder)
+        self._folder_bytes[scope] = (time.monotonic(), total)
 
     def _storage_scope(self, context: str) -> str:
         return self.scope_name(context) or self.scopes.home or ""
@@ -726,32 +783,54 @@ class Watcher:
 
     async def _share_storage(self) -> None:
         """Every few seconds, each scope's quotas shared out again from what
-        its origins use (a scope of one origin has nothing to share)."""
+        its origins use (a scope of one origin has nothing to share); and the
+        cgroup's memory kills read again, so Chromium's exit names only one
+        that came after."""
         while True:
             await asyncio.sleep(STORAGE_SHARE_S)
+            self._oom_kills = _oom_kills()
             for scope, given in list(self.shares.given.items()):
                 if len(given) < 2:
                     continue
-                used: dict[Key, int] = {}
-                for key in list(given):
-                    hosts = self._hosts.get(key)
-                    session = next(
-                        (self._quota_sessions[t] for t in hosts or () if t in self._quota_sessions),
-                        None,
-                    )
-                    if session is None:
-                        continue  # no page shows it: it keeps its quota
-                    with contextlib.suppress(WatcherError, TimeoutError):
-                        answer = await self._call(
-                            "Storage.getUsageAndQuota", {"origin": key[1]}, session=session
-                        )
-                        usage = answer.get("result", {}).get("usage")
-                        if isinstance(usage, (int, float)):
-                            used[key] = int(usage)
-                for key in self.shares.rebalance(scope, used):
-                    hosts = self._hosts.get(key)
-                    if hosts:
-                        await self._override_quota(next(iter(hosts)), key)
+                try:
+                    await self._share_scope(scope, list(given))
+                except (WatcherError, TimeoutError, OSError, aiohttp.ClientError) as exc:
+                    log.debug("watcher: could not share %s's storage: %s", scope[:64], exc)
+
+    def _session_in(self, key: Key) -> str | None:
+        """A session of ours that can read or set ``key``'s quota: one on a
+        target showing the origin, else one on any target of its context
+        (an origin's usage and override are its context's, whichever page
+        asks)."""
+        for host in self._hosts.get(key) or ():
+            if host in self._quota_sessions:
+                return self._quota_sessions[host]
+        context = key[0]
+        for shown, session in self._quota_sessions.items():
+            if (self.contexts.get(shown) or self.default_context or "") == context:
+                return session
+        return None
+
+    async def _share_scope(self, scope: str, keys: list[Key]) -> None:
+        used: dict[Key, int] = {}
+        for key in keys:
+            session = self._session_in(key)
+            if session is None:
+                continue  # no page of its context is open: it keeps its quota
+            answer = await self._call(
+                "Storage.getUsageAndQuota", {"origin": key[1]}, session=session
+            )
+            usage = answer.get("result", {}).get("usage")
+            if isinstance(usage, (int, float)):
+                used[key] = int(usage)
+        for key, quota in self.shares.rebalance(scope, used).items():
+            session = self._session_in(key)
+            if session is not None:
+                await self._call(
+                    "Storage.overrideQuotaForOrigin",
+                    {"origin": key[1], "quotaSize": quota},
+                    session=session,
+                )
 
     async def _quota_attach(self, target: str) -> str | None:
         answer = await self._call(
