@@ -17,13 +17,10 @@ Needs a Docker engine and the image (make image).
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import multiprocessing
-import os
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -31,6 +28,7 @@ from agentenv.harness.computer import Computer, agent_tokens, deploy
 from agentenv.harness.hardening import RELAY_MEMORY_MB
 from bench.fleet import IMAGE
 from bench.stats import row, table
+from tests.security.attacks import frame, raw_socket
 
 MIB = 1024 * 1024
 AGENTS = 8
@@ -53,26 +51,14 @@ async def _browser_url(http: aiohttp.ClientSession, computer: Computer, token: s
 
 async def _send_in_parts(url: str, size: int) -> None:
     """A message of ``size`` bytes in 1 MiB fragments, on a socket opened by hand."""
-    parts = urlsplit(url)
-    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
-    key = base64.b64encode(os.urandom(16)).decode()
-    writer.write(
-        (
-            f"GET {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\n"
-            "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        ).encode()
-    )
-    await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+    reader, writer = await raw_socket(url)
     chunk = b"x" * MIB
-    head = b'{"id":1,"method":"Runtime.evaluate","params":{"expression":"'
-    # Text frame, no FIN, masked with zeros; then continuations.
-    writer.write(bytes([0x01, 0x80 | len(head)]) + b"\0\0\0\0" + head)
+    writer.write(frame(0x1, b'{"id":1,"method":"Runtime.evaluate","params":{"expression":"', False))
     with contextlib.suppress(ConnectionError):
         for _ in range(size // MIB):
-            writer.write(bytes([0x00, 0x80 | 127]) + MIB.to_bytes(8, "big") + b"\0\0\0\0" + chunk)
+            writer.write(frame(0x0, chunk, False))
             await writer.drain()
-        writer.write(bytes([0x80, 0x80 | 3]) + b"\0\0\0\0" + b'"}}')
+        writer.write(frame(0x0, b'"}}', True))
         await writer.drain()
         await asyncio.wait_for(reader.read(1), 30)
     writer.close()

@@ -31,7 +31,14 @@ import requests
 from playwright.sync_api import sync_playwright
 
 from agentenv.harness.store import LocalStore
-from tests.security.attacks import agent, browser_url, closed_with, frame, raw_socket
+from tests.security.attacks import (
+    agent,
+    browser_url,
+    closed_with,
+    fill_storage,
+    frame,
+    raw_socket,
+)
 from tests.support.container import SITE, SUPERVISORCTL, Computer, computer
 from tests.support.mcp import initialize, raw_headers
 from tests.support.timing import deadline, wait_for
@@ -255,27 +262,6 @@ def _nothing_more(lines: list[dict[str, Any]]) -> None:
     """The attack's refusal is not a log line (an HTTP answer, or Chromium's)."""
 
 
-#: Fills the origin's IndexedDB with 8 MiB records of random bytes until
-#: Chromium refuses one; answers the refusal's name.
-_FILL = """(async () => {
-  const db = await new Promise((ok, no) => { const r = indexedDB.open('fill', 1);
-    r.onupgradeneeded = () => r.result.createObjectStore('s');
-    r.onsuccess = () => ok(r.result); r.onerror = () => no(r.error); });
-  const chunk = new Uint8Array(8 * 1024 * 1024);
-  for (let i = 0; i < chunk.length; i += 65536)
-    crypto.getRandomValues(chunk.subarray(i, i + 65536));
-  try {
-    for (let n = 0; n < 200; n++) {
-      chunk[0] = n;
-      await new Promise((ok, no) => { const tx = db.transaction('s', 'readwrite');
-        tx.objectStore('s').put(chunk.slice(), n);
-        tx.oncomplete = ok; tx.onerror = () => no(tx.error); tx.onabort = () => no(tx.error); });
-    }
-  } catch (e) { return e.name; }
-  return 'all written';
-})()"""
-
-
 async def _storage(pc: Computer) -> None:
     """Five origins' IndexedDB filled (the red team's two, and more): each
     is refused past its quota, and all together past the scope's."""
@@ -283,7 +269,8 @@ async def _storage(pc: Computer) -> None:
     async with agent(pc, "alice") as alice:
         for site in (SITE, SITE.replace("127.0.0.1", "localhost"), *others):
             _, session = await alice.page(site + "/")
-            assert await alice.evaluate(session, _FILL) == "QuotaExceededError"
+            filled = json.loads(await alice.evaluate(session, fill_storage(most=200)))
+            assert filled.get("error") == "QuotaExceededError", (site, filled)
 
 
 async def _never_answered(pc: Computer) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "attempt",
     "clean",
     "closed_with",
+    "fill_storage",
     "frame",
     "guarded",
     "raw_socket",
@@ -192,3 +193,28 @@ async def closed_with(reader: asyncio.StreamReader) -> int | None:
             if first & 0x0F == 0x8:
                 return int.from_bytes(body[:2], "big")
     return None
+
+
+def fill_storage(db: str = "fill", most: int = 48) -> str:
+    """A page's script filling its origin's IndexedDB (database ``db``)
+    with 8 MiB records of random bytes until Chromium refuses one, or
+    ``most`` went in; it answers ``{"n": records written, "error": name}``
+    as JSON."""
+    return f"""(async () => {{
+  const db = await new Promise((ok, no) => {{ const r = indexedDB.open({db!r}, 1);
+    r.onupgradeneeded = () => r.result.createObjectStore('s');
+    r.onsuccess = () => ok(r.result); r.onerror = () => no(r.error); }});
+  const chunk = new Uint8Array(8 * 1024 * 1024);
+  for (let i = 0; i < chunk.length; i += 65536)
+    crypto.getRandomValues(chunk.subarray(i, i + 65536));
+  let n = 0;
+  try {{
+    for (; n < {most}; n++) {{
+      chunk[0] = n;
+      await new Promise((ok, no) => {{ const tx = db.transaction('s', 'readwrite');
+        tx.objectStore('s').put(chunk.slice(), n);
+        tx.oncomplete = ok; tx.onerror = () => no(tx.error); tx.onabort = () => no(tx.error); }});
+    }}
+  }} catch (e) {{ return JSON.stringify({{n, error: e.name}}); }}
+  return JSON.stringify({{n}});
+}})()"""

@@ -20,6 +20,7 @@ from tests.security.attacks import (
     attempt,
     browser_url,
     closed_with,
+    fill_storage,
     frame,
     guarded,
     raw_socket,
@@ -560,27 +561,6 @@ async def test_big_messages_in_flight_are_bounded_per_user(image: str) -> None:
         assert b"inflight-marker" not in pc.all_log_bytes()
 
 
-#: Fills the origin's IndexedDB with 8 MiB records of random bytes until
-#: Chromium refuses one (or 48 went in); answers what happened, as JSON.
-_FILL = """(async () => {
-  const db = await new Promise((ok, no) => { const r = indexedDB.open('fill', 1);
-    r.onupgradeneeded = () => r.result.createObjectStore('s');
-    r.onsuccess = () => ok(r.result); r.onerror = () => no(r.error); });
-  const chunk = new Uint8Array(8 * 1024 * 1024);
-  for (let i = 0; i < chunk.length; i += 65536)
-    crypto.getRandomValues(chunk.subarray(i, i + 65536));
-  let n = 0;
-  try {
-    for (; n < 48; n++) {
-      chunk[0] = n;
-      await new Promise((ok, no) => { const tx = db.transaction('s', 'readwrite');
-        tx.objectStore('s').put(chunk.slice(), n);
-        tx.oncomplete = ok; tx.onerror = () => no(tx.error); tx.onabort = () => no(tx.error); });
-    }
-  } catch (e) { return JSON.stringify({n, error: e.name}); }
-  return JSON.stringify({n});
-})()"""
-
 _CACHE = """(async () => {
   const cache = await caches.open('mine');
   await cache.put('/x', new Response('y'.repeat(1024 * 1024)));
@@ -602,7 +582,7 @@ async def test_an_origins_storage_is_bounded_in_every_scope(target: Computer) ->
     async with agent(target, "bob") as bob, agent(target, "alice") as alice:
         for who, site in ((bob, SITE), (bob, other), (alice, SITE)):
             _, session = await who.page(site + "/")
-            filled = json.loads(await who.evaluate(session, _FILL))
+            filled = json.loads(await who.evaluate(session, fill_storage()))
             # 128 MiB holds at most 16 records of 8 MiB; the first goes in.
             assert filled.get("error") == "QuotaExceededError", (site, filled)
             assert 1 <= filled["n"] <= 16, (site, filled)
@@ -649,16 +629,16 @@ async def test_a_scopes_storage_is_bounded_over_its_origins(image: str) -> None:
             for origin in idle:
                 await bob.page(origin + "/")
             _, last = await bob.page(idle[-1] + "/?again")
-            early = json.loads(await bob.evaluate(last, _FILL.replace("'fill'", "'early'")))
+            early = json.loads(await bob.evaluate(last, fill_storage("early")))
             assert early == {"n": 0, "error": "QuotaExceededError"}, early
             await asyncio.sleep(7)
-            later = json.loads(await bob.evaluate(last, _FILL.replace("'fill'", "'later'")))
+            later = json.loads(await bob.evaluate(last, fill_storage("later")))
             assert later.get("error") == "QuotaExceededError" and later["n"] >= 1, later
             written += later["n"] * 8
             for round_ in range(2):
                 for origin in origins:
                     _, session = await bob.page(origin + "/")
-                    fill = _FILL.replace("'fill'", f"'fill{round_}'")  # new records
+                    fill = fill_storage(f"fill{round_}")  # new records
                     filled = json.loads(await bob.evaluate(session, fill))
                     assert filled.get("error") == "QuotaExceededError", (origin, filled)
                     written += filled["n"] * 8

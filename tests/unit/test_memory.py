@@ -39,7 +39,7 @@ def test_a_meter_counts_what_is_read_until_it_is_handed_on() -> None:
     assert bobs.read(2 * mib) is None  # Bob's own share...
     carol = Meter(reading, "carol")
     assert carol.read(2 * mib) is not None  # ...and the relay's bound
-    first.handed_on(first.seen)
+    first.handed_on(b"x" * first.seen)
     assert first.held == 0 and first.seen == 0
     for meter in (second, bobs, carol):
         meter.stop()
@@ -55,7 +55,7 @@ def test_a_message_handed_on_lets_go_of_its_own_bytes_only() -> None:
     meter = Meter(reading, "alice")
     meter.read(100)  # a tiny command
     meter.read(31 * mib)  # then most of a big one
-    meter.handed_on(100)
+    meter.handed_on(b"x" * 100)
     assert meter.held >= 31 * mib and reading.held["alice"] == meter.held
-    meter.handed_on(31 * mib)
+    meter.handed_on(b"x" * 31 * mib)
     assert meter.held == 0 and reading.held == {}

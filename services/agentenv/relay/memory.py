@@ -120,9 +120,11 @@ class Meter:
         )
         return self.over
 
-    def handed_on(self, size: int) -> None:
-        """A whole message of ``size`` bytes was handed on: what was read for
-        it is let go; bytes of the next one already read still count."""
+    def handed_on(self, data: str | bytes) -> None:
+        """A whole message was handed on: what was read for it is let go;
+        bytes of the next one already read still count. (Its size in bytes is
+        worked out only when something is held: nothing else needs it exact.)"""
+        size = len(data) if not self.held or not isinstance(data, str) else _bytes(data)
         self.seen = max(0, self.seen - size)
         keep = -(-self.seen // STEP) * STEP if self.seen >= COUNTED else 0
         if self.held > keep:
@@ -136,3 +138,8 @@ class Meter:
         self.held = 0
         self.seen = 0
         self.over = self.over or "the connection ended"
+
+
+def _bytes(text: str) -> int:
+    """``text``'s size as the reader counted it, UTF-8 (a frame's header aside)."""
+    return len(text) if text.isascii() else len(text.encode())

@@ -139,7 +139,7 @@ class _Bridge:
         bounded = not self.state.identity.control
         turn = 0
         async for msg in self.client:
-            self.sent.handed_on(_size(msg.data))
+            self.sent.handed_on(msg.data if isinstance(msg.data, (str, bytes)) else b"")
             turn += 1
             if turn == FAIR_TURN:  # others' connections get the loop too
                 turn = 0
@@ -215,16 +215,7 @@ class _Bridge:
         if self.over is not None:
             return
         self.over = why if why == AT_LIMIT else f"{why} (bytes read count until handed on)"
-        state = self.state
-        self.logbook.refused(
-            state.identity.user,
-            state.number,
-            None,
-            "memory",
-            self.over[:500],
-            action="disconnected",
-            bytes=max(self.sent.seen, self.answers.seen),
-        )
+        self._disconnected(self.over[:500], bytes=max(self.sent.seen, self.answers.seen))
         task = asyncio.get_running_loop().create_task(self._close_for_memory())
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
@@ -246,15 +237,22 @@ class _Bridge:
         (1009) before holding it; on the record, with rule ``memory``."""
         if not isinstance(error, WebSocketError) or error.code != WSCloseCode.MESSAGE_TOO_BIG:
             return
+        self._disconnected(
+            f"disconnected by agentenv guard memory: {error}"[:500]
+            + " (AGENTENV_AGENT_MESSAGE_BYTES bounds an agent's message: send less at once)"
+        )
+
+    def _disconnected(self, why: str, **more: Any) -> None:
+        """This connection closed for memory, on the record (rule memory)."""
         state = self.state
         self.logbook.refused(
             state.identity.user,
             state.number,
             None,
             "memory",
-            f"disconnected by agentenv guard memory: {error}"[:500]
-            + " (AGENTENV_AGENT_MESSAGE_BYTES bounds an agent's message: send less at once)",
+            why,
             action="disconnected",
+            **more,
         )
 
     async def _answer(self, message: dict[str, Any]) -> None:
@@ -523,7 +521,7 @@ class _Bridge:
                 if isinstance(msg.data, MemoryError):  # aiohttp's reader caught it
                     self._over_memory(AT_LIMIT)
                 break
-            self.answers.handed_on(_size(msg.data))
+            self.answers.handed_on(msg.data if isinstance(msg.data, (str, bytes)) else b"")
             if not state.pending:
                 self.settled.set()
 
@@ -690,9 +688,7 @@ async def _bridged(b: _Bridge, reading: InFlight | None, reads: Any) -> None:
         # this connection was being served: it is the one closed.
         b.over = AT_LIMIT
         with contextlib.suppress(Exception):
-            logbook.refused(
-                state.identity.user, state.number, None, "memory", b.over, action="disconnected"
-            )
+            b._disconnected(b.over)
     upstream_ended = (
         to_client in done and not client.closed and not b.client_gone and b.over is None
     )
@@ -722,15 +718,6 @@ async def _bridged(b: _Bridge, reading: InFlight | None, reads: Any) -> None:
     if not client.closed:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(client.close(), 5.0)
-
-
-def _size(data: object) -> int:
-    """A message's size as its meter counted it (a frame's few header bytes aside)."""
-    if isinstance(data, str):
-        return len(data) if data.isascii() else len(data.encode())
-    if isinstance(data, (bytes, bytearray)):
-        return len(data)
-    return 0
 
 
 class _MeteredReader:
