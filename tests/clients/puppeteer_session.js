@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // A scripted Puppeteer session (no LLM): what a Puppeteer agent does over CDP.
 //
-//   node tests/clients/puppeteer_session.js [--header 'Name=value']... WS-ENDPOINT SITE-URL
+//   node tests/clients/puppeteer_session.js [--header 'Name=value']... \
+//       [--insecure HTTPS-URL] WS-ENDPOINT SITE-URL
 //   node tests/clients/puppeteer_session.js --browser-url http://host:port \
 //       [--header 'Authorization=Bearer xyz']... SITE-URL
 //
@@ -15,7 +16,9 @@
 // Opens a page, goes to SITE/, types "alice" into #user, clicks #go, reads
 // #out, finds a link and a button by ARIA selectors, takes a screenshot, reads document.title, sets and reads a cookie,
 // goes to SITE/next and back, closes the page and disconnects (the browser
-// stays up). Prints one JSON line and exits 0; on failure prints the error to
+// stays up). With --insecure it connects with acceptInsecureCerts and, last,
+// opens a second page at HTTPS-URL (a self-signed certificate) and reads its
+// title. Prints one JSON line and exits 0; on failure prints the error to
 // stderr and exits 1. Every wait is bounded; the whole run by DEADLINE_MS.
 //
 // puppeteer-core comes from build/clients/node (scripts/test-clients.sh), or
@@ -29,19 +32,22 @@ const DEADLINE_MS = 60000;
 
 function usage() {
   return (
-    "usage: puppeteer_session.js [--header 'Name=value']... WS-ENDPOINT SITE-URL\n" +
+    "usage: puppeteer_session.js [--header 'Name=value']... [--insecure HTTPS-URL] " +
+    "WS-ENDPOINT SITE-URL\n" +
     "       puppeteer_session.js --browser-url URL [--header 'Name=value']... SITE-URL"
   );
 }
 
 function parseArgs(argv) {
-  const opts = {browserURL: null, headers: {}, positional: []};
+  const opts = {browserURL: null, headers: {}, positional: [], insecure: null};
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
-    if (arg === '--browser-url' || arg === '--header') {
+    if (arg === '--browser-url' || arg === '--header' || arg === '--insecure') {
       const value = argv[++i];
       if (value === undefined) throw new Error(`${arg} needs a value\n${usage()}`);
-      if (arg === '--browser-url') {
+      if (arg === '--insecure') {
+        opts.insecure = value;
+      } else if (arg === '--browser-url') {
         opts.browserURL = value;
       } else {
         const eq = value.indexOf('=');
@@ -90,6 +96,7 @@ function loadPuppeteer() {
 async function run(opts) {
   const {puppeteer, version: puppeteerVersion} = loadPuppeteer();
   const connectOptions = {defaultViewport: null, protocolTimeout: STEP_TIMEOUT_MS};
+  if (opts.insecure) connectOptions.acceptInsecureCerts = true;
   if (opts.browserURL) {
     connectOptions.browserURL = opts.browserURL;
     connectOptions.headers = opts.headers;
@@ -131,6 +138,13 @@ async function run(opts) {
     const backTitle = await page.title();
 
     await page.close();
+    let insecureTitle = null;
+    if (opts.insecure) {
+      const tls = await browser.newPage();
+      await tls.goto(opts.insecure, {waitUntil: 'load'});
+      insecureTitle = await tls.title();
+      await tls.close();
+    }
     return {
       client: 'puppeteer',
       puppeteer: puppeteerVersion,
@@ -146,6 +160,7 @@ async function run(opts) {
       next_title: nextTitle,
       back_url: backUrl,
       back_title: backTitle,
+      insecure_title: insecureTitle,
     };
   } finally {
     await browser.disconnect();

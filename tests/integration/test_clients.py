@@ -38,8 +38,8 @@ import pytest
 import requests
 from playwright.async_api import async_playwright
 
-from tests.security.attacks import Agent, clean, guarded
-from tests.support.container import SITE, Computer, computer
+from tests.security.attacks import Agent, agent, clean, guarded
+from tests.support.container import SITE, TLS_SITE, Computer, computer
 from tests.support.mcp import ref, ref_argument, text
 from tests.support.stack import ROOT
 from tests.support.timing import deadline, wait_for
@@ -66,6 +66,7 @@ def c(image: str) -> Iterator[Computer]:
     """The secured computer every client here connects to, the site served inside."""
     with computer(image) as running:
         running.serve_site()
+        running.serve_tls_site()
         yield running
 
 
@@ -296,6 +297,58 @@ def test_puppeteer_browser_ws_endpoint(c: Computer, node: str, path: str) -> Non
     assert _cdp_of(lines, "alice", "Page.navigateToHistoryEntry")
     _only(lines, "alice")
     clean(c, PUPPETEER_COOKIE)
+
+
+async def _tls_page(agent: Agent) -> str:
+    """What a new tab of ``agent``'s at the HTTPS site shows (a certificate
+    error page, unless its certificate errors are ignored)."""
+    tab = (await agent.call("Target.createTarget", {"url": "about:blank"}))["result"]["targetId"]
+    attached = await agent.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
+    session = attached["result"]["sessionId"]
+    went = await agent.call("Page.navigate", {"url": TLS_SITE + "/next"}, session)
+    error = str(went["result"].get("errorText", ""))
+
+    async def loaded() -> str | None:
+        title = await agent.evaluate(session, "document.readyState == 'complete' && document.title")
+        return str(title) if title else None
+
+    title = await _eventually(loaded, "the HTTPS page's title", timeout_s=20)
+    await agent.call("Target.closeTarget", {"targetId": tab})
+    return f"{error}|{title}"
+
+
+async def test_puppeteer_accept_insecure_certs_is_kept_to_its_scope(c: Computer, node: str) -> None:
+    """Puppeteer's acceptInsecureCerts sends Security.setIgnoreCertificateErrors
+    on the browser's own session, for the whole browser on Chromium. With two
+    scopes the relay keeps it to the sender's pages: Alice's Puppeteer opens
+    a page with a self-signed certificate while Bob's pages, at the same
+    time, still refuse it."""
+    endpoint = f"ws://{c.relay_address}?token={c.token('alice')}"
+    before = _mark(c)
+    done = _puppeteer(node, "--insecure", TLS_SITE + "/", endpoint, SITE)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["insecure_title"] == "Start" and result["user"] == "alice", result
+    lines = _logged(
+        c,
+        before,
+        "alice's certificate setting and her HTTPS page",
+        lambda lines: bool(_cdp_of(lines, "alice", "Page.navigate", url=TLS_SITE + "/")),
+    )
+    ignored = _cdp_of(lines, "alice", "Security.setIgnoreCertificateErrors", ignore=True)
+    assert ignored and all(a["ok"] for a in ignored), ignored
+    _only(lines, "alice")
+
+    # While Alice's raw connection ignores certificate errors, Bob's pages do not.
+    async with agent(c, "alice") as alice, agent(c, "bob") as bob:
+        assert "result" in await alice.call("Security.setIgnoreCertificateErrors", {"ignore": True})
+        assert await _tls_page(alice) == "|Next"
+        refused = await _tls_page(bob)
+        assert refused.startswith("net::ERR_CERT_AUTHORITY_INVALID|"), refused
+        off = await alice.call("Security.setIgnoreCertificateErrors", {"ignore": False})
+        assert "result" in off, off
+        again = await _tls_page(alice)
+        assert again.startswith("net::ERR_CERT_AUTHORITY_INVALID|"), again
 
 
 NODE22 = ROOT / "build/clients/node22"

@@ -43,7 +43,7 @@ from tests.support.timing import wait_for
         # On the browser's own session these would reach every agent's pages.
         ("Tracing.start", {}, "browser-wide"),
         ("Fetch.enable", {"patterns": [{"urlPattern": "*"}]}, "browser-wide"),
-        ("Security.setIgnoreCertificateErrors", {"ignore": True}, "browser-wide"),
+        ("Security.setOverrideCertificateErrors", {"override": True}, "browser-wide"),
         ("Storage.getSharedStorageEntries", {"ownerOrigin": "https://x"}, "unclassified"),
     ],
 )

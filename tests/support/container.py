@@ -46,6 +46,8 @@ CONTROL = "control-token-7d3b"
 SUPERVISORCTL = ["supervisorctl", "-c", "/opt/agentenv/image/supervisord.conf"]
 #: The test site, served inside the computer on its own loopback.
 SITE = "http://127.0.0.1:8000"
+#: The same site over HTTPS, with a self-signed certificate (serve_tls_site).
+TLS_SITE = "https://127.0.0.1:8443"
 #: ``containers.run`` arguments that make the store's image plain moto on port
 #: 5000 (any credentials; the store "from the AWS environment" of a test).
 PLAIN_S3: dict[str, Any] = {
@@ -247,6 +249,44 @@ class Computer:
             timeout_s=20,
         )
         return SITE
+
+    def serve_tls_site(self) -> str:
+        """The test site over HTTPS on 127.0.0.1:8443, with a self-signed
+        certificate made inside the computer: pages Chromium refuses unless
+        told to ignore certificate errors."""
+        source = (ROOT / "tests/support/site.py").read_text()
+        code = base64.b64encode(source.encode()).decode()
+        script = (
+            "import base64, types, ssl, subprocess\n"
+            f"m = types.ModuleType('site_pages'); exec(base64.b64decode('{code}'), m.__dict__)\n"
+            "subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes',"
+            " '-days', '2', '-subj', '/CN=127.0.0.1', '-keyout', '/tmp/tls.key',"
+            " '-out', '/tmp/tls.crt'], check=True, capture_output=True)\n"
+            "from http.server import ThreadingHTTPServer\n"
+            "s = ThreadingHTTPServer(('127.0.0.1', 8443), m._Handler)\n"
+            "x = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n"
+            "x.load_cert_chain('/tmp/tls.crt', '/tmp/tls.key')\n"
+            "s.socket = x.wrap_socket(s.socket, server_side=True)\n"
+            "s.serve_forever()\n"
+        )
+        launch = base64.b64encode(script.encode()).decode()
+        self.exec(
+            "sh",
+            "-c",
+            f"echo {launch} | base64 -d > /tmp/tls_site.py && "
+            "setsid python3 /tmp/tls_site.py >/dev/null 2>&1 </dev/null &",
+        )
+        wait_for(
+            lambda: (
+                "200"
+                in self.exec(
+                    "sh", "-c", f"curl -sk -o /dev/null -w '%{{http_code}}' {TLS_SITE}/ || true"
+                )
+            ),
+            "the test site over HTTPS inside the computer",
+            timeout_s=30,
+        )
+        return TLS_SITE
 
     def stop(self) -> None:
         self.container.stop()

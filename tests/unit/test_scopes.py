@@ -288,12 +288,10 @@ def test_windows_are_only_those_of_the_scopes_tabs() -> None:
 
 
 def test_browser_level_settings_are_refused_only_across_scopes() -> None:
-    """With one scope, Puppeteer's acceptInsecureCerts (browser-level
-    Security.setIgnoreCertificateErrors) works as on its own Chromium; with
-    two scopes or more it would reach every scope's pages."""
+    """With one scope, browser-level settings work as on their own Chromium;
+    with two scopes or more they would reach every scope's pages."""
     alone = ClientState(7, Identity("alice"))
     browser_level = (
-        "Security.setIgnoreCertificateErrors",
         "Fetch.enable",
         "Tracing.start",
         # Storage calls with no context: on the browser's session, the home
@@ -308,6 +306,52 @@ def test_browser_level_settings_are_refused_only_across_scopes() -> None:
         step = send(alice(), method, {"ignore": True})
         assert step.kind is Kind.BLOCK and step.verdict is not None, method
         assert step.verdict.rule == "browser-wide"
+
+
+def _attached(session: str, target: str, kind: str = "page") -> dict[str, Any]:
+    info = {"targetId": target, "type": kind, "url": "about:blank", "browserContextId": MINE}
+    params = {"sessionId": session, "targetInfo": info, "waitingForDebugger": True}
+    return {"method": "Target.attachedToTarget", "params": params}
+
+
+def test_ignoring_certificate_errors_is_kept_to_the_senders_pages() -> None:
+    """Puppeteer's acceptInsecureCerts: browser-level
+    Security.setIgnoreCertificateErrors. With one scope it goes to Chromium as
+    sent; with two or more the relay answers it and tells each of the
+    connection's page and frame sessions, now and as they attach (before
+    the client hears of them), so no other scope's pages ignore anything."""
+    alone = ClientState(7, Identity("alice"))
+    method = "Security.setIgnoreCertificateErrors"
+    assert send(alone, method, {"ignore": True}).kind is Kind.FORWARD
+    state = alice()
+    state.sessions["W"] = SessionInfo("T-ALICE", own=False, everywhere=True, framed=False)
+    step = send(state, method, {"ignore": True})
+    assert step.kind is Kind.ANSWER and state.ignore_certificates
+    told = [json.loads(command) for command in step.upstream]
+    assert [(c["method"], c["params"], c["sessionId"]) for c in told] == [
+        (method, {"ignore": True}, "S")  # not the worker's session W
+    ]
+    assert all(c["id"] < 0 and c["id"] in state.own for c in told)
+    # A page attached later (waiting for its debugger) is told before the client has it.
+    down = upstream(state, _attached("P2", "T-ALICE-3"))
+    assert down.kind is Down.PASS and len(down.upstream) == 1
+    later = json.loads(down.upstream[0])
+    assert later["sessionId"] == "P2" and later["params"] == {"ignore": True}
+    assert not upstream(state, _attached("SW", "T-ALICE-4", "service_worker")).upstream
+    # The answers to the relay's own commands never reach the client.
+    assert upstream(state, {"id": later["id"], "result": {}}).kind is Down.DROP
+    # A session the client set itself is left as it set it.
+    assert send(state, method, {"ignore": False}, session="P2").kind is Kind.FORWARD
+    off = send(state, method, {"ignore": False})
+    assert off.kind is Kind.ANSWER and not state.ignore_certificates
+    assert [json.loads(c)["sessionId"] for c in off.upstream] == ["S"]
+    assert not upstream(state, _attached("P3", "T-ALICE-5")).upstream
+    # Bad params: Chromium's own answer, nothing changed.
+    for bad in ({}, {"ignore": "yes"}, {"ignore": True, "more": 1}):
+        step = send(state, method, bad)
+        assert step.kind is Kind.INVALID and step.code == -32602, bad
+        assert "ignore (a boolean)" in step.error
+    assert not state.ignore_certificates
 
 
 def test_each_scope_downloads_into_a_folder_of_its_own(tmp_path: Path) -> None:

@@ -238,7 +238,8 @@ EXCEPTIONS: dict[str, Command] = {
     "Fetch.enable": _confined("a session's requests; without one, every agent's: browser-wide"),
     "Fetch.continueRequest": _confined("a changed URL is refused: the request's own only"),
     "Security.setIgnoreCertificateErrors": _confined(
-        "on a page's session; without one, the whole browser's: browser-wide"
+        "on a page's session; without one, with two scopes or more, the relay keeps it "
+        "to the sender's own pages and frames (relay.core)"
     ),
     "Security.setOverrideCertificateErrors": _confined(
         "on a page's session; without one, the whole browser's: browser-wide"
@@ -293,8 +294,10 @@ EXCEPTIONS: dict[str, Command] = {
 #: Confined commands that are refused (``browser-wide``) when sent on the
 #: browser's own session (no session on the browser endpoint) of a computer
 #: with two scopes or more: there they apply to every scope's pages at once
-#: (with one scope there is no other to reach: Puppeteer's
-#: ``acceptInsecureCerts`` sends the first at connect).
+#: (with one scope there is no other to reach). The relay's core answers
+#: ``Security.setIgnoreCertificateErrors`` there itself, kept to the
+#: sender's pages (Puppeteer's ``acceptInsecureCerts`` sends it at connect);
+#: it stays listed so that it fails closed should it ever get this far.
 BROWSER_LEVEL = frozenset(
     {
         "Fetch.enable",

@@ -89,6 +89,9 @@ class Kind(enum.Enum):
     REWRITE = "rewrite"
     CONTROL = "control"
     INVALID = "invalid"
+    #: Answered by the relay, its effect kept to the sender's scope (the
+    #: relay's own commands in :attr:`Step.upstream` carry it out).
+    ANSWER = "answer"
 
 
 @dataclass
@@ -112,6 +115,8 @@ class SessionInfo:
     #: A service or shared worker's: it belongs to no tab and can act on all
     #: (clients.navigate()), so its acting commands count on every tab.
     everywhere: bool = False
+    #: A page's or frame's (not a worker's): its certificate errors are its own.
+    framed: bool = True
 
 
 @dataclass
@@ -130,6 +135,13 @@ class ClientState:
     next_own: int = -1
     #: The client changed where downloads go: set it back when it leaves.
     downloads_changed: bool = False
+    #: ``Security.setIgnoreCertificateErrors`` on the browser's own session of
+    #: a computer of two scopes or more (Puppeteer's ``acceptInsecureCerts``):
+    #: kept to this connection's pages and frames, each told on its session.
+    ignore_certificates: bool = False
+    #: Sessions the client set certificate errors on itself: the relay's
+    #: browser-level setting leaves them as the client set them.
+    certificates_own: set[str] = field(default_factory=set)
     #: The tab a target belongs to (an iframe's page), as the relay's watcher
     #: knows; a session attached straight to an iframe acts on that tab.
     owner: Callable[[str], str] = field(default=lambda target: target, repr=False)
@@ -214,6 +226,8 @@ class Step:
     #: the tab (whose number is not known yet): wait for it, then check again
     #: (:func:`relay_world_verdict`).
     hold: bool = False
+    #: ANSWER: the relay's own commands to send to Chromium first (negative ids).
+    upstream: list[str] = field(default_factory=list)
 
     def error_answer(self) -> dict[str, Any]:
         """The CDP error answer for an INVALID, BLOCK or refused CONTROL step."""
@@ -301,6 +315,11 @@ def receive(
     # pages. With one scope there is no other to reach (a client may do what
     # it could on its own Chromium); with two or more it is browser-wide.
     browser_level = session is None and state.page is None and state.scope is not None
+    if method == IGNORE_CERTIFICATES:
+        if browser_level:
+            return _ignore_certificates(state, step, message)
+        if session is not None and state.scope is not None:
+            state.certificates_own.add(session)
     by_tab = _tab_target(state, method, params)
     if by_tab is not None:
         params = by_tab.params
@@ -342,6 +361,45 @@ def receive(
         step.typing = True
         step.point = password.drop_point(method, params)
     return step
+
+
+#: Chromium's browser-wide switch for certificate errors (kept to a scope).
+IGNORE_CERTIFICATES = "Security.setIgnoreCertificateErrors"
+
+
+def _ignore_certificates(state: ClientState, step: Step, message: dict[str, Any]) -> Step:
+    """``Security.setIgnoreCertificateErrors`` on the browser's own session,
+    with two scopes or more: on Chromium it is the whole browser's, and
+    Puppeteer's ``acceptInsecureCerts`` sends it at connect. The relay
+    answers it and sends it on each page and frame session this connection
+    has, and on each it attaches later before the client hears of it (an
+    auto-attached target waiting for its debugger runs only after), so the
+    client's pages ignore certificate errors and no other scope's do."""
+    params = step.params or {}
+    ignore = params.get("ignore")
+    if set(params) != {"ignore"} or not isinstance(ignore, bool):
+        return _invalid(
+            -32602, f"{IGNORE_CERTIFICATES} takes one parameter, ignore (a boolean)", message
+        )
+    state.ignore_certificates = ignore
+    step.kind = Kind.ANSWER
+    step.upstream = [
+        _certificates_command(state, session, ignore)
+        for session, info in state.sessions.items()
+        if info.web and info.framed and session not in state.certificates_own
+    ]
+    return step
+
+
+def _certificates_command(state: ClientState, session: str, ignore: bool) -> str:
+    """The relay's own ``Security.setIgnoreCertificateErrors`` on ``session``."""
+    command = {
+        "id": state.own_id(),
+        "method": IGNORE_CERTIFICATES,
+        "params": {"ignore": ignore},
+        "sessionId": session,
+    }
+    return orjson.dumps(command).decode()
 
 
 def _tab_target(
@@ -526,6 +584,9 @@ class Downstream:
     #: ``Target.createBrowserContext`` by a scoped client: the context it made
     #: (its downloads go to the scope's folder).
     made_context: str | None = None
+    #: PASS: the relay's own commands to send to Chromium before the client
+    #: has this message (a new session's certificate setting).
+    upstream: list[str] = field(default_factory=list)
 
 
 _PASS = Downstream(Down.PASS)
@@ -787,6 +848,7 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
         return _PASS
     if message.get("method") == "Target.detachedFromTarget":
         info = state.sessions.pop(session, None)
+        state.certificates_own.discard(session)
         if info is not None and not info.web:
             return Downstream(Down.DROP)  # the relay's own detach: the client never saw it
         orphans = [key for key in state.pending if key[0] == session]
@@ -818,13 +880,17 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
     else:  # a frame or worker inside a page: its tab is the page's
         owner = state.sessions.get(parent)
         tab = owner.tab if owner is not None else target
-    state.sessions[session] = _session_info(
+    info = _session_info(
         tab if isinstance(tab, str) else None, target, kind if isinstance(kind, str) else ""
     )
+    state.sessions[session] = info
+    if state.ignore_certificates and info.framed:
+        return Downstream(Down.PASS, upstream=[_certificates_command(state, session, True)])
     return _PASS
 
 
 def _session_info(tab: str | None, target: object, kind: str) -> SessionInfo:
     if kind in ("service_worker", "shared_worker"):
-        return SessionInfo(tab, own=False, everywhere=True)
-    return SessionInfo(tab, own=tab is not None and tab == target)
+        return SessionInfo(tab, own=False, everywhere=True, framed=False)
+    framed = kind in ("page", "iframe")
+    return SessionInfo(tab, own=tab is not None and tab == target, framed=framed)

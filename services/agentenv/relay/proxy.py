@@ -305,6 +305,11 @@ class _Bridge:
         if own:
             await self._own(step)
             return
+        if kind is Kind.ANSWER:
+            entry = self._entry(step)
+            await self._kept(step)
+            self.logbook.end_command(entry, True)
+            return
         if kind is Kind.BLOCK:
             assert step.verdict is not None
             rule = step.verdict.rule
@@ -356,10 +361,23 @@ class _Bridge:
             step.kind = Kind.BLOCK
             step.verdict = core.relay_world_verdict(named or "the context")
 
+    async def _kept(self, step: Step) -> None:
+        """An ANSWER step: the relay's own commands that carry it out in the
+        sender's scope, then the client's answer."""
+        for command in step.upstream:
+            await self.upstream.send_str(command)
+        answer: dict[str, Any] = {"id": step.call, "result": {}}
+        if step.session is not None:
+            answer["sessionId"] = step.session
+        await self._answer(answer)
+
     async def _own(self, step: Step) -> None:
         """The computer's own command, outside any action: not on the record."""
         if step.kind is Kind.BLOCK:
             await self._answer(step.error_answer())
+            return
+        if step.kind is Kind.ANSWER:
+            await self._kept(step)
             return
         pending: Pending | None = None
         if step.method in TAB_METHODS:
@@ -506,6 +524,8 @@ class _Bridge:
                         self._noted(core.from_upstream(state, data))
                 else:
                     down = core.from_upstream(state, data)
+                    for command in down.upstream:  # before the client can act on it
+                        await self.upstream.send_str(command)
                     try:
                         if down.kind is Down.PASS:
                             await self._hand_over(down.data if down.data is not None else data)
