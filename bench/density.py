@@ -7,7 +7,10 @@ fleet bench's Playwright agent: its scope's first tab, a click, typing, a
 click), all agents at once, then the computers stopped. Tasks a minute count
 that whole span; memory is each computer's cgroup after the work (as
 ``docker stats`` shows it), and per additional agent the one computer's
-growth over its one-agent figure.
+growth over its one-agent figure. The computers' own CPU time per task (their
+cgroups' usage from start to the end of the work, as ``docker stats`` counts
+it) says what each way costs apart from the agents' processes, which run on
+the same host both ways.
 
 Needs a Docker engine and the image (make image).
 """
@@ -46,22 +49,29 @@ def _work(agent: Path, computers: list[tuple[Computer, str]]) -> None:
             run.result()
 
 
-def _one_computer(agent: Path, n: int) -> tuple[float, float]:
-    """N agents in N scopes on one computer: seconds, and its memory (MiB)."""
+def _cpu_s(computer: Computer) -> float:
+    """The computer's CPU time since it started (its cgroup's, in seconds)."""
+    stats = computer.container.stats(stream=False)["cpu_stats"]["cpu_usage"]
+    return float(stats["total_usage"]) / 1e9
+
+
+def _one_computer(agent: Path, n: int) -> tuple[float, float, float]:
+    """N agents in N scopes on one computer: seconds, its memory (MiB), its CPU (s)."""
     began = time.monotonic()
     tokens = agent_tokens([f"a{i}" for i in range(n)])
     computer = deploy(IMAGE, None, None, agents=tokens)
     try:
         _work(agent, [(computer, token) for token in tokens.values()])
         took = time.monotonic() - began
+        cpu = _cpu_s(computer)
         time.sleep(2)
-        return took, _memory_mib(computer)
+        return took, _memory_mib(computer), cpu
     finally:
         computer.stop()
 
 
-def _many_computers(agent: Path, n: int) -> tuple[float, float]:
-    """N computers of one agent each: seconds, and their memory together (MiB)."""
+def _many_computers(agent: Path, n: int) -> tuple[float, float, float]:
+    """N computers of one agent each: seconds, their memory and CPU together."""
     began = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(n) as pool:
         tokens = [agent_tokens(["a"]) for _ in range(n)]
@@ -69,8 +79,9 @@ def _many_computers(agent: Path, n: int) -> tuple[float, float]:
     try:
         _work(agent, [(c, t["a"]) for c, t in zip(started, tokens, strict=True)])
         took = time.monotonic() - began
+        cpu = sum(_cpu_s(c) for c in started)
         time.sleep(2)
-        return took, sum(_memory_mib(c) for c in started)
+        return took, sum(_memory_mib(c) for c in started), cpu
     finally:
         for computer in started:
             computer.stop()
@@ -83,8 +94,8 @@ def run() -> str:
         rows: list[list[str]] = []
         one_agent_memory = 0.0
         for n in SIZES:
-            scoped, scoped_mib = _one_computer(agent, n)
-            apart, apart_mib = _many_computers(agent, n)
+            scoped, scoped_mib, scoped_cpu = _one_computer(agent, n)
+            apart, apart_mib, apart_cpu = _many_computers(agent, n)
             if n == 1:
                 one_agent_memory = scoped_mib
             per_agent = (scoped_mib - one_agent_memory) / (n - 1) if n > 1 else 0.0
@@ -98,6 +109,9 @@ def run() -> str:
                     f"{scoped_mib:.0f} MiB",
                     f"{apart_mib:.0f} MiB",
                     f"{per_agent:.0f} MiB" if n > 1 else "",
+                    f"{scoped_cpu / tasks:.2f} s",
+                    f"{apart_cpu / tasks:.2f} s",
+                    f"{apart_cpu / scoped_cpu:.2f}x",
                 ]
             )
     return table(
@@ -111,6 +125,9 @@ def run() -> str:
             "memory, one computer",
             "memory, N computers",
             "per additional agent",
+            "computer CPU a task, one",
+            "computer CPU a task, N",
+            "CPU, N vs one",
         ],
         rows,
     )

@@ -84,3 +84,25 @@ async def test_client_vanishing_mid_message(stack: NativeStack) -> None:
         seen = [await ws.receive_json(timeout=10) for _ in range(2)]
         assert any(m.get("id") == 2 and "result" in m for m in seen)
     assert stack.pid("relay") == relay_pid
+
+
+def _pages(stack: NativeStack) -> set[str]:
+    listed = requests.get(stack.relay_http + "/json/list", timeout=10).json()
+    return {t["id"] for t in listed if t["type"] == "page"}
+
+
+async def test_a_get_of_json_new_opens_no_tab(stack: NativeStack) -> None:
+    """With no users configured, any web page the user visits could send a
+    GET /json/new (an <img>, no Origin). Only PUT opens a tab, as on Chromium."""
+    before = _pages(stack)
+    answer = requests.get(stack.relay_http + "/json/new?http://example.com/", timeout=10)
+    assert answer.status_code == 405 and answer.headers["Allow"] == "PUT"
+    assert "send PUT /json/new" in answer.json()["error"]["message"]
+    assert _pages(stack) == before
+    opened = requests.put(stack.relay_http + "/json/new?about:blank", timeout=10)
+    assert opened.status_code == 200, opened.text
+    tab = opened.json()["id"]
+    assert _pages(stack) == before | {tab}
+    closed = requests.get(f"{stack.relay_http}/json/close/{tab}", timeout=10)
+    assert closed.status_code == 200, closed.text
+    await _still_serves(stack)

@@ -14,7 +14,10 @@ web pages, never the browser's own UI, and discovery lists only those.
 
 ``/json/new?<url>`` is decoded once, as Chromium decodes it, checked, and the
 tab is opened by the relay itself with ``Target.createTarget``: the raw query
-never reaches Chromium, so the check and the browser cannot read it apart.
+never reaches Chromium, so the check and the browser cannot read it apart. It
+takes only PUT, as Chromium does: a GET can come from any web page the user
+visits (an ``<img>`` sends one, with no ``Origin``), and with no users
+configured it would open tabs in the computer.
 """
 
 from __future__ import annotations
@@ -217,8 +220,18 @@ def new_tab_url(raw_query: str) -> str:
     return unquote_to_bytes("&".join(kept)).decode("utf-8", errors="replace")
 
 
+async def json_new_get(request: web.Request) -> web.Response:
+    """GET /json/new: refused, as Chromium refuses it (a drive-by page's verb)."""
+    answer = _error(
+        405,
+        "GET /json/new is refused, as Chromium refuses it: any web page can send a GET "
+        "(an <img>) and would open tabs here; send PUT /json/new?<url>",
+    )
+    answer.headers["Allow"] = "PUT"
+    return answer
+
+
 async def json_new(request: web.Request) -> web.Response:
-    # Chromium accepts /json/new only as PUT; clients that still send GET work too.
     identity = _identity(request)
     settings = request.app[settings_key]
     logbook = request.app[logbook_key]
@@ -593,7 +606,7 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/json/protocol", json_protocol)
     app.router.add_get("/json/protocol/", json_protocol)
     app.router.add_route("PUT", "/json/new", json_new)
-    app.router.add_get("/json/new", json_new)
+    app.router.add_get("/json/new", json_new_get)
     app.router.add_get("/json/close/{id}", json_close)
     app.router.add_get("/json/activate/{id}", json_activate)
     app.router.add_get("/metrics", metrics)
