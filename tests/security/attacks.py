@@ -8,7 +8,7 @@ import base64
 import contextlib
 import itertools
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,7 +17,7 @@ import aiohttp
 import requests
 
 from tests.support.container import Computer
-from tests.support.timing import deadline
+from tests.support.timing import deadline, wait_for
 
 __all__ = [
     "Agent",
@@ -112,7 +112,6 @@ def guarded(
     action: str = "blocked",
 ) -> dict[str, Any]:
     """The entry of the attempt (after ``after``), with what the guard did."""
-    from tests.support.timing import wait_for
 
     def found() -> dict[str, Any] | None:
         lines, _ = target.log(after)
@@ -132,6 +131,30 @@ def guarded(
     if action == "blocked":
         assert entry["ok"] is False and "agentenv guard" in entry["error"], entry
     return entry
+
+
+def entries(
+    target: Computer,
+    after: int,
+    what: str,
+    match: Callable[[dict[str, Any]], bool],
+    count: int = 1,
+) -> list[dict[str, Any]]:
+    """The action entries after ``after`` that ``match`` holds for, once there
+    are ``count`` of them (bounded): a check that a secret is not in the log
+    also proves the entry that carried it is there."""
+
+    def found() -> list[dict[str, Any]] | None:
+        lines = target.log(after)[0]
+        got = [x["action"] for x in lines if "action" in x and match(x["action"])]
+        return got if len(got) >= count else None
+
+    return wait_for(found, f"the log to hold {what}", timeout_s=20)
+
+
+def by(**fields: Any) -> Callable[[dict[str, Any]], bool]:
+    """An :func:`entries` match: the entries whose ``fields`` are these."""
+    return lambda action: all(action.get(k) == v for k, v in fields.items())
 
 
 def clean(target: Computer, *secrets: str) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.security.attacks import agent, attempt, clean
+from tests.security.attacks import agent, attempt, by, clean, entries
 from tests.support.container import SITE, Computer
 from tests.support.timing import wait_for
 
@@ -213,10 +213,14 @@ def test_pixel_ops_typing_a_password(target: Computer) -> None:
 
 def test_a_tool_call_header_cannot_smuggle_a_password(target: Computer) -> None:
     """The tool call's own arguments hold the text under names of its own."""
+    before = attempt(target)
     tab = _password_focused(target)
     said = _tool_call("c-1", {"input": {"value": PASSWORD}})
     target.op("input/type", {"text": PASSWORD}, user="alice", headers=said)
     target.op("tabs/close", {"id": tab})
+    [entry] = entries(target, before, "the tool call's input/type", by(call="c-1"))
+    withheld = {"withheld": "password", "length": len(PASSWORD)}
+    assert entry["op"] == "input/type" and entry["args"] == {"input": {"value": withheld}}, entry
     clean(target, PASSWORD)
 
 
@@ -240,11 +244,17 @@ def test_a_harness_typing_key_by_key_keeps_the_password_out_of_its_args(
     holding the whole text (or padded, "type X please"): only arguments equal
     to the typed text were withheld (6th red team)."""
     secret = "Keyed-" + PASSWORD
+    before = attempt(target)
     tab = _password_focused(target)
     for n, key in enumerate(secret[:3]):
         said = {"action": "type", "text": secret, "note": f"type {secret} please"}
         target.op("input/key", {"keys": key}, user="alice", headers=_tool_call(f"k-{n}", said))
     target.op("tabs/close", {"id": tab})
+    keyed = entries(target, before, "three input/key calls", by(op="input/key"), 3)
+    assert [a["call"] for a in keyed] == ["k-0", "k-1", "k-2"], keyed
+    for entry in keyed:
+        assert entry["args"]["text"] == {"withheld": "password", "length": len(secret)}, entry
+        assert entry["args"]["note"]["withheld"] == "password", entry
     clean(target, secret)
 
 
@@ -253,8 +263,11 @@ def test_local_storage_values_stay_out_of_the_log(target: Computer) -> None:
     evaluate expression the log keeps (6th red team)."""
     token = "ls-" + PASSWORD
     origin = SITE
+    before = attempt(target)
     target.op("local_storage/set", {"origin": origin, "items": {"access_token": token}})
     got = target.op("local_storage/get", {"origin": origin})
     assert token in json.dumps(got)
     target.op("local_storage/clear", {"origin": origin})
+    [entry] = entries(target, before, "local_storage/set", by(op="local_storage/set"))
+    assert entry["args"]["items"] == {"access_token": {"withheld": "secret", "length": len(token)}}
     clean(target, token)

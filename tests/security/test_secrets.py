@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.security.attacks import agent, attempt, clean, guarded
+from tests.security.attacks import agent, attempt, by, clean, entries, guarded
 from tests.support.container import SITE, Computer
 
 #: URL forms Chromium reads as http://bob:<password>@host/ (it drops tabs and
@@ -26,6 +26,7 @@ CREDENTIAL_URLS = {
 async def test_url_credentials_are_redacted_in_every_form_chromium_reads(
     target: Computer, method: str
 ) -> None:
+    before = attempt(target)
     async with agent(target) as alice:
         tab, session = await alice.page(SITE + "/pixels")
         for url in CREDENTIAL_URLS.values():
@@ -35,19 +36,31 @@ async def test_url_credentials_are_redacted_in_every_form_chromium_reads(
                 opened = await alice.call(method, {"url": url})
                 await alice.call("Target.closeTarget", {"targetId": opened["result"]["targetId"]})
         await alice.call("Target.closeTarget", {"targetId": tab})
+    redacted = entries(
+        target,
+        before,
+        f"five {method} entries with credentials",
+        lambda a: a.get("method") == method and "@example.invalid" in str(a.get("params")),
+        len(CREDENTIAL_URLS),
+    )
+    assert all("bob:REDACTED@" in a["params"]["url"] for a in redacted), redacted
     # The split passwords are checked whole, as Chromium reads them.
     clean(target, *CREDENTIAL_URLS, "Tab\tbed4420", "New\nline4421")
 
 
 def test_url_credentials_through_the_navigate_op(target: Computer) -> None:
+    before = attempt(target)
     tab = target.op("tabs/open", {"url": SITE + "/pixels"})["id"]
     url = "http://alice:Op\tTab4422@example.invalid/"  # no such host: the op answers 502
     target.op("navigate", {"url": url}, user="alice", status=502)
     target.op("tabs/close", {"id": tab})
+    [entry] = entries(target, before, "the navigate op", by(op="navigate"))
+    assert entry["args"] == {"url": "http://alice:REDACTED@example.invalid/"}, entry
     clean(target, "OpTab4422", "Op\tTab4422")
 
 
 async def test_headers_and_cookies_in_odd_shapes_are_withheld(target: Computer) -> None:
+    before = attempt(target)
     async with agent(target) as alice:
         tab, session = await alice.page(SITE + "/pixels")
         for name in ("Authorization ", " authorization", "X-Api-Token\t", "api-key", "X-Token"):
@@ -58,6 +71,23 @@ async def test_headers_and_cookies_in_odd_shapes_are_withheld(target: Computer) 
         await alice.call("Network.setCookie", cookie, session)
         await alice.call("Storage.setCookies", {"cookies": [cookie]})
         await alice.call("Target.closeTarget", {"targetId": tab})
+    set_headers = entries(
+        target,
+        before,
+        "five header settings",
+        lambda a: a.get("method") == "Network.setExtraHTTPHeaders",
+        5,
+    )
+    for entry in set_headers:
+        [value] = entry["params"]["headers"].values()
+        assert value == {"withheld": "header", "length": len("Bearer Header4423")}, entry
+    cookies = entries(
+        target, before, "three cookie settings", lambda a: "Cookie" in a.get("method", ""), 3
+    )
+    withheld = {"withheld": "cookie", "length": len("Cookie4424")}
+    for entry in cookies:
+        sent = entry["params"]
+        assert sent.get("value", (sent.get("cookies") or [{}])[0].get("value")) == withheld
     clean(target, "Header4423", "Cookie4424")
 
 
