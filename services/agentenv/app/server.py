@@ -54,7 +54,7 @@ from agentenv.log.lines import scope_of
 from agentenv.log.reader import LogReader
 from agentenv.metrics import CONTENT_TYPE, AppCounts, render
 from agentenv.process import log_dir
-from agentenv.protocol import dump
+from agentenv.protocol import dump, problems
 from agentenv.protocol.browser import Empty, ScopeOnly
 from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card, Extension
 from agentenv.protocol.data import ARCHIVE_LIMIT, ArchiveError, pack, unpack
@@ -204,11 +204,7 @@ def parse(model: type[BaseModel], body: dict[str, Any]) -> Any:
     try:
         return model.model_validate(body)
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors(include_input=False, include_url=False):
-            where = ".".join(str(p) for p in error["loc"]) or "body"
-            problems.append(f"{where}: {error['msg']}")
-        raise OpError(400, "; ".join(problems)) from None
+        raise OpError(400, "; ".join(problems(exc))) from None
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from agentenv.harness.steps import (
     EndBrowserRecording,
     Task,
 )
+from agentenv.protocol import problems as model_problems
 from agentenv.protocol.browser import CookieToSet, absolute_url, origin_of
 
 __all__ = ["Problem", "preflight"]
@@ -121,10 +122,9 @@ def preflight(task: Task) -> list[Problem]:
                 try:
                     CookieToSet.model_validate(cookie)
                 except ValidationError as exc:
-                    for error in exc.errors(include_input=False, include_url=False):
-                        where = ".".join(str(p) for p in error["loc"])
-                        field = f"cookies.{index}" + (f".{where}" if where else "")
-                        say(field, error["msg"].lower())  # never the value
+                    for problem in model_problems(exc, "", lower=True):  # never the value
+                        where, _, what = problem.partition(": ")
+                        say(f"cookies.{index}" + (f".{where}" if where else ""), what)
         if (
             isinstance(step, BrowserSetLocalStorage | BrowserClearLocalStorage)
             and step.origin is not None

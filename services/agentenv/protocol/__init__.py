@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-__all__ = ["MAX_DEPTH", "dump", "too_deep"]
+__all__ = ["MAX_DEPTH", "dump", "problems", "too_deep"]
 
 #: How deep a JSON value from outside may nest (CDP params, tool-call
 #: arguments): no client sends more than a few levels, and the log must be
@@ -21,6 +21,16 @@ MAX_DEPTH = 64
 def dump(model: BaseModel) -> dict[str, Any]:
     """A model as its JSON-ready wire form."""
     return model.model_dump(mode="json", exclude_none=True)
+
+
+def problems(exc: ValidationError, whole: str = "body", *, lower: bool = False) -> list[str]:
+    """Each of a model's refusals as ``field: what is wrong``, never the value
+    (``whole`` names a refusal of the value itself, with no field)."""
+    said = []
+    for error in exc.errors(include_input=False, include_url=False):
+        where = ".".join(str(p) for p in error["loc"]) or whole
+        said.append(f"{where}: {error['msg'].lower() if lower else error['msg']}")
+    return said
 
 
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:

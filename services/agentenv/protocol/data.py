@@ -18,6 +18,7 @@ import zlib
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agentenv.protocol import problems
 from agentenv.protocol.browser import origin_of
 from agentenv.protocol.urls import web_url
 
@@ -134,8 +135,5 @@ def unpack(data: bytes) -> BrowserState:
     try:
         return BrowserState.model_validate_json(raw)
     except ValidationError as exc:
-        where = "; ".join(
-            ".".join(str(p) for p in e["loc"]) + ": " + e["msg"]
-            for e in exc.errors(include_input=False, include_url=False)
-        )
+        where = "; ".join(problems(exc, STATE_FILE))
         raise ArchiveError(f"{STATE_FILE} is not a browser state: {where}") from None

@@ -29,6 +29,7 @@ from agentenv.log.lines import iso
 from agentenv.log.reader import LogReader
 from agentenv.metrics import CONTENT_TYPE, render
 from agentenv.process import log_dir
+from agentenv.protocol import problems
 from agentenv.protocol.recording import End, EndAll, Start
 from agentenv.recorder.errors import GrantError, Refused, UploadError
 from agentenv.recorder.grants import open_grant, prove
@@ -189,11 +190,7 @@ async def _body(request: web.Request, model: type[BaseModel]) -> Any:
     try:
         return model.model_validate(await read_json(request, BODY_LIMIT))
     except ValidationError as exc:
-        where = "; ".join(
-            ".".join(str(p) for p in e["loc"]) + ": " + e["msg"]
-            for e in exc.errors(include_input=False, include_url=False)
-        )
-        raise Refused(400, where) from None
+        raise Refused(400, "; ".join(problems(exc))) from None
 
 
 @web.middleware

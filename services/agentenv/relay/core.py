@@ -53,7 +53,7 @@ import orjson
 from pydantic import ValidationError
 
 from agentenv.access import Identity
-from agentenv.protocol import MAX_DEPTH, too_deep
+from agentenv.protocol import MAX_DEPTH, problems, too_deep
 from agentenv.protocol.control import CONTROL_METHODS, ControlParams
 from agentenv.relay import guard, password, scopes
 from agentenv.relay.scopes import Scope
@@ -541,12 +541,8 @@ def _control(state: ClientState, step: Step) -> Step:
     try:
         step.control = model.model_validate(step.params or {})
     except ValidationError as exc:
-        problems = [
-            f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}"
-            for e in exc.errors(include_input=False, include_url=False)
-        ]
         step.code = -32602
-        step.error = f"{step.method}: {'; '.join(problems)}"
+        step.error = f"{step.method}: {'; '.join(problems(exc, 'params'))}"
     return step
 
 
