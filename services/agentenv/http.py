@@ -16,7 +16,11 @@ from aiohttp import web
 
 from agentenv.protocol.errors import ErrorBody, ErrorDetail
 
-__all__ = ["BodyError", "asgi_error", "error_response", "read_body", "read_json"]
+__all__ = ["BODY_LIMIT", "BodyError", "asgi_error", "error_response", "read_body", "read_json"]
+
+#: The largest JSON body an op takes, at the app server and the recorder
+#: (data/add's archive has a limit of its own).
+BODY_LIMIT = 1024 * 1024
 
 
 class BodyError(Exception):

@@ -45,7 +45,7 @@ def setup_logging(settings: Settings, program: str) -> Path:
     """Send ``program``'s log to stderr and to its file; returns the folder."""
     folder, warning = log_dir(settings)
     root = logging.getLogger()
-    root.setLevel(os.environ.get("AGENTENV_LOG_LEVEL", "INFO").upper())
+    root.setLevel(settings.log_level)
     formatter = logging.Formatter(_FORMAT)
     stream = logging.StreamHandler(sys.stderr)
     stream.setFormatter(formatter)

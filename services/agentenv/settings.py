@@ -133,6 +133,19 @@ class Settings:
     scope_download_bytes: int = 0
     #: How long discovery and readiness calls to Chromium may take.
     upstream_timeout_s: float = 5.0
+    #: An MCP session's Playwright MCP ends after this long idle (seconds).
+    mcp_idle_s: float = 1800.0
+    #: Playwright MCPs one caller may have at once (each is a Node process of
+    #: its own): past it a new session is refused until one ends or idles out.
+    mcp_sessions_per_caller: int = 8
+    #: MCP transport sessions (``Mcp-Session-Id``) one caller may have open at
+    #: once: past it a new one is refused (429), and other callers' go on.
+    mcp_transports_per_caller: int = 16
+    #: A transport session that sees no request after the one that opened it
+    #: expires after this long (seconds), not after the idle limit.
+    mcp_unused_s: float = 30.0
+    #: The programs' own logging level (``AGENTENV_LOG_LEVEL``).
+    log_level: str = "INFO"
 
     @property
     def chromium_http(self) -> str:
@@ -253,6 +266,29 @@ def _positive(env: Mapping[str, str], key: str, default: int) -> int:
     return value
 
 
+def _seconds(env: Mapping[str, str], key: str, default: float) -> float:
+    value = env.get(key)
+    if value is None or value == "":
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise SettingsError(f"{key} must be a number of seconds, got {value!r}") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise SettingsError(f"{key} must be a number of seconds above 0, got {value!r}")
+    return seconds
+
+
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _level(env: Mapping[str, str], key: str, default: str) -> str:
+    value = (env.get(key) or default).strip().upper()
+    if value not in _LEVELS:
+        raise SettingsError(f"{key} must be one of {', '.join(_LEVELS)}, got {value[:20]!r}")
+    return value
+
+
 def _set(env: Mapping[str, str], key: str) -> frozenset[str]:
     return frozenset(v.strip().lower() for v in env.get(key, "").split(",") if v.strip())
 
@@ -355,4 +391,13 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         log_user_bytes_per_minute=_non_negative(
             env, "AGENTENV_LOG_USER_BYTES_PER_MINUTE", defaults.log_user_bytes_per_minute
         ),
+        mcp_idle_s=_seconds(env, "AGENTENV_MCP_IDLE_S", defaults.mcp_idle_s),
+        mcp_sessions_per_caller=_positive(
+            env, "AGENTENV_MCP_SESSIONS_PER_CALLER", defaults.mcp_sessions_per_caller
+        ),
+        mcp_transports_per_caller=_positive(
+            env, "AGENTENV_MCP_TRANSPORTS_PER_CALLER", defaults.mcp_transports_per_caller
+        ),
+        mcp_unused_s=_seconds(env, "AGENTENV_MCP_UNUSED_S", defaults.mcp_unused_s),
+        log_level=_level(env, "AGENTENV_LOG_LEVEL", defaults.log_level),
     )

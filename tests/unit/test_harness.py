@@ -294,3 +294,18 @@ def test_the_memory_budget_adds_up() -> None:
     root = Path(__file__).resolve().parents[2]
     launch = (root / "images/browser/launch/service.sh").read_text()
     assert f"AGENTENV_RELAY_MEMORY_MB:-{RELAY_MEMORY_MB}" in launch
+
+
+def test_a_swarm_service_takes_the_budgets_sizes() -> None:
+    """The swarm backend's /dev/shm and memory limit are the budget's, not
+    sizes of its own (it had a 1 GiB /dev/shm left from before the budget)."""
+    import inspect
+
+    from agentenv.harness import swarm
+    from agentenv.harness.hardening import MEMORY, SHM, size_bytes
+
+    assert (size_bytes("64m"), size_bytes("3g"), size_bytes("512")) == (64 << 20, 3 << 30, 512)
+    source = inspect.getsource(swarm.deploy_service)
+    assert "size_bytes(SHM)" in source and "size_bytes(MEMORY)" in source
+    assert "1024**3" not in source
+    assert size_bytes(SHM) < size_bytes(MEMORY)

@@ -60,3 +60,31 @@ def test_card_require() -> None:
     card.require(BROWSER_V1, "tabs/list")
     with pytest.raises(MissingOp, match="serves no browser/v1 tabs/open: rebuild the image"):
         card.require(BROWSER_V1, "tabs/open")
+
+
+def test_the_mcp_bounds_and_log_level_are_settings() -> None:
+    """Every program reads its environment through settings.load, once."""
+    got = load(
+        {
+            "AGENTENV_MCP_IDLE_S": "60",
+            "AGENTENV_MCP_SESSIONS_PER_CALLER": "2",
+            "AGENTENV_MCP_TRANSPORTS_PER_CALLER": "4",
+            "AGENTENV_MCP_UNUSED_S": "0.5",
+            "AGENTENV_LOG_LEVEL": "debug",
+        }
+    )
+    assert (got.mcp_idle_s, got.mcp_sessions_per_caller) == (60.0, 2)
+    assert (got.mcp_transports_per_caller, got.mcp_unused_s) == (4, 0.5)
+    assert got.log_level == "DEBUG"
+    defaults = load({})
+    assert (defaults.mcp_idle_s, defaults.mcp_unused_s, defaults.log_level) == (1800, 30, "INFO")
+    for key, bad, said in [
+        ("AGENTENV_MCP_IDLE_S", "soon", "a number of seconds"),
+        ("AGENTENV_MCP_UNUSED_S", "0", "above 0"),
+        ("AGENTENV_MCP_UNUSED_S", "nan", "above 0"),
+        ("AGENTENV_MCP_SESSIONS_PER_CALLER", "0", "1 or more"),
+        ("AGENTENV_LOG_LEVEL", "loud", "one of DEBUG"),
+    ]:
+        with pytest.raises(SettingsError, match=said) as raised:
+            load({key: bad})
+        assert key in str(raised.value)

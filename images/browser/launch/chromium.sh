@@ -21,7 +21,8 @@ set -euo pipefail
 port="${AGENTENV_CHROMIUM_PORT:-6666}"
 binary="${AGENTENV_CHROMIUM:-chromium}"
 user="${AGENTENV_CHROMIUM_USER:-}"
-downloads="${AGENTENV_DOWNLOADS_DIR:-$AGENTENV_PROFILE_DIR/../downloads}"
+# The same default as agentenv/settings.py (the relay and app read it there).
+downloads="${AGENTENV_DOWNLOADS_DIR:-/var/lib/agentenv/downloads}"
 
 if [ "${1:-}" != --as-user ]; then
     # The log file is written by this (root's) shell; Chromium cannot reach it.

@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import os
 import shutil
 import sys
 import tempfile
@@ -77,18 +76,12 @@ TYPING_ARGS: dict[str, list[str]] = {
 #: Arguments naming files: allowed only in the session's own folder (where
 #: Playwright MCP writes its snapshots, screenshots and PDFs) or the downloads folder.
 FILE_ARGS = ("filename", "paths", "path")
-IDLE_S = float(os.environ.get("AGENTENV_MCP_IDLE_S", "1800"))
-#: Playwright MCPs one caller may have at once (each is a Node process of its
-#: own): past it a new session is refused until one ends or goes idle.
-PER_CALLER = int(os.environ.get("AGENTENV_MCP_SESSIONS_PER_CALLER", "8"))
-#: MCP transport sessions (``Mcp-Session-Id``) one caller may have open at
-#: once: past it a new one is refused (429), and other callers' go on. The
-#: SDK's own cap is every caller's together (issue 22: one caller's 10,000
-#: bare initialize calls filled it for everyone, for the 30-minute expiry).
-TRANSPORTS_PER_CALLER = int(os.environ.get("AGENTENV_MCP_TRANSPORTS_PER_CALLER", "16"))
-#: A transport session that sees no request after the one that opened it
-#: expires after this long (seconds), not after the idle limit.
-UNUSED_S = float(os.environ.get("AGENTENV_MCP_UNUSED_S", "30"))
+# The bounds (settings.py): an MCP session's idle time (mcp_idle_s), the
+# Playwright MCPs (mcp_sessions_per_caller) and transport sessions
+# (mcp_transports_per_caller) one caller may have, and how long a transport
+# session nobody uses lives (mcp_unused_s). The SDK's own cap on transport
+# sessions is every caller's together (issue 22: one caller's 10,000 bare
+# initialize calls filled it for everyone, for the 30-minute expiry).
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -255,7 +248,7 @@ class McpProxy:
         #: Mcp-Session-Id -> the caller who made it (initialize).
         self.owners: dict[str, str] = {}
         #: Transport sessions that saw no request since the one that opened
-        #: them: Mcp-Session-Id -> when it opened (they expire after UNUSED_S).
+        #: them: Mcp-Session-Id -> when it opened (they expire after mcp_unused_s).
         self.unused: dict[str, float] = {}
         #: Each caller's refused sessions: (when the last line was written, how many since).
         self.refused: dict[str, tuple[float, int]] = {}
@@ -268,7 +261,7 @@ class McpProxy:
             server,
             # The app server checks Host and Origin itself, as the relay does.
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-            session_idle_timeout=IDLE_S,
+            session_idle_timeout=settings.mcp_idle_s,
             json_response=True,
         )
 
@@ -295,11 +288,12 @@ class McpProxy:
         session = self.sessions.get(key)
         if session is None:
             mine = sum(1 for s in self.sessions.values() if s.caller.who == who.who)
-            if mine >= PER_CALLER:
+            if mine >= self.settings.mcp_sessions_per_caller:
                 raise AccessDenied(
                     f"{who.who} has {mine} Playwright MCP sessions, as many as one caller "
                     f"may have (AGENTENV_MCP_SESSIONS_PER_CALLER): end one (DELETE /mcp "
-                    f"with its Mcp-Session-Id) or let one go idle ({IDLE_S:.0f} s)"
+                    f"with its Mcp-Session-Id) or let one go idle "
+                    f"({self.settings.mcp_idle_s:.0f} s)"
                 )
             session = self.sessions[key] = PlaywrightSession(self.settings, self.link, who)
         elif session.caller.who != who.who:
@@ -361,7 +355,7 @@ class McpProxy:
         """End transport sessions that saw no request after their opening one."""
         live = self._live() or {}
         for key, opened in list(self.unused.items()):
-            if now - opened < UNUSED_S:
+            if now - opened < self.settings.mcp_unused_s:
                 continue
             self.unused.pop(key, None)
             self.owners.pop(key, None)
@@ -376,11 +370,11 @@ class McpProxy:
         """End Playwright MCPs idle longer than the MCP sessions' idle limit,
         and transport sessions never used after they opened."""
         while True:
-            await asyncio.sleep(min(30.0, max(1.0, UNUSED_S / 3)))
+            await asyncio.sleep(min(30.0, max(1.0, self.settings.mcp_unused_s / 3)))
             now = time.monotonic()
             await self.expire_unused(now)
             for key, session in list(self.sessions.items()):
-                if now - session.used > IDLE_S:
+                if now - session.used > self.settings.mcp_idle_s:
                     log.info("ending idle Playwright MCP %s", session.tag)
                     await self.end(key)
 
@@ -481,11 +475,12 @@ class McpProxy:
             return
         if key is None and scope.get("method") == "POST":
             mine = self._open_for(who)
-            if mine >= TRANSPORTS_PER_CALLER:
+            if mine >= self.settings.mcp_transports_per_caller:
                 why = (
                     f"{who[:64]} has {mine} MCP sessions open, as many as one caller may "
                     "(AGENTENV_MCP_TRANSPORTS_PER_CALLER): end one (DELETE /mcp with its "
-                    f"Mcp-Session-Id), or wait: one that is never used expires in {UNUSED_S:.0f} s"
+                    "Mcp-Session-Id), or wait: one that is never used expires in "
+                    f"{self.settings.mcp_unused_s:.0f} s"
                 )
                 await asgi_error(send, 429, why)
                 await self._on_the_record(who, why)

@@ -12,12 +12,11 @@ from pydantic import BaseModel
 from agentenv.app import cookies, pixels, storage, tabs
 from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
+from agentenv.http import BODY_LIMIT
 from agentenv.protocol import browser as wire
 
 __all__ = ["BODY_LIMIT", "DATA_OPS", "OPS", "Op", "all_ops"]
 
-#: The largest body an op takes (data/add's archive has its own limit).
-BODY_LIMIT = 1024 * 1024
 
 Handler = Callable[[Browser, Any, Caller], Awaitable[Any]]
 

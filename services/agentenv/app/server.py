@@ -45,11 +45,11 @@ from agentenv.app.caller import Caller, caller_of
 from agentenv.app.errors import OpError, failure
 from agentenv.app.live import PAGE as LIVE_PAGE
 from agentenv.app.live import Live
-from agentenv.app.optable import BODY_LIMIT, DATA_OPS, OPS, all_ops
+from agentenv.app.optable import DATA_OPS, OPS, all_ops
 from agentenv.app.pixels import Image
 from agentenv.app.runtime import runtime_problem
 from agentenv.cdp import BrowserError, BrowserLink
-from agentenv.http import BodyError, asgi_error, error_response, read_body, read_json
+from agentenv.http import BODY_LIMIT, BodyError, asgi_error, error_response, read_body, read_json
 from agentenv.log.lines import scope_of
 from agentenv.log.reader import LogReader
 from agentenv.metrics import CONTENT_TYPE, AppCounts, render

@@ -56,6 +56,7 @@ __all__ = [
     "SHM",
     "TMPFS",
     "docker_kwargs",
+    "size_bytes",
     "writable_by_the_computer",
 ]
 
@@ -77,6 +78,13 @@ RELAY_MEMORY_MB = 640
 #: What the budget leaves at least for Chromium and the other programs.
 LEFT_FOR_PROGRAMS_MB = 1024
 PIDS = 2048
+
+
+def size_bytes(size: str) -> int:
+    """A size as Docker writes it (``64m``, ``3g``) in bytes."""
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    unit = units.get(size[-1:].lower())
+    return int(size[:-1]) * unit if unit is not None else int(size)
 
 
 def docker_kwargs() -> dict[str, Any]:

@@ -9,7 +9,8 @@ be a new browser mid-task), removed at teardown.
 
 Hardened as far as a swarm service can be on this engine (Docker 20.10, API
 1.41): every capability dropped but SETUID, SETGID and KILL, a memory limit,
-an init process, a 1 GiB ``/dev/shm``. Two settings of the container backend
+an init process, and the budget's ``/dev/shm`` and memory limit
+(:mod:`agentenv.harness.hardening`). Two settings of the container backend
 are not in a service's spec here: ``no-new-privileges`` (API 1.44), and
 tmpfs mounts owned by the image's users (a service's tmpfs takes a size and
 a mode only), so the root file system stays writable and the programs keep
@@ -27,7 +28,7 @@ from typing import Any
 
 from agentenv.harness.computer import DEFAULT_IMAGE, Computer, ComputerError, users_setting
 from agentenv.harness.engine import HARNESS_LABEL
-from agentenv.harness.hardening import CAPABILITIES
+from agentenv.harness.hardening import CAPABILITIES, MEMORY, SHM, size_bytes
 
 __all__ = ["ServiceHandle", "deploy_service"]
 
@@ -89,8 +90,8 @@ def deploy_service(
             cap_drop=["ALL"],
             cap_add=list(CAPABILITIES),
             init=True,
-            mounts=[Mount("/dev/shm", None, type="tmpfs", tmpfs_size=1024**3)],
-            resources=Resources(mem_limit=3 * 1024**3),
+            mounts=[Mount("/dev/shm", None, type="tmpfs", tmpfs_size=size_bytes(SHM))],
+            resources=Resources(mem_limit=size_bytes(MEMORY)),
             restart_policy=RestartPolicy(condition="none"),
             endpoint_spec=EndpointSpec(
                 ports=[

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentenv.access import bearer_token
 from agentenv.cdp import BrowserError, BrowserLink
-from agentenv.http import BodyError, error_response, read_json
+from agentenv.http import BODY_LIMIT, BodyError, error_response, read_json
 from agentenv.log.lines import iso
 from agentenv.log.reader import LogReader
 from agentenv.metrics import CONTENT_TYPE, render
@@ -38,9 +38,6 @@ from agentenv.relay.scopes import Scopes
 from agentenv.settings import Settings
 
 __all__ = ["Recorder", "make_app"]
-
-#: The largest op body the recorder takes.
-BODY_LIMIT = 1024 * 1024
 
 log = logging.getLogger("agentenv.recorder")
 

@@ -25,6 +25,7 @@ from agentenv.metrics import RELAY
 from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.relay.pinned import PARAMS
 from agentenv.relay.tabs import TAB_METHODS, Causes, Command
+from agentenv.settings import Settings
 
 __all__ = ["Action", "Logbook", "Scope", "used_params"]
 
@@ -83,7 +84,7 @@ class Logbook:
     recordings: dict[str, int] = field(default_factory=dict)
     _urls: dict[str, str] = field(default_factory=dict)  # URL -> redacted
     #: AGENTENV_LOG_MAX_BYTES: past it, agents' commands and actions are refused.
-    max_bytes: int = 1024**3
+    max_bytes: int = Settings.log_max_bytes
     #: AGENTENV_LOG_USER_MAX_BYTES and AGENTENV_LOG_USER_BYTES_PER_MINUTE: a
     #: user past either has their commands and actions refused (rule
     #: ``log-budget``); everyone else's go on (0: no budget).
