@@ -377,3 +377,39 @@ def test_each_scope_downloads_into_a_folder_of_its_own(tmp_path: Path) -> None:
     assert _empty_downloads(str(tmp_path), frozenset({"alice", "bob"})) == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alice", "bob"]
     assert not any((tmp_path / "alice").iterdir())
+
+
+def test_a_message_in_another_shape_is_read_as_chromiums_own() -> None:
+    """The rules tell events apart by how Chromium writes them: one in another
+    shape (keys in another order, spaces) is read the same, not passed on
+    unread; what is not a JSON object reaches no client."""
+    state = alice()
+    theirs = {
+        "params": {
+            "sessionId": "X",
+            "targetInfo": {
+                "targetId": "T-BOB",
+                "type": "page",
+                "url": "https://bob.example/",
+                "browserContextId": THEIRS,
+            },
+            "waitingForDebugger": True,
+        },
+        "method": "Target.attachedToTarget",
+    }
+    for text in (json.dumps(theirs), json.dumps(dict(reversed(list(theirs.items()))))):
+        state = alice()
+        down = core.from_upstream(state, text)
+        assert down.kind is Down.DETACH and down.session == "X", text
+    mine = json.loads(json.dumps(theirs))
+    mine["params"]["targetInfo"].update(targetId="T-ALICE-3", browserContextId=MINE)
+    down = core.from_upstream(state, json.dumps(mine))
+    assert down.kind is Down.PASS and down.data is not None
+    assert down.data.startswith('{"method":"Target.attachedToTarget"')
+    assert "T-ALICE-3" in state.visible
+    for junk in ("not json", "[1, 2]", '"text"'):
+        assert core.from_upstream(state, junk).kind is Down.DROP, junk
+    # An answer in another shape still ends its command.
+    state.pending[(None, 3)] = Pending(1, "Target.getTargets", {})
+    reply = core.from_upstream(state, '{"result": {"targetInfos": []}, "id": 3}')
+    assert reply.pending is not None and reply.pending.method == "Target.getTargets"

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -623,7 +623,41 @@ def answer_first(state: ClientState, data: str) -> bool:
 
 
 def from_upstream(state: ClientState, data: str) -> Downstream:
-    """What to do with one text message from Chromium to this client."""
+    """What to do with one text message from Chromium to this client.
+
+    Events are told apart by how Chromium writes them (``{"method":"…"`` first,
+    no spaces), so most are never parsed. A message in any other shape (keys in
+    another order, spaces) is parsed and written that way first, so the rules
+    read it as they read Chromium's own: none slips past them by its shape.
+    What is not a JSON object reaches no client."""
+    if not data.startswith(('{"method":"', '{"id":')):
+        canonical = _canonical(data)
+        if canonical is None:
+            return Downstream(Down.DROP)
+        if canonical == data:
+            return _from_chromium(state, data)
+        down = _from_chromium(state, canonical)
+        return replace(down, data=canonical) if down.kind is Down.PASS and not down.data else down
+    return _from_chromium(state, data)
+
+
+def _canonical(data: str) -> str | None:
+    """``data`` written as Chromium writes it (``method``, else ``id``, first;
+    no spaces); None when it is not a JSON object."""
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(message, dict):
+        return None
+    for first in ("method", "id"):
+        if first in message:
+            rest = {k: v for k, v in message.items() if k != first}
+            return orjson.dumps({first: message[first], **rest}).decode()
+    return data  # neither an event nor an answer (an error with no id): as it came
+
+
+def _from_chromium(state: ClientState, data: str) -> Downstream:
     if data.startswith('{"method":'):
         if data.startswith('{"method":"Target.attachedToTarget"') or data.startswith(
             '{"method":"Target.detachedFromTarget"'
