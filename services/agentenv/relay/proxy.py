@@ -437,13 +437,16 @@ class _Bridge:
         a password field sent just before the typing)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + password.CHECK_TIMEOUT_S
-        while (
-            any(p.tab == tab and p.acting for p in self.state.pending.values())
-            and loop.time() < deadline
-        ):
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.answered.wait(), 0.05)
+        while True:
+            # Cleared before the look: an answer after it sets it again.
             self.answered.clear()
+            if not any(p.tab == tab and p.acting for p in self.state.pending.values()):
+                return
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.answered.wait(), left)
 
     # -- AgentEnv.* ------------------------------------------------------------
 
@@ -640,6 +643,7 @@ class _Bridge:
         self.logbook.end_command(pending.entry, down.ok, down.error, opened=down.opened)
 
     def _orphaned(self, pending: Pending) -> None:
+        self.answered.set()  # it is in flight no more
         if pending.entry < 0:
             self.logbook.end_unlogged(pending.entry, False)
         elif pending.entry > 0:
@@ -654,6 +658,7 @@ class _Bridge:
             elif pending.entry > 0:
                 self.logbook.end_command(pending.entry, False, why)
         self.state.pending.clear()
+        self.answered.set()
         self.settled.set()
 
 
