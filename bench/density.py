@@ -10,7 +10,10 @@ that whole span; memory is each computer's cgroup after the work (as
 growth over its one-agent figure. The computers' own CPU time per task (their
 cgroups' usage from start to the end of the work, as ``docker stats`` counts
 it) says what each way costs apart from the agents' processes, which run on
-the same host both ways.
+the same host both ways; the agents' own CPU time per task (their processes'
+and the Playwright drivers they start, from ``getrusage``) is beside it. On
+a machine whose CPU the work fills, the best the one computer can do is
+(agent + N computers' CPU) over (agent + one computer's CPU) a task.
 
 Needs a Docker engine and the image (make image).
 """
@@ -18,6 +21,7 @@ Needs a Docker engine and the image (make image).
 from __future__ import annotations
 
 import concurrent.futures
+import resource
 import subprocess
 import sys
 import tempfile
@@ -38,8 +42,25 @@ def _agent(agent: Path, cdp: str) -> None:
         subprocess.run([sys.executable, str(agent)], env=env, check=True, timeout=120)
 
 
-def _work(agent: Path, computers: list[tuple[Computer, str]]) -> None:
+def _children_cpu_s() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+#: The agents' CPU seconds, summed over every run (:func:`_work` adds to it).
+AGENT_CPU: dict[str, float] = {}
+
+
+def _work(agent: Path, computers: list[tuple[Computer, str]], way: str = "") -> None:
     """Every agent's rounds at once (``computers``: each agent's computer and token)."""
+    began = _children_cpu_s()
+    try:
+        _run_all(agent, computers)
+    finally:
+        AGENT_CPU[way] = _children_cpu_s() - began
+
+
+def _run_all(agent: Path, computers: list[tuple[Computer, str]]) -> None:
     with concurrent.futures.ThreadPoolExecutor(len(computers)) as pool:
         runs = [
             pool.submit(_agent, agent, f"{computer.cdp}?token={token}")
@@ -61,7 +82,7 @@ def _one_computer(agent: Path, n: int) -> tuple[float, float, float]:
     tokens = agent_tokens([f"a{i}" for i in range(n)])
     computer = deploy(IMAGE, None, None, agents=tokens)
     try:
-        _work(agent, [(computer, token) for token in tokens.values()])
+        _work(agent, [(computer, token) for token in tokens.values()], "one")
         took = time.monotonic() - began
         cpu = _cpu_s(computer)
         time.sleep(2)
@@ -77,7 +98,7 @@ def _many_computers(agent: Path, n: int) -> tuple[float, float, float]:
         tokens = [agent_tokens(["a"]) for _ in range(n)]
         started = list(pool.map(lambda t: deploy(IMAGE, None, None, agents=t), tokens))
     try:
-        _work(agent, [(c, t["a"]) for c, t in zip(started, tokens, strict=True)])
+        _work(agent, [(c, t["a"]) for c, t in zip(started, tokens, strict=True)], "many")
         took = time.monotonic() - began
         cpu = sum(_cpu_s(c) for c in started)
         time.sleep(2)
@@ -112,6 +133,7 @@ def run() -> str:
                     f"{scoped_cpu / tasks:.2f} s",
                     f"{apart_cpu / tasks:.2f} s",
                     f"{apart_cpu / scoped_cpu:.2f}x",
+                    f"{(AGENT_CPU['one'] + AGENT_CPU['many']) / (2 * tasks):.2f} s",
                 ]
             )
     return table(
@@ -128,6 +150,7 @@ def run() -> str:
             "computer CPU a task, one",
             "computer CPU a task, N",
             "CPU, N vs one",
+            "agent CPU a task",
         ],
         rows,
     )

@@ -27,15 +27,21 @@ import pytest
 import requests
 
 from agentenv.harness.store import LocalStore
-from tests.support.colours import page_shown, serve_inside
+from agentenv.recorder.bursts import SETTLE_S
+from tests.support.colours import SLOW_S, page_shown, serve_inside
 from tests.support.container import Computer, computer
 from tests.support.mcp import ref, ref_argument, text
 from tests.support.timing import deadline
 
 SITE = "http://127.0.0.1:8100"
-#: Long enough for a burst to settle (0.5 s), a slow page to answer (1.5 s)
-#: and its frame to be taken: the agent's next action is a new burst.
-PAUSE_S = 3.0
+#: An agent's pause between actions: long enough for its burst to settle
+#: (SETTLE_S), a slow page to answer (SLOW_S) and the frame to be taken, so
+#: its next action is a new burst. Deliberate: the test is the agent's pace.
+PAUSE_S = SETTLE_S + SLOW_S + 1.0
+#: Before a slow page's next action: the page itself is slow to come.
+SLOW_PAUSE_S = PAUSE_S + SLOW_S
+#: After a recording starts: its first frame (of the page as it was) is taken.
+FIRST_FRAME_S = 2 * SETTLE_S
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +103,7 @@ def _record(pc: Computer, store: LocalStore, name: str, agent: Any, tmp: Path) -
     grant = store.grant(key, started_here=False)
     started = _recording(pc, "start", {"request_id": uuid.uuid4().hex, "upload": grant})
     recording_id = started["recording_id"]
-    time.sleep(1.0)
+    time.sleep(FIRST_FRAME_S)
     reads = agent()
     time.sleep(PAUSE_S)
     manifest = _recording(
@@ -171,7 +177,7 @@ def test_playwright_over_cdp_frames_show_each_page(
                 await page.click("#go")
                 await asyncio.sleep(PAUSE_S)
                 await page.click("#go", no_wait_after=True)  # green -> the slow purple
-                await asyncio.sleep(PAUSE_S + 1.5)
+                await asyncio.sleep(SLOW_PAUSE_S)
                 await page.screenshot()  # a read: no frame
                 await browser.close()
 
@@ -225,7 +231,7 @@ def test_pixel_ops_frames_show_each_page(pc: Computer, store: LocalStore, tmp_pa
         pc.op("navigate", {"url": _page("yellow", "slow-orange")}, user="alice")
         time.sleep(PAUSE_S)
         pc.op("input/click", {"x": 400, "y": 300}, user="alice")  # the page's big target
-        time.sleep(PAUSE_S + 1.5)
+        time.sleep(SLOW_PAUSE_S)
         pc.op("screenshot", {}, user="alice")  # a read: no frame
         return ["screenshot"]
 

@@ -18,6 +18,7 @@ import pytest
 import requests
 
 from agentenv.protocol.recording import rebuild
+from agentenv.recorder.bursts import SETTLE_S
 from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.logfile import all_bytes, read_log
 from tests.support.mcp import client as mcp_client
@@ -69,7 +70,7 @@ def test_mcp_typing_then_navigation(stack: NativeStack, site: Site, tmp_path: Pa
             ).is_error
             await asyncio.to_thread(
                 wait_for,
-                lambda: len(frames_on_disk(tmp_path, recording)) >= 3,
+                lambda: len(frames_on_disk(tmp_path, recording)) >= 4,
                 "the navigation frame",
             )
             return dict(rec(stack, "end", {"recording_id": recording}))
@@ -277,7 +278,7 @@ def test_recorder_killed_mid_recording(stack: NativeStack, site: Site, tmp_path:
             await cdp.call("Target.closeTarget", {"targetId": tab})
             # Closing the tab is an action too: its frame comes before the kill.
             await asyncio.to_thread(
-                wait_for, lambda: len(frames_on_disk(tmp_path, recording)) >= 3, "the close frame"
+                wait_for, lambda: len(frames_on_disk(tmp_path, recording)) >= 4, "the close frame"
             )
 
     asyncio.run(act())
@@ -377,7 +378,9 @@ def test_a_tab_that_closes_while_its_frame_waits_is_framed_as_the_active_tab(
                 {"url": f"http://127.0.0.1:{pages.server_port}/c/red?next=slow-purple"},
             )
             tab = str(opened["result"]["targetId"])
-            await asyncio.sleep(3.0)  # its frame
+            await asyncio.to_thread(
+                wait_for, lambda: len(frames_on_disk(tmp_path, recording)) >= 2, "its frame"
+            )
             attached = await cdp.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
             session = attached["result"]["sessionId"]
             await cdp.call("Page.enable", sessionId=session)  # as every driver does
@@ -387,9 +390,13 @@ def test_a_tab_that_closes_while_its_frame_waits_is_framed_as_the_active_tab(
                     {"type": kind, "x": 300, "y": 300, "button": "left", "clickCount": 1},
                     sessionId=session,
                 )
-            await asyncio.sleep(1.0)  # the burst has settled; its frame waits for the page
+            await asyncio.sleep(2 * SETTLE_S)  # the burst settles; its frame waits for the page
             await cdp.call("Target.closeTarget", {"targetId": tab})
-            await asyncio.sleep(3.0)
+            await asyncio.to_thread(
+                wait_for,
+                lambda: len(frames_on_disk(tmp_path, recording)) >= 4,
+                "the frames of the navigation and the close",
+            )
             return tab
 
     try:
