@@ -23,6 +23,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from agentenv.errors import Refusal
 from agentenv.settings import AGENTENV_USER, Settings
 
 __all__ = [
@@ -40,13 +41,10 @@ __all__ = [
 DEFAULT_USER = "default"
 
 
-class AccessDenied(Exception):
+class AccessDenied(Refusal):
     """The caller may not use this door; ``status`` is the HTTP status (401/403/400)."""
 
-    def __init__(self, message: str, status: int = 403) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
+    status = 403
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from agentenv.errors import AgentEnvError
 from agentenv.protocol.urls import tab
 from agentenv.settings import Settings
 
@@ -35,7 +36,7 @@ SECOND_CAPTURE_S = 0.5
 CAPTURE_DEADLINE_S = 10.0
 
 
-class BrowserError(Exception):
+class BrowserError(AgentEnvError):
     """The browser could not be reached (HTTP 503 for a caller).
 
     ::

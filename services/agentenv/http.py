@@ -14,27 +14,58 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from agentenv.errors import Refusal
 from agentenv.protocol.errors import ErrorBody, ErrorDetail
 
-__all__ = ["BODY_LIMIT", "BodyError", "asgi_error", "error_response", "read_body", "read_json"]
+__all__ = [
+    "BODY_LIMIT",
+    "BodyError",
+    "Handler",
+    "asgi_error",
+    "error_middleware",
+    "error_response",
+    "read_body",
+    "read_json",
+]
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 #: The largest JSON body an op takes, at the app server and the recorder
 #: (data/add's archive has a limit of its own).
 BODY_LIMIT = 1024 * 1024
 
 
-class BodyError(Exception):
+class BodyError(Refusal):
     """A request body that cannot be taken: ``status`` and what to send instead."""
 
     def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
+        super().__init__(message, status)
 
 
 def error_response(status: int, message: str) -> web.Response:
     body = ErrorBody(error=ErrorDetail(code=status, message=message))
     return web.json_response(body.model_dump(mode="json"), status=status)
+
+
+def error_middleware(paths: Callable[[], str]) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """The one error middleware of the three servers (the outermost): a
+    :class:`~agentenv.errors.Refusal` raised anywhere inside is its error
+    body; an unknown path names the ones ``paths()`` lists; a method the
+    path does not take names those it does."""
+
+    @web.middleware
+    async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except Refusal as exc:
+            return error_response(exc.status, exc.message)
+        except web.HTTPNotFound:
+            return error_response(404, f"no such path here; this server has {paths()}")
+        except web.HTTPMethodNotAllowed as exc:
+            allowed = ", ".join(sorted(exc.allowed_methods))
+            return error_response(405, f"{request.method} is not allowed here; use {allowed}")
+
+    return errors
 
 
 async def asgi_error(

@@ -34,6 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentenv.errors import AgentEnvError
+
 __all__ = [
     "AGENTENV_USER",
     "PAGE_REFUSED_PORTS",
@@ -60,7 +62,7 @@ PAGE_REFUSED_PORTS = frozenset(
 )
 
 
-class SettingsError(ValueError):
+class SettingsError(AgentEnvError, ValueError):
     """A setting is malformed; the message names the variable to fix."""
 
 

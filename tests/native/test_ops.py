@@ -28,6 +28,7 @@ def refused(stack: NativeStack, name: str, body: Any, status: int) -> str:
 
 
 def test_cookies_and_a_background_tab_signed_in(stack: NativeStack, site: Site) -> None:
+    op(stack, "data/reset")  # no other test's cookies: the counts below are this test's
     start = op(stack, "tabs/open", {"url": site.url + "/next"})["id"]
     assert op(stack, "tabs/list")[0]["id"] == start
     op(
@@ -170,6 +171,7 @@ def test_data_get_reset_add(stack: NativeStack, site: Site) -> None:
     import json
     import tarfile
 
+    op(stack, "data/reset")  # no other test's cookies or storage: the archive is this test's
     op(stack, "cookies/set", {"cookies": [{"name": "session", "value": "bob-1", "url": site.url}]})
     op(stack, "local_storage/set", {"origin": site.url, "items": {"cart": "3 items"}})
     first = op(stack, "tabs/open", {"url": site.url + "/account"})["id"]

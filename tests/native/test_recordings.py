@@ -70,7 +70,7 @@ def test_mcp_typing_then_navigation(stack: NativeStack, site: Site, tmp_path: Pa
             ).is_error
             await asyncio.to_thread(
                 wait_for,
-                lambda: len(frames_on_disk(tmp_path, recording)) >= 4,
+                lambda: len(frames_on_disk(tmp_path, recording)) >= 3,
                 "the navigation frame",
             )
             return dict(rec(stack, "end", {"recording_id": recording}))
@@ -278,7 +278,7 @@ def test_recorder_killed_mid_recording(stack: NativeStack, site: Site, tmp_path:
             await cdp.call("Target.closeTarget", {"targetId": tab})
             # Closing the tab is an action too: its frame comes before the kill.
             await asyncio.to_thread(
-                wait_for, lambda: len(frames_on_disk(tmp_path, recording)) >= 4, "the close frame"
+                wait_for, lambda: len(frames_on_disk(tmp_path, recording)) >= 3, "the close frame"
             )
 
     asyncio.run(act())

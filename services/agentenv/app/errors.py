@@ -15,22 +15,21 @@ bodies that cannot be read are :class:`agentenv.http.BodyError`.
 from __future__ import annotations
 
 from agentenv.cdp import BrowserError, CdpError
+from agentenv.errors import AgentEnvError, Refusal
 
 __all__ = ["AppError", "OpError", "failure"]
 
 
-class AppError(Exception):
+class AppError(AgentEnvError):
     """Root of the app server's errors."""
 
 
-class OpError(AppError):
+class OpError(AppError, Refusal):
     """An op that could not be done: an HTTP status and a message that says
     what to do next."""
 
     def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
+        Refusal.__init__(self, message, status)
 
 
 def failure(exc: BrowserError | OpError) -> OpError:

@@ -49,7 +49,15 @@ from agentenv.app.optable import DATA_OPS, OPS, all_ops
 from agentenv.app.pixels import Image
 from agentenv.app.runtime import runtime_problem
 from agentenv.cdp import BrowserError, BrowserLink
-from agentenv.http import BODY_LIMIT, BodyError, asgi_error, error_response, read_body, read_json
+from agentenv.http import (
+    BODY_LIMIT,
+    BodyError,
+    asgi_error,
+    error_middleware,
+    error_response,
+    read_body,
+    read_json,
+)
 from agentenv.log.lines import scope_of
 from agentenv.log.reader import LogReader
 from agentenv.metrics import CONTENT_TYPE, AppCounts, render
@@ -113,27 +121,21 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @web.middleware
 async def _checks(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Host, Origin and, for /mcp, the caller and the body's size: a refusal
+    raised here or below is answered by the error middleware around it."""
     settings = request.app[settings_key]
-    try:
-        check_host(settings, request.headers.get("Host"))
-        check_origin(settings, request.headers.get("Origin"))
-        if request.path.startswith("/mcp"):
-            caller(request)  # with users configured, MCP needs a token too
-            if (request.content_length or 0) > BODY_LIMIT:
-                raise BodyError(413, "an MCP message over 1 MiB is not taken")
-        return await handler(request)
-    except (AccessDenied, OpError, BodyError) as exc:
-        status = exc.status
-        return error_response(status, exc.message)
-    except web.HTTPNotFound:
-        ops = ", ".join(f"/v1/browser/{op}" for op in all_ops())
-        return error_response(
-            404,
-            f"no such path; this server has /card, /healthz, /readyz, /mcp, /live, /metrics, {ops}",
-        )
-    except web.HTTPMethodNotAllowed as exc:
-        allowed = ", ".join(sorted(exc.allowed_methods))
-        return error_response(405, f"{request.method} is not allowed here; use {allowed}")
+    check_host(settings, request.headers.get("Host"))
+    check_origin(settings, request.headers.get("Origin"))
+    if request.path.startswith("/mcp"):
+        caller(request)  # with users configured, MCP needs a token too
+        if (request.content_length or 0) > BODY_LIMIT:
+            raise BodyError(413, "an MCP message over 1 MiB is not taken")
+    return await handler(request)
+
+
+def _paths() -> str:
+    ops = ", ".join(f"/v1/browser/{op}" for op in all_ops())
+    return f"/card, /healthz, /readyz, /mcp, /live, /metrics, {ops}"
 
 
 def _token(request: web.Request) -> str | None:
@@ -567,7 +569,9 @@ async def _serve_mcp(
 
 def make_app(settings: Settings) -> web.Application:
     """The app server for ``settings``."""
-    app = web.Application(middlewares=[_checks], client_max_size=ARCHIVE_LIMIT)
+    app = web.Application(
+        middlewares=[error_middleware(_paths), _checks], client_max_size=ARCHIVE_LIMIT
+    )
     app[settings_key] = settings
     folder, _ = log_dir(settings)
     app[reader_key] = LogReader(folder / settings.log_file.name)

@@ -12,8 +12,10 @@ Each is defined beside the code that raises it (steps, computer, runner).
 
 from __future__ import annotations
 
+from agentenv.errors import AgentEnvError
+
 __all__ = ["HarnessError"]
 
 
-class HarnessError(Exception):
+class HarnessError(AgentEnvError):
     """Root of the harness's errors."""

@@ -37,6 +37,8 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp import WSMsgType, web
 
+from agentenv.errors import AgentEnvError
+
 __all__ = ["Loopback", "LoopbackError"]
 
 #: How long the door waits for the relay to answer a request or a handshake.
@@ -48,7 +50,7 @@ MAX_MESSAGE = 256 * 1024 * 1024
 _CARRIED = ("Accept", "Content-Type", "User-Agent")
 
 
-class LoopbackError(RuntimeError):
+class LoopbackError(AgentEnvError, RuntimeError):
     """The door could not open (a bad relay address, no free port)."""
 
 

@@ -8,10 +8,12 @@
 
 from __future__ import annotations
 
+from agentenv.errors import AgentEnvError
+
 __all__ = ["LogError", "LogLocked"]
 
 
-class LogError(Exception):
+class LogError(AgentEnvError):
     """Root of the log's errors."""
 
 

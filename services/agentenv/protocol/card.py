@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from agentenv.errors import AgentEnvError
+
 __all__ = ["BROWSER_RECORDING_V1", "BROWSER_V1", "Card", "Extension", "MissingOp"]
 
 BROWSER_V1 = "browser/v1"
 BROWSER_RECORDING_V1 = "browser-recording/v1"
 
 
-class MissingOp(LookupError):
+class MissingOp(AgentEnvError, LookupError):
     """The computer does not serve an op the caller needs."""
 
 

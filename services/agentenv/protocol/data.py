@@ -18,6 +18,7 @@ import zlib
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agentenv.errors import AgentEnvError
 from agentenv.protocol import problems
 from agentenv.protocol.browser import origin_of
 from agentenv.protocol.urls import web_url
@@ -46,7 +47,7 @@ STATE_LIMIT = 32 * 1024 * 1024
 UNPACK_LIMIT = 64 * 1024 * 1024
 
 
-class ArchiveError(ValueError):
+class ArchiveError(AgentEnvError, ValueError):
     """An archive data/add cannot take; the message says why."""
 
 

@@ -10,24 +10,29 @@
 
 from __future__ import annotations
 
+from agentenv.errors import AgentEnvError, Refusal
+
 __all__ = ["GrantError", "RecorderError", "Refused", "UploadError"]
 
 
-class RecorderError(Exception):
+class RecorderError(AgentEnvError):
     """Root of the recorder's errors."""
 
 
-class GrantError(RecorderError, ValueError):
+class GrantError(RecorderError, Refusal, ValueError):
     """A grant that cannot be used (malformed, expired, or not allowed here)."""
 
+    status = 400
 
-class UploadError(RecorderError):
+
+class UploadError(RecorderError, Refusal):
     """An upload failed; the message names the destination, never a credential."""
 
+    status = 502
 
-class Refused(RecorderError):
+
+class Refused(RecorderError, Refusal):
     """An op refused: an HTTP status and what to do next."""
 
     def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
+        Refusal.__init__(self, message, status)

@@ -24,14 +24,14 @@ from pydantic import BaseModel, ValidationError
 
 from agentenv.access import bearer_token
 from agentenv.cdp import BrowserError, BrowserLink
-from agentenv.http import BODY_LIMIT, BodyError, error_response, read_json
+from agentenv.http import BODY_LIMIT, error_middleware, read_json
 from agentenv.log.lines import iso
 from agentenv.log.reader import LogReader
 from agentenv.metrics import CONTENT_TYPE, render
 from agentenv.process import log_dir
 from agentenv.protocol import problems
 from agentenv.protocol.recording import End, EndAll, Start
-from agentenv.recorder.errors import GrantError, Refused, UploadError
+from agentenv.recorder.errors import Refused
 from agentenv.recorder.grants import open_grant, prove
 from agentenv.recorder.recording import COUNTS, Recording
 from agentenv.relay.scopes import Scopes
@@ -191,17 +191,13 @@ async def _body(request: web.Request, model: type[BaseModel]) -> Any:
 
 
 @web.middleware
-async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def _checks(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.path != "/healthz":
+        _check_token(request)
     try:
-        if request.path != "/healthz":
-            _check_token(request)
         return await handler(request)
-    except (Refused, BodyError) as exc:
-        return error_response(exc.status, exc.message)
-    except GrantError as exc:
-        return error_response(400, str(exc))
-    except (UploadError, BrowserError) as exc:
-        return error_response(502, str(exc))
+    except BrowserError as exc:  # the relay, for the frames: not reached
+        raise Refused(502, str(exc)) from None
 
 
 async def start(request: web.Request) -> web.Response:
@@ -251,7 +247,12 @@ async def _recorder_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 def make_app(settings: Settings) -> web.Application:
-    app = web.Application(middlewares=[_errors])
+    app = web.Application(
+        middlewares=[
+            error_middleware(lambda: "/start, /end, /end_all, /healthz, /metrics"),
+            _checks,
+        ]
+    )
     app[settings_key] = settings
     app.cleanup_ctx.append(_recorder_ctx)
     app.router.add_post("/start", start)

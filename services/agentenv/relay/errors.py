@@ -1,8 +1,8 @@
-"""The relay's exceptions.
+"""The relay's exceptions (the whole tree: :mod:`agentenv.errors`).
 
 ::
 
-    RelayError
+    RelayError            a refusal of the relay's (agentenv.errors.Refusal): 500 unless named
     ├── UpstreamError     Chromium did not answer or refused (502/503/404)
     └── WatcherError      the relay's own connection to Chromium is down (watcher.py)
 
@@ -11,19 +11,13 @@ Refusals of the caller are :class:`agentenv.access.AccessDenied`.
 
 from __future__ import annotations
 
+from agentenv.errors import Refusal
+
 __all__ = ["RelayError", "UpstreamError"]
 
 
-class RelayError(Exception):
+class RelayError(Refusal):
     """Root of the relay's errors; ``status`` is the HTTP status to answer."""
-
-    status = 500
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        if status is not None:
-            self.status = status
 
 
 class UpstreamError(RelayError):

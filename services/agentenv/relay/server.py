@@ -36,14 +36,13 @@ import aiohttp
 from aiohttp import web
 
 from agentenv.access import (
-    AccessDenied,
     Identity,
     bearer_token,
     check_host,
     check_origin,
     identify,
 )
-from agentenv.http import error_response
+from agentenv.http import BODY_LIMIT, error_middleware, error_response
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import CONTENT_TYPE, RELAY, render
 from agentenv.process import log_dir
@@ -98,18 +97,9 @@ _error = error_response
 @web.middleware
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     settings = request.app[settings_key]
-    try:
-        request["host"] = check_host(settings, request.headers.get("Host"))
-        check_origin(settings, request.headers.get("Origin"))
-        return await handler(request)
-    except (RelayError, AccessDenied) as exc:
-        return _error(exc.status, exc.message)
-    except web.HTTPNotFound:
-        return _error(404, f"no such path here; the relay serves {_KNOWN}")
-    except web.HTTPMethodNotAllowed as exc:
-        return _error(
-            405, f"{request.method} is not allowed here; use {', '.join(exc.allowed_methods)}"
-        )
+    request["host"] = check_host(settings, request.headers.get("Host"))
+    check_origin(settings, request.headers.get("Origin"))
+    return await handler(request)
 
 
 def _token(request: web.Request) -> str | None:
@@ -578,7 +568,9 @@ async def _close_sockets(app: web.Application) -> None:
 
 def make_app(settings: Settings) -> web.Application:
     """The relay application for ``settings``."""
-    app = web.Application(middlewares=[_guard], client_max_size=1024 * 1024)
+    app = web.Application(
+        middlewares=[error_middleware(lambda: _KNOWN), _guard], client_max_size=BODY_LIMIT
+    )
     app[settings_key] = settings
     app[sockets_key] = WeakSet()
     app[in_scopes_key] = WeakKeyDictionary()
