@@ -4,10 +4,30 @@ Every CDP client (agents, Playwright MCP, the app server, the recorder)
 reaches Chromium through this program, so it is the one place that checks
 who is calling and, with the action log, records what they did.
 
-- :mod:`.access` — who is who: tokens, ``Host`` and ``Origin`` checks (pure);
-- :mod:`.discovery` — ``/json/*`` answers rewritten to the relay's address (pure);
-- :mod:`.proxy` — one upstream WebSocket per client, bytes moved both ways;
-- :mod:`.server` — the aiohttp application tying them together.
+The connection's rules, without I/O:
+
+- :mod:`.core` — what the relay does with each message of one connection;
+- :mod:`.guard` and :mod:`.commands` (over :mod:`.pinned`) — what an agent's
+  command may do: every command of the shipped Chromium, classified;
+- :mod:`.scopes` — each agent's browser inside the one Chromium;
+- :mod:`.worlds` — the relay's own isolated worlds, out of every agent's reach;
+- :mod:`.password` and :mod:`.elements` — the password check and what a press
+  lands on (the expressions; the watcher runs them);
+- :mod:`.tabs` — tabs and what caused their events;
+- :mod:`.memory`, :mod:`.storage` — the bytes held and the storage shares;
+- :mod:`.discovery` — ``/json/*`` answers rewritten to the relay's address;
+- :mod:`.tokens` — tokens granted for one agent's connection.
+
+The I/O around them:
+
+- :mod:`.server` — the aiohttp application: discovery over HTTP, CDP over WebSocket;
+- :mod:`.proxy` — one client bridged to its own upstream connection;
+- :mod:`.logbook` — what the relay writes to the action log;
+- :mod:`.watcher` — the relay's own connection to Chromium, with
+  :mod:`.quotas` (storage quotas) and :mod:`.downloads` (each scope's downloads);
+- :mod:`.once` — one run of a coroutine for every caller; :mod:`.errors`.
+
+Who is who (tokens, ``Host`` and ``Origin``) is :mod:`agentenv.access`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from agentenv.errors import Refusal
 
-__all__ = ["RelayError", "UpstreamError"]
+__all__ = ["RelayError", "UpstreamError", "WatcherError"]
 
 
 class RelayError(Refusal):
@@ -24,3 +24,7 @@ class UpstreamError(RelayError):
     """Chromium is not answering, or refused what was asked."""
 
     status = 503
+
+
+class WatcherError(RelayError):
+    """The relay's own connection to Chromium is down or did not answer."""

@@ -583,7 +583,7 @@ class _Bridge:
     def _note(self, down: core.Downstream) -> None:
         scope = self.state.scope
         if down.made_context is not None and scope is not None:
-            self.watcher.spawn(self.watcher.context_downloads(down.made_context, scope.name))
+            self.watcher.spawn(self.watcher.downloads.for_context(down.made_context, scope.name))
         try:
             if down.pending is not None:
                 self._answered(down)
@@ -732,7 +732,7 @@ async def _bridged(b: _Bridge, reading: InFlight | None, reads: Any) -> None:
         granted.drop_owner(state.number)
 
     if state.downloads_changed and not upstream_ended:
-        watcher.reset_downloads(state.scope)
+        watcher.downloads.reset(state.scope)
     if upstream_ended:
         code, message = BROWSER_GONE
         log.info("conn %d: Chromium closed its side; closing the client", state.number)

@@ -15,30 +15,10 @@ refused on every client's connection.
 When Chromium exits, every tab is written as closed ``by: exit``, and the
 watcher reconnects as soon as Chromium answers again.
 
-It bounds storage per origin and per scope (issue 22;
-:mod:`agentenv.relay.storage` gives the quotas): as a page or an
-out-of-process frame opens an http(s) origin, a session of the watcher's own
-on that target sets ``Storage.overrideQuotaForOrigin`` and stays attached
-(Chromium withdraws an override when its session ends: when the target
-goes, another target of the origin sets it again). Every few seconds the
-quotas of a scope with two origins or more are shared out again from what
-each uses (``Storage.getUsageAndQuota``).
-
-A scope other than home is an off-the-record context: its IndexedDB and
-Cache Storage live in the browser process's memory, with a quota Chromium
-sizes from the host's memory (11 GB per origin on a 64 GB host), so one
-agent's page could write the browser out of the container's memory for
-everyone in seconds. What a page writes in the first milliseconds, before
-the override lands, is not held back; nor is a same-site frame of another
-origin (it has no target of its own).
-
-On a computer of two scopes or more it bounds each scope's downloads too:
-its own download events on (``eventsEnabled``: Chromium sends them to every
-connection that asked), it cancels a download (``Browser.cancelDownload``)
-once its scope's folder and downloads under way would hold more than the
-scope's share of the downloads folder (``AGENTENV_SCOPE_DOWNLOAD_BYTES``,
-else the folder's size over the number of scopes), on the record (rule
-``download-share``), so one agent cannot fill the downloads for the others.
+Two parts hold their own state on its connection: each origin's storage
+quota, held by a session of its own on a target that shows the origin
+(:mod:`agentenv.relay.quotas`, issue 22), and each scope's downloads, their
+folder and their share of it (:mod:`agentenv.relay.downloads`).
 """
 
 from __future__ import annotations
@@ -47,11 +27,9 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import os
-import time
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 import orjson
@@ -59,9 +37,11 @@ import orjson
 from agentenv.access import Identity
 from agentenv.metrics import RELAY
 from agentenv.protocol.urls import tab as is_tab
+from agentenv.relay.downloads import Downloads
 from agentenv.relay.elements import DESCRIBE_TIMEOUT_S, describe_expression, target
-from agentenv.relay.errors import RelayError, UpstreamError
+from agentenv.relay.errors import UpstreamError, WatcherError
 from agentenv.relay.logbook import Logbook
+from agentenv.relay.once import once
 from agentenv.relay.password import (
     CHECK_TIMEOUT_S,
     HOST_EXPRESSION,
@@ -72,8 +52,8 @@ from agentenv.relay.password import (
     host_verdict,
     verdict,
 )
+from agentenv.relay.quotas import Quotas
 from agentenv.relay.scopes import Scope, Scopes
-from agentenv.relay.storage import Key, Shares
 from agentenv.relay.worlds import RelayWorlds
 from agentenv.settings import AGENTENV_USER, Settings
 
@@ -87,20 +67,6 @@ NOT_ANSWERING = "Chromium is not answering; retry when /readyz says ready"
 STORAGE_SHARE_S = 5.0
 #: Events of our sessions' Runtime domain that the watcher passes over unread.
 _UNREAD = ('{"method":"Runtime.consoleAPICalled"', '{"method":"Runtime.exceptionThrown"')
-
-
-T = TypeVar("T")
-
-
-def _make_folder(folder: Path) -> None:
-    """A scope's downloads folder, which Chromium (group downloads) writes in.
-    Anything else by its name (a download another scope named so, from a
-    context of its own, before the folder was made) goes first."""
-    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-        folder.unlink()
-    folder.mkdir(exist_ok=True)
-    with contextlib.suppress(OSError):  # one made before, by Chromium or by hand
-        os.chmod(folder, 0o2770)
 
 
 #: The computer's cgroup (v2) memory events: ``oom_kill N`` counts the kernel's kills.
@@ -117,60 +83,6 @@ def _oom_kills() -> int | None:
     except (OSError, ValueError):
         pass
     return None
-
-
-def _folder_bytes(folder: Path) -> int:
-    """The bytes of the files in ``folder`` (a download under way, its
-    ``.crdownload``, is counted by its progress instead)."""
-    total = 0
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(folder):
-            with contextlib.suppress(OSError):
-                if entry.is_file(follow_symlinks=False) and not entry.name.endswith(".crdownload"):
-                    total += entry.stat(follow_symlinks=False).st_size
-    return total
-
-
-def _frame_ids(tree: Any) -> set[str]:
-    """Every frame id in a ``Page.getFrameTree`` answer's tree."""
-    found: set[str] = set()
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if not isinstance(node, dict):
-            continue
-        frame = node.get("frame")
-        if isinstance(frame, dict) and isinstance(frame.get("id"), str):
-            found.add(frame["id"])
-        children = node.get("childFrames")
-        if isinstance(children, list):
-            stack.extend(children)
-    return found
-
-
-def _origin(url: str) -> str | None:
-    """An http(s) URL's origin (``scheme://host[:port]``), else None."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in ("http", "https"):
-        return None
-    host = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0].rsplit("@", 1)[-1]
-    return f"{scheme}://{host}" if host else None
-
-
-async def _once(
-    running: dict[str, asyncio.Task[T]], key: str, make: Callable[[str], Coroutine[Any, Any, T]]
-) -> T:
-    """``make(key)``, run once for every caller asking while it runs."""
-    task = running.get(key)
-    if task is None:
-        task = asyncio.create_task(make(key))
-        running[key] = task
-        task.add_done_callback(lambda _t: running.pop(key, None))
-    return await asyncio.shield(task)
-
-
-class WatcherError(RelayError):
-    """The relay's own connection to Chromium is down or did not answer."""
 
 
 class Watcher:
@@ -215,18 +127,10 @@ class Watcher:
         self._probes: dict[str, asyncio.Future[str]] = {}  # our tab session -> its page
         #: The cgroup's OOM kills so far: one more when Chromium went says why.
         self._oom_kills = _oom_kills()
-        #: Origins whose storage is bounded, by the target whose session holds it.
-        self._bounded: dict[str, set[str]] = {}
-        #: Downloads under way: guid -> (scope, context, bytes received).
-        self._downloading: dict[str, tuple[str, str | None, int]] = {}
-        #: Each scope's folder's bytes, measured at most once a second.
-        self._folder_bytes: dict[str, tuple[float, int]] = {}
-        #: The quotas given, per scope; and each origin's targets.
-        self.shares = Shares(settings.origin_storage_bytes, settings.scope_storage_bytes)
-        self._hosts: dict[Key, set[str]] = {}
-        #: Each such target's session of ours that holds its overrides.
-        self._quota_sessions: dict[str, str] = {}
-        self._quota_attaching: dict[str, asyncio.Task[str | None]] = {}
+        #: Each scope's downloads and its share of the folder.
+        self.downloads = Downloads(self)
+        #: Each origin's storage quota, held by a session of ours.
+        self.quotas = Quotas(self)
 
     async def page_of_tab(self, tab: str) -> str | None:
         """The page of the tab-type target ``tab``, found once (bounded): the
@@ -238,11 +142,11 @@ class Watcher:
         known = self.targets.get(tab)
         if known is not None and known[0] != "tab":
             return None
-        return await _once(self._finding, tab, self._find_page)
+        return await once(self._finding, tab, self._find_page)
 
     async def _find_page(self, tab: str) -> str | None:
         try:
-            attached = await self._call(
+            attached = await self.call(
                 "Target.attachToTarget", {"targetId": tab, "flatten": True}, deadline_s=2.0
             )
         except (WatcherError, TimeoutError):
@@ -253,7 +157,7 @@ class Watcher:
         heard: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._probes[session] = heard
         try:
-            await self._call(
+            await self.call(
                 "Target.setAutoAttach",
                 {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": True},
                 session=session,
@@ -265,7 +169,7 @@ class Watcher:
         finally:
             self._probes.pop(session, None)
             with contextlib.suppress(WatcherError, TimeoutError):
-                await self._call("Target.detachFromTarget", {"sessionId": session}, deadline_s=2.0)
+                await self.call("Target.detachFromTarget", {"sessionId": session}, deadline_s=2.0)
         self.tab_pages[tab] = page
         return page
 
@@ -307,14 +211,14 @@ class Watcher:
         found = self.scopes.made.get(name)
         if found is not None:
             return found
-        return await _once(self._making, name, self._make_scope)
+        return await once(self._making, name, self._make_scope)
 
     async def reset_scopes(self) -> None:
         """``data/reset``: dispose of every browser context but Chromium's own
         (the ones agents made, and the scopes other than the home one, made
         again when their users next connect), each on the record."""
         try:
-            found = await self._call("Target.getBrowserContexts", {}, deadline_s=10)
+            found = await self.call("Target.getBrowserContexts", {}, deadline_s=10)
         except (WatcherError, TimeoutError):
             raise UpstreamError(NOT_ANSWERING) from None
         for context in found.get("result", {}).get("browserContextIds", []):
@@ -323,7 +227,7 @@ class Watcher:
                     "Target.disposeBrowserContext", {"browserContextId": context}
                 )
         self.scopes.reset()
-        self.shares.forget()  # every context but the default one went, and its data
+        self.quotas.shares.forget()  # every context but the default one went, and its data
         if self.after_reset is not None:
             await self.after_reset()
 
@@ -336,7 +240,7 @@ class Watcher:
             self.scopes.made[name] = home
             return home
         try:
-            made = await self._call("Target.createBrowserContext", {}, deadline_s=10)
+            made = await self.call("Target.createBrowserContext", {}, deadline_s=10)
         except (WatcherError, TimeoutError):
             raise UpstreamError(NOT_ANSWERING) from None
         context = made.get("result", {}).get("browserContextId")
@@ -345,7 +249,7 @@ class Watcher:
         scope = Scope(name, context)
         self.scopes.made[name] = scope
         try:
-            await self._set_downloads(scope)
+            await self.downloads.set_for(scope)
         except (WatcherError, TimeoutError, OSError) as exc:
             log.warning("scope %r: could not set its downloads folder: %s", name, exc)
         # Its first tab; if Chromium does not answer, the scope stands and
@@ -365,7 +269,7 @@ class Watcher:
             Identity(AGENTENV_USER, control=True), 0, None, method, params, None
         )
         try:
-            answer = await self._call(method, params, deadline_s=10)
+            answer = await self.call(method, params, deadline_s=10)
         except (WatcherError, TimeoutError):
             self.logbook.end_command(entry, False, "Chromium did not answer")
             return None
@@ -409,19 +313,19 @@ class Watcher:
             self._ws = ws
             self._initial = not self._saw_exit
             reader = asyncio.create_task(self._read(ws))
-            sharing = asyncio.create_task(self._share_storage())
+            sharing = asyncio.create_task(self._every_few_seconds())
             try:
                 # Tab-type targets too (Chromium leaves them out by default):
                 # the guard refuses closing or activating one by its id.
                 discover = {"discover": True, "filter": [{"type": "browser", "exclude": True}, {}]}
-                await self._call("Target.setDiscoverTargets", discover, deadline_s=10)
+                await self.call("Target.setDiscoverTargets", discover, deadline_s=10)
                 self._initial = False
-                contexts = await self._call("Target.getBrowserContexts", {}, deadline_s=10)
+                contexts = await self.call("Target.getBrowserContexts", {}, deadline_s=10)
                 default = contexts.get("result", {}).get("defaultBrowserContextId")
                 self.default_context = default if isinstance(default, str) else None
                 await self._find_front()
-                self._make_folders()
-                await self._set_downloads()
+                self.downloads.make_folders()
+                await self.downloads.set_for()
                 self.connected.set()
                 await reader
             finally:
@@ -440,12 +344,8 @@ class Watcher:
                 self._fail_calls("Chromium went away")
                 self._sessions.clear()
                 self._tabs_of.clear()
-                self._bounded.clear()
-                self._quota_sessions.clear()
-                self._hosts.clear()
-                self.shares.forget()
-                self._downloading.clear()
-                self._folder_bytes.clear()
+                self.quotas.forget()
+                self.downloads.forget()
                 for task in self._attaching.values():
                     task.cancel()
                 self._attaching.clear()
@@ -464,40 +364,6 @@ class Watcher:
         self.logbook.ended("exit", why)
         log.warning("Chromium's connection ended; tabs written as closed by exit")
 
-    def _make_folders(self) -> None:
-        """Every scope's downloads folder, before any agent connects: no name
-        of one is free for another scope's download to take."""
-        for name in self.settings.scope_folders:
-            try:
-                _make_folder(self.settings.downloads_dir / name)
-            except OSError as exc:
-                log.warning("could not make the downloads folder %s: %s", name, exc)
-
-    async def context_downloads(self, context: str, scope: str) -> None:
-        """A context an agent of ``scope`` made downloads into the scope's folder
-        (Chromium's policy folder, every scope's parent, otherwise)."""
-        try:
-            await self._downloads_to(self.settings.downloads_for(scope), context)
-        except (WatcherError, TimeoutError) as exc:
-            log.warning("could not set a made context's downloads folder: %s", exc)
-
-    async def _set_downloads(self, scope: Scope | None = None) -> None:
-        """Downloads of ``scope``'s context (Chromium's default one for None,
-        or the home scope) to its downloads folder (settings.downloads_for)."""
-        name = scope.name if scope is not None else self.scopes.home
-        folder = self.settings.downloads_for(name if self.scopes.isolated else None)
-        if folder != self.settings.downloads_dir:
-            _make_folder(folder)
-        await self._downloads_to(folder, scope.context if scope is not None else None)
-
-    async def _downloads_to(self, folder: Path, context: str | None) -> None:
-        params: dict[str, Any] = {"behavior": "allow", "downloadPath": str(folder)}
-        if self.scopes.isolated:  # the events of every download, for the shares
-            params["eventsEnabled"] = True
-        if context is not None and context != self.default_context:
-            params["browserContextId"] = context
-        await self._call("Browser.setDownloadBehavior", params, deadline_s=10)
-
     async def create_target(self, url: str, context: str | None = None) -> str:
         """Open a tab at ``url`` (already checked by the guard), in ``context``
         (a scope's) or Chromium's default one; its id."""
@@ -505,7 +371,7 @@ class Watcher:
         if context is not None:
             params["browserContextId"] = context
         try:
-            answer = await self._call("Target.createTarget", params, deadline_s=10)
+            answer = await self.call("Target.createTarget", params, deadline_s=10)
         except (WatcherError, TimeoutError):
             raise UpstreamError(NOT_ANSWERING) from None
         error = answer.get("error")
@@ -517,18 +383,14 @@ class Watcher:
             self.contexts[target] = context
         return target
 
-    def reset_downloads(self, scope: Scope | None = None) -> None:
-        """Set downloads back to the downloads folder (a client that changed
-        where they go has left; Chromium would fall back to the profile's own):
-        of ``scope``'s context, the client's (None: Chromium's default one)."""
-
-        async def reset() -> None:
-            try:
-                await self._set_downloads(scope)
-            except (WatcherError, TimeoutError) as exc:
-                log.warning("could not set the download folder back: %s", exc)
-
-        self.spawn(reset())
+    async def _every_few_seconds(self) -> None:
+        """Each scope's storage quotas shared out again, and the cgroup's
+        memory kills read again (so Chromium's exit names only one that came
+        after)."""
+        while True:
+            await asyncio.sleep(STORAGE_SHARE_S)
+            self._oom_kills = _oom_kills()
+            await self.quotas.share()
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` without waiting for it, kept until it ends."""
@@ -585,7 +447,7 @@ class Watcher:
             if isinstance(parent, str) and parent:
                 self.parents[target] = parent
             if kind in ("page", "iframe") and self.settings.origin_storage_bytes:
-                self._bound_storage(target, url)
+                self.quotas.bound(target, url)
             # Tabs are web pages: the browser's own UI (Chromium lists its
             # omnibox popup as a page at a chrome:// URL) is none of them.
             if not is_tab((kind, url)):
@@ -600,9 +462,9 @@ class Watcher:
             elif url != known:
                 self.logbook.navigated(target, url)
         elif method == "Browser.downloadWillBegin":
-            self._download_began(params)
+            self.downloads.began(params)
         elif method == "Browser.downloadProgress":
-            self._download_moved(params)
+            self.downloads.moved(params)
         elif method == "Target.targetDestroyed":
             tab = params.get("targetId")
             if isinstance(tab, str):
@@ -610,8 +472,7 @@ class Watcher:
                 self.tab_pages.pop(tab, None)
                 self.parents.pop(tab, None)
                 context = self.contexts.pop(tab, None)
-                self._unhost(tab, context)
-                self._quota_sessions.pop(tab, None)
+                self.quotas.gone(tab, context)
                 ours = self._sessions.pop(tab, None)
                 if ours is not None:
                     self._tabs_of.pop(ours, None)
@@ -621,226 +482,13 @@ class Watcher:
                     self.logbook.destroyed(tab)
         elif method == "Target.detachedFromTarget":
             session = params.get("sessionId")
-            for target, ours in list(self._quota_sessions.items()):
-                if ours == session:  # its overrides are withdrawn with it
-                    del self._quota_sessions[target]
-                    self._unhost(target, self.contexts.get(target))
+            if isinstance(session, str):
+                self.quotas.detached(session)
             for tab, ours in list(self._sessions.items()):
                 if ours == session:
                     del self._sessions[tab]
                     self._tabs_of.pop(ours, None)
                     self.worlds.gone(tab)
-
-    def _bound_storage(self, target: str, url: str) -> None:
-        """Bound the storage of ``url``'s origin, once per target."""
-        origin = _origin(url)
-        if origin is None:
-            return
-        done = self._bounded.setdefault(target, set())
-        if origin in done:
-            return
-        done.add(origin)
-        key = (self.contexts.get(target) or self.default_context or "", origin)
-        self._hosts.setdefault(key, set()).add(target)
-        self.spawn(self._override_quota(target, key))
-
-    def _download_began(self, params: dict[str, Any]) -> None:
-        guid, frame = params.get("guid"), params.get("frameId")
-        if not isinstance(guid, str) or not self.scopes.isolated:
-            return
-        # A page's main frame has the page's id, an out-of-process frame its
-        # target's; a frame in its page's process is found in the frame trees.
-        context = self.contexts.get(frame) if isinstance(frame, str) else None
-        if context is None and isinstance(frame, str):
-            self._downloading[guid] = ("", None, 0)  # its scope is not known yet
-            self.spawn(self._find_download_scope(guid, frame))
-            return
-        scope = self.scope_name(context) or self.scopes.home or ""
-        self._downloading[guid] = (scope, context, 0)
-
-    async def _find_download_scope(self, guid: str, frame: str) -> None:
-        """Which target's frame tree holds ``frame``: the download is its scope's."""
-        for page, session in list(self._quota_sessions.items()):
-            with contextlib.suppress(WatcherError, TimeoutError):
-                tree = await self._call("Page.getFrameTree", {}, session=session, deadline_s=2.0)
-                if frame in _frame_ids(tree.get("result", {}).get("frameTree")):
-                    context = self.contexts.get(page)
-                    scope = self.scope_name(context) or self.scopes.home or ""
-                    known = self._downloading.get(guid)
-                    if known is not None:
-                        self._downloading[guid] = (scope, context, known[2])
-                    return
-        log.warning("watcher: download %s's frame is no known page's", guid[:64])
-
-    def _download_moved(self, params: dict[str, Any]) -> None:
-        guid, received = params.get("guid"), params.get("receivedBytes")
-        known = self._downloading.get(guid) if isinstance(guid, str) else None
-        if known is None or not isinstance(guid, str):
-            return
-        if params.get("state") != "inProgress":
-            self._downloading.pop(guid, None)
-            if known[0]:  # what it left is measured anew
-                self.spawn(self._measure_folder(known[0]))
-            return
-        scope, context, _ = known
-        got = int(received) if isinstance(received, (int, float)) else 0
-        self._downloading[guid] = (scope, context, got)
-        share = self._download_share()
-        if not share or not scope:  # no share, or its scope still being found
-            return
-        under_way = sum(b for s, _, b in self._downloading.values() if s == scope)
-        held = self._scope_folder_bytes(scope)
-        if held + under_way <= share:
-            return
-        self._downloading.pop(guid, None)
-        self.logbook.refused(
-            AGENTENV_USER,
-            0,
-            "Browser.downloadProgress",
-            "download-share",
-            f"cancelled by agentenv guard download-share: scope {scope[:64]}'s downloads "
-            f"would hold {held + under_way} bytes, past its share of the downloads folder "
-            f"({share} bytes, AGENTENV_SCOPE_DOWNLOAD_BYTES): delete or hand on what it "
-            "downloaded (data/reset empties it)",
-            action="cancelled",
-            scope=scope,
-        )
-        self.spawn(self._cancel_download(guid, context))
-
-    async def _cancel_download(self, guid: str, context: str | None) -> None:
-        """Cancel ``guid`` in its context (each scope's in turn, if not known)."""
-        contexts: list[str | None] = [context] if context is not None else [None]
-        if context is None:
-            contexts += [scope.context for scope in self.scopes.made.values()]
-        for candidate in contexts:
-            params: dict[str, Any] = {"guid": guid}
-            if candidate is not None and candidate != self.default_context:
-                params["browserContextId"] = candidate
-            with contextlib.suppress(WatcherError, TimeoutError):
-                answer = await self._call("Browser.cancelDownload", params)
-                if "error" not in answer:
-                    return
-        log.warning("watcher: could not cancel download %s", guid[:64])
-
-    def _download_share(self) -> int:
-        if self.settings.scope_download_bytes:
-            return self.settings.scope_download_bytes
-        try:
-            found = os.statvfs(self.settings.downloads_dir)
-        except OSError:
-            return 0
-        scopes = max(1, len(set(self.scopes.by_user.values())))
-        return found.f_blocks * found.f_frsize // scopes
-
-    def _scope_folder_bytes(self, scope: str) -> int:
-        """The bytes ``scope``'s downloads folder holds, as last measured: a
-        measure older than a second is taken again in a thread (the loop is
-        every agent's), and this one is used meanwhile."""
-        now = time.monotonic()
-        known = self._folder_bytes.get(scope)
-        if known is None or now - known[0] >= 1.0:
-            self._folder_bytes[scope] = (now, known[1] if known is not None else 0)
-            self.spawn(self._measure_folder(scope))
-        return known[1] if known is not None else 0
-
-    async def _measure_folder(self, scope: str) -> None:
-        folder = self.settings.downloads_for(scope)
-        total = await asyncio.get_running_loop().run_in_executor(None, _folder_bytes, folder)
-        self._folder_bytes[scope] = (time.monotonic(), total)
-
-    def _storage_scope(self, context: str) -> str:
-        return self.scope_name(context) or self.scopes.home or ""
-
-    def _unhost(self, target: str, context: str | None) -> None:
-        """``target`` holds no overrides any more: each of its origins that
-        another target still shows gets its quota set again there."""
-        for origin in self._bounded.pop(target, set()):
-            key = (context or self.default_context or "", origin)
-            hosts = self._hosts.get(key)
-            if hosts is None:
-                continue
-            hosts.discard(target)
-            if hosts:
-                self.spawn(self._override_quota(next(iter(hosts)), key))
-            else:
-                del self._hosts[key]
-
-    async def _override_quota(self, target: str, key: Key) -> None:
-        context, origin = key
-        try:
-            session = self._quota_sessions.get(target) or await _once(
-                self._quota_attaching, target, self._quota_attach
-            )
-            if session is None:
-                return  # gone already
-            quota = self.shares.quota(self._storage_scope(context), key)
-            params = {"origin": origin, "quotaSize": quota}
-            done = await self._call("Storage.overrideQuotaForOrigin", params, session=session)
-            if "error" in done:
-                log.warning("watcher: %s's storage unbounded: %s", origin[:100], done["error"])
-        except (WatcherError, TimeoutError) as exc:
-            log.debug("watcher: could not bound %s's storage: %s", origin[:100], exc)
-
-    async def _share_storage(self) -> None:
-        """Every few seconds, each scope's quotas shared out again from what
-        its origins use (a scope of one origin has nothing to share); and the
-        cgroup's memory kills read again, so Chromium's exit names only one
-        that came after."""
-        while True:
-            await asyncio.sleep(STORAGE_SHARE_S)
-            self._oom_kills = _oom_kills()
-            for scope, given in list(self.shares.given.items()):
-                if len(given) < 2:
-                    continue
-                try:
-                    await self._share_scope(scope, list(given))
-                except (WatcherError, TimeoutError, OSError, aiohttp.ClientError) as exc:
-                    log.debug("watcher: could not share %s's storage: %s", scope[:64], exc)
-
-    def _session_in(self, key: Key) -> str | None:
-        """A session of ours that can read or set ``key``'s quota: one on a
-        target showing the origin, else one on any target of its context
-        (an origin's usage and override are its context's, whichever page
-        asks)."""
-        for host in self._hosts.get(key) or ():
-            if host in self._quota_sessions:
-                return self._quota_sessions[host]
-        context = key[0]
-        for shown, session in self._quota_sessions.items():
-            if (self.contexts.get(shown) or self.default_context or "") == context:
-                return session
-        return None
-
-    async def _share_scope(self, scope: str, keys: list[Key]) -> None:
-        used: dict[Key, int] = {}
-        for key in keys:
-            session = self._session_in(key)
-            if session is None:
-                continue  # no page of its context is open: it keeps its quota
-            answer = await self._call(
-                "Storage.getUsageAndQuota", {"origin": key[1]}, session=session
-            )
-            usage = answer.get("result", {}).get("usage")
-            if isinstance(usage, (int, float)):
-                used[key] = int(usage)
-        for key, quota in self.shares.rebalance(scope, used).items():
-            session = self._session_in(key)
-            if session is not None:
-                await self._call(
-                    "Storage.overrideQuotaForOrigin",
-                    {"origin": key[1], "quotaSize": quota},
-                    session=session,
-                )
-
-    async def _quota_attach(self, target: str) -> str | None:
-        answer = await self._call(
-            "Target.attachToTarget", {"targetId": target, "flatten": True}, deadline_s=5.0
-        )
-        session = answer.get("result", {}).get("sessionId")
-        if isinstance(session, str) and target in self.targets:
-            self._quota_sessions[target] = session
-            return session
-        return None
 
     async def _find_front(self) -> None:
         """Which of the tabs found at start is in front: the one page that says it
@@ -851,7 +499,7 @@ class Watcher:
                 session = await self._session(tab)
                 if session is None:
                     continue
-                answer = await self._call(
+                answer = await self.call(
                     "Runtime.evaluate",
                     {"expression": "document.visibilityState", "returnByValue": True},
                     session=session,
@@ -870,7 +518,7 @@ class Watcher:
                 future.set_exception(WatcherError(why))
         self._calls.clear()
 
-    async def _call(
+    async def call(
         self,
         method: str,
         params: dict[str, Any],
@@ -893,7 +541,7 @@ class Watcher:
             self._calls.pop(call, None)
 
     async def _attach(self, tab: str) -> str | None:
-        answer = await self._call(
+        answer = await self.call(
             "Target.attachToTarget", {"targetId": tab, "flatten": True}, deadline_s=CHECK_TIMEOUT_S
         )
         session = answer.get("result", {}).get("sessionId")
@@ -904,14 +552,14 @@ class Watcher:
         # Runtime on our own session: we hear of every context our worlds
         # get in the tab's frames (a check that looks into a same-origin
         # frame makes one there), so every one is refused to agents.
-        await self._call("Runtime.enable", {}, session=session, deadline_s=CHECK_TIMEOUT_S)
+        await self.call("Runtime.enable", {}, session=session, deadline_s=CHECK_TIMEOUT_S)
         return session
 
     async def _session(self, tab: str) -> str | None:
         session = self._sessions.get(tab)
         if session is not None:
             return session
-        return await _once(self._attaching, tab, self._attach)
+        return await once(self._attaching, tab, self._attach)
 
     async def world_made(self, tab: str | None, timeout_s: float) -> None:
         """Wait (bounded) while our world in ``tab`` is being made."""
@@ -928,7 +576,7 @@ class Watcher:
         context = worlds.contexts.get(tab)
         if context is not None:
             return context
-        tree = await self._call("Page.getFrameTree", {}, session=session, deadline_s=timeout_s)
+        tree = await self.call("Page.getFrameTree", {}, session=session, deadline_s=timeout_s)
         frame = tree.get("result", {}).get("frameTree", {}).get("frame", {}).get("id")
         if not isinstance(frame, str):
             return None
@@ -937,7 +585,7 @@ class Watcher:
         done = self._made.setdefault(tab, asyncio.Event())
         done.clear()
         try:
-            made = await self._call(
+            made = await self.call(
                 "Page.createIsolatedWorld",
                 {"frameId": frame, "worldName": name, "grantUniveralAccess": False},
                 session=session,
@@ -951,7 +599,7 @@ class Watcher:
             worlds.making.discard(tab)
             done.set()
         try:
-            marked = await self._call(
+            marked = await self.call(
                 "Runtime.evaluate",
                 {"expression": marking, "returnByValue": True, "contextId": context},
                 session=session,
@@ -998,7 +646,7 @@ class Watcher:
                     }
                     if group is not None:  # an object to pass on, released after
                         params["objectGroup"] = group
-                    answer = await self._call(
+                    answer = await self.call(
                         "Runtime.evaluate", params, session=session, deadline_s=timeout_s
                     )
                     if "error" not in answer:
@@ -1048,7 +696,7 @@ class Watcher:
         if not isinstance(found, dict) or "objectId" not in found or session is None:
             return "undecided"
         try:
-            described = await self._call(
+            described = await self.call(
                 "DOM.describeNode",
                 {"objectId": found["objectId"], "depth": 0, "pierce": True},
                 session=session,
@@ -1064,6 +712,6 @@ class Watcher:
         async def release() -> None:
             # An error: the document went, and its objects with it.
             with contextlib.suppress(WatcherError, TimeoutError, aiohttp.ClientError, OSError):
-                await self._call("Runtime.releaseObjectGroup", {"objectGroup": group}, session)
+                await self.call("Runtime.releaseObjectGroup", {"objectGroup": group}, session)
 
         self.spawn(release())

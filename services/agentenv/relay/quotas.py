@@ -1,0 +1,187 @@
+"""The quotas of every origin's storage, set through the watcher's own
+sessions (issue 22; :mod:`agentenv.relay.storage` says how much each gets).
+
+As a page or an out-of-process frame opens an http(s) origin, a session of
+the watcher's own on that target sets ``Storage.overrideQuotaForOrigin`` and
+stays attached (Chromium withdraws an override when its session ends: when
+the target goes, another target of the origin sets it again). Every few
+seconds the quotas of a scope with two origins or more are shared out again
+from what each uses (``Storage.getUsageAndQuota``).
+
+A scope other than home is an off-the-record context: its IndexedDB and
+Cache Storage live in the browser process's memory, with a quota Chromium
+sizes from the host's memory (11 GB per origin on a 64 GB host), so one
+agent's page could write the browser out of the container's memory for
+everyone in seconds. What a page writes in the first milliseconds, before
+the override lands, is not held back; nor is a same-site frame of another
+origin (it has no target of its own).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import aiohttp
+
+from agentenv.relay.errors import WatcherError
+from agentenv.relay.once import once
+from agentenv.relay.storage import Key, Shares
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from agentenv.relay.watcher import Watcher
+
+__all__ = ["Quotas"]
+
+log = logging.getLogger("agentenv.relay.quotas")
+
+
+def _origin(url: str) -> str | None:
+    """An http(s) URL's origin (``scheme://host[:port]``), else None."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("http", "https"):
+        return None
+    host = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0].rsplit("@", 1)[-1]
+    return f"{scheme}://{host}" if host else None
+
+
+class Quotas:
+    """Each origin's quota, held by a session of the watcher's on a target
+    that shows it."""
+
+    def __init__(self, watcher: Watcher) -> None:
+        self.watcher = watcher
+        settings = watcher.settings
+        #: The quotas given, per scope.
+        self.shares = Shares(settings.origin_storage_bytes, settings.scope_storage_bytes)
+        #: Origins whose storage is bounded, by the target whose session holds it.
+        self._bounded: dict[str, set[str]] = {}
+        #: Each origin's targets.
+        self._hosts: dict[Key, set[str]] = {}
+        #: Each such target's session of ours that holds its overrides.
+        self.sessions: dict[str, str] = {}
+        self._attaching: dict[str, asyncio.Task[str | None]] = {}
+
+    def forget(self) -> None:
+        """Chromium went, and every override with it."""
+        self._bounded.clear()
+        self.sessions.clear()
+        self._hosts.clear()
+        self.shares.forget()
+
+    def gone(self, target: str, context: str | None) -> None:
+        """``target`` went: its overrides with it."""
+        self._unhost(target, context)
+        self.sessions.pop(target, None)
+
+    def detached(self, session: str) -> None:
+        """A session of ours detached: the overrides it held are withdrawn."""
+        for target, ours in list(self.sessions.items()):
+            if ours == session:
+                del self.sessions[target]
+                self._unhost(target, self.watcher.contexts.get(target))
+
+    def bound(self, target: str, url: str) -> None:
+        """Bound the storage of ``url``'s origin, once per target."""
+        origin = _origin(url)
+        if origin is None:
+            return
+        done = self._bounded.setdefault(target, set())
+        if origin in done:
+            return
+        done.add(origin)
+        key = (self.watcher.contexts.get(target) or self.watcher.default_context or "", origin)
+        self._hosts.setdefault(key, set()).add(target)
+        self.watcher.spawn(self._override(target, key))
+
+    def _scope_of(self, context: str) -> str:
+        return self.watcher.scope_name(context) or self.watcher.scopes.home or ""
+
+    def _unhost(self, target: str, context: str | None) -> None:
+        """``target`` holds no overrides any more: each of its origins that
+        another target still shows gets its quota set again there."""
+        for origin in self._bounded.pop(target, set()):
+            key = (context or self.watcher.default_context or "", origin)
+            hosts = self._hosts.get(key)
+            if hosts is None:
+                continue
+            hosts.discard(target)
+            if hosts:
+                self.watcher.spawn(self._override(next(iter(hosts)), key))
+            else:
+                del self._hosts[key]
+
+    async def _override(self, target: str, key: Key) -> None:
+        context, origin = key
+        try:
+            session = self.sessions.get(target) or await once(self._attaching, target, self._attach)
+            if session is None:
+                return  # gone already
+            quota = self.shares.quota(self._scope_of(context), key)
+            params = {"origin": origin, "quotaSize": quota}
+            done = await self.watcher.call(
+                "Storage.overrideQuotaForOrigin", params, session=session
+            )
+            if "error" in done:
+                log.warning("watcher: %s's storage unbounded: %s", origin[:100], done["error"])
+        except (WatcherError, TimeoutError) as exc:
+            log.debug("watcher: could not bound %s's storage: %s", origin[:100], exc)
+
+    async def share(self) -> None:
+        """Each scope's quotas shared out again from what its origins use (a
+        scope of one origin has nothing to share); the watcher asks every
+        few seconds."""
+        for scope, given in list(self.shares.given.items()):
+            if len(given) < 2:
+                continue
+            try:
+                await self._share_scope(scope, list(given))
+            except (WatcherError, TimeoutError, OSError, aiohttp.ClientError) as exc:
+                log.debug("watcher: could not share %s's storage: %s", scope[:64], exc)
+
+    def _session_in(self, key: Key) -> str | None:
+        """A session of ours that can read or set ``key``'s quota: one on a
+        target showing the origin, else one on any target of its context
+        (an origin's usage and override are its context's, whichever page
+        asks)."""
+        for host in self._hosts.get(key) or ():
+            if host in self.sessions:
+                return self.sessions[host]
+        context = key[0]
+        for shown, session in self.sessions.items():
+            if (self.watcher.contexts.get(shown) or self.watcher.default_context or "") == context:
+                return session
+        return None
+
+    async def _share_scope(self, scope: str, keys: list[Key]) -> None:
+        used: dict[Key, int] = {}
+        for key in keys:
+            session = self._session_in(key)
+            if session is None:
+                continue  # no page of its context is open: it keeps its quota
+            answer = await self.watcher.call(
+                "Storage.getUsageAndQuota", {"origin": key[1]}, session=session
+            )
+            usage = answer.get("result", {}).get("usage")
+            if isinstance(usage, (int, float)):
+                used[key] = int(usage)
+        for key, quota in self.shares.rebalance(scope, used).items():
+            session = self._session_in(key)
+            if session is not None:
+                await self.watcher.call(
+                    "Storage.overrideQuotaForOrigin",
+                    {"origin": key[1], "quotaSize": quota},
+                    session=session,
+                )
+
+    async def _attach(self, target: str) -> str | None:
+        answer = await self.watcher.call(
+            "Target.attachToTarget", {"targetId": target, "flatten": True}, deadline_s=5.0
+        )
+        session = answer.get("result", {}).get("sessionId")
+        if isinstance(session, str) and target in self.watcher.targets:
+            self.sessions[target] = session
+            return session
+        return None
