@@ -1,0 +1,139 @@
+"""One client connection's state, as both halves of the relay's core keep
+it (:mod:`agentenv.relay.core`: client to Chromium; :mod:`agentenv.relay.downstream`:
+Chromium to client). No I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from agentenv.access import Identity
+from agentenv.relay.scopes import Scope
+from agentenv.relay.worlds import RelayWorlds
+
+__all__ = [
+    "IGNORE_CERTIFICATES",
+    "ClientState",
+    "Pending",
+    "SessionInfo",
+    "certificates_command",
+]
+
+
+@dataclass
+class Pending:
+    """A command sent to Chromium and not yet answered."""
+
+    entry: int  # its log entry (negative: the computer's own, not on the record)
+    method: str
+    params: Any
+    tab: str | None = None
+    acting: bool = False
+
+
+@dataclass
+class SessionInfo:
+    tab: str | None
+    web: bool = True
+    #: The session's target is its tab (not one of its frames or workers):
+    #: a Page.navigate there navigates the tab.
+    own: bool = True
+    #: A service or shared worker's: it belongs to no tab and can act on all
+    #: (clients.navigate()), so its acting commands count on every tab.
+    everywhere: bool = False
+    #: A page's or frame's (not a worker's): its certificate errors are its own.
+    framed: bool = True
+
+
+@dataclass
+class ClientState:
+    """One client connection: its number (from 1 per relay boot), who it is,
+    an optional tag (``AgentEnv-Tag``), and the tab of a page endpoint."""
+
+    number: int
+    identity: Identity
+    tag: str | None = None
+    page: str | None = None
+    sessions: dict[str, SessionInfo] = field(default_factory=dict)
+    pending: dict[tuple[str | None, int], Pending] = field(default_factory=dict)
+    #: Ids of the relay's own commands on this connection (negative).
+    own: set[int] = field(default_factory=set)
+    next_own: int = -1
+    #: The client changed where downloads go: set it back when it leaves.
+    downloads_changed: bool = False
+    #: ``Security.setIgnoreCertificateErrors`` on the browser's own session of
+    #: a computer of two scopes or more (Puppeteer's ``acceptInsecureCerts``):
+    #: kept to this connection's pages and frames, each told on its session.
+    ignore_certificates: bool = False
+    #: Sessions the client set certificate errors on itself: the relay's
+    #: browser-level setting leaves them as the client set them.
+    certificates_own: set[str] = field(default_factory=set)
+    #: The tab a target belongs to (an iframe's page), as the relay's watcher
+    #: knows; a session attached straight to an iframe acts on that tab.
+    owner: Callable[[str], str] = field(default=lambda target: target, repr=False)
+    #: A target's (type, url), as the relay's watcher knows.
+    kinds: Callable[[str], tuple[str, str] | None] = field(default=lambda target: None, repr=False)
+    #: A page endpoint's target is its tab (not a frame of one).
+    page_own: bool = True
+    #: The relay's own worlds (the watcher's): never listed, never named.
+    worlds: RelayWorlds = field(default_factory=RelayWorlds, repr=False)
+    #: Sessions a pause in a relay world was undone on (its resume is due).
+    resumed: set[str | None] = field(default_factory=set)
+    #: The scope it acts in (None: it sees every scope, or there is one).
+    scope: Scope | None = None
+    #: A target's browser context, as the relay's watcher knows.
+    context_of: Callable[[str], str | None] = field(default=lambda target: None, repr=False)
+    #: The page of a tab-type target, when the watcher found it.
+    tab_page: Callable[[str], str | None] = field(default=lambda target: None, repr=False)
+    #: Targets this client was shown (their destruction is its news too).
+    visible: set[str] = field(default_factory=set)
+    #: Downloads this client was told of (their progress is its news too).
+    downloads: set[str] = field(default_factory=set)
+    #: Windows of its scope's tabs it asked for (Browser.getWindowForTarget).
+    windows: set[int] = field(default_factory=set)
+    #: Frames it heard load on its own sessions (an in-process iframe has no
+    #: target of its own): frame -> its tab, the oldest forgotten past
+    #: :data:`MAX_FRAMES`. A download from one is its news too.
+    frames: dict[str, str] = field(default_factory=dict)
+
+    def tab_of(self, session: str | None, method: str, params: dict[str, Any] | None) -> str | None:
+        if params is not None and method.startswith("Target."):
+            target = params.get("targetId")
+            if isinstance(target, str):
+                return target
+        if session is not None:
+            info = self.sessions.get(session)
+            return info.tab if info is not None else None
+        return self.page
+
+    def own_tab(self, session: str | None) -> str | None:
+        """The tab whose own target ``session`` is on (its page endpoint's, for
+        no session): the id space of the relay's worlds in that tab."""
+        if session is None:
+            return self.page if self.page_own else None
+        info = self.sessions.get(session)
+        return info.tab if info is not None and info.own else None
+
+    def own_id(self) -> int:
+        call = self.next_own
+        self.next_own -= 1
+        self.own.add(call)
+        return call
+
+
+#: Chromium's browser-wide switch for certificate errors (kept to a scope).
+IGNORE_CERTIFICATES = "Security.setIgnoreCertificateErrors"
+
+
+def certificates_command(state: ClientState, session: str, ignore: bool) -> str:
+    """The relay's own ``Security.setIgnoreCertificateErrors`` on ``session``."""
+    command = {
+        "id": state.own_id(),
+        "method": IGNORE_CERTIFICATES,
+        "params": {"ignore": ignore},
+        "sessionId": session,
+    }
+    return orjson.dumps(command).decode()
