@@ -16,7 +16,7 @@ still read, so their entries end as answered.
 
 An agent's connection reads through two meters
 (:class:`~agentenv.relay.memory.Meter`), one each way: its WebSocket readers
-are wrapped (:class:`_MeteredReader`) so the bytes of a message not yet
+are wrapped (:class:`~agentenv.relay.metered.MeteredReader`) so the bytes of a message not yet
 whole count against its user's share of the relay's memory; past it the
 connection is closed (1009, rule memory).
 
@@ -36,7 +36,6 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -47,22 +46,12 @@ from agentenv.log.errors import LogError
 from agentenv.log.marks import method_acts
 from agentenv.log.redact import redact_params
 from agentenv.metrics import RELAY
-from agentenv.protocol.control import (
-    BeginAction,
-    ControlParams,
-    EndAction,
-    Grant,
-    OpenEntries,
-    Reset,
-    Revoke,
-    Tabs,
-    Whoami,
-)
 from agentenv.relay import core, elements, password
+from agentenv.relay.control import Control
 from agentenv.relay.core import ClientState, Down, Kind, Pending, Step
-from agentenv.relay.errors import RelayError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, COUNTED, InFlight, Meter
+from agentenv.relay.metered import MeteredReader
 from agentenv.relay.tabs import TAB_METHODS
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
@@ -121,16 +110,8 @@ class _Bridge:
         self.settled = asyncio.Event()  # nothing is in flight
         self.refused_binary = False
         self.client_gone = False  # a send to the client failed: it left
-        self._control: dict[type[ControlParams], Callable[[Any], Awaitable[dict[str, Any]]]] = {
-            BeginAction: self._begin,
-            EndAction: self._end,
-            Whoami: self._whoami,
-            Tabs: self._tabs,
-            Reset: self._reset,
-            Grant: self._grant,
-            Revoke: self._revoke,
-            OpenEntries: self._pending,
-        }
+        #: The control token's AgentEnv.* commands.
+        self.control = Control(state, logbook, watcher, granted)
 
     # -- client to Chromium --------------------------------------------------
 
@@ -207,7 +188,7 @@ class _Bridge:
             if parser is None:  # aiohttp changed: the bound is off, and says so
                 log.warning("conn %d: cannot meter %s", self.state.number, what)
                 continue
-            protocol._payload_parser = _MeteredReader(parser, meter, self._over_memory)
+            protocol._payload_parser = MeteredReader(parser, meter, self._over_memory)
 
     def _over_memory(self, why: str) -> None:
         """A meter went past its bound: the connection is closed (1009),
@@ -455,55 +436,12 @@ class _Bridge:
             await self._answer(step.error_answer())
             return
         try:
-            result = await self._control[type(step.control)](step.control)
+            result = await self.control.run(step.control)
         except ValueError as exc:
             step.code, step.error = -32602, f"{step.method}: {exc}"
             await self._answer(step.error_answer())
             return
         await self._answer({"id": step.call, "result": result})
-
-    async def _begin(self, params: BeginAction) -> dict[str, Any]:
-        scope = self.state.scope
-        name = scope.name if scope is not None else None
-        return {"entry": self.logbook.begin_action(self.state.number, params, name)}
-
-    async def _end(self, params: EndAction) -> dict[str, Any]:
-        self.logbook.end_action(self.state.number, params)
-        return {}
-
-    async def _whoami(self, params: Whoami) -> dict[str, Any]:
-        return {"conn": self.state.number, "user": self.state.identity.user}
-
-    async def _tabs(self, params: Tabs) -> dict[str, Any]:
-        causes = self.logbook.causes
-        order = list(causes.front)
-        active = causes.active
-        scope = self.state.scope
-        if scope is not None:  # a scoped control link: its scope's tabs only
-            order = [t for t in order if scope.holds(self.watcher.context_of(t))]
-            active = active if active in order else (order[0] if order else None)
-        return {"active": active, "order": order, "loading": causes.loading_now(time.monotonic())}
-
-    async def _reset(self, params: Reset) -> dict[str, Any]:
-        # Every context an agent made, and every scope but the home one (its
-        # own tabs and data the app has just reset), goes with its tabs.
-        try:
-            await self.watcher.reset_scopes()
-        except RelayError as exc:
-            raise ValueError(
-                f"the browser contexts could not be disposed of: {exc.message}"
-            ) from None
-        return {"entry": self.logbook.reset(params.reason)}
-
-    async def _grant(self, params: Grant) -> dict[str, Any]:
-        return {"token": self.granted.grant(self.state.number, params.who, params.tag)}
-
-    async def _pending(self, params: OpenEntries) -> dict[str, Any]:
-        return {"entries": {str(k): v for k, v in self.logbook.writer.open_scopes().items()}}
-
-    async def _revoke(self, params: Revoke) -> dict[str, Any]:
-        self.granted.revoke(params.token)
-        return {}
 
     # -- Chromium to client --------------------------------------------------
 
@@ -743,33 +681,3 @@ async def _bridged(b: _Bridge, reading: InFlight | None, reads: Any) -> None:
     if not client.closed:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(client.close(), 5.0)
-
-
-class _MeteredReader:
-    """An aiohttp WebSocket reader that counts the bytes it is fed first
-    (:class:`~agentenv.relay.memory.Meter`); past the bound it is fed nothing
-    more, and ``over`` closes the connection."""
-
-    __slots__ = ("meter", "over", "parser")
-
-    def __init__(self, parser: Any, meter: Meter, over: Callable[[str], None]) -> None:
-        self.parser = parser
-        self.meter = meter
-        self.over = over
-
-    def feed_data(self, data: bytes) -> tuple[bool, bytes]:
-        why = self.meter.read(len(data))
-        if why is not None:
-            self.over(why)
-        if self.meter.over is not None:
-            return False, b""
-        try:
-            result: tuple[bool, bytes] = self.parser.feed_data(data)
-        except MemoryError:  # the relay's own limit: this connection goes
-            self.meter.over = AT_LIMIT
-            self.over(AT_LIMIT)
-            return False, b""
-        return result
-
-    def feed_eof(self) -> None:
-        self.parser.feed_eof()
