@@ -27,8 +27,8 @@ from pathlib import Path
 
 from agentenv.harness.batch import Batch, Planned
 from agentenv.harness.computer import Computer, agent_tokens, deploy
+from agentenv.harness.local_store import start_container
 from agentenv.harness.steps import Task
-from agentenv.harness.store import start_container
 from bench.stats import table
 
 IMAGE = "agentenv/browser:latest"

@@ -24,7 +24,8 @@ from typing import Any
 import aiohttp
 import requests
 
-from agentenv.harness.store import LocalStore, join, start_local
+from agentenv.harness.local_store import LocalStore, start_local
+from agentenv.harness.store import join
 from bench.stats import percentile, table
 from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.colours import COLOURS, page_shown, serve

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentenv.harness.store import LocalStore
+from agentenv.harness.local_store import LocalStore
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -41,7 +41,7 @@ def lab() -> Iterator[Any]:
 def run_store(image: str) -> Iterator[LocalStore]:
     """The harness's own local store, as ``agentenv run`` starts it: its
     container, on a network of its own."""
-    from agentenv.harness.store import start_container
+    from agentenv.harness.local_store import start_container
 
     found = start_container(say=lambda _: None)
     try:

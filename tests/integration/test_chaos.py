@@ -30,7 +30,7 @@ import pytest
 import requests
 from playwright.sync_api import sync_playwright
 
-from agentenv.harness.store import LocalStore
+from agentenv.harness.local_store import LocalStore
 from tests.security.attacks import (
     agent,
     browser_url,

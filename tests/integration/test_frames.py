@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import requests
 
-from agentenv.harness.store import LocalStore
+from agentenv.harness.local_store import LocalStore
 from agentenv.recorder.bursts import SETTLE_S
 from tests.support.colours import SLOW_S, page_shown, serve_inside
 from tests.support.container import Computer, computer

@@ -425,7 +425,7 @@ def test_a_computer_that_cannot_reach_the_store_is_told_so_by_address(image: str
     one off it is named with the store's address and the fix, by the
     harness's check and by the recorder's start alike."""
     from agentenv.harness.computer import ComputerError, deploy
-    from agentenv.harness.store import start_container
+    from agentenv.harness.local_store import start_container
 
     store = start_container(say=lambda _: None)
     try:

@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 import requests
 
-from agentenv.harness.store import LocalStore
+from agentenv.harness.local_store import LocalStore
 from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.container import SUPERVISORCTL, Computer, computer
 from tests.support.mcp import text

@@ -24,7 +24,7 @@ import pytest
 import requests
 from playwright.sync_api import sync_playwright
 
-from agentenv.harness.store import LocalStore
+from agentenv.harness.local_store import LocalStore
 from tests.security.attacks import browser_url
 from tests.support.colours import page_shown, serve_inside
 from tests.support.container import Computer, computer

@@ -18,15 +18,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from agentenv.harness.store import (
-    FolderStore,
-    LocalStore,
-    StoreError,
-    grant_seconds,
-    open_store,
-    safe_name,
-    start_local,
-)
+from agentenv.harness.local_store import LocalStore, start_local
+from agentenv.harness.run_store import open_store
+from agentenv.harness.store import FolderStore, StoreError, grant_seconds, safe_name
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +200,7 @@ START = {"type": "start_browser_recording", "env_id": "web", "name": "r"}
 
 
 def test_where_the_local_store_cannot_reach_the_run_stops_before_deploying() -> None:
-    from agentenv.harness.store import StoreOptions, store_problem
+    from agentenv.harness.run_store import StoreOptions, store_problem
 
     local, s3 = StoreOptions(), StoreOptions(spec="s3://bucket/p")
     # What it can reach: computers this run starts, on Docker, a swarm or a cluster.

@@ -7,10 +7,17 @@ imports nothing of the computer but :mod:`agentenv.protocol`.
 - :mod:`.preflight` — every problem listed before anything deploys (no I/O);
 - :mod:`.urls` — tabs by URL, normalized as the browser does (no I/O);
 - :mod:`.computer` — a computer's API, deployed with the docker SDK or attached;
-- :mod:`.backends` — where computers start: Docker, Swarm (:mod:`.swarm`) or
-  Kubernetes (:mod:`.kubernetes`);
-- :mod:`.mind2web` — Online-Mind2Web's v2 export;
-- :mod:`.runner` — the run: steps, progress, artifacts, exit status; :mod:`.cli`.
+- :mod:`.backends` — where computers start: Docker (:mod:`.engine`, hardened
+  by :mod:`.hardening`), Swarm (:mod:`.swarm`) or Kubernetes (:mod:`.kubernetes`);
+- :mod:`.loopback` — a door for clients that cannot send a token (chromedriver);
+- :mod:`.store` — where recordings go: the stores' layout, policies, S3 and
+  folder stores; :mod:`.local_store` (the run's own, with :mod:`.storeserver`,
+  its program) and :mod:`.run_store` (a run's store, opened once);
+- :mod:`.mind2web` and :mod:`.words` — Online-Mind2Web's v2 export, and the
+  words a judge reads for each action;
+- :mod:`.viewer` — ``agentenv view``: one recording as a page;
+- :mod:`.runner` — the run: steps, progress, artifacts, exit status;
+  :mod:`.batch` — many tasks at once; :mod:`.cli`; :mod:`.errors`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Online-Mind2Web tasks (``task_id``, ``confirmed_task`` or ``task``,
 ``website``, ``reference_length``?; run with ``--agent COMMAND``, which gets
 the task's text in ``AGENTENV_TASK``). Each task is a :class:`~.runner.Run`
 in a thread of its own with its own folder (``<out>/<name>/``, its terminal
-output in ``run.log``); the tasks share the batch's store (:class:`~.store.RunStore`:
+output in ``run.log``); the tasks share the batch's store (:class:`~.run_store.RunStore`:
 one local store container and network, each recording with a grant of its
 own), removed after the last computer. The engine schedules the computers;
 the harness only waits on them.
@@ -44,9 +44,9 @@ from agentenv.harness.backends import start
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens
 from agentenv.harness.errors import HarnessError
 from agentenv.harness.preflight import preflight
+from agentenv.harness.run_store import RunStore, StoreOptions, records, store_problem
 from agentenv.harness.runner import EXIT_INFRA, EXIT_OK, EXIT_TASK_FAILED, Run
 from agentenv.harness.steps import Task, TaskError, load_task
-from agentenv.harness.store import RunStore, StoreOptions, records, store_problem
 from agentenv.metrics import Fleet
 
 __all__ = ["Batch", "Planned", "mind2web_task", "plan"]

@@ -14,9 +14,10 @@ from pathlib import Path
 
 from agentenv.harness.backends import BACKENDS
 from agentenv.harness.preflight import preflight
+from agentenv.harness.run_store import StoreOptions, store_problem
 from agentenv.harness.runner import EXIT_BAD_INPUT, Run
 from agentenv.harness.steps import TaskError, load_task
-from agentenv.harness.store import StoreOptions, store_problem, valid_store
+from agentenv.harness.store import valid_store
 
 __all__ = ["main"]
 

@@ -38,17 +38,11 @@ from agentenv.harness import steps as s
 from agentenv.harness.backends import start
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens, deploy
 from agentenv.harness.errors import HarnessError
+from agentenv.harness.local_store import LocalStore
 from agentenv.harness.loopback import Loopback, LoopbackError
 from agentenv.harness.mind2web import export
-from agentenv.harness.store import (
-    LocalStore,
-    RunStore,
-    Store,
-    StoreError,
-    StoreOptions,
-    grant_seconds,
-    records,
-)
+from agentenv.harness.run_store import RunStore, StoreOptions, records
+from agentenv.harness.store import Store, StoreError, grant_seconds
 from agentenv.harness.urls import normalize
 from agentenv.protocol.card import MissingOp
 from agentenv.protocol.recording import BrowserRecordingManifest, rebuild

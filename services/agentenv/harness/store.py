@@ -16,7 +16,7 @@
   stops before deploying unless ``--network NAME`` names a network of this
   engine it is on (the store joins it too). On Kubernetes the same image runs
   as a pod with a ClusterIP Service in the computers' namespace
-  (:func:`start_cluster`): pods reach it at the Service's name, the harness
+  (:func:`~.local_store.start_cluster`): pods reach it at the Service's name, the harness
   through a port-forward.
   The store checks signatures and IAM policies: each recording's grant is a
   role of its own, allowed ``s3:PutObject`` and ``s3:GetObject`` under that
@@ -25,7 +25,11 @@
   served. Unsigned requests are refused. One store serves a whole ``agentenv
   run`` (a batch's tasks share it; each recording still has its own grant)
   and is removed with its network at the end. Native tests and benches run
-  the same server in a thread instead (:func:`start_local`).
+  the same server in a thread instead (:func:`~.local_store.start_local`).
+
+This module holds the stores' layout and policies and the S3 and folder
+stores; the local store is :mod:`.local_store`, and a run's choice of
+store, opened once for all its tasks, :mod:`.run_store`.
 - ``s3://bucket/prefix``: any S3 or S3-compatible store, with the endpoint,
   region and credentials of the standard AWS environment and config files
   (``AWS_ENDPOINT_URL_S3``, ``AWS_PROFILE``, …). Each grant's credentials
@@ -53,33 +57,30 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import threading
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from agentenv.harness.engine import HARNESS_LABEL, engine_problem
 from agentenv.harness.errors import HarnessError
 from agentenv.harness.hardening import writable_by_the_computer
-from agentenv.harness.storeserver import ADMIN_KEYS
-from agentenv.harness.storeserver import PORT as STORE_PORT
 
 __all__ = [
     "GRANT_S",
+    "LOCAL_BUCKET",
+    "NETWORK_GONE_S",
+    "STORE_IMAGE",
+    "STORE_READY_S",
     "FolderStore",
-    "LocalStore",
     "S3Store",
     "Store",
     "StoreError",
     "grant_seconds",
-    "open_store",
+    "join",
     "prefix_policy",
     "safe_name",
-    "start_local",
     "valid_store",
 ]
 
@@ -374,454 +375,3 @@ class S3Store:
         for client in self._clients.values():
             with contextlib.suppress(Exception):
                 client.close()
-
-
-class LocalStore(S3Store):
-    """The run's own S3 server (see the module's text): a container, or a thread
-    of this process for native tests."""
-
-    server: Any = None  # the in-thread flavour's werkzeug server
-    container: Any = None  # the container flavour's
-    #: The Docker network made for it, which computers join (None in a thread).
-    network: str | None = None
-    networks: tuple[Any, ...] = ()
-    #: On Kubernetes: its pod and Service (:class:`.kubernetes.PodHandle`).
-    pod: Any = None
-
-    def unreachable_from(self, container: Any) -> str | None:
-        """Why a computer's container cannot reach this store, asked from inside
-        it (None: it can, or it cannot be asked: a thread's store, a service)."""
-        if self.container is None or not hasattr(container, "exec_run"):
-            return None
-        url = f"{self.computer_endpoint_url}/"
-        command = [
-            "/usr/bin/curl",
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "--max-time",
-            "5",
-            url,
-        ]
-        try:
-            code, said = container.exec_run(command, user="agentenv")
-        except Exception as exc:  # the docker SDK's: the computer went away
-            return f"cannot ask the computer whether it reaches the run's store: {exc}"
-        if code == 0 and said.strip() == b"403":  # the store refusing an unsigned request
-            return None
-        answer = said.decode(errors="replace").strip()[-200:]
-        return (
-            f"the computer cannot reach the run's store at {url} (curl exit {code}, "
-            f"answer {answer!r}): the computer and the store must share a Docker network; "
-            "check that the engine keeps containers on a user-defined network able to "
-            "resolve each other's names (docker network inspect "
-            f"{self.network}), or give --store s3://bucket/prefix"
-        )
-
-    def _listing_prefix(self, start: str) -> str:
-        # moto's signature check miscomputes a query holding "/" (a Prefix with
-        # one): list what stands before the first "/" of the recording's place
-        # (its task's run id: the local store has no prefix of its own, so a
-        # batch's tasks do not list each other's objects) and keep its keys.
-        return start.split("/", 1)[0]
-
-    def close(self) -> None:
-        super().close()
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            self.server = None
-        problems = _remove(self.container, self.networks)
-        self.container, self.networks = None, ()
-        if self.pod is not None:
-            try:
-                self.pod.remove()
-            except HarnessError as exc:
-                problems.append(str(exc))
-            self.pod = None
-        if problems:
-            raise StoreError("cannot remove the run's store: " + "; ".join(problems))
-
-
-def _remove(container: Any, networks: tuple[Any, ...]) -> list[str]:
-    """Remove the store's container (with its volumes) and the networks made for
-    it: what could not be removed, in words."""
-    import docker.errors
-
-    problems: list[str] = []
-    if container is not None:
-        try:
-            container.remove(force=True, v=True)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            problems.append(f"container {container.name}: {exc.explanation or exc}")
-    for network in networks:
-        ends = time.monotonic() + NETWORK_GONE_S
-        while True:
-            try:
-                network.remove()
-                break
-            except docker.errors.NotFound:
-                break
-            except docker.errors.APIError as exc:  # endpoints still leaving (a computer stopping)
-                if time.monotonic() > ends:
-                    problems.append(
-                        f"network {network.name}: {exc.explanation or exc} "
-                        f"(docker network rm {network.name} once its containers are gone)"
-                    )
-                    break
-                time.sleep(0.2)
-    return problems
-
-
-def start_local(say: Any = print, host: str = "127.0.0.1") -> LocalStore:
-    """The guarded moto server in a thread of this process, on ``host``: for the
-    native tests and benches, whose computers run on this machine's loopback.
-    ``agentenv run`` starts :func:`start_container` instead."""
-    from agentenv.harness import storeserver
-
-    try:
-        server, keys = storeserver.serve(host)
-    except OSError as exc:
-        raise StoreError(f"cannot start the local store on {host}: {exc.strerror}") from None
-    endpoint = f"http://{host}:{server.server_port}"
-    store = _opened(keys, endpoint, None, say)
-    store.server = server
-    return store
-
-
-def _opened(
-    keys: dict[str, str], endpoint: str, computer_endpoint: str | None, say: Any
-) -> LocalStore:
-    """A local store's client, with a bucket of its own (``agentenv-<random>``)."""
-    import secrets
-
-    import boto3
-
-    session = boto3.session.Session(
-        aws_access_key_id=keys["AccessKeyId"],
-        aws_secret_access_key=keys["SecretAccessKey"],
-        region_name="us-east-1",
-    )
-    store = LocalStore(
-        f"{LOCAL_BUCKET}-{secrets.token_hex(4)}",
-        "",
-        session,
-        endpoint_url=endpoint,
-        computer_endpoint_url=computer_endpoint,
-        say=say,
-        role_per_grant=True,
-    )
-    try:
-        store.client("s3").create_bucket(Bucket=store.bucket)
-    except Exception as exc:
-        store.close()
-        raise store._fail("cannot make the run's bucket", exc) from None
-    return store
-
-
-def _admin_keys(container: Any) -> dict[str, str] | None:
-    """The store container's administrator keys, once it has written them: read
-    through the engine's exec call (``docker cp`` cannot see a tmpfs), so they
-    reach no command line, environment variable or log."""
-    import docker.errors
-
-    try:
-        code, said = container.exec_run(["cat", ADMIN_KEYS], user="moto")
-    except docker.errors.APIError:  # not running (yet, or any more): the caller looks
-        return None
-    if code != 0:
-        return None
-    try:
-        found = json.loads(said)
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) and "AccessKeyId" in found else None
-
-
-def start_container(
-    say: Any = print,
-    *,
-    image: str | None = None,
-    swarm: bool = False,
-    join: tuple[str, ...] = (),
-    timeout_s: float = STORE_READY_S,
-) -> LocalStore:
-    """The run's store as a container of :data:`STORE_IMAGE` on a network of its
-    own (a bridge; an attachable overlay for a swarm), which the run's
-    computers join and reach it on by name; published on this machine's
-    loopback for the harness. ``join`` names more networks it joins (a
-    computer attached by URL, on a network of this engine)."""
-    import secrets
-
-    import docker
-    import docker.errors
-
-    problem = engine_problem()
-    if problem is not None:
-        raise StoreError(problem)
-    image = image or os.environ.get("AGENTENV_STORE_IMAGE") or STORE_IMAGE
-    tag = secrets.token_hex(6)
-    name = f"agentenv-store-{tag}"
-    client = docker.from_env()
-    network: Any = None
-    container: Any = None
-    try:
-        try:
-            client.images.get(image)
-        except docker.errors.ImageNotFound:
-            raise StoreError(
-                f"the store's image {image} is not on this engine: make image builds it "
-                "(scripts/store-image.sh), or give --store s3://bucket/prefix"
-            ) from None
-        try:
-            network = client.networks.create(
-                f"agentenv-run-{tag}",
-                driver="overlay" if swarm else "bridge",
-                attachable=True if swarm else None,
-                labels={HARNESS_LABEL: "store"},
-            )
-        except docker.errors.APIError as exc:
-            hint = " (docker swarm init makes this engine a swarm manager)" if swarm else ""
-            raise StoreError(
-                f"cannot make the run's network: {exc.explanation or exc}{hint}"
-            ) from None
-        # create, then start: a container made but not started is still ours to remove.
-        container = client.containers.create(
-            image,
-            name=name,
-            detach=True,
-            init=True,
-            network=network.name,
-            ports={f"{STORE_PORT}/tcp": ("127.0.0.1", None)},
-            labels={HARNESS_LABEL: "store"},
-            read_only=True,
-            tmpfs={"/run/store": "uid=10001,gid=10001,mode=0700,size=1m", "/tmp": "size=64m"},
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges:true"],
-            mem_limit="1g",
-            pids_limit=256,
-        )
-        container.start()
-        for other in join:
-            try:
-                client.networks.get(other).connect(container)
-            except docker.errors.NotFound:
-                raise StoreError(
-                    f"--network {other}: no such network on this engine (docker network ls "
-                    "lists them)"
-                ) from None
-        keys = _wait_keys(container, name, timeout_s)
-        container.reload()
-        port = container.attrs["NetworkSettings"]["Ports"][f"{STORE_PORT}/tcp"][0]["HostPort"]
-        store = _opened(keys, f"http://127.0.0.1:{port}", f"http://{name}:{STORE_PORT}", say)
-    except BaseException as exc:
-        for problem in _remove(container, (network,) if network is not None else ()):
-            say(f"warning: cannot remove what the failed store start made: {problem}")
-        if isinstance(exc, docker.errors.APIError):
-            raise StoreError(f"cannot start the run's store: {exc.explanation or exc}") from None
-        raise
-    store.container, store.networks, store.network = container, (network,), network.name
-    return store
-
-
-def start_cluster(
-    say: Any = print,
-    *,
-    image: str | None = None,
-    namespace: str | None = None,
-    context: str | None = None,
-) -> LocalStore:
-    """The run's store as a pod with a ClusterIP Service in the computers'
-    namespace: their pods reach it at the Service's name; the harness through
-    a port-forward (or the Service, from a pod of the cluster)."""
-    from agentenv.harness.computer import ComputerError
-    from agentenv.harness.kubernetes import deploy_store
-
-    try:
-        found = deploy_store(
-            image or os.environ.get("AGENTENV_STORE_IMAGE"), namespace=namespace, context=context
-        )
-    except ComputerError as exc:
-        raise StoreError(f"cannot start the run's store on the cluster: {exc}") from None
-    try:
-        store = _opened(found.keys, found.endpoint, found.computer_endpoint, say)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            found.handle.remove()
-        raise
-    store.pod = found.handle
-    return store
-
-
-def _wait_keys(container: Any, name: str, timeout_s: float) -> dict[str, str]:
-    ends = time.monotonic() + timeout_s
-    while True:
-        keys = _admin_keys(container)
-        if keys is not None:
-            return keys
-        container.reload()
-        if container.status in ("exited", "dead"):
-            said = container.logs(tail=20).decode(errors="replace").strip()
-            raise StoreError(f"the run's store ({name}) exited at start: {said[-800:]}")
-        if time.monotonic() > ends:
-            raise StoreError(
-                f"the run's store ({name}) did not start within {timeout_s:.0f} s: "
-                f"docker logs {name} says why"
-            )
-        time.sleep(0.1)
-
-
-def open_store(
-    spec: str,
-    out: Path,
-    *,
-    say: Any = print,
-    role_arn: str | None = None,
-    computer_endpoint_url: str | None = None,
-    share_own: bool = False,
-    backend: str = "docker",
-    join: tuple[str, ...] = (),
-    namespace: str | None = None,
-    kube_context: str | None = None,
-) -> Store:
-    """The store ``spec`` names: ``local`` (for ``backend``: a container on a
-    network of its own, an overlay for a swarm, joining ``join`` too; a pod
-    and Service in ``namespace`` for Kubernetes), ``file`` or
-    ``s3://bucket/prefix``."""
-    if spec == "local" and backend == "kubernetes":
-        return start_cluster(say, namespace=namespace, context=kube_context)
-    if spec == "local":
-        return start_container(say, swarm=backend == "swarm", join=join)
-    if spec == "file":
-        return FolderStore(out)
-    parts = urlsplit(spec)
-    if not valid_store(spec):
-        raise StoreError(f"--store {spec!r} is not a store: give local, file or s3://bucket/prefix")
-    import boto3
-
-    session = boto3.session.Session()
-    return S3Store(
-        parts.netloc,
-        parts.path.strip("/"),
-        session,
-        computer_endpoint_url=computer_endpoint_url,
-        role_arn=role_arn,
-        say=say,
-        share_own=share_own,
-    )
-
-
-@dataclass
-class StoreOptions:
-    """What ``agentenv run`` says of its store (the ``--store*`` and ``--network`` flags)."""
-
-    spec: str = "local"
-    role_arn: str | None = None
-    computer_endpoint_url: str | None = None
-    share_own: bool = False
-    #: A Docker network of this engine that computers the run starts join, and
-    #: the local store too (for a computer attached by URL that is on it).
-    network: str | None = None
-
-
-def records(task: Any) -> bool:
-    """Whether ``task`` (a :class:`~agentenv.harness.steps.Task`) starts a recording."""
-    return any(step.type == "start_browser_recording" for step in task.steps)
-
-
-def attaches(task: Any) -> bool:
-    """Whether ``task`` attaches to a computer by URL (one the run does not start)."""
-    return any(step.type == "deploy_env" and getattr(step, "url", None) for step in task.steps)
-
-
-def store_problem(options: StoreOptions, task: Any, backend: str) -> str | None:
-    """Why the run's store could not reach ``task``'s computers, found before
-    anything is deployed; None when it can (or the task records nothing)."""
-    if options.spec != "local" or not records(task):
-        return None
-    if backend == "kubernetes":
-        return None  # a pod and Service of its own, beside the computers' pods
-    if attaches(task) and not options.network:
-        return (
-            "a computer attached by URL cannot reach the local store, which serves only the "
-            "computers this run starts: give --network NAME (a Docker network of this engine "
-            "that the computer is on), or --store s3://bucket/prefix (a store it reaches)"
-        )
-    if backend in ("docker", "swarm"):
-        return engine_problem()
-    return None
-
-
-class RunStore:
-    """The store of one ``agentenv run`` (one task, or a batch): opened at its
-    first use, shared by the run's tasks (each recording has a grant of its
-    own), closed once, after the last computer has stopped."""
-
-    def __init__(
-        self,
-        options: StoreOptions,
-        out: Path,
-        *,
-        backend: str = "docker",
-        say: Any = print,
-        namespace: str | None = None,
-        kube_context: str | None = None,
-    ) -> None:
-        self.options, self.out, self.backend, self.say = options, out, backend, say
-        self.namespace, self.kube_context = namespace, kube_context
-        self._store: Store | None = None
-        self._failed: StoreError | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> Store:
-        """The store, opened once; a store that failed to open fails every task
-        that needs it at once, with the same error (not a minute's wait each)."""
-        with self._lock:
-            if self._failed is not None:
-                raise StoreError(str(self._failed))
-            if self._store is None:
-                options = self.options
-                try:
-                    self._store = open_store(
-                        options.spec,
-                        self.out,
-                        say=self.say,
-                        role_arn=options.role_arn,
-                        computer_endpoint_url=options.computer_endpoint_url,
-                        share_own=options.share_own,
-                        backend=self.backend,
-                        join=(options.network,) if options.network else (),
-                        namespace=self.namespace,
-                        kube_context=self.kube_context,
-                    )
-                except StoreError as exc:
-                    self._failed = exc
-                    raise
-            return self._store
-
-    @property
-    def opened(self) -> Store | None:
-        """The store, if it has been opened."""
-        return self._store
-
-    def networks(self, recording: bool) -> list[str]:
-        """The Docker networks a computer joins: the local store's (opened now,
-        before the computer, when it will record) and ``--network``."""
-        found: list[str] = []
-        if self.options.spec == "local" and recording:
-            store = self.get()
-            if isinstance(store, LocalStore) and store.network:
-                found.append(store.network)
-        if self.options.network:
-            found.append(self.options.network)
-        return found
-
-    def close(self) -> None:
-        with self._lock:
-            store, self._store = self._store, None
-        if store is not None:
-            store.close()

@@ -1,0 +1,169 @@
+"""A run's store, opened once for all its tasks: which one ``--store`` names
+(:mod:`.store`), whether a task needs one, and what would stop it before
+anything is deployed."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from agentenv.harness.engine import engine_problem
+from agentenv.harness.local_store import LocalStore, start_cluster, start_container
+from agentenv.harness.store import FolderStore, S3Store, Store, StoreError, valid_store
+
+__all__ = ["RunStore", "StoreOptions", "attaches", "open_store", "records", "store_problem"]
+
+
+def open_store(
+    spec: str,
+    out: Path,
+    *,
+    say: Any = print,
+    role_arn: str | None = None,
+    computer_endpoint_url: str | None = None,
+    share_own: bool = False,
+    backend: str = "docker",
+    join: tuple[str, ...] = (),
+    namespace: str | None = None,
+    kube_context: str | None = None,
+) -> Store:
+    """The store ``spec`` names: ``local`` (for ``backend``: a container on a
+    network of its own, an overlay for a swarm, joining ``join`` too; a pod
+    and Service in ``namespace`` for Kubernetes), ``file`` or
+    ``s3://bucket/prefix``."""
+    if spec == "local" and backend == "kubernetes":
+        return start_cluster(say, namespace=namespace, context=kube_context)
+    if spec == "local":
+        return start_container(say, swarm=backend == "swarm", join=join)
+    if spec == "file":
+        return FolderStore(out)
+    parts = urlsplit(spec)
+    if not valid_store(spec):
+        raise StoreError(f"--store {spec!r} is not a store: give local, file or s3://bucket/prefix")
+    import boto3
+
+    session = boto3.session.Session()
+    return S3Store(
+        parts.netloc,
+        parts.path.strip("/"),
+        session,
+        computer_endpoint_url=computer_endpoint_url,
+        role_arn=role_arn,
+        say=say,
+        share_own=share_own,
+    )
+
+
+@dataclass
+class StoreOptions:
+    """What ``agentenv run`` says of its store (the ``--store*`` and ``--network`` flags)."""
+
+    spec: str = "local"
+    role_arn: str | None = None
+    computer_endpoint_url: str | None = None
+    share_own: bool = False
+    #: A Docker network of this engine that computers the run starts join, and
+    #: the local store too (for a computer attached by URL that is on it).
+    network: str | None = None
+
+
+def records(task: Any) -> bool:
+    """Whether ``task`` (a :class:`~agentenv.harness.steps.Task`) starts a recording."""
+    return any(step.type == "start_browser_recording" for step in task.steps)
+
+
+def attaches(task: Any) -> bool:
+    """Whether ``task`` attaches to a computer by URL (one the run does not start)."""
+    return any(step.type == "deploy_env" and getattr(step, "url", None) for step in task.steps)
+
+
+def store_problem(options: StoreOptions, task: Any, backend: str) -> str | None:
+    """Why the run's store could not reach ``task``'s computers, found before
+    anything is deployed; None when it can (or the task records nothing)."""
+    if options.spec != "local" or not records(task):
+        return None
+    if backend == "kubernetes":
+        return None  # a pod and Service of its own, beside the computers' pods
+    if attaches(task) and not options.network:
+        return (
+            "a computer attached by URL cannot reach the local store, which serves only the "
+            "computers this run starts: give --network NAME (a Docker network of this engine "
+            "that the computer is on), or --store s3://bucket/prefix (a store it reaches)"
+        )
+    if backend in ("docker", "swarm"):
+        return engine_problem()
+    return None
+
+
+class RunStore:
+    """The store of one ``agentenv run`` (one task, or a batch): opened at its
+    first use, shared by the run's tasks (each recording has a grant of its
+    own), closed once, after the last computer has stopped."""
+
+    def __init__(
+        self,
+        options: StoreOptions,
+        out: Path,
+        *,
+        backend: str = "docker",
+        say: Any = print,
+        namespace: str | None = None,
+        kube_context: str | None = None,
+    ) -> None:
+        self.options, self.out, self.backend, self.say = options, out, backend, say
+        self.namespace, self.kube_context = namespace, kube_context
+        self._store: Store | None = None
+        self._failed: StoreError | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Store:
+        """The store, opened once; a store that failed to open fails every task
+        that needs it at once, with the same error (not a minute's wait each)."""
+        with self._lock:
+            if self._failed is not None:
+                raise StoreError(str(self._failed))
+            if self._store is None:
+                options = self.options
+                try:
+                    self._store = open_store(
+                        options.spec,
+                        self.out,
+                        say=self.say,
+                        role_arn=options.role_arn,
+                        computer_endpoint_url=options.computer_endpoint_url,
+                        share_own=options.share_own,
+                        backend=self.backend,
+                        join=(options.network,) if options.network else (),
+                        namespace=self.namespace,
+                        kube_context=self.kube_context,
+                    )
+                except StoreError as exc:
+                    self._failed = exc
+                    raise
+            return self._store
+
+    @property
+    def opened(self) -> Store | None:
+        """The store, if it has been opened."""
+        return self._store
+
+    def networks(self, recording: bool) -> list[str]:
+        """The Docker networks a computer joins: the local store's (opened now,
+        before the computer, when it will record) and ``--network``."""
+        found: list[str] = []
+        if self.options.spec == "local" and recording:
+            store = self.get()
+            if isinstance(store, LocalStore) and store.network:
+                found.append(store.network)
+        if self.options.network:
+            found.append(self.options.network)
+        return found
+
+    def close(self) -> None:
+        with self._lock:
+            store, self._store = self._store, None
+        if store is not None:
+            store.close()
