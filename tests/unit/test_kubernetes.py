@@ -110,7 +110,7 @@ CONTROL, USERS = "control-Zq8v1-not-anywhere-else", "alice:alice-Kp2-not-anywher
 
 
 def _backend() -> dict[str, dict[str, Any]]:
-    from agentenv.harness import kubernetes as k
+    from agentenv.harness import k8s_objects as k
 
     return {
         "Secret": k.secret(NAME, CONTROL, USERS),
@@ -186,7 +186,7 @@ def test_no_token_outside_the_secret() -> None:
 
 def test_the_relay_accepts_the_services_names_as_hosts() -> None:
     from agentenv.access import AccessDenied, check_host
-    from agentenv.harness import kubernetes as k
+    from agentenv.harness import k8s_objects as k
     from agentenv.settings import load
 
     (computer,) = k.pod(NAME, NAMESPACE, IMAGE)["spec"]["containers"]
@@ -261,7 +261,7 @@ def _pod_status(
 
 @pytest.mark.parametrize("reason", ["ErrImagePull", "ImagePullBackOff", "InvalidImageName"])
 def test_an_image_the_cluster_cannot_pull_fails_at_once(reason: str) -> None:
-    from agentenv.harness.kubernetes import progress
+    from agentenv.harness.k8s_status import progress
 
     state, why = progress(_pod_status("Pending", waiting=reason))
     assert state == "failed"
@@ -271,7 +271,7 @@ def test_an_image_the_cluster_cannot_pull_fails_at_once(reason: str) -> None:
 
 @pytest.mark.parametrize("reason", ["CrashLoopBackOff", "CreateContainerConfigError"])
 def test_a_container_that_cannot_start_fails_at_once(reason: str) -> None:
-    from agentenv.harness.kubernetes import progress
+    from agentenv.harness.k8s_status import progress
 
     state, why = progress(_pod_status("Pending", waiting=reason))
     assert state == "failed" and f"cannot start ({reason}" in why
@@ -279,7 +279,7 @@ def test_a_container_that_cannot_start_fails_at_once(reason: str) -> None:
 
 
 def test_a_pod_that_stopped_fails_naming_how() -> None:
-    from agentenv.harness.kubernetes import progress
+    from agentenv.harness.k8s_status import progress
 
     state, why = progress(_pod_status("Failed", init_terminated=("Error", 1)))
     assert state == "failed" and "folders Error (exit 1)" in why and "not restarted" in why
@@ -293,7 +293,7 @@ def test_a_pod_that_stopped_fails_naming_how() -> None:
 
 
 def test_a_starting_pod_is_waited_for_and_says_for_what() -> None:
-    from agentenv.harness.kubernetes import progress
+    from agentenv.harness.k8s_status import progress
 
     unscheduled = _pod_status(
         "Pending",
@@ -331,7 +331,7 @@ def test_a_refusal_says_what_the_api_server_said_and_no_more() -> None:
     from kubernetes.client import ApiException
 
     from agentenv.harness.computer import ComputerError
-    from agentenv.harness.kubernetes import refusal
+    from agentenv.harness.k8s_status import refusal
 
     forbidden = ApiException(status=403, reason="Forbidden")
     forbidden.headers = {"Audit-Id": "1", "X-Echo": "Bearer secret-header-value"}
@@ -548,7 +548,7 @@ def test_a_recording_task_on_kubernetes_starts_its_store_on_the_cluster(
 
 
 def test_the_stores_objects_fit_the_api_schemas_and_are_hardened() -> None:
-    from agentenv.harness import kubernetes as k
+    from agentenv.harness import k8s_objects as k
     from agentenv.harness.storeserver import ADMIN_KEYS, PORT
 
     name = "agentenv-store-0123456789ab"
@@ -667,7 +667,7 @@ def test_the_forward_carries_each_connection_to_a_stream_of_its_own(
     import socket
     import threading
 
-    from agentenv.harness.kubernetes import Forward
+    from agentenv.harness.port_forward import Forward
 
     opened = []
 
@@ -697,7 +697,7 @@ def test_the_forward_works_over_a_socketpair_as_the_clients_port_forward_gives()
     import socket
     import threading
 
-    from agentenv.harness.kubernetes import Forward
+    from agentenv.harness.port_forward import Forward
 
     def open_stream() -> socket.socket:
         ours, theirs = socket.socketpair()
@@ -722,7 +722,7 @@ def test_the_forward_works_over_a_socketpair_as_the_clients_port_forward_gives()
 
 def test_a_stream_that_cannot_be_opened_ends_the_connection_and_is_kept() -> None:
     from agentenv.harness.computer import ComputerError
-    from agentenv.harness.kubernetes import Forward
+    from agentenv.harness.port_forward import Forward
 
     def open_stream() -> Any:
         raise ComputerError("Kubernetes refused a port-forward (403): forbidden")
@@ -741,7 +741,7 @@ def test_closing_the_forward_ends_its_connections_and_its_listener(
 ) -> None:
     import socket
 
-    from agentenv.harness.kubernetes import Forward
+    from agentenv.harness.port_forward import Forward
 
     forward = Forward(lambda: socket.create_connection(echo, timeout=WAIT_S))
     conn = _dial(forward.port)

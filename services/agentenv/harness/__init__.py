@@ -8,7 +8,9 @@ imports nothing of the computer but :mod:`agentenv.protocol`.
 - :mod:`.urls` — tabs by URL, normalized as the browser does (no I/O);
 - :mod:`.computer` — a computer's API, deployed with the docker SDK or attached;
 - :mod:`.backends` — where computers start: Docker (:mod:`.engine`, hardened
-  by :mod:`.hardening`), Swarm (:mod:`.swarm`) or Kubernetes (:mod:`.kubernetes`);
+  by :mod:`.hardening`), Swarm (:mod:`.swarm`) or Kubernetes (:mod:`.kubernetes`,
+  with its objects in :mod:`.k8s_objects`, what a pod's status says in
+  :mod:`.k8s_status`, and :mod:`.port_forward`);
 - :mod:`.loopback` — a door for clients that cannot send a token (chromedriver);
 - :mod:`.store` — where recordings go: the stores' layout, policies, S3 and
   folder stores; :mod:`.local_store` (the run's own, with :mod:`.storeserver`,

@@ -50,30 +50,35 @@ import contextlib
 import json
 import os
 import secrets
-import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any
 
 from agentenv.harness.computer import DEFAULT_IMAGE, Computer, ComputerError, users_setting
-from agentenv.harness.hardening import CAPABILITIES
+from agentenv.harness.k8s_objects import (
+    API_PORT,
+    CDP_PORT,
+    STORE_IMAGE,
+    pod,
+    secret,
+    service,
+    store_pod,
+    store_service,
+)
+from agentenv.harness.k8s_status import progress, refusal, short
+from agentenv.harness.port_forward import Forward, pod_stream
 
 __all__ = [
+    "NAMESPACE_FILE",
     "Cluster",
-    "Forward",
+    "ClusterStore",
     "PodHandle",
-    "Progress",
-    "allowed_hosts",
     "connect",
     "deploy_pod",
-    "pod",
-    "progress",
-    "refusal",
-    "secret",
-    "service",
+    "deploy_store",
 ]
 
 #: How long a new pod may take to be scheduled, pull its image and be ready.
@@ -82,310 +87,7 @@ START_S = 300.0
 READY_S = 120.0
 #: Each API call's (connect, read) timeout.
 REQUEST_TIMEOUT = (10.0, 60.0)
-API_PORT, CDP_PORT = 8080, 9222
-NAME = "agentenv-computer"
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-RBAC = (
-    "pods, services and secrets: create, get, delete; pods: watch; "
-    "pods/portforward: get, create; pods/exec: get, create (the run's store's keys)"
-)
-
-# A container waiting for one of these will not become ready by waiting longer.
-_CANNOT_PULL = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
-_CANNOT_START = {
-    "CrashLoopBackOff",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "RunContainerError",
-}
-
-
-# -- the objects (no I/O) ------------------------------------------------------------
-
-
-def labels(name: str) -> dict[str, str]:
-    """Every object's labels: the manifests' name and part-of, the harness's
-    mark (``kubectl delete pod,svc,secret -l io.agentenv.harness`` cleans up
-    after a harness that was killed), and the instance the Service selects."""
-    return {
-        "app.kubernetes.io/name": NAME,
-        "app.kubernetes.io/part-of": "agentenv",
-        "app.kubernetes.io/instance": name,
-        "io.agentenv.harness": "1",
-    }
-
-
-def allowed_hosts(name: str, namespace: str) -> str:
-    """``AGENTENV_ALLOWED_HOSTS`` (a comma list) for the Service ``name``: the
-    forms in-cluster callers reach it by."""
-    return ",".join(
-        [
-            name,
-            f"{name}.{namespace}",
-            f"{name}.{namespace}.svc",
-            f"{name}.{namespace}.svc.cluster.local",
-        ]
-    )
-
-
-def secret(name: str, control: str, users: str) -> dict[str, Any]:
-    """The Secret the pod reads its tokens from (the only object holding them)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "labels": labels(name)},
-        "type": "Opaque",
-        "stringData": {"control-token": control, "users": users},
-    }
-
-
-def pod(name: str, namespace: str, image: str) -> dict[str, Any]:
-    """A computer's Pod: ``deploy/kubernetes/computer.yaml``'s, its tokens from
-    the Secret ``name``, never restarted."""
-    prepared = ["home-agentenv", "home-browser", "downloads", "log", "tmp", "run"]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "labels": labels(name),
-            "annotations": {
-                "prometheus.io/scrape": "true",
-                "prometheus.io/port": str(API_PORT),
-                "prometheus.io/path": "/metrics",
-            },
-        },
-        "spec": {
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-            "initContainers": [
-                {
-                    # An emptyDir starts root-owned: give each folder its owner.
-                    "name": "folders",
-                    "image": image,
-                    "command": [
-                        "sh",
-                        "-c",
-                        "install -d -o 1000 -g 1000 -m 0700 /w/home-agentenv && "
-                        "install -d -o 1001 -g 1001 -m 0700 /w/home-browser && "
-                        "install -d -o 1001 -g 1002 -m 2770 /w/downloads && "
-                        "install -d -o 0 -g 1000 -m 2770 /w/log && "
-                        "chmod 1777 /w/tmp && chmod 0755 /w/run",
-                    ],
-                    "securityContext": {
-                        "runAsUser": 0,
-                        "allowPrivilegeEscalation": False,
-                        "readOnlyRootFilesystem": True,
-                        "capabilities": {
-                            "drop": ["ALL"],
-                            "add": ["CHOWN", "FOWNER", "DAC_OVERRIDE"],
-                        },
-                    },
-                    "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}},
-                    "volumeMounts": [
-                        {"name": volume, "mountPath": f"/w/{volume}"} for volume in prepared
-                    ],
-                }
-            ],
-            "containers": [
-                {
-                    "name": "computer",
-                    "image": image,
-                    "ports": [
-                        {"name": "cdp", "containerPort": CDP_PORT},
-                        {"name": "api", "containerPort": API_PORT},
-                    ],
-                    "env": [
-                        {
-                            "name": "AGENTENV_CONTROL_TOKEN",
-                            "valueFrom": {"secretKeyRef": {"name": name, "key": "control-token"}},
-                        },
-                        {
-                            "name": "AGENTENV_USERS",
-                            "valueFrom": {"secretKeyRef": {"name": name, "key": "users"}},
-                        },
-                        {"name": "AGENTENV_ALLOWED_HOSTS", "value": allowed_hosts(name, namespace)},
-                    ],
-                    "securityContext": {
-                        # supervisord starts as root only to start each program as
-                        # its own user: SETUID and SETGID for that, KILL to stop them.
-                        "runAsUser": 0,
-                        "allowPrivilegeEscalation": False,
-                        "readOnlyRootFilesystem": True,
-                        "capabilities": {"drop": ["ALL"], "add": list(CAPABILITIES)},
-                    },
-                    "resources": {
-                        "requests": {"cpu": "500m", "memory": "1Gi"},
-                        "limits": {"cpu": "2", "memory": "3Gi"},
-                    },
-                    "livenessProbe": {
-                        "httpGet": {"path": "/healthz", "port": "api"},
-                        "periodSeconds": 10,
-                        "failureThreshold": 6,
-                    },
-                    "readinessProbe": {
-                        "httpGet": {"path": "/readyz", "port": "api"},
-                        "periodSeconds": 2,
-                        "failureThreshold": 3,
-                    },
-                    "startupProbe": {
-                        "httpGet": {"path": "/healthz", "port": "api"},
-                        "periodSeconds": 1,
-                        "failureThreshold": 60,
-                    },
-                    "volumeMounts": [
-                        {"name": "tmp", "mountPath": "/tmp"},
-                        {"name": "run", "mountPath": "/run/agentenv"},
-                        {"name": "home-agentenv", "mountPath": "/home/agentenv"},
-                        {"name": "home-browser", "mountPath": "/home/browser"},
-                        {"name": "downloads", "mountPath": "/var/lib/agentenv/downloads"},
-                        {"name": "log", "mountPath": "/var/log/agentenv"},
-                        {"name": "shm", "mountPath": "/dev/shm"},
-                    ],
-                }
-            ],
-            "volumes": [
-                {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}},
-                {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
-                {"name": "home-agentenv", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
-                {"name": "home-browser", "emptyDir": {"medium": "Memory", "sizeLimit": "512Mi"}},
-                {"name": "downloads", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}},
-                {"name": "log", "emptyDir": {"sizeLimit": "2Gi"}},
-                # Chromium keeps its shared memory in /tmp (--disable-dev-shm-usage);
-                # the sizes are a budget (harness/hardening.py).
-                {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
-            ],
-        },
-    }
-
-
-def service(name: str) -> dict[str, Any]:
-    """The ClusterIP Service in front of the pod ``name`` (and only it)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "labels": labels(name)},
-        "spec": {
-            "type": "ClusterIP",
-            "selector": {"app.kubernetes.io/instance": name},
-            "ports": [
-                {"name": "cdp", "port": CDP_PORT, "targetPort": "cdp"},
-                {"name": "api", "port": API_PORT, "targetPort": "api"},
-            ],
-        },
-    }
-
-
-# -- what a pod's status says (no I/O) -------------------------------------------------
-
-
-class Progress(NamedTuple):
-    """Where a starting pod is: ``ready``, ``waiting`` (``why``: for what) or
-    ``failed`` (``why``: what happened and what to do)."""
-
-    state: Literal["ready", "waiting", "failed"]
-    why: str
-
-
-def _short(text: Any, limit: int = 300) -> str:
-    found = " ".join(str(text or "").split())
-    return found if len(found) <= limit else found[: limit - 1] + "…"
-
-
-def progress(found: Mapping[str, Any]) -> Progress:
-    """Where the pod ``found`` is (a Pod as the API serves it: a dict with
-    camelCase keys, or a ``V1Pod`` through ``ApiClient.sanitize_for_serialization``)."""
-    name = (found.get("metadata") or {}).get("name", "the pod")
-    namespace = (found.get("metadata") or {}).get("namespace")
-    describe = f"kubectl describe pod {name}" + (f" -n {namespace}" if namespace else "")
-    status = found.get("status") or {}
-    phase = status.get("phase") or "Pending"
-    containers = [
-        *(status.get("initContainerStatuses") or []),
-        *(status.get("containerStatuses") or []),
-    ]
-    for each in containers:
-        waiting = (each.get("state") or {}).get("waiting") or {}
-        reason, message = waiting.get("reason"), _short(waiting.get("message"))
-        said = f"{reason}: {message}" if message else str(reason)
-        if reason in _CANNOT_PULL:
-            return Progress(
-                "failed",
-                f"the cluster cannot pull the image {each.get('image') or '?'} ({said}): push "
-                "it to a registry the cluster's nodes can pull from (or load it onto them) "
-                "and pass --image",
-            )
-        if reason in _CANNOT_START:
-            return Progress(
-                "failed",
-                f"the {each.get('name', '?')} container of {name} cannot start ({said}); "
-                f"see {describe}",
-            )
-    if phase in ("Failed", "Succeeded"):
-        ended = []
-        for each in containers:
-            done = (each.get("state") or {}).get("terminated")
-            if done and (done.get("exitCode") or phase == "Succeeded"):
-                ended.append(
-                    f"{each.get('name', '?')} {done.get('reason') or 'exited'} "
-                    f"(exit {done.get('exitCode')})"
-                    + (f": {_short(done.get('message'))}" if done.get("message") else "")
-                )
-        reason = status.get("reason") or ""
-        told = "; ".join(
-            p for p in (f"{reason}: {_short(status.get('message'))}" if reason else "", *ended) if p
-        )
-        return Progress(
-            "failed",
-            f"{name} stopped ({phase}{': ' + told if told else ''}); it is not restarted "
-            f"(a restarted computer would be a new browser); see {describe}",
-        )
-    conditions = {c.get("type"): c for c in status.get("conditions") or []}
-    if phase == "Running" and (conditions.get("Ready") or {}).get("status") == "True":
-        return Progress("ready", "ready")
-    scheduled = conditions.get("PodScheduled") or {}
-    if scheduled.get("status") == "False":
-        return Progress(
-            "waiting",
-            f"not scheduled ({scheduled.get('reason') or '?'}: {_short(scheduled.get('message'))})",
-        )
-    for each in containers:
-        waiting = (each.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason"):
-            return Progress("waiting", f"{each.get('name', '?')}: {waiting['reason']}")
-    if phase == "Running":
-        return Progress("waiting", "running, not ready yet (the readiness probe on /readyz)")
-    return Progress("waiting", phase.lower())
-
-
-def refusal(exc: Any, doing: str) -> ComputerError:
-    """A :class:`ComputerError` for the client's ``ApiException`` ``exc`` while
-    ``doing`` something: the API server's own message and what to do, never
-    the client's dump of the response's headers."""
-    status = getattr(exc, "status", None)
-    said = ""
-    with contextlib.suppress(ValueError, TypeError, AttributeError):
-        body = json.loads(exc.body)
-        said = _short(body.get("message")) if isinstance(body, dict) else ""
-    if not said:
-        reason = str(getattr(exc, "reason", None) or "")
-        said = _short(reason.splitlines()[0] if reason else "")
-    if status == 401:
-        hint = "the cluster does not accept these credentials: log in again (kubectl get pods)"
-    elif status == 403:
-        hint = f"the harness's user or service account needs RBAC for {RBAC}"
-    elif status == 404:
-        hint = "check that the namespace exists (--namespace)"
-    elif status in (None, 0):
-        hint = "is the API server reachable?"
-    else:
-        hint = ""
-    text = f"Kubernetes refused {doing} ({status or 'no answer'}): {said or 'no message'}"
-    # No status on the error: that is the computer's own, and a refusal here is
-    # the infrastructure's, whatever its code.
-    return ComputerError(text + (f"; {hint}" if hint else ""))
 
 
 # -- the cluster ------------------------------------------------------------------------
@@ -430,7 +132,7 @@ def connect(context: str | None = None, namespace: str | None = None) -> Cluster
             except config.ConfigException as exc:
                 raise ComputerError(
                     f"KUBERNETES_SERVICE_HOST is set but this pod has no service account "
-                    f"to use ({_short(str(exc).splitlines()[0])}): mount one, or give "
+                    f"to use ({short(str(exc).splitlines()[0])}): mount one, or give "
                     "--kube-context; nothing was deployed"
                 ) from None
             own = NAMESPACE_FILE.read_text().strip() if NAMESPACE_FILE.is_file() else ""
@@ -460,7 +162,7 @@ def connect(context: str | None = None, namespace: str | None = None) -> Cluster
             # The first line only: an exec plugin's failure goes on with its output.
             raise ComputerError(
                 f"no Kubernetes cluster to use: the kubeconfig ({path}) gives none "
-                f"({_short(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)}); "
+                f"({short(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)}); "
                 "set KUBECONFIG or --kube-context, or run the harness in a pod; "
                 "nothing was deployed"
             ) from None
@@ -472,144 +174,6 @@ def connect(context: str | None = None, namespace: str | None = None) -> Cluster
     return Cluster(
         configuration, namespace or in_context or "default", False, f"context {chosen['name']}"
     )
-
-
-# -- the port-forward ---------------------------------------------------------------------
-
-
-class Stream(Protocol):
-    """What :class:`Forward` carries a connection to: a socket, or the
-    client's port-forward socket."""
-
-    def recv(self, size: int, /) -> bytes: ...
-    def sendall(self, data: bytes, /) -> None: ...
-    def shutdown(self, how: int, /) -> None: ...
-    def close(self) -> None: ...
-
-
-#: How often the accepting thread looks whether the forward was closed.
-ACCEPT_POLL_S = 0.25
-
-
-def _carry(source: Stream, sink: Stream, ends: tuple[Stream, Stream]) -> None:
-    """Bytes from ``source`` to ``sink`` until either side ends; then both
-    end (no half-close: HTTP and WebSocket clients do not use it)."""
-    try:
-        while data := source.recv(65536):
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for end in ends:
-            with contextlib.suppress(OSError):
-                end.shutdown(socket.SHUT_RDWR)
-
-
-class Forward:
-    """A listener on 127.0.0.1 (a port of its own) whose every connection is
-    carried to a new stream from ``open_stream()``: for a computer out of the
-    cluster, a port-forward to its pod. :meth:`close` stops it and its
-    connections. ``error`` keeps why the last stream could not be opened.
-
-    Each connection has a thread of its own: a stream that never opens (the
-    client's WebSocket connect takes no timeout) holds only that connection,
-    which the caller's own timeout gives up on."""
-
-    def __init__(self, open_stream: Callable[[], Stream], name: str = "forward") -> None:
-        self._open_stream = open_stream
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(ACCEPT_POLL_S)
-        self.port: int = self._listener.getsockname()[1]
-        self.error: str | None = None
-        self._lock = threading.Lock()
-        self._live: set[Stream] = set()
-        self._closed = threading.Event()
-        self._thread = threading.Thread(target=self._accept, name=name, daemon=True)
-        self._thread.start()
-
-    @property
-    def address(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _accept(self) -> None:
-        while not self._closed.is_set():
-            try:
-                local, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return  # closed
-            local.setblocking(True)
-            with self._lock:
-                if self._closed.is_set():
-                    local.close()
-                    return
-                self._live.add(local)
-            threading.Thread(target=self._serve, args=(local,), daemon=True).start()
-
-    def _serve(self, local: socket.socket) -> None:
-        remote: Stream | None = None
-        try:
-            try:
-                remote = self._open_stream()
-            except Exception as exc:  # the client's: refused, unreachable, pod gone
-                self.error = _short(exc)
-                return
-            with self._lock:
-                if self._closed.is_set():
-                    return
-                self._live.add(remote)
-            back = threading.Thread(
-                target=_carry, args=(remote, local, (local, remote)), daemon=True
-            )
-            back.start()
-            _carry(local, remote, (local, remote))
-            back.join(5.0)  # _carry ended both: the other direction ends at once
-        finally:
-            for end in (local, remote):
-                if end is not None:
-                    with self._lock:
-                        self._live.discard(end)
-                    with contextlib.suppress(OSError):
-                        end.close()
-
-    def close(self) -> None:
-        self._closed.set()
-        with contextlib.suppress(OSError):
-            self._listener.close()
-        with self._lock:
-            live = list(self._live)
-        for end in live:
-            with contextlib.suppress(OSError):
-                end.shutdown(socket.SHUT_RDWR)
-        self._thread.join(2 * ACCEPT_POLL_S + 1.0)
-
-
-def _pod_stream(configuration: Any, name: str, namespace: str, port: int) -> Callable[[], Stream]:
-    """A new port-forward to ``port`` of the pod, one per connection."""
-
-    def open_stream() -> Stream:
-        from kubernetes import client
-        from kubernetes.stream import portforward
-
-        # An ApiClient of its own: portforward() swaps the client's request
-        # method while it connects, which would race with any other call.
-        api = client.ApiClient(configuration)
-        try:
-            forwarded = portforward(
-                client.CoreV1Api(api).connect_get_namespaced_pod_portforward,
-                name,
-                namespace,
-                ports=str(port),
-            )
-        except client.ApiException as exc:
-            raise refusal(exc, f"a port-forward to {name}:{port}") from None
-        finally:
-            api.close()
-        stream: Stream = forwarded.socket(port)
-        return stream
-
-    return open_stream
 
 
 # -- the computer ------------------------------------------------------------------------
@@ -696,7 +260,7 @@ def _wait_started(core: Any, namespace: str, name: str, seconds: float) -> None:
         except ComputerError:
             raise
         except Exception as exc:  # urllib3's: a read timed out or the stream broke
-            broke = f" (the watch broke: {type(exc).__name__}: {_short(exc, 120)})"
+            broke = f" (the watch broke: {type(exc).__name__}: {short(exc, 120)})"
             time.sleep(min(1.0, max(0.0, ends - time.monotonic())))  # not a busy loop
         finally:
             watching.stop()
@@ -728,7 +292,7 @@ def _create(
         except Exception as exc:  # urllib3's: the API server cannot be reached
             raise ComputerError(
                 f"cannot reach the Kubernetes API at {cluster.configuration.host} "
-                f"({cluster.where}): {type(exc).__name__}: {_short(exc)}"
+                f"({cluster.where}): {type(exc).__name__}: {short(exc)}"
                 + ("; nothing was deployed" if not handle.created else "")
             ) from None
         handle.created.append(kind)
@@ -764,7 +328,7 @@ def deploy_pod(
         else:
             handle.forwards = [
                 Forward(
-                    _pod_stream(cluster.configuration, name, ns, port),
+                    pod_stream(cluster.configuration, name, ns, port),
                     f"port-forward {name}:{port}",
                 )
                 for port in (API_PORT, CDP_PORT)
@@ -786,92 +350,6 @@ def deploy_pod(
 
 
 # -- the run's store on the cluster -----------------------------------------------------
-
-#: The run store's image, port and keys file (images/store/Dockerfile).
-STORE_IMAGE = "agentenv/store:latest"
-STORE_NAME = "agentenv-store"
-STORE_UID = 10001
-
-
-def store_labels(name: str) -> dict[str, str]:
-    """The store's labels: its own name (no computer's NetworkPolicy or
-    Service selects it), the harness's mark as ``store``."""
-    return {
-        "app.kubernetes.io/name": STORE_NAME,
-        "app.kubernetes.io/part-of": "agentenv",
-        "app.kubernetes.io/instance": name,
-        "io.agentenv.harness": "store",
-    }
-
-
-def store_pod(name: str, image: str) -> dict[str, Any]:
-    """The run's store as a pod: its image's own program (signatures and IAM
-    checked, moto's management API refused), non-root, read-only, never
-    restarted (a restarted store would have lost what it held), ready once it
-    has written its administrator's keys."""
-    from agentenv.harness.storeserver import ADMIN_KEYS, PORT
-
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": store_labels(name)},
-        "spec": {
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": {
-                "runAsUser": STORE_UID,
-                "runAsGroup": STORE_UID,
-                "runAsNonRoot": True,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [
-                {
-                    "name": "store",
-                    "image": image,
-                    "ports": [{"name": "s3", "containerPort": PORT}],
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "readOnlyRootFilesystem": True,
-                        "capabilities": {"drop": ["ALL"]},
-                    },
-                    "resources": {
-                        "requests": {"cpu": "100m", "memory": "256Mi"},
-                        "limits": {"cpu": "1", "memory": "1Gi"},
-                    },
-                    "readinessProbe": {
-                        "exec": {"command": ["test", "-s", ADMIN_KEYS]},
-                        "periodSeconds": 1,
-                        "failureThreshold": 60,
-                    },
-                    "volumeMounts": [
-                        {"name": "keys", "mountPath": str(Path(ADMIN_KEYS).parent)},
-                        {"name": "tmp", "mountPath": "/tmp"},
-                    ],
-                }
-            ],
-            "volumes": [
-                {"name": "keys", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-                {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
-            ],
-        },
-    }
-
-
-def store_service(name: str) -> dict[str, Any]:
-    """The ClusterIP Service the computers' pods reach the store at."""
-    from agentenv.harness.storeserver import PORT
-
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "labels": store_labels(name)},
-        "spec": {
-            "type": "ClusterIP",
-            "selector": {"app.kubernetes.io/instance": name},
-            "ports": [{"name": "s3", "port": PORT, "targetPort": "s3"}],
-        },
-    }
 
 
 @dataclass
@@ -947,7 +425,7 @@ def deploy_store(
             endpoint = inside
         else:
             handle.forwards = [
-                Forward(_pod_stream(cluster.configuration, name, ns, PORT), f"port-forward {name}")
+                Forward(pod_stream(cluster.configuration, name, ns, PORT), f"port-forward {name}")
             ]
             endpoint = handle.forwards[0].address
         return ClusterStore(handle, keys, endpoint, inside)
