@@ -147,7 +147,7 @@ def test_boot_control_token_keeps_an_open_computer_open() -> None:
 
 
 def test_json_new_reads_its_url_as_chromium_does() -> None:
-    from agentenv.relay.server import new_tab_url
+    from agentenv.relay.http_commands import new_tab_url
 
     assert new_tab_url("https://x/?a=1&token=S&user=u") == "https://x/?a=1"
     assert new_tab_url("token=S") == ""
@@ -158,7 +158,7 @@ def test_json_new_reads_its_url_as_chromium_does() -> None:
 
 
 def test_target_ids_never_carry_a_path() -> None:
-    from agentenv.relay.server import TARGET_ID
+    from agentenv.relay.requests import TARGET_ID
 
     assert TARGET_ID.match("0A1B2C3D4E5F60718293A4B5C6D7E8F9")
     assert TARGET_ID.match("a95b08ff-5821-4322-9a0e-a8323de505c1")

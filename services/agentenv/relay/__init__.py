@@ -22,8 +22,12 @@ The connection's rules, without I/O:
 
 The I/O around them:
 
-- :mod:`.server` — the aiohttp application: discovery over HTTP, CDP over WebSocket;
-- :mod:`.proxy` — one client bridged to its own upstream connection;
+- :mod:`.server` — the aiohttp application: discovery over HTTP, CDP over
+  WebSocket; :mod:`.http_commands` (``/json/new``, ``close``, ``activate``) and
+  :mod:`.requests` (its keys, and what handlers read from a request);
+- :mod:`.proxy` — one client bridged to its own upstream connection, with
+  :mod:`.control` (the ``AgentEnv.*`` commands) and :mod:`.metered` (its
+  readers, counted);
 - :mod:`.logbook` — what the relay writes to the action log;
 - :mod:`.watcher` — the relay's own connection to Chromium, with
   :mod:`.quotas` (storage quotas) and :mod:`.downloads` (each scope's downloads);

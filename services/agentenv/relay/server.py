@@ -12,24 +12,18 @@ restart can reconnect with it; so does the root, ``ws://host:9222/?token=…``,
 as Browserless and Steel users connect. ``/devtools/page/<id>`` reaches only
 web pages, never the browser's own UI, and discovery lists only those.
 
-``/json/new?<url>`` is decoded once, as Chromium decodes it, checked, and the
-tab is opened by the relay itself with ``Target.createTarget``: the raw query
-never reaches Chromium, so the check and the browser cannot read it apart. It
-takes only PUT, as Chromium does: a GET can come from any web page the user
-visits (an ``<img>`` sends one, with no ``Origin``), and with no users
-configured it would open tabs in the computer.
+The HTTP commands that act (``/json/new``, ``/json/close``, ``/json/activate``)
+are :mod:`agentenv.relay.http_commands`; what every handler reads from a
+request is :mod:`agentenv.relay.requests`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
-from urllib.parse import unquote_to_bytes
 from weakref import WeakKeyDictionary, WeakSet
 
 import aiohttp
@@ -37,10 +31,8 @@ from aiohttp import web
 
 from agentenv.access import (
     Identity,
-    bearer_token,
     check_host,
     check_origin,
-    identify,
 )
 from agentenv.http import BODY_LIMIT, error_middleware, error_response
 from agentenv.log.writer import LogWriter
@@ -49,9 +41,32 @@ from agentenv.process import log_dir
 from agentenv.relay import discovery, guard
 from agentenv.relay.core import ClientState
 from agentenv.relay.errors import RelayError, UpstreamError
+from agentenv.relay.http_commands import json_activate, json_close, json_new, json_new_get
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import InFlight
 from agentenv.relay.proxy import bridge
+from agentenv.relay.requests import (
+    TARGET_ID,
+    agents_key,
+    client_address,
+    client_key,
+    granted_key,
+    http_entry,
+    identity_of,
+    in_scope,
+    in_scopes_key,
+    inflight_key,
+    logbook_key,
+    numbers_key,
+    per_user_key,
+    reading_key,
+    scope_of,
+    settings_key,
+    sockets_key,
+    token_of,
+    upstream_json,
+    watcher_key,
+)
 from agentenv.relay.scopes import Scope
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
@@ -60,27 +75,6 @@ from agentenv.settings import Settings, open_to_pages
 __all__ = ["make_app", "settings_key"]
 
 log = logging.getLogger("agentenv.relay")
-
-settings_key = web.AppKey("settings", Settings)
-client_key = web.AppKey("client", aiohttp.ClientSession)
-sockets_key: web.AppKey[WeakSet[web.WebSocketResponse]] = web.AppKey("sockets")
-#: Each open connection acting in a scope other than home, with its scope.
-in_scopes_key: web.AppKey[WeakKeyDictionary[web.WebSocketResponse, Scope]] = web.AppKey("in_scopes")
-#: Agents' connections open or connecting (AGENTENV_MAX_CONNECTIONS counts them).
-agents_key: web.AppKey[list[int]] = web.AppKey("agents")
-#: Bytes of agents' big messages being handled (relay/memory.py).
-inflight_key = web.AppKey("inflight", InFlight)
-#: Bytes agents' connections have read, each way, and not yet handed on.
-reading_key = web.AppKey("reading", InFlight)
-#: Each user's agent connections open or connecting (AGENTENV_MAX_CONNECTIONS_PER_USER).
-per_user_key: web.AppKey[dict[str, int]] = web.AppKey("per_user")
-numbers_key: web.AppKey[itertools.count[int]] = web.AppKey("numbers")
-logbook_key = web.AppKey("logbook", Logbook)
-watcher_key = web.AppKey("watcher", Watcher)
-granted_key = web.AppKey("granted", Granted)
-
-#: What a target id looks like (Chromium's are 32 hex digits; some are UUIDs).
-TARGET_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 
 _KNOWN = (
     "/json/version, /json/list, /json, /json/protocol, /json/new?<url>, "
@@ -102,67 +96,23 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     return await handler(request)
 
 
-def _token(request: web.Request) -> str | None:
-    return bearer_token(request.headers.get("Authorization")) or request.query.get("token")
-
-
-def _identity(request: web.Request, *, open_path: bool = False) -> Identity:
-    settings = request.app[settings_key]
-    token = _token(request)
-    granted = request.app[granted_key].get(token)
-    if granted is not None:
-        return granted.identity
-    return identify(settings, token, request.query.get("user"), open_path=open_path)
-
-
-def _client_address(request: web.Request) -> discovery.ClientAddress:
-    forwarded = request.headers.get("X-Forwarded-Proto", "").lower()
-    return discovery.ClientAddress(
-        host=request["host"],
-        secure=forwarded == "https",
-        token=request.query.get("token"),
-        user=request.query.get("user"),
-    )
-
-
-async def _upstream_json(request: web.Request, path: str, method: str = "GET") -> Any:
-    settings = request.app[settings_key]
-    client = request.app[client_key]
-    url = settings.chromium_http + path
-    try:
-        async with client.request(method, url) as answer:
-            body = await answer.read()
-            if answer.status != 200:
-                text = body.decode(errors="replace")[:500]
-                raise UpstreamError(f"Chromium answered {answer.status}: {text}", answer.status)
-    except (aiohttp.ClientError, OSError, TimeoutError):
-        raise UpstreamError(
-            f"Chromium is not answering on {settings.chromium_host}:{settings.chromium_port} "
-            "(starting or restarting); retry when /readyz says ready"
-        ) from None
-    try:
-        return json.loads(body)
-    except ValueError:
-        raise UpstreamError(f"Chromium's {path} answer is not JSON", 502) from None
-
-
 async def _discovery(request: web.Request, path: str, *, open_path: bool = False) -> web.Response:
-    identity = _identity(request, open_path=open_path)
+    identity = identity_of(request, open_path=open_path)
     settings = request.app[settings_key]
-    body = await _upstream_json(request, path)
+    body = await upstream_json(request, path)
     if path == "/json/list":
-        scope = await _scope_of(request, identity)
+        scope = await scope_of(request, identity)
         body = (
             [
                 t
                 for t in body
-                if isinstance(t, dict) and _web(t) and _in_scope(request, scope, str(t.get("id")))
+                if isinstance(t, dict) and _web(t) and in_scope(request, scope, str(t.get("id")))
             ]
             if isinstance(body, list)
             else []
         )
     upstream = f"{settings.chromium_host}:{settings.chromium_port}"
-    return web.json_response(discovery.rewrite(body, upstream, _client_address(request)))
+    return web.json_response(discovery.rewrite(body, upstream, client_address(request)))
 
 
 def _web(target: dict[str, Any]) -> bool:
@@ -182,144 +132,12 @@ async def json_protocol(request: web.Request) -> web.Response:
     return await _discovery(request, "/json/protocol")
 
 
-def _http_entry(
-    request: web.Request,
-    identity: Identity,
-    method: str,
-    params: dict[str, Any],
-    scope: Scope | None = None,
-) -> int:
-    """An entry for a discovery call that acts, logged as the command it stands for."""
-    numbers = request.app[numbers_key]
-    tab = params.get("targetId")
-    return request.app[logbook_key].begin_command(
-        identity,
-        next(numbers),
-        request.query.get("tag"),
-        method,
-        params,
-        tab if isinstance(tab, str) else None,
-        scope=scope.name if scope is not None else None,
-    )
-
-
-def new_tab_url(raw_query: str) -> str:
-    """``/json/new``'s URL as Chromium reads it: the raw query without the
-    ``token=``/``user=``/``tag=`` pairs the relay read, percent-decoded once."""
-    kept = [p for p in raw_query.split("&") if p.split("=", 1)[0] not in ("token", "user", "tag")]
-    return unquote_to_bytes("&".join(kept)).decode("utf-8", errors="replace")
-
-
-async def json_new_get(request: web.Request) -> web.Response:
-    """GET /json/new: refused, as Chromium refuses it (a drive-by page's verb)."""
-    answer = _error(
-        405,
-        "GET /json/new is refused, as Chromium refuses it: any web page can send a GET "
-        "(an <img>) and would open tabs here; send PUT /json/new?<url>",
-    )
-    answer.headers["Allow"] = "PUT"
-    return answer
-
-
-async def json_new(request: web.Request) -> web.Response:
-    identity = _identity(request)
-    settings = request.app[settings_key]
-    logbook = request.app[logbook_key]
-    url = new_tab_url(request.rel_url.raw_query_string)
-    params = {"url": url or "about:blank"}
-    scope = await _scope_of(request, identity)
-    entry = _http_entry(request, identity, "Target.createTarget", params, scope)
-    verdict = guard.check_url(params["url"])
-    if verdict is not None:
-        logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
-        raise RelayError(verdict.message, 403)
-    try:
-        context = scope.context if scope is not None else None
-        opened = await request.app[watcher_key].create_target(params["url"], context)
-    except RelayError as exc:
-        logbook.end_command(entry, False, exc.message)
-        raise
-    logbook.end_command(entry, True, opened=opened)
-    listed = await _upstream_json(request, "/json/list")
-    found = next(
-        (t for t in listed if isinstance(t, dict) and t.get("id") == opened),
-        {"id": opened, "type": "page", "url": params["url"], "title": ""},
-    )
-    upstream = f"{settings.chromium_host}:{settings.chromium_port}"
-    return web.json_response(discovery.rewrite(found, upstream, _client_address(request)))
-
-
-async def _json_target_op(request: web.Request, op: str, method: str) -> web.Response:
-    identity = _identity(request)
-    settings = request.app[settings_key]
-    logbook = request.app[logbook_key]
-    target = request.match_info["id"]
-    if not TARGET_ID.match(target):
-        # The id goes into a URL of Chromium's: nothing but an id may (../list).
-        raise RelayError("no such target: ids are letters, digits and dashes (/json/list)", 404)
-    params = {"targetId": target}
-    scope = await _scope_of(request, identity)
-    entry = _http_entry(request, identity, method, params, scope)
-    if not _in_scope(request, scope, target):
-        logbook.end_command(
-            entry,
-            False,
-            "No target with given id found",
-            guard={"rule": "scope", "action": "blocked"},
-        )
-        raise RelayError(f"no such target {target[:64]!r}: list pages with /json/list", 404)
-    verdict = guard.check(
-        method, params, str(settings.downloads_dir), request.app[watcher_key].target
-    )
-    if verdict is not None:
-        logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
-        raise RelayError(verdict.message, 403)
-    url = f"{settings.chromium_http}/json/{op}/{target}"
-    try:
-        async with request.app[client_key].get(url) as answer:
-            text = await answer.text()
-    except (aiohttp.ClientError, OSError, TimeoutError):
-        logbook.end_command(entry, False, "Chromium is not answering")
-        raise UpstreamError("Chromium is not answering; retry when /readyz says ready") from None
-    logbook.end_command(entry, answer.status == 200, None if answer.status == 200 else text)
-    return web.Response(status=answer.status, text=text, content_type="text/plain")
-
-
-async def json_close(request: web.Request) -> web.Response:
-    return await _json_target_op(request, "close", "Target.closeTarget")
-
-
-async def json_activate(request: web.Request) -> web.Response:
-    return await _json_target_op(request, "activate", "Target.activateTarget")
-
-
-async def _scope_of(request: web.Request, identity: Identity) -> Scope | None:
-    """The scope a connection acts in, its browser context made on first need
-    (None: it sees every scope, or the computer has one). The control token
-    may name one (``AgentEnv-Scope``: the app's ops act in the home scope)."""
-    watcher = request.app[watcher_key]
-    name = watcher.scopes.name_for(identity)
-    asked = request.headers.get("AgentEnv-Scope")
-    if identity.control and asked and watcher.scopes.isolated:
-        if asked not in set(watcher.scopes.by_user.values()):
-            raise RelayError(
-                f"no scope {asked[:64]!r}: AgentEnv-Scope names a scope of AGENTENV_USERS", 400
-            )
-        name = asked
-    return await watcher.scope(name) if name is not None else None
-
-
-def _in_scope(request: web.Request, scope: Scope | None, target: str) -> bool:
-    """Whether ``target`` is the scope's (any target, for no scope)."""
-    return scope is None or scope.holds(request.app[watcher_key].context_of(target))
-
-
 async def _upstream_ws_url(
     request: web.Request, kind: str, target: str, identity: Identity, scope: Scope | None
 ) -> str:
     settings = request.app[settings_key]
     if kind == "browser":
-        version = await _upstream_json(request, "/json/version")
+        version = await upstream_json(request, "/json/version")
         url = version.get("webSocketDebuggerUrl") if isinstance(version, dict) else None
         if not isinstance(url, str):
             raise UpstreamError("Chromium's /json/version has no webSocketDebuggerUrl", 502)
@@ -327,21 +145,21 @@ async def _upstream_ws_url(
     if not TARGET_ID.match(target):
         raise RelayError("no such page: ids are letters, digits and dashes (/json/list)", 404)
     # A page endpoint reaches web pages only: Chromium's own list says what it is.
-    listed = await _upstream_json(request, "/json/list")
+    listed = await upstream_json(request, "/json/list")
     found = next((t for t in listed if isinstance(t, dict) and t.get("id") == target), None)
-    if found is None or not _in_scope(request, scope, target):
+    if found is None or not in_scope(request, scope, target):
         raise RelayError(f"no page {target[:64]!r}: list pages with /json/list", 404)
     if not _web(found):
         verdict = guard.web_target_verdict()
         logbook = request.app[logbook_key]
-        entry = _http_entry(request, identity, "Target.attachToTarget", {"targetId": target}, scope)
+        entry = http_entry(request, identity, "Target.attachToTarget", {"targetId": target}, scope)
         logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
         raise RelayError(verdict.message, 403)
     return f"ws://{settings.chromium_host}:{settings.chromium_port}/devtools/page/{target}"
 
 
 async def devtools(request: web.Request) -> web.StreamResponse:
-    identity = _identity(request)
+    identity = identity_of(request)
     settings = request.app[settings_key]
     client = web.WebSocketResponse(
         # An agent's message is held whole while it is read: bounded per
@@ -397,7 +215,7 @@ async def _bridge(
     settings = request.app[settings_key]
     kind = request.match_info.get("kind", "browser")
     target = request.match_info.get("id", "")
-    scope = await _scope_of(request, identity)
+    scope = await scope_of(request, identity)
     url = await _upstream_ws_url(request, kind, target, identity, scope)
     try:
         upstream = await request.app[client_key].ws_connect(
@@ -417,7 +235,7 @@ async def _bridge(
         return _error(502, f"Chromium refused the connection ({exc.status})")
     except (aiohttp.ClientError, OSError, TimeoutError):
         return _error(503, "Chromium is not answering; retry when /readyz says ready")
-    granted = request.app[granted_key].get(_token(request))
+    granted = request.app[granted_key].get(token_of(request))
     tag = (
         granted.tag
         if granted is not None
@@ -479,7 +297,7 @@ async def _bridge(
 
 async def metrics(request: web.Request) -> web.Response:
     """The relay's counts, for the app server's /metrics (the control token)."""
-    if not _identity(request).control:
+    if not identity_of(request).control:
         return _error(403, "the relay's counts take the control token: read the app's /metrics")
     return web.Response(body=render(RELAY), headers={"Content-Type": CONTENT_TYPE})
 

@@ -1,0 +1,156 @@
+"""What the relay's handlers read from a request and from the application:
+its keys (typed ``AppKey``s, set by :func:`agentenv.relay.server.make_app`),
+who is calling, the address the client used, a call to Chromium's own HTTP
+endpoints, the scope the caller acts in, and the log entry for an HTTP call
+that acts."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from typing import Any
+from weakref import WeakKeyDictionary, WeakSet
+
+import aiohttp
+from aiohttp import web
+
+from agentenv.access import Identity, bearer_token, identify
+from agentenv.relay import discovery
+from agentenv.relay.errors import RelayError, UpstreamError
+from agentenv.relay.logbook import Logbook
+from agentenv.relay.memory import InFlight
+from agentenv.relay.scopes import Scope
+from agentenv.relay.tokens import Granted
+from agentenv.relay.watcher import Watcher
+from agentenv.settings import Settings
+
+__all__ = [
+    "TARGET_ID",
+    "agents_key",
+    "client_address",
+    "client_key",
+    "granted_key",
+    "http_entry",
+    "identity_of",
+    "in_scope",
+    "in_scopes_key",
+    "inflight_key",
+    "logbook_key",
+    "numbers_key",
+    "per_user_key",
+    "reading_key",
+    "scope_of",
+    "settings_key",
+    "sockets_key",
+    "token_of",
+    "upstream_json",
+    "watcher_key",
+]
+
+settings_key = web.AppKey("settings", Settings)
+client_key = web.AppKey("client", aiohttp.ClientSession)
+sockets_key: web.AppKey[WeakSet[web.WebSocketResponse]] = web.AppKey("sockets")
+#: Each open connection acting in a scope other than home, with its scope.
+in_scopes_key: web.AppKey[WeakKeyDictionary[web.WebSocketResponse, Scope]] = web.AppKey("in_scopes")
+#: Agents' connections open or connecting (AGENTENV_MAX_CONNECTIONS counts them).
+agents_key: web.AppKey[list[int]] = web.AppKey("agents")
+#: Bytes of agents' big messages being handled (relay/memory.py).
+inflight_key = web.AppKey("inflight", InFlight)
+#: Bytes agents' connections have read, each way, and not yet handed on.
+reading_key = web.AppKey("reading", InFlight)
+#: Each user's agent connections open or connecting (AGENTENV_MAX_CONNECTIONS_PER_USER).
+per_user_key: web.AppKey[dict[str, int]] = web.AppKey("per_user")
+numbers_key: web.AppKey[itertools.count[int]] = web.AppKey("numbers")
+logbook_key = web.AppKey("logbook", Logbook)
+watcher_key = web.AppKey("watcher", Watcher)
+granted_key = web.AppKey("granted", Granted)
+
+#: What a target id looks like (Chromium's are 32 hex digits; some are UUIDs).
+TARGET_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+
+
+def token_of(request: web.Request) -> str | None:
+    return bearer_token(request.headers.get("Authorization")) or request.query.get("token")
+
+
+def identity_of(request: web.Request, *, open_path: bool = False) -> Identity:
+    settings = request.app[settings_key]
+    token = token_of(request)
+    granted = request.app[granted_key].get(token)
+    if granted is not None:
+        return granted.identity
+    return identify(settings, token, request.query.get("user"), open_path=open_path)
+
+
+def client_address(request: web.Request) -> discovery.ClientAddress:
+    forwarded = request.headers.get("X-Forwarded-Proto", "").lower()
+    return discovery.ClientAddress(
+        host=request["host"],
+        secure=forwarded == "https",
+        token=request.query.get("token"),
+        user=request.query.get("user"),
+    )
+
+
+async def upstream_json(request: web.Request, path: str, method: str = "GET") -> Any:
+    settings = request.app[settings_key]
+    client = request.app[client_key]
+    url = settings.chromium_http + path
+    try:
+        async with client.request(method, url) as answer:
+            body = await answer.read()
+            if answer.status != 200:
+                text = body.decode(errors="replace")[:500]
+                raise UpstreamError(f"Chromium answered {answer.status}: {text}", answer.status)
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        raise UpstreamError(
+            f"Chromium is not answering on {settings.chromium_host}:{settings.chromium_port} "
+            "(starting or restarting); retry when /readyz says ready"
+        ) from None
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise UpstreamError(f"Chromium's {path} answer is not JSON", 502) from None
+
+
+async def scope_of(request: web.Request, identity: Identity) -> Scope | None:
+    """The scope a connection acts in, its browser context made on first need
+    (None: it sees every scope, or the computer has one). The control token
+    may name one (``AgentEnv-Scope``: the app's ops act in the home scope)."""
+    watcher = request.app[watcher_key]
+    name = watcher.scopes.name_for(identity)
+    asked = request.headers.get("AgentEnv-Scope")
+    if identity.control and asked and watcher.scopes.isolated:
+        if asked not in set(watcher.scopes.by_user.values()):
+            raise RelayError(
+                f"no scope {asked[:64]!r}: AgentEnv-Scope names a scope of AGENTENV_USERS", 400
+            )
+        name = asked
+    return await watcher.scope(name) if name is not None else None
+
+
+def in_scope(request: web.Request, scope: Scope | None, target: str) -> bool:
+    """Whether ``target`` is the scope's (any target, for no scope)."""
+    return scope is None or scope.holds(request.app[watcher_key].context_of(target))
+
+
+def http_entry(
+    request: web.Request,
+    identity: Identity,
+    method: str,
+    params: dict[str, Any],
+    scope: Scope | None = None,
+) -> int:
+    """An entry for a discovery call that acts, logged as the command it stands for."""
+    numbers = request.app[numbers_key]
+    tab = params.get("targetId")
+    return request.app[logbook_key].begin_command(
+        identity,
+        next(numbers),
+        request.query.get("tag"),
+        method,
+        params,
+        tab if isinstance(tab, str) else None,
+        scope=scope.name if scope is not None else None,
+    )
