@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from agentenv.log.cdp_params import redact_params
 from agentenv.log.redact import (
     REDACTED,
     credential_key,
     cut,
     redact,
-    redact_params,
     redact_text,
     secret_header,
     withheld,

@@ -29,10 +29,10 @@ from typing import Any
 
 import orjson
 
+from agentenv.log.cdp_params import redact_params, resolved
 from agentenv.log.errors import LogError, LogLocked
 from agentenv.log.lines import Kind, encode, iso_ms, line
 from agentenv.log.numbering import STALLED_S, Numbering, recover
-from agentenv.log.redact import redact_params, resolved
 
 __all__ = ["LogWriter"]
 

@@ -17,9 +17,10 @@ from typing import Any
 import orjson
 
 from agentenv.access import Identity
+from agentenv.log.cdp_params import redact_params
 from agentenv.log.lines import BROWSER_EXITED
 from agentenv.log.marks import ACTING, READING, acts
-from agentenv.log.redact import redact, redact_cut, redact_params, redact_text, withheld
+from agentenv.log.redact import redact, redact_cut, redact_text, withheld
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import RELAY
 from agentenv.protocol.control import BeginAction, EndAction
@@ -243,7 +244,7 @@ class Logbook:
                 fields["url"] = safe if safe is not None else self._safe_url(info.url)
         if acting:
             # Redacted when the line is written, after the client's answer
-            # (log.redact.resolved: a (method, params) pair until then).
+            # (log.cdp_params.resolved: a (method, params) pair until then).
             if typed is None and params and not params.keys() <= PARAMS.get(method, params.keys()):
                 params = used_params(method, params)
             fields["params"] = typed if typed is not None else (method, params)

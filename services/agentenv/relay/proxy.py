@@ -42,9 +42,9 @@ import aiohttp
 import orjson
 from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 
+from agentenv.log.cdp_params import redact_params
 from agentenv.log.errors import LogError
 from agentenv.log.marks import method_acts
-from agentenv.log.redact import redact_params
 from agentenv.metrics import RELAY
 from agentenv.relay import core, elements, password
 from agentenv.relay.control import Control
