@@ -282,7 +282,7 @@ def test_typed_text_is_kept_only_once_a_check_cleared(tmp_path: Path) -> None:
 
 
 def test_a_drop_tools_data_is_withheld_by_its_keys() -> None:
-    from agentenv.relay.logbook import restore_paths, withhold_path
+    from agentenv.log.argpaths import restore_paths, withhold_path
 
     args = {"target": "#pw", "data": {"text/plain": "hunter3", "text/html": "<b>x</b>"}}
     taken = withhold_path(args, "data.*")

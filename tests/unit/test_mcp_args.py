@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentenv.app.mcp import _file_args, _outside
+from agentenv.app.mcp import _outside
+from agentenv.log.argpaths import file_args
 
 
 def test_file_arguments_are_found_at_any_depth() -> None:
@@ -13,7 +14,7 @@ def test_file_arguments_are_found_at_any_depth() -> None:
         "element": "x",
         "items": [{"paths": ["/etc/passwd"]}, {"data": {"path": "b.txt"}}],
     }
-    assert _file_args(args) == [
+    assert file_args(args) == [
         ("filename", "a.png"),
         ("paths", ["/etc/passwd"]),
         ("path", "b.txt"),
@@ -23,7 +24,7 @@ def test_file_arguments_are_found_at_any_depth() -> None:
     for _ in range(20):
         node["x"] = {}
         node = node["x"]  # type: ignore[assignment]
-    assert _file_args(deep) == [("arguments", "/")]
+    assert file_args(deep) == [("arguments", "/")]
 
 
 def test_only_the_sessions_folder_and_downloads(tmp_path: Path) -> None:

@@ -12,37 +12,9 @@ from pydantic import BaseModel
 from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
 from agentenv.cdp import ActionContext
+from agentenv.log.argpaths import typed_paths
 
-__all__ = ["acting", "reading", "typed_paths"]
-
-
-def typed_paths(args: Any, typed: set[Any]) -> list[str]:
-    """The dotted paths in ``args`` to withhold if the typing goes into a
-    password field: every string, once anything is typed. A tool call's
-    arguments are the caller's own words and need not hold the typed text
-    as such: a harness typing a password key by key sent the whole password
-    in each call's arguments, a red team padded it ("type X please")."""
-    if not typed:
-        return []
-    paths: list[str] = []
-
-    def walk(node: Any, here: str) -> None:
-        items = (
-            node.items()
-            if isinstance(node, dict)
-            else enumerate(node)
-            if isinstance(node, list)
-            else []
-        )
-        for key, value in items:
-            where = f"{here}.{key}" if here else str(key)
-            if isinstance(value, str):
-                paths.append(where)
-            else:
-                walk(value, where)
-
-    walk(args, "")
-    return paths
+__all__ = ["acting", "reading"]
 
 
 @contextlib.asynccontextmanager

@@ -52,6 +52,7 @@ from agentenv.app.caller import Caller, caller_of
 from agentenv.app.toolcall import ToolCallError, role
 from agentenv.cdp import BrowserError, BrowserLink, CdpError
 from agentenv.http import asgi_error
+from agentenv.log.argpaths import file_args
 from agentenv.log.marks import tool_acts
 from agentenv.paths import inside
 from agentenv.relay.scopes import Scopes
@@ -73,9 +74,6 @@ TYPING_ARGS: dict[str, list[str]] = {
     "browser_press_sequentially": ["text"],
     "browser_drop": ["data.*"],
 }
-#: Arguments naming files: allowed only in the session's own folder (where
-#: Playwright MCP writes its snapshots, screenshots and PDFs) or the downloads folder.
-FILE_ARGS = ("filename", "paths", "path")
 # The bounds (settings.py): an MCP session's idle time (mcp_idle_s), the
 # Playwright MCPs (mcp_sessions_per_caller) and transport sessions
 # (mcp_transports_per_caller) one caller may have, and how long a transport
@@ -203,23 +201,6 @@ class PlaywrightSession:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
-
-
-def _file_args(value: Any, depth: int = 0) -> list[tuple[str, Any]]:
-    """Every argument named like a file (:data:`FILE_ARGS`), at any depth:
-    a tool may take them inside an object or a list."""
-    found: list[tuple[str, Any]] = []
-    if depth > 16:
-        return [("arguments", "/")]  # too deep to read: refused as outside
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key in FILE_ARGS:
-                found.append((key, item))
-            found.extend(_file_args(item, depth + 1))
-    elif isinstance(value, list):
-        for item in value:
-            found.extend(_file_args(item, depth + 1))
-    return found
 
 
 def _outside(value: Any, *roots: str) -> bool:
@@ -403,7 +384,7 @@ class McpProxy:
             )
         downloads = str(self.settings.downloads_for(self.scope_of(who.who)))
         own = str(session.folder or session.prepare())
-        for key, value in _file_args(args):
+        for key, value in file_args(args):
             if _outside(value, own, downloads):
                 return _error(
                     f"{name}: {key} must be a file of this session's or in the downloads "

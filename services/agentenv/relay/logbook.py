@@ -17,10 +17,11 @@ from typing import Any
 import orjson
 
 from agentenv.access import Identity
+from agentenv.log.argpaths import restore_paths, withhold_path
 from agentenv.log.cdp_params import redact_params
 from agentenv.log.lines import BROWSER_EXITED
 from agentenv.log.marks import ACTING, READING, acts
-from agentenv.log.redact import redact, redact_cut, redact_text, withheld
+from agentenv.log.redact import redact, redact_cut, redact_text
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import RELAY
 from agentenv.protocol.control import BeginAction, EndAction
@@ -527,59 +528,6 @@ class Logbook:
 
     def reset(self, reason: str) -> int:
         return self.writer.record("reset", {"reason": reason})
-
-
-def withhold_path(args: Any, path: str) -> dict[str, Any]:
-    """Replace the typed text at ``path`` (``text``, ``fields.*.value``) with a
-    withheld marker; returns the concrete paths and the values taken."""
-    taken: dict[str, Any] = {}
-
-    def walk(node: Any, parts: list[str], here: str) -> None:
-        if not parts:
-            return
-        head, rest = parts[0], parts[1:]
-        if head == "*" and isinstance(node, list | dict):
-            keys = range(len(node)) if isinstance(node, list) else list(node)
-            for key in keys:
-                where = f"{here}.{key}" if here else str(key)
-                if rest:
-                    walk(node[key], rest, where)
-                else:
-                    taken[where] = node[key]
-                    node[key] = withheld("password", node[key])
-            return
-        if head.isdigit() and isinstance(node, list) and int(head) < len(node):
-            where = f"{here}.{head}" if here else head
-            if rest:
-                walk(node[int(head)], rest, where)
-            else:
-                taken[where] = node[int(head)]
-                node[int(head)] = withheld("password", node[int(head)])
-            return
-        if isinstance(node, dict) and head in node:
-            where = f"{here}.{head}" if here else head
-            if rest:
-                walk(node[head], rest, where)
-            else:
-                taken[where] = node[head]
-                node[head] = withheld("password", node[head])
-
-    walk(args, path.split("."), "")
-    return taken
-
-
-def restore_paths(args: Any, taken: Mapping[str, Any]) -> None:
-    """Put back values taken by :func:`withhold_path` (every check cleared)."""
-    for where, value in taken.items():
-        node = args
-        parts = where.split(".")
-        for part in parts[:-1]:
-            node = node[int(part)] if isinstance(node, list) else node[part]
-        last = parts[-1]
-        if isinstance(node, list):
-            node[int(last)] = value
-        else:
-            node[last] = value
 
 
 #: Parameters a command does not take are logged whole up to this many bytes
