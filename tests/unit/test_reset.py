@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentenv.app.data import visited
-from agentenv.app.server import _visited_since
+from agentenv.app.data import visited, visited_since
 from agentenv.log.reader import LogReader
 from agentenv.log.writer import LogWriter
 
@@ -64,7 +63,7 @@ def test_the_log_is_read_past_a_line_still_in_flight(tmp_path: Path) -> None:
     writer.record("tab", {"event": "navigated", "id": "T", "url": "https://two.test/"})
     reader = LogReader(tmp_path / "log.jsonl")
     assert reader.read(0, 100).last == 1, "read stops at the gap"
-    assert _visited_since(reader, 0) == {"https://one.test", "https://two.test"}
-    assert _visited_since(reader, 1) == {"https://two.test"}
+    assert visited_since(reader, 0) == {"https://one.test", "https://two.test"}
+    assert visited_since(reader, 1) == {"https://two.test"}
     writer.end(open_entry, True)
     writer.close()

@@ -28,6 +28,8 @@ from agentenv.app.cookies import all_cookies, settable
 from agentenv.app.errors import OpError
 from agentenv.app.storage import READ_ALL, WRITE_ALL, on_origin, origin
 from agentenv.cdp import BrowserError
+from agentenv.log.lines import scope_of
+from agentenv.log.reader import LogReader
 from agentenv.protocol.browser import Tab
 from agentenv.protocol.data import BrowserState, SavedTab
 
@@ -39,6 +41,8 @@ __all__ = [
     "restore",
     "state",
     "visited",
+    "visited_since",
+    "whole_log",
 ]
 
 log = logging.getLogger("agentenv.app.data")
@@ -257,3 +261,36 @@ async def reset(
         entry = (await link.call("AgentEnv.reset", {"reason": "data/reset"}))["entry"]
         browser.reset_seq = entry
     return {"tab": blank, "reset": entry, "origins_cleared": len(origins)}
+
+
+#: Lines read at once when data/reset looks for the sites visited.
+_RESET_CHUNK = 10000
+
+
+def visited_since(reader: LogReader, after: int) -> set[str]:
+    """The origins the log saw after line ``after`` (:func:`visited`):
+    every line written, a chunk at a time, lines still in flight passed over
+    (read_range skips gaps, where read stops at the first)."""
+    seen: set[str] = set()
+    first = after + 1
+    while True:
+        lines = reader.read_range(first, first + _RESET_CHUNK - 1)
+        if not lines:
+            return seen
+        visited(lines, seen)
+        first += _RESET_CHUNK
+
+
+def whole_log(reader: LogReader, scope: str | None = None) -> bytes:
+    """Every line of the log; with ``scope``, only that scope's (log.lines.scope_of)."""
+    parts: list[bytes] = []
+    last = 0
+    while True:
+        page = reader.read(last, 10000)
+        if not page.lines:
+            return b"".join(parts)
+        kept = page.lines
+        if scope is not None:
+            kept = [x for x in kept if scope_of(orjson.loads(x)) == scope]
+        parts.extend(line + b"\n" for line in kept)
+        last = page.last

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-import orjson
 from aiohttp import web
 from aiohttp_asgi import ASGIResource
 from pydantic import BaseModel, ValidationError
@@ -58,7 +57,6 @@ from agentenv.http import (
     read_body,
     read_json,
 )
-from agentenv.log.lines import scope_of
 from agentenv.log.reader import LogReader
 from agentenv.metrics import CONTENT_TYPE, AppCounts, render
 from agentenv.process import log_dir
@@ -329,7 +327,7 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
         scopes = request.app[scopes_key]
         # The scope's own lines (two scopes or more): its browser's record only.
         only = (scope or scopes.home) if scopes.isolated else None
-        lines = await loop.run_in_executor(None, _whole_log, request.app[reader_key], only)
+        lines = await loop.run_in_executor(None, data.whole_log, request.app[reader_key], only)
         archive = await loop.run_in_executor(None, pack, saved, lines)
         return web.Response(
             body=archive,
@@ -351,7 +349,7 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
     # The sites to clear first: a reset that would not clear them all is
     # refused before anything changes.
     seen = await loop.run_in_executor(
-        None, _visited_since, request.app[reader_key], browser.reset_seq
+        None, data.visited_since, request.app[reader_key], browser.reset_seq
     )
     if len(seen) > data.MAX_RESET_ORIGINS:
         raise OpError(
@@ -367,39 +365,6 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
     settings = request.app[settings_key]
     every = data.Downloads(str(settings.downloads_dir), settings.scope_folders)
     return web.json_response(await data.reset(browser, who, seen, every))
-
-
-#: Lines read at once when data/reset looks for the sites visited.
-_RESET_CHUNK = 10000
-
-
-def _visited_since(reader: LogReader, after: int) -> set[str]:
-    """The origins the log saw after line ``after`` (:func:`data.visited`):
-    every line written, a chunk at a time, lines still in flight passed over
-    (read_range skips gaps, where read stops at the first)."""
-    seen: set[str] = set()
-    first = after + 1
-    while True:
-        lines = reader.read_range(first, first + _RESET_CHUNK - 1)
-        if not lines:
-            return seen
-        data.visited(lines, seen)
-        first += _RESET_CHUNK
-
-
-def _whole_log(reader: LogReader, scope: str | None = None) -> bytes:
-    """Every line of the log; with ``scope``, only that scope's (log.lines.scope_of)."""
-    parts: list[bytes] = []
-    last = 0
-    while True:
-        page = reader.read(last, 10000)
-        if not page.lines:
-            return b"".join(parts)
-        kept = page.lines
-        if scope is not None:
-            kept = [x for x in kept if scope_of(orjson.loads(x)) == scope]
-        parts.extend(line + b"\n" for line in kept)
-        last = page.last
 
 
 async def browser_op(request: web.Request) -> web.StreamResponse:
