@@ -309,3 +309,23 @@ def test_a_swarm_service_takes_the_budgets_sizes() -> None:
     assert "size_bytes(SHM)" in source and "size_bytes(MEMORY)" in source
     assert "1024**3" not in source
     assert size_bytes(SHM) < size_bytes(MEMORY)
+
+
+def test_every_step_type_has_its_handler(tmp_path: Path) -> None:
+    """The runner dispatches through one table of step type to handler: a
+    step type added to the task file's union without a handler fails here,
+    not in the middle of a run."""
+    import typing
+
+    from agentenv.harness import steps
+    from agentenv.harness.runner import Run
+
+    union = typing.get_args(steps.Step)[0]
+    types = set(typing.get_args(union))
+    run = Run(task=load_task_text(tmp_path), out=tmp_path)
+    assert set(run._handlers()) == types, set(run._handlers()) ^ types
+
+
+def load_task_text(folder: Path) -> Task:
+    (folder / "t.yaml").write_text('steps:\n  - {type: run_agent, command: ["true"]}\n')
+    return load_task(folder / "t.yaml")

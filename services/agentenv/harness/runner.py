@@ -19,11 +19,8 @@ the computers it started and the local store.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -35,9 +32,10 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from agentenv.harness import steps as s
+from agentenv.harness.agent_process import run_process
 from agentenv.harness.backends import start
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens, deploy
-from agentenv.harness.errors import HarnessError
+from agentenv.harness.errors import StepFailed
 from agentenv.harness.local_store import LocalStore
 from agentenv.harness.loopback import Loopback, LoopbackError
 from agentenv.harness.mind2web import export
@@ -50,12 +48,6 @@ from agentenv.protocol.recording import BrowserRecordingManifest, rebuild
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INFRA", "EXIT_OK", "EXIT_TASK_FAILED", "Run"]
 
 EXIT_OK, EXIT_TASK_FAILED, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
-
-
-class StepFailed(HarnessError):
-    def __init__(self, message: str, infrastructure: bool = False) -> None:
-        super().__init__(message)
-        self.infrastructure = infrastructure
 
 
 @dataclass
@@ -200,8 +192,28 @@ class Run:
             )
         return self.computers[env_id]
 
+    def _handlers(self) -> dict[type[Any], Callable[[Any], dict[str, Any] | None]]:
+        """Each step type's handler: one row a type (a unit test holds the
+        table to the task file's union)."""
+        return {
+            s.DeployEnv: self._deploy_env,
+            s.BrowserSetCookies: self._browser_set_cookies,
+            s.BrowserDeleteCookies: self._browser_delete_cookies,
+            s.BrowserSetLocalStorage: self._browser_set_local_storage,
+            s.BrowserClearLocalStorage: self._browser_clear_local_storage,
+            s.BrowserOpenTab: self._browser_open_tab,
+            s.BrowserCloseTab: self._browser_close_tab,
+            s.BrowserActivateTab: self._browser_activate_tab,
+            s.BrowserConnectCdp: self._browser_connect_cdp,
+            s.StartBrowserRecording: self._start_browser_recording,
+            s.EndBrowserRecording: self._end_browser_recording,
+            s.RunAgent: self._run_agent,
+            s.SnapshotEnv: self._snapshot_env,
+            s.ExportMind2web: self._export_mind2web,
+        }
+
     def _do(self, step: Any) -> dict[str, Any] | None:
-        handler: Callable[[Any], dict[str, Any] | None] = getattr(self, f"_{step.type}")
+        handler = self._handlers()[type(step)]
         try:
             return handler(step)
         except MissingOp as exc:
@@ -509,38 +521,11 @@ class Run:
             step.command if isinstance(step.command, list) else ["/bin/sh", "-c", step.command]
         )
         log = self.out / f"agent-{step.id or uuid.uuid4().hex[:6]}.log"
-        with open(log, "wb") as output:
-            try:
-                # A session of its own: stopping it stops what it started too.
-                agent = subprocess.Popen(
-                    command,
-                    env=env,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                raise StepFailed(f"the agent could not start: {exc.strerror}") from None
-            ends = time.monotonic() + step.timeout_s
-            while agent.poll() is None:
-                if self.cancelled.is_set() or time.monotonic() > ends:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(agent.pid, signal.SIGKILL)
-                    agent.wait()
-                    if self.cancelled.is_set():
-                        raise StepFailed("cancelled: the agent was stopped", infrastructure=True)
-                    raise StepFailed(
-                        f"the agent ran past {step.timeout_s:.0f} s (its output: {log})"
-                    )
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    agent.wait(timeout=0.2)
-            done = agent
+        status = run_process(command, env, log, step.timeout_s, self.cancelled)
         if answer_file.exists():
             self.answer = answer_file.read_text().strip()
-        with contextlib.suppress(ProcessLookupError):  # what it left running
-            os.killpg(agent.pid, signal.SIGKILL)
-        if done.returncode != 0:
-            raise StepFailed(f"the agent exited with status {done.returncode} (its output: {log})")
+        if status != 0:
+            raise StepFailed(f"the agent exited with status {status} (its output: {log})")
         return {"exit_status": 0, "output": str(log), "answer": self.answer}
 
     def _snapshot_env(self, step: s.SnapshotEnv) -> dict[str, Any]:
