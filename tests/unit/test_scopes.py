@@ -347,10 +347,10 @@ def test_ignoring_certificate_errors_is_kept_to_the_senders_pages() -> None:
     assert [json.loads(c)["sessionId"] for c in off.upstream] == ["S"]
     assert not upstream(state, _attached("P3", "T-ALICE-5")).upstream
     # Bad params: Chromium's own answer, nothing changed.
-    for bad in ({}, {"ignore": "yes"}, {"ignore": True, "more": 1}):
+    for bad in ({}, {"ignore": "yes"}, {"ignore": 1}):
         step = send(state, method, bad)
         assert step.kind is Kind.INVALID and step.code == -32602, bad
-        assert "ignore (a boolean)" in step.error
+        assert "ignore, a boolean" in step.error
     assert not state.ignore_certificates
 
 
@@ -413,3 +413,45 @@ def test_a_message_in_another_shape_is_read_as_chromiums_own() -> None:
     state.pending[(None, 3)] = Pending(1, "Target.getTargets", {})
     reply = core.from_upstream(state, '{"result": {"targetInfos": []}, "id": 3}')
     assert reply.pending is not None and reply.pending.method == "Target.getTargets"
+
+
+def test_certificate_settings_bound_what_the_relay_keeps_and_sends() -> None:
+    """Review of the browser-level certificate setting: a made-up session is
+    kept nowhere; the same setting again sends nothing; turning it off tells
+    only the sessions the relay told; a session whose client overrides
+    certificate errors itself is left alone."""
+    method = "Security.setIgnoreCertificateErrors"
+    state = alice()
+    for n in range(3):
+        made_up = send(state, method, {"ignore": True}, session="X" * 1000 + str(n))
+        assert made_up.kind is Kind.INVALID and made_up.code == -32001
+    assert not state.certificates_own
+    on = send(state, method, {"ignore": True})
+    assert [json.loads(c)["sessionId"] for c in on.upstream] == ["S"]
+    assert state.certificates_told == {"S"}
+    again = send(state, method, {"ignore": True})
+    assert again.kind is Kind.ANSWER and again.upstream == []
+    upstream(state, _attached("P2", "T-ALICE-3"))
+    assert state.certificates_told == {"S", "P2"}
+    handled = send(state, "Security.setOverrideCertificateErrors", {"override": True}, "P2")
+    assert handled.kind is Kind.FORWARD and "P2" in state.certificates_own
+    off = send(state, method, {"ignore": False})
+    assert [json.loads(c)["sessionId"] for c in off.upstream] == ["S"]
+    gone = {"method": "Target.detachedFromTarget", "params": {"sessionId": "P2"}}
+    upstream(state, gone)
+    assert "P2" not in state.certificates_own and "P2" not in state.certificates_told
+
+
+def test_an_answer_with_lone_surrogates_still_ends_its_command() -> None:
+    """Chromium writes a page's lone surrogates as escapes orjson refuses:
+    the answer still ends its command (else typing on the tab waited the
+    whole check), and the relay's own answer, however spaced, never reaches
+    the client first."""
+    state = alice()
+    state.pending[("S", 3)] = Pending(1, "Runtime.evaluate", {})
+    text = '{"id":3,"result":{"result":{"type":"string","value":"\\ud800"}},"sessionId":"S"}'
+    down = core.from_upstream(state, text)
+    assert down.pending is not None and not state.pending
+    own = state.own_id()
+    assert not core.answer_first(state, f'{{"id": {own},"result":{{}}}}')
+    assert core.from_upstream(state, f'{{"id": {own}, "result": {{}}}}').kind is Down.DROP

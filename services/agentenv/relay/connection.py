@@ -68,9 +68,11 @@ class ClientState:
     #: a computer of two scopes or more (Puppeteer's ``acceptInsecureCerts``):
     #: kept to this connection's pages and frames, each told on its session.
     ignore_certificates: bool = False
-    #: Sessions the client set certificate errors on itself: the relay's
-    #: browser-level setting leaves them as the client set them.
+    #: Sessions the client set certificate errors on itself (ignored or
+    #: handled): the relay's browser-level setting leaves them as it set them.
     certificates_own: set[str] = field(default_factory=set)
+    #: Sessions the relay told to ignore certificate errors.
+    certificates_told: set[str] = field(default_factory=set)
     #: The tab a target belongs to (an iframe's page), as the relay's watcher
     #: knows; a session attached straight to an iframe acts on that tab.
     owner: Callable[[str], str] = field(default=lambda target: target, repr=False)

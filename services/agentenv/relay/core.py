@@ -222,11 +222,8 @@ def receive(
     # pages. With one scope there is no other to reach (a client may do what
     # it could on its own Chromium); with two or more it is browser-wide.
     browser_level = session is None and state.page is None and state.scope is not None
-    if method == IGNORE_CERTIFICATES:
-        if browser_level:
-            return _ignore_certificates(state, step, message)
-        if session is not None and state.scope is not None:
-            state.certificates_own.add(session)
+    if method == IGNORE_CERTIFICATES and browser_level:
+        return _ignore_certificates(state, step, message)
     by_tab = _tab_target(state, method, params)
     if by_tab is not None:
         params = by_tab.params
@@ -248,6 +245,10 @@ def receive(
             "(attach with Target.attachToTarget, flatten: true, and use its sessionId)",
             message,
         )
+    if method in _CERTIFICATE_SETTINGS and session is not None and info is not None and info.web:
+        # One of its own live sessions (so bounded by them): left as it set it.
+        state.certificates_own.add(session)
+        state.certificates_told.discard(session)
     if verdict is not None:
         assert verdict.params is not None
         sent = step.scoped if step.scoped is not None else verdict.params
@@ -270,6 +271,10 @@ def receive(
     return step
 
 
+#: What a client sets about certificate errors on a session of its own.
+_CERTIFICATE_SETTINGS = frozenset({IGNORE_CERTIFICATES, "Security.setOverrideCertificateErrors"})
+
+
 def _ignore_certificates(state: ClientState, step: Step, message: dict[str, Any]) -> Step:
     """``Security.setIgnoreCertificateErrors`` on the browser's own session,
     with two scopes or more: on Chromium it is the whole browser's, and
@@ -280,17 +285,23 @@ def _ignore_certificates(state: ClientState, step: Step, message: dict[str, Any]
     client's pages ignore certificate errors and no other scope's do."""
     params = step.params or {}
     ignore = params.get("ignore")
-    if set(params) != {"ignore"} or not isinstance(ignore, bool):
-        return _invalid(
-            -32602, f"{IGNORE_CERTIFICATES} takes one parameter, ignore (a boolean)", message
-        )
-    state.ignore_certificates = ignore
+    if not isinstance(ignore, bool):  # other keys are passed over, as Chromium does
+        return _invalid(-32602, f"{IGNORE_CERTIFICATES} takes ignore, a boolean", message)
     step.kind = Kind.ANSWER
-    step.upstream = [
-        certificates_command(state, session, ignore)
-        for session, info in state.sessions.items()
-        if info.web and info.framed and session not in state.certificates_own
-    ]
+    if ignore == state.ignore_certificates:
+        return step  # nothing changes: nothing is sent
+    state.ignore_certificates = ignore
+    if ignore:
+        told = [
+            session
+            for session, info in state.sessions.items()
+            if info.web and info.framed and session not in state.certificates_own
+        ]
+        state.certificates_told.update(told)
+    else:
+        told = [s for s in state.certificates_told if s in state.sessions]
+        state.certificates_told.clear()
+    step.upstream = [certificates_command(state, session, ignore) for session in told]
     return step
 
 

@@ -14,6 +14,7 @@ downloads folder): reading it is then off the agent's round trip.
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -94,7 +95,7 @@ def answer_first(state: ClientState, data: str) -> bool:
     Scans what is in flight: a handful of commands for every client seen."""
     return (
         data.startswith('{"id":')
-        and not data.startswith('{"id":-')
+        and data[6:7].isdigit()
         and not any(p.method in READ_FIRST for p in state.pending.values())
     )
 
@@ -118,13 +119,23 @@ def from_upstream(state: ClientState, data: str) -> Downstream:
     return _from_chromium(state, data)
 
 
+def _loads(data: str) -> Any:
+    """A message of Chromium's, parsed; None if it is not JSON. Chromium
+    writes a renderer's lone surrogates as ``\\ud800`` escapes, which orjson
+    refuses: the standard parser takes them (rarely needed, so tried second)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:
+            return json.loads(data)
+        except ValueError:
+            return None
+
+
 def _canonical(data: str) -> str | None:
     """``data`` written as Chromium writes it (``method``, else ``id``, first;
     no spaces); None when it is not a JSON object."""
-    try:
-        message = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
+    message = _loads(data)
     if not isinstance(message, dict):
         return None
     for first in ("method", "id"):
@@ -139,7 +150,10 @@ def _from_chromium(state: ClientState, data: str) -> Downstream:
         if data.startswith('{"method":"Target.attachedToTarget"') or data.startswith(
             '{"method":"Target.detachedFromTarget"'
         ):
-            return _session_event(state, orjson.loads(data))
+            message = _loads(data)
+            if not isinstance(message, dict):
+                return Downstream(Down.DROP)  # a rule's event it cannot read: not passed on
+            return _session_event(state, message)
         if data.startswith(_LOADING):
             return _loading_event(state, data)
         if state.scope is not None and data.startswith(_SCOPED_EVENTS):
@@ -149,11 +163,10 @@ def _from_chromium(state: ClientState, data: str) -> Downstream:
         return _PASS
     if not state.pending and not state.own:
         return _PASS  # nothing awaits an answer: do not parse it (screenshots are MBs)
-    try:
-        message = orjson.loads(data)
-    except orjson.JSONDecodeError:
+    message = _loads(data)
+    if not isinstance(message, dict):
         return _PASS
-    call = message.get("id")
+    call: Any = message.get("id")
     if isinstance(call, int) and call < 0:
         state.own.discard(call)
         return Downstream(Down.DROP)
@@ -237,9 +250,8 @@ def _answer(answer: dict[str, Any], result: dict[str, Any]) -> str:
 
 def _event(data: str) -> tuple[str, dict[str, Any], str | None] | None:
     """An event's method, params and session, or None if it is not one."""
-    try:
-        message = orjson.loads(data)
-    except orjson.JSONDecodeError:
+    message = _loads(data)
+    if not isinstance(message, dict):
         return None
     method, params, session = message.get("method"), message.get("params"), message.get("sessionId")
     if not isinstance(method, str) or not isinstance(params, dict):
@@ -251,7 +263,7 @@ def _scoped_event(state: ClientState, scope: Scope, data: str) -> Downstream:
     """Target and download events, kept to the client's scope."""
     found = _event(data)
     if found is None:
-        return _PASS
+        return Downstream(Down.DROP)  # unreadable: it may be another scope's
     method, params, _ = found
     if method in ("Target.targetCreated", "Target.targetInfoChanged"):
         info = params.get("targetInfo")
@@ -325,9 +337,8 @@ def _loading_event(state: ClientState, data: str) -> Downstream:
     started = data.startswith('{"method":"Page.frameStartedLoading"')
     if not started and not data.startswith('{"method":"Page.frameStoppedLoading"'):
         return _PASS
-    try:
-        message = orjson.loads(data)
-    except orjson.JSONDecodeError:
+    message = _loads(data)
+    if not isinstance(message, dict):
         return _PASS
     session = message.get("sessionId")
     info = state.sessions.get(session) if isinstance(session, str) else None
@@ -356,6 +367,7 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
     if message.get("method") == "Target.detachedFromTarget":
         info = state.sessions.pop(session, None)
         state.certificates_own.discard(session)
+        state.certificates_told.discard(session)
         if info is not None and not info.web:
             return Downstream(Down.DROP)  # the relay's own detach: the client never saw it
         orphans = [key for key in state.pending if key[0] == session]
@@ -392,6 +404,7 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
     )
     state.sessions[session] = info
     if state.ignore_certificates and info.framed:
+        state.certificates_told.add(session)
         return Downstream(Down.PASS, upstream=[certificates_command(state, session, True)])
     return _PASS
 

@@ -288,7 +288,11 @@ class _Bridge:
             return
         if kind is Kind.ANSWER:
             entry = self._entry(step)
-            await self._kept(step)
+            try:
+                await self._kept(step)
+            except (ConnectionError, RuntimeError, aiohttp.ClientError) as exc:
+                self.logbook.end_command(entry, False, f"could not send to Chromium: {exc}")
+                raise
             self.logbook.end_command(entry, True)
             return
         if kind is Kind.BLOCK:
@@ -336,7 +340,7 @@ class _Bridge:
         tab: wait (bounded) until the world's number is known, then check
         again whether it names it."""
         worlds = self.state.worlds
-        await self.watcher.world_made(step.tab, password.CHECK_TIMEOUT_S)
+        await self.watcher.probes.world_made(step.tab, password.CHECK_TIMEOUT_S)
         named = worlds.named_in(self.state.own_tab(step.session), step.params)
         if named is not None or step.tab in worlds.making:
             step.kind = Kind.BLOCK
@@ -345,8 +349,10 @@ class _Bridge:
     async def _kept(self, step: Step) -> None:
         """An ANSWER step: the relay's own commands that carry it out in the
         sender's scope, then the client's answer."""
-        for command in step.upstream:
+        for turn, command in enumerate(step.upstream, start=1):
             await self.upstream.send_str(command)
+            if turn % FAIR_TURN == 0:
+                await asyncio.sleep(0)  # one connection's many sessions: others' turns too
         answer: dict[str, Any] = {"id": step.call, "result": {}}
         if step.session is not None:
             answer["sessionId"] = step.session
@@ -372,7 +378,7 @@ class _Bridge:
     async def _check_typing(self, step: Step, entry: int) -> None:
         try:
             await self._earlier_answered(step.tab)
-            focus, field = await self.watcher.checked(
+            focus, field = await self.watcher.probes.checked(
                 step.tab, step.point, describe=bool(self.logbook.recordings)
             )
         except BaseException:
@@ -390,7 +396,7 @@ class _Bridge:
     async def _describe(self, step: Step, entry: int, point: tuple[float, float]) -> None:
         """Name what a press lands on (a recording is open), before it is sent."""
         try:
-            found = await self.watcher.describe(step.tab, point)
+            found = await self.watcher.probes.describe(step.tab, point)
         except BaseException:
             self.logbook.end_command(entry, False, "the connection ended before the press was sent")
             raise

@@ -38,20 +38,10 @@ from agentenv.access import Identity
 from agentenv.metrics import RELAY
 from agentenv.protocol.urls import tab as is_tab
 from agentenv.relay.downloads import Downloads
-from agentenv.relay.elements import DESCRIBE_TIMEOUT_S, describe_expression, target
 from agentenv.relay.errors import UpstreamError, WatcherError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.once import once
-from agentenv.relay.password import (
-    CHECK_TIMEOUT_S,
-    HOST_EXPRESSION,
-    Focus,
-    check_expression,
-    field_named,
-    host_pending,
-    host_verdict,
-    verdict,
-)
+from agentenv.relay.probes import Probes
 from agentenv.relay.quotas import Quotas
 from agentenv.relay.scopes import Scope, Scopes
 from agentenv.relay.worlds import RelayWorlds
@@ -93,14 +83,9 @@ class Watcher:
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._ids = itertools.count(1)
         self._calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self._sessions: dict[str, str] = {}  # tab -> our session
-        self._tabs_of: dict[str, str] = {}  # our session -> its tab
         #: Our isolated world in each tab's main frame (made again when its
         #: document is replaced), shared with every client connection.
         self.worlds = RelayWorlds()
-        #: tab -> set when the world being made there is made (or failed).
-        self._made: dict[str, asyncio.Event] = {}
-        self._attaching: dict[str, asyncio.Task[str | None]] = {}
         self._initial = True
         self._saw_exit = False
         self.connected = asyncio.Event()
@@ -124,13 +109,15 @@ class Watcher:
         #: tab-type ids; the log and the tabs are the pages').
         self.tab_pages: dict[str, str] = {}
         self._finding: dict[str, asyncio.Task[str | None]] = {}
-        self._probes: dict[str, asyncio.Future[str]] = {}  # our tab session -> its page
+        self._tab_finds: dict[str, asyncio.Future[str]] = {}  # our tab session -> its page
         #: The cgroup's OOM kills so far: one more when Chromium went says why.
         self._oom_kills = _oom_kills()
         #: Each scope's downloads and its share of the folder.
         self.downloads = Downloads(self)
         #: Each origin's storage quota, held by a session of ours.
         self.quotas = Quotas(self)
+        #: The password check and what a press lands on, on sessions of ours.
+        self.probes = Probes(self)
 
     async def page_of_tab(self, tab: str) -> str | None:
         """The page of the tab-type target ``tab``, found once (bounded): the
@@ -155,7 +142,7 @@ class Watcher:
         if not isinstance(session, str):
             return None
         heard: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._probes[session] = heard
+        self._tab_finds[session] = heard
         try:
             await self.call(
                 "Target.setAutoAttach",
@@ -167,7 +154,7 @@ class Watcher:
         except (WatcherError, TimeoutError):
             return None
         finally:
-            self._probes.pop(session, None)
+            self._tab_finds.pop(session, None)
             with contextlib.suppress(WatcherError, TimeoutError):
                 await self.call("Target.detachFromTarget", {"sessionId": session}, deadline_s=2.0)
         self.tab_pages[tab] = page
@@ -342,13 +329,9 @@ class Watcher:
                 self.scopes.forget()
                 self.default_context = None
                 self._fail_calls("Chromium went away")
-                self._sessions.clear()
-                self._tabs_of.clear()
+                self.probes.forget()
                 self.quotas.forget()
                 self.downloads.forget()
-                for task in self._attaching.values():
-                    task.cancel()
-                self._attaching.clear()
         # The browser connection ended: Chromium exited (or is restarting).
         self._saw_exit = True
         RELAY.restarts += 1
@@ -421,7 +404,7 @@ class Watcher:
         params = message.get("params") or {}
         session = message.get("sessionId")
         if isinstance(session, str) and isinstance(method, str):
-            probe = self._probes.get(session)
+            probe = self._tab_finds.get(session)
             if probe is not None and method == "Target.attachedToTarget":
                 info = params.get("targetInfo") or {}
                 page = info.get("targetId")
@@ -429,7 +412,7 @@ class Watcher:
                     probe.set_result(page)
                 return
             # Our own session on a tab (Runtime on): our worlds' contexts.
-            tab = self._tabs_of.get(session)
+            tab = self.probes.tabs_of.get(session)
             if tab is not None and method.startswith("Runtime.executionContext"):
                 self.worlds.heard(tab, method, params)
             return
@@ -473,22 +456,15 @@ class Watcher:
                 self.parents.pop(tab, None)
                 context = self.contexts.pop(tab, None)
                 self.quotas.gone(tab, context)
-                ours = self._sessions.pop(tab, None)
-                if ours is not None:
-                    self._tabs_of.pop(ours, None)
-                self.worlds.gone(tab)
-                self._made.pop(tab, None)
+                self.probes.gone(tab)
                 if self.logbook.causes.url(tab) is not None:
                     self.logbook.destroyed(tab)
         elif method == "Target.detachedFromTarget":
             session = params.get("sessionId")
             if isinstance(session, str):
                 self.quotas.detached(session)
-            for tab, ours in list(self._sessions.items()):
-                if ours == session:
-                    del self._sessions[tab]
-                    self._tabs_of.pop(ours, None)
-                    self.worlds.gone(tab)
+            if isinstance(session, str):
+                self.probes.detached(session)
 
     async def _find_front(self) -> None:
         """Which of the tabs found at start is in front: the one page that says it
@@ -496,7 +472,7 @@ class Watcher:
         shown: list[str] = []
         for tab in list(self.logbook.causes.front):
             try:
-                session = await self._session(tab)
+                session = await self.probes.session(tab)
                 if session is None:
                     continue
                 answer = await self.call(
@@ -539,179 +515,3 @@ class Watcher:
             return await asyncio.wait_for(future, deadline_s)
         finally:
             self._calls.pop(call, None)
-
-    async def _attach(self, tab: str) -> str | None:
-        answer = await self.call(
-            "Target.attachToTarget", {"targetId": tab, "flatten": True}, deadline_s=CHECK_TIMEOUT_S
-        )
-        session = answer.get("result", {}).get("sessionId")
-        if not isinstance(session, str):
-            return None
-        self._sessions[tab] = session
-        self._tabs_of[session] = tab
-        # Runtime on our own session: we hear of every context our worlds
-        # get in the tab's frames (a check that looks into a same-origin
-        # frame makes one there), so every one is refused to agents.
-        await self.call("Runtime.enable", {}, session=session, deadline_s=CHECK_TIMEOUT_S)
-        return session
-
-    async def _session(self, tab: str) -> str | None:
-        session = self._sessions.get(tab)
-        if session is not None:
-            return session
-        return await once(self._attaching, tab, self._attach)
-
-    async def world_made(self, tab: str | None, timeout_s: float) -> None:
-        """Wait (bounded) while our world in ``tab`` is being made."""
-        done = self._made.get(tab) if tab is not None else None
-        if done is not None and tab in self.worlds.making:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), timeout_s)
-
-    async def _world(self, tab: str, session: str, timeout_s: float) -> int | None:
-        """Our isolated world in ``tab``'s main frame (its context id): the
-        page's own script cannot reach into it, so it cannot change what the
-        DOM's getters tell the checks (a password field's ``type``, say)."""
-        worlds = self.worlds
-        context = worlds.contexts.get(tab)
-        if context is not None:
-            return context
-        tree = await self.call("Page.getFrameTree", {}, session=session, deadline_s=timeout_s)
-        frame = tree.get("result", {}).get("frameTree", {}).get("frame", {}).get("id")
-        if not isinstance(frame, str):
-            return None
-        # Until its number is known, commands naming a context in this tab wait.
-        name = worlds.begin(tab)
-        done = self._made.setdefault(tab, asyncio.Event())
-        done.clear()
-        try:
-            made = await self.call(
-                "Page.createIsolatedWorld",
-                {"frameId": frame, "worldName": name, "grantUniveralAccess": False},
-                session=session,
-                deadline_s=timeout_s,
-            )
-            context = made.get("result", {}).get("executionContextId")
-            if not isinstance(context, int):
-                return None
-            marking = worlds.made(tab, context)
-        finally:
-            worlds.making.discard(tab)
-            done.set()
-        try:
-            marked = await self.call(
-                "Runtime.evaluate",
-                {"expression": marking, "returnByValue": True, "contextId": context},
-                session=session,
-                deadline_s=timeout_s,
-            )
-        except BaseException:
-            worlds.forget(tab)
-            raise
-        if marked.get("result", {}).get("result", {}).get("value") is not True:
-            worlds.forget(tab)
-            return None
-        return context
-
-    async def _evaluate(
-        self,
-        tab: str | None,
-        expression: str,
-        timeout_s: float,
-        again: bool = False,
-        group: str | None = None,
-    ) -> dict[str, Any] | None:
-        """``expression``'s answer in ``tab``, in our isolated world, on the
-        relay's own connection; None when it cannot be had within
-        ``timeout_s``. An answer saying the world is gone (a document replaced
-        by a navigation) makes the world again; with ``again``, any error
-        answer is asked again (a new document gets its context a moment later)."""
-        if tab is None:
-            return None
-        try:
-            async with asyncio.timeout(timeout_s):
-                session = await self._session(tab)
-                if session is None:
-                    return None
-                remade = False
-                while True:
-                    context = await self._world(tab, session, timeout_s)
-                    if context is None:
-                        return None
-                    params: dict[str, Any] = {
-                        "expression": self.worlds.sealed(tab, expression),
-                        "returnByValue": group is None,
-                        "silent": True,
-                        "contextId": context,
-                    }
-                    if group is not None:  # an object to pass on, released after
-                        params["objectGroup"] = group
-                    answer = await self.call(
-                        "Runtime.evaluate", params, session=session, deadline_s=timeout_s
-                    )
-                    if "error" not in answer:
-                        return answer
-                    if self.worlds.contexts.get(tab) == context:
-                        self.worlds.forget(tab)  # most likely gone with its document
-                    if again:
-                        await asyncio.sleep(0.02)
-                    elif remade:
-                        return answer
-                    remade = True
-        except (WatcherError, TimeoutError, aiohttp.ClientError, OSError):
-            return None
-
-    async def describe(self, tab: str | None, point: tuple[float, float]) -> dict[str, str] | None:
-        """The role and name of the element at ``point`` in ``tab`` (a press
-        while a recording is open), or None when the page cannot say in time."""
-        answer = await self._evaluate(
-            tab, describe_expression(point), DESCRIBE_TIMEOUT_S, again=True
-        )
-        return target(answer) if answer is not None else None
-
-    async def checked(
-        self, tab: str | None, point: tuple[float, float] | None = None, describe: bool = False
-    ) -> tuple[Focus, dict[str, str] | None]:
-        """Whether typing in ``tab`` goes into a password field (the focused
-        field, or the element at ``point``, a drop; undecided on any doubt),
-        and with ``describe`` the field's role and name."""
-        loop = asyncio.get_running_loop()
-        began = loop.time()
-        answer = await self._evaluate(tab, check_expression(point, describe), CHECK_TIMEOUT_S)
-        if answer is None:
-            return "undecided", None
-        focus = verdict(answer)
-        if host_pending(answer):
-            left = CHECK_TIMEOUT_S - (loop.time() - began)
-            focus = await self._host_checked(tab, left) if left > 0 else "undecided"
-        return focus, field_named(answer) if describe else None
-
-    async def _host_checked(self, tab: str | None, timeout_s: float) -> Focus:
-        """Whether the element a check left as "host" hosts a closed shadow
-        root, as Chromium says (a script cannot see one)."""
-        group = "agentenv-host"
-        answer = await self._evaluate(tab, HOST_EXPRESSION, timeout_s, group=group)
-        found = (answer or {}).get("result", {}).get("result", {})
-        session = self._sessions.get(tab) if tab is not None else None
-        if not isinstance(found, dict) or "objectId" not in found or session is None:
-            return "undecided"
-        try:
-            described = await self.call(
-                "DOM.describeNode",
-                {"objectId": found["objectId"], "depth": 0, "pierce": True},
-                session=session,
-                deadline_s=timeout_s,
-            )
-        except (WatcherError, TimeoutError, aiohttp.ClientError, OSError):
-            return "undecided"
-        finally:
-            self._release(session, group)
-        return host_verdict(described)
-
-    def _release(self, session: str, group: str) -> None:
-        async def release() -> None:
-            # An error: the document went, and its objects with it.
-            with contextlib.suppress(WatcherError, TimeoutError, aiohttp.ClientError, OSError):
-                await self.call("Runtime.releaseObjectGroup", {"objectGroup": group}, session)
-
-        self.spawn(release())
