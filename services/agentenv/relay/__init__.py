@@ -26,11 +26,12 @@ The I/O around them:
   WebSocket; :mod:`.http_commands` (``/json/new``, ``close``, ``activate``) and
   :mod:`.requests` (its keys, and what handlers read from a request);
 - :mod:`.proxy` — one client bridged to its own upstream connection, with
-  :mod:`.control` (the ``AgentEnv.*`` commands) and :mod:`.metered` (its
-  readers, counted);
+  :mod:`.to_client` (its Chromium-to-client loop), :mod:`.control` (the
+  ``AgentEnv.*`` commands) and :mod:`.metered` (its readers, counted);
 - :mod:`.logbook` — what the relay writes to the action log;
 - :mod:`.watcher` — the relay's own connection to Chromium, with
-  :mod:`.quotas` (storage quotas) and :mod:`.downloads` (each scope's downloads);
+  :mod:`.probes` (the password check, what a press lands on), :mod:`.quotas`
+  (storage quotas) and :mod:`.downloads` (each scope's downloads);
 - :mod:`.once` — one run of a coroutine for every caller; :mod:`.errors`.
 
 Who is who (tokens, ``Host`` and ``Origin``) is :mod:`agentenv.access`.

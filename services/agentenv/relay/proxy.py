@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import logging
 import re
-import time
 from typing import Any
 
 import aiohttp
@@ -43,16 +42,16 @@ import orjson
 from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 
 from agentenv.log.cdp_params import redact_params
-from agentenv.log.errors import LogError
 from agentenv.log.marks import method_acts
 from agentenv.metrics import RELAY
 from agentenv.relay import core, elements, password
 from agentenv.relay.control import Control
-from agentenv.relay.core import ClientState, Down, Kind, Pending, Step
+from agentenv.relay.core import ClientState, Kind, Pending, Step
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, COUNTED, InFlight, Meter
 from agentenv.relay.metered import MeteredReader
 from agentenv.relay.tabs import TAB_METHODS
+from agentenv.relay.to_client import FAIR_TURN, ToClient
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
 
@@ -66,10 +65,6 @@ BROWSER_GONE = (1011, b"Chromium exited; reconnect when /readyz says ready")
 BINARY_REFUSED = (1003, b"CDP messages are JSON text frames; binary frames are not accepted")
 #: How long a left client's unanswered commands are waited for.
 SETTLE_S = 10.0
-#: Messages one connection handles before it lets the others' run: a read
-#: of buffered messages and a send that needs no drain never yield, and one
-#: agent's pipelined flood held every other agent's command behind it.
-FAIR_TURN = 8
 
 
 #: A refused big message's id, session and method, read from its ends only.
@@ -78,7 +73,7 @@ _SESSION = re.compile(r'"sessionId"\s*:\s*"([0-9A-Za-z_.-]{1,128})"')
 _METHOD = re.compile(r'"method"\s*:\s*"([A-Za-z.]{1,100})"')
 
 
-class _Bridge:
+class _Bridge(ToClient):
     def __init__(
         self,
         client: web.WebSocketResponse,
@@ -448,162 +443,6 @@ class _Bridge:
             await self._answer(step.error_answer())
             return
         await self._answer({"id": step.call, "result": result})
-
-    # -- Chromium to client --------------------------------------------------
-
-    async def to_client(self) -> None:
-        state = self.state
-        turn = 0
-        async for msg in self.upstream:
-            turn += 1
-            if turn == FAIR_TURN:
-                turn = 0
-                await asyncio.sleep(0)
-            if msg.type is WSMsgType.TEXT:
-                data = msg.data
-                # The client has its answer first; its entry is written right
-                # after, before this loop reads Chromium's next message (the
-                # write is off the agent's round trip, not off the record).
-                if core.answer_first(state, data):
-                    try:
-                        await self._hand_over(data)
-                    finally:
-                        self._noted(core.from_upstream(state, data))
-                else:
-                    down = core.from_upstream(state, data)
-                    for command in down.upstream:  # before the client can act on it
-                        await self.upstream.send_str(command)
-                    try:
-                        if down.kind is Down.PASS:
-                            await self._hand_over(down.data if down.data is not None else data)
-                    finally:
-                        self._noted(down)
-                    if down.kind is Down.DETACH:
-                        await self._detach(down)
-                    elif down.kind is Down.RESUME:
-                        await self._resume(down)
-            elif msg.type is WSMsgType.BINARY:
-                await self._hand_over(msg.data)
-            elif msg.type is WSMsgType.ERROR:
-                if isinstance(msg.data, MemoryError):  # aiohttp's reader caught it
-                    self._over_memory(AT_LIMIT)
-                break
-            self.answers.handed_on(msg.data if isinstance(msg.data, (str, bytes)) else b"")
-            if not state.pending:
-                self.settled.set()
-
-    async def _hand_over(self, data: str | bytes) -> None:
-        """Send a message from Chromium to the client. Once the client is gone
-        (its socket failed under a send) nothing more is sent, and this loop
-        goes on reading Chromium's answers so their entries end as answered."""
-        if self.client_gone or self.client.closed:
-            return
-        try:
-            if isinstance(data, str):
-                await self.client.send_str(data)
-            else:
-                await self.client.send_bytes(data)
-        except (ConnectionError, aiohttp.ClientError) as exc:
-            self.client_gone = True
-            log.info("conn %d: the client went away under a send: %s", self.state.number, exc)
-
-    def _noted(self, down: core.Downstream) -> None:
-        """What an upstream message means for the log: an answer's entry, the
-        commands a detach orphaned, a tab loading."""
-        pending = down.pending
-        if (
-            pending is not None
-            and down.opened is not None
-            and pending.method == "Target.createTarget"
-            and isinstance(pending.params, dict)
-            and pending.params.get("forTab")
-        ):
-            # A tab-type target: its entry ends once its page is known, so
-            # the tab it opened is tied to it as any other.
-            self.watcher.spawn(self._noted_for_tab(down))
-            return
-        self._note(down)
-
-    def _note(self, down: core.Downstream) -> None:
-        scope = self.state.scope
-        if down.made_context is not None and scope is not None:
-            self.watcher.spawn(self.watcher.downloads.for_context(down.made_context, scope.name))
-        try:
-            if down.pending is not None:
-                self._answered(down)
-            for orphan in down.orphans:
-                self._orphaned(orphan)
-            if down.loading is not None:
-                tab, started = down.loading
-                self.logbook.causes.loading_changed(tab, started, time.monotonic())
-        except LogError as exc:  # a full disk must not cut the agent off
-            log.error("conn %d: %s", self.state.number, exc)
-
-    async def _detach(self, down: core.Downstream) -> None:
-        if down.resume:  # it waits for a debugger: let it run before leaving it
-            run: dict[str, Any] = {
-                "id": self.state.own_id(),
-                "method": "Runtime.runIfWaitingForDebugger",
-                "sessionId": down.session,
-            }
-            await self.upstream.send_str(orjson.dumps(run).decode())
-        message: dict[str, Any] = {
-            "id": self.state.own_id(),
-            "method": "Target.detachFromTarget",
-            "params": {"sessionId": down.session},
-        }
-        if down.parent is not None:
-            message["sessionId"] = down.parent
-        log.info(
-            "conn %d: detached a session on a target that is not web content or not in its scope",
-            self.state.number,
-        )
-        await self.upstream.send_str(orjson.dumps(message).decode())
-
-    async def _resume(self, down: core.Downstream) -> None:
-        """Undo a pause in the relay's own world: the client never saw it."""
-        message: dict[str, Any] = {"id": self.state.own_id(), "method": "Debugger.resume"}
-        if down.session is not None:
-            message["sessionId"] = down.session
-        log.info("conn %d: resumed a pause in the relay's own world", self.state.number)
-        await self.upstream.send_str(orjson.dumps(message).decode())
-
-    async def _noted_for_tab(self, down: core.Downstream) -> None:
-        assert down.opened is not None
-        down.opened = await self.watcher.page_of_tab(down.opened)
-        if down.opened is not None:
-            self.state.visible.add(down.opened)
-        self._note(down)
-
-    def _answered(self, down: core.Downstream) -> None:
-        pending = down.pending
-        assert pending is not None
-        self.answered.set()
-        if pending.entry < 0:  # the computer's own, not on the record
-            self.logbook.end_unlogged(pending.entry, down.ok, down.opened)
-            return
-        if pending.entry == 0:  # the computer's own, read but never logged
-            return
-        self.logbook.end_command(pending.entry, down.ok, down.error, opened=down.opened)
-
-    def _orphaned(self, pending: Pending) -> None:
-        self.answered.set()  # it is in flight no more
-        if pending.entry < 0:
-            self.logbook.end_unlogged(pending.entry, False)
-        elif pending.entry > 0:
-            self.logbook.end_command(
-                pending.entry, False, "the target went away before Chromium answered"
-            )
-
-    def end_pending(self, why: str) -> None:
-        for pending in self.state.pending.values():
-            if pending.entry < 0:
-                self.logbook.end_unlogged(pending.entry, False)
-            elif pending.entry > 0:
-                self.logbook.end_command(pending.entry, False, why)
-        self.state.pending.clear()
-        self.answered.set()
-        self.settled.set()
 
 
 async def bridge(
