@@ -2,7 +2,16 @@
 
 One container runs Chromium behind a CDP relay (the only door to the
 browser), an app server and a recorder under supervisord. See
-``shared/ARCHITECTURE.md`` for the design and ``README.md`` for use.
+``docs/architecture.md`` for the design and ``README.md`` for use.
+
+- :mod:`.relay`, :mod:`.app`, :mod:`.recorder` — the computer's three programs;
+- :mod:`.log` — the action log; :mod:`.protocol` — the wire models, both ways;
+- :mod:`.harness` — ``agentenv run``, on the host;
+- shared by them: :mod:`.settings` (every setting, read once), :mod:`.access`
+  (who is who), :mod:`.errors` (the one error root), :mod:`.http` (error
+  bodies, bounded reads, the error middleware), :mod:`.cdp` (the programs'
+  link to the relay) over :mod:`.calls` (commands and answers by id),
+  :mod:`.metrics`, :mod:`.paths`, :mod:`.process` (how a program runs).
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from agentenv.calls import Calls
 from agentenv.errors import AgentEnvError
 from agentenv.protocol.urls import tab
 from agentenv.settings import Settings
@@ -74,8 +74,7 @@ class BrowserLink:
         self.scope = scope
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._ids = itertools.count(1)
-        self._calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._calls = Calls()
         self._sessions: dict[str, str] = {}
         self._lock = asyncio.Lock()
         self._listeners: dict[tuple[str | None, str], asyncio.Queue[dict[str, Any]]] = {}
@@ -124,11 +123,7 @@ class BrowserLink:
                 if msg.type is not aiohttp.WSMsgType.TEXT:
                     continue
                 message = orjson.loads(msg.data)
-                call = message.get("id")
-                if isinstance(call, int):
-                    future = self._calls.pop(call, None)
-                    if future is not None and not future.done():
-                        future.set_result(message)
+                if self._calls.answered(message):
                     continue
                 method = message.get("method")
                 queue = self._listeners.get((message.get("sessionId"), method))
@@ -140,10 +135,7 @@ class BrowserLink:
                         if known == session:
                             del self._sessions[tab]
         finally:
-            for future in self._calls.values():
-                if not future.done():
-                    future.set_exception(BrowserError("the relay connection closed"))
-            self._calls.clear()
+            self._calls.fail(BrowserError("the relay connection closed"))
             self._sessions.clear()
 
     async def _send(
@@ -154,21 +146,12 @@ class BrowserLink:
         session: str | None,
         deadline_s: float,
     ) -> dict[str, Any]:
-        call = next(self._ids)
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._calls[call] = future
-        message: dict[str, Any] = {"id": call, "method": method, "params": params}
-        if session is not None:
-            message["sessionId"] = session
         try:
-            await ws.send_str(orjson.dumps(message).decode())
-            answer = await asyncio.wait_for(future, deadline_s)
+            answer = await self._calls.send(ws, method, params, session, deadline_s)
         except TimeoutError:
             raise BrowserError(f"{method} got no answer within {deadline_s:.0f} s") from None
         except (ConnectionError, RuntimeError, aiohttp.ClientError):
             raise BrowserError("the relay connection closed") from None
-        finally:
-            self._calls.pop(call, None)
         error = answer.get("error")
         if error is not None:
             raise CdpError(method, str(error.get("message") if isinstance(error, dict) else error))

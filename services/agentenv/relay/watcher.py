@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -35,6 +34,7 @@ import aiohttp
 import orjson
 
 from agentenv.access import Identity
+from agentenv.calls import Calls
 from agentenv.metrics import RELAY
 from agentenv.protocol.urls import tab as is_tab
 from agentenv.relay.downloads import Downloads
@@ -81,8 +81,7 @@ class Watcher:
         self.http = http
         self.logbook = logbook
         self._ws: aiohttp.ClientWebSocketResponse | None = None
-        self._ids = itertools.count(1)
-        self._calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._calls = Calls()
         #: Our isolated world in each tab's main frame (made again when its
         #: document is replaced), shared with every client connection.
         self.worlds = RelayWorlds()
@@ -394,11 +393,7 @@ class Watcher:
                 log.exception("watcher: could not handle a message")
 
     def _dispatch(self, message: dict[str, Any]) -> None:
-        call = message.get("id")
-        if isinstance(call, int):
-            future = self._calls.pop(call, None)
-            if future is not None and not future.done():
-                future.set_result(message)
+        if self._calls.answered(message):
             return
         method = message.get("method")
         params = message.get("params") or {}
@@ -489,10 +484,7 @@ class Watcher:
             self.logbook.causes.to_front(shown[0])
 
     def _fail_calls(self, why: str) -> None:
-        for future in self._calls.values():
-            if not future.done():
-                future.set_exception(WatcherError(why))
-        self._calls.clear()
+        self._calls.fail(WatcherError(why))
 
     async def call(
         self,
@@ -504,14 +496,4 @@ class Watcher:
         ws = self._ws
         if ws is None or ws.closed:
             raise WatcherError("not connected to Chromium")
-        call = next(self._ids)
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._calls[call] = future
-        message: dict[str, Any] = {"id": call, "method": method, "params": params}
-        if session is not None:
-            message["sessionId"] = session
-        try:
-            await ws.send_str(orjson.dumps(message).decode())
-            return await asyncio.wait_for(future, deadline_s)
-        finally:
-            self._calls.pop(call, None)
+        return await self._calls.send(ws, method, params, session, deadline_s)
