@@ -27,6 +27,7 @@ import pytest
 import requests
 
 from agentenv.harness.local_store import LocalStore
+from agentenv.log.lines import agent_act
 from agentenv.recorder.bursts import SETTLE_S
 from tests.support.colours import SLOW_S, page_shown, serve_inside
 from tests.support.container import Computer, computer
@@ -89,12 +90,7 @@ def _caused(frame: dict[str, Any], lines: list[dict[str, Any]]) -> str | None:
 
 
 def _counts(action: dict[str, Any]) -> bool:
-    return (
-        action.get("acts") == "acting"
-        and action.get("who") == "alice"
-        and action.get("within") is None
-        and action.get("via") in ("cdp", "mcp", "api")
-    )
+    return agent_act({"action": action}) is not None and action.get("who") == "alice"
 
 
 def _record(pc: Computer, store: LocalStore, name: str, agent: Any, tmp: Path) -> dict[str, Any]:

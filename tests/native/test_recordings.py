@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 import requests
 
+from agentenv.log.lines import agent_act
 from agentenv.protocol.recording import rebuild
 from agentenv.recorder.bursts import SETTLE_S
 from tests.support.cdp import RawCdp, browser_ws_url
@@ -99,15 +100,7 @@ def test_mcp_typing_then_navigation(stack: NativeStack, site: Site, tmp_path: Pa
         if "action" in x
     )
     # Every acting agent entry between the frames is keyed: none left out.
-    acting = [
-        x["seq"]
-        for x in lines
-        if "action" in x
-        and x["action"]["acts"] == "acting"
-        and x["action"]["who"] != "agentenv"
-        and x["action"]["via"] in ("cdp", "mcp", "api")
-        and x["action"].get("within") is None
-    ]
+    acting = [x["seq"] for x in lines if agent_act(x) is not None]
     assert sorted(typing + navigation) == acting
     assert "browser_navigate" in {by_seq[s]["action"].get("tool") for s in navigation}
     assert manifest["frames"][-1]["url"] == site.url + "/next?token=REDACTED"

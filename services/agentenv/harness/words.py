@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from agentenv.log.lines import agent_act
+
 __all__ = ["MASK", "describe", "words"]
 
 MASK = "••••"
@@ -258,11 +260,9 @@ def words(lines: Iterable[dict[str, Any]]) -> list[str]:
     out: list[str] = []
     typing = _Typing()
     for line in lines:
-        action = line.get("action")
-        if not isinstance(action, dict) or action.get("acts") != "acting":
+        action = agent_act(line)  # a tool call's own commands: the call says it
+        if action is None:
             continue
-        if action.get("within") is not None or action.get("via") == "agentenv":
-            continue  # a tool call's own commands: the call says it
         via = action.get("via")
         if via == "cdp":
             _cdp(action, typing, out)

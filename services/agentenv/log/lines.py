@@ -14,9 +14,11 @@ from typing import Any, Literal
 import orjson
 
 __all__ = [
+    "AGENT_VIAS",
     "BROWSER_EXITED",
     "KINDS",
     "Kind",
+    "agent_act",
     "encode",
     "iso",
     "iso_ms",
@@ -81,6 +83,24 @@ def seq_of(raw: bytes) -> int | None:
         return None
     seq = value.get("seq") if isinstance(value, dict) else None
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
+#: The ways in an agent acts through (``agentenv`` is the computer's own).
+AGENT_VIAS = ("cdp", "mcp", "api")
+
+
+def agent_act(line: dict[str, Any]) -> dict[str, Any] | None:
+    """The action of a log line that is an agent's own act, else None: an
+    acting entry, by an agent (not the computer's own, ``who``/``via:
+    agentenv``), and not a command run within a tool call or op (that call's
+    own entry stands for it). Bursts, the words a judge reads, the viewer and
+    the exports all count these, and only these."""
+    action = line.get("action")
+    if not isinstance(action, dict) or action.get("acts") != "acting":
+        return None
+    if action.get("who") == "agentenv" or action.get("within") is not None:
+        return None
+    return action if action.get("via") in AGENT_VIAS else None
 
 
 def scope_of(line: dict[str, Any]) -> str | None:

@@ -13,21 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentenv.log.lines import agent_act
+
 __all__ = ["SETTLE_S", "Bursts", "FrameDue", "counts"]
 
 SETTLE_S = 0.5
 
 
 def counts(line: dict[str, Any]) -> bool:
-    """Whether a log line is an agent's acting entry (it starts or extends a burst)."""
-    action = line.get("action")
-    if not isinstance(action, dict) or action.get("acts") != "acting":
-        return False
-    if action.get("who") == "agentenv" or action.get("via") == "agentenv":
-        return False
-    if action.get("within") is not None:
-        return False  # a command run for a tool call or op: that call's own mark decides
-    return action.get("via") in ("cdp", "mcp", "api")
+    """Whether a log line is an agent's acting entry (it starts or extends a
+    burst): :func:`agentenv.log.lines.agent_act`."""
+    return agent_act(line) is not None
 
 
 @dataclass(frozen=True)
