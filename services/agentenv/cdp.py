@@ -16,19 +16,35 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import orjson
+from pydantic import ValidationError
 
 from agentenv.calls import Calls
 from agentenv.errors import AgentEnvError
+from agentenv.protocol.control import (
+    CONTROL_METHODS,
+    CONTROL_RESULTS,
+    Begun,
+    ControlParams,
+    ControlResult,
+    Identified,
+    TabOrder,
+    Tabs,
+)
 from agentenv.protocol.urls import tab
 from agentenv.settings import Settings
 
 __all__ = ["BrowserError", "BrowserLink", "CdpError", "active_tab", "capture", "pages", "visible"]
 
 log = logging.getLogger("agentenv.cdp")
+
+R = TypeVar("R", bound=ControlResult)
+
+#: Each AgentEnv.* params model's method.
+_CONTROL_METHOD = {model: name for name, model in CONTROL_METHODS.items()}
 
 #: A capture still unanswered after this is followed by a second: Chromium
 #: answers a capture of a tab behind the active one only once another arrives.
@@ -112,8 +128,11 @@ class BrowserLink:
             self._ws = ws
             self._sessions.clear()
             self._reader = asyncio.create_task(self._read(ws))
-            who = await self._send(ws, "AgentEnv.whoami", {}, None, 10.0)
-            self.conn = int(who.get("conn", 0))
+            found = await self._send(ws, "AgentEnv.whoami", {}, None, 10.0)
+            try:
+                self.conn = Identified.model_validate(found).conn
+            except ValidationError:
+                raise BrowserError("AgentEnv.whoami: the relay's answer is not one") from None
             self.generation += 1
             return ws
 
@@ -174,6 +193,20 @@ class BrowserLink:
         ws = await self._connect()
         return await self._send(ws, method, params or {}, session, deadline_s)
 
+    async def control(self, params: ControlParams, answer: type[R], deadline_s: float = 15.0) -> R:
+        """An ``AgentEnv.*`` command, its params a model; its result as
+        ``answer``, the model :data:`~agentenv.protocol.control.CONTROL_RESULTS`
+        names for it (the relay answering something else is a BrowserError)."""
+        assert CONTROL_RESULTS[type(params)] is answer, (type(params), answer)
+        method = _CONTROL_METHOD[type(params)]
+        found = await self.call(
+            method, params.model_dump(mode="json", exclude_none=True), deadline_s=deadline_s
+        )
+        try:
+            return answer.model_validate(found)
+        except ValidationError:
+            raise BrowserError(f"{method}: the relay's answer is not one") from None
+
     @contextlib.contextmanager
     def events(self, method: str, session: str | None) -> Iterator[asyncio.Queue[dict[str, Any]]]:
         """A queue of ``method`` events on ``session`` while the block runs."""
@@ -232,8 +265,8 @@ class BrowserLink:
             params["typing"] = typing
         if acts != "acting":
             params["acts"] = acts
-        begun = await self.call("AgentEnv.beginAction", params)
-        context = ActionContext(int(begun["entry"]))
+        begun = Begun.model_validate(await self.call("AgentEnv.beginAction", params))
+        context = ActionContext(begun.entry)
         try:
             yield context
         except BaseException as exc:
@@ -319,9 +352,9 @@ async def visible(link: BrowserLink, tab: str, deadline_s: float = 2.0) -> bool:
 
 async def active_tab(link: BrowserLink) -> str | None:
     """The tab in front (as the relay keeps it), else the first tab, else None."""
-    known = (await link.call("AgentEnv.tabs")).get("active")
-    if isinstance(known, str):
-        return known
+    known = (await link.control(Tabs(), TabOrder)).active
+    if known is not None:
+        return str(known)
     found = await pages(link)
     shown = await asyncio.gather(*(visible(link, p["targetId"]) for p in found))
     for page, front in zip(found, shown, strict=True):

@@ -21,6 +21,7 @@ from typing import Any
 from agentenv.app.errors import OpError
 from agentenv.cdp import BrowserLink, pages, visible
 from agentenv.protocol.browser import Tab
+from agentenv.protocol.control import TabOrder, Tabs
 
 __all__ = ["IDLE_LINKS", "Browser", "Browsers"]
 
@@ -83,9 +84,9 @@ class Browser:
         """The tabs, the one in front first, as the relay keeps them (it sees every
         command; a page's own visibility lies once a client emulates focus)."""
         found = await pages(self.link)
-        order = await self.link.call("AgentEnv.tabs")
-        front: list[str] = order.get("order") or []
-        active = order.get("active")
+        order = await self.link.control(Tabs(), TabOrder)
+        front: list[str] = order.order
+        active = order.active
         if active is None:  # the relay does not know yet: ask the pages
             shown = await asyncio.gather(*(visible(self.link, p["targetId"]) for p in found))
             active = next((p["targetId"] for p, v in zip(found, shown, strict=True) if v), None)

@@ -31,6 +31,7 @@ from agentenv.cdp import BrowserError
 from agentenv.log.lines import scope_of
 from agentenv.log.reader import LogReader
 from agentenv.protocol.browser import Tab
+from agentenv.protocol.control import Reset, Written
 from agentenv.protocol.data import BrowserState, SavedTab
 
 __all__ = [
@@ -258,7 +259,7 @@ async def reset(
             )
         browser.storage_origins.clear()
         browser.switches += 1
-        entry = (await link.call("AgentEnv.reset", {"reason": "data/reset"}))["entry"]
+        entry = (await link.control(Reset(reason="data/reset"), Written)).entry
         browser.reset_seq = entry
     return {"tab": blank, "reset": entry, "origins_cleared": len(origins)}
 

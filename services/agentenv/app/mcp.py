@@ -55,6 +55,7 @@ from agentenv.http import asgi_error
 from agentenv.log.argpaths import file_args
 from agentenv.log.marks import tool_acts
 from agentenv.paths import inside
+from agentenv.protocol.control import Done, Grant, Revoke, Token
 from agentenv.relay.scopes import Scopes
 from agentenv.settings import Settings
 
@@ -152,10 +153,8 @@ class PlaywrightSession:
             self._task, self._ready, self._stop = None, asyncio.Event(), asyncio.Event()
             self._tools, self._error = None, None
         if self._task is None:
-            granted = await self.link.call(
-                "AgentEnv.grant", {"who": self.caller.who, "tag": self.tag}
-            )
-            self.token, self.generation = str(granted["token"]), self.link.generation
+            granted = await self.link.control(Grant(who=self.caller.who, tag=self.tag), Token)
+            self.token, self.generation = granted.token, self.link.generation
             self.prepare()
             self._task = asyncio.create_task(
                 self._run(self.token), name=f"playwright-mcp-{self.tag}"
@@ -194,7 +193,7 @@ class PlaywrightSession:
                 await asyncio.wait_for(self._task, 15)
         if self.token is not None and self.generation == self.link.generation:
             with contextlib.suppress(BrowserError):
-                await self.link.call("AgentEnv.revoke", {"token": self.token})
+                await self.link.control(Revoke(token=self.token), Done)
         self._task, self.token = None, None
         self._ready, self._stop = asyncio.Event(), asyncio.Event()
         self._tools, self._error = None, None

@@ -63,6 +63,7 @@ from agentenv.process import log_dir
 from agentenv.protocol import dump, problems
 from agentenv.protocol.browser import Empty, ScopeOnly
 from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card, Extension
+from agentenv.protocol.control import Identified, Whoami
 from agentenv.protocol.data import ARCHIVE_LIMIT, ArchiveError, pack, unpack
 from agentenv.protocol.log import LogRequest
 from agentenv.relay.pinned import CHROMIUM as PROTOCOL_TABLE
@@ -246,7 +247,7 @@ async def readiness(
         # The app's own connection, the one ops use and MCP sessions' grants
         # come from: up to the relay running now (reconnected if it restarted).
         try:
-            await link.call("AgentEnv.whoami", {}, deadline_s=settings.upstream_timeout_s)
+            await link.control(Whoami(), Identified, deadline_s=settings.upstream_timeout_s)
         except BrowserError as exc:
             return Readiness(False, f"the app's relay connection is not up: {exc}", browser)
     try:

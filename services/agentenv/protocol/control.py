@@ -2,14 +2,16 @@
 
 They travel as CDP commands on a relay connection that holds the control
 token, and are never forwarded to Chromium (ARCHITECTURE.md, "The one log").
-Each method's params are one model here; :data:`CONTROL_METHODS` maps the
-method to its model, and the relay answers a command whose params do not
-fit with a CDP error naming the field.
+Each method's params are one model here, and so is each result (the wire
+both ways); :data:`CONTROL_METHODS` maps the method to its params' model and
+:data:`CONTROL_RESULTS` to its result's; the relay answers a command whose
+params do not fit with a CDP error naming the field.
 
 - ``AgentEnv.beginAction`` → ``{entry}``: an action begins (an op, a tool call).
 - ``AgentEnv.endAction``: it ended.
 - ``AgentEnv.whoami`` → ``{conn, user}``: this connection's number.
-- ``AgentEnv.tabs`` → ``{active, order}``: which tab is in front, as the relay keeps it.
+- ``AgentEnv.tabs`` → ``{active, order, loading}``: which tab is in front and
+  the order of the others, as the relay keeps it, and which are loading.
 - ``AgentEnv.reset`` → ``{entry}``: writes a ``reset`` line.
 - ``AgentEnv.grant`` → ``{token}``: a token for one agent's connection
   (Playwright MCP's), acting as ``who`` under the guard like any agent; it
@@ -29,18 +31,27 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_
 
 __all__ = [
     "CONTROL_METHODS",
+    "CONTROL_RESULTS",
     "BeginAction",
+    "Begun",
     "ControlParams",
+    "ControlResult",
+    "Done",
     "EndAction",
     "Grant",
     "GuardMark",
+    "Identified",
     "Name",
+    "Open",
     "OpenEntries",
     "Reset",
     "Revoke",
+    "TabOrder",
     "Tabs",
+    "Token",
     "Via",
     "Whoami",
+    "Written",
 ]
 
 #: How an action came in (SPEC.md section 1, ``via``).
@@ -117,6 +128,57 @@ class Revoke(ControlParams):
     token: Annotated[str, Field(min_length=1, max_length=200)]
 
 
+class ControlResult(BaseModel):
+    """What an ``AgentEnv.*`` command answers (extra fields are not taken)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Begun(ControlResult):
+    """``AgentEnv.beginAction``: the action's entry."""
+
+    entry: StrictInt
+
+
+class Done(ControlResult):
+    """``AgentEnv.endAction``, ``AgentEnv.revoke``: nothing to say."""
+
+
+class Identified(ControlResult):
+    """``AgentEnv.whoami``: this connection's number and user."""
+
+    conn: StrictInt
+    user: str
+
+
+class TabOrder(ControlResult):
+    """``AgentEnv.tabs``: the tab in front, every tab front to back, and the
+    tabs whose main frame is loading."""
+
+    active: str | None
+    order: list[str]
+    loading: list[str] = Field(default_factory=list)
+
+
+class Written(ControlResult):
+    """``AgentEnv.reset``: the ``reset`` line's entry."""
+
+    entry: StrictInt
+
+
+class Token(ControlResult):
+    """``AgentEnv.grant``: the token for one agent's connection."""
+
+    token: str
+
+
+class Open(ControlResult):
+    """``AgentEnv.pending``: each entry numbered and not yet written, with
+    the scope it acts in (null: none named)."""
+
+    entries: dict[str, str | None]
+
+
 CONTROL_METHODS: dict[str, type[ControlParams]] = {
     "AgentEnv.beginAction": BeginAction,
     "AgentEnv.endAction": EndAction,
@@ -126,4 +188,16 @@ CONTROL_METHODS: dict[str, type[ControlParams]] = {
     "AgentEnv.grant": Grant,
     "AgentEnv.revoke": Revoke,
     "AgentEnv.pending": OpenEntries,
+}
+
+#: Each method's result model.
+CONTROL_RESULTS: dict[type[ControlParams], type[ControlResult]] = {
+    BeginAction: Begun,
+    EndAction: Done,
+    Whoami: Identified,
+    Tabs: TabOrder,
+    Reset: Written,
+    Grant: Token,
+    Revoke: Done,
+    OpenEntries: Open,
 }

@@ -24,6 +24,7 @@ from agentenv.log.lines import BROWSER_EXITED, iso, scope_of
 from agentenv.log.reader import LogReader
 from agentenv.log.redact import redact_cut, redact_text
 from agentenv.metrics import RecorderCounts
+from agentenv.protocol.control import Open, OpenEntries, TabOrder, Tabs
 from agentenv.protocol.recording import (
     BrowserRecordingManifest,
     FrameEntry,
@@ -112,8 +113,8 @@ class Recording:
         try:
             session = await self.link.session(tab)
             while time.monotonic() < deadline:
-                known = await self.link.call("AgentEnv.tabs", deadline_s=2.0)
-                if tab in (known.get("loading") or ()):
+                known = await self.link.control(Tabs(), TabOrder, deadline_s=2.0)
+                if tab in known.loading:
                     await asyncio.sleep(0.05)
                     continue
                 try:
@@ -341,14 +342,11 @@ class Recording:
     async def _others_open(self) -> set[int]:
         """Entries open now that act in another scope than this recording's."""
         try:
-            answer = await self.link.call("AgentEnv.pending", deadline_s=2.0)
+            answer = await self.link.control(OpenEntries(), Open, deadline_s=2.0)
         except Exception as exc:  # the relay is away: every unwritten entry counts
             log.warning("%s: could not read the open entries: %s", self.recording_id, exc)
             return set()
-        entries = answer.get("entries") if isinstance(answer, dict) else None
-        if not isinstance(entries, dict):
-            return set()
-        return {int(seq) for seq, scope in entries.items() if scope != self.scope}
+        return {int(seq) for seq, scope in answer.entries.items() if scope != self.scope}
 
     async def _written(self, first: int, last: int) -> set[int]:
         """The numbers from ``first`` to ``last`` that have their line."""

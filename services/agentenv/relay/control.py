@@ -12,14 +12,22 @@ from typing import Any
 
 from agentenv.protocol.control import (
     BeginAction,
+    Begun,
     ControlParams,
+    ControlResult,
+    Done,
     EndAction,
     Grant,
+    Identified,
+    Open,
     OpenEntries,
     Reset,
     Revoke,
+    TabOrder,
     Tabs,
+    Token,
     Whoami,
+    Written,
 )
 from agentenv.relay.connection import ClientState
 from agentenv.relay.errors import RelayError
@@ -40,7 +48,7 @@ class Control:
         self.logbook = logbook
         self.watcher = watcher
         self.granted = granted
-        self._by: dict[type[ControlParams], Callable[[Any], Awaitable[dict[str, Any]]]] = {
+        self._by: dict[type[ControlParams], Callable[[Any], Awaitable[ControlResult]]] = {
             BeginAction: self._begin,
             EndAction: self._end,
             Whoami: self._whoami,
@@ -51,23 +59,24 @@ class Control:
             OpenEntries: self._pending,
         }
 
-    async def run(self, params: ControlParams) -> dict[str, Any]:
-        """The result of the command ``params`` are of."""
+    async def run(self, params: ControlParams) -> ControlResult:
+        """The result of the command ``params`` are of (its model in
+        :data:`~agentenv.protocol.control.CONTROL_RESULTS`)."""
         return await self._by[type(params)](params)
 
-    async def _begin(self, params: BeginAction) -> dict[str, Any]:
+    async def _begin(self, params: BeginAction) -> Begun:
         scope = self.state.scope
         name = scope.name if scope is not None else None
-        return {"entry": self.logbook.begin_action(self.state.number, params, name)}
+        return Begun(entry=self.logbook.begin_action(self.state.number, params, name))
 
-    async def _end(self, params: EndAction) -> dict[str, Any]:
+    async def _end(self, params: EndAction) -> Done:
         self.logbook.end_action(self.state.number, params)
-        return {}
+        return Done()
 
-    async def _whoami(self, params: Whoami) -> dict[str, Any]:
-        return {"conn": self.state.number, "user": self.state.identity.user}
+    async def _whoami(self, params: Whoami) -> Identified:
+        return Identified(conn=self.state.number, user=self.state.identity.user)
 
-    async def _tabs(self, params: Tabs) -> dict[str, Any]:
+    async def _tabs(self, params: Tabs) -> TabOrder:
         causes = self.logbook.causes
         order = list(causes.front)
         active = causes.active
@@ -75,9 +84,9 @@ class Control:
         if scope is not None:  # a scoped control link: its scope's tabs only
             order = [t for t in order if scope.holds(self.watcher.context_of(t))]
             active = active if active in order else (order[0] if order else None)
-        return {"active": active, "order": order, "loading": causes.loading_now(time.monotonic())}
+        return TabOrder(active=active, order=order, loading=causes.loading_now(time.monotonic()))
 
-    async def _reset(self, params: Reset) -> dict[str, Any]:
+    async def _reset(self, params: Reset) -> Written:
         # Every context an agent made, and every scope but the home one (its
         # own tabs and data the app has just reset), goes with its tabs.
         try:
@@ -86,14 +95,14 @@ class Control:
             raise ValueError(
                 f"the browser contexts could not be disposed of: {exc.message}"
             ) from None
-        return {"entry": self.logbook.reset(params.reason)}
+        return Written(entry=self.logbook.reset(params.reason))
 
-    async def _grant(self, params: Grant) -> dict[str, Any]:
-        return {"token": self.granted.grant(self.state.number, params.who, params.tag)}
+    async def _grant(self, params: Grant) -> Token:
+        return Token(token=self.granted.grant(self.state.number, params.who, params.tag))
 
-    async def _pending(self, params: OpenEntries) -> dict[str, Any]:
-        return {"entries": {str(k): v for k, v in self.logbook.writer.open_scopes().items()}}
+    async def _pending(self, params: OpenEntries) -> Open:
+        return Open(entries={str(k): v for k, v in self.logbook.writer.open_scopes().items()})
 
-    async def _revoke(self, params: Revoke) -> dict[str, Any]:
+    async def _revoke(self, params: Revoke) -> Done:
         self.granted.revoke(params.token)
-        return {}
+        return Done()

@@ -442,7 +442,7 @@ class _Bridge(ToClient):
             step.code, step.error = -32602, f"{step.method}: {exc}"
             await self._answer(step.error_answer())
             return
-        await self._answer({"id": step.call, "result": result})
+        await self._answer({"id": step.call, "result": result.model_dump(mode="json")})
 
 
 async def bridge(
