@@ -47,20 +47,10 @@ def _children_cpu_s() -> float:
     return used.ru_utime + used.ru_stime
 
 
-#: The agents' CPU seconds, summed over every run (:func:`_work` adds to it).
-AGENT_CPU: dict[str, float] = {}
-
-
-def _work(agent: Path, computers: list[tuple[Computer, str]], way: str = "") -> None:
-    """Every agent's rounds at once (``computers``: each agent's computer and token)."""
+def _work(agent: Path, computers: list[tuple[Computer, str]]) -> float:
+    """Every agent's rounds at once (``computers``: each agent's computer and
+    token); the CPU seconds the agents' processes took."""
     began = _children_cpu_s()
-    try:
-        _run_all(agent, computers)
-    finally:
-        AGENT_CPU[way] = _children_cpu_s() - began
-
-
-def _run_all(agent: Path, computers: list[tuple[Computer, str]]) -> None:
     with concurrent.futures.ThreadPoolExecutor(len(computers)) as pool:
         runs = [
             pool.submit(_agent, agent, f"{computer.cdp}?token={token}")
@@ -68,6 +58,7 @@ def _run_all(agent: Path, computers: list[tuple[Computer, str]]) -> None:
         ]
         for run in runs:
             run.result()
+    return _children_cpu_s() - began
 
 
 def _cpu_s(computer: Computer) -> float:
@@ -76,33 +67,35 @@ def _cpu_s(computer: Computer) -> float:
     return float(stats["total_usage"]) / 1e9
 
 
-def _one_computer(agent: Path, n: int) -> tuple[float, float, float]:
-    """N agents in N scopes on one computer: seconds, its memory (MiB), its CPU (s)."""
+def _one_computer(agent: Path, n: int) -> tuple[float, float, float, float]:
+    """N agents in N scopes on one computer: seconds, its memory (MiB), its
+    CPU and the agents' (s)."""
     began = time.monotonic()
     tokens = agent_tokens([f"a{i}" for i in range(n)])
     computer = deploy(IMAGE, None, None, agents=tokens)
     try:
-        _work(agent, [(computer, token) for token in tokens.values()], "one")
+        agents_cpu = _work(agent, [(computer, token) for token in tokens.values()])
         took = time.monotonic() - began
         cpu = _cpu_s(computer)
         time.sleep(2)
-        return took, _memory_mib(computer), cpu
+        return took, _memory_mib(computer), cpu, agents_cpu
     finally:
         computer.stop()
 
 
-def _many_computers(agent: Path, n: int) -> tuple[float, float, float]:
-    """N computers of one agent each: seconds, their memory and CPU together."""
+def _many_computers(agent: Path, n: int) -> tuple[float, float, float, float]:
+    """N computers of one agent each: seconds, their memory and CPU together,
+    and the agents' CPU."""
     began = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(n) as pool:
         tokens = [agent_tokens(["a"]) for _ in range(n)]
         started = list(pool.map(lambda t: deploy(IMAGE, None, None, agents=t), tokens))
     try:
-        _work(agent, [(c, t["a"]) for c, t in zip(started, tokens, strict=True)], "many")
+        agents_cpu = _work(agent, [(c, t["a"]) for c, t in zip(started, tokens, strict=True)])
         took = time.monotonic() - began
         cpu = sum(_cpu_s(c) for c in started)
         time.sleep(2)
-        return took, sum(_memory_mib(c) for c in started), cpu
+        return took, sum(_memory_mib(c) for c in started), cpu, agents_cpu
     finally:
         for computer in started:
             computer.stop()
@@ -115,8 +108,8 @@ def run() -> str:
         rows: list[list[str]] = []
         one_agent_memory = 0.0
         for n in SIZES:
-            scoped, scoped_mib, scoped_cpu = _one_computer(agent, n)
-            apart, apart_mib, apart_cpu = _many_computers(agent, n)
+            scoped, scoped_mib, scoped_cpu, scoped_agents = _one_computer(agent, n)
+            apart, apart_mib, apart_cpu, apart_agents = _many_computers(agent, n)
             if n == 1:
                 one_agent_memory = scoped_mib
             per_agent = (scoped_mib - one_agent_memory) / (n - 1) if n > 1 else 0.0
@@ -133,7 +126,7 @@ def run() -> str:
                     f"{scoped_cpu / tasks:.2f} s",
                     f"{apart_cpu / tasks:.2f} s",
                     f"{apart_cpu / scoped_cpu:.2f}x",
-                    f"{(AGENT_CPU['one'] + AGENT_CPU['many']) / (2 * tasks):.2f} s",
+                    f"{(scoped_agents + apart_agents) / (2 * tasks):.2f} s",
                 ]
             )
     return table(

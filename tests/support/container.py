@@ -223,70 +223,48 @@ class Computer:
 
     def serve_site(self) -> str:
         """The test site (tests/support/site.py) served inside the computer."""
-        source = (ROOT / "tests/support/site.py").read_text()
-        code = base64.b64encode(source.encode()).decode()
-        script = (
-            "import base64, types, sys, time\n"
-            f"m = types.ModuleType('site_pages'); exec(base64.b64decode('{code}'), m.__dict__)\n"
-            "from http.server import ThreadingHTTPServer\n"
-            "ThreadingHTTPServer(('127.0.0.1', 8000), m._Handler).serve_forever()\n"
-        )
-        launch = base64.b64encode(script.encode()).decode()
-        self.exec(
-            "sh",
-            "-c",
-            f"echo {launch} | base64 -d > /tmp/site.py && "
-            "setsid python3 /tmp/site.py >/dev/null 2>&1 </dev/null &",
-        )
-        wait_for(
-            lambda: (
-                "200"
-                in self.exec(
-                    "sh", "-c", f"curl -s -o /dev/null -w '%{{http_code}}' {SITE}/ || true"
-                )
-            ),
-            "the test site inside the computer",
-            timeout_s=20,
-        )
-        return SITE
+        serve = "ThreadingHTTPServer(('127.0.0.1', 8000), m._Handler).serve_forever()\n"
+        return self._serve("site", serve, SITE, "the test site inside the computer", 20)
 
     def serve_tls_site(self) -> str:
         """The test site over HTTPS on 127.0.0.1:8443, with a self-signed
         certificate made inside the computer: pages Chromium refuses unless
         told to ignore certificate errors."""
-        source = (ROOT / "tests/support/site.py").read_text()
-        code = base64.b64encode(source.encode()).decode()
-        script = (
-            "import base64, types, ssl, subprocess\n"
-            f"m = types.ModuleType('site_pages'); exec(base64.b64decode('{code}'), m.__dict__)\n"
+        serve = (
+            "import ssl, subprocess\n"
             "subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes',"
             " '-days', '2', '-subj', '/CN=127.0.0.1', '-keyout', '/tmp/tls.key',"
             " '-out', '/tmp/tls.crt'], check=True, capture_output=True)\n"
-            "from http.server import ThreadingHTTPServer\n"
             "s = ThreadingHTTPServer(('127.0.0.1', 8443), m._Handler)\n"
             "x = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n"
             "x.load_cert_chain('/tmp/tls.crt', '/tmp/tls.key')\n"
             "s.socket = x.wrap_socket(s.socket, server_side=True)\n"
             "s.serve_forever()\n"
         )
+        what = "the test site over HTTPS inside the computer"
+        return self._serve("tls_site", serve, TLS_SITE, what, 30)
+
+    def _serve(self, name: str, serve: str, url: str, what: str, timeout_s: float) -> str:
+        """tests/support/site.py's pages served inside the computer by ``serve``
+        (Python run after the pages are loaded as ``m``), in the background;
+        ``url`` once it answers 200 (bounded)."""
+        source = (ROOT / "tests/support/site.py").read_text()
+        code = base64.b64encode(source.encode()).decode()
+        script = (
+            "import base64, types\n"
+            f"m = types.ModuleType('site_pages'); exec(base64.b64decode('{code}'), m.__dict__)\n"
+            "from http.server import ThreadingHTTPServer\n" + serve
+        )
         launch = base64.b64encode(script.encode()).decode()
         self.exec(
             "sh",
             "-c",
-            f"echo {launch} | base64 -d > /tmp/tls_site.py && "
-            "setsid python3 /tmp/tls_site.py >/dev/null 2>&1 </dev/null &",
+            f"echo {launch} | base64 -d > /tmp/{name}.py && "
+            f"setsid python3 /tmp/{name}.py >/dev/null 2>&1 </dev/null &",
         )
-        wait_for(
-            lambda: (
-                "200"
-                in self.exec(
-                    "sh", "-c", f"curl -sk -o /dev/null -w '%{{http_code}}' {TLS_SITE}/ || true"
-                )
-            ),
-            "the test site over HTTPS inside the computer",
-            timeout_s=30,
-        )
-        return TLS_SITE
+        probe = f"curl -sk -o /dev/null -w '%{{http_code}}' {url}/ || true"
+        wait_for(lambda: "200" in self.exec("sh", "-c", probe), what, timeout_s=timeout_s)
+        return url
 
     def stop(self) -> None:
         self.container.stop()
