@@ -9,7 +9,7 @@ browser), an app server and a recorder under supervisord. See
 - :mod:`.harness` — ``agentenv run``, on the host;
 - shared by them: :mod:`.settings` (every setting, read once), :mod:`.access`
   (who is who), :mod:`.errors` (the one error root), :mod:`.http` (error
-  bodies, bounded reads, the error middleware), :mod:`.cdp` (the programs'
+  bodies, bounded reads, the error middleware), :mod:`.relay_link` (the programs'
   link to the relay) over :mod:`.calls` (commands and answers by id),
   :mod:`.metrics`, :mod:`.paths`, :mod:`.process` (how a program runs).
 """

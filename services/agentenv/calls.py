@@ -1,6 +1,6 @@
 """Commands sent on one CDP connection and their answers, matched by id:
 the one matcher under the app's and recorder's link to the relay
-(:mod:`agentenv.cdp`) and the relay's own connection to Chromium
+(:mod:`agentenv.relay_link`) and the relay's own connection to Chromium
 (:mod:`agentenv.relay.watcher`). No reading loop here: each connection's
 reader hands every message with an integer id to :meth:`Calls.answered`."""
 

@@ -18,7 +18,7 @@ every server answers with.
     ├── AppError                the app server's (app/errors.py)
     │   └── ToolCallError       a malformed AgentEnv-Tool-Call or AgentEnv-Role header
     ├── RecorderError           the recorder's (recorder/errors.py): the three above
-    ├── BrowserError            the browser link could not reach the browser (cdp.py)
+    ├── BrowserError            the browser link could not reach the browser (relay_link.py)
     │   └── CdpError            Chromium (or the relay's guard) refused a command
     ├── LogError                the action log's (log/errors.py)
     │   └── LogLocked           another writer holds the file's lock

@@ -136,7 +136,7 @@ def _computer_methods() -> set[str]:
     """CDP method names the computer's own programs send (string literals)."""
     found: set[str] = set()
     folder = ROOT / "services" / "agentenv"
-    for path in [folder / "cdp.py", *folder.glob("app/*.py"), *folder.glob("recorder/*.py")]:
+    for path in [folder / "relay_link.py", *folder.glob("app/*.py"), *folder.glob("recorder/*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and node.args:
                 first = node.args[0]

@@ -11,8 +11,8 @@ from pydantic import BaseModel
 
 from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
-from agentenv.cdp import ActionContext
 from agentenv.log.argpaths import typed_paths
+from agentenv.relay_link import ActionContext
 
 __all__ = ["acting", "reading"]
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv.app.errors import OpError
-from agentenv.cdp import BrowserLink, pages, visible
 from agentenv.protocol.browser import Tab
 from agentenv.protocol.control import TabOrder, Tabs
+from agentenv.relay_link import BrowserLink, pages, visible
 
 __all__ = ["IDLE_LINKS", "Browser", "Browsers"]
 

@@ -27,12 +27,12 @@ from agentenv.app.caller import Caller
 from agentenv.app.cookies import all_cookies, settable
 from agentenv.app.errors import OpError
 from agentenv.app.storage import READ_ALL, WRITE_ALL, on_origin, origin
-from agentenv.cdp import BrowserError
 from agentenv.log.lines import scope_of
 from agentenv.log.reader import LogReader
 from agentenv.protocol.browser import Tab
 from agentenv.protocol.control import Reset, Written
 from agentenv.protocol.data import BrowserState, SavedTab
+from agentenv.relay_link import BrowserError
 
 __all__ = [
     "CLEARED_STORAGE",

@@ -7,15 +7,15 @@
     │   └── KeyError_    a key combination that names no key (400)
     └── ToolCallError    a malformed AgentEnv-Tool-Call or AgentEnv-Role header
 
-Errors of the browser link (:class:`agentenv.cdp.BrowserError`,
-:class:`agentenv.cdp.CdpError`) become an :class:`OpError` in :func:`failure`;
+Errors of the browser link (:class:`agentenv.relay_link.BrowserError`,
+:class:`agentenv.relay_link.CdpError`) become an :class:`OpError` in :func:`failure`;
 bodies that cannot be read are :class:`agentenv.http.BodyError`.
 """
 
 from __future__ import annotations
 
-from agentenv.cdp import BrowserError, CdpError
 from agentenv.errors import AgentEnvError, Refusal
+from agentenv.relay_link import BrowserError, CdpError
 
 __all__ = ["AppError", "OpError", "failure"]
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from agentenv.app.browser import Browser
 from agentenv.app.errors import OpError
-from agentenv.cdp import BrowserError, CdpError, active_tab, capture
+from agentenv.relay_link import BrowserError, CdpError, active_tab, capture
 
 __all__ = ["FPS", "PAGE", "Live"]
 

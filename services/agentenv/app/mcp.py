@@ -50,13 +50,13 @@ from mcp.server.transport_security import TransportSecuritySettings
 from agentenv.access import AccessDenied, Identity, bearer_token, identify
 from agentenv.app.caller import Caller, caller_of
 from agentenv.app.toolcall import ToolCallError, role
-from agentenv.cdp import BrowserError, BrowserLink, CdpError
 from agentenv.http import asgi_error
 from agentenv.log.argpaths import file_args
 from agentenv.log.marks import tool_acts
 from agentenv.paths import inside
 from agentenv.protocol.control import Done, Grant, Revoke, Token
 from agentenv.relay.scopes import Scopes
+from agentenv.relay_link import BrowserError, BrowserLink, CdpError
 from agentenv.settings import Settings
 
 __all__ = ["REMOVED", "TYPING_ARGS", "McpProxy"]

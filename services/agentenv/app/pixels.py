@@ -14,7 +14,6 @@ from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
 from agentenv.app.errors import OpError
 from agentenv.app.keys import key_events
-from agentenv.cdp import capture
 from agentenv.protocol.browser import (
     InputClick,
     InputKey,
@@ -24,6 +23,7 @@ from agentenv.protocol.browser import (
     Navigate,
     Screenshot,
 )
+from agentenv.relay_link import capture
 
 __all__ = [
     "Image",

@@ -47,7 +47,6 @@ from agentenv.app.live import Live
 from agentenv.app.optable import DATA_OPS, OPS, all_ops
 from agentenv.app.pixels import Image
 from agentenv.app.runtime import runtime_problem
-from agentenv.cdp import BrowserError, BrowserLink
 from agentenv.http import (
     BODY_LIMIT,
     BodyError,
@@ -68,6 +67,7 @@ from agentenv.protocol.data import ARCHIVE_LIMIT, ArchiveError, pack, unpack
 from agentenv.protocol.log import LogRequest
 from agentenv.relay.pinned import CHROMIUM as PROTOCOL_TABLE
 from agentenv.relay.scopes import Scopes
+from agentenv.relay_link import BrowserError, BrowserLink
 from agentenv.settings import Settings
 
 log = logging.getLogger("agentenv.app")

@@ -15,8 +15,8 @@ from agentenv.app.acting import acting, reading
 from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
 from agentenv.app.errors import OpError
-from agentenv.cdp import BrowserError
 from agentenv.protocol.browser import LocalStorageClear, LocalStorageGet, LocalStorageSet
+from agentenv.relay_link import BrowserError
 
 __all__ = [
     "READ_ALL",

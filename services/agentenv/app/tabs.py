@@ -7,8 +7,8 @@ from typing import Any
 from agentenv.app.acting import acting, reading
 from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
-from agentenv.cdp import visible
 from agentenv.protocol.browser import ScopeOnly, TabRef, TabsOpen
+from agentenv.relay_link import visible
 
 __all__ = ["tabs_activate", "tabs_close", "tabs_list", "tabs_open"]
 

@@ -19,7 +19,6 @@ from typing import Any
 
 import orjson
 
-from agentenv.cdp import BrowserError, BrowserLink, CdpError, active_tab, capture, pages
 from agentenv.log.lines import BROWSER_EXITED, iso, scope_of
 from agentenv.log.reader import LogReader
 from agentenv.log.redact import redact_cut, redact_text
@@ -38,6 +37,7 @@ from agentenv.protocol.recording import (
 )
 from agentenv.recorder.bursts import Bursts, FrameDue
 from agentenv.recorder.grants import Uploader, UploadError, open_grant
+from agentenv.relay_link import BrowserError, BrowserLink, CdpError, active_tab, capture, pages
 
 __all__ = ["COUNTS", "END_WAIT_S", "LOAD_WAIT_S", "Recording"]
 

@@ -23,7 +23,6 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from agentenv.access import bearer_token
-from agentenv.cdp import BrowserError, BrowserLink
 from agentenv.http import BODY_LIMIT, error_middleware, read_json
 from agentenv.log.lines import iso
 from agentenv.log.reader import LogReader
@@ -35,6 +34,7 @@ from agentenv.recorder.errors import Refused
 from agentenv.recorder.grants import open_grant, prove
 from agentenv.recorder.recording import COUNTS, Recording
 from agentenv.relay.scopes import Scopes
+from agentenv.relay_link import BrowserError, BrowserLink
 from agentenv.settings import Settings
 
 __all__ = ["Recorder", "make_app"]

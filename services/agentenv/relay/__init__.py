@@ -15,7 +15,8 @@ The connection's rules, without I/O:
 - :mod:`.worlds` — the relay's own isolated worlds, out of every agent's reach;
 - :mod:`.password` and :mod:`.elements` — the password check and what a press
   lands on (the expressions; the watcher runs them);
-- :mod:`.tabs` — tabs and what caused their events;
+- :mod:`.causes` — what caused each tab event; :mod:`.front` — which tab is
+  in front, and which are loading;
 - :mod:`.memory`, :mod:`.storage` — the bytes held and the storage shares;
 - :mod:`.discovery` — ``/json/*`` answers rewritten to the relay's address;
 - :mod:`.tokens` — tokens granted for one agent's connection.

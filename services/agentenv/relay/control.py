@@ -77,14 +77,16 @@ class Control:
         return Identified(conn=self.state.number, user=self.state.identity.user)
 
     async def _tabs(self, params: Tabs) -> TabOrder:
-        causes = self.logbook.causes
-        order = list(causes.front)
-        active = causes.active
+        front = self.logbook.causes.front
+        order = list(front.order)
+        active = front.active
+        loading = front.loading_now(time.monotonic())
         scope = self.state.scope
         if scope is not None:  # a scoped control link: its scope's tabs only
             order = [t for t in order if scope.holds(self.watcher.context_of(t))]
             active = active if active in order else (order[0] if order else None)
-        return TabOrder(active=active, order=order, loading=causes.loading_now(time.monotonic()))
+            loading = [t for t in loading if t in order]
+        return TabOrder(active=active, order=order, loading=loading)
 
     async def _reset(self, params: Reset) -> Written:
         # Every context an agent made, and every scope but the home one (its

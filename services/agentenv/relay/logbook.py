@@ -1,7 +1,7 @@
 """What the relay writes to the action log, for every path in.
 
 :class:`Logbook` holds the relay's one :class:`~agentenv.log.writer.LogWriter`,
-the tab book (:class:`~agentenv.relay.tabs.Causes`) and the actions reported
+the tab book (:class:`~agentenv.relay.causes.Causes`) and the actions reported
 with ``AgentEnv.beginAction`` that are still open. Connections call it as
 their commands begin and end; the watcher calls it as Chromium reports tab
 events. No socket I/O here: only the log file.
@@ -25,8 +25,8 @@ from agentenv.log.redact import redact, redact_cut, redact_text
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import RELAY
 from agentenv.protocol.control import BeginAction, EndAction
+from agentenv.relay.causes import TAB_METHODS, Causes, Command
 from agentenv.relay.pinned import PARAMS
-from agentenv.relay.tabs import TAB_METHODS, Causes, Command
 from agentenv.settings import Settings
 
 __all__ = ["Action", "Logbook", "Scope", "used_params"]

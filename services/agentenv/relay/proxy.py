@@ -45,12 +45,12 @@ from agentenv.log.cdp_params import redact_params
 from agentenv.log.marks import method_acts
 from agentenv.metrics import RELAY
 from agentenv.relay import core, elements, password
+from agentenv.relay.causes import TAB_METHODS
 from agentenv.relay.control import Control
 from agentenv.relay.core import ClientState, Kind, Pending, Step
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, COUNTED, InFlight, Meter
 from agentenv.relay.metered import MeteredReader
-from agentenv.relay.tabs import TAB_METHODS
 from agentenv.relay.to_client import FAIR_TURN, ToClient
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher

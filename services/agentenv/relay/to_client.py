@@ -133,7 +133,7 @@ class ToClient:
                 self._orphaned(orphan)
             if down.loading is not None:
                 tab, started = down.loading
-                self.logbook.causes.loading_changed(tab, started, time.monotonic())
+                self.logbook.causes.front.loading_changed(tab, started, time.monotonic())
         except LogError as exc:  # a full disk must not cut the agent off
             log.error("conn %d: %s", self.state.number, exc)
 

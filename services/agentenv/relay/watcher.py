@@ -465,7 +465,7 @@ class Watcher:
         """Which of the tabs found at start is in front: the one page that says it
         is visible (before any client emulates focus; best effort)."""
         shown: list[str] = []
-        for tab in list(self.logbook.causes.front):
+        for tab in list(self.logbook.causes.front.order):
             try:
                 session = await self.probes.session(tab)
                 if session is None:
@@ -481,7 +481,7 @@ class Watcher:
             if answer.get("result", {}).get("result", {}).get("value") == "visible":
                 shown.append(tab)
         if len(shown) == 1:
-            self.logbook.causes.to_front(shown[0])
+            self.logbook.causes.front.to_front(shown[0])
 
     def _fail_calls(self, why: str) -> None:
         self._calls.fail(WatcherError(why))

@@ -1,4 +1,4 @@
-"""Tabs and what caused their events (SPEC.md section 1, "Tab events"). No I/O.
+"""What caused each tab event (SPEC.md section 1, "Tab events"). No I/O.
 
 :class:`Causes` is told about commands that may open, navigate or close tabs
 (as they are sent and answered), about acting entries (the latest on each
@@ -37,13 +37,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentenv.relay.front import Front
+
 __all__ = ["CLAIM_WINDOW_S", "HOLD_S", "TAB_METHODS", "Causes", "Command", "Tab"]
 
 HOLD_S = 5.0
 CLAIM_WINDOW_S = 5.0
-#: A loading mark heard this long ago no longer holds frames back (a frame
-#: waits at most 5 s for a page anyway).
-LOADING_STALE_S = 10.0
 SCRIPT_AFTER_S = 1.0
 
 _SCRIPTS = frozenset({"Runtime.evaluate", "Runtime.callFunctionOn"})
@@ -109,40 +108,10 @@ class Causes:
     tabs: dict[str, Tab] = field(default_factory=dict)
     commands: dict[int, Command] = field(default_factory=dict)
     held: list[_Held] = field(default_factory=list)
-    #: Tabs, the one in front first. Chromium says which tab is in front to
-    #: no client (and a page's visibility lies once a client emulates focus),
-    #: so the relay, which sees every command, keeps it: an open not in the
-    #: background, a popup, an activation bring a tab to the front; when the
-    #: front tab closes, the one in front before it comes back.
-    front: list[str] = field(default_factory=list)
-    #: Tabs whose main frame is loading, as heard by clients with the Page
-    #: domain on (every driver turns it on); a recording's frame waits for them.
-    loading: dict[str, float] = field(default_factory=dict)  # tab -> when it started
+    #: Which tab is in front, and which are loading (:mod:`agentenv.relay.front`).
+    front: Front = field(default_factory=Front)
     #: The latest acting entry on any tab: its entry, when, and its tab.
     last_acting: tuple[int, float, str] | None = None
-
-    @property
-    def active(self) -> str | None:
-        return self.front[0] if self.front else None
-
-    def to_front(self, tab: str) -> None:
-        if tab in self.tabs:
-            if tab in self.front:
-                self.front.remove(tab)
-            self.front.insert(0, tab)
-
-    def loading_changed(self, tab: str, started: bool, now: float) -> None:
-        if started and tab in self.tabs:
-            self.loading[tab] = now
-        else:
-            self.loading.pop(tab, None)
-
-    def loading_now(self, now: float) -> list[str]:
-        """Tabs loading, as last heard; a mark older than :data:`LOADING_STALE_S`
-        is dropped (its client left, or turned Page off, before the stop)."""
-        for tab in [t for t, at in self.loading.items() if now - at > LOADING_STALE_S]:
-            del self.loading[tab]
-        return sorted(self.loading)
 
     # -- what agents did -------------------------------------------------
 
@@ -177,9 +146,9 @@ class Causes:
         if opened is not None:
             command.tab = opened
             if ok and not command.background:
-                self.to_front(opened)
+                self.front.to_front(opened)
         if ok and command.method in _ACTIVATES and command.tab is not None:
-            self.to_front(command.tab)
+            self.front.to_front(command.tab)
         if not ok and command.method in _MOVES | _NAVIGATES | _CLOSES:
             command.claimed = True  # nowhere to go, or failed: credits nothing
         out = self._release(now, force=False)
@@ -209,7 +178,7 @@ class Causes:
         """A tab that existed before the relay started watching (no event)."""
         if tab not in self.tabs:
             self.tabs[tab] = Tab(tab, url, opener, context)
-            self.front.append(tab)
+            self.front.add(tab)
 
     def created(
         self, tab: str, url: str, opener: str | None, now: float, context: str | None = None
@@ -219,20 +188,21 @@ class Causes:
             # Chromium names the page it opens already: that was its first
             # navigation, and the next one is not the opener's to claim.
             self.tabs[tab].navigated_once = True
-        self.front.append(tab)
+        self.front.add(tab)
         opening = [
             c for c in self.commands.values() if c.method in _OPENS and c.answered_at is None
         ]
         if opener is not None and not opening:
-            self.to_front(tab)  # a popup comes to the front
+            self.front.to_front(tab)  # a popup comes to the front
         elif any(c.tab == tab and c.ok and not c.background for c in self.commands.values()):
-            self.to_front(tab)  # its open was answered first
+            self.front.to_front(tab)  # its open was answered first
         event: Event = {"event": "opened", "id": tab, "url": url}
         return self._settle(event, "opened", now)
 
     def navigated(self, tab: str, url: str, now: float) -> list[Event]:
         info = self.tabs.setdefault(tab, Tab(tab, url))
         info.url = url
+        self.front.add(tab)
         event: Event = {"event": "navigated", "id": tab, "url": url}
         return self._settle(event, "navigated", now)
 
@@ -243,9 +213,7 @@ class Causes:
     def destroyed(self, tab: str, now: float) -> list[Event]:
         out = self._release(now, force=True, tab=tab)
         info = self.tabs.pop(tab, None)
-        self.loading.pop(tab, None)
-        if tab in self.front:
-            self.front.remove(tab)
+        self.front.remove(tab)
         event: Event = {"event": "closed", "id": tab, "url": info.url if info else ""}
         command = self._claim_close(tab, now) or self._disposing(info, now)
         event["by"] = command.by if command else self._page(info)
@@ -262,7 +230,6 @@ class Causes:
         self.tabs.clear()
         self.commands.clear()
         self.front.clear()
-        self.loading.clear()
         return out
 
     def tick(self, now: float) -> list[Event]:
@@ -337,7 +304,7 @@ class Causes:
                 # popup): the acting entry just before it opened, if it was
                 # on the tab then in front.
                 entry, at, on = self.last_acting
-                if at <= seen and seen - at <= SCRIPT_AFTER_S and on == self._front_before(tab):
+                if at <= seen and seen - at <= SCRIPT_AFTER_S and on == self.front.before(tab):
                     by = {"kind": "page", "after": entry}
             if info is not None:
                 info.popup = True
@@ -407,10 +374,6 @@ class Causes:
                 c.claimed = True
                 return c
         return None
-
-    def _front_before(self, tab: str) -> str | None:
-        """The tab in front before ``tab`` opened (it may be in front now)."""
-        return next((t for t in self.front if t != tab), None)
 
     def _disposing(self, info: Tab | None, now: float) -> Command | None:
         """The dispose of the closed tab's context, if one is live (it closes

@@ -39,7 +39,7 @@ from agentenv.settings import Settings
 
 __all__ = ["BrowserError", "BrowserLink", "CdpError", "active_tab", "capture", "pages", "visible"]
 
-log = logging.getLogger("agentenv.cdp")
+log = logging.getLogger("agentenv.relay_link")
 
 R = TypeVar("R", bound=ControlResult)
 

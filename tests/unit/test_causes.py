@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentenv.relay.tabs import CLAIM_WINDOW_S, HOLD_S, Causes, Command
+from agentenv.relay.causes import CLAIM_WINDOW_S, HOLD_S, Causes, Command
 
 ALICE: dict[str, Any] = {"kind": "command", "via": "cdp", "who": "alice"}
 
@@ -168,15 +168,15 @@ def test_a_tab_with_no_opener_follows_the_front_tabs_latest_acting_entry() -> No
     c = Causes()
     c.known("A", "http://a/")
     c.known("B", "http://b/")
-    c.to_front("A")
+    c.front.to_front("A")
     c.acting("A", 302, "Input.dispatchDragEvent", 1.0, "alice")
     assert c.created("N", "http://dropped/", None, 1.3)[0]["by"] == {"kind": "page", "after": 302}
     assert c.created("M", "http://later/", None, 9.0)[0]["by"] == {"kind": "page", "after": None}
-    c.to_front("A")
+    c.front.to_front("A")
     c.acting("B", 400, "Input.dispatchMouseEvent", 10.0, "alice")  # a background tab
     assert c.created("Q", "http://q/", None, 10.2)[0]["by"] == {"kind": "page", "after": None}
     # Held behind an open in flight, then an action after it: not its cause.
-    c.to_front("A")
+    c.front.to_front("A")
     c.sent(cmd(500, "Target.createTarget", None))
     assert c.created("R", "http://r/", None, 20.0) == []
     c.acting("A", 501, "Input.dispatchMouseEvent", 20.5, "bob")
@@ -241,27 +241,27 @@ def test_the_front_tab_is_kept_from_commands() -> None:
     c = Causes()
     for tab in ("A", "B"):
         c.known(tab, f"http://{tab}/")
-    c.to_front("B")
-    assert c.active == "B"
+    c.front.to_front("B")
+    assert c.front.active == "B"
     c.sent(Command(1, "Target.createTarget", None, by(1), background=True))
     c.created("C", "about:blank", None, 1.0)
     c.answered(1, True, "C", 1.1)
-    assert c.active == "B"  # opened behind
+    assert c.front.active == "B"  # opened behind
     c.sent(Command(2, "Target.createTarget", None, by(2)))
     c.answered(2, True, "D", 2.0)
     c.created("D", "about:blank", None, 2.1)  # the answer came first
-    assert c.active == "D"
+    assert c.front.active == "D"
     c.created("P", "", "D", 3.0)  # a popup comes to the front
-    assert c.active == "P"
+    assert c.front.active == "P"
     c.sent(cmd(4, "Target.activateTarget", "C"))
-    assert c.active == "P"  # not before it is answered
+    assert c.front.active == "P"  # not before it is answered
     c.answered(4, True, None, 4.0)
-    assert c.active == "C"
+    assert c.front.active == "C"
     c.destroyed("C", 5.0)
-    assert c.active == "P" and c.front == ["P", "D", "B", "A"]
+    assert c.front.active == "P" and c.front.order == ["P", "D", "B", "A"]
     c.sent(cmd(6, "Target.activateTarget", "A"))
     c.answered(6, False, None, 6.0)
-    assert c.active == "P"  # a failed activation changes nothing
+    assert c.front.active == "P"  # a failed activation changes nothing
 
 
 def test_a_reload_or_a_same_url_navigation_is_written_when_answered() -> None:
@@ -283,14 +283,15 @@ def test_a_reload_or_a_same_url_navigation_is_written_when_answered() -> None:
 
 
 def test_a_loading_mark_nobody_clears_goes_stale() -> None:
-    from agentenv.relay.tabs import LOADING_STALE_S, Causes
+    from agentenv.relay.causes import Causes
+    from agentenv.relay.front import LOADING_STALE_S
 
     causes = Causes()
     causes.known("T1", "https://a.test/")
-    causes.loading_changed("T1", True, 100.0)
-    causes.loading_changed("NOT-A-TAB", True, 100.0)
-    assert causes.loading_now(101.0) == ["T1"]
-    assert causes.loading_now(100.0 + LOADING_STALE_S + 0.1) == []
-    causes.loading_changed("T1", True, 200.0)
-    causes.loading_changed("T1", False, 200.5)
-    assert causes.loading_now(200.6) == []
+    causes.front.loading_changed("T1", True, 100.0)
+    causes.front.loading_changed("NOT-A-TAB", True, 100.0)
+    assert causes.front.loading_now(101.0) == ["T1"]
+    assert causes.front.loading_now(100.0 + LOADING_STALE_S + 0.1) == []
+    causes.front.loading_changed("T1", True, 200.0)
+    causes.front.loading_changed("T1", False, 200.5)
+    assert causes.front.loading_now(200.6) == []
