@@ -36,7 +36,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 __all__ = [
     "CONTENT_TYPE",
-    "RELAY",
     "AppCounts",
     "Fleet",
     "RecorderCounts",
@@ -63,6 +62,9 @@ class RelayCounts:
     log_bytes: Callable[[], int] = lambda: 0
     #: Agents' commands refused because the log was past AGENTENV_LOG_MAX_BYTES.
     log_full: int = 0
+
+    def refused_by(self, rule: str, count: int = 1) -> None:
+        self.guard[rule] = self.guard.get(rule, 0) + count
 
     def collect(self) -> Iterator[Metric]:
         connections = GaugeMetricFamily(
@@ -138,10 +140,6 @@ class AppCounts:
         yield GaugeMetricFamily(
             "agentenv_mcp_sessions", "Playwright MCP sessions running", value=self.sessions()
         )
-
-
-#: The relay's counts (the relay process imports it; the others do not touch it).
-RELAY = RelayCounts()
 
 
 def render(counts: RelayCounts | RecorderCounts | AppCounts) -> bytes:

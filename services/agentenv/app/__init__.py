@@ -1,6 +1,23 @@
-"""The app server: the card, health, and (as they land) browser/v1 ops and /mcp.
+"""The app server: the card, health, browser/v1 ops, /mcp and the live view.
 
-It reaches Chromium only through the relay, like every other client.
+It reaches Chromium only through the relay, like every other client
+(:mod:`agentenv.relay_link`).
+
+- :mod:`.server` — the aiohttp application: routes, checks, readiness, the
+  card, ``/metrics``; :mod:`.requests` (its keys, and who calls, in which
+  scope); :mod:`.peers` (the relay and the recorder, with the control token);
+- :mod:`.optable` — browser/v1's ops, each with its model and handler:
+  :mod:`.pixels` (navigate, screenshot, ``input/*``, with :mod:`.keys`),
+  :mod:`.tabs`, :mod:`.cookies`, :mod:`.storage` (local storage);
+- :mod:`.data_ops` and :mod:`.data` — ``log`` and ``data/*``: the HTTP side,
+  and the browser's state as an archive, restored and cleared;
+- :mod:`.acting` — ops on the record; :mod:`.caller` and :mod:`.toolcall` —
+  who a call is on the record as (no I/O);
+- :mod:`.browser` — the browser as the ops see it, one a scope;
+- :mod:`.mcp` — Playwright MCP's tools, every call on the record, loaded by
+  :mod:`.mcp_loader` on the first ``/mcp`` request; :mod:`.runtime` — whether
+  its runtime starts here;
+- :mod:`.live` — ``GET /live``; :mod:`.errors`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,14 @@
 """Wire models shared by every program of the computer and by the harness.
 
 Inbound models refuse unknown fields; everything is serialized in one place
-(:func:`dump`).
+(:func:`dump`), and a model's refusal is described in one place
+(:func:`problems`).
+
+- :mod:`.browser` — browser/v1's op bodies; :mod:`.data` — ``data/get``'s
+  archive; :mod:`.log` — the ``log`` op; :mod:`.card` — ``GET /card``;
+- :mod:`.recording` — browser-recording/v1: start, end, the manifest;
+- :mod:`.control` — the ``AgentEnv.*`` commands and their results;
+- :mod:`.errors` — the error body; :mod:`.urls` — which URLs an agent may open.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ manifest as it goes.
 
 - :mod:`.bursts` — burst timing and the frame's tab (no I/O, fake clock);
 - :mod:`.grants` — where and how to upload: folders and S3-compatible stores;
-- :mod:`.capture` — screenshots through the relay, never bringing a tab forward;
-- :mod:`.recording` — one recording's life; :mod:`.server` — the HTTP ops.
+- :mod:`.recording` — one recording's life (its screenshots are
+  :func:`agentenv.relay_link.capture`'s, never bringing a tab forward);
+- :mod:`.server` — the HTTP ops; :mod:`.errors`.
 """
 
 from __future__ import annotations

@@ -39,10 +39,9 @@ from agentenv.recorder.bursts import Bursts, FrameDue
 from agentenv.recorder.grants import Uploader, UploadError, open_grant
 from agentenv.relay_link import BrowserError, BrowserLink, CdpError, active_tab, capture, pages
 
-__all__ = ["COUNTS", "END_WAIT_S", "LOAD_WAIT_S", "Recording"]
+__all__ = ["END_WAIT_S", "LOAD_WAIT_S", "Recording"]
 
 #: The recorder's counts (``/metrics``).
-COUNTS = RecorderCounts()
 
 log = logging.getLogger("agentenv.recorder")
 
@@ -82,6 +81,8 @@ class Recording:
     _timer: asyncio.Task[None] | None = None
     _end_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _began: float = field(default_factory=time.monotonic)
+    #: The recorder's counts for ``/metrics`` (its :class:`Recorder` shares one).
+    counts: RecorderCounts = field(default_factory=RecorderCounts)
 
     # -- lines from the log ----------------------------------------------------
 
@@ -189,9 +190,9 @@ class Recording:
                     await self.upload.put(file, data, f"image/{fmt}")
                 except UploadError as exc:
                     error = str(exc)[:_ERROR_CUT]
-            COUNTS.frames[kind] = COUNTS.frames.get(kind, 0) + 1
+            self.counts.frames[kind] = self.counts.frames.get(kind, 0) + 1
             if error is not None:
-                COUNTS.missing += 1
+                self.counts.missing += 1
             self.frames.append(
                 FrameEntry(
                     index=index,

@@ -26,13 +26,13 @@ from agentenv.access import bearer_token
 from agentenv.http import BODY_LIMIT, error_middleware, read_json
 from agentenv.log.lines import iso
 from agentenv.log.reader import LogReader
-from agentenv.metrics import CONTENT_TYPE, render
+from agentenv.metrics import CONTENT_TYPE, RecorderCounts, render
 from agentenv.process import log_dir
 from agentenv.protocol import problems
 from agentenv.protocol.recording import End, EndAll, Start
 from agentenv.recorder.errors import Refused
 from agentenv.recorder.grants import open_grant, prove
-from agentenv.recorder.recording import COUNTS, Recording
+from agentenv.recorder.recording import Recording
 from agentenv.relay.scopes import Scopes
 from agentenv.relay_link import BrowserError, BrowserLink
 from agentenv.settings import Settings
@@ -63,6 +63,10 @@ class Recorder:
         #: A link in each scope recorded (two scopes or more), made on first need.
         self.links: dict[str, BrowserLink] = {}
         self.recordings: dict[str, Recording] = {}
+        #: What ``/metrics`` reads; every recording counts its frames here.
+        self.counts = RecorderCounts(
+            open=lambda: sum(1 for r in self.recordings.values() if r.manifest is None)
+        )
         self.by_request: dict[str, str] = {}
         self._lock = asyncio.Lock()
         self._last = 0
@@ -101,7 +105,14 @@ class Recorder:
             upload = await open_grant(ask.upload, recording_id, roots)
             await prove(upload, recording_id, iso())
             recording = Recording(
-                ask, self._link(scope), self.reader, upload, recording_id, roots=roots, scope=scope
+                ask,
+                self._link(scope),
+                self.reader,
+                upload,
+                recording_id,
+                roots=roots,
+                scope=scope,
+                counts=self.counts,
             )
             await recording.begin()
             self.recordings[recording.recording_id] = recording
@@ -222,7 +233,9 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     """The recorder's counts, for the app server's /metrics."""
-    return web.Response(body=render(COUNTS), headers={"Content-Type": CONTENT_TYPE})
+    return web.Response(
+        body=render(request.app[recorder_key].counts), headers={"Content-Type": CONTENT_TYPE}
+    )
 
 
 async def _recorder_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -231,7 +244,6 @@ async def _recorder_ctx(app: web.Application) -> AsyncIterator[None]:
     link = BrowserLink(settings, http)
     folder, _ = log_dir(settings)
     recorder = Recorder(settings, link, LogReader(folder / settings.log_file.name), http)
-    COUNTS.open = lambda: sum(1 for r in recorder.recordings.values() if r.manifest is None)
     app[recorder_key] = recorder
     follower = asyncio.create_task(recorder.follow())
     yield

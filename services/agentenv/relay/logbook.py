@@ -23,7 +23,7 @@ from agentenv.log.lines import BROWSER_EXITED
 from agentenv.log.marks import ACTING, READING, acts
 from agentenv.log.redact import redact, redact_cut, redact_text
 from agentenv.log.writer import LogWriter
-from agentenv.metrics import RELAY
+from agentenv.metrics import RelayCounts
 from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.relay.causes import TAB_METHODS, Causes, Command
 from agentenv.relay.pinned import PARAMS
@@ -99,6 +99,8 @@ class Logbook:
     #: tab lines: the watcher's.
     scope_of: Callable[[str | None], str | None] = field(default=lambda context: None)
     _tab_scopes: dict[str, str] = field(default_factory=dict)  # tab -> its scope
+    #: The relay's counts for ``/metrics`` (the app's, under ``counts_key``).
+    counts: RelayCounts = field(default_factory=RelayCounts)
 
     @property
     def full(self) -> bool:
@@ -157,7 +159,7 @@ class Logbook:
         """A guard's refusal that has no command entry of its own (the
         command was never read whole, or the line would cost its sender's
         spent budget): a line of the computer's own, never refused."""
-        RELAY.guard[rule] = RELAY.guard.get(rule, 0) + count
+        self.counts.refused_by(rule, count)
         fields: dict[str, Any] = {"via": "cdp", "who": who, "conn": conn}
         if method is not None:
             fields["method"] = method
@@ -218,9 +220,9 @@ class Logbook:
         acting, tab_method = known
         mark = ACTING if acting else READING
         if acting:
-            RELAY.acting += 1
+            self.counts.acting += 1
         else:
-            RELAY.reading += 1
+            self.counts.reading += 1
         action = self.within(conn, tag, identity) if self.actions else None
         if identity.control and action is not None:
             # The computer's connections act for the action they run in (a
@@ -449,7 +451,7 @@ class Logbook:
             if fields is not None:
                 fields["guard"] = params.guard.model_dump()
                 rule = params.guard.rule
-                RELAY.guard[rule] = RELAY.guard.get(rule, 0) + 1
+                self.counts.refused_by(rule)
         self.writer.end(entry, params.ok, message)
 
     def typing_checked(

@@ -43,7 +43,6 @@ from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 
 from agentenv.log.cdp_params import redact_params
 from agentenv.log.marks import method_acts
-from agentenv.metrics import RELAY
 from agentenv.relay import core, elements, password
 from agentenv.relay.causes import TAB_METHODS
 from agentenv.relay.control import Control
@@ -264,7 +263,7 @@ class _Bridge(ToClient):
         # The computer's own command, outside any action: not on the record.
         own = state.identity.control and self.logbook.within(state.number, state.tag) is None
         if self.logbook.full and not own:  # an agent's command: it would be written
-            RELAY.log_full += 1
+            self.logbook.counts.log_full += 1
             step.code, step.error = -32000, self.logbook.full_message()
             await self._answer(step.error_answer())
             return
@@ -293,7 +292,7 @@ class _Bridge(ToClient):
         if kind is Kind.BLOCK:
             assert step.verdict is not None
             rule = step.verdict.rule
-            RELAY.guard[rule] = RELAY.guard.get(rule, 0) + 1
+            self.logbook.counts.refused_by(rule)
             entry = self._entry(step)
             self.logbook.end_command(
                 entry, False, step.verdict.message, guard=step.verdict.as_entry()

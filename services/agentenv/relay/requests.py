@@ -16,6 +16,7 @@ import aiohttp
 from aiohttp import web
 
 from agentenv.access import Identity, bearer_token, identify
+from agentenv.metrics import RelayCounts
 from agentenv.relay import discovery
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.logbook import Logbook
@@ -65,6 +66,8 @@ numbers_key: web.AppKey[itertools.count[int]] = web.AppKey("numbers")
 logbook_key = web.AppKey("logbook", Logbook)
 watcher_key = web.AppKey("watcher", Watcher)
 granted_key = web.AppKey("granted", Granted)
+#: The relay's counts for ``/metrics``; the logbook holds the same object.
+counts_key = web.AppKey("counts", RelayCounts)
 
 #: What a target id looks like (Chromium's are 32 hex digits; some are UUIDs).
 TARGET_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")

@@ -36,7 +36,7 @@ from agentenv.access import (
 )
 from agentenv.http import BODY_LIMIT, error_middleware, error_response
 from agentenv.log.writer import LogWriter
-from agentenv.metrics import CONTENT_TYPE, RELAY, render
+from agentenv.metrics import CONTENT_TYPE, RelayCounts, render
 from agentenv.process import log_dir
 from agentenv.relay import discovery, guard
 from agentenv.relay.core import ClientState
@@ -50,6 +50,7 @@ from agentenv.relay.requests import (
     agents_key,
     client_address,
     client_key,
+    counts_key,
     granted_key,
     http_entry,
     identity_of,
@@ -179,11 +180,12 @@ async def devtools(request: web.Request) -> web.StreamResponse:
         )
     if identity.control:
         return await _bridge(request, client, identity)
+    counts = request.app[counts_key]
     # Agents' connections, open or connecting, against AGENTENV_MAX_CONNECTIONS.
     taken = request.app[agents_key]
     limit = settings.max_connections
     if limit and taken[0] >= limit:
-        RELAY.refused += 1
+        counts.refused += 1
         return _error(
             503,
             f"this computer takes at most {limit} agent connections "
@@ -192,7 +194,7 @@ async def devtools(request: web.Request) -> web.StreamResponse:
     mine = request.app[per_user_key]
     each = settings.max_connections_per_user
     if each and mine.get(identity.user, 0) >= each:
-        RELAY.refused += 1
+        counts.refused += 1
         return _error(
             503,
             f"{identity.user[:64]} has {each} agent connections open, as many as one user may "
@@ -213,6 +215,7 @@ async def _bridge(
     request: web.Request, client: web.WebSocketResponse, identity: Identity
 ) -> web.StreamResponse:
     settings = request.app[settings_key]
+    counts = request.app[counts_key]
     kind = request.match_info.get("kind", "browser")
     target = request.match_info.get("id", "")
     scope = await scope_of(request, identity)
@@ -269,9 +272,9 @@ async def _bridge(
     log.info("conn %d: %s opened %s", state.number, identity.user, request.path)
     agent = not identity.control
     if agent:
-        RELAY.agents += 1
+        counts.agents += 1
     else:
-        RELAY.own += 1
+        counts.own += 1
     try:
         await bridge(
             client,
@@ -288,9 +291,9 @@ async def _bridge(
     finally:
         sockets.discard(client)
         if agent:
-            RELAY.agents -= 1
+            counts.agents -= 1
         else:
-            RELAY.own -= 1
+            counts.own -= 1
         log.info("conn %d: closed", state.number)
     return client
 
@@ -299,7 +302,8 @@ async def metrics(request: web.Request) -> web.Response:
     """The relay's counts, for the app server's /metrics (the control token)."""
     if not identity_of(request).control:
         return _error(403, "the relay's counts take the control token: read the app's /metrics")
-    return web.Response(body=render(RELAY), headers={"Content-Type": CONTENT_TYPE})
+    body = render(request.app[counts_key])
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
 async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -320,15 +324,17 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     if warning:
         log.warning(warning)
     writer = LogWriter.open(folder / settings.log_file.name)
-    RELAY.lines = lambda: writer.next_seq - 1
-    RELAY.log_write_s = lambda: writer.sampled_write_s
+    counts = app[counts_key]
+    counts.lines = lambda: writer.next_seq - 1
+    counts.log_write_s = lambda: writer.sampled_write_s
+    counts.log_bytes = lambda: writer.size
     logbook = Logbook(
         writer,
         max_bytes=settings.log_max_bytes,
         user_max_bytes=settings.log_user_max_bytes,
         user_bytes_per_minute=settings.log_user_bytes_per_minute,
+        counts=counts,
     )
-    RELAY.log_bytes = lambda: writer.size
     app[logbook_key] = logbook
     watcher = Watcher(settings, app[client_key], logbook)
     app[watcher_key] = watcher
@@ -394,6 +400,7 @@ def make_app(settings: Settings) -> web.Application:
     app[in_scopes_key] = WeakKeyDictionary()
     app[numbers_key] = itertools.count(1)
     app[granted_key] = Granted()
+    app[counts_key] = RelayCounts()
     app[agents_key] = [0]
     app[per_user_key] = {}
     app[inflight_key] = InFlight(settings.user_inflight_bytes, settings.relay_inflight_bytes)

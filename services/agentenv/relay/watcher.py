@@ -35,7 +35,6 @@ import orjson
 
 from agentenv.access import Identity
 from agentenv.calls import Calls
-from agentenv.metrics import RELAY
 from agentenv.protocol.urls import tab as is_tab
 from agentenv.relay.downloads import Downloads
 from agentenv.relay.errors import UpstreamError, WatcherError
@@ -333,7 +332,7 @@ class Watcher:
                 self.downloads.forget()
         # The browser connection ended: Chromium exited (or is restarting).
         self._saw_exit = True
-        RELAY.restarts += 1
+        self.logbook.counts.restarts += 1
         kills = _oom_kills()
         why = None
         if kills is not None and self._oom_kills is not None and kills > self._oom_kills:

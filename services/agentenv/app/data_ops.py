@@ -1,0 +1,96 @@
+"""The HTTP side of the ``log`` op and the data ops (``data/get``,
+``data/add``, ``data/reset``; control token): reading the body, choosing the
+scope, running the file work off the event loop. What they do to the
+browser is :mod:`agentenv.app.data`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiohttp import web
+
+from agentenv.app import data
+from agentenv.app.errors import OpError
+from agentenv.app.peers import recorder_call
+from agentenv.app.requests import (
+    acting_caller,
+    browser_for,
+    browser_key,
+    browsers_key,
+    op_scope,
+    parse,
+    reader_key,
+    require_control,
+    scopes_key,
+    settings_key,
+)
+from agentenv.http import BODY_LIMIT, read_body, read_json
+from agentenv.protocol.browser import Empty, ScopeOnly
+from agentenv.protocol.data import ARCHIVE_LIMIT, ArchiveError, pack, unpack
+from agentenv.protocol.log import LogRequest
+
+log = logging.getLogger("agentenv.app")
+
+__all__ = ["data_op", "log_op"]
+
+
+async def log_op(request: web.Request) -> web.Response:
+    require_control(request)
+    ask: LogRequest = parse(LogRequest, await read_json(request, BODY_LIMIT))
+    reader = request.app[reader_key]
+    page = await asyncio.get_running_loop().run_in_executor(None, reader.read, ask.after, ask.limit)
+    body = b'{"lines":[' + b",".join(page.lines) + b'],"last":' + str(page.last).encode() + b"}"
+    return web.Response(body=body, content_type="application/json")
+
+
+async def data_op(request: web.Request, name: str) -> web.StreamResponse:
+    """data/get, data/add, data/reset (control token)."""
+    identity = require_control(request)
+    who = acting_caller(request, identity)
+    loop = asyncio.get_running_loop()
+    if name == "data/get":
+        ask: ScopeOnly = parse(ScopeOnly, await read_json(request, BODY_LIMIT))
+        scope = op_scope(request, identity, ask.scope)
+        saved = await data.state(request.app[browsers_key].of(scope))
+        scopes = request.app[scopes_key]
+        # The scope's own lines (two scopes or more): its browser's record only.
+        only = (scope or scopes.home) if scopes.isolated else None
+        lines = await loop.run_in_executor(None, data.whole_log, request.app[reader_key], only)
+        archive = await loop.run_in_executor(None, pack, saved, lines)
+        return web.Response(
+            body=archive,
+            content_type="application/gzip",
+            headers={"Content-Disposition": 'attachment; filename="browser-data.tar.gz"'},
+        )
+    if name == "data/add":
+        raw = await read_body(request, ARCHIVE_LIMIT)
+        try:
+            state = await loop.run_in_executor(None, unpack, raw)
+        except ArchiveError as exc:
+            raise OpError(400, str(exc)) from None
+        into = browser_for(request, identity, request.query.get("scope"))
+        return web.json_response(await data.restore(into, state, who))
+    # data/reset: every scope (the contexts of scopes other than home are
+    # disposed of, and made again on their next connection).
+    parse(Empty, await read_json(request, BODY_LIMIT))
+    browser = request.app[browser_key]
+    # The sites to clear first: a reset that would not clear them all is
+    # refused before anything changes.
+    seen = await loop.run_in_executor(
+        None, data.visited_since, request.app[reader_key], browser.reset_seq
+    )
+    if len(seen) > data.MAX_RESET_ORIGINS:
+        raise OpError(
+            503,
+            f"{len(seen)} sites were visited since the last reset, more than data/reset "
+            f"clears ({data.MAX_RESET_ORIGINS}): start a fresh computer for the next task",
+        )
+    # Open recordings end first, so their log and manifest upload.
+    ended = await recorder_call(request.app, "end_all", b'{"reason": "reset"}')
+    if ended.status != 200:
+        log.warning("data/reset: the recorder could not end its recordings")
+    await request.app[browsers_key].forget_others()
+    settings = request.app[settings_key]
+    every = data.Downloads(str(settings.downloads_dir), settings.scope_folders)
+    return web.json_response(await data.reset(browser, who, seen, every))
