@@ -1,9 +1,10 @@
-"""A batch's sums of its computers' ``/metrics`` (:class:`agentenv.metrics.Fleet`),
+"""A batch's sums of its computers' ``/metrics`` (:class:`agentenv.harness.fleet.Fleet`),
 from texts the computers' own collectors write."""
 
 from __future__ import annotations
 
-from agentenv.metrics import AppCounts, Fleet, RecorderCounts, RelayCounts, render, samples
+from agentenv.harness.fleet import Fleet, samples
+from agentenv.metrics import AppCounts, RecorderCounts, RelayCounts, render
 
 
 def _computer(acting: int, frames: int, agents: int, missing: int = 0) -> str:

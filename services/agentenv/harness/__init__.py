@@ -20,7 +20,8 @@ imports nothing of the computer but :mod:`agentenv.protocol`.
 - :mod:`.viewer` — ``agentenv view``: one recording as a page;
 - :mod:`.runner` — the run: steps (one handler a step type), progress, artifacts,
   exit status, with :mod:`.agent_process` (an agent's process);
-  :mod:`.batch` — many tasks at once; :mod:`.cli`; :mod:`.errors`.
+  :mod:`.batch` — many tasks at once, its computers' counts summed by
+  :mod:`.fleet`; :mod:`.cli`; :mod:`.errors`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ the harness only waits on them.
 
 While tasks run, a table of what runs is printed when it changes (at most
 every two seconds), its last line the fleet's sums of the computers'
-``/metrics`` (:class:`agentenv.metrics.Fleet`: each computer is read every
+``/metrics`` (:class:`agentenv.harness.fleet.Fleet`: each computer is read every
 two seconds and once more before it stops); at the end a summary (done,
 failed, infrastructure, durations, the fleet's line) and
 ``<out>/results.jsonl``, a line per task. ``--reuse`` keeps each worker's
@@ -43,11 +43,11 @@ from typing import Any, TextIO
 from agentenv.harness.backends import start
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens
 from agentenv.harness.errors import HarnessError
+from agentenv.harness.fleet import Fleet
 from agentenv.harness.preflight import preflight
 from agentenv.harness.run_store import RunStore, StoreOptions, records, store_problem
 from agentenv.harness.runner import EXIT_INFRA, EXIT_OK, EXIT_TASK_FAILED, Run
 from agentenv.harness.steps import Task, TaskError, load_task
-from agentenv.metrics import Fleet
 
 __all__ = ["Batch", "Planned", "mind2web_task", "plan"]
 
