@@ -27,7 +27,7 @@ import pytest
 import requests
 
 from agentenv.harness.local_store import LocalStore
-from agentenv.log.lines import agent_act
+from agentenv.protocol.log import agent_act
 from agentenv.recorder.bursts import SETTLE_S
 from tests.support.colours import SLOW_S, page_shown, serve_inside
 from tests.support.container import Computer, computer

@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 import requests
 
-from agentenv.log.lines import agent_act
+from agentenv.protocol.log import agent_act
 from agentenv.protocol.recording import rebuild
 from agentenv.recorder.bursts import SETTLE_S
 from tests.support.cdp import RawCdp, browser_ws_url

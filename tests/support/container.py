@@ -23,6 +23,7 @@ import pytest
 import requests
 
 from agentenv.harness.hardening import docker_kwargs
+from agentenv.protocol.log import LogPage
 from tests.support.stack import ROOT
 from tests.support.timing import deadline, wait_for
 
@@ -188,6 +189,7 @@ class Computer:
         last = after
         while True:
             page = self.op("log", {"after": last, "limit": 1000})
+            LogPage.model_validate(page)  # every line is one of the wire's kinds
             lines += page["lines"]
             if page["last"] == last:
                 return lines, last

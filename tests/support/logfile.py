@@ -9,6 +9,7 @@ from typing import Any
 
 import requests
 
+from agentenv.protocol.log import LogPage
 from tests.support.timing import wait_for
 
 __all__ = ["HELD_S", "actions", "all_bytes", "read_log", "read_until", "settle", "tab_events"]
@@ -33,6 +34,7 @@ def read_log(
             timeout=30,
         )
         answer.raise_for_status()
+        LogPage.model_validate_json(answer.content)  # every line is one of the wire's kinds
         page = answer.json()
         lines += page["lines"]
         if page["last"] == last:

@@ -9,25 +9,31 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from agentenv.log.lines import line
+from agentenv.protocol.log import LogLine, is_agent_act
 from agentenv.protocol.recording import End, Grant, Start, frame_file, rebuild
-from agentenv.recorder.bursts import Bursts, FrameDue, counts
+from agentenv.recorder.bursts import Bursts, FrameDue
 from agentenv.recorder.grants import GrantError, uploader
 
+AT = "2026-12-02T00:00:00.000Z"
 
-def act(seq: int, tab: str | None = "T1", **over: Any) -> dict[str, Any]:
+
+def act(seq: int, tab: str | None = "T1", **over: Any) -> LogLine:
     action = {"via": "cdp", "who": "alice", "acts": "acting", "method": "Input.insertText"}
     if tab:
         action["tab"] = tab
-    return {"seq": seq, "action": action | over}
+    return line(seq, AT, "action", action | over)
 
 
 def test_what_counts() -> None:
-    assert counts(act(1))
-    assert counts(act(1, via="mcp", tool="browser_type"))
-    assert not counts(act(1, acts="reading"))
-    assert not counts(act(1, who="agentenv"))
-    assert not counts(act(1, via="agentenv", who="agentenv", op="tabs/open"))
-    assert not counts({"seq": 2, "tab": {"event": "opened"}})
+    assert is_agent_act(act(1))
+    assert is_agent_act(act(1, via="mcp", tool="browser_type"))
+    assert is_agent_act(act(1, via="api", op="input/click"))
+    assert not is_agent_act(act(1, acts="reading"))
+    assert not is_agent_act(act(1, who="agentenv"))
+    assert not is_agent_act(act(1, via="agentenv", who="agentenv", op="tabs/open"))
+    assert not is_agent_act(act(1, within=7))  # a tool call's own command: the call says it
+    assert not is_agent_act(line(2, AT, "tab", {"event": "opened"}))
 
 
 def test_typing_a_word_is_one_frame() -> None:

@@ -5,37 +5,45 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from agentenv.harness.mind2web import export
 from agentenv.harness.words import describe, words
+from agentenv.protocol.log import ActionBody, ActionLine
 from agentenv.protocol.recording import BrowserRecordingManifest, FrameEntry, LogEntry
 
 _seq = iter(range(1, 10_000))
 
 
-def cdp(method: str, acts: str = "acting", **params: Any) -> dict[str, Any]:
+AT = "2026-12-02T00:00:00.000Z"
+
+
+def _line(action: dict[str, Any]) -> ActionLine:
+    return {"seq": next(_seq), "at": AT, "action": cast(ActionBody, action)}
+
+
+def cdp(method: str, acts: str = "acting", **params: Any) -> ActionLine:
     action: dict[str, Any] = {"via": "cdp", "who": "alice", "method": method, "acts": acts}
     if params:
         action["params"] = params
-    return {"seq": next(_seq), "action": action}
+    return _line(action)
 
 
-def key(text: str | None, key_name: str, kind: str = "keyDown") -> dict[str, Any]:
+def key(text: str | None, key_name: str, kind: str = "keyDown") -> ActionLine:
     params: dict[str, Any] = {"type": kind, "key": key_name}
     if text is not None:
         params["text"] = text
     return cdp("Input.dispatchKeyEvent", **params)
 
 
-def mcp(tool: str, acts: str = "acting", **args: Any) -> dict[str, Any]:
+def mcp(tool: str, acts: str = "acting", **args: Any) -> ActionLine:
     action = {"via": "mcp", "who": "alice", "tool": tool, "acts": acts, "args": args}
-    return {"seq": next(_seq), "action": action}
+    return _line(action)
 
 
-def api(op: str, **args: Any) -> dict[str, Any]:
+def api(op: str, **args: Any) -> ActionLine:
     action = {"via": "api", "who": "alice", "op": op, "acts": "acting", "args": args}
-    return {"seq": next(_seq), "action": action}
+    return _line(action)
 
 
 def test_a_playwright_agents_setup_never_appears() -> None:

@@ -27,11 +27,11 @@ from agentenv.app.caller import Caller
 from agentenv.app.cookies import all_cookies, settable
 from agentenv.app.errors import OpError
 from agentenv.app.storage import READ_ALL, WRITE_ALL, on_origin, origin
-from agentenv.log.lines import scope_of
 from agentenv.log.reader import LogReader
 from agentenv.protocol.browser import Tab
 from agentenv.protocol.control import Reset, Written
 from agentenv.protocol.data import BrowserState, SavedTab
+from agentenv.protocol.log import action_of, parse_line, scope_of, tab_of
 from agentenv.relay_link import BrowserError
 
 __all__ = [
@@ -191,20 +191,17 @@ def visited(lines: Iterable[bytes], found: set[str] | None = None) -> set[str]:
     found = set() if found is None else found
     for raw in lines:
         try:
-            line = orjson.loads(raw)
-            if not isinstance(line, dict):
-                continue
+            line = parse_line(raw)
             reset = line.get("reset")
             if isinstance(reset, dict) and reset.get("reason") == "data/reset":
                 found.clear()
                 continue
-            for kind in ("tab", "action"):
-                body = line.get(kind)
-                url = body.get("url") if isinstance(body, dict) else None
+            for body in (tab_of(line), action_of(line)):
+                url = body.get("url") if body is not None else None
                 at = origin(url) if isinstance(url, str) else None
                 if at:
                     found.add(at)
-        except (ValueError, TypeError):  # orjson's JSONDecodeError is a ValueError
+        except (ValueError, TypeError):
             continue
     return found
 
@@ -283,7 +280,7 @@ def visited_since(reader: LogReader, after: int) -> set[str]:
 
 
 def whole_log(reader: LogReader, scope: str | None = None) -> bytes:
-    """Every line of the log; with ``scope``, only that scope's (log.lines.scope_of)."""
+    """Every line of the log; with ``scope``, only that scope's (protocol.log.scope_of)."""
     parts: list[bytes] = []
     last = 0
     while True:
@@ -292,6 +289,6 @@ def whole_log(reader: LogReader, scope: str | None = None) -> bytes:
             return b"".join(parts)
         kept = page.lines
         if scope is not None:
-            kept = [x for x in kept if scope_of(orjson.loads(x)) == scope]
+            kept = [x for x in kept if scope_of(parse_line(x)) == scope]
         parts.extend(line + b"\n" for line in kept)
         last = page.last

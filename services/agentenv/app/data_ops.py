@@ -28,7 +28,7 @@ from agentenv.app.requests import (
 from agentenv.http import BODY_LIMIT, read_body, read_json
 from agentenv.protocol.browser import Empty, ScopeOnly
 from agentenv.protocol.data import ARCHIVE_LIMIT, ArchiveError, pack, unpack
-from agentenv.protocol.log import LogRequest
+from agentenv.protocol.log import LogRequest, page_bytes
 
 log = logging.getLogger("agentenv.app")
 
@@ -40,8 +40,7 @@ async def log_op(request: web.Request) -> web.Response:
     ask: LogRequest = parse(LogRequest, await read_json(request, BODY_LIMIT))
     reader = request.app[reader_key]
     page = await asyncio.get_running_loop().run_in_executor(None, reader.read, ask.after, ask.limit)
-    body = b'{"lines":[' + b",".join(page.lines) + b'],"last":' + str(page.last).encode() + b"}"
-    return web.Response(body=body, content_type="application/json")
+    return web.Response(body=page_bytes(page.lines, page.last), content_type="application/json")
 
 
 async def data_op(request: web.Request, name: str) -> web.StreamResponse:

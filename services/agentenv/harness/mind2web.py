@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agentenv.harness.words import describe
+from agentenv.protocol.log import agent_act, read_lines
 from agentenv.protocol.recording import BrowserRecordingManifest
 
 __all__ = ["SCHEMA_VERSION", "export"]
@@ -40,12 +41,9 @@ def export(
     reference_length: int | None = None,
 ) -> Path:
     """Write the v2 layout; returns ``<out>/<task_id>``."""
-    lines = {}
     log_file = recording_folder / "log.jsonl"
-    if log_file.exists():
-        for raw in log_file.read_text().splitlines():
-            entry = json.loads(raw)
-            lines[entry["seq"]] = entry
+    found = read_lines(log_file.read_bytes()) if log_file.exists() else []
+    lines = {x["seq"]: x for x in found}
     target = out / task_id
     trajectory = target / "trajectory"
     trajectory.mkdir(parents=True, exist_ok=True)
@@ -58,16 +56,15 @@ def export(
         source = recording_folder / frame.file
         if source.exists():
             shutil.copyfile(source, trajectory / name)
-        entries = [lines[s] for s in frame.after if s in lines and "action" in lines[s]]
+        entries = [lines[s] for s in frame.after if s in lines]
+        acts = [a for e in entries if (a := agent_act(e)) is not None]
         history.append(
             {
                 "step": step,
                 "screenshot": name,
                 "url": frame.url,
                 "action": describe(entries),
-                "action_status": "success"
-                if all(e["action"].get("ok") for e in entries)
-                else "failed",
+                "action_status": "success" if all(a.get("ok") for a in acts) else "failed",
                 "thought": None,
             }
         )

@@ -24,6 +24,7 @@ from typing import Any
 
 from agentenv.harness.store import safe_name
 from agentenv.harness.words import words
+from agentenv.protocol.log import LogLine, TabBody, agent_act, read_lines, tab_of
 from agentenv.protocol.recording import BrowserRecordingManifest
 
 __all__ = ["frame_items", "render", "view"]
@@ -44,16 +45,16 @@ def _cause(by: Any) -> str:
     return f"by {kind}" if kind else ""
 
 
-def _event(event: Mapping[str, Any]) -> str:
+def _event(event: TabBody) -> str:
     return f"{event.get('event')} {event.get('url') or ''} {_cause(event.get('by'))}".strip()
 
 
 def frame_items(
-    manifest: BrowserRecordingManifest, lines: Iterable[Mapping[str, Any]]
+    manifest: BrowserRecordingManifest, lines: Iterable[LogLine]
 ) -> list[dict[str, Any]]:
     """One item per frame: its picture's file and what happened before it."""
-    by_seq = {int(x["seq"]): x for x in lines if isinstance(x.get("seq"), int)}
-    tab_lines = sorted((s, x) for s, x in by_seq.items() if isinstance(x.get("tab"), Mapping))
+    by_seq = {x["seq"]: x for x in lines}
+    tab_lines = [(s, x["at"], tab) for s, x in sorted(by_seq.items()) if (tab := tab_of(x))]
     previous_at = ""
     items: list[dict[str, Any]] = []
     previous = manifest.start_seq or 0
@@ -64,17 +65,13 @@ def frame_items(
             boundary = manifest.end_seq
         else:
             boundary = previous
-        entries = [dict(by_seq[s]) for s in frame.after if s in by_seq]
-        actions = [e["action"] for e in entries if isinstance(e.get("action"), Mapping)]
+        entries = [by_seq[s] for s in frame.after if s in by_seq]
+        acts = [a for e in entries if (a := agent_act(e)) is not None]
         if frame.at:  # the tab events that happened before the frame was taken
-            events = [
-                _event(x["tab"])
-                for _s, x in tab_lines
-                if previous_at < str(x.get("at") or "") <= frame.at
-            ]
+            events = [_event(tab) for _s, at, tab in tab_lines if previous_at < at <= frame.at]
             previous_at = frame.at
         else:  # a manifest rebuilt from a store: no times, so by entry number
-            events = [_event(x["tab"]) for s, x in tab_lines if previous < s <= boundary]
+            events = [_event(tab) for s, _at, tab in tab_lines if previous < s <= boundary]
         previous = max(previous, boundary)
         items.append(
             {
@@ -85,7 +82,7 @@ def frame_items(
                 "file": None if frame.error else frame.file,
                 "error": frame.error,
                 "words": words(entries),
-                "who": sorted({str(a.get("who")) for a in actions if a.get("who")}),
+                "who": sorted({a["who"] for a in acts if a.get("who")}),
                 "entries": len(entries),
                 "events": events,
             }
@@ -176,7 +173,7 @@ show(0);
 
 def render(
     manifest: BrowserRecordingManifest,
-    lines: Iterable[Mapping[str, Any]],
+    lines: Iterable[LogLine],
     images: Mapping[str, bytes],
 ) -> str:
     """The page: ``images`` are the frames' bytes by file name."""
@@ -228,7 +225,7 @@ def view(recording: str, out: Path | None = None) -> Path:
             )
         manifest = BrowserRecordingManifest.model_validate_json(manifest_file.read_bytes())
         log = folder / "log.jsonl"
-        lines = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+        lines = read_lines(log.read_bytes()) if log.exists() else []
         images = {}
         for frame in manifest.frames:
             name = safe_name(frame.file)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agentenv.log.lines import agent_act
+from agentenv.protocol.log import ActionBody, LogLine, agent_act
 
 __all__ = ["MASK", "describe", "words"]
 
@@ -99,7 +99,7 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
 
 
-def _cdp(action: dict[str, Any], typing: _Typing, out: list[str]) -> None:
+def _cdp(action: ActionBody, typing: _Typing, out: list[str]) -> None:
     method = str(action.get("method", ""))
     params = action.get("params") or {}
     if not isinstance(params, dict):
@@ -158,7 +158,7 @@ def _cdp(action: dict[str, Any], typing: _Typing, out: list[str]) -> None:
         out.append("close tab")
 
 
-def _api(action: dict[str, Any], typing: _Typing, out: list[str]) -> None:
+def _api(action: ActionBody, typing: _Typing, out: list[str]) -> None:
     op = str(action.get("op", ""))
     args = action.get("args") or {}
     if not isinstance(args, dict):
@@ -196,7 +196,7 @@ _MCP_READS = {
 }
 
 
-def _mcp(action: dict[str, Any], typing: _Typing, out: list[str]) -> None:
+def _mcp(action: ActionBody, typing: _Typing, out: list[str]) -> None:
     tool = str(action.get("tool") or action.get("op") or "")
     args = action.get("args") or {}
     if not isinstance(args, dict):
@@ -255,7 +255,7 @@ def _mcp(action: dict[str, Any], typing: _Typing, out: list[str]) -> None:
         out.append(" ".join(p for p in (name, into or "", f"({rest})" if rest else "") if p))
 
 
-def words(lines: Iterable[dict[str, Any]]) -> list[str]:
+def words(lines: Iterable[LogLine]) -> list[str]:
     """The steps, in order, of the acting entries among ``lines`` (log lines)."""
     out: list[str] = []
     typing = _Typing()
@@ -274,6 +274,6 @@ def words(lines: Iterable[dict[str, Any]]) -> list[str]:
     return out
 
 
-def describe(lines: Iterable[dict[str, Any]]) -> str:
+def describe(lines: Iterable[LogLine]) -> str:
     """One history step: the steps joined, or ``(no action)``."""
     return "; ".join(words(lines)) or "(no action)"

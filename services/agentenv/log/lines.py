@@ -2,33 +2,29 @@
 
 Every line is ``{"seq": N, "at": "<UTC ISO 8601 ms>", <kind>: {...}}`` with
 ``seq`` first, so readers find a line's number without parsing it all
-(:func:`seq_of`). Kinds: ``action``, ``tab``, ``reset``, ``outcome``, ``lost``.
+(:func:`seq_of`). The kinds and their bodies, and what counts as an agent's
+own act, are wire models: :mod:`agentenv.protocol.log`.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, cast
 
 import orjson
 
+from agentenv.protocol.log import LineKind, LogLine
+
 __all__ = [
-    "AGENT_VIAS",
     "BROWSER_EXITED",
-    "KINDS",
-    "Kind",
-    "agent_act",
     "encode",
     "iso",
     "iso_ms",
     "line",
-    "scope_of",
     "seq_of",
 ]
 
-Kind = Literal["action", "tab", "reset", "outcome", "lost"]
-KINDS: tuple[Kind, ...] = ("action", "tab", "reset", "outcome", "lost")
 
 #: The op of the computer's own line when Chromium goes away (its tabs all
 #: close; it restarts): a recording open then notes a gap in its manifest.
@@ -60,11 +56,11 @@ def iso_ms(milli: int) -> str:
     return text
 
 
-def line(seq: int, at: str, kind: Kind, body: dict[str, Any]) -> dict[str, Any]:
-    return {"seq": seq, "at": at, kind: body}
+def line(seq: int, at: str, kind: LineKind, body: dict[str, Any]) -> LogLine:
+    return cast(LogLine, {"seq": seq, "at": at, kind: body})
 
 
-def encode(entry: dict[str, Any]) -> bytes:
+def encode(entry: LogLine | dict[str, Any]) -> bytes:
     """One complete line, newline included."""
     return orjson.dumps(entry, option=orjson.OPT_APPEND_NEWLINE)
 
@@ -83,32 +79,3 @@ def seq_of(raw: bytes) -> int | None:
         return None
     seq = value.get("seq") if isinstance(value, dict) else None
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
-
-
-#: The ways in an agent acts through (``agentenv`` is the computer's own).
-AGENT_VIAS = ("cdp", "mcp", "api")
-
-
-def agent_act(line: dict[str, Any]) -> dict[str, Any] | None:
-    """The action of a log line that is an agent's own act, else None: an
-    acting entry, by an agent (not the computer's own, ``who``/``via:
-    agentenv``), and not a command run within a tool call or op (that call's
-    own entry stands for it). Bursts, the words a judge reads, the viewer and
-    the exports all count these, and only these."""
-    action = line.get("action")
-    if not isinstance(action, dict) or action.get("acts") != "acting":
-        return None
-    if action.get("who") == "agentenv" or action.get("within") is not None:
-        return None
-    return action if action.get("via") in AGENT_VIAS else None
-
-
-def scope_of(line: dict[str, Any]) -> str | None:
-    """The scope a log line is in: its action's or its tab event's (None: a
-    line of the whole computer, such as a reset, or a computer of one scope)."""
-    for kind in ("action", "tab"):
-        body = line.get(kind)
-        if isinstance(body, dict):
-            found = body.get("scope")
-            return found if isinstance(found, str) else None
-    return None

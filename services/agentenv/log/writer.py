@@ -31,8 +31,9 @@ import orjson
 
 from agentenv.log.cdp_params import redact_params, resolved
 from agentenv.log.errors import LogError, LogLocked
-from agentenv.log.lines import Kind, encode, iso_ms, line
+from agentenv.log.lines import encode, iso_ms, line
 from agentenv.log.numbering import STALLED_S, Numbering, recover
+from agentenv.protocol.log import LineKind, LogLine
 
 __all__ = ["LogWriter"]
 
@@ -135,7 +136,7 @@ class LogWriter:
             for seq, (_, _, fields) in self._numbering.open.items()
         }
 
-    def _write(self, entry: dict[str, Any]) -> None:
+    def _write(self, entry: LogLine | dict[str, Any]) -> None:
         self._put(encode(entry))
 
     def _put(self, data: bytes) -> None:
@@ -243,7 +244,7 @@ class LogWriter:
         if written < len(data):  # only on a full disk or a signal
             self._write_all(data[written:])
 
-    def record(self, kind: Kind, body: dict[str, Any]) -> int:
+    def record(self, kind: LineKind, body: dict[str, Any]) -> int:
         """Take a number and write a line at once (tab events, resets)."""
         seq = self._numbering.take()
         self._write(line(seq, self._stamp(), kind, body))

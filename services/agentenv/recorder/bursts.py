@@ -11,19 +11,12 @@ Typing a word is one frame.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from agentenv.log.lines import agent_act
+from agentenv.protocol.log import LogLine, agent_act
 
-__all__ = ["SETTLE_S", "Bursts", "FrameDue", "counts"]
+__all__ = ["SETTLE_S", "Bursts", "FrameDue"]
 
 SETTLE_S = 0.5
-
-
-def counts(line: dict[str, Any]) -> bool:
-    """Whether a log line is an agent's acting entry (it starts or extends a
-    burst): :func:`agentenv.log.lines.agent_act`."""
-    return agent_act(line) is not None
 
 
 @dataclass(frozen=True)
@@ -39,12 +32,13 @@ class Bursts:
     tab: str | None = None
     last_at: float | None = None
 
-    def seen(self, line: dict[str, Any], now: float) -> None:
+    def seen(self, line: LogLine, now: float) -> None:
         """A line appeared in the log at ``now``."""
-        if not counts(line):
+        action = agent_act(line)
+        if action is None:
             return
-        self.pending.append(int(line["seq"]))
-        tab = line["action"].get("tab")
+        self.pending.append(line["seq"])
+        tab = action.get("tab")
         self.tab = tab if isinstance(tab, str) else None
         self.last_at = now
 

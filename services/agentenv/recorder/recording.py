@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from agentenv.log.lines import BROWSER_EXITED, iso, scope_of
+from agentenv.log.lines import BROWSER_EXITED, iso
 from agentenv.log.reader import LogReader
 from agentenv.log.redact import redact_cut, redact_text
 from agentenv.metrics import RecorderCounts
 from agentenv.protocol.control import Open, OpenEntries, TabOrder, Tabs
+from agentenv.protocol.log import LogLine, action_of, parse_line, scope_of
 from agentenv.protocol.recording import (
     BrowserRecordingManifest,
     FrameEntry,
@@ -86,15 +85,14 @@ class Recording:
 
     # -- lines from the log ----------------------------------------------------
 
-    def seen(self, line: dict[str, Any]) -> None:
-        if self._ending or int(line.get("seq", 0)) <= self.start_seq:
+    def seen(self, line: LogLine) -> None:
+        if self._ending or line["seq"] <= self.start_seq:
             return
-        action = line.get("action")
-        if isinstance(action, dict) and action.get("op") == BROWSER_EXITED:
+        action = action_of(line)
+        if action is not None and action.get("op") == BROWSER_EXITED:
             # Every scope's browser went away: this recording's too.
-            self.gaps.append(
-                Gap(seq=int(line["seq"]), at=line.get("at"), why=str(action.get("error", "")))
-            )
+            why = action.get("error") or ""
+            self.gaps.append(Gap(seq=line["seq"], at=line["at"], why=why))
             return
         if self.scope is not None and scope_of(line) != self.scope:
             return
@@ -329,8 +327,8 @@ class Recording:
                     break
             await asyncio.sleep(0.1)
         lines = await loop.run_in_executor(None, self.reader.read_range, self.start_seq, end_seq)
-        parsed = [(raw, orjson.loads(raw)) for raw in lines]
-        have = {int(line.get("seq", 0)) for _, line in parsed}
+        parsed = [(raw, parse_line(raw)) for raw in lines]
+        have = {line["seq"] for _, line in parsed}
         if self.scope is not None and len(have) < end_seq - self.start_seq + 1:
             others = await self._others_open()
         missing = [
@@ -353,7 +351,7 @@ class Recording:
         """The numbers from ``first`` to ``last`` that have their line."""
         loop = asyncio.get_running_loop()
         lines = await loop.run_in_executor(None, self.reader.read_range, first, last)
-        return {int(orjson.loads(raw).get("seq", 0)) for raw in lines}
+        return {parse_line(raw)["seq"] for raw in lines}
 
 
 def _safe_url(url: str) -> str:

@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
-import orjson
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
@@ -29,6 +28,7 @@ from agentenv.log.reader import LogReader
 from agentenv.metrics import CONTENT_TYPE, RecorderCounts, render
 from agentenv.process import log_dir
 from agentenv.protocol import problems
+from agentenv.protocol.log import parse_line
 from agentenv.protocol.recording import End, EndAll, Start
 from agentenv.recorder.errors import Refused
 from agentenv.recorder.grants import open_grant, prove
@@ -82,7 +82,7 @@ class Recorder:
                 open_ones = [r for r in self.recordings.values() if r.manifest is None]
                 if open_ones:  # with none open, the lines are passed over unparsed
                     for raw in page.lines:
-                        line = orjson.loads(raw)
+                        line = parse_line(raw)
                         for recording in open_ones:
                             recording.seen(line)
                 self._last = page.last

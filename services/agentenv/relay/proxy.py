@@ -21,7 +21,7 @@ whole count against its user's share of the relay's memory; past it the
 connection is closed (1009, rule memory).
 
 When the client leaves, commands still unanswered are waited for (up to
-:data:`SETTLE_S`) so their entries and effects are settled as if answered, and
+:data:`LEFT_WAIT_S`) so their entries and effects are settled as if answered, and
 a download folder it changed is set back. When Chromium goes away, the client
 gets a close frame (1011).
 
@@ -54,7 +54,7 @@ from agentenv.relay.to_client import FAIR_TURN, ToClient
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
 
-__all__ = ["BINARY_REFUSED", "BROWSER_GONE", "SETTLE_S", "bridge"]
+__all__ = ["BINARY_REFUSED", "BROWSER_GONE", "LEFT_WAIT_S", "bridge"]
 
 log = logging.getLogger("agentenv.relay")
 
@@ -63,7 +63,7 @@ BROWSER_GONE = (1011, b"Chromium exited; reconnect when /readyz says ready")
 #: The close frame for a binary message.
 BINARY_REFUSED = (1003, b"CDP messages are JSON text frames; binary frames are not accepted")
 #: How long a left client's unanswered commands are waited for.
-SETTLE_S = 10.0
+LEFT_WAIT_S = 10.0
 
 
 #: A refused big message's id, session and method, read from its ends only.
@@ -480,7 +480,7 @@ async def _bridged(b: _Bridge, reading: InFlight | None, reads: Any) -> None:
             # The client left: let Chromium answer what it was sent.
             b.settled.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(b.settled.wait(), SETTLE_S)
+                await asyncio.wait_for(b.settled.wait(), LEFT_WAIT_S)
     finally:
         for task in (to_upstream, to_client):
             task.cancel()
@@ -506,7 +506,7 @@ async def _bridged(b: _Bridge, reading: InFlight | None, reads: Any) -> None:
                 or (
                     "Chromium exited before answering"
                     if upstream_ended
-                    else f"no answer within {SETTLE_S:.0f} s after the client left"
+                    else f"no answer within {LEFT_WAIT_S:.0f} s after the client left"
                 )
             )
     finally:  # whatever the log did, the connection's grants and actions end
