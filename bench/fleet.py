@@ -29,6 +29,8 @@ from agentenv.harness.batch import Batch, Planned
 from agentenv.harness.computer import Computer, agent_tokens, deploy
 from agentenv.harness.local_store import start_container
 from agentenv.harness.steps import Task
+from agentenv.protocol.browser import TabsOpen
+from agentenv.protocol.recording import End, Start
 from bench.stats import table
 
 IMAGE = "agentenv/browser:latest"
@@ -103,7 +105,7 @@ def _fresh_and_memory(agent: Path) -> tuple[list[float], list[float]]:
         computer = deploy(IMAGE, None, None, agents=agents)
         starts.append(time.monotonic() - began)
         try:
-            computer.op("tabs/open", {"url": "about:blank"})
+            computer.op("tabs/open", TabsOpen, url="about:blank")
             cdp = f"{computer.cdp}?token={agents['bench']}"
             env = {"AGENTENV_CDP_URL": cdp, "PATH": "/usr/bin:/bin"}
             subprocess.run([sys.executable, str(agent)], env=env, check=True, timeout=120)
@@ -134,11 +136,11 @@ def _store_costs(recordings: int = 5) -> tuple[list[float], list[float], list[fl
                 grant = store.grant(f"bench/r{n}", started_here=False)
                 granted = time.monotonic()
                 started = computer.recording(
-                    "start", {"request_id": f"bench-{n}-{time.time()}", "upload": grant}
+                    "start", Start, request_id=f"bench-{n}-{time.time()}", upload=grant
                 )
                 starts.append(time.monotonic() - granted)
                 grants.append(granted - began)
-                computer.recording("end", {"recording_id": started["recording_id"]})
+                computer.recording("end", End, recording_id=started["recording_id"])
         finally:
             computer.stop()
     finally:

@@ -426,6 +426,7 @@ def test_a_computer_that_cannot_reach_the_store_is_told_so_by_address(image: str
     harness's check and by the recorder's start alike."""
     from agentenv.harness.computer import ComputerError, deploy
     from agentenv.harness.local_store import start_container
+    from agentenv.protocol.recording import Start
 
     store = start_container(say=lambda _: None)
     try:
@@ -444,7 +445,7 @@ def test_a_computer_that_cannot_reach_the_store_is_told_so_by_address(image: str
             assert "share a Docker network" in problem, problem
             grant = store.grant("reach/r", started_here=False)
             with pytest.raises(ComputerError) as refused:
-                off.recording("start", {"request_id": uuid.uuid4().hex, "upload": grant})
+                off.recording("start", Start, request_id=uuid.uuid4().hex, upload=grant)
             said = str(refused.value)
             host = str(store.computer_endpoint_url).split("//")[1].split(":")[0]
             assert host in said and "a network the computer joins" in said, said

@@ -6,7 +6,8 @@ imports nothing of the computer but :mod:`agentenv.protocol`.
 - :mod:`.steps` — the task file: envs with versions, steps as one tagged union;
 - :mod:`.preflight` — every problem listed before anything deploys (no I/O);
 - :mod:`.urls` — tabs by URL, normalized as the browser does (no I/O);
-- :mod:`.computer` — a computer's API, deployed with the docker SDK or attached;
+- :mod:`.computer` — a computer's API (each body its op's protocol model),
+  deployed with the docker SDK or attached;
 - :mod:`.backends` — where computers start: Docker (:mod:`.engine`, hardened
   by :mod:`.hardening`), Swarm (:mod:`.swarm`) or Kubernetes (:mod:`.kubernetes`,
   with its objects in :mod:`.k8s_objects`, what a pod's status says in

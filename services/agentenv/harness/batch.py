@@ -48,6 +48,7 @@ from agentenv.harness.preflight import preflight
 from agentenv.harness.run_store import RunStore, StoreOptions, records, store_problem
 from agentenv.harness.runner import EXIT_INFRA, EXIT_OK, EXIT_TASK_FAILED, Run
 from agentenv.harness.steps import Task, TaskError, load_task
+from agentenv.protocol.browser import Empty
 
 __all__ = ["Batch", "Planned", "mind2web_task", "plan"]
 
@@ -193,7 +194,7 @@ class Batch:
             return computer
         began = time.monotonic()
         try:
-            computer.op("data/reset")
+            computer.op("data/reset", Empty)
             computer.wait_ready(60)
         except ComputerError as exc:
             # A computer that cannot be reset is not lent again: a fresh one instead.
@@ -213,14 +214,7 @@ class Batch:
     def _stores(self) -> RunStore:
         with self._lock:
             if self.stores is None:
-                self.stores = RunStore(
-                    self.store_options,
-                    self.out,
-                    backend=self.backend,
-                    say=self.say,
-                    namespace=self.namespace,
-                    kube_context=self.kube_context,
-                )
+                self.stores = RunStore.of(self)
             return self.stores
 
     def problems(self) -> list[str]:

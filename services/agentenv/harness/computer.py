@@ -4,7 +4,20 @@
 published on 127.0.0.1, a fresh control token) or attaches to one by URL.
 :class:`Computer` calls its ops, checking the card first: a computer that
 does not serve an op fails with ``serves no browser/v1 <op>: rebuild the
-image on a newer agentenv``. Optional parameters are sent only when set.
+image on a newer agentenv``.
+
+Every body is the op's protocol model (:mod:`agentenv.protocol.browser`,
+:mod:`~agentenv.protocol.recording`), made by :func:`body` from the fields
+a caller names and sent as :func:`~agentenv.protocol.dump` writes it. A
+field given as None is left out before the model reads it, as the computer
+reads an absent one (its default); the dump leaves out what is None and
+sends the defaults (``tabs/open``'s ``background: false``), which the
+computer's model would fill in the same. The model is made after the card's
+checks, where the computer would read the body: a body it would refuse is the
+400 it would answer, in its words (``<path>: <field>: <what is wrong>``),
+without the round trip. Answers read field by field are read with the
+protocol's model where it has one (``tabs/list``: :class:`Tab`); one that does
+not fit is the computer's failure, not a KeyError.
 """
 
 from __future__ import annotations
@@ -17,14 +30,21 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from agentenv.harness.engine import HARNESS_LABEL, engine_problem
 from agentenv.harness.errors import HarnessError
 from agentenv.harness.hardening import docker_kwargs, writable_by_the_computer
+from agentenv.protocol import dump, problems
+from agentenv.protocol.browser import ScopeOnly, Tab
 from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card
 
-__all__ = ["Computer", "ComputerError", "agent_tokens", "deploy", "users_setting"]
+__all__ = ["Computer", "ComputerError", "agent_tokens", "body", "deploy", "users_setting"]
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 DEFAULT_IMAGE = "agentenv/browser:latest"
 #: The most of a /metrics answer read (a computer's is a few KB).
@@ -37,6 +57,26 @@ class ComputerError(HarnessError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+def body(path: str, model: type[M], fields: dict[str, Any]) -> M:
+    """The body of a request to ``path``: ``model`` of ``fields``, those None
+    left out; one the computer would refuse is the 400 it would answer."""
+    try:
+        return model.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as exc:
+        raise ComputerError(f"{path}: {'; '.join(problems(exc))}", 400) from None
+
+
+def answer(path: str, adapter: TypeAdapter[T], found: Any) -> T:
+    """``found``, what ``path`` answered, as the protocol reads it."""
+    try:
+        return adapter.validate_python(found)
+    except ValidationError:
+        raise ComputerError(f"{path}: the computer's answer is not one") from None
+
+
+_TABS = TypeAdapter(list[Tab])
 
 
 @dataclass
@@ -82,27 +122,34 @@ class Computer:
                 raise ComputerError(f"cannot read the card at {self.api}/card: {exc}") from None
         return self._card
 
-    def op(self, op: str, body: dict[str, Any] | None = None) -> Any:
-        """A browser/v1 op; optional parameters left out when None."""
+    def op(self, op: str, model: type[BaseModel], /, **fields: Any) -> Any:
+        """A browser/v1 op, its body ``model`` of ``fields`` (:func:`body`)."""
         self.card().require(BROWSER_V1, op)
-        if body and body.get("scope") is not None:
+        if fields.get("scope") is not None:
             self.card().require_param(BROWSER_V1, "scope")
-        data, kind = self._request(
-            f"/v1/browser/{op}", {k: v for k, v in (body or {}).items() if v is not None}
-        )
+        path = f"/v1/browser/{op}"
+        data, kind = self._request(path, dump(body(path, model, fields)))
         return json.loads(data) if kind.startswith("application/json") else data
 
+    def tabs(self, scope: str | None = None) -> list[Tab]:
+        """tabs/list in ``scope``: its tabs, as :class:`Tab` reads them."""
+        return answer("/v1/browser/tabs/list", _TABS, self.op("tabs/list", ScopeOnly, scope=scope))
+
     def data_get(self, scope: str | None = None) -> bytes:
+        """data/get's archive; an empty ``scope`` is left out, as None is."""
         self.card().require(BROWSER_V1, "data/get")
         if scope is not None:
             self.card().require_param(BROWSER_V1, "scope")
-        return self._request("/v1/browser/data/get", {"scope": scope} if scope else {})[0]
+        path = "/v1/browser/data/get"
+        return self._request(path, dump(body(path, ScopeOnly, {"scope": scope or None})))[0]
 
-    def recording(self, op: str, body: dict[str, Any]) -> Any:
+    def recording(self, op: str, model: type[BaseModel], /, **fields: Any) -> Any:
+        """A browser-recording/v1 op, its body ``model`` of ``fields`` (:func:`body`)."""
         self.card().require(BROWSER_RECORDING_V1, op)
-        if body.get("scope") is not None:
+        if fields.get("scope") is not None:
             self.card().require_param(BROWSER_RECORDING_V1, "scope")
-        return json.loads(self._request(f"/v1/browser-recording/{op}", body)[0])
+        path = f"/v1/browser-recording/{op}"
+        return json.loads(self._request(path, dump(body(path, model, fields)))[0])
 
     def metrics(self, timeout_s: float = 2.0) -> str | None:
         """``GET /metrics`` (Prometheus' text), or None when it does not answer."""

@@ -1,20 +1,34 @@
 """A run's store, opened once for all its tasks: which one ``--store`` names
 (:mod:`.store`), whether a task needs one, and what would stop it before
-anything is deployed."""
+anything is deployed.
+
+A task run alone (:class:`~.runner.Run`) and a batch of them
+(:class:`~.batch.Batch`) make their store in one place, :meth:`RunStore.of`,
+from the same settings of theirs: a setting passed by one and not the other
+would fall to its default (``backend="docker"``) without a word.
+"""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from agentenv.harness.engine import engine_problem
 from agentenv.harness.local_store import LocalStore, start_cluster, start_container
 from agentenv.harness.store import FolderStore, S3Store, Store, StoreError, valid_store
 
-__all__ = ["RunStore", "StoreOptions", "attaches", "open_store", "records", "store_problem"]
+__all__ = [
+    "RunStore",
+    "StoreHolder",
+    "StoreOptions",
+    "attaches",
+    "open_store",
+    "records",
+    "store_problem",
+]
 
 
 def open_store(
@@ -98,10 +112,38 @@ def store_problem(options: StoreOptions, task: Any, backend: str) -> str | None:
     return None
 
 
+class StoreHolder(Protocol):
+    """What a run's store is made for: a :class:`~.runner.Run` or a :class:`~.batch.Batch`."""
+
+    @property
+    def store_options(self) -> StoreOptions: ...
+    @property
+    def out(self) -> Path: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def namespace(self) -> str | None: ...
+    @property
+    def kube_context(self) -> str | None: ...
+    def say(self, text: str) -> None: ...
+
+
 class RunStore:
     """The store of one ``agentenv run`` (one task, or a batch): opened at its
     first use, shared by the run's tasks (each recording has a grant of its
     own), closed once, after the last computer has stopped."""
+
+    @classmethod
+    def of(cls, holder: StoreHolder) -> RunStore:
+        """The store ``holder``'s flags name, not opened yet."""
+        return cls(
+            holder.store_options,
+            holder.out,
+            backend=holder.backend,
+            say=holder.say,
+            namespace=holder.namespace,
+            kube_context=holder.kube_context,
+        )
 
     def __init__(
         self,

@@ -15,6 +15,11 @@ not in the store); ``fail_task_on_error: false`` makes them best-effort.
 Teardown ends open recordings with fresh grants, registers from the store any
 it could not end (the computer forgot it, or cannot be reached), then stops
 the computers it started and the local store.
+
+Each body is its op's protocol model, made and sent by :class:`.Computer`
+from the fields a step names (None: left out); tabs picked by URL are read as
+the protocol's ``Tab``. The answers of ``cookies/delete``, ``tabs/open`` and a
+recording's start have no model in the protocol: read by key.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+from pydantic import BaseModel
+
 from agentenv.harness import steps as s
 from agentenv.harness.agent_process import run_process
 from agentenv.harness.backends import start
@@ -42,8 +49,9 @@ from agentenv.harness.mind2web import export
 from agentenv.harness.run_store import RunStore, StoreOptions, records
 from agentenv.harness.store import Store, StoreError, grant_seconds
 from agentenv.harness.urls import normalize
+from agentenv.protocol import browser as wire
 from agentenv.protocol.card import MissingOp
-from agentenv.protocol.recording import BrowserRecordingManifest, rebuild
+from agentenv.protocol.recording import BrowserRecordingManifest, End, Start, rebuild
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INFRA", "EXIT_OK", "EXIT_TASK_FAILED", "Run"]
 
@@ -103,14 +111,7 @@ class Run:
 
     def _stores(self) -> RunStore:
         if self.stores is None:
-            self.stores = RunStore(
-                self.store_options,
-                self.out,
-                backend=self.backend,
-                say=self.say,
-                namespace=self.namespace,
-                kube_context=self.kube_context,
-            )
+            self.stores = RunStore.of(self)
             self._own_store = True
         return self.stores
 
@@ -275,46 +276,48 @@ class Run:
             )
         return None
 
-    def _op(self, step: Any, op: str, body: dict[str, Any] | None = None) -> Any:
-        """The browser/v1 op ``op`` in the scope of the step's agent."""
+    def _op(self, step: Any, op: str, model: type[BaseModel], **fields: Any) -> Any:
+        """The browser/v1 op ``op`` in the scope of the step's agent, its body ``model``."""
         scope = self._scope(step)
-        return self._computer(step.env_id).op(op, {**(body or {}), "scope": scope})
+        return self._computer(step.env_id).op(op, model, scope=scope, **fields)
 
     def _browser_set_cookies(self, step: s.BrowserSetCookies) -> None:
-        self._op(step, "cookies/set", {"cookies": step.cookies})
+        self._op(step, "cookies/set", wire.CookiesSet, cookies=step.cookies)
 
     def _browser_delete_cookies(self, step: s.BrowserDeleteCookies) -> dict[str, Any]:
-        body = {"name": step.name, "domain": step.domain, "path": step.path}
-        return {"deleted": self._op(step, "cookies/delete", body)["deleted"]}
+        which = {"name": step.name, "domain": step.domain, "path": step.path}
+        return {"deleted": self._op(step, "cookies/delete", wire.CookiesDelete, **which)["deleted"]}
 
     def _browser_set_local_storage(self, step: s.BrowserSetLocalStorage) -> None:
-        self._op(step, "local_storage/set", {"origin": step.origin, "items": step.items})
+        stored = {"origin": step.origin, "items": step.items}
+        self._op(step, "local_storage/set", wire.LocalStorageSet, **stored)
 
     def _browser_clear_local_storage(self, step: s.BrowserClearLocalStorage) -> None:
-        self._op(step, "local_storage/clear", {"origin": step.origin})
+        self._op(step, "local_storage/clear", wire.LocalStorageClear, origin=step.origin)
 
     def _browser_open_tab(self, step: s.BrowserOpenTab) -> dict[str, Any]:
-        opened = self._op(step, "tabs/open", {"url": step.url, "background": step.background})
-        return {"tab": opened["id"]}
+        asked = {"url": step.url, "background": step.background}
+        return {"tab": self._op(step, "tabs/open", wire.TabsOpen, **asked)["id"]}
 
     def _tab_at(self, step: Any, url: str) -> str:
-        tabs = self._op(step, "tabs/list")
+        scope = self._scope(step)
+        tabs = self._computer(step.env_id).tabs(scope)
         wanted = normalize(url)
-        found = [t for t in tabs if normalize(t["url"]) == wanted]
+        found = [t for t in tabs if normalize(t.url) == wanted]
         if len(found) != 1:
-            shown = ", ".join(t["url"] for t in tabs) or "(none)"
+            shown = ", ".join(t.url for t in tabs) or "(none)"
             what = "no tab shows" if not found else f"{len(found)} tabs show"
             raise StepFailed(f"{what} {url}; the open tabs: {shown}")
-        return str(found[0]["id"])
+        return found[0].id
 
     def _browser_close_tab(self, step: s.BrowserCloseTab) -> dict[str, Any]:
         tab = self._tab_at(step, step.url)
-        self._op(step, "tabs/close", {"id": tab})
+        self._op(step, "tabs/close", wire.TabRef, id=tab)
         return {"tab": tab}
 
     def _browser_activate_tab(self, step: s.BrowserActivateTab) -> dict[str, Any]:
         tab = self._tab_at(step, step.url)
-        self._op(step, "tabs/activate", {"id": tab})
+        self._op(step, "tabs/activate", wire.TabRef, id=tab)
         return {"tab": tab}
 
     def _browser_connect_cdp(self, step: s.BrowserConnectCdp) -> dict[str, Any]:
@@ -350,15 +353,14 @@ class Run:
             )
             started = computer.recording(
                 "start",
-                {
-                    "request_id": f"{self.run_id}-{step.name}",
-                    "name": step.name,
-                    "upload": grant,
-                    "frames": step.frames,
-                    **({"scope": scope} if scope else {}),
-                    **({"max_frames": step.max_frames} if step.max_frames else {}),
-                    **({"max_duration_s": step.max_duration_s} if step.max_duration_s else {}),
-                },
+                Start,
+                request_id=f"{self.run_id}-{step.name}",
+                name=step.name,
+                upload=grant,
+                frames=step.frames,
+                scope=scope or None,
+                max_frames=step.max_frames or None,
+                max_duration_s=step.max_duration_s or None,
             )
         except (ComputerError, MissingOp, StoreError) as exc:
             if step.fail_task_on_error:
@@ -385,7 +387,7 @@ class Run:
         try:
             grant = self.store.grant(recorded.key, started_here=computer.container is not None)
             answer = computer.recording(
-                "end", {"recording_id": recorded.recording_id, "upload": grant, "reason": reason}
+                "end", End, recording_id=recorded.recording_id, upload=grant, reason=reason
             )
             manifest = BrowserRecordingManifest.model_validate(answer)
         except ComputerError as exc:

@@ -1,0 +1,259 @@
+"""What the harness's runner puts on the wire: each step's body is its op's
+protocol model, as :func:`agentenv.protocol.dump` writes it.
+
+The steps run through the runner's own handlers (``Run._do``) against a
+computer whose one way out, ``Computer._request``, is replaced by a recorder
+of what it was given; nothing is deployed. Each body is held both to the
+model's dump and to the literal JSON, so that a change of either shows here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from agentenv.harness.batch import Batch
+from agentenv.harness.computer import Computer
+from agentenv.harness.errors import StepFailed
+from agentenv.harness.run_store import RunStore, StoreOptions
+from agentenv.harness.runner import Run
+from agentenv.harness.steps import Task
+from agentenv.protocol import dump, problems
+from agentenv.protocol.browser import (
+    CookiesDelete,
+    CookiesSet,
+    LocalStorageClear,
+    LocalStorageSet,
+    ScopeOnly,
+    TabRef,
+    TabsOpen,
+)
+from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card, Extension
+from agentenv.protocol.recording import End, Start, rebuild
+
+CARD = Card(
+    name="wire",
+    versions={},
+    extensions={
+        BROWSER_V1: Extension(
+            ops=[
+                "tabs/list",
+                "tabs/open",
+                "tabs/close",
+                "tabs/activate",
+                "cookies/set",
+                "cookies/delete",
+                "local_storage/set",
+                "local_storage/clear",
+                "data/get",
+            ],
+            params=["scope"],
+        ),
+        BROWSER_RECORDING_V1: Extension(ops=["start", "end", "end_all"], params=["scope"]),
+    },
+)
+SHOP = "https://shop.example/"
+TAB = {"id": "T1", "url": SHOP, "title": "Shop", "active": True}
+
+
+class Wire(Computer):
+    """A computer that answers from ``answers`` (by path) and keeps what it was sent."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        super().__init__("http://computer.test", "http://computer.test:9222", "control")
+        self._card = CARD
+        self.answers = answers
+        self.sent: list[tuple[str, bytes]] = []
+
+    def _request(self, path: str, body: Any = None, raw: bytes | None = None) -> tuple[bytes, str]:
+        assert raw is None
+        self.sent.append((path, json.dumps(body or {}).encode()))  # what _request writes
+        found = self.answers.get(path, {})
+        if isinstance(found, bytes):
+            return found, "application/gzip"
+        return json.dumps(found).encode(), "application/json"
+
+    def bodies(self) -> list[tuple[str, Any]]:
+        return [(path, json.loads(data)) for path, data in self.sent]
+
+
+class Folder:
+    """A store that grants a folder and holds nothing (the recording's files
+    are not the point here)."""
+
+    where = "file:///recordings"
+
+    def grant(self, key: str, *, started_here: bool, seconds: int = 0) -> dict[str, Any]:
+        return {"url": f"{self.where}/{key}", "endpoint_url": None}
+
+    def fetch(self, key: str, recording_id: str, folder: Path) -> tuple[list[str], list[str]]:
+        return ["log.jsonl"], []
+
+    def close(self) -> None:
+        return
+
+
+class Stores(RunStore):
+    def __init__(self, out: Path) -> None:
+        super().__init__(StoreOptions(spec="file"), out)
+        self._store = Folder()
+
+
+def _run(tmp_path: Path, steps: list[dict[str, Any]], computer: Wire) -> tuple[Run, list[Any]]:
+    envs = {"shop": {"versions": {1: {"browsers": ["main"]}}}}
+    task = Task.model_validate({"envs": envs, "steps": steps})
+    run = Run(task, tmp_path, run_id="r1", stores=Stores(tmp_path))
+    run.computers["shop"] = computer
+    return run, list(task.steps)
+
+
+def test_each_step_sends_its_ops_model_as_dumped(tmp_path: Path) -> None:
+    cookie = {"name": "sid", "value": "s3cret", "domain": "shop.example", "path": "/"}
+    steps: list[dict[str, Any]] = [
+        {"type": "browser_set_cookies", "cookies": [cookie]},
+        {"type": "browser_delete_cookies", "name": "sid"},
+        {"type": "browser_set_local_storage", "origin": "https://Shop.example:443/", "items": {}},
+        {"type": "browser_clear_local_storage"},
+        {"type": "browser_open_tab", "url": SHOP},
+        {"type": "browser_close_tab", "url": SHOP},
+        {"type": "snapshot_env"},
+    ]
+    computer = Wire(
+        {
+            "/v1/browser/cookies/delete": {"deleted": 1},
+            "/v1/browser/tabs/open": {"id": "T1"},
+            "/v1/browser/tabs/list": [TAB],
+            "/v1/browser/data/get": b"archive",
+        }
+    )
+    run, parsed = _run(tmp_path, [{"env_id": "shop", **s} for s in steps], computer)
+    results = [run._do(step) for step in parsed]
+    assert results[1] == {"deleted": 1} and results[4] == {"tab": "T1"}
+    assert results[5] == {"tab": "T1"}
+    assert (tmp_path / "snapshot-shop.tar.gz").read_bytes() == b"archive"
+
+    models = [
+        CookiesSet.model_validate({"cookies": [cookie]}),
+        CookiesDelete(name="sid"),
+        LocalStorageSet(origin="https://shop.example", items={}),
+        LocalStorageClear(),
+        TabsOpen(url=SHOP),
+        ScopeOnly(),
+        TabRef(id="T1"),
+        ScopeOnly(),
+    ]
+    literal = [
+        {"cookies": [cookie]},
+        {"name": "sid"},
+        {"origin": "https://shop.example", "items": {}},  # as the computer reads it
+        {},
+        {"url": SHOP, "background": False},  # the model's default, sent
+        {},
+        {"id": "T1"},
+        {},
+    ]
+    ops = [
+        "cookies/set",
+        "cookies/delete",
+        "local_storage/set",
+        "local_storage/clear",
+        "tabs/open",
+        "tabs/list",
+        "tabs/close",
+        "data/get",
+    ]
+    sent = computer.bodies()
+    assert [path for path, _ in sent] == [f"/v1/browser/{op}" for op in ops]
+    assert [body for _, body in sent] == [dump(m) for m in models] == literal
+
+
+def test_a_scoped_recording_sends_start_and_end_as_their_models(tmp_path: Path) -> None:
+    # A whole recording of no frames: its log, and the end's reason.
+    manifest = rebuild("rec-1", [], 2).model_copy(update={"reason": "completed"})
+    computer = Wire(
+        {
+            "/v1/browser-recording/start": {"recording_id": "rec-1"},
+            "/v1/browser-recording/end": manifest.model_dump(mode="json"),  # as the recorder
+            "/v1/browser/tabs/list": [TAB],
+        }
+    )
+    steps: list[dict[str, Any]] = [
+        {"type": "browser_connect_cdp", "env_id": "shop", "agent": "alice"},
+        {"type": "browser_connect_cdp", "env_id": "shop", "agent": "bob"},
+        {"type": "start_browser_recording", "env_id": "shop", "agent": "alice", "name": "rec"},
+        {"type": "browser_activate_tab", "env_id": "shop", "agent": "alice", "url": SHOP},
+        {"type": "end_browser_recording", "env_id": "shop", "name": "rec"},
+    ]
+    run, parsed = _run(tmp_path, steps, computer)
+    started = run._do(parsed[2])
+    assert started is not None and started["recording_id"] == "rec-1"
+    run._do(parsed[3])
+    ended = run._do(parsed[4])
+    assert ended is not None and ended["problems"] == []
+
+    upload = {"url": "file:///recordings/r1/rec"}  # the grant's None left out
+    start = {"request_id": "r1-rec", "upload": upload, "frames": True, "name": "rec"}
+    literal = [
+        {**start, "scope": "alice"},
+        {"scope": "alice"},
+        {"scope": "alice", "id": "T1"},
+        {"recording_id": "rec-1", "upload": upload, "reason": "completed"},
+    ]
+    models = [
+        Start.model_validate({**start, "scope": "alice"}),
+        ScopeOnly(scope="alice"),
+        TabRef(scope="alice", id="T1"),
+        End.model_validate(literal[3]),
+    ]
+    sent = computer.bodies()
+    paths = ["browser-recording/start", "browser/tabs/list", "browser/tabs/activate"]
+    assert [p for p, _ in sent] == [f"/v1/{p}" for p in [*paths, "browser-recording/end"]]
+    assert [body for _, body in sent] == [dump(m) for m in models] == literal
+    # The bytes: the model's field order (scope, inherited, first), not the step's.
+    assert computer.sent[2][1] == b'{"scope": "alice", "id": "T1"}'
+
+
+def test_a_body_the_computer_would_refuse_is_its_400_and_is_not_sent(tmp_path: Path) -> None:
+    """No cookie to set (preflight lets it by): the computer's model refuses
+    it, so the harness does, in the words and with the status the computer's
+    answer would have (app/server.py's parse)."""
+    computer = Wire({})
+    run, parsed = _run(
+        tmp_path, [{"type": "browser_set_cookies", "env_id": "shop", "cookies": []}], computer
+    )
+    with pytest.raises(StepFailed) as refused:
+        run._do(parsed[0])
+    with pytest.raises(ValidationError) as server:
+        CookiesSet.model_validate({"cookies": []})
+    words = "; ".join(problems(server.value))
+    assert words.startswith("cookies: ")
+    assert str(refused.value) == f"/v1/browser/cookies/set: {words}"
+    assert not refused.value.infrastructure and computer.sent == []
+
+
+def test_tabs_that_are_not_tabs_are_the_computers_failure(tmp_path: Path) -> None:
+    computer = Wire({"/v1/browser/tabs/list": [{"id": "T1"}]})
+    run, parsed = _run(
+        tmp_path, [{"type": "browser_close_tab", "env_id": "shop", "url": SHOP}], computer
+    )
+    with pytest.raises(StepFailed) as failed:
+        run._do(parsed[0])
+    assert failed.value.infrastructure and "answer is not one" in str(failed.value)
+    assert [p for p, _ in computer.bodies()] == ["/v1/browser/tabs/list"]  # no close
+
+
+def test_a_run_alone_and_a_batch_make_the_same_store(tmp_path: Path) -> None:
+    """One place makes a run's store (RunStore.of): a single task and a
+    batch pass it the same settings."""
+    options = StoreOptions(spec="file", network="net")
+    task = Task.model_validate({"steps": [{"type": "run_agent", "command": ["true"]}]})
+    where: dict[str, Any] = {"backend": "kubernetes", "namespace": "ns", "kube_context": "ctx"}
+    alone = Run(task, tmp_path, store_options=options, **where)._stores()
+    batch = Batch([], tmp_path, store_options=options, **where)._stores()
+    for made in (alone, batch):
+        assert (made.options, made.out, made.backend) == (options, tmp_path, "kubernetes")
+        assert (made.namespace, made.kube_context) == ("ns", "ctx")
