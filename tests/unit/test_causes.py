@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentenv.relay.causes import CLAIM_WINDOW_S, HOLD_S, Causes, Command
+from agentenv.relay.causes import CLAIM_WINDOW_S, HOLD_S, Causes, TabCommand
 
 ALICE: dict[str, Any] = {"kind": "command", "via": "cdp", "who": "alice"}
 
@@ -13,8 +13,8 @@ def by(entry: int) -> dict[str, Any]:
     return ALICE | {"entry": entry}
 
 
-def cmd(entry: int, method: str, tab: str | None) -> Command:
-    return Command(entry, method, tab, by(entry))
+def cmd(entry: int, method: str, tab: str | None) -> TabCommand:
+    return TabCommand(entry, method, tab, by(entry))
 
 
 def test_create_target_claims_opened_and_first_navigation() -> None:
@@ -120,7 +120,7 @@ def test_disposing_a_context_closes_its_tabs_by_that_command() -> None:
     c.known("B", "http://b/", context="C1")
     c.known("D", "http://d/", context="C0")
     c.acting("A", 39, "Input.dispatchMouseEvent", 0.5, "bob")
-    dispose = Command(41, "Target.disposeBrowserContext", None, by(41), context="C1")
+    dispose = TabCommand(41, "Target.disposeBrowserContext", None, by(41), context="C1")
     c.sent(dispose)
     assert c.destroyed("A", 1.0)[0]["by"] == by(41)
     c.answered(41, True, None, 1.1)
@@ -134,11 +134,11 @@ def test_a_navigation_is_the_navigate_sent_to_its_url() -> None:
     c = Causes()
     c.known("A", "http://a/")
     c.navigated("A", "http://a/", 0.1)
-    c.sent(Command(262, "Page.navigate", "A", by(262), url="https://slow.test/bob"))
-    c.sent(Command(264, "Page.navigate", "A", by(264), url="https://evil.test/alice"))
+    c.sent(TabCommand(262, "Page.navigate", "A", by(262), url="https://slow.test/bob"))
+    c.sent(TabCommand(264, "Page.navigate", "A", by(264), url="https://evil.test/alice"))
     assert c.navigated("A", "https://evil.test/alice", 1.0)[0]["by"] == by(264)
     # A redirect: no URL matches, the latest navigate in flight is credited.
-    c.sent(Command(270, "Page.navigate", "A", by(270), url="http://x.test/"))
+    c.sent(TabCommand(270, "Page.navigate", "A", by(270), url="http://x.test/"))
     assert c.navigated("A", "https://x.test/login", 2.0)[0]["by"] == by(270)
 
 
@@ -156,7 +156,7 @@ def test_a_close_of_another_target_takes_no_tabs_close() -> None:
     c.sent(cmd(120, "Target.closeTarget", "F"))
     c.answered(120, False, None, 4.0)
     assert c.destroyed("F", 4.1)[0]["by"]["kind"] == "page"
-    c.sent(Command(121, "Target.disposeBrowserContext", None, by(121), context="C1"))
+    c.sent(TabCommand(121, "Target.disposeBrowserContext", None, by(121), context="C1"))
     c.answered(121, False, None, 5.0)
     assert c.destroyed("X", 5.1)[0]["by"]["kind"] == "page"
 
@@ -195,9 +195,9 @@ def test_a_redirect_is_credited_to_its_own_navigate() -> None:
     c = Causes()
     c.known("A", "http://a/")
     c.navigated("A", "http://a/", 0.1)
-    c.sent(Command(10, "Page.navigate", "A", by(10), url="http://x.test/"))
+    c.sent(TabCommand(10, "Page.navigate", "A", by(10), url="http://x.test/"))
     c.answered(10, True, None, 1.0)
-    c.sent(Command(12, "Page.navigate", "A", by(12), url="https://y.test/"))
+    c.sent(TabCommand(12, "Page.navigate", "A", by(12), url="https://y.test/"))
     assert c.navigated("A", "https://x.test/login", 1.1)[0]["by"] == by(10)
     assert c.navigated("A", "https://y.test/", 1.2)[0]["by"] == by(12)
 
@@ -208,7 +208,7 @@ def test_a_navigate_that_went_nowhere_takes_no_later_navigation() -> None:
     c = Causes()
     c.known("A", "http://a/")
     c.navigated("A", "http://a/", 0.1)
-    c.sent(Command(231, "Page.navigate", "A", by(231), url="http://a/?alice"))
+    c.sent(TabCommand(231, "Page.navigate", "A", by(231), url="http://a/?alice"))
     c.answered(231, True, None, 1.0)
     c.acting("A", 233, "Input.dispatchMouseEvent", 2.4, "bob")
     out = c.navigated("A", "http://localhost/other?bob-clicked", 2.5)
@@ -228,7 +228,7 @@ def test_a_service_workers_script_acts_on_every_tab() -> None:
 def test_agentenv_cause_and_stale_commands_forgotten() -> None:
     c = Causes()
     c.known("A", "http://a/")
-    c.sent(Command(30, "Page.navigate", "A", {"kind": "agentenv"}))
+    c.sent(TabCommand(30, "Page.navigate", "A", {"kind": "agentenv"}))
     c.answered(30, True, None, 1.0)
     assert c.navigated("A", "http://a/2", 1.1)[0]["by"] == {"kind": "agentenv"}
     c.sent(cmd(31, "Page.navigate", "A"))
@@ -243,11 +243,11 @@ def test_the_front_tab_is_kept_from_commands() -> None:
         c.known(tab, f"http://{tab}/")
     c.front.to_front("B")
     assert c.front.active == "B"
-    c.sent(Command(1, "Target.createTarget", None, by(1), background=True))
+    c.sent(TabCommand(1, "Target.createTarget", None, by(1), background=True))
     c.created("C", "about:blank", None, 1.0)
     c.answered(1, True, "C", 1.1)
     assert c.front.active == "B"  # opened behind
-    c.sent(Command(2, "Target.createTarget", None, by(2)))
+    c.sent(TabCommand(2, "Target.createTarget", None, by(2)))
     c.answered(2, True, "D", 2.0)
     c.created("D", "about:blank", None, 2.1)  # the answer came first
     assert c.front.active == "D"
@@ -271,10 +271,10 @@ def test_a_reload_or_a_same_url_navigation_is_written_when_answered() -> None:
     assert c.answered(3, True, None, 1.0) == [
         {"event": "navigated", "id": "A", "url": "http://a/page", "by": by(3)}
     ]
-    same = Command(4, "Page.navigate", "A", by(4), url="HTTP://A/page")
+    same = TabCommand(4, "Page.navigate", "A", by(4), url="HTTP://A/page")
     c.sent(same)
     assert c.answered(4, True, None, 2.0)[0]["by"] == by(4)
-    elsewhere = Command(5, "Page.navigate", "A", by(5), url="http://a/other")
+    elsewhere = TabCommand(5, "Page.navigate", "A", by(5), url="http://a/other")
     c.sent(elsewhere)
     assert c.answered(5, True, None, 3.0) == []  # its URL change will tell
     assert c.navigated("A", "http://a/other", 3.1)[0]["by"] == by(5)

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from agentenv.access import Identity
-from agentenv.protocol.control import BeginAction, Grant
+from agentenv.protocol.control import BeginAction, TokenGrant
 from agentenv.relay import core
 from agentenv.relay.core import ClientState, Down, Kind, Pending, SessionInfo
 from tests.support.traffic import CLIENTS
@@ -213,7 +213,7 @@ def test_agentenv_commands_are_for_the_control_token_only() -> None:
     step = send(
         control(), {"id": 2, "method": "AgentEnv.grant", "params": {"who": "a", "tag": "t"}}
     )
-    assert isinstance(step.control, Grant)
+    assert isinstance(step.control, TokenGrant)
 
 
 @pytest.mark.parametrize(

@@ -14,16 +14,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from agentenv.access import Identity
 from agentenv.app.toolcall import ToolCall
+from agentenv.protocol.control import Via
 from agentenv.settings import AGENTENV_USER
 
 __all__ = ["DEFAULT_ROLE", "Caller", "caller_of"]
 
 DEFAULT_ROLE = "default"
-Via = Literal["agentenv", "api", "mcp"]
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ from agentenv.http import asgi_error
 from agentenv.log.argpaths import file_args
 from agentenv.log.marks import tool_acts
 from agentenv.paths import inside
-from agentenv.protocol.control import Done, Grant, Revoke, Token
+from agentenv.protocol.control import Done, Revoke, Token, TokenGrant
 from agentenv.relay.scopes import Scopes
 from agentenv.relay_link import BrowserError, BrowserLink, CdpError
 from agentenv.settings import Settings
@@ -82,7 +82,7 @@ TYPING_ARGS: dict[str, list[str]] = {
 # sessions is every caller's together (issue 22: one caller's 10,000 bare
 # initialize calls filled it for everyone, for the 30-minute expiry).
 
-Scope = MutableMapping[str, Any]
+AsgiScope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
@@ -153,7 +153,7 @@ class PlaywrightSession:
             self._task, self._ready, self._stop = None, asyncio.Event(), asyncio.Event()
             self._tools, self._error = None, None
         if self._task is None:
-            granted = await self.link.control(Grant(who=self.caller.who, tag=self.tag), Token)
+            granted = await self.link.control(TokenGrant(who=self.caller.who, tag=self.tag), Token)
             self.token, self.generation = granted.token, self.link.generation
             self.prepare()
             self._task = asyncio.create_task(
@@ -424,7 +424,7 @@ class McpProxy:
 
     # -- ASGI ------------------------------------------------------------------------
 
-    async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def asgi(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         """The manager's ASGI app, ending a session's Playwright MCP on DELETE.
 
         ``GET`` (the stream of server messages a client may open after

@@ -38,7 +38,6 @@ __all__ = [
     "ControlResult",
     "Done",
     "EndAction",
-    "Grant",
     "GuardMark",
     "Identified",
     "Name",
@@ -49,6 +48,7 @@ __all__ = [
     "TabOrder",
     "Tabs",
     "Token",
+    "TokenGrant",
     "Via",
     "Whoami",
     "Written",
@@ -114,7 +114,11 @@ class Reset(ControlParams):
     reason: Name
 
 
-class Grant(ControlParams):
+class TokenGrant(ControlParams):
+    """``AgentEnv.grant``: a token for one connection acting as ``who`` (an MCP
+    session's Playwright MCP). Not a recording's upload grant
+    (:class:`agentenv.protocol.recording.Grant`)."""
+
     who: Name
     #: The connection tag the granted connection must carry (AgentEnv-Tag).
     tag: Name
@@ -185,7 +189,7 @@ CONTROL_METHODS: dict[str, type[ControlParams]] = {
     "AgentEnv.whoami": Whoami,
     "AgentEnv.tabs": Tabs,
     "AgentEnv.reset": Reset,
-    "AgentEnv.grant": Grant,
+    "AgentEnv.grant": TokenGrant,
     "AgentEnv.revoke": Revoke,
     "AgentEnv.pending": OpenEntries,
 }
@@ -197,7 +201,7 @@ CONTROL_RESULTS: dict[type[ControlParams], type[ControlResult]] = {
     Whoami: Identified,
     Tabs: TabOrder,
     Reset: Written,
-    Grant: Token,
+    TokenGrant: Token,
     Revoke: Done,
     OpenEntries: Open,
 }

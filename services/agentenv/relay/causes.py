@@ -39,7 +39,7 @@ from typing import Any
 
 from agentenv.relay.front import Front
 
-__all__ = ["CLAIM_WINDOW_S", "HOLD_S", "TAB_METHODS", "Causes", "Command", "Tab"]
+__all__ = ["CLAIM_WINDOW_S", "HOLD_S", "TAB_METHODS", "Causes", "KnownTab", "TabCommand"]
 
 HOLD_S = 5.0
 CLAIM_WINDOW_S = 5.0
@@ -61,7 +61,7 @@ Event = dict[str, Any]
 
 
 @dataclass
-class Tab:
+class KnownTab:
     id: str
     url: str
     opener: str | None = None
@@ -81,7 +81,7 @@ class Tab:
 
 
 @dataclass
-class Command:
+class TabCommand:
     entry: int
     method: str
     tab: str | None  # the tab it acts on; for an open, the tab it opened (once known)
@@ -105,8 +105,8 @@ class _Held:
 
 @dataclass
 class Causes:
-    tabs: dict[str, Tab] = field(default_factory=dict)
-    commands: dict[int, Command] = field(default_factory=dict)
+    tabs: dict[str, KnownTab] = field(default_factory=dict)
+    commands: dict[int, TabCommand] = field(default_factory=dict)
     held: list[_Held] = field(default_factory=list)
     #: Which tab is in front, and which are loading (:mod:`agentenv.relay.front`).
     front: Front = field(default_factory=Front)
@@ -115,7 +115,7 @@ class Causes:
 
     # -- what agents did -------------------------------------------------
 
-    def sent(self, command: Command) -> None:
+    def sent(self, command: TabCommand) -> None:
         if command.method in TAB_METHODS:
             self.commands[command.entry] = command
 
@@ -137,7 +137,7 @@ class Causes:
             self.acting(tab, entry, method, now, who)
 
     def answered(self, entry: int, ok: bool, opened: str | None, now: float) -> list[Event]:
-        """Command ``entry`` was answered; ``opened`` is a created target's id."""
+        """TabCommand ``entry`` was answered; ``opened`` is a created target's id."""
         command = self.commands.get(entry)
         if command is None:
             return []
@@ -154,7 +154,7 @@ class Causes:
         out = self._release(now, force=False)
         return out + self._in_place(command)
 
-    def _in_place(self, command: Command) -> list[Event]:
+    def _in_place(self, command: TabCommand) -> list[Event]:
         """A reload, or a navigation to the URL the tab already shows: no URL
         change will tell of it, so its answer does."""
         info = self.tabs.get(command.tab) if command.tab is not None else None
@@ -177,13 +177,13 @@ class Causes:
     ) -> None:
         """A tab that existed before the relay started watching (no event)."""
         if tab not in self.tabs:
-            self.tabs[tab] = Tab(tab, url, opener, context)
+            self.tabs[tab] = KnownTab(tab, url, opener, context)
             self.front.add(tab)
 
     def created(
         self, tab: str, url: str, opener: str | None, now: float, context: str | None = None
     ) -> list[Event]:
-        self.tabs[tab] = Tab(tab, url, opener, context)
+        self.tabs[tab] = KnownTab(tab, url, opener, context)
         if url not in ("", "about:blank"):
             # Chromium names the page it opens already: that was its first
             # navigation, and the next one is not the opener's to claim.
@@ -200,7 +200,7 @@ class Causes:
         return self._settle(event, "opened", now)
 
     def navigated(self, tab: str, url: str, now: float) -> list[Event]:
-        info = self.tabs.setdefault(tab, Tab(tab, url))
+        info = self.tabs.setdefault(tab, KnownTab(tab, url))
         info.url = url
         self.front.add(tab)
         event: Event = {"event": "navigated", "id": tab, "url": url}
@@ -250,7 +250,7 @@ class Causes:
 
     # -- matching ----------------------------------------------------------
 
-    def _live(self, command: Command, now: float) -> bool:
+    def _live(self, command: TabCommand, now: float) -> bool:
         return command.answered_at is None or now - command.answered_at <= CLAIM_WINDOW_S
 
     def _settle(self, event: Event, kind: str, now: float) -> list[Event]:
@@ -368,14 +368,14 @@ class Causes:
                 if c.method in _OPENS and c.tab == tab:
                     c.claimed_navigation = True
 
-    def _claim_close(self, tab: str, now: float) -> Command | None:
+    def _claim_close(self, tab: str, now: float) -> TabCommand | None:
         for c in self.commands.values():
             if not c.claimed and c.method in _CLOSES and c.tab == tab and self._live(c, now):
                 c.claimed = True
                 return c
         return None
 
-    def _disposing(self, info: Tab | None, now: float) -> Command | None:
+    def _disposing(self, info: KnownTab | None, now: float) -> TabCommand | None:
         """The dispose of the closed tab's context, if one is live (it closes
         every tab there, so it claims none)."""
         if info is None or info.context is None:
@@ -390,7 +390,7 @@ class Causes:
                 return c
         return None
 
-    def _page(self, info: Tab | None, opener: bool = False) -> dict[str, Any]:
+    def _page(self, info: KnownTab | None, opener: bool = False) -> dict[str, Any]:
         after = _credited(info)
         if after is None and opener and info is not None and info.opener:
             after = _credited(self.tabs.get(info.opener))
@@ -400,7 +400,7 @@ class Causes:
         return self._page(self.tabs.get(held.event["id"]), opener=True)
 
 
-def _credited(info: Tab | None) -> int | None:
+def _credited(info: KnownTab | None) -> int | None:
     """The acting entry a page-caused event on this tab follows."""
     if info is None:
         return None

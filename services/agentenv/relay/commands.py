@@ -49,19 +49,19 @@ __all__ = [
     "EXCEPTIONS",
     "REFUSED",
     "Command",
-    "Kind",
+    "Standing",
     "classify",
 ]
 
-Kind = Literal["allowed", "confined", "refused"]
-ALLOWED: Kind = "allowed"
-CONFINED: Kind = "confined"
-REFUSED: Kind = "refused"
+Standing = Literal["allowed", "confined", "refused"]
+ALLOWED: Standing = "allowed"
+CONFINED: Standing = "confined"
+REFUSED: Standing = "refused"
 
 
 @dataclass(frozen=True)
 class Command:
-    kind: Kind
+    kind: Standing
     #: Why it may pass, what is checked, or the danger it is refused for.
     why: str
     #: The guard's rule for a refusal.

@@ -17,7 +17,6 @@ from agentenv.protocol.control import (
     ControlResult,
     Done,
     EndAction,
-    Grant,
     Identified,
     Open,
     OpenEntries,
@@ -26,6 +25,7 @@ from agentenv.protocol.control import (
     TabOrder,
     Tabs,
     Token,
+    TokenGrant,
     Whoami,
     Written,
 )
@@ -54,7 +54,7 @@ class Control:
             Whoami: self._whoami,
             Tabs: self._tabs,
             Reset: self._reset,
-            Grant: self._grant,
+            TokenGrant: self._grant,
             Revoke: self._revoke,
             OpenEntries: self._pending,
         }
@@ -99,7 +99,7 @@ class Control:
             ) from None
         return Written(entry=self.logbook.reset(params.reason))
 
-    async def _grant(self, params: Grant) -> Token:
+    async def _grant(self, params: TokenGrant) -> Token:
         return Token(token=self.granted.grant(self.state.number, params.who, params.tag))
 
     async def _pending(self, params: OpenEntries) -> Open:

@@ -25,11 +25,11 @@ from agentenv.log.redact import redact, redact_cut, redact_text
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import RelayCounts
 from agentenv.protocol.control import BeginAction, EndAction
-from agentenv.relay.causes import TAB_METHODS, Causes, Command
+from agentenv.relay.causes import TAB_METHODS, Causes, TabCommand
 from agentenv.relay.pinned import PARAMS
 from agentenv.settings import Settings
 
-__all__ = ["Action", "Logbook", "Scope", "used_params"]
+__all__ = ["Action", "ActionScope", "Logbook", "used_params"]
 
 #: What begin_command needs to know of a method, learnt once per method:
 #: whether it acts, and whether it may open, close, move or focus a tab.
@@ -49,7 +49,7 @@ log = logging.getLogger("agentenv.relay")
 
 
 @dataclass(frozen=True)
-class Scope:
+class ActionScope:
     """The relay connections whose commands belong to an open action."""
 
     conns: frozenset[int] = frozenset()
@@ -67,7 +67,7 @@ class Action:
     via: str
     who: str
     owner: int  # the reporting connection
-    scope: Scope
+    scope: ActionScope
     tab: str | None = None
     #: Arg paths holding typed text, and their values until every check clears.
     typed: dict[str, Any] = field(default_factory=dict)
@@ -269,7 +269,7 @@ class Logbook:
     @staticmethod
     def _command(
         key: int, method: str, params: Mapping[str, Any] | None, tab: str | None, by: dict[str, Any]
-    ) -> Command:
+    ) -> TabCommand:
         target = tab
         if method in ("Target.closeTarget", "Target.activateTarget") and params:
             named = params.get("targetId")
@@ -279,7 +279,7 @@ class Logbook:
         background = bool(params and params.get("background") is True)
         url = params.get("url") if params and method == "Page.navigate" else None
         context = params.get("browserContextId") if params else None
-        return Command(
+        return TabCommand(
             key,
             method,
             target,
@@ -555,7 +555,7 @@ def used_params(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
     return kept
 
 
-def _scope(items: list[int | str]) -> Scope:
+def _scope(items: list[int | str]) -> ActionScope:
     conns = frozenset(i for i in items if isinstance(i, int))
     tags = frozenset(i for i in items if isinstance(i, str))
-    return Scope(conns, tags)
+    return ActionScope(conns, tags)
