@@ -30,9 +30,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agentenv.errors import AgentEnvError
 
@@ -295,6 +296,41 @@ def _set(env: Mapping[str, str], key: str) -> frozenset[str]:
     return frozenset(v.strip().lower() for v in env.get(key, "").split(",") if v.strip())
 
 
+#: Settings read from ``AGENTENV_<FIELD>`` by a parser that checks the value
+#: and names the variable when it is wrong (the default is the field's own).
+_PARSED: dict[str, Callable[[Mapping[str, str], str, Any], Any]] = {
+    "chromium_port": _int,
+    "relay_port": _int,
+    "app_port": _int,
+    "recorder_port": _int,
+    "max_connections": _int,
+    "max_connections_per_user": _non_negative,
+    "agent_message_bytes": _positive,
+    "user_inflight_bytes": _non_negative,
+    "relay_inflight_bytes": _non_negative,
+    "recording_max_frames": _positive,
+    "recording_max_duration_s": _positive,
+    "log_max_bytes": _positive,
+    "origin_storage_bytes": _non_negative,
+    "scope_storage_bytes": _non_negative,
+    "scope_download_bytes": _non_negative,
+    "log_user_max_bytes": _non_negative,
+    "log_user_bytes_per_minute": _non_negative,
+    "mcp_idle_s": _seconds,
+    "mcp_sessions_per_caller": _positive,
+    "mcp_transports_per_caller": _positive,
+    "mcp_unused_s": _seconds,
+    "log_level": _level,
+}
+
+
+def _read(env: Mapping[str, str], defaults: Settings) -> dict[str, Any]:
+    return {
+        field: parse(env, f"AGENTENV_{field.upper()}", getattr(defaults, field))
+        for field, parse in _PARSED.items()
+    }
+
+
 def open_to_pages(settings: Settings) -> list[str]:
     """Warnings for inner ports a page's script could send requests to."""
     inner = {"AGENTENV_CHROMIUM_PORT": settings.chromium_port}
@@ -342,12 +378,8 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         profile_dir=Path(env.get("AGENTENV_PROFILE_DIR") or defaults.profile_dir),
         downloads_dir=Path(env.get("AGENTENV_DOWNLOADS_DIR") or defaults.downloads_dir),
         chromium_host=env.get("AGENTENV_CHROMIUM_HOST") or defaults.chromium_host,
-        chromium_port=_int(env, "AGENTENV_CHROMIUM_PORT", defaults.chromium_port),
         relay_host=env.get("AGENTENV_RELAY_HOST") or defaults.relay_host,
-        relay_port=_int(env, "AGENTENV_RELAY_PORT", defaults.relay_port),
         app_host=env.get("AGENTENV_APP_HOST") or defaults.app_host,
-        app_port=_int(env, "AGENTENV_APP_PORT", defaults.app_port),
-        recorder_port=_int(env, "AGENTENV_RECORDER_PORT", defaults.recorder_port),
         chromium_flags=env.get("AGENTENV_CHROMIUM_FLAGS", ""),
         users=users,
         scopes=scopes,
@@ -358,48 +390,5 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         upload_roots=tuple(
             Path(p) for p in env.get("AGENTENV_UPLOAD_ROOTS", "").replace(",", ":").split(":") if p
         ),
-        max_connections=_int(env, "AGENTENV_MAX_CONNECTIONS", defaults.max_connections),
-        max_connections_per_user=_non_negative(
-            env, "AGENTENV_MAX_CONNECTIONS_PER_USER", defaults.max_connections_per_user
-        ),
-        agent_message_bytes=_positive(
-            env, "AGENTENV_AGENT_MESSAGE_BYTES", defaults.agent_message_bytes
-        ),
-        user_inflight_bytes=_non_negative(
-            env, "AGENTENV_USER_INFLIGHT_BYTES", defaults.user_inflight_bytes
-        ),
-        relay_inflight_bytes=_non_negative(
-            env, "AGENTENV_RELAY_INFLIGHT_BYTES", defaults.relay_inflight_bytes
-        ),
-        recording_max_frames=_positive(
-            env, "AGENTENV_RECORDING_MAX_FRAMES", defaults.recording_max_frames
-        ),
-        recording_max_duration_s=_positive(
-            env, "AGENTENV_RECORDING_MAX_DURATION_S", defaults.recording_max_duration_s
-        ),
-        log_max_bytes=_positive(env, "AGENTENV_LOG_MAX_BYTES", defaults.log_max_bytes),
-        origin_storage_bytes=_non_negative(
-            env, "AGENTENV_ORIGIN_STORAGE_BYTES", defaults.origin_storage_bytes
-        ),
-        scope_storage_bytes=_non_negative(
-            env, "AGENTENV_SCOPE_STORAGE_BYTES", defaults.scope_storage_bytes
-        ),
-        scope_download_bytes=_non_negative(
-            env, "AGENTENV_SCOPE_DOWNLOAD_BYTES", defaults.scope_download_bytes
-        ),
-        log_user_max_bytes=_non_negative(
-            env, "AGENTENV_LOG_USER_MAX_BYTES", defaults.log_user_max_bytes
-        ),
-        log_user_bytes_per_minute=_non_negative(
-            env, "AGENTENV_LOG_USER_BYTES_PER_MINUTE", defaults.log_user_bytes_per_minute
-        ),
-        mcp_idle_s=_seconds(env, "AGENTENV_MCP_IDLE_S", defaults.mcp_idle_s),
-        mcp_sessions_per_caller=_positive(
-            env, "AGENTENV_MCP_SESSIONS_PER_CALLER", defaults.mcp_sessions_per_caller
-        ),
-        mcp_transports_per_caller=_positive(
-            env, "AGENTENV_MCP_TRANSPORTS_PER_CALLER", defaults.mcp_transports_per_caller
-        ),
-        mcp_unused_s=_seconds(env, "AGENTENV_MCP_UNUSED_S", defaults.mcp_unused_s),
-        log_level=_level(env, "AGENTENV_LOG_LEVEL", defaults.log_level),
+        **_read(env, defaults),
     )

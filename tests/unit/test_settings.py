@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from agentenv.protocol.card import BROWSER_V1, Card, Extension, MissingOp
-from agentenv.settings import SettingsError, load, open_to_pages, parse_users
+from agentenv.settings import _PARSED, SettingsError, load, open_to_pages, parse_users
 
 
 def test_defaults() -> None:
@@ -87,4 +87,18 @@ def test_the_mcp_bounds_and_log_level_are_settings() -> None:
     ]:
         with pytest.raises(SettingsError, match=said) as raised:
             load({key: bad})
+        assert key in str(raised.value)
+
+
+def test_every_numeric_setting_is_read_from_its_own_variable_and_checked() -> None:
+    """Each setting read by a parser: AGENTENV_<FIELD> sets it, and a value
+    that is no number is refused naming that variable."""
+    defaults = load({})
+    for field in _PARSED:
+        key = f"AGENTENV_{field.upper()}"
+        wanted = "ERROR" if field == "log_level" else 7
+        assert getattr(load({key: str(wanted)}), field) == wanted, key
+        assert getattr(load({key: ""}), field) == getattr(defaults, field), key
+        with pytest.raises(SettingsError) as raised:
+            load({key: "plenty"})
         assert key in str(raised.value)
