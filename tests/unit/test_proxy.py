@@ -21,7 +21,7 @@ from agentenv.access import Identity
 from agentenv.log.writer import LogWriter
 from agentenv.relay.core import ClientState, Pending
 from agentenv.relay.logbook import Logbook
-from agentenv.relay.proxy import _Bridge
+from agentenv.relay.proxy import Shared, _Bridge
 
 
 @dataclass
@@ -61,9 +61,8 @@ class Client:
 def _bridge(tmp_path: Path, chromium: Chromium, client: Client) -> tuple[_Bridge, Logbook]:
     book = Logbook(LogWriter.open(tmp_path / "log.jsonl"))
     state = ClientState(3, Identity("alice"))
-    bridge = _Bridge(
-        cast(Any, client), cast(Any, chromium), state, book, cast(Any, None), cast(Any, None), "/d"
-    )
+    shared = Shared(book, cast(Any, None), cast(Any, None))
+    bridge = _Bridge(cast(Any, client), cast(Any, chromium), state, shared, "/d")
     return bridge, book
 
 

@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import logging
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -54,7 +55,7 @@ from agentenv.relay.to_client import FAIR_TURN, ToClient
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
 
-__all__ = ["BINARY_REFUSED", "BROWSER_GONE", "LEFT_WAIT_S", "bridge"]
+__all__ = ["BINARY_REFUSED", "BROWSER_GONE", "LEFT_WAIT_S", "Shared", "bridge"]
 
 log = logging.getLogger("agentenv.relay")
 
@@ -72,25 +73,35 @@ _SESSION = re.compile(r'"sessionId"\s*:\s*"([0-9A-Za-z_.-]{1,128})"')
 _METHOD = re.compile(r'"method"\s*:\s*"([A-Za-z.]{1,100})"')
 
 
+@dataclass(frozen=True)
+class Shared:
+    """What every connection's bridge shares: the log, the watcher, the tokens
+    granted, and the memory bounds (``inflight``: bytes sent to Chromium and not
+    yet answered; ``reading``: bytes read and not yet handed on; None: unbounded)."""
+
+    logbook: Logbook
+    watcher: Watcher
+    granted: Granted
+    inflight: InFlight | None = None
+    reading: InFlight | None = None
+
+
 class _Bridge(ToClient):
     def __init__(
         self,
         client: web.WebSocketResponse,
         upstream: aiohttp.ClientWebSocketResponse,
         state: ClientState,
-        logbook: Logbook,
-        watcher: Watcher,
-        granted: Granted,
+        shared: Shared,
         downloads: str,
-        inflight: InFlight | None = None,
-        reading: InFlight | None = None,
     ) -> None:
+        logbook, watcher, granted = shared.logbook, shared.watcher, shared.granted
         self.client = client
-        self.inflight = inflight or InFlight(0, 0)
+        self.inflight = shared.inflight or InFlight(0, 0)
         who = state.identity.user
         #: What the agent sends, and what Chromium answers it, not yet whole.
-        self.sent = Meter(reading or InFlight(0, 0), who)
-        self.answers = Meter(reading or InFlight(0, 0), who)
+        self.sent = Meter(shared.reading or InFlight(0, 0), who)
+        self.answers = Meter(shared.reading or InFlight(0, 0), who)
         #: Why the connection was closed for memory (its pending entries say so).
         self.over: str | None = None
         self._closing: set[asyncio.Task[None]] = set()
@@ -448,20 +459,16 @@ async def bridge(
     client: web.WebSocketResponse,
     upstream: aiohttp.ClientWebSocketResponse,
     state: ClientState,
-    logbook: Logbook,
-    watcher: Watcher,
-    granted: Granted,
+    shared: Shared,
     downloads: str,
-    inflight: InFlight | None = None,
-    reading: InFlight | None = None,
     reads: Any = None,
 ) -> None:
     """Move messages until either side ends; settle what is in flight; close.
     ``reading`` bounds what an agent's connection has read and not handed on
     (``reads``: the client side's aiohttp protocol)."""
-    b = _Bridge(client, upstream, state, logbook, watcher, granted, downloads, inflight, reading)
+    b = _Bridge(client, upstream, state, shared, downloads)
     try:
-        await _bridged(b, reading, reads)
+        await _bridged(b, shared.reading, reads)
     finally:  # after the closes, which read on (or a cancel): nothing it held is kept
         b.sent.stop()
         b.answers.stop()

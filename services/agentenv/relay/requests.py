@@ -21,6 +21,7 @@ from agentenv.relay import discovery
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import InFlight
+from agentenv.relay.proxy import Shared
 from agentenv.relay.scopes import Scope
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
@@ -68,6 +69,8 @@ watcher_key = web.AppKey("watcher", Watcher)
 granted_key = web.AppKey("granted", Granted)
 #: The relay's counts for ``/metrics``; the logbook holds the same object.
 counts_key = web.AppKey("counts", RelayCounts)
+#: What every connection's bridge shares (set with the logbook and the watcher).
+shared_key = web.AppKey("shared", Shared)
 
 #: What a target id looks like (Chromium's are 32 hex digits; some are UUIDs).
 TARGET_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")

@@ -44,7 +44,7 @@ from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.http_commands import json_activate, json_close, json_new, json_new_get
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import InFlight
-from agentenv.relay.proxy import bridge
+from agentenv.relay.proxy import Shared, bridge
 from agentenv.relay.requests import (
     TARGET_ID,
     agents_key,
@@ -63,6 +63,7 @@ from agentenv.relay.requests import (
     reading_key,
     scope_of,
     settings_key,
+    shared_key,
     sockets_key,
     token_of,
     upstream_json,
@@ -280,12 +281,8 @@ async def _bridge(
             client,
             upstream,
             state,
-            request.app[logbook_key],
-            request.app[watcher_key],
-            request.app[granted_key],
+            request.app[shared_key],
             str(settings.downloads_for(scope.name if scope is not None else None)),
-            request.app[inflight_key],
-            request.app[reading_key],
             request.protocol,
         )
     finally:
@@ -338,6 +335,9 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     app[logbook_key] = logbook
     watcher = Watcher(settings, app[client_key], logbook)
     app[watcher_key] = watcher
+    app[shared_key] = Shared(
+        logbook, watcher, app[granted_key], app[inflight_key], app[reading_key]
+    )
     watcher.after_reset = lambda: _close_reset(app)
 
     async def tick() -> None:
