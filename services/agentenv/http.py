@@ -63,7 +63,9 @@ def error_middleware(paths: Callable[[], str]) -> Callable[..., Awaitable[web.St
             return error_response(404, f"no such path here; this server has {paths()}")
         except web.HTTPMethodNotAllowed as exc:
             allowed = ", ".join(sorted(exc.allowed_methods))
-            return error_response(405, f"{request.method} is not allowed here; use {allowed}")
+            answer = error_response(405, f"{request.method} is not allowed here; use {allowed}")
+            answer.headers["Allow"] = allowed  # RFC 9110: a 405 names what the path takes
+            return answer
 
     return errors
 

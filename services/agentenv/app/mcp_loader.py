@@ -60,7 +60,18 @@ async def serve_mcp(
     if state.problem is not None:
         log.error("Playwright MCP cannot start: %s", state.problem)
     state.ready.set()
-    await state.wanted.wait()
+    # Wait for the first /mcp request, or the app's stop: a stop that comes as
+    # the runtime check ends may find its cancel swallowed (Python 3.11's
+    # wait_for, in runtime_problem), and must not leave this task waiting.
+    wanted = asyncio.ensure_future(state.wanted.wait())
+    stopped = asyncio.ensure_future(state.stop.wait())
+    try:
+        await asyncio.wait({wanted, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        wanted.cancel()
+        stopped.cancel()
+    if state.stop.is_set():
+        return
     module = await asyncio.to_thread(importlib.import_module, "agentenv.app.mcp")
     state.proxy = module.McpProxy(settings, link, scoped)
     async with state.proxy.running():

@@ -136,6 +136,12 @@ class Step:
     #: ANSWER: the relay's own commands to send to Chromium first (negative ids).
     upstream: list[str] = field(default_factory=list)
 
+    @property
+    def sent(self) -> bool:
+        """Whether the client's command itself goes to Chromium (forwarded or
+        rewritten): a refused, invalid or relay-answered one causes nothing there."""
+        return self.kind is Kind.FORWARD or self.kind is Kind.REWRITE
+
     def error_answer(self) -> dict[str, Any]:
         """The CDP error answer for an INVALID, BLOCK or refused CONTROL step."""
         code, text = self.code, self.error

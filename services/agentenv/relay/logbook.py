@@ -205,6 +205,7 @@ class Logbook:
         frame_only: bool = False,
         everywhere: bool = False,
         scope: str | None = None,
+        sent: bool = True,
     ) -> int:
         """Take an entry for a CDP command about to be sent.
 
@@ -212,7 +213,10 @@ class Logbook:
         did not clear (withheld text). ``frame_only``: a navigate of a frame,
         which claims no navigation of its tab; ``everywhere``: sent to a
         service or shared worker, it acts on every tab; ``scope``: the scope the
-        sender acts in (computers with two scopes or more).
+        sender acts in (computers with two scopes or more). ``sent``: False for
+        a command that never reaches Chromium (refused by the guard, invalid, or
+        answered by the relay itself): it is on the record, but no tab event is
+        its doing, so it is not the latest acting entry of any tab.
         """
         known = _METHODS.get(method)
         if known is None:
@@ -255,12 +259,12 @@ class Logbook:
             fields["within"] = action.entry
         now = self.writer.monotonic()
         entry = self.writer.begin(fields, now)
-        if acting:
+        if acting and sent:
             if everywhere:
                 self.causes.acting_everywhere(entry, method, now, identity.user)
             else:
                 self.causes.acting(tab, entry, method, now, identity.user)
-        if tab_method and not frame_only:
+        if tab_method and not frame_only and sent:
             self.causes.sent(
                 self._command(entry, method, params, tab, self._by(entry, identity, action))
             )

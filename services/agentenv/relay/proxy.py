@@ -258,6 +258,7 @@ class _Bridge(ToClient):
             frame_only=step.frame_only,
             everywhere=step.everywhere,
             scope=state.scope.name if state.scope is not None else None,
+            sent=step.sent,
         )
 
     async def _command(self, data: str) -> None:
