@@ -69,6 +69,8 @@ watcher_key = web.AppKey("watcher", Watcher)
 granted_key = web.AppKey("granted", Granted)
 #: The relay's counts for ``/metrics``; the logbook holds the same object.
 counts_key = web.AppKey("counts", RelayCounts)
+#: The request's ``Host``, once checked (set by the relay's middleware).
+host_key = web.RequestKey("host", str)
 #: What every connection's bridge shares (set with the logbook and the watcher).
 shared_key = web.AppKey("shared", Shared)
 
@@ -92,7 +94,7 @@ def identity_of(request: web.Request, *, open_path: bool = False) -> Identity:
 def client_address(request: web.Request) -> discovery.ClientAddress:
     forwarded = request.headers.get("X-Forwarded-Proto", "").lower()
     return discovery.ClientAddress(
-        host=request["host"],
+        host=request[host_key],
         secure=forwarded == "https",
         token=request.query.get("token"),
         user=request.query.get("user"),

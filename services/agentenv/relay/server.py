@@ -52,6 +52,7 @@ from agentenv.relay.requests import (
     client_key,
     counts_key,
     granted_key,
+    host_key,
     http_entry,
     identity_of,
     in_scope,
@@ -93,7 +94,7 @@ _error = error_response
 @web.middleware
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     settings = request.app[settings_key]
-    request["host"] = check_host(settings, request.headers.get("Host"))
+    request[host_key] = check_host(settings, request.headers.get("Host"))
     check_origin(settings, request.headers.get("Origin"))
     return await handler(request)
 
@@ -177,7 +178,7 @@ async def devtools(request: web.Request) -> web.StreamResponse:
         return _error(
             400,
             "this path takes a WebSocket upgrade: connect a CDP client to "
-            f"ws://{request['host']}{request.path}",
+            f"ws://{request[host_key]}{request.path}",
         )
     if identity.control:
         return await _bridge(request, client, identity)
