@@ -34,6 +34,7 @@ from agentenv.protocol.control import (
     TabOrder,
     Tabs,
 )
+from agentenv.protocol.errors import guard_rule
 from agentenv.protocol.urls import tab
 from agentenv.settings import Settings
 
@@ -63,12 +64,16 @@ class BrowserError(AgentEnvError):
 
 
 class CdpError(BrowserError):
-    """Chromium (or the relay's guard) refused a command."""
+    """Chromium (or the relay's guard) refused a command: its CDP error
+    ``code`` and ``message``, and the guard's ``rule`` when a guard refused it
+    (:func:`agentenv.protocol.errors.guard_rule`)."""
 
-    def __init__(self, method: str, message: str) -> None:
+    def __init__(self, method: str, message: str, code: int = 0) -> None:
         super().__init__(f"{method}: {message}")
         self.method = method
         self.message = message
+        self.code = code
+        self.rule = guard_rule(message)
 
 
 @dataclass
@@ -173,7 +178,10 @@ class BrowserLink:
             raise BrowserError("the relay connection closed") from None
         error = answer.get("error")
         if error is not None:
-            raise CdpError(method, str(error.get("message") if isinstance(error, dict) else error))
+            if not isinstance(error, dict):
+                raise CdpError(method, str(error))
+            code = error.get("code")
+            raise CdpError(method, str(error.get("message")), code if isinstance(code, int) else 0)
         result = answer.get("result")
         return result if isinstance(result, dict) else {}
 

@@ -19,6 +19,11 @@ from agentenv.relay_link import BrowserError, CdpError
 
 __all__ = ["AppError", "OpError", "failure"]
 
+#: JSON-RPC's code for invalid params, which Chromium answers for an unknown target id.
+INVALID_PARAMS = -32602
+#: The ops' commands whose only parameter is a target's id.
+_BY_TARGET_ID = frozenset({"Target.activateTarget", "Target.closeTarget", "Target.attachToTarget"})
+
 
 class AppError(AgentEnvError):
     """Root of the app server's errors."""
@@ -37,12 +42,14 @@ def failure(exc: BrowserError | OpError) -> OpError:
     if isinstance(exc, OpError):
         return exc
     if isinstance(exc, CdpError):
-        if "agentenv guard log-budget" in exc.message:
+        if exc.rule == "log-budget":
             # The caller's share of the log is spent: too many, not forbidden.
             return OpError(429, exc.message.removeprefix("AgentEnv.beginAction: "))
-        if "agentenv guard" in exc.message:
+        if exc.rule is not None:
             return OpError(403, exc.message)
-        if "No target with given id" in exc.message or "No such target" in exc.message:
+        if exc.code == INVALID_PARAMS and exc.method in _BY_TARGET_ID:
+            # Its one parameter is the tab's id: the tab is gone (or never was
+            # this caller's, which the relay answers the same way).
             return OpError(404, "no such tab: tabs/list shows the open tabs")
         return OpError(502, f"Chromium refused {exc.method}: {exc.message}")
     return OpError(503, str(exc))

@@ -1,0 +1,58 @@
+"""How the app answers what the browser link raised (app/errors.failure): by
+the guard's rule and the CDP error code, never by words in the text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentenv.app.errors import OpError, failure
+from agentenv.log.writer import LogWriter
+from agentenv.protocol.errors import guard_rule
+from agentenv.relay import guard
+from agentenv.relay.logbook import Logbook
+from agentenv.relay_link import BrowserError, CdpError
+
+
+def test_every_guard_refusal_the_relay_writes_names_its_rule() -> None:
+    refused = guard.check_url("file:///etc/passwd")
+    assert refused is not None and guard_rule(refused.message) == refused.rule == "local-url"
+    prefixed = f"AgentEnv.beginAction: {refused.message}"
+    assert guard_rule(prefixed) == "local-url"
+    assert guard_rule("No target with given id found") is None
+    # A page's text that merely mentions the guard is not a refusal.
+    assert guard_rule("Uncaught: blocked by agentenv guard local-url: x") is None
+
+
+def test_a_spent_log_share_is_429_and_another_refusal_403(tmp_path: Path) -> None:
+    book = Logbook(LogWriter.open(tmp_path / "log.jsonl"), user_max_bytes=1)
+    entry = book.writer.begin({"via": "cdp", "who": "alice", "method": "Input.insertText"})
+    book.writer.end(entry, True)
+    spent = book.over_budget("alice")
+    assert spent is not None and guard_rule(spent) == "log-budget"
+    answer = failure(CdpError("AgentEnv.beginAction", f"AgentEnv.beginAction: {spent}", -32000))
+    assert (answer.status, answer.message) == (429, spent)
+    refused = guard.check_url("chrome://settings")
+    assert refused is not None
+    answer = failure(CdpError("Page.navigate", refused.message, refused.code))
+    assert (answer.status, answer.message) == (403, refused.message)
+
+
+@pytest.mark.parametrize("method", ["Target.activateTarget", "Target.closeTarget"])
+def test_a_tab_that_is_gone_is_404(method: str) -> None:
+    answer = failure(CdpError(method, "No target with given id found", -32602))
+    assert answer.status == 404 and "tabs/list" in answer.message
+
+
+def test_what_else_chromium_refuses_is_502_naming_the_command() -> None:
+    answer = failure(CdpError("Page.navigate", "Cannot navigate to invalid URL", -32000))
+    assert (answer.status, answer.message) == (
+        502,
+        "Chromium refused Page.navigate: Cannot navigate to invalid URL",
+    )
+    # Invalid params of a command that takes more than a target's id: not a gone tab.
+    assert failure(CdpError("Input.dispatchKeyEvent", "Invalid parameters", -32602)).status == 502
+    assert failure(BrowserError("the relay connection closed")).status == 503
+    given = OpError(409, "busy")
+    assert failure(given) is given
