@@ -1,7 +1,8 @@
 """The relay's HTTP commands that act: ``PUT /json/new?<url>``,
 ``/json/close/<id>`` and ``/json/activate/<id>``. Each is on the record as
-the CDP command it stands for, checked by the guard and kept to the caller's
-scope.
+the CDP command it stands for, and goes through the core as that command
+would from a CDP client on the browser's session (:func:`_read`): the same
+guard, the same scope walls, one place that decides.
 
 ``/json/new?<url>`` is decoded once, as Chromium decodes it, checked, and the
 tab is opened by the relay itself with ``Target.createTarget``: the raw query
@@ -13,27 +14,32 @@ configured it would open tabs in the computer.
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import unquote_to_bytes
 
 import aiohttp
+import orjson
 from aiohttp import web
 
+from agentenv.access import Identity
 from agentenv.http import error_response
-from agentenv.relay import discovery, guard
+from agentenv.relay import core, discovery
+from agentenv.relay.connection import ClientState
+from agentenv.relay.core import Kind, Step
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.requests import (
     TARGET_ID,
     client_address,
     client_key,
-    http_entry,
     identity_of,
-    in_scope,
     logbook_key,
+    numbers_key,
     scope_of,
     settings_key,
     upstream_json,
     watcher_key,
 )
+from agentenv.relay.scopes import Scope
 
 __all__ = ["json_activate", "json_close", "json_new", "json_new_get", "new_tab_url"]
 
@@ -58,21 +64,70 @@ async def json_new_get(request: web.Request) -> web.Response:
     return answer
 
 
-async def json_new(request: web.Request) -> web.Response:
+def _state(request: web.Request, identity: Identity, scope: Scope | None) -> ClientState:
+    """An HTTP command's caller as the core sees a connection: its own number,
+    on the browser's session, in its scope."""
+    watcher = request.app[watcher_key]
+    numbers = request.app[numbers_key]
+    return ClientState(
+        next(numbers),
+        identity,
+        request.query.get("tag"),
+        owner=watcher.tab_of,
+        kinds=watcher.target,
+        worlds=watcher.worlds,
+        scope=scope,
+        context_of=watcher.context_of,
+        tab_page=watcher.tab_pages.get,
+    )
+
+
+async def _read(request: web.Request, method: str, params: dict[str, Any]) -> tuple[Step, int]:
+    """The command an HTTP call stands for, read by the core as a client's
+    message on the browser's session (the guard and the scope walls decide, as
+    for any CDP client), and its entry begun. A refusal ends the entry and is
+    raised: 404 for another scope's target (as for one that does not exist),
+    403 for the guard's others, 400 for what is not a command."""
     identity = identity_of(request)
     settings = request.app[settings_key]
     logbook = request.app[logbook_key]
-    url = new_tab_url(request.rel_url.raw_query_string)
-    params = {"url": url or "about:blank"}
+    watcher = request.app[watcher_key]
     scope = await scope_of(request, identity)
-    entry = http_entry(request, identity, "Target.createTarget", params, scope)
-    verdict = guard.check_url(params["url"])
-    if verdict is not None:
+    state = _state(request, identity, scope)
+    data = orjson.dumps({"id": 1, "method": method, "params": params}).decode()
+    step = core.receive(state, data, str(settings.downloads_dir), watcher.target)
+    entry = logbook.begin_command(
+        identity,
+        state.number,
+        state.tag,
+        step.method,
+        step.params,
+        step.tab,
+        scope=scope.name if scope is not None else None,
+        sent=step.sent,
+    )
+    if step.kind is Kind.BLOCK:
+        assert step.verdict is not None
+        verdict = step.verdict
+        logbook.counts.refused_by(verdict.rule)
         logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
+        if verdict.rule == "scope":
+            target = str(params.get("targetId", ""))[:64]
+            raise RelayError(f"no such target {target!r}: list pages with /json/list", 404)
         raise RelayError(verdict.message, 403)
+    if not step.sent:
+        logbook.end_command(entry, False, step.error or "not a command the relay sends")
+        raise RelayError(step.error or f"{method} cannot be sent this way", 400)
+    return step, entry
+
+
+async def json_new(request: web.Request) -> web.Response:
+    settings = request.app[settings_key]
+    logbook = request.app[logbook_key]
+    url = new_tab_url(request.rel_url.raw_query_string) or "about:blank"
+    step, entry = await _read(request, "Target.createTarget", {"url": url})
     try:
-        context = scope.context if scope is not None else None
-        opened = await request.app[watcher_key].create_target(params["url"], context)
+        opened = await request.app[watcher_key].create_target(step.params or {"url": url})
     except RelayError as exc:
         logbook.end_command(entry, False, exc.message)
         raise
@@ -80,38 +135,22 @@ async def json_new(request: web.Request) -> web.Response:
     listed = await upstream_json(request, "/json/list")
     found = next(
         (t for t in listed if isinstance(t, dict) and t.get("id") == opened),
-        {"id": opened, "type": "page", "url": params["url"], "title": ""},
+        {"id": opened, "type": "page", "url": url, "title": ""},
     )
     upstream = f"{settings.chromium_host}:{settings.chromium_port}"
     return web.json_response(discovery.rewrite(found, upstream, client_address(request)))
 
 
 async def _json_target_op(request: web.Request, op: str, method: str) -> web.Response:
-    identity = identity_of(request)
     settings = request.app[settings_key]
     logbook = request.app[logbook_key]
     target = request.match_info["id"]
     if not TARGET_ID.match(target):
         # The id goes into a URL of Chromium's: nothing but an id may (../list).
         raise RelayError("no such target: ids are letters, digits and dashes (/json/list)", 404)
-    params = {"targetId": target}
-    scope = await scope_of(request, identity)
-    entry = http_entry(request, identity, method, params, scope)
-    if not in_scope(request, scope, target):
-        logbook.end_command(
-            entry,
-            False,
-            "No target with given id found",
-            guard={"rule": "scope", "action": "blocked"},
-        )
-        raise RelayError(f"no such target {target[:64]!r}: list pages with /json/list", 404)
-    verdict = guard.check(
-        method, params, str(settings.downloads_dir), request.app[watcher_key].target
-    )
-    if verdict is not None:
-        logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
-        raise RelayError(verdict.message, 403)
-    url = f"{settings.chromium_http}/json/{op}/{target}"
+    step, entry = await _read(request, method, {"targetId": target})
+    sent = (step.params or {}).get("targetId", target)
+    url = f"{settings.chromium_http}/json/{op}/{sent}"
     try:
         async with request.app[client_key].get(url) as answer:
             text = await answer.text()

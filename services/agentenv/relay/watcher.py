@@ -345,12 +345,10 @@ class Watcher:
         self.logbook.ended("exit", why)
         log.warning("Chromium's connection ended; tabs written as closed by exit")
 
-    async def create_target(self, url: str, context: str | None = None) -> str:
-        """Open a tab at ``url`` (already checked by the guard), in ``context``
-        (a scope's) or Chromium's default one; its id."""
-        params: dict[str, Any] = {"url": url}
-        if context is not None:
-            params["browserContextId"] = context
+    async def create_target(self, params: dict[str, Any]) -> str:
+        """Open a tab with ``Target.createTarget``'s ``params`` (read by the
+        core: its URL checked, in the caller's scope's context); its id."""
+        context = params.get("browserContextId")
         try:
             answer = await self.call("Target.createTarget", params, deadline_s=10)
         except (WatcherError, TimeoutError):
@@ -360,7 +358,7 @@ class Watcher:
         if error is not None or not isinstance(target, str):
             message = error.get("message") if isinstance(error, dict) else "no target id"
             raise UpstreamError(f"Chromium refused to open the tab: {message}", 502)
-        if context is not None:
+        if isinstance(context, str):
             self.contexts[target] = context
         return target
 
