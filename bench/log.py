@@ -2,13 +2,20 @@
 
 Anchors in the same run: raw ``os.write`` appends of the exact bytes the
 writer produces, and ``json.dumps`` plus the write.
+
+It also times the one ``os.write`` a command costs the relay's event loop,
+against handing the line to a writer thread instead (the decision is in
+docs/decisions.md, "The log's write stays on the relay's loop"). Set
+``TMPDIR`` to the log's volume to time that volume.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -70,6 +77,47 @@ def _raw(folder: Path, payload: list[bytes]) -> float:
     return N / elapsed
 
 
+def _each_write(folder: Path, payload: list[bytes]) -> list[float]:
+    """Each ``os.write`` of a line, timed alone (µs): what the relay's event
+    loop waits for per command."""
+    fd = os.open(folder / "each.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    times = []
+    clock = time.perf_counter
+    for data in payload[:50_000]:
+        t = clock()
+        os.write(fd, data)
+        times.append((clock() - t) * 1e6)
+    os.close(fd)
+    return times
+
+
+def _handed_off(folder: Path, payload: list[bytes]) -> tuple[list[float], float]:
+    """The other design: the loop hands each line to a writer thread (a queue
+    put, timed alone, µs), and the thread writes; with the lines a second
+    the thread kept up with."""
+    fd = os.open(folder / "thread.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    lines: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+
+    def drain() -> None:
+        while (data := lines.get()) is not None:
+            os.write(fd, data)
+
+    thread = threading.Thread(target=drain)
+    began = time.perf_counter()
+    thread.start()
+    times = []
+    clock = time.perf_counter
+    for data in payload[:50_000]:
+        t = clock()
+        lines.put(data)
+        times.append((clock() - t) * 1e6)
+    lines.put(None)
+    thread.join(timeout=60)
+    elapsed = time.perf_counter() - began
+    os.close(fd)
+    return times, len(times) / elapsed
+
+
 def _json_dumps(folder: Path) -> float:
     fd = os.open(folder / "json.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     entries = [
@@ -119,6 +167,8 @@ def run() -> str:
         raw = _raw(folder, payload)
         dumps = _json_dumps(folder)
         writer = _writer(folder)
+        each = _each_write(folder, payload)
+        handed, handed_rate = _handed_off(folder, payload)
         build, reads = _big_read(folder)
     rows = [
         ["raw os.write appends (anchor)", f"{raw:,.0f} lines/s", "1.00"],
@@ -128,6 +178,12 @@ def run() -> str:
             f"{writer:,.0f} lines/s",
             f"{writer / raw:.2f}",
         ],
+        ["one os.write on the loop, p50", f"{percentile(each, 50):.2f} µs", ""],
+        ["one os.write on the loop, p99", f"{percentile(each, 99):.2f} µs", ""],
+        ["its share of the logbook's time per command", f"{writer / raw:.0%}", ""],
+        ["handed to a writer thread instead: the put, p50", f"{percentile(handed, 50):.2f} µs", ""],
+        ["handed to a writer thread instead: the put, p99", f"{percentile(handed, 99):.2f} µs", ""],
+        ["handed to a writer thread: lines/s kept up", f"{handed_rate:,.0f} lines/s", ""],
         ["log {after: 999000, limit: 1000} p50", f"{percentile(reads, 50):.2f} ms", ""],
         ["log {after: 999000, limit: 1000} p99", f"{percentile(reads, 99):.2f} ms", ""],
         ["index build, 1,000,000 lines (once)", f"{build * 1000:.0f} ms", ""],
