@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,18 @@ def test_every_numeric_setting_is_read_from_its_own_variable_and_checked() -> No
         with pytest.raises(SettingsError) as raised:
             load({key: "plenty"})
         assert key in str(raised.value)
+
+
+def test_the_launch_scripts_defaults_are_the_settings_defaults() -> None:
+    """A default a launch script writes for a setting (``${AGENTENV_X:-v}``)
+    is the one settings.py has: written twice, they must say the same."""
+    folder = Path(__file__).resolve().parents[2] / "images" / "browser" / "launch"
+    defaults = load({})
+    checked = 0
+    for script in sorted(folder.glob("*.sh")):
+        for name, value in re.findall(r"\$\{AGENTENV_([A-Z_]+):-([^}]*)\}", script.read_text()):
+            field = name.lower()
+            if value and hasattr(defaults, field):
+                assert str(getattr(defaults, field)) == value, (script.name, name)
+                checked += 1
+    assert checked >= 2  # the downloads folder and Chromium's port, at least
