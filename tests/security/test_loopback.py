@@ -92,7 +92,8 @@ async def test_a_fresh_tabs_blank_page_reaches_no_inner_port(target: Computer, u
         said: dict[str, str] = json.loads(await alice.evaluate(session, call))
         assert said.pop(ORDINARY) == "reached", "the control: an ordinary port is reachable"
         assert set(said.values()) == {"refused"}, [u for u, s in said.items() if s != "refused"]
-        await asyncio.sleep(1)
+        # Every request was refused at connect, so nothing is on its way: the
+        # tabs now are what any request could have changed.
         after = await _pages(alice)
         assert victim in after, "a page's script closed a tab through Chromium's port"
         assert after <= before, "a page's script opened a tab through Chromium's port"
@@ -135,7 +136,7 @@ async def test_a_page_at_the_computers_own_address_reaches_no_inner_port(
             f"printf '%s' {_quote(SERVE_PROBE)} > /tmp/probe.py && "
             f"setsid python3 /tmp/probe.py {_quote(page)} >/dev/null 2>&1 </dev/null &",
         )
-        await asyncio.sleep(1)
+        _serving(target, 8001)
         before = await _pages(alice)
         tab = (await alice.call("Target.createTarget", {"url": f"http://{own}:8001/"}))["result"][
             "targetId"
@@ -148,6 +149,24 @@ async def test_a_page_at_the_computers_own_address_reaches_no_inner_port(
         await alice.call("Target.closeTarget", {"targetId": tab})
         await alice.call("Target.closeTarget", {"targetId": victim})
     clean(target)
+
+
+def _serving(target: Computer, port: int) -> None:
+    """Wait (bounded) until something inside the computer listens on ``port``."""
+    target.exec(
+        "python3",
+        "-c",
+        "import socket, time\n"
+        f"end = time.monotonic() + {deadline(10)}\n"
+        "while True:\n"
+        "    try:\n"
+        f"        socket.create_connection(('127.0.0.1', {port}), 1).close()\n"
+        "        break\n"
+        "    except OSError:\n"
+        "        if time.monotonic() > end:\n"
+        "            raise\n"
+        "        time.sleep(0.05)\n",
+    )
 
 
 def _quote(text: str) -> str:
