@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_
 __all__ = [
     "CONTROL_METHODS",
     "CONTROL_RESULTS",
+    "OTHER_SCOPE",
     "BeginAction",
     "Begun",
     "ControlParams",
@@ -176,9 +177,14 @@ class Token(ControlResult):
     token: str
 
 
+#: What a scoped control link reads for an entry of another scope.
+OTHER_SCOPE = "(another scope)"
+
+
 class Open(ControlResult):
     """``AgentEnv.pending``: each entry numbered and not yet written, with
-    the scope it acts in (null: none named)."""
+    the scope it acts in (null: none named; :data:`OTHER_SCOPE` for a scoped
+    link asking about an entry not of its scope)."""
 
     entries: dict[str, str | None]
 

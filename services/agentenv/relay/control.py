@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentenv.protocol.control import (
+    OTHER_SCOPE,
     BeginAction,
     Begun,
     ControlParams,
@@ -103,7 +104,11 @@ class Control:
         return Token(token=self.granted.grant(self.state.number, params.who, params.tag))
 
     async def _pending(self, params: OpenEntries) -> Open:
-        return Open(entries={str(k): v for k, v in self.logbook.writer.open_scopes().items()})
+        entries = self.logbook.writer.open_scopes()
+        scope = self.state.scope
+        if scope is not None:  # a scoped link learns that others' entries are open, not whose
+            entries = {k: v if v == scope.name else OTHER_SCOPE for k, v in entries.items()}
+        return Open(entries={str(k): v for k, v in entries.items()})
 
     async def _revoke(self, params: Revoke) -> Done:
         self.granted.revoke(params.token)
