@@ -58,7 +58,29 @@ def test_a_playwright_agents_setup_never_appears() -> None:
         cdp("Target.setAutoAttach", autoAttach=True),
     ]
     assert words(setup) == []
-    assert describe(setup) == "(no action)"
+    # A step that holds only setup still says what the agent did.
+    assert describe(setup) == "run script on the page: document.title"
+    assert describe(setup[:4]) == (
+        "set up the browser: Browser.setDownloadBehavior, "
+        "Page.addScriptToEvaluateOnNewDocument, Emulation.setFocusEmulationEnabled and 1 more"
+    )
+    assert describe([]) == "(no action)"
+    assert describe([*setup, cdp("Input.insertText", text="shoes")]) == 'type "shoes"'
+
+
+def test_an_acting_script_reads_as_what_it_is_cut_to_sixty_characters() -> None:
+    script = "document.querySelector('#q').value =\n  'red shoes'; document.forms[0].submit()"
+    step = describe([cdp("Runtime.evaluate", expression=script)])
+    shown = " ".join(script.split())[:60]
+    assert step == f"run script on the page: {shown}…" and len(shown) == 60
+    called = describe([cdp("Runtime.callFunctionOn", functionDeclaration="() => go()")])
+    assert called == "run script on the page: () => go()"
+    # The computer's own scripts, and reads, are no agent's act: still no step.
+    own = cdp("Runtime.evaluate", expression="1")
+    own["action"]["who"] = "agentenv"
+    assert describe([own, cdp("Runtime.evaluate", acts="reading", expression="2")]) == (
+        "(no action)"
+    )
 
 
 def test_typing_folds_into_words_and_keys_are_presses() -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agentenv.harness.store import safe_name
-from agentenv.harness.words import words
+from agentenv.harness.words import step_words
 from agentenv.protocol.log import LogLine, TabBody, agent_act, read_lines, tab_of
 from agentenv.protocol.recording import BrowserRecordingManifest
 
@@ -81,7 +81,7 @@ def frame_items(
                 "url": frame.url or "",
                 "file": None if frame.error else frame.file,
                 "error": frame.error,
-                "words": words(entries),
+                "words": step_words(entries),
                 "who": sorted({a["who"] for a in acts if a.get("who")}),
                 "entries": len(entries),
                 "events": events,

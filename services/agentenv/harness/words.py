@@ -8,7 +8,9 @@ characters)``, ``press Enter``, ``scroll down 600 px``, ``navigate to …``,
 element description and arguments. Setup and reads never appear: only
 entries that act, and of those only what a person would call an action
 (``Runtime.*`` an agent used to look, ``Emulation.*``, script injection,
-auto-attach and the like are left out).
+auto-attach and the like are left out) — unless a step holds nothing else:
+then it says what the agent did, a script it ran or the settings it changed
+(:func:`step_words`), never ``(no action)``.
 
 Typing is folded: consecutive characters (key events with text, or
 ``insertText``) make one ``type "…"``; keys that are not text (Enter, Tab,
@@ -24,7 +26,9 @@ from typing import Any
 
 from agentenv.protocol.log import ActionBody, LogLine, agent_act
 
-__all__ = ["MASK", "describe", "words"]
+__all__ = ["MASK", "SCRIPT_SHOWN", "describe", "step_words", "words"]
+
+_SCRIPTS = frozenset({"Runtime.evaluate", "Runtime.callFunctionOn"})
 
 MASK = "••••"
 
@@ -274,6 +278,37 @@ def words(lines: Iterable[LogLine]) -> list[str]:
     return out
 
 
+#: How much of a script's text a step shows.
+SCRIPT_SHOWN = 60
+
+
+def step_words(lines: Iterable[LogLine]) -> list[str]:
+    """The words of one step (a frame's entries): its actions; and when none
+    of them is an action a person would name, what the agent did instead (a
+    step with an agent's act is never ``(no action)``): a script it ran on
+    the page (``run script on the page: <its first 60 characters>``, as the
+    log kept them, secrets already out), else the settings it changed."""
+    lines = list(lines)
+    said = words(lines)
+    if said:
+        return said
+    acts = [a for line in lines if (a := agent_act(line)) is not None]
+    for action in acts:
+        params = action.get("params")
+        if action.get("method") in _SCRIPTS and isinstance(params, dict):
+            script = params.get("expression", params.get("functionDeclaration"))
+            if isinstance(script, str) and script.strip():
+                shown = " ".join(script.split())
+                cut = "…" if len(shown) > SCRIPT_SHOWN else ""
+                return [f"run script on the page: {shown[:SCRIPT_SHOWN]}{cut}"]
+    named = list(dict.fromkeys(str(a.get("method") or a.get("tool") or a.get("op")) for a in acts))
+    if named:
+        more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+        return [f"set up the browser: {', '.join(named[:3])}{more}"]
+    return []
+
+
 def describe(lines: Iterable[LogLine]) -> str:
-    """One history step: the steps joined, or ``(no action)``."""
-    return "; ".join(words(lines)) or "(no action)"
+    """One history step: :func:`step_words` joined, or ``(no action)`` for a
+    step without an agent's act (the first and last frames)."""
+    return "; ".join(step_words(lines)) or "(no action)"
