@@ -8,6 +8,7 @@ agent did, every picture, and the arrow keys step through it.
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -103,4 +104,125 @@ def test_a_recording_viewed_in_chromium(stack: NativeStack, site: Site, tmp_path
         assert site.url + "/next" in main, main
         assert "navigated " + site.url + "/next by the page, after entry" in main, main
         assert all(u.startswith(("file:", "data:")) for u in requested), requested
+        browser.close()
+
+
+#: A 1x1 PNG.
+_PIXEL = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+#: What a hostile page can put in a label, a URL, a title or typed text.
+HOSTILE = "<!--<script>window.pwned=1</script>\"'`${window.pwned=2}&amp;__DATA__"
+
+
+def test_a_hostile_pages_text_is_shown_as_text_and_runs_nothing(tmp_path: Path) -> None:
+    """Labels, URLs, the recording's name and typed text holding ``<!--``,
+    ``<script>``, ``</script>``, quotes and ``${}``: the viewer shows every
+    frame, each text as it was, and no script of theirs runs."""
+    from playwright.sync_api import sync_playwright
+
+    from agentenv.harness.viewer import render
+    from agentenv.harness.words import step_words
+    from agentenv.protocol.log import parse_line
+    from agentenv.protocol.recording import BrowserRecordingManifest
+
+    url = f"https://shop.test/?q={HOSTILE}"
+    target = {"role": "button", "name": HOSTILE}
+    raw = [
+        {
+            "seq": 2,
+            "at": "2026-12-02T00:00:01.000Z",
+            "action": {
+                "via": "cdp",
+                "who": "alice",
+                "acts": "acting",
+                "method": "Input.dispatchMouseEvent",
+                "params": {"type": "mousePressed", "x": 1, "y": 2},
+                "target": target,
+                "url": url,
+            },
+        },
+        {
+            "seq": 3,
+            "at": "2026-12-02T00:00:01.500Z",
+            "tab": {
+                "event": "navigated",
+                "id": "T1",
+                "url": url,
+                "by": {"kind": "page", "after": 2},
+            },
+        },
+        {
+            "seq": 4,
+            "at": "2026-12-02T00:00:02.000Z",
+            "action": {
+                "via": "cdp",
+                "who": "alice",
+                "acts": "acting",
+                "method": "Input.insertText",
+                "params": {"text": HOSTILE},
+            },
+        },
+    ]
+    lines = [parse_line(json.dumps(x)) for x in raw]
+    frame = {"tab": "T1", "url": url, "type": "png"}
+    manifest = BrowserRecordingManifest.model_validate(
+        {
+            "recording_id": "rec-hostile",
+            "request_id": None,
+            "name": HOSTILE,
+            "started_at": None,
+            "ended_at": None,
+            "reason": "ended",
+            "start_seq": 1,
+            "end_seq": 4,
+            "log": None,
+            "missing_frames": 0,
+            "log_missing": [],
+            "limits_hit": [],
+            "frames": [
+                frame
+                | {
+                    "index": 0,
+                    "kind": "first",
+                    "after": [],
+                    "at": "2026-12-02T00:00:00.500Z",
+                    "file": "frames/0-first.png",
+                },
+                frame
+                | {
+                    "index": 1,
+                    "kind": "action",
+                    "after": [2],
+                    "at": "2026-12-02T00:00:01.600Z",
+                    "file": "frames/1-action.png",
+                },
+                frame
+                | {
+                    "index": 2,
+                    "kind": "action",
+                    "after": [4],
+                    "at": "2026-12-02T00:00:02.600Z",
+                    "file": "frames/2-action.png",
+                },
+            ],
+        }
+    )
+    images = {f.file: _PIXEL for f in manifest.frames}
+    page_file = tmp_path / "view.html"
+    page_file.write_text(render(manifest, lines, images))
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), headless=True)
+        page = browser.new_context(offline=True).new_page()
+        page.goto(page_file.as_uri())
+        assert page.title() == f"recording {HOSTILE}"
+        assert page.locator("#timeline li").count() == 3
+        timeline = page.locator("#timeline").inner_text()
+        clicked, typed = step_words([lines[0]]), step_words([lines[2]])
+        assert clicked[0].startswith('click "<!--<script>') and typed[0].startswith('type "<!--')
+        assert clicked[0] in timeline and typed[0] in timeline, timeline
+        page.locator("#timeline li").nth(1).click()
+        main = page.locator("main").inner_text()
+        assert url in main and f"navigated {url} by the page, after entry 2" in main, main
+        assert page.evaluate("() => window.pwned") is None  # none of it ran
         browser.close()

@@ -27,7 +27,7 @@ from agentenv.harness.words import step_words
 from agentenv.protocol.log import LogLine, TabBody, agent_act, read_lines, tab_of
 from agentenv.protocol.recording import BrowserRecordingManifest
 
-__all__ = ["frame_items", "render", "view"]
+__all__ = ["frame_items", "render", "script_json", "view"]
 
 
 def _cause(by: Any) -> str:
@@ -186,10 +186,27 @@ def render(
             continue
         kind = "image/png" if file.endswith(".png") else "image/jpeg"
         inlined[file] = f"data:{kind};base64," + base64.b64encode(images[file]).decode()
-    data = json.dumps({"recording": manifest.recording_id, "items": items, "images": inlined})
+    data = script_json({"recording": manifest.recording_id, "items": items, "images": inlined})
     title = html.escape(f"recording {manifest.name or manifest.recording_id}")
-    # Inside a script element, "</" would end it: JSON allows "<\\/".
-    return _PAGE.replace("__TITLE__", title).replace("__DATA__", data.replace("</", "<\\/"))
+    # One pass: a title holding "__DATA__" stays a title.
+    head, rest = _PAGE.split("__TITLE__", 1)
+    middle, tail = rest.split("__DATA__", 1)
+    return head + title + middle + data + tail
+
+
+#: What JSON may hold that a script element's text may not: "</script>" ends
+#: it, "<!--" followed by "<script" makes the parser read past its end (a
+#: page's label once blanked the whole viewer), "&" and the line separators
+#: are escaped for good measure. JSON reads each escape back as the character.
+_UNSAFE = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+
+def script_json(value: object) -> str:
+    """``value`` as JSON that is safe as the text of a ``<script>`` element:
+    no ``<``, ``>`` or ``&`` in it at all."""
+    return json.dumps(value).translate(_UNSAFE)
 
 
 def _from_store(url: str, into: Path) -> Path:
