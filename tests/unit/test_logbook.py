@@ -363,6 +363,37 @@ def test_a_command_the_guard_refused_is_not_what_the_page_acted_after(tmp_path: 
     assert b.tabs()[0]["by"] == {"kind": "page", "after": click}
 
 
+def test_a_tool_call_naming_no_tab_takes_the_tab_its_latest_acting_command_acted_on(
+    tmp_path: Path,
+) -> None:
+    """Playwright MCP picks its own tab: the tool call's entry (begun with no
+    tab) says where it acted, from its own acting commands, not its reads."""
+    b = Book(tmp_path)
+    b.book.causes.known("A", "http://a.test/")
+    b.book.causes.known("B", "http://b.test/?token=SECRET123")
+    call = b.book.begin_action(
+        1, BeginAction(via="mcp", who="bob", tool="browser_click", call="c-2", scope=[9])
+    )
+    looked, _ = b.send(page(9, "A", CONTROL), "DOM.getDocument", {})  # a read: not where it acted
+    b.answer(looked)
+    clicked, _ = b.send(
+        page(9, "B", CONTROL), "Input.dispatchMouseEvent", {"type": "mousePressed", "x": 1, "y": 1}
+    )
+    b.answer(clicked)
+    b.book.end_action(1, EndAction(entry=call, ok=True))
+    entry = b.action(call)
+    assert (entry["tab"], entry["url"]) == ("B", b.action(clicked)["url"])
+    assert "SECRET123" not in entry["url"] and "SECRET123" not in b.raw().decode()
+    # A call that named its tab keeps it, whatever its commands touch.
+    named = b.book.begin_action(
+        1, BeginAction(via="mcp", who="bob", tool="browser_type", scope=[9], tab="A")
+    )
+    typed, _ = b.send(page(9, "B", CONTROL), "Input.dispatchMouseEvent", {"type": "mouseMoved"})
+    b.answer(typed)
+    b.book.end_action(1, EndAction(entry=named, ok=True))
+    assert b.action(named)["tab"] == "A"
+
+
 def test_credentials_in_a_tabs_url_never_reach_its_lines(tmp_path: Path) -> None:
     b = Book(tmp_path)
     b.book.causes.known("A", "https://a.test/cb?code=AUTHCODE123&state=STATE456&page=2")

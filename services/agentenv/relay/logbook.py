@@ -73,6 +73,9 @@ class Action:
     typed: dict[str, Any] = field(default_factory=dict)
     cleared: bool = True  # no check said password (or could not decide)
     checked: bool = False  # at least one check ran
+    #: Begun naming no tab (an MCP tool call: Playwright MCP picks its tab):
+    #: its entry takes the tab of its latest acting command, and that URL.
+    learns_tab: bool = False
 
 
 @dataclass
@@ -257,6 +260,8 @@ class Logbook:
             fields["params"] = typed if typed is not None else (method, params)
         if action is not None:
             fields["within"] = action.entry
+            if acting and sent and action.learns_tab and tab is not None:
+                self._acted_on(action, tab, fields.get("url"))
         now = self.writer.monotonic()
         entry = self.writer.begin(fields, now)
         if acting and sent:
@@ -407,11 +412,30 @@ class Logbook:
         entry = self.writer.begin(fields)
         self._recording_moved(owner, params)
         self.actions[entry] = Action(
-            entry, params.via, params.who, owner, _scope(params.scope), params.tab, typed
+            entry,
+            params.via,
+            params.who,
+            owner,
+            _scope(params.scope),
+            params.tab,
+            typed,
+            learns_tab=params.tab is None,
         )
         if params.acts == ACTING:
             self.causes.acting(params.tab, entry, "", self.monotonic(), params.who)
         return entry
+
+    def _acted_on(self, action: Action, tab: str, url: str | None) -> None:
+        """An action that named no tab acted on ``tab`` (its command's): its
+        entry says so, so its frame is taken there (SPEC.md section 1)."""
+        action.tab = tab
+        outer = self.writer.fields(action.entry)
+        if outer is not None:
+            outer["tab"] = tab
+            if url is not None:
+                outer["url"] = url
+            else:
+                outer.pop("url", None)
 
     def _recording_moved(self, owner: int, params: BeginAction) -> None:
         if params.via != "agentenv" or not isinstance(params.args, dict):
