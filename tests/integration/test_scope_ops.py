@@ -343,3 +343,54 @@ def test_two_agents_in_one_shared_scope(
         who = {x["action"].get("who") for x in lines if "action" in x}
         assert {"alice", "bob"} <= who and "carol" not in who, who
         assert "?carol" not in (tmp_path / "log.jsonl").read_text()
+
+
+def test_an_agents_downloads_are_listed_and_fetched_in_its_own_scope_only(pc: Computer) -> None:
+    """Bob's Playwright downloads a file (Playwright's own download handling,
+    over CDP); downloads/list and downloads/get give it back to Bob's token
+    and to the control token naming his scope, and to no one else."""
+    content = f"bob's report {uuid.uuid4().hex}"
+    with sync_playwright() as pw:
+        bob = pw.chromium.connect_over_cdp(browser_url(pc, "bob"), timeout=deadline(30) * 1000)
+        page = bob.contexts[0].new_page()
+        page.goto(SITE + "/c/green")
+        with page.expect_download(timeout=deadline(30) * 1000) as fetched:
+            page.evaluate(
+                "text => { const a = document.createElement('a');"
+                " a.href = URL.createObjectURL(new Blob([text])); a.download = 'report.txt';"
+                " document.body.append(a); a.click(); }",
+                content,
+            )
+        assert fetched.value.suggested_filename == "report.txt"
+        fetched.value.failure()  # waits until the download is done (None: it worked)
+        page.close()
+        bob.close()
+    listed = pc.op("downloads/list", {}, user="bob")
+    mine = [d for d in listed if d["bytes"] == len(content.encode()) and not d["partial"]]
+    assert len(mine) == 1, listed
+    name = mine[0]["name"]
+    answer = requests.post(
+        f"{pc.app}/v1/browser/downloads/get",
+        json={"name": name},
+        headers=pc.headers("bob"),
+        timeout=deadline(30),
+    )
+    assert answer.status_code == 200 and answer.content == content.encode(), answer.text[:300]
+    assert answer.headers["Content-Type"] == "application/octet-stream"
+    assert "attachment" in answer.headers["Content-Disposition"]
+    assert name in {d["name"] for d in pc.op("downloads/list", {"scope": "bob"})}
+    # Alice's token reads her own folder: Bob's file is not there, by any name.
+    assert name not in {d["name"] for d in pc.op("downloads/list", {}, user="alice")}
+    pc.op("downloads/get", {"name": name}, user="alice", status=404)
+    pc.op("downloads/get", {"name": f"../bob/{name}"}, user="alice", status=400)
+    pc.op("downloads/list", {"scope": "bob"}, user="alice", status=403)
+    # On the record, as Bob's reads.
+    reads = [
+        line["action"]
+        for line in pc.log()[0]
+        if line.get("action", {}).get("op") in ("downloads/list", "downloads/get")
+    ]
+    assert {(a["who"], a["op"], a["acts"]) for a in reads} >= {
+        ("bob", "downloads/list", "reading"),
+        ("bob", "downloads/get", "reading"),
+    }, reads

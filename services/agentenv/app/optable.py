@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agentenv.app import cookies, pixels, storage, tabs
+from agentenv.app import cookies, downloads, pixels, storage, tabs
 from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
 from agentenv.http import BODY_LIMIT
@@ -50,6 +50,8 @@ OPS: dict[str, Op] = {
     "input/scroll": Op(wire.InputScroll, pixels.input_scroll, control=False),
     "input/type": Op(wire.InputType, pixels.input_type, control=False),
     "input/key": Op(wire.InputKey, pixels.input_key, control=False),
+    "downloads/list": Op(wire.ScopeOnly, downloads.downloads_list, control=False),
+    "downloads/get": Op(wire.DownloadsGet, downloads.downloads_get, control=False),
 }
 
 DATA_OPS = ("data/get", "data/add", "data/reset")

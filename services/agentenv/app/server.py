@@ -28,6 +28,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import aiohttp
 from aiohttp import web
@@ -37,6 +38,7 @@ import agentenv
 from agentenv.access import Identity, check_host, check_origin
 from agentenv.app.browser import Browser, Browsers
 from agentenv.app.data_ops import data_op, log_op
+from agentenv.app.downloads import DownloadFile
 from agentenv.app.errors import OpError, failure
 from agentenv.app.live import PAGE as LIVE_PAGE
 from agentenv.app.live import Live
@@ -226,6 +228,17 @@ async def browser_op(request: web.Request) -> web.StreamResponse:
         raise failure(exc) from None
     if isinstance(result, Image):
         return web.Response(body=result.data, content_type=result.content_type)
+    if isinstance(result, DownloadFile):
+        name = quote(result.name, safe="")
+        return web.Response(
+            body=result.file,  # streamed, and closed once sent
+            content_type="application/octet-stream",
+            headers={
+                "Content-Disposition": f"attachment; filename*=UTF-8''{name}",
+                "Content-Length": str(result.size),
+                "X-Content-Type-Options": "nosniff",
+            },
+        )
     return web.json_response(result)
 
 

@@ -17,6 +17,8 @@ __all__ = [
     "CookiesDelete",
     "CookiesGet",
     "CookiesSet",
+    "Download",
+    "DownloadsGet",
     "Empty",
     "InputClick",
     "InputKey",
@@ -109,6 +111,30 @@ class TabsOpen(Scoped):
 
 class TabRef(Scoped):
     id: str = Field(min_length=1, max_length=256)
+
+
+class DownloadsGet(Scoped):
+    """``downloads/get``: one file of the scope's downloads folder, by the
+    name ``downloads/list`` gives (a file name: no folder, no ``..``)."""
+
+    name: str = Field(min_length=1, max_length=255, pattern=r"^[^/\\\x00]+$")
+
+    @field_validator("name")
+    @classmethod
+    def _plain(cls, value: str) -> str:
+        if value in (".", ".."):
+            raise ValueError("must be a file's name, as downloads/list gives it")
+        return value
+
+
+class Download(BaseModel):
+    """One file in ``downloads/list``: its name, size, when it last changed
+    (UTC ISO 8601), and whether Chromium is still writing it."""
+
+    name: str
+    bytes: int
+    modified: str
+    partial: bool
 
 
 class CookieToSet(Inbound):
