@@ -112,6 +112,9 @@ class Settings:
     relay_inflight_bytes: int = 256 * 1024 * 1024
     recording_max_frames: int = 10_000
     recording_max_duration_s: int = 4 * 3600
+    #: A recording that keeps its downloads uploads at most this many bytes of
+    #: them (each file read whole by the recorder); the rest are listed only.
+    recording_download_bytes: int = 64 * 1024 * 1024
     #: Upper bound of one WebSocket message, each way.
     max_message_bytes: int = 256 * 1024 * 1024
     #: The action log's size past which agents' commands are refused (what
@@ -310,6 +313,7 @@ _PARSED: dict[str, Callable[[Mapping[str, str], str, Any], Any]] = {
     "relay_inflight_bytes": _non_negative,
     "recording_max_frames": _positive,
     "recording_max_duration_s": _positive,
+    "recording_download_bytes": _non_negative,
     "log_max_bytes": _positive,
     "origin_storage_bytes": _non_negative,
     "scope_storage_bytes": _non_negative,

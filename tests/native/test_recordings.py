@@ -475,3 +475,41 @@ def test_a_press_names_what_it_lands_on_while_a_recording_is_open(
     )
     assert manifest["missing_frames"] == 0
     stack.op("tabs/close", {"id": tab})
+
+
+def test_a_recording_lists_and_keeps_the_files_downloaded_while_it_ran(
+    stack: NativeStack, site: Site, tmp_path: Path
+) -> None:
+    """A Playwright agent downloads a file during a recording that asked for
+    its downloads: the manifest lists it and it is uploaded under
+    downloads/; a file downloaded before the start is not the recording's."""
+    from playwright.sync_api import sync_playwright
+
+    folder = stack.folder / "downloads"
+    folder.mkdir(exist_ok=True)
+    (folder / "before.txt").write_text("downloaded before the recording")
+    os.utime(folder / "before.txt", (0, 0))
+    content = f"made during the recording {uuid.uuid4().hex}"
+    tab = stack.op("tabs/open", {"url": site.url + "/"})["id"]
+    recording = start(stack, tmp_path, downloads=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(browser_ws_url(stack.relay_http, "user=dl"))
+        page = next(p for p in browser.contexts[0].pages if p.url == site.url + "/")
+        with page.expect_download() as fetched:
+            page.evaluate(
+                "text => { const a = document.createElement('a');"
+                " a.href = URL.createObjectURL(new Blob([text])); a.download = 'made.txt';"
+                " document.body.append(a); a.click(); }",
+                content,
+            )
+        assert fetched.value.failure() is None
+        browser.close()
+    manifest = rec(stack, "end", {"recording_id": recording})
+    stack.op("tabs/close", {"id": tab})
+    listed = manifest["downloads"]
+    assert [d["bytes"] for d in listed] == [len(content)], listed
+    assert "before.txt" not in {d["name"] for d in listed}
+    kept = tmp_path / recording / listed[0]["file"]
+    assert listed[0]["file"] == f"downloads/{listed[0]['name']}" and kept.read_text() == content
+    on_disk = json.loads((tmp_path / recording / "manifest.json").read_text())
+    assert on_disk["downloads"] == listed

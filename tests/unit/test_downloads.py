@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agentenv.app.downloads import _open, listed
+from agentenv.app.downloads import _open
 from agentenv.app.errors import OpError
+from agentenv.downloads import listed
 from agentenv.protocol.browser import DownloadsGet
 
 

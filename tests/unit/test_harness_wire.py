@@ -1,5 +1,5 @@
 """What the harness's runner puts on the wire: each step's body is its op's
-protocol model, as :func:`agentenv.protocol.dump` writes it.
+protocol model, as :func:`agentenv.protocol.request_dump` writes it.
 
 The steps run through the runner's own handlers (``Run._do``) against a
 computer whose one way out, ``Computer._request``, is replaced by a recorder
@@ -22,7 +22,7 @@ from agentenv.harness.errors import StepFailed
 from agentenv.harness.run_store import RunStore, StoreOptions
 from agentenv.harness.runner import Run
 from agentenv.harness.steps import Task
-from agentenv.protocol import dump, problems
+from agentenv.protocol import problems, request_dump
 from agentenv.protocol.browser import (
     CookiesDelete,
     CookiesSet,
@@ -151,7 +151,7 @@ def test_each_step_sends_its_ops_model_as_dumped(tmp_path: Path) -> None:
         {"name": "sid"},
         {"origin": "https://shop.example", "items": {}},  # as the computer reads it
         {},
-        {"url": SHOP, "background": False},  # the model's default, sent
+        {"url": SHOP},  # the model's defaults are not sent: the computer fills them in
         {},
         {"id": "T1"},
         {},
@@ -168,7 +168,7 @@ def test_each_step_sends_its_ops_model_as_dumped(tmp_path: Path) -> None:
     ]
     sent = computer.bodies()
     assert [path for path, _ in sent] == [f"/v1/browser/{op}" for op in ops]
-    assert [body for _, body in sent] == [dump(m) for m in models] == literal
+    assert [body for _, body in sent] == [request_dump(m) for m in models] == literal
 
 
 def test_a_scoped_recording_sends_start_and_end_as_their_models(tmp_path: Path) -> None:
@@ -212,7 +212,7 @@ def test_a_scoped_recording_sends_start_and_end_as_their_models(tmp_path: Path) 
     sent = computer.bodies()
     paths = ["browser-recording/start", "browser/tabs/list", "browser/tabs/activate"]
     assert [p for p, _ in sent] == [f"/v1/{p}" for p in [*paths, "browser-recording/end"]]
-    assert [body for _, body in sent] == [dump(m) for m in models] == literal
+    assert [body for _, body in sent] == [request_dump(m) for m in models] == literal
     # The bytes: the model's field order (scope, inherited, first), not the step's.
     assert computer.sent[2][1] == b'{"scope": "alice", "id": "T1"}'
 

@@ -8,11 +8,11 @@ image on a newer agentenv``.
 
 Every body is the op's protocol model (:mod:`agentenv.protocol.browser`,
 :mod:`~agentenv.protocol.recording`), made by :func:`body` from the fields
-a caller names and sent as :func:`~agentenv.protocol.dump` writes it. A
-field given as None is left out before the model reads it, as the computer
-reads an absent one (its default); the dump leaves out what is None and
-sends the defaults (``tabs/open``'s ``background: false``), which the
-computer's model would fill in the same. The model is made after the card's
+a caller names and sent as :func:`~agentenv.protocol.request_dump` writes
+it. A field given as None is left out before the model reads it, as the
+computer reads an absent one (its default); the dump sends only the fields
+the caller set (no defaults), so a newer harness's request means the same to
+an older computer, whose models refuse fields they do not know. The model is made after the card's
 checks, where the computer would read the body: a body it would refuse is the
 400 it would answer, in its words (``<path>: <field>: <what is wrong>``),
 without the round trip. Answers read field by field are read with the
@@ -37,7 +37,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from agentenv.harness.engine import HARNESS_LABEL, engine_problem
 from agentenv.harness.errors import HarnessError
 from agentenv.harness.hardening import docker_kwargs, writable_by_the_computer
-from agentenv.protocol import dump, problems
+from agentenv.protocol import problems, request_dump
 from agentenv.protocol.browser import ScopeOnly, Tab
 from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card
 
@@ -128,7 +128,7 @@ class Computer:
         if fields.get("scope") is not None:
             self.card().require_param(BROWSER_V1, "scope")
         path = f"/v1/browser/{op}"
-        data, kind = self._request(path, dump(body(path, model, fields)))
+        data, kind = self._request(path, request_dump(body(path, model, fields)))
         return json.loads(data) if kind.startswith("application/json") else data
 
     def tabs(self, scope: str | None = None) -> list[Tab]:
@@ -141,7 +141,7 @@ class Computer:
         if scope is not None:
             self.card().require_param(BROWSER_V1, "scope")
         path = "/v1/browser/data/get"
-        return self._request(path, dump(body(path, ScopeOnly, {"scope": scope or None})))[0]
+        return self._request(path, request_dump(body(path, ScopeOnly, {"scope": scope or None})))[0]
 
     def recording(self, op: str, model: type[BaseModel], /, **fields: Any) -> Any:
         """A browser-recording/v1 op, its body ``model`` of ``fields`` (:func:`body`)."""
@@ -149,7 +149,7 @@ class Computer:
         if fields.get("scope") is not None:
             self.card().require_param(BROWSER_RECORDING_V1, "scope")
         path = f"/v1/browser-recording/{op}"
-        return json.loads(self._request(path, dump(body(path, model, fields)))[0])
+        return json.loads(self._request(path, request_dump(body(path, model, fields)))[0])
 
     def metrics(self, timeout_s: float = 2.0) -> str | None:
         """``GET /metrics`` (Prometheus' text), or None when it does not answer."""

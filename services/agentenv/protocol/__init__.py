@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["MAX_DEPTH", "dump", "problems", "too_deep"]
+__all__ = ["MAX_DEPTH", "dump", "problems", "request_dump", "too_deep"]
 
 #: How deep a JSON value from outside may nest (CDP params, tool-call
 #: arguments): no client sends more than a few levels, and the log must be
@@ -28,6 +28,13 @@ MAX_DEPTH = 64
 def dump(model: BaseModel) -> dict[str, Any]:
     """A model as its JSON-ready wire form."""
     return model.model_dump(mode="json", exclude_none=True)
+
+
+def request_dump(model: BaseModel) -> dict[str, Any]:
+    """A request as its sender named it: the fields it set, none of the
+    defaults (so a newer harness's request means the same to an older
+    computer, which refuses fields it does not know)."""
+    return model.model_dump(mode="json", exclude_none=True, exclude_unset=True)
 
 
 def problems(exc: ValidationError, whole: str = "body", *, lower: bool = False) -> list[str]:

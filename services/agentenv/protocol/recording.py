@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 __all__ = [
     "REASONS",
     "BrowserRecordingManifest",
+    "DownloadEntry",
     "End",
     "EndAll",
     "FrameEntry",
@@ -127,6 +128,9 @@ class Start(Inbound):
     #: The scope recorded (SPEC.md section 7): its tabs framed, its entries in
     #: the log slice. Left out: the home scope (every tab on a computer of one).
     scope: str | None = Field(None, min_length=1, max_length=256)
+    #: Upload the files downloaded while it ran under ``downloads/`` (they
+    #: are listed in the manifest either way).
+    downloads: StrictBool = False
 
 
 class End(Inbound):
@@ -169,6 +173,17 @@ class LogEntry(BaseModel):
     lines: int
 
 
+class DownloadEntry(BaseModel):
+    """A file downloaded while the recording ran (in its scope's folder): its
+    name and size, and where it was uploaded (``downloads/<name>``; None when
+    not asked for, or left out: ``why``)."""
+
+    name: str
+    bytes: int
+    file: str | None = None
+    why: str | None = None
+
+
 class BrowserRecordingManifest(BaseModel):
     recording_id: str
     request_id: str | None
@@ -189,6 +204,8 @@ class BrowserRecordingManifest(BaseModel):
     #: Chromium went away while it was open: frames and entries are missing
     #: there, not lost silently.
     gaps: list[Gap] = Field(default_factory=list)
+    #: The files downloaded while it ran (:class:`DownloadEntry`).
+    downloads: list[DownloadEntry] = Field(default_factory=list)
 
 
 #: ``frames/<index>-<kind>.<ext>``

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentenv.downloads import listed, opened
 from agentenv.log.lines import BROWSER_EXITED, iso
 from agentenv.log.reader import LogReader
 from agentenv.log.redact import redact_cut, redact_text
@@ -25,6 +26,7 @@ from agentenv.protocol.control import Open, OpenEntries, TabOrder, Tabs
 from agentenv.protocol.log import LogLine, action_of, parse_line, scope_of
 from agentenv.protocol.recording import (
     BrowserRecordingManifest,
+    DownloadEntry,
     FrameEntry,
     FrameKind,
     Gap,
@@ -82,6 +84,9 @@ class Recording:
     _began: float = field(default_factory=time.monotonic)
     #: The recorder's counts for ``/metrics`` (its :class:`Recorder` shares one).
     counts: RecorderCounts = field(default_factory=RecorderCounts)
+    #: The scope's downloads folder, and how much of it an upload may take.
+    downloads_folder: str | None = None
+    download_bytes: int = 0
 
     # -- lines from the log ----------------------------------------------------
 
@@ -233,6 +238,7 @@ class Recording:
                 "request_id": self.start.request_id,
                 "name": self.start.name,
                 "frames": self.start.frames,
+                "downloads": self.start.downloads,
                 "recording_id": self.recording_id,
             },
         ) as action:
@@ -280,6 +286,7 @@ class Recording:
             except UploadError as exc:
                 log.error("%s: %s", self.recording_id, exc)
                 log_entry = None
+            downloads = await self._downloads()
             manifest = BrowserRecordingManifest(
                 recording_id=self.recording_id,
                 request_id=self.start.request_id,
@@ -296,6 +303,7 @@ class Recording:
                 limits_hit=self.limits_hit,
                 scope=self.scope,
                 gaps=self.gaps,
+                downloads=downloads,
             )
             try:
                 await self.upload.put(
@@ -305,6 +313,40 @@ class Recording:
                 log.error("%s: %s", self.recording_id, exc)
             self.manifest = manifest
             return manifest
+
+    async def _downloads(self) -> list[DownloadEntry]:
+        """The files downloaded since the start (changed since, whole), in the
+        recording's scope's folder; uploaded under ``downloads/`` when the
+        start asked, up to the recorder's budget for them."""
+        if self.downloads_folder is None:
+            return []
+        found = await asyncio.to_thread(listed, self.downloads_folder)
+        made = [d for d in found if d.modified >= self.started_at and not d.partial]
+        out: list[DownloadEntry] = []
+        left = self.download_bytes
+        for download in made:
+            entry = DownloadEntry(name=download.name, bytes=download.bytes)
+            out.append(entry)
+            if not self.start.downloads:
+                continue
+            if download.bytes > left:
+                entry.why = "past the recording's budget (AGENTENV_RECORDING_DOWNLOAD_BYTES)"
+                continue
+            data = await asyncio.to_thread(_read, self.downloads_folder, download.name)
+            if data is None:
+                entry.why = "gone before it could be read"
+                continue
+            try:
+                await self.upload.put(
+                    f"downloads/{download.name}", data, "application/octet-stream"
+                )
+            except UploadError as exc:
+                log.error("%s: %s", self.recording_id, exc)
+                entry.why = "the upload failed"
+                continue
+            left -= len(data)
+            entry.file = f"downloads/{download.name}"
+        return out
 
     async def _log_slice(self, end_seq: int) -> tuple[list[bytes], list[int]]:
         """The log's lines from the start's entry to the end's, waiting (bounded)
@@ -352,6 +394,14 @@ class Recording:
         loop = asyncio.get_running_loop()
         lines = await loop.run_in_executor(None, self.reader.read_range, first, last)
         return {parse_line(raw)["seq"] for raw in lines}
+
+
+def _read(folder: str, name: str) -> bytes | None:
+    found = opened(folder, name)
+    if found is None:
+        return None
+    with found[0] as file:
+        return file.read()
 
 
 def _safe_url(url: str) -> str:

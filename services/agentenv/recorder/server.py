@@ -113,6 +113,8 @@ class Recorder:
                 roots=roots,
                 scope=scope,
                 counts=self.counts,
+                downloads_folder=str(self.settings.downloads_for(scope)),
+                download_bytes=self.settings.recording_download_bytes,
             )
             await recording.begin()
             self.recordings[recording.recording_id] = recording
