@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -103,6 +103,9 @@ class BrowserLink:
         #: Counts connections to the relay: what the relay granted on an
         #: earlier one (AgentEnv.grant) died with it.
         self.generation = 0
+        #: Called with every event this connection gets (a network log's
+        #: collector on a link of its own); None: events go to listeners only.
+        self.on_event: Callable[[dict[str, Any]], None] | None = None
 
     async def _connect(self) -> aiohttp.ClientWebSocketResponse:
         async with self._lock:
@@ -150,6 +153,8 @@ class BrowserLink:
                 if self._calls.answered(message):
                     continue
                 method = message.get("method")
+                if self.on_event is not None:
+                    self.on_event(message)
                 queue = self._listeners.get((message.get("sessionId"), method))
                 if queue is not None:
                     queue.put_nowait(message.get("params") or {})

@@ -513,3 +513,55 @@ def test_a_recording_lists_and_keeps_the_files_downloaded_while_it_ran(
     assert listed[0]["file"] == f"downloads/{listed[0]['name']}" and kept.read_text() == content
     on_disk = json.loads((tmp_path / recording / "manifest.json").read_text())
     assert on_disk["downloads"] == listed
+
+
+HAR_SECRETS = (b"HARQUERY7731", b"HARBEARER5521", b"HARCOOKIE9902")
+
+
+def test_a_recordings_network_log_holds_the_pages_requests_and_none_of_their_secrets(
+    stack: NativeStack, site: Site, tmp_path: Path
+) -> None:
+    """A page loads an image with a credential in its query, sets a cookie,
+    and fetches with a bearer token while a recording with ``har`` runs: the
+    HAR holds each request with its status, and no secret, anywhere."""
+    from playwright.sync_api import sync_playwright
+
+    tab = stack.op("tabs/open", {"url": site.url + "/next"})["id"]
+    recording = start(stack, tmp_path, har={})
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(browser_ws_url(stack.relay_http, "user=net"))
+        page = next(p for p in browser.contexts[0].pages if p.url == site.url + "/next")
+        page.goto(site.url + "/har")
+        page.wait_for_function("document.title === 'Har done'")
+        browser.close()
+    manifest = rec(stack, "end", {"recording_id": recording})
+    stack.op("tabs/close", {"id": tab})
+    assert manifest["har"]["file"] == "network.har" and manifest["har"]["dropped"] == 0
+    har = json.loads((tmp_path / recording / "network.har").read_text())
+    assert har["log"]["version"] == "1.2"
+    entries = har["log"]["entries"]
+    assert manifest["har"]["entries"] == len(entries)
+    urls = [e["request"]["url"] for e in entries]
+    page_entry = next(e for e in entries if e["request"]["url"] == site.url + "/har")
+    assert page_entry["response"]["status"] == 200 and page_entry["time"] >= 0
+    assert page_entry["response"]["content"]["mimeType"] == "text/html"
+    image = next(e for e in entries if "/next?access_token=" in e["request"]["url"])
+    assert {"name": "page", "value": "2"} in image["request"]["queryString"], image
+    cookie = next(e for e in entries if e["request"]["url"].endswith("/set-cookie"))
+    headers = {h["name"].lower(): h["value"] for h in cookie["response"]["headers"]}
+    assert "set-cookie" in headers and "HARCOOKIE" not in headers["set-cookie"], headers
+    assert cookie["response"]["cookies"] == [{"name": "session", "value": "REDACTED"}]
+    bearer = next(
+        e
+        for e in entries
+        if e["request"]["url"] == site.url + "/next"
+        and any(h["name"].lower() == "authorization" for h in e["request"]["headers"])
+    )
+    assert bearer["response"]["status"] == 200, urls
+    sent = {h["name"].lower(): h["value"] for h in bearer["request"]["headers"]}
+    assert sent["authorization"] == "REDACTED" and "cookie" in sent, sent
+    for path in (tmp_path / recording).rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            for secret in HAR_SECRETS:
+                assert secret not in data, (path.name, secret)

@@ -34,6 +34,15 @@ PAGES: Mapping[str, str] = {
 <p id=out style="position:absolute;left:100px;top:320px">waiting</p>
 """,
     "/popup": "<!doctype html><title>Popup</title><h1>Popup page</h1>",
+    # A page whose requests carry secrets a network log must not keep: a
+    # credential in a query, a bearer header, a cookie the server sets.
+    "/har": """<!doctype html><title>Har</title>
+<img src="/next?access_token=HARQUERY7731&page=2">
+<script>
+fetch("/set-cookie").then(() =>
+  fetch("/next", {headers: {Authorization: "Bearer HARBEARER5521"}}))
+  .then(() => document.title = "Har done");
+</script>""",
     # A page whose PNG screenshot is about 1.5 MB: noise in a canvas.
     "/noise": (
         "<!doctype html><title>Noise</title><body style='margin:0'>"
@@ -72,8 +81,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         page = _account(self.headers.get("Cookie", "")) if path == "/account" else PAGES.get(path)
+        if path == "/set-cookie":
+            page = "set"
         body = (page or "<!doctype html><title>Not found</title>not found").encode()
         self.send_response(200 if page else 404)
+        if path == "/set-cookie":
+            self.send_header("Set-Cookie", "session=HARCOOKIE9902; Path=/")
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

@@ -88,7 +88,7 @@ log = logging.getLogger("agentenv.app")
 __all__ = ["Readiness", "make_app", "readiness"]
 
 RECORDING_OPS = ("start", "end", "end_all")
-RECORDING_PARAMS = ["max_duration_s", "max_frames", "frames", "scope", "downloads"]
+RECORDING_PARAMS = ["max_duration_s", "max_frames", "frames", "scope", "downloads", "har"]
 #: What browser/v1's ops take beyond their own params (every op but data/reset).
 BROWSER_PARAMS = ["scope"]
 

@@ -21,6 +21,8 @@ __all__ = [
     "FrameKind",
     "Gap",
     "Grant",
+    "HarAsk",
+    "HarEntry",
     "ImageType",
     "LogEntry",
     "Start",
@@ -118,6 +120,12 @@ class Grant(Inbound):
         return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
+class HarAsk(Inbound):
+    """``har``: the requests' bodies too (cut, and their secrets out)."""
+
+    bodies: StrictBool = False
+
+
 class Start(Inbound):
     request_id: str = Field(min_length=1, max_length=200)
     upload: Grant
@@ -131,6 +139,8 @@ class Start(Inbound):
     #: Upload the files downloaded while it ran under ``downloads/`` (they
     #: are listed in the manifest either way).
     downloads: StrictBool = False
+    #: Record the scope's requests as ``network.har`` (HAR 1.2).
+    har: HarAsk | None = None
 
 
 class End(Inbound):
@@ -173,6 +183,16 @@ class LogEntry(BaseModel):
     lines: int
 
 
+class HarEntry(BaseModel):
+    """``network.har`` (None when its upload failed), how many requests it
+    holds, the parts uploaded as it went, and the requests past its bound."""
+
+    file: str | None
+    entries: int
+    parts: list[str]
+    dropped: int
+
+
 class DownloadEntry(BaseModel):
     """A file downloaded while the recording ran (in its scope's folder): its
     name and size, and where it was uploaded (``downloads/<name>``; None when
@@ -206,6 +226,8 @@ class BrowserRecordingManifest(BaseModel):
     gaps: list[Gap] = Field(default_factory=list)
     #: The files downloaded while it ran (:class:`DownloadEntry`).
     downloads: list[DownloadEntry] = Field(default_factory=list)
+    #: Its network log, when the start asked (:class:`HarEntry`).
+    har: HarEntry | None = None
 
 
 #: ``frames/<index>-<kind>.<ext>``

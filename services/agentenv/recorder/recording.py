@@ -38,6 +38,7 @@ from agentenv.protocol.recording import (
 )
 from agentenv.recorder.bursts import Bursts, FrameDue
 from agentenv.recorder.grants import Uploader, UploadError, open_grant
+from agentenv.recorder.har import Har
 from agentenv.relay_link import BrowserError, BrowserLink, CdpError, active_tab, capture, pages
 
 __all__ = ["END_WAIT_S", "LOAD_WAIT_S", "Recording"]
@@ -87,6 +88,9 @@ class Recording:
     #: The scope's downloads folder, and how much of it an upload may take.
     downloads_folder: str | None = None
     download_bytes: int = 0
+    #: A relay connection of the network log's own (``start.har``), and the log.
+    har_link: BrowserLink | None = None
+    har: Har | None = None
 
     # -- lines from the log ----------------------------------------------------
 
@@ -244,6 +248,14 @@ class Recording:
         ) as action:
             self.start_seq = action.entry
         self.started_at = iso()
+        if self.start.har is not None and self.har_link is not None:
+            har = Har(self.har_link, self.upload, bodies=self.start.har.bodies)
+            try:
+                await har.start()
+                self.har = har
+            except BrowserError as exc:  # the recording goes on; its manifest has no har
+                log.error("%s: no network log: %s", self.recording_id, exc)
+                await har.stop()
         self._loop = asyncio.create_task(self._run(), name=self.recording_id)
         if self.start.max_duration_s is not None:
             self._timer = asyncio.create_task(self._limit(self.start.max_duration_s))
@@ -287,6 +299,10 @@ class Recording:
                 log.error("%s: %s", self.recording_id, exc)
                 log_entry = None
             downloads = await self._downloads()
+            har = None
+            if self.har is not None:
+                self.har.upload = self.upload  # the end's grant, when it named one
+                har = await self.har.stop()
             manifest = BrowserRecordingManifest(
                 recording_id=self.recording_id,
                 request_id=self.start.request_id,
@@ -304,6 +320,7 @@ class Recording:
                 scope=self.scope,
                 gaps=self.gaps,
                 downloads=downloads,
+                har=har,
             )
             try:
                 await self.upload.put(

@@ -115,6 +115,9 @@ class Recorder:
                 counts=self.counts,
                 downloads_folder=str(self.settings.downloads_for(scope)),
                 download_bytes=self.settings.recording_download_bytes,
+                har_link=BrowserLink(self.settings, self.http, scope)
+                if ask.har is not None and self.http is not None
+                else None,
             )
             await recording.begin()
             self.recordings[recording.recording_id] = recording

@@ -1,0 +1,418 @@
+"""``network.har``: the recorded scope's requests, as HAR 1.2 (SPEC.md
+section 4, "More in a recording"), with the log's secrets rules applied.
+
+How it stays out of the agents' way: the collector has a relay connection
+of its own (the control token, in the recording's scope), attaches its own
+sessions to the scope's pages (and, through them, their out-of-process
+frames) and turns ``Network`` on in those sessions only. Chromium keeps each
+session's domains apart, so an agent's sessions see nothing new, no page
+waits for the collector (targets are never held at start:
+``waitForDebuggerOnStart`` is false, so a tab's very first request may be
+missed), and a collector that dies leaves the pages as they were. Its
+commands are the computer's own and are not on the action log.
+
+What is written (:func:`entry`): URLs and query values with credentials
+replaced; ``Cookie``, ``Set-Cookie``, ``Authorization`` and every secret
+header's value withheld; cookies by name only. Bodies only when the start
+asks (``har: {bodies: true}``), each cut to :data:`BODY_CAP`: a form's values
+withheld, JSON through the log's value rules, other text through its text
+rules, binary left out.
+
+Entries are kept up to :data:`MAX_ENTRIES` (the rest counted as dropped), and
+uploaded in parts of :data:`PART_ENTRIES` finished entries as they come
+(``network/NNNN.har``), then whole as ``network.har`` at the end, so a
+computer that dies loses at most one part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import orjson
+
+from agentenv.log.redact import REDACTED, credential_key, redact, redact_text, secret_header
+from agentenv.log.redact import withheld as withheld_marker
+from agentenv.protocol.recording import HarEntry
+from agentenv.recorder.grants import Uploader, UploadError
+from agentenv.relay_link import BrowserError, BrowserLink
+
+__all__ = ["BODY_CAP", "MAX_ENTRIES", "PART_ENTRIES", "Har", "entry"]
+
+log = logging.getLogger("agentenv.recorder")
+
+#: The most entries one recording keeps, and how many make an uploaded part.
+MAX_ENTRIES = 20_000
+PART_ENTRIES = 500
+#: A body longer than this is cut (bodies only when asked for).
+BODY_CAP = 64 * 1024
+_TEXT = ("text/", "application/json", "application/javascript", "application/xml", "+json", "+xml")
+_FORM = "application/x-www-form-urlencoded"
+
+
+@dataclass
+class _Request:
+    """One request as Chromium reported it, until it finished or failed."""
+
+    tab: str
+    request: dict[str, Any]
+    started: float  # wall time, seconds
+    monotonic: float  # Chromium's timestamp, seconds
+    kind: str = ""
+    response: dict[str, Any] | None = None
+    size: int = -1
+    failed: str | None = None
+    finished: float | None = None
+    body: str | None = None
+    #: The headers as sent and received (``…ExtraInfo``: with ``Cookie`` and
+    #: ``Set-Cookie``, which the plain events leave out).
+    sent_headers: dict[str, Any] | None = None
+    got_headers: dict[str, Any] | None = None
+
+
+@dataclass
+class Har:
+    """One recording's network log (see the module's docstring)."""
+
+    link: BrowserLink
+    upload: Uploader
+    bodies: bool = False
+    sessions: dict[str, str] = field(default_factory=dict)  # session -> tab
+    pending: dict[str, _Request] = field(default_factory=dict)  # requestId (by session)
+    done: list[dict[str, Any]] = field(default_factory=list)
+    dropped: int = 0
+    parts: list[str] = field(default_factory=list)
+    _uploaded: int = 0
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    #: ``…ExtraInfo`` heard before its request (Chromium sends either first).
+    _early: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    async def start(self) -> None:
+        self.link.on_event = self._event
+        await self.link.call("Target.setDiscoverTargets", {"discover": True})
+        found = await self.link.call("Target.getTargets")
+        for info in found.get("targetInfos", []):
+            if info.get("type") == "page":
+                await self._attach(str(info["targetId"]))
+
+    async def stop(self) -> HarEntry | None:
+        """Stop collecting; upload what is left and the whole ``network.har``."""
+        self.link.on_event = None
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        with contextlib.suppress(BrowserError):
+            await self.link.close()
+        for key in list(self.pending):  # still open at the end: written as they stand
+            self._finish(key)
+        await self._upload_parts(final=True)
+        try:
+            await self.upload.put("network.har", _document(self.done), "application/json")
+        except UploadError as exc:
+            log.error("network.har: %s", exc)
+            return HarEntry(
+                file=None, entries=len(self.done), parts=self.parts, dropped=self.dropped
+            )
+        return HarEntry(
+            file="network.har", entries=len(self.done), parts=self.parts, dropped=self.dropped
+        )
+
+    # -- sessions ---------------------------------------------------------------
+
+    def _later(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _attach(self, tab: str) -> None:
+        try:
+            made = await self.link.call(
+                "Target.attachToTarget", {"targetId": tab, "flatten": True}, deadline_s=5
+            )
+            await self._watch(str(made["sessionId"]), tab, pages=True)
+        except (BrowserError, KeyError) as exc:
+            log.info("network.har: not watching %s: %s", tab[:64], exc)
+
+    async def _watch(self, session: str, tab: str, pages: bool) -> None:
+        self.sessions[session] = tab
+        await self.link.call("Network.enable", {}, session=session, deadline_s=5)
+        if pages:  # its out-of-process frames, through this session
+            await self.link.call(
+                "Target.setAutoAttach",
+                {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": True},
+                session=session,
+                deadline_s=5,
+            )
+
+    # -- events -----------------------------------------------------------------
+
+    def _event(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        params = message.get("params") or {}
+        session = message.get("sessionId")
+        if method == "Target.targetCreated":
+            info = params.get("targetInfo") or {}
+            if info.get("type") == "page" and not info.get("attached"):
+                self._later(self._attach(str(info.get("targetId"))))
+            return
+        if method == "Target.attachedToTarget" and session in self.sessions:
+            frame = params.get("sessionId")
+            if isinstance(frame, str):
+                self._later(self._watch(frame, self.sessions[session], pages=False))
+            return
+        if not isinstance(method, str) or not method.startswith("Network."):
+            return
+        if session not in self.sessions:
+            return
+        request_id = params.get("requestId")
+        if not isinstance(request_id, str):
+            return
+        key = f"{session}:{request_id}"
+        if method == "Network.requestWillBeSent":
+            self._sent(key, self.sessions[session], params)
+            early = self._early.pop(key, None)
+            if early is not None and key in self.pending:
+                _extra(self.pending[key], early)
+            return
+        known = self.pending.get(key)
+        if method.endswith("ExtraInfo"):
+            if known is not None:
+                _extra(known, params | {"_event": method})
+            elif len(self._early) < 1000:
+                self._early.setdefault(key, {}).update(params | {"_event": method})
+            return
+        if known is None:
+            return
+        if method == "Network.responseReceived":
+            known.response = params.get("response") or {}
+            known.kind = str(params.get("type") or known.kind)
+        elif method == "Network.loadingFinished":
+            known.size = int(params.get("encodedDataLength") or 0)
+            known.finished = float(params.get("timestamp") or known.monotonic)
+            if self.bodies:
+                self._later(self._body_then_finish(key, session, request_id))
+            else:
+                self._finish(key)
+        elif method == "Network.loadingFailed":
+            known.failed = str(params.get("errorText") or "failed")
+            known.finished = float(params.get("timestamp") or known.monotonic)
+            self._finish(key)
+
+    def _sent(self, key: str, tab: str, params: dict[str, Any]) -> None:
+        redirected = params.get("redirectResponse")
+        earlier = self.pending.get(key)
+        if isinstance(redirected, dict) and earlier is not None:
+            earlier.response = redirected
+            earlier.finished = float(params.get("timestamp") or earlier.monotonic)
+            self._finish(key)
+        if len(self.done) + len(self.pending) >= MAX_ENTRIES:
+            self.dropped += 1
+            return
+        self.pending[key] = _Request(
+            tab=tab,
+            request=params.get("request") or {},
+            started=float(params.get("wallTime") or 0.0),
+            monotonic=float(params.get("timestamp") or 0.0),
+            kind=str(params.get("type") or ""),
+        )
+
+    async def _body_then_finish(self, key: str, session: str, request_id: str) -> None:
+        known = self.pending.get(key)
+        if known is not None and _texty(known.response) and 0 <= known.size <= BODY_CAP:
+            with contextlib.suppress(BrowserError):
+                got = await self.link.call(
+                    "Network.getResponseBody", {"requestId": request_id}, session=session
+                )
+                if not got.get("base64Encoded"):
+                    known.body = str(got.get("body", ""))
+        self._finish(key)
+
+    def _finish(self, key: str) -> None:
+        known = self.pending.pop(key, None)
+        if known is None:
+            return
+        self.done.append(entry(known, self.bodies))
+        if len(self.done) - self._uploaded >= PART_ENTRIES:
+            self._later(self._upload_parts(final=False))
+
+    async def _upload_parts(self, final: bool) -> None:
+        while len(self.done) - self._uploaded >= (1 if final else PART_ENTRIES):
+            part = self.done[self._uploaded : self._uploaded + PART_ENTRIES]
+            name = f"network/{len(self.parts):04d}.har"
+            self._uploaded += len(part)
+            try:
+                await self.upload.put(name, _document(part), "application/json")
+            except UploadError as exc:
+                log.error("%s: %s", name, exc)
+                continue
+            self.parts.append(name)
+
+
+def _extra(known: _Request, params: dict[str, Any]) -> None:
+    headers = params.get("headers")
+    if not isinstance(headers, dict):
+        return
+    if params.get("_event") == "Network.responseReceivedExtraInfo":
+        known.got_headers = headers
+    else:
+        known.sent_headers = headers
+
+
+def entry(known: _Request, bodies: bool) -> dict[str, Any]:
+    """One HAR 1.2 entry, secrets out (see the module's docstring)."""
+    request, response = known.request, known.response or {}
+    timing = response.get("timing") if isinstance(response.get("timing"), dict) else None
+    started = datetime.fromtimestamp(known.started or 0.0, UTC)
+    total = max(0.0, ((known.finished or known.monotonic) - known.monotonic) * 1000)
+    sent_body = request.get("postData") if bodies else None
+    sent = known.sent_headers or request.get("headers")
+    got = known.got_headers or response.get("headers")
+    out: dict[str, Any] = {
+        "pageref": known.tab,
+        "startedDateTime": started.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "time": round(total, 3),
+        "request": {
+            "method": str(request.get("method") or "GET"),
+            "url": redact_text(str(request.get("url") or "")),
+            "httpVersion": str(response.get("protocol") or ""),
+            "cookies": _cookies(_header(sent, "cookie"), ";"),
+            "headers": _headers(sent),
+            "queryString": _query(str(request.get("url") or "")),
+            "headersSize": -1,
+            "bodySize": len(str(request.get("postData") or "").encode()),
+        },
+        "response": {
+            "status": int(response.get("status") or 0),
+            "statusText": str(response.get("statusText") or known.failed or ""),
+            "httpVersion": str(response.get("protocol") or ""),
+            "cookies": _cookies(_header(got, "set-cookie"), "\n"),
+            "headers": _headers(got),
+            "content": {
+                "size": max(known.size, 0),
+                "mimeType": str(response.get("mimeType") or ""),
+            },
+            "redirectURL": redact_text(str(_header(response.get("headers"), "location") or "")),
+            "headersSize": -1,
+            "bodySize": known.size,
+        },
+        "cache": {},
+        "timings": _timings(timing, total),
+        "_resourceType": known.kind,
+    }
+    if known.failed is not None:
+        out["_error"] = known.failed
+    if isinstance(sent_body, str):
+        kind = str(_header(request.get("headers"), "content-type") or "")
+        out["request"]["postData"] = {"mimeType": kind, "text": _body(sent_body, kind)}
+    if known.body is not None:
+        out["response"]["content"]["text"] = _body(known.body, str(response.get("mimeType") or ""))
+    return out
+
+
+def _headers(found: Any) -> list[dict[str, str]]:
+    if not isinstance(found, dict):
+        return []
+    return [
+        {
+            "name": str(name),
+            "value": REDACTED if secret_header(str(name)) else redact_text(str(value)),
+        }
+        for name, value in found.items()
+    ]
+
+
+def _cookies(header: Any, between: str) -> list[dict[str, str]]:
+    """The cookies a ``Cookie`` (``;``) or ``Set-Cookie`` (one a line) header
+    names: by name, each value withheld."""
+    if not isinstance(header, str):
+        return []
+    parts = header.split(between)
+    if between == "\n":  # each line is one cookie: its name is before the first "="
+        parts = [line.split(";", 1)[0] for line in parts]
+    return [
+        {"name": part.split("=", 1)[0].strip(), "value": REDACTED} for part in parts if "=" in part
+    ]
+
+
+def _header(found: Any, wanted: str) -> Any:
+    if isinstance(found, dict):
+        for name, value in found.items():
+            if str(name).lower() == wanted:
+                return value
+    return None
+
+
+def _query(url: str) -> list[dict[str, str]]:
+    return [
+        {"name": name, "value": REDACTED if credential_key(name) else redact_text(value)}
+        for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    ]
+
+
+def _texty(response: dict[str, Any] | None) -> bool:
+    kind = str((response or {}).get("mimeType") or "")
+    return any(kind.startswith(t) or kind.endswith(t) for t in _TEXT)
+
+
+def _body(text: str, kind: str) -> str:
+    """A body as the HAR keeps it: cut, then its secrets out."""
+    text = text[:BODY_CAP]
+    if kind.startswith(_FORM):
+        return "&".join(f"{name}={REDACTED}" for name, _ in parse_qsl(text, keep_blank_values=True))
+    if "json" in kind:
+        try:
+            return json.dumps(redact(json.loads(text)))
+        except ValueError:
+            return json.dumps(withheld_marker("body", text))
+    return redact_text(text)
+
+
+def _timings(timing: dict[str, Any] | None, total: float) -> dict[str, float]:
+    """HAR's phases from Chromium's ``ResourceTiming`` (ms from its
+    ``requestTime``); -1 where a phase did not happen."""
+    if timing is None:
+        return {"blocked": -1, "dns": -1, "connect": -1, "send": 0, "wait": total, "receive": 0}
+
+    def span(start: str, end: str) -> float:
+        a, b = timing.get(start, -1), timing.get(end, -1)
+        return round(b - a, 3) if isinstance(a, int | float) and a >= 0 and b >= a else -1
+
+    send = span("sendStart", "sendEnd")
+    wait = span("sendEnd", "receiveHeadersEnd")
+    out = {
+        "blocked": -1,
+        "dns": span("dnsStart", "dnsEnd"),
+        "connect": span("connectStart", "connectEnd"),
+        "ssl": span("sslStart", "sslEnd"),
+        "send": max(send, 0),
+        "wait": max(wait, 0),
+    }
+    headers_end = timing.get("receiveHeadersEnd", 0)
+    out["receive"] = round(max(0.0, total - float(headers_end or 0)), 3)
+    return out
+
+
+def _document(entries: list[dict[str, Any]]) -> bytes:
+    pages = sorted({e["pageref"] for e in entries})
+    first = {p: min(e["startedDateTime"] for e in entries if e["pageref"] == p) for p in pages}
+    return orjson.dumps(
+        {
+            "log": {
+                "version": "1.2",
+                "creator": {"name": "agentenv", "version": "1"},
+                "pages": [
+                    {"startedDateTime": first[p], "id": p, "title": p, "pageTimings": {}}
+                    for p in pages
+                ],
+                "entries": entries,
+            }
+        }
+    )

@@ -1,0 +1,80 @@
+"""A network log's entry as HAR 1.2 keeps it (recorder/har.entry): secrets
+out of URLs, headers, cookies and bodies; phases from Chromium's timing."""
+
+from __future__ import annotations
+
+import json
+
+from agentenv.recorder.har import BODY_CAP, _Request, entry
+
+
+def _request(**more: object) -> _Request:
+    base = _Request(
+        tab="T1",
+        request={
+            "method": "POST",
+            "url": "https://shop.test/login?next=%2Fhome&access_token=QTOKEN1",
+            "headers": {"Content-Type": "application/x-www-form-urlencoded"},
+            "postData": "user=alice&password=PWFORM2",
+        },
+        started=1_764_640_000.0,
+        monotonic=100.0,
+        finished=100.25,
+        size=321,
+        response={
+            "status": 302,
+            "statusText": "Found",
+            "protocol": "http/1.1",
+            "mimeType": "text/html",
+            "headers": {"Location": "https://shop.test/home?code=QCODE3", "X-Api-Key": "KEY4"},
+            "timing": {
+                "requestTime": 100.0,
+                "dnsStart": 1.0,
+                "dnsEnd": 3.0,
+                "connectStart": 3.0,
+                "connectEnd": 10.0,
+                "sslStart": 5.0,
+                "sslEnd": 10.0,
+                "sendStart": 11.0,
+                "sendEnd": 12.0,
+                "receiveHeadersEnd": 200.0,
+            },
+        },
+    )
+    for key, value in more.items():
+        setattr(base, key, value)
+    return base
+
+
+def test_an_entry_keeps_its_shape_and_none_of_its_secrets() -> None:
+    got = entry(_request(), bodies=True)
+    text = json.dumps(got)
+    for secret in ("QTOKEN1", "PWFORM2", "QCODE3", "KEY4"):
+        assert secret not in text, secret
+    request, response = got["request"], got["response"]
+    assert request["method"] == "POST" and request["url"].startswith("https://shop.test/login?")
+    assert {"name": "next", "value": "/home"} in request["queryString"]
+    assert request["postData"]["text"] == "user=REDACTED&password=REDACTED"  # a form's values
+    assert (response["status"], response["statusText"], response["bodySize"]) == (302, "Found", 321)
+    assert response["redirectURL"].startswith("https://shop.test/home?")
+    assert got["time"] == 250.0 and got["startedDateTime"].endswith("Z")
+    timings = got["timings"]
+    assert (timings["dns"], timings["connect"], timings["ssl"]) == (2.0, 7.0, 5.0)
+    assert (timings["send"], timings["wait"], timings["receive"]) == (1.0, 188.0, 50.0)
+
+
+def test_bodies_are_left_out_unless_asked_and_cut_when_kept() -> None:
+    assert "postData" not in entry(_request(), bodies=False)["request"]
+    big = "x" * (BODY_CAP + 10)
+    kept = entry(_request(body=big), bodies=True)["response"]["content"]["text"]
+    assert len(kept) == BODY_CAP
+    typed = _request(body='{"user": "alice", "password": "PWJSON5", "items": [1, 2]}')
+    typed.response = dict(typed.response or {}, mimeType="application/json")
+    text = entry(typed, bodies=True)["response"]["content"]["text"]
+    assert "PWJSON5" not in text and json.loads(text)["items"] == [1, 2]
+
+
+def test_a_failed_request_says_why() -> None:
+    got = entry(_request(response=None, failed="net::ERR_CONNECTION_REFUSED"), bodies=False)
+    assert got["response"]["status"] == 0 and got["_error"] == "net::ERR_CONNECTION_REFUSED"
+    assert got["timings"]["wait"] == 250.0
