@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import signal
@@ -513,6 +514,10 @@ def test_a_recording_lists_and_keeps_the_files_downloaded_while_it_ran(
     assert listed[0]["file"] == f"downloads/{listed[0]['name']}" and kept.read_text() == content
     on_disk = json.loads((tmp_path / recording / "manifest.json").read_text())
     assert on_disk["downloads"] == listed
+    # The viewer lists it, and its link gives the file back.
+    shown = _viewed(tmp_path / recording, "#downloads a")
+    assert shown["text"].startswith(listed[0]["name"]), shown
+    assert base64.b64decode(shown["href"].split(",", 1)[1]).decode() == content
 
 
 HAR_SECRETS = (b"HARQUERY7731", b"HARBEARER5521", b"HARCOOKIE9902")
@@ -560,8 +565,30 @@ def test_a_recordings_network_log_holds_the_pages_requests_and_none_of_their_sec
     assert bearer["response"]["status"] == 200, urls
     sent = {h["name"].lower(): h["value"] for h in bearer["request"]["headers"]}
     assert sent["authorization"] == "REDACTED" and "cookie" in sent, sent
+    shown = _viewed(tmp_path / recording, "#network h1")
+    assert shown["text"] == f"Network: {len(entries)} requests", shown
     for path in (tmp_path / recording).rglob("*"):
         if path.is_file():
             data = path.read_bytes()
             for secret in HAR_SECRETS:
                 assert secret not in data, (path.name, secret)
+
+
+def _viewed(folder: Path, selector: str) -> dict[str, str]:
+    """``agentenv view`` of ``folder``, opened offline in headless Chromium:
+    the text (and link) of the first element ``selector`` finds."""
+    import shutil
+
+    from playwright.sync_api import sync_playwright
+
+    from agentenv.harness.viewer import view
+
+    page_file = view(str(folder))
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), headless=True)
+        page = browser.new_context(offline=True).new_page()
+        page.goto(page_file.as_uri())
+        found = page.locator(selector).first
+        shown = {"text": found.inner_text(), "href": found.get_attribute("href") or ""}
+        browser.close()
+    return shown

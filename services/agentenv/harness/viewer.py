@@ -107,6 +107,9 @@ _PAGE = """<!doctype html>
  main img { max-width: 100%; border: 1px solid #ccc; }
  h1 { font-size: 16px; margin: 0 0 8px; }
  .events { color: #555; font-size: 13px; }
+ section { margin-top: 16px; font-size: 13px; }
+ table { border-collapse: collapse; } td, th { padding: 2px 8px; text-align: left; }
+ td:last-child { word-break: break-all; }
 </style></head>
 <body>
 <ol id="timeline" aria-label="frames"></ol>
@@ -116,6 +119,10 @@ _PAGE = """<!doctype html>
  <p id="url"></p>
  <img id="picture" alt="">
  <ul id="events" class="events"></ul>
+ <section id="downloads" hidden><h1>Downloads</h1><ul></ul></section>
+ <section id="network" hidden><h1></h1>
+  <table><thead><tr><th>status</th><th>method</th><th>ms</th><th>URL</th></tr></thead>
+  <tbody></tbody></table></section>
 </main>
 <script type="application/json" id="data">__DATA__</script>
 <script>
@@ -166,18 +173,74 @@ document.addEventListener("keydown", (e) => {
   if (e.key === "End") show(data.items.length - 1);
 });
 show(0);
+if (data.downloads.length) {
+  const box = document.getElementById("downloads");
+  box.hidden = false;
+  data.downloads.forEach((d) => {
+    const li = document.createElement("li");
+    if (d.href) {
+      const a = text(document.createElement("a"), d.name);
+      a.href = d.href; a.download = d.name; li.appendChild(a);
+    } else { text(li, d.name); }
+    const note = d.note ? " · " + d.note : "";
+    li.appendChild(document.createTextNode(" · " + d.bytes + " bytes" + note));
+    box.querySelector("ul").appendChild(li);
+  });
+}
+if (data.network.length) {
+  const box = document.getElementById("network");
+  box.hidden = false;
+  text(box.querySelector("h1"), "Network: " + data.network.length + " requests");
+  data.network.forEach((r) => {
+    const row = document.createElement("tr");
+    [r.status || r.error || "", r.method, String(Math.round(r.time)), r.url].forEach((v) =>
+      row.appendChild(text(document.createElement("td"), v)));
+    box.querySelector("tbody").appendChild(row);
+  });
+}
 </script>
 </body></html>
 """
+
+
+#: Downloads embedded in the page, at most (the rest are listed by name).
+EMBEDDED_DOWNLOADS = 10 * 1024 * 1024
 
 
 def render(
     manifest: BrowserRecordingManifest,
     lines: Iterable[LogLine],
     images: Mapping[str, bytes],
+    network: Iterable[Mapping[str, Any]] = (),
+    files: Mapping[str, bytes] | None = None,
 ) -> str:
-    """The page: ``images`` are the frames' bytes by file name."""
+    """The page: ``images`` are the frames' bytes by file name; ``network``
+    the entries of its ``network.har``; ``files`` its downloads' bytes by
+    file name (``downloads/<name>``), embedded up to :data:`EMBEDDED_DOWNLOADS`."""
     items = frame_items(manifest, lines)
+    left = EMBEDDED_DOWNLOADS
+    downloads = []
+    for download in manifest.downloads:
+        found = (files or {}).get(download.file or "")
+        href, note = None, download.why or ("" if download.file else "not kept")
+        if found is not None and len(found) <= left:
+            left -= len(found)
+            href = "data:application/octet-stream;base64," + base64.b64encode(found).decode()
+        elif found is not None:
+            note = "too big to embed: see " + (download.file or "")
+        downloads.append(
+            {"name": download.name, "bytes": download.bytes, "href": href, "note": note}
+        )
+    requests = [
+        {
+            "status": (e.get("response") or {}).get("status") or 0,
+            "error": e.get("_error") or "",
+            "method": str((e.get("request") or {}).get("method") or ""),
+            "time": float(e.get("time") or 0),
+            "url": str((e.get("request") or {}).get("url") or ""),
+        }
+        for e in network
+    ]
     inlined = {}
     for item in items:
         file = item["file"]
@@ -186,7 +249,15 @@ def render(
             continue
         kind = "image/png" if file.endswith(".png") else "image/jpeg"
         inlined[file] = f"data:{kind};base64," + base64.b64encode(images[file]).decode()
-    data = script_json({"recording": manifest.recording_id, "items": items, "images": inlined})
+    data = script_json(
+        {
+            "recording": manifest.recording_id,
+            "items": items,
+            "images": inlined,
+            "downloads": downloads,
+            "network": requests,
+        }
+    )
     title = html.escape(f"recording {manifest.name or manifest.recording_id}")
     # One pass: a title holding "__DATA__" stays a title.
     head, rest = _PAGE.split("__TITLE__", 1)
@@ -248,7 +319,16 @@ def view(recording: str, out: Path | None = None) -> Path:
             name = safe_name(frame.file)
             if name is not None and not frame.error and (folder / name).is_file():
                 images[frame.file] = (folder / name).read_bytes()
-        page = render(manifest, lines, images)
+        network: list[dict[str, Any]] = []
+        har = folder / "network.har"
+        if manifest.har is not None and har.is_file():
+            network = list(json.loads(har.read_bytes()).get("log", {}).get("entries", []))
+        files = {}
+        for download in manifest.downloads:
+            name = safe_name(download.file) if download.file else None
+            if name is not None and (folder / name).is_file():
+                files[download.file or ""] = (folder / name).read_bytes()
+        page = render(manifest, lines, images, network, files)
         target = out or (
             Path(recording.rstrip("/").rsplit("/", 1)[-1] + ".html")
             if recording.startswith("s3://")
