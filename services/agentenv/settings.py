@@ -115,6 +115,10 @@ class Settings:
     #: A recording that keeps its downloads uploads at most this many bytes of
     #: them (each file read whole by the recorder); the rest are listed only.
     recording_download_bytes: int = 64 * 1024 * 1024
+    #: A recording's video: the most frames a second a start may ask, and the
+    #: bytes a minute past which it stops (the recording goes on).
+    recording_video_fps_max: int = 10
+    recording_video_bytes_per_minute: int = 20 * 1024 * 1024
     #: Upper bound of one WebSocket message, each way.
     max_message_bytes: int = 256 * 1024 * 1024
     #: The action log's size past which agents' commands are refused (what
@@ -314,6 +318,8 @@ _PARSED: dict[str, Callable[[Mapping[str, str], str, Any], Any]] = {
     "recording_max_frames": _positive,
     "recording_max_duration_s": _positive,
     "recording_download_bytes": _non_negative,
+    "recording_video_fps_max": _positive,
+    "recording_video_bytes_per_minute": _non_negative,
     "log_max_bytes": _positive,
     "origin_storage_bytes": _non_negative,
     "scope_storage_bytes": _non_negative,

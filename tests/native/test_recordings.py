@@ -592,3 +592,90 @@ def _viewed(folder: Path, selector: str) -> dict[str, str]:
         shown = {"text": found.inner_text(), "href": found.get_attribute("href") or ""}
         browser.close()
     return shown
+
+
+def _video_frames(folder: Path, video: dict[str, Any]) -> list[tuple[float, Any]]:
+    """Every decoded frame of the video's chunks: (seconds in the video, picture)."""
+    import av
+
+    out: list[tuple[float, Any]] = []
+    for chunk in video["chunks"]:
+        with av.open(str(folder / chunk["file"])) as container:
+            for frame in container.decode(video=0):
+                assert frame.pts is not None and frame.time_base is not None
+                out.append((chunk["offset_s"] + float(frame.pts * frame.time_base), frame))
+    return out
+
+
+def _colour(picture: Any) -> str | None:
+    """Which colour page a video picture shows at its centre."""
+    from tests.support.colours import COLOURS
+
+    rgb = picture.reformat(format="rgb24")
+    plane = rgb.planes[0]
+    row, column = rgb.height // 2, rgb.width // 2
+    offset = row * plane.line_size + column * 3
+    pixel = bytes(plane)[offset : offset + 3]
+    for name, want in COLOURS.items():
+        if all(abs(a - b) <= 30 for a, b in zip(pixel, want, strict=True)):
+            return name
+    return None
+
+
+def test_a_recordings_video_runs_its_length_and_shows_what_each_action_frame_shows(
+    stack: NativeStack, tmp_path: Path
+) -> None:
+    """A Playwright agent goes from a red page to a green one and a blue one
+    while a recording with video at 5 fps runs: the chunks play for the
+    recording's length (within a frame), every log entry and frame has its
+    time in the video, and there the video shows the colour its frame shows."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.support.colours import page_shown, serve
+
+    pages = serve()
+    site = f"http://127.0.0.1:{pages.server_port}"
+    try:
+        tab = stack.op("tabs/open", {"url": f"{site}/c/red?next=green,blue"})["id"]
+        recording = start(stack, tmp_path, video={"fps": 5})
+        with sync_playwright() as pw:
+            browser = pw.chromium.connect_over_cdp(browser_ws_url(stack.relay_http, "user=filmed"))
+            page = next(p for p in browser.contexts[0].pages if "/c/red" in p.url)
+            for colour in ("green", "blue"):
+                page.wait_for_timeout(2 * SETTLE_S * 1000)
+                page.click("#go")
+                page.wait_for_url(f"**/c/{colour}*")
+            page.wait_for_timeout(2 * SETTLE_S * 1000)
+            browser.close()
+        manifest = rec(stack, "end", {"recording_id": recording})
+        stack.op("tabs/close", {"id": tab})
+    finally:
+        pages.shutdown()
+    video = manifest["video"]
+    assert video is not None and video["chunks"], manifest
+    folder = tmp_path / recording
+    frames = _video_frames(folder, video)
+    length = max(t for t, _ in frames)
+    assert abs(length - video["seconds"]) <= 1 / 5, (length, video["seconds"])
+    started, ended = (seconds(manifest[k]) for k in ("started_at", "ended_at"))
+    assert abs(video["seconds"] - (ended - started)) <= 0.5, (video["seconds"], ended - started)
+    actions = [f for f in manifest["frames"] if f["kind"] == "action" and not f["error"]]
+    seen = set()
+    for frame in actions:
+        at = video["frames_at"][str(frame["index"])]
+        shown = [p for t, p in frames if t <= at + 0.05][-1]  # the video's picture then
+        taken = page_shown((folder / frame["file"]).read_bytes())
+        if taken is None:
+            continue  # taken as a page was being replaced: no one colour to compare
+        assert _colour(shown) == taken, (frame["index"], at, taken)
+        seen.add(taken)
+    assert seen >= {"green", "blue"}, seen
+    assert video["entries_at"] and all(
+        0 <= t <= video["seconds"] + 1 for t in video["entries_at"].values()
+    )
+
+
+def seconds(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()

@@ -88,7 +88,15 @@ log = logging.getLogger("agentenv.app")
 __all__ = ["Readiness", "make_app", "readiness"]
 
 RECORDING_OPS = ("start", "end", "end_all")
-RECORDING_PARAMS = ["max_duration_s", "max_frames", "frames", "scope", "downloads", "har"]
+RECORDING_PARAMS = [
+    "max_duration_s",
+    "max_frames",
+    "frames",
+    "scope",
+    "downloads",
+    "har",
+    "video",
+]
 #: What browser/v1's ops take beyond their own params (every op but data/reset).
 BROWSER_PARAMS = ["scope"]
 
@@ -202,6 +210,9 @@ async def card(request: web.Request) -> web.Response:
                 limits={
                     "max_frames": settings.recording_max_frames,
                     "max_duration_s": settings.recording_max_duration_s,
+                    "video_fps": 5,
+                    "video_fps_max": settings.recording_video_fps_max,
+                    "video_bytes_per_minute": settings.recording_video_bytes_per_minute,
                 },
             ),
         },

@@ -26,6 +26,9 @@ __all__ = [
     "ImageType",
     "LogEntry",
     "Start",
+    "VideoAsk",
+    "VideoChunk",
+    "VideoEntry",
     "frame_file",
     "public_enough",
     "rebuild",
@@ -120,6 +123,12 @@ class Grant(Inbound):
         return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
+class VideoAsk(Inbound):
+    """``video``: frames a second, at most the card's ``video_fps_max``."""
+
+    fps: int = Field(5, ge=1, le=30)
+
+
 class HarAsk(Inbound):
     """``har``: the requests' bodies too (cut, and their secrets out)."""
 
@@ -141,6 +150,8 @@ class Start(Inbound):
     downloads: StrictBool = False
     #: Record the scope's requests as ``network.har`` (HAR 1.2).
     har: HarAsk | None = None
+    #: A video of the tab the recorded agent acts in (H.264 MP4 chunks).
+    video: VideoAsk | None = None
 
 
 class End(Inbound):
@@ -181,6 +192,33 @@ class Gap(BaseModel):
 class LogEntry(BaseModel):
     file: str
     lines: int
+
+
+class VideoChunk(BaseModel):
+    """One uploaded MP4 of the video: when it starts and ends (the log's
+    clock), where it starts in the video (``offset_s``), its frames and bytes."""
+
+    file: str
+    start_at: str
+    end_at: str
+    offset_s: float
+    frames: int
+    bytes: int
+
+
+class VideoEntry(BaseModel):
+    """The video: time 0 is ``start_at`` (the recording's start); each frame
+    and each log entry of the slice at its time in it (``frames_at`` by the
+    frame's index, ``entries_at`` by ``seq``, seconds)."""
+
+    fps: int
+    format: str
+    codec: str
+    start_at: str
+    seconds: float
+    chunks: list[VideoChunk]
+    frames_at: dict[str, float] = Field(default_factory=dict)
+    entries_at: dict[str, float] = Field(default_factory=dict)
 
 
 class HarEntry(BaseModel):
@@ -228,6 +266,8 @@ class BrowserRecordingManifest(BaseModel):
     downloads: list[DownloadEntry] = Field(default_factory=list)
     #: Its network log, when the start asked (:class:`HarEntry`).
     har: HarEntry | None = None
+    #: Its video, when the start asked (:class:`VideoEntry`).
+    video: VideoEntry | None = None
 
 
 #: ``frames/<index>-<kind>.<ext>``

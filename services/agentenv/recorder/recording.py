@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from agentenv.log.reader import LogReader
 from agentenv.log.redact import redact_cut, redact_text
 from agentenv.metrics import RecorderCounts
 from agentenv.protocol.control import Open, OpenEntries, TabOrder, Tabs
-from agentenv.protocol.log import LogLine, action_of, parse_line, scope_of
+from agentenv.protocol.log import LogLine, action_of, agent_act, parse_line, scope_of
 from agentenv.protocol.recording import (
     BrowserRecordingManifest,
     DownloadEntry,
@@ -34,11 +35,13 @@ from agentenv.protocol.recording import (
     ImageType,
     LogEntry,
     Start,
+    VideoEntry,
     frame_file,
 )
 from agentenv.recorder.bursts import Bursts, FrameDue
 from agentenv.recorder.grants import Uploader, UploadError, open_grant
 from agentenv.recorder.har import Har
+from agentenv.recorder.video import Video, moves_video, seconds_of
 from agentenv.relay_link import BrowserError, BrowserLink, CdpError, active_tab, capture, pages
 
 __all__ = ["END_WAIT_S", "LOAD_WAIT_S", "Recording"]
@@ -91,6 +94,11 @@ class Recording:
     #: A relay connection of the network log's own (``start.har``), and the log.
     har_link: BrowserLink | None = None
     har: Har | None = None
+    #: The same for the video (``start.video``), and its bytes a minute.
+    video_link: BrowserLink | None = None
+    video_budget: int = 0
+    video: Video | None = None
+    _following: asyncio.Future[None] | None = None
 
     # -- lines from the log ----------------------------------------------------
 
@@ -108,6 +116,11 @@ class Recording:
         self.bursts.seen(line, time.monotonic())
         if self.bursts.pending:
             self._wake.set()
+        video, acted = self.video, agent_act(line)
+        if video is not None and acted is not None and moves_video(acted):
+            tab = acted.get("tab")
+            if isinstance(tab, str) and tab != video.tab:
+                self._following = asyncio.ensure_future(video.follow(tab))  # it acts there
 
     # -- frames ------------------------------------------------------------------
 
@@ -256,6 +269,16 @@ class Recording:
             except BrowserError as exc:  # the recording goes on; its manifest has no har
                 log.error("%s: no network log: %s", self.recording_id, exc)
                 await har.stop()
+        if self.start.video is not None and self.video_link is not None:
+            began = seconds_of(self.started_at) or time.time()
+            video = Video(
+                self.video_link, self.upload, self.start.video.fps, began, budget=self.video_budget
+            )
+            try:
+                await video.start(await active_tab(self.link))
+                self.video = video
+            except BrowserError as exc:
+                log.error("%s: no video: %s", self.recording_id, exc)
         self._loop = asyncio.create_task(self._run(), name=self.recording_id)
         if self.start.max_duration_s is not None:
             self._timer = asyncio.create_task(self._limit(self.start.max_duration_s))
@@ -299,6 +322,14 @@ class Recording:
                 log.error("%s: %s", self.recording_id, exc)
                 log_entry = None
             downloads = await self._downloads()
+            video = None
+            if self.video is not None:
+                self.video.upload = self.upload
+                video = await self.video.stop(time.time())
+                video.frames_at = _times(video, ((str(f.index), f.at) for f in self.frames))
+                video.entries_at = _times(
+                    video, ((str(x["seq"]), x["at"]) for x in map(parse_line, lines))
+                )
             har = None
             if self.har is not None:
                 self.har.upload = self.upload  # the end's grant, when it named one
@@ -321,6 +352,7 @@ class Recording:
                 gaps=self.gaps,
                 downloads=downloads,
                 har=har,
+                video=video,
             )
             try:
                 await self.upload.put(
@@ -411,6 +443,17 @@ class Recording:
         loop = asyncio.get_running_loop()
         lines = await loop.run_in_executor(None, self.reader.read_range, first, last)
         return {parse_line(raw)["seq"] for raw in lines}
+
+
+def _times(video: VideoEntry, items: Iterable[tuple[str, str | None]]) -> dict[str, float]:
+    """Each item's time in the video (seconds from its start), those within it."""
+    start = seconds_of(video.start_at) or 0.0
+    out = {}
+    for key, at in items:
+        t = seconds_of(at)
+        if t is not None and 0 <= t - start <= video.seconds + 1:
+            out[key] = round(max(0.0, t - start), 3)
+    return out
 
 
 def _read(folder: str, name: str) -> bytes | None:

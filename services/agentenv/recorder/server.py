@@ -118,6 +118,10 @@ class Recorder:
                 har_link=BrowserLink(self.settings, self.http, scope)
                 if ask.har is not None and self.http is not None
                 else None,
+                video_link=BrowserLink(self.settings, self.http, scope)
+                if ask.video is not None and self.http is not None
+                else None,
+                video_budget=self.settings.recording_video_bytes_per_minute,
             )
             await recording.begin()
             self.recordings[recording.recording_id] = recording
@@ -187,6 +191,13 @@ def within_budget(ask: Start, settings: Settings) -> Start:
                 f"{name} {wanted:g} is over this computer's limit of {limit}: ask for "
                 f"{limit} or less (GET /card shows the limits)",
             )
+    fps_max = settings.recording_video_fps_max
+    if ask.video is not None and ask.video.fps > fps_max:
+        raise Refused(
+            400,
+            f"video.fps {ask.video.fps} is over this computer's limit of {fps_max}: ask for "
+            f"{fps_max} or less (GET /card shows the limits)",
+        )
     return ask.model_copy(update=update)
 
 

@@ -1,0 +1,334 @@
+"""A recording's video (SPEC.md section 4, "More in a recording"): the tab
+the recorded agent acts in, screencast, as H.264 MP4 chunks on the log's
+clock.
+
+How: the recorder's own relay connection attaches a session of its own to
+the tab and starts ``Page.startScreencast`` there (Chromium gives each
+session its own screencast, so a client's own, Playwright tracing's or
+chrome-devtools-mcp's, goes on beside it). It never brings a tab to the
+front. When the agent acts in another tab (input, or a move between pages
+and tabs: :func:`moves_video`), the screencast moves there.
+Frames come when the page paints; the video holds the last one until the
+next (variable frame rate, timestamps from Chromium's wall clock, the log's
+clock), at most :attr:`Video.fps` a second.
+
+The encoder is PyAV's (its wheel bundles FFmpeg with libx264, the same on
+amd64 and arm64; the decision and its cost are in docs/decisions.md). A
+chunk is a whole MP4 file of :data:`CHUNK_S` seconds, uploaded as it closes
+(``video/NNNN.mp4``), so a computer that dies loses at most the chunk being
+made. Each chunk starts with the picture the last one ended on.
+
+Known limit: a tab in the background paints nothing, so its stretch of the
+video holds the picture it had when it went back (the action frames, taken
+by capture, still show it as it is).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import io
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from fractions import Fraction
+from typing import Any
+
+from agentenv.protocol.log import ActionBody
+from agentenv.protocol.recording import VideoChunk, VideoEntry
+from agentenv.recorder.grants import Uploader, UploadError
+from agentenv.relay_link import BrowserError, BrowserLink
+
+__all__ = ["CHUNK_S", "Video", "moves_video", "seconds_of"]
+
+log = logging.getLogger("agentenv.recorder")
+
+#: Seconds of video in one uploaded chunk.
+CHUNK_S = 10.0
+#: The largest picture the screencast sends (a page is scaled down to fit).
+MAX_WIDTH, MAX_HEIGHT = 1280, 800
+_MS = Fraction(1, 1000)
+
+
+#: CDP commands that say where an agent acts: input, and moving between pages
+#: and tabs (a client's set-up, scripts and emulation on every tab do not).
+_WHERE = frozenset(
+    {"Page.navigate", "Page.reload", "Page.navigateToHistoryEntry", "Page.bringToFront"}
+    | {"Target.activateTarget", "Target.createTarget"}
+)
+
+
+def moves_video(action: ActionBody) -> bool:
+    """Whether an agent's act says which tab the video should show: input or
+    a move between pages and tabs, an MCP tool call or a pixel op."""
+    method = action.get("method")
+    if action.get("via") != "cdp":
+        return True
+    return isinstance(method, str) and (method.startswith("Input.") or method in _WHERE)
+
+
+def seconds_of(iso: str | None) -> float | None:
+    """An ISO 8601 UTC time (``…Z``) as seconds since the epoch."""
+    if not iso:
+        return None
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class _Chunk:
+    """One MP4 being written: from ``start`` (wall seconds) on."""
+
+    index: int
+    start: float
+    width: int
+    height: int
+    buffer: io.BytesIO = field(default_factory=io.BytesIO)
+    frames: int = 0
+    last_pts: int = -1
+    container: Any = None
+    stream: Any = None
+
+    def open(self, fps: int) -> None:
+        import av  # the video's only user: the recorder imports it when asked
+
+        self.container = av.open(self.buffer, mode="w", format="mp4")
+        stream = self.container.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = self.width, self.height, "yuv420p"
+        stream.time_base = _MS
+        stream.codec_context.time_base = _MS
+        stream.options = {"preset": "veryfast", "crf": "30"}
+        self.stream = stream
+
+    def add(self, picture: Any, at: float) -> None:
+        pts = max(int((at - self.start) * 1000), self.last_pts + 1)
+        frame = picture.reformat(width=self.width, height=self.height, format="yuv420p")
+        frame.pts, frame.time_base = pts, _MS
+        for packet in self.stream.encode(frame):
+            self.container.mux(packet)
+        self.last_pts = pts
+        self.frames += 1
+
+    def close(self) -> bytes:
+        for packet in self.stream.encode(None):
+            self.container.mux(packet)
+        self.container.close()
+        return self.buffer.getvalue()
+
+
+@dataclass
+class Video:
+    """One recording's video (see the module's docstring)."""
+
+    link: BrowserLink
+    upload: Uploader
+    fps: int
+    started: float  # the recording's start, wall seconds: the video's 0
+    tab: str | None = None
+    session: str | None = None
+    chunks: list[VideoChunk] = field(default_factory=list)
+    _chunk: _Chunk | None = None
+    _last: Any = None  # the latest picture, decoded
+    _last_kept: float = 0.0
+    _queue: asyncio.Queue[tuple[bytes, float] | None] = field(default_factory=asyncio.Queue)
+    _worker: asyncio.Task[None] | None = None
+    _ticker: asyncio.Task[None] | None = None
+    _decoder: Any = None
+    _moving: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _acks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _made: int = 0  # chunks opened
+    #: Bytes a minute the video may take (the card's budget); past it, it stops.
+    budget: int = 0
+    over: bool = False
+
+    async def start(self, tab: str | None) -> None:
+        import av
+
+        self._decoder = av.CodecContext.create("mjpeg", "r")
+        self.link.on_event = self._event
+        self._worker = asyncio.create_task(self._encode())
+        self._ticker = asyncio.create_task(self._tick())
+        if tab is not None:
+            await self.follow(tab)
+
+    async def follow(self, tab: str) -> None:
+        """Screencast ``tab`` from now on (the agent acts there)."""
+        async with self._moving:
+            if tab == self.tab:
+                return
+            old, self.tab, self.session = self.session, tab, None
+            if old is not None:
+                with contextlib.suppress(BrowserError):
+                    await self.link.call("Page.stopScreencast", {}, session=old, deadline_s=5)
+            try:
+                made = await self.link.call(
+                    "Target.attachToTarget", {"targetId": tab, "flatten": True}, deadline_s=5
+                )
+                session = str(made["sessionId"])
+                shot = await self.link.call(
+                    "Page.captureScreenshot",
+                    {"format": "jpeg", "quality": 70},
+                    session=session,
+                    deadline_s=5,
+                )
+                self._queue.put_nowait((base64.b64decode(shot["data"]), time.time()))
+                await self.link.call(
+                    "Page.startScreencast",
+                    {
+                        "format": "jpeg",
+                        "quality": 70,
+                        "maxWidth": MAX_WIDTH,
+                        "maxHeight": MAX_HEIGHT,
+                    },
+                    session=session,
+                    deadline_s=5,
+                )
+                self.session = session
+            except (BrowserError, KeyError) as exc:
+                log.info("video: not following %s: %s", tab[:64], exc)
+
+    async def stop(self, ended: float) -> VideoEntry:
+        """End the video at ``ended`` (wall seconds): the last chunk closes
+        there and uploads; what each chunk holds, in the manifest's words."""
+        self.link.on_event = None
+        if self._ticker is not None:
+            self._ticker.cancel()
+        self._queue.put_nowait(None)
+        if self._worker is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self._worker, 60)
+        await self._close_chunk(ended)
+        with contextlib.suppress(BrowserError):
+            await self.link.close()
+        return VideoEntry(
+            fps=self.fps,
+            format="mp4",
+            codec="h264",
+            start_at=_iso(self.started),
+            seconds=round(max(0.0, ended - self.started), 3),
+            chunks=self.chunks,
+        )
+
+    # -- frames -----------------------------------------------------------------
+
+    def _event(self, message: dict[str, Any]) -> None:
+        if message.get("method") != "Page.screencastFrame":
+            return
+        session = message.get("sessionId")
+        params = message.get("params") or {}
+        ack = asyncio.ensure_future(
+            self.link.call(
+                "Page.screencastFrameAck", {"sessionId": params.get("sessionId")}, session=session
+            )
+        )
+        self._acks.add(ack)
+        ack.add_done_callback(self._done_ack)
+        if session != self.session:
+            return
+        at = float((params.get("metadata") or {}).get("timestamp") or time.time())
+        if at - self._last_kept < 1.0 / self.fps:
+            return  # more than fps a second: the next one will do
+        if self._queue.qsize() > 2 * self.fps or self.over:
+            return  # the encoder is behind (or done): this frame is dropped
+        self._last_kept = at
+        with contextlib.suppress(ValueError):
+            self._queue.put_nowait((base64.b64decode(str(params.get("data", ""))), at))
+
+    def _done_ack(self, task: asyncio.Task[Any]) -> None:
+        self._acks.discard(task)
+        if not task.cancelled():
+            task.exception()  # a lost ack is a lost frame, not an error
+
+    async def _tick(self) -> None:
+        """Close a chunk when its time is up, even when nothing paints."""
+        while True:
+            await asyncio.sleep(0.5)
+            chunk = self._chunk
+            if chunk is not None and time.time() >= chunk.start + CHUNK_S:
+                self._queue.put_nowait((b"", chunk.start + CHUNK_S))
+
+    async def _encode(self) -> None:
+        while (item := await self._queue.get()) is not None:
+            data, at = item
+            try:
+                await self._add(data, at)
+            except Exception:  # a frame that cannot be decoded is passed over
+                log.exception("video: a frame could not be encoded")
+
+    async def _add(self, data: bytes, at: float) -> None:
+        at = max(at, self.started)
+        chunk = self._chunk
+        while chunk is not None and at >= chunk.start + CHUNK_S:
+            chunk = await self._roll(chunk.start + CHUNK_S)
+        if not data or self.over:
+            return  # a tick: the chunk's time was up, and nothing new to show
+        self._last = await asyncio.to_thread(self._decode, data)
+        if self._last is None:
+            return
+        if chunk is None:
+            first = not self._made
+            chunk = await self._open(self.started if first else at)
+            if first:  # the video starts with the recording, on the first picture
+                await asyncio.to_thread(chunk.add, self._last, chunk.start)
+        await asyncio.to_thread(chunk.add, self._last, at)
+
+    def _decode(self, data: bytes) -> Any:
+        import av
+
+        frames = self._decoder.decode(av.Packet(data))
+        return frames[-1] if frames else self._last
+
+    async def _open(self, start: float) -> _Chunk:
+        width = min(MAX_WIDTH, self._last.width) // 2 * 2
+        height = min(MAX_HEIGHT, self._last.height) // 2 * 2
+        chunk = _Chunk(self._made, start, width, height)
+        self._made += 1
+        await asyncio.to_thread(chunk.open, self.fps)
+        self._chunk = chunk
+        return chunk
+
+    async def _roll(self, boundary: float) -> _Chunk | None:
+        """Close the chunk at ``boundary``; the next starts there, on the same
+        picture (none once the video is past its budget)."""
+        await self._close_chunk(boundary)
+        if self.over:
+            return None
+        chunk = await self._open(boundary)
+        await asyncio.to_thread(chunk.add, self._last, boundary)
+        return chunk
+
+    async def _close_chunk(self, end: float) -> None:
+        chunk, self._chunk = self._chunk, None
+        if chunk is None:
+            return
+        if self._last is not None and end * 1000 > chunk.start * 1000 + chunk.last_pts + 1:
+            # the picture holds to the end: its last frame there
+            await asyncio.to_thread(chunk.add, self._last, end - 0.001)
+        data = await asyncio.to_thread(chunk.close)
+        name = f"video/{chunk.index:04d}.mp4"
+        try:
+            await self.upload.put(name, data, "video/mp4")
+        except UploadError as exc:
+            log.error("%s: %s", name, exc)
+            return
+        if self.budget and len(data) > self.budget * (end - chunk.start) / 60 + 65536:
+            self.over = True  # past its bytes a minute: this chunk is its last
+            log.warning("%s: the video is past its budget of %d bytes a minute", name, self.budget)
+        self.chunks.append(
+            VideoChunk(
+                file=name,
+                start_at=_iso(chunk.start),
+                end_at=_iso(end),
+                offset_s=round(chunk.start - self.started, 3),
+                frames=chunk.frames,
+                bytes=len(data),
+            )
+        )
