@@ -154,7 +154,10 @@ class BrowserLink:
                     continue
                 method = message.get("method")
                 if self.on_event is not None:
-                    self.on_event(message)
+                    try:
+                        self.on_event(message)
+                    except Exception:  # one odd event costs that event, not the link
+                        log.exception("an event could not be handled: %s", method)
                 queue = self._listeners.get((message.get("sessionId"), method))
                 if queue is not None:
                     queue.put_nowait(message.get("params") or {})
@@ -166,6 +169,9 @@ class BrowserLink:
         finally:
             self._calls.fail(BrowserError("the relay connection closed"))
             self._sessions.clear()
+            if not ws.closed:  # the reader is gone: the next call connects afresh
+                with contextlib.suppress(Exception):
+                    await ws.close()
 
     async def _send(
         self,

@@ -341,13 +341,22 @@ def test_the_card_shows_the_budgets_and_a_start_may_not_exceed_them(
 ) -> None:
     card = requests.get(f"{stack.app_http}/card", timeout=10).json()
     limits = card["extensions"]["browser-recording/v1"]["limits"]
-    assert limits == {"max_frames": 10_000, "max_duration_s": 4 * 3600}
+    assert limits == {
+        "max_frames": 10_000,
+        "max_duration_s": 4 * 3600,
+        "video_fps": 5,
+        "video_fps_max": 10,
+        "video_bytes_per_minute": 20 * 1024 * 1024,
+    }
     for name, over in (("max_frames", 10_001), ("max_duration_s", 4 * 3600 + 1)):
         body = {"request_id": uuid.uuid4().hex, "upload": {"url": f"file://{tmp_path}"}, name: over}
         refused = rec(stack, "start", body, status=400)
         message = refused["error"]["message"]
         assert f"{name} {over} is over this computer's limit of {limits[name]}" in message
         assert "GET /card" in message
+    body = {"request_id": uuid.uuid4().hex, "upload": {"url": f"file://{tmp_path}"}}
+    refused = rec(stack, "start", body | {"video": {"fps": 11}}, status=400)
+    assert "video.fps 11 is over this computer's limit of 10" in refused["error"]["message"]
     assert list(tmp_path.iterdir()) == []  # refused before anything was written
 
 

@@ -78,3 +78,59 @@ def test_a_failed_request_says_why() -> None:
     got = entry(_request(response=None, failed="net::ERR_CONNECTION_REFUSED"), bodies=False)
     assert got["response"]["status"] == 0 and got["_error"] == "net::ERR_CONNECTION_REFUSED"
     assert got["timings"]["wait"] == 250.0
+
+
+def test_what_a_page_controls_is_bounded() -> None:
+    """A URL near Chromium's 2 MB limit, or thousands of headers, cost an
+    entry a bounded size (a page once made one entry hold 200 MB)."""
+    from agentenv.recorder.har import HEADERS_CAP, QUERY_CAP, URL_CAP
+
+    big = _request()
+    big.request = dict(
+        big.request,
+        url="https://shop.test/x?" + "a=1&" * 500_000,
+        headers={f"X-{n}": "v" * 10_000 for n in range(5_000)},
+    )
+    got = entry(big, bodies=False)
+    assert len(got["request"]["url"]) <= URL_CAP
+    assert len(got["request"]["queryString"]) <= QUERY_CAP
+    assert len(got["request"]["headers"]) <= HEADERS_CAP
+    assert len(json.dumps(got)) < 600_000
+
+
+def test_a_credential_is_withheld_under_any_header_name() -> None:
+    leaky = _request()
+    leaky.request = dict(
+        leaky.request,
+        headers={"X-Client": "Bearer sk_live_SECRET6", "X-Debug": "Basic dXNlcjpwYXNz"},
+    )
+    text = json.dumps(entry(leaky, bodies=False))
+    assert "SECRET6" not in text and "dXNlcjpwYXNz" not in text
+    assert text.count('"REDACTED"') >= 2
+
+
+def test_a_body_is_read_by_what_it_holds_not_by_what_its_type_says() -> None:
+    cases = {
+        "text/plain;charset=UTF-8": '{"user": "alice", "password": "PWPLAIN7"}',
+        "Application/JSON": '{"password": "PWCASE8"}',
+        "APPLICATION/X-WWW-FORM-URLENCODED": "user=alice&pin=PWFORM9",
+        "multipart/form-data; boundary=x": (
+            '--x\r\nContent-Disposition: form-data; name="password"\r\n\r\nPWMULTI10\r\n--x--'
+        ),
+        "": "opaque PWRAW11",
+        "application/octet-stream": "[" * 5000,  # too deep to walk: withheld, not a crash
+    }
+    for kind, body in cases.items():
+        sent = _request()
+        sent.request = dict(sent.request, headers={"Content-Type": kind}, postData=body)
+        text = entry(sent, bodies=True)["request"]["postData"]["text"]
+        for secret in ("PWPLAIN7", "PWCASE8", "PWFORM9", "PWMULTI10", "PWRAW11"):
+            assert secret not in text, (kind, text)
+    multipart = _request()
+    multipart.request = dict(
+        multipart.request,
+        headers={"Content-Type": "multipart/form-data; boundary=x"},
+        postData=cases["multipart/form-data; boundary=x"],
+    )
+    kept = json.loads(entry(multipart, bodies=True)["request"]["postData"]["text"])
+    assert kept["fields"] == ["password"] and kept["withheld"] == "form"

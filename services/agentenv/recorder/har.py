@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -37,13 +38,20 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from agentenv.log.redact import REDACTED, credential_key, redact, redact_text, secret_header
+from agentenv.log.redact import (
+    REDACTED,
+    credential_key,
+    redact,
+    redact_text,
+    secret_header,
+    secret_header_value,
+)
 from agentenv.log.redact import withheld as withheld_marker
 from agentenv.protocol.recording import HarEntry
 from agentenv.recorder.grants import Uploader, UploadError
 from agentenv.relay_link import BrowserError, BrowserLink
 
-__all__ = ["BODY_CAP", "MAX_ENTRIES", "PART_ENTRIES", "Har", "entry"]
+__all__ = ["BODY_CAP", "ENTRIES_BYTES", "MAX_ENTRIES", "PART_ENTRIES", "Har", "entry"]
 
 log = logging.getLogger("agentenv.recorder")
 
@@ -52,6 +60,14 @@ MAX_ENTRIES = 20_000
 PART_ENTRIES = 500
 #: A body longer than this is cut (bodies only when asked for).
 BODY_CAP = 64 * 1024
+#: What one entry keeps of what a page controls: a URL's characters, its
+#: query's pairs, a message's headers (and each header's characters); and the
+#: bytes every entry together may hold before further requests are dropped.
+URL_CAP = 4096
+QUERY_CAP = 100
+HEADERS_CAP = 100
+HEADER_CAP = 4096
+ENTRIES_BYTES = 32 * 1024 * 1024
 _TEXT = ("text/", "application/json", "application/javascript", "application/xml", "+json", "+xml")
 _FORM = "application/x-www-form-urlencoded"
 
@@ -89,6 +105,9 @@ class Har:
     dropped: int = 0
     parts: list[str] = field(default_factory=list)
     _uploaded: int = 0
+    _parts_made: int = 0
+    _uploading: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _held: int = 0  # bytes the kept entries hold, about
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     #: ``…ExtraInfo`` heard before its request (Chromium sends either first).
     _early: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -143,7 +162,9 @@ class Har:
 
     async def _watch(self, session: str, tab: str, pages: bool) -> None:
         self.sessions[session] = tab
-        await self.link.call("Network.enable", {}, session=session, deadline_s=5)
+        # Without bodies, Chromium keeps no response bodies for this session.
+        buffers = {} if self.bodies else {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}
+        await self.link.call("Network.enable", buffers, session=session, deadline_s=5)
         if pages:  # its out-of-process frames, through this session
             await self.link.call(
                 "Target.setAutoAttach",
@@ -160,8 +181,11 @@ class Har:
         session = message.get("sessionId")
         if method == "Target.targetCreated":
             info = params.get("targetInfo") or {}
-            if info.get("type") == "page" and not info.get("attached"):
+            if info.get("type") == "page":  # attached by others or not: its own session
                 self._later(self._attach(str(info.get("targetId"))))
+            return
+        if method == "Target.detachedFromTarget":
+            self.sessions.pop(str(params.get("sessionId")), None)
             return
         if method == "Target.attachedToTarget" and session in self.sessions:
             frame = params.get("sessionId")
@@ -213,7 +237,7 @@ class Har:
             earlier.response = redirected
             earlier.finished = float(params.get("timestamp") or earlier.monotonic)
             self._finish(key)
-        if len(self.done) + len(self.pending) >= MAX_ENTRIES:
+        if len(self.done) + len(self.pending) >= MAX_ENTRIES or self._held >= ENTRIES_BYTES:
             self.dropped += 1
             return
         self.pending[key] = _Request(
@@ -239,21 +263,30 @@ class Har:
         known = self.pending.pop(key, None)
         if known is None:
             return
-        self.done.append(entry(known, self.bodies))
-        if len(self.done) - self._uploaded >= PART_ENTRIES:
+        try:
+            made = entry(known, self.bodies)
+        except (RecursionError, ValueError, TypeError) as exc:  # a page's odd message
+            log.info("network.har: a request left out: %s", exc)
+            self.dropped += 1
+            return
+        self._held += len(orjson.dumps(made))
+        self.done.append(made)
+        if len(self.done) - self._uploaded >= PART_ENTRIES and not self._uploading.locked():
             self._later(self._upload_parts(final=False))
 
     async def _upload_parts(self, final: bool) -> None:
-        while len(self.done) - self._uploaded >= (1 if final else PART_ENTRIES):
-            part = self.done[self._uploaded : self._uploaded + PART_ENTRIES]
-            name = f"network/{len(self.parts):04d}.har"
-            self._uploaded += len(part)
-            try:
-                await self.upload.put(name, _document(part), "application/json")
-            except UploadError as exc:
-                log.error("%s: %s", name, exc)
-                continue
-            self.parts.append(name)
+        async with self._uploading:  # one at a time: each part its own name
+            while len(self.done) - self._uploaded >= (1 if final else PART_ENTRIES):
+                part = self.done[self._uploaded : self._uploaded + PART_ENTRIES]
+                name = f"network/{self._parts_made:04d}.har"
+                self._parts_made += 1
+                self._uploaded += len(part)
+                try:
+                    await self.upload.put(name, _document(part), "application/json")
+                except UploadError as exc:
+                    log.error("%s: %s", name, exc)
+                    continue
+                self.parts.append(name)
 
 
 def _extra(known: _Request, params: dict[str, Any]) -> None:
@@ -275,17 +308,18 @@ def entry(known: _Request, bodies: bool) -> dict[str, Any]:
     sent_body = request.get("postData") if bodies else None
     sent = known.sent_headers or request.get("headers")
     got = known.got_headers or response.get("headers")
+    url = _url(request.get("url"))
     out: dict[str, Any] = {
         "pageref": known.tab,
         "startedDateTime": started.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "time": round(total, 3),
         "request": {
             "method": str(request.get("method") or "GET"),
-            "url": redact_text(str(request.get("url") or "")),
+            "url": url,
             "httpVersion": str(response.get("protocol") or ""),
             "cookies": _cookies(_header(sent, "cookie"), ";"),
             "headers": _headers(sent),
-            "queryString": _query(str(request.get("url") or "")),
+            "queryString": _query(url),
             "headersSize": -1,
             "bodySize": len(str(request.get("postData") or "").encode()),
         },
@@ -299,7 +333,7 @@ def entry(known: _Request, bodies: bool) -> dict[str, Any]:
                 "size": max(known.size, 0),
                 "mimeType": str(response.get("mimeType") or ""),
             },
-            "redirectURL": redact_text(str(_header(response.get("headers"), "location") or "")),
+            "redirectURL": _url(_header(got, "location")),
             "headersSize": -1,
             "bodySize": known.size,
         },
@@ -310,23 +344,33 @@ def entry(known: _Request, bodies: bool) -> dict[str, Any]:
     if known.failed is not None:
         out["_error"] = known.failed
     if isinstance(sent_body, str):
-        kind = str(_header(request.get("headers"), "content-type") or "")
-        out["request"]["postData"] = {"mimeType": kind, "text": _body(sent_body, kind)}
+        kind = str(_header(sent, "content-type") or "")
+        out["request"]["postData"] = {"mimeType": kind[:200], "text": _body(sent_body, kind)}
     if known.body is not None:
-        out["response"]["content"]["text"] = _body(known.body, str(response.get("mimeType") or ""))
+        kind = str(response.get("mimeType") or "")
+        out["response"]["content"]["text"] = _body(known.body, kind, sent=False)
     return out
 
 
+def _url(value: Any) -> str:
+    """A URL as the log keeps one: credentials out, cut at :data:`URL_CAP`."""
+    text = str(value or "")[: URL_CAP + 256]
+    return redact_text(text)[:URL_CAP]
+
+
 def _headers(found: Any) -> list[dict[str, str]]:
+    """Headers by name; a value withheld when its name or its shape says it is
+    a credential (``Bearer …`` under any name), else credentials out of it."""
     if not isinstance(found, dict):
         return []
-    return [
-        {
-            "name": str(name),
-            "value": REDACTED if secret_header(str(name)) else redact_text(str(value)),
-        }
-        for name, value in found.items()
-    ]
+    out = []
+    for name, value in list(found.items())[:HEADERS_CAP]:
+        text = str(value)[:HEADER_CAP]
+        secret = secret_header(str(name)) or any(
+            secret_header_value(line.strip()) for line in text.split("\n")
+        )
+        out.append({"name": str(name)[:200], "value": REDACTED if secret else redact_text(text)})
+    return out
 
 
 def _cookies(header: Any, between: str) -> list[dict[str, str]]:
@@ -351,9 +395,11 @@ def _header(found: Any, wanted: str) -> Any:
 
 
 def _query(url: str) -> list[dict[str, str]]:
+    """The (already cut and redacted) URL's query, pair by pair."""
+    pairs = parse_qsl(urlsplit(url).query, keep_blank_values=True)[:QUERY_CAP]
     return [
         {"name": name, "value": REDACTED if credential_key(name) else redact_text(value)}
-        for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True)
+        for name, value in pairs
     ]
 
 
@@ -362,17 +408,26 @@ def _texty(response: dict[str, Any] | None) -> bool:
     return any(kind.startswith(t) or kind.endswith(t) for t in _TEXT)
 
 
-def _body(text: str, kind: str) -> str:
-    """A body as the HAR keeps it: cut, then its secrets out."""
+def _body(text: str, kind: str, sent: bool = True) -> str:
+    """A body as the HAR keeps it, its secrets out: a form's values withheld;
+    JSON (whatever its type says: ``fetch`` sends a string as ``text/plain``)
+    through the log's value rules; a multipart form by its fields' names; and
+    anything else a page sent withheld, with its length (what a server
+    answered, a page's HTML or script, keeps its text, credentials out)."""
+    kind = kind.strip().lower()
+    whole = len(text)
     text = text[:BODY_CAP]
     if kind.startswith(_FORM):
         return "&".join(f"{name}={REDACTED}" for name, _ in parse_qsl(text, keep_blank_values=True))
-    if "json" in kind:
-        try:
-            return json.dumps(redact(json.loads(text)))
-        except ValueError:
-            return json.dumps(withheld_marker("body", text))
-    return redact_text(text)
+    if kind.startswith("multipart/"):
+        names = re.findall(r'(?im)^content-disposition:[^\n]*?\bname="([^"]{0,200})"', text)
+        return json.dumps({"fields": names, "withheld": "form", "length": whole})
+    try:
+        return json.dumps(redact(json.loads(text)))
+    except (ValueError, RecursionError):
+        if not sent:
+            return redact_text(text)
+        return json.dumps(withheld_marker("body", text) | {"length": whole})
 
 
 def _timings(timing: dict[str, Any] | None, total: float) -> dict[str, float]:

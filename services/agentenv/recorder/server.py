@@ -82,9 +82,12 @@ class Recorder:
                 open_ones = [r for r in self.recordings.values() if r.manifest is None]
                 if open_ones:  # with none open, the lines are passed over unparsed
                     for raw in page.lines:
-                        line = parse_line(raw)
-                        for recording in open_ones:
-                            recording.seen(line)
+                        try:
+                            line = parse_line(raw)
+                            for recording in open_ones:
+                                recording.seen(line)
+                        except Exception:  # one odd line is passed over, not read forever
+                            log.exception("a log line could not be followed")
                 self._last = page.last
                 full = len(page.lines) == 1000
             except Exception:  # keep following: a recording without frames is worse

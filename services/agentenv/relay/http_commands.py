@@ -87,13 +87,23 @@ async def _read(request: web.Request, method: str, params: dict[str, Any]) -> tu
     message on the browser's session (the guard and the scope walls decide, as
     for any CDP client), and its entry begun. A refusal ends the entry and is
     raised: 404 for another scope's target (as for one that does not exist),
-    403 for the guard's others, 400 for what is not a command."""
+    403 for the guard's others, 400 for what is not a command; and, as for a
+    CDP client, an agent's command is refused once the log is full (503) or
+    its own share of it is spent (429)."""
     identity = identity_of(request)
     settings = request.app[settings_key]
     logbook = request.app[logbook_key]
     watcher = request.app[watcher_key]
     scope = await scope_of(request, identity)
     state = _state(request, identity, scope)
+    if not identity.control:  # an agent's command is written: the log's bounds first
+        if logbook.full:
+            logbook.counts.log_full += 1
+            raise RelayError(logbook.full_message(), 503)
+        over = logbook.over_budget(identity.user)
+        if over is not None:
+            logbook.budget_refused(identity.user, state.number, method, over)
+            raise RelayError(over, 429)
     data = orjson.dumps({"id": 1, "method": method, "params": params}).decode()
     step = core.receive(state, data, str(settings.downloads_dir), watcher.target)
     entry = logbook.begin_command(
@@ -118,6 +128,8 @@ async def _read(request: web.Request, method: str, params: dict[str, Any]) -> tu
     if not step.sent:
         logbook.end_command(entry, False, step.error or "not a command the relay sends")
         raise RelayError(step.error or f"{method} cannot be sent this way", 400)
+    if step.kind is Kind.REWRITE and step.verdict is not None:
+        logbook.guarded(entry, step.verdict.as_entry())  # sent as the guard rewrote it
     return step, entry
 
 

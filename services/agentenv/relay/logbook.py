@@ -42,6 +42,8 @@ def _learn(method: str) -> tuple[bool, bool]:
     return acts(method) == ACTING, method in TAB_METHODS
 
 
+#: Commands after which their tab is gone: no action is framed on it.
+_GONE = frozenset({"Target.closeTarget", "Page.close"})
 #: Pixel ops whose entry takes the element their press or typing landed on.
 _NAMED_OPS = ("input/click", "input/type")
 
@@ -260,7 +262,7 @@ class Logbook:
             fields["params"] = typed if typed is not None else (method, params)
         if action is not None:
             fields["within"] = action.entry
-            if acting and sent and action.learns_tab and tab is not None:
+            if acting and sent and action.learns_tab and tab is not None and method not in _GONE:
                 self._acted_on(action, tab, fields.get("url"))
         now = self.writer.monotonic()
         entry = self.writer.begin(fields, now)
