@@ -1,4 +1,5 @@
-"""``python -m bench [log|relay|mcp|recorder|viewer|live|container|fleet|density|fairness]``."""
+"""``python -m bench [NAME ...]``: log, relay, mcp, recorder, viewer, live,
+container, fleet, density, fairness, video (default: every one)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ def main() -> None:
         "fleet",
         "density",
         "fairness",
+        "video",
     }
     if "log" in wanted:
         from bench import log
@@ -59,6 +61,10 @@ def main() -> None:
         from bench import fairness
 
         print(fairness.run(), flush=True)
+    if "video" in wanted:
+        from bench import video
+
+        print(video.run(), flush=True)
 
 
 if __name__ == "__main__":

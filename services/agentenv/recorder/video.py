@@ -1,26 +1,24 @@
 """A recording's video (SPEC.md section 4, "More in a recording"): the tab
-the recorded agent acts in, screencast, as H.264 MP4 chunks on the log's
-clock.
+the recorded agent acts in, as H.264 MP4 chunks on the log's clock.
 
 How: the recorder's own relay connection attaches a session of its own to
-the tab and starts ``Page.startScreencast`` there (Chromium gives each
-session its own screencast, so a client's own, Playwright tracing's or
-chrome-devtools-mcp's, goes on beside it). It never brings a tab to the
-front. When the agent acts in another tab (input, or a move between pages
-and tabs: :func:`moves_video`), the screencast moves there.
-Frames come when the page paints; the video holds the last one until the
-next (variable frame rate, timestamps from Chromium's wall clock, the log's
-clock), at most :attr:`Video.fps` a second.
+the tab and captures it (``Page.captureScreenshot``, JPEG, optimized for
+speed) every frame interval; a picture that is the last one again is not
+encoded (the video holds it: variable frame rate, each picture timed on the
+wall clock, the log's clock). Captures work on tabs in the background too,
+and never bring a tab to the front. When the agent acts in another tab
+(input, or a move between pages and tabs: :func:`moves_video`), the video
+moves there. Chromium's own screencast (``Page.startScreencast``) was the
+first design: its capture pipeline cost Chromium 30 to 40 % of a core while
+a page repainted, even with its frames throttled, against nothing measurable
+for five captures a second (bench/README.md); and a client's own screencast
+(Playwright tracing, chrome-devtools-mcp) is left alone.
 
 The encoder is PyAV's (its wheel bundles FFmpeg with libx264, the same on
 amd64 and arm64; the decision and its cost are in docs/decisions.md). A
 chunk is a whole MP4 file of :data:`CHUNK_S` seconds, uploaded as it closes
 (``video/NNNN.mp4``), so a computer that dies loses at most the chunk being
 made. Each chunk starts with the picture the last one ended on.
-
-Known limit: a tab in the background paints nothing, so its stretch of the
-video holds the picture it had when it went back (the action frames, taken
-by capture, still show it as it is).
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ log = logging.getLogger("agentenv.recorder")
 
 #: Seconds of video in one uploaded chunk.
 CHUNK_S = 10.0
-#: The largest picture the screencast sends (a page is scaled down to fit).
+#: The largest picture the video holds (a larger page is scaled down to fit).
 MAX_WIDTH, MAX_HEIGHT = 1280, 800
 _MS = Fraction(1, 1000)
 
@@ -143,8 +141,8 @@ class Video:
     _ticker: asyncio.Task[None] | None = None
     _decoder: Any = None
     _moving: asyncio.Lock = field(default_factory=asyncio.Lock)
-    _acks: set[asyncio.Task[Any]] = field(default_factory=set)
     _made: int = 0  # chunks opened
+    _last_data: bytes = b""
     #: Bytes a minute the video may take (the card's budget); past it, it stops.
     budget: int = 0
     over: bool = False
@@ -153,52 +151,30 @@ class Video:
         import av
 
         self._decoder = av.CodecContext.create("mjpeg", "r")
-        self.link.on_event = self._event
         self._worker = asyncio.create_task(self._encode())
         self._ticker = asyncio.create_task(self._tick())
         if tab is not None:
             await self.follow(tab)
 
     async def follow(self, tab: str) -> None:
-        """Screencast ``tab`` from now on (the agent acts there)."""
+        """Film ``tab`` from now on (the agent acts there)."""
         async with self._moving:
             if tab == self.tab:
                 return
-            old, self.tab, self.session = self.session, tab, None
-            if old is not None:
-                with contextlib.suppress(BrowserError):
-                    await self.link.call("Page.stopScreencast", {}, session=old, deadline_s=5)
+            self.tab, self.session = tab, None
             try:
                 made = await self.link.call(
                     "Target.attachToTarget", {"targetId": tab, "flatten": True}, deadline_s=5
                 )
-                session = str(made["sessionId"])
-                shot = await self.link.call(
-                    "Page.captureScreenshot",
-                    {"format": "jpeg", "quality": 70},
-                    session=session,
-                    deadline_s=5,
-                )
-                self._queue.put_nowait((base64.b64decode(shot["data"]), time.time()))
-                await self.link.call(
-                    "Page.startScreencast",
-                    {
-                        "format": "jpeg",
-                        "quality": 70,
-                        "maxWidth": MAX_WIDTH,
-                        "maxHeight": MAX_HEIGHT,
-                    },
-                    session=session,
-                    deadline_s=5,
-                )
-                self.session = session
+                self.session = str(made["sessionId"])
             except (BrowserError, KeyError) as exc:
                 log.info("video: not following %s: %s", tab[:64], exc)
+                return
+        await self._shoot()  # its picture now, not a frame interval later
 
     async def stop(self, ended: float) -> VideoEntry:
         """End the video at ``ended`` (wall seconds): the last chunk closes
         there and uploads; what each chunk holds, in the manifest's words."""
-        self.link.on_event = None
         if self._ticker is not None:
             self._ticker.cancel()
         self._queue.put_nowait(None)
@@ -219,41 +195,36 @@ class Video:
 
     # -- frames -----------------------------------------------------------------
 
-    def _event(self, message: dict[str, Any]) -> None:
-        if message.get("method") != "Page.screencastFrame":
+    async def _shoot(self) -> None:
+        """One picture of the tab, queued unless it is the last one again."""
+        session = self.session
+        if session is None or self.over:
             return
-        session = message.get("sessionId")
-        params = message.get("params") or {}
-        ack = asyncio.ensure_future(
-            self.link.call(
-                "Page.screencastFrameAck", {"sessionId": params.get("sessionId")}, session=session
+        began = time.time()
+        try:
+            shot = await self.link.call(
+                "Page.captureScreenshot",
+                {"format": "jpeg", "quality": 70, "optimizeForSpeed": True},
+                session=session,
+                deadline_s=2,
             )
-        )
-        self._acks.add(ack)
-        ack.add_done_callback(self._done_ack)
-        if session != self.session:
-            return
-        at = float((params.get("metadata") or {}).get("timestamp") or time.time())
-        if at - self._last_kept < 1.0 / self.fps:
-            return  # more than fps a second: the next one will do
-        if self._queue.qsize() > 2 * self.fps or self.over:
-            return  # the encoder is behind (or done): this frame is dropped
-        self._last_kept = at
-        with contextlib.suppress(ValueError):
-            self._queue.put_nowait((base64.b64decode(str(params.get("data", ""))), at))
-
-    def _done_ack(self, task: asyncio.Task[Any]) -> None:
-        self._acks.discard(task)
-        if not task.cancelled():
-            task.exception()  # a lost ack is a lost frame, not an error
+            data = base64.b64decode(shot["data"])
+        except (BrowserError, KeyError, ValueError):
+            return  # a tab going away, or one in the background slow to answer
+        if data == self._last_data or self._queue.qsize() > 2 * self.fps:
+            return  # nothing changed (the video holds it), or the encoder is behind
+        self._last_data = data
+        self._queue.put_nowait((data, (began + time.time()) / 2))
 
     async def _tick(self) -> None:
-        """Close a chunk when its time is up, even when nothing paints."""
+        """A picture every frame interval; a chunk closed when its time is up."""
         while True:
-            await asyncio.sleep(0.5)
+            began = time.monotonic()
             chunk = self._chunk
             if chunk is not None and time.time() >= chunk.start + CHUNK_S:
                 self._queue.put_nowait((b"", chunk.start + CHUNK_S))
+            await self._shoot()
+            await asyncio.sleep(max(0.0, 1.0 / self.fps - (time.monotonic() - began)))
 
     async def _encode(self) -> None:
         while (item := await self._queue.get()) is not None:
