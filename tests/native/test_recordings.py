@@ -688,3 +688,33 @@ def seconds(iso: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def test_a_recorder_killed_mid_video_leaves_playable_chunks_and_a_manifest_of_them(
+    stack: NativeStack, site: Site, tmp_path: Path
+) -> None:
+    """The recorder killed 12 s into a recording with video: the first chunk,
+    uploaded at 10 s, plays its 10 s, and the manifest rebuilt from the
+    upload lists it at its place; only the chunk being made is lost."""
+    import av
+
+    tab = stack.op("tabs/open", {"url": site.url + "/next"})["id"]
+    recording = start(stack, tmp_path, video={"fps": 5})
+    folder = tmp_path / recording
+    wait_for(lambda: (folder / "video" / "0000.mp4").is_file(), "the first chunk", timeout_s=30)
+    old = stack.pid("recorder")
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: stack.pid("recorder") not in (0, old), "supervisord to restart the recorder")
+    stack.op("tabs/close", {"id": tab})
+    names = [str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()]
+    manifest = rebuild(recording, names, None)
+    assert manifest.video is not None
+    assert [(c.file, c.offset_s) for c in manifest.video.chunks] == [("video/0000.mp4", 0.0)]
+    with av.open(str(folder / "video" / "0000.mp4")) as container:
+        times = [
+            float(f.pts * f.time_base)
+            for f in container.decode(video=0)
+            if f.pts is not None and f.time_base is not None
+        ]
+    last = max(times)
+    assert 10 - 1 / 5 <= last <= 10, last  # the whole chunk plays, to its end

@@ -89,6 +89,18 @@ def test_rebuild_from_the_upload() -> None:
     ]
     assert manifest.rebuilt and manifest.log is not None and manifest.log.lines == 12
     assert rebuild("rec-2", [], None).log is None
+    assert manifest.video is None and manifest.har is None
+
+
+def test_a_recorders_death_leaves_the_video_chunks_and_network_parts_it_uploaded() -> None:
+    names = ["video/0001.mp4", "video/0000.mp4", "video/notes.txt", "network/0000.har"]
+    manifest = rebuild("rec-3", [*names, frame_file(0, "first", "jpeg")], None)
+    assert manifest.video is not None and manifest.har is not None
+    assert [(c.file, c.offset_s) for c in manifest.video.chunks] == [
+        ("video/0000.mp4", 0.0),
+        ("video/0001.mp4", 10.0),
+    ]
+    assert manifest.har.parts == ["network/0000.har"] and manifest.har.file is None
 
 
 def test_grants_refused_when_malformed_or_expired(tmp_path: Any) -> None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 __all__ = [
     "REASONS",
+    "VIDEO_CHUNK_S",
     "BrowserRecordingManifest",
     "DownloadEntry",
     "End",
@@ -272,6 +273,11 @@ class BrowserRecordingManifest(BaseModel):
 
 #: ``frames/<index>-<kind>.<ext>``
 FRAME_NAME = re.compile(r"^frames/(\d+)-(first|action|last)\.(jpg|png)$")
+#: A video's chunks (``video/NNNN.mp4``, each this many seconds) and the
+#: network log's parts (``network/NNNN.har``).
+VIDEO_NAME = re.compile(r"^video/(\d{4})\.mp4$")
+VIDEO_CHUNK_S = 10.0
+HAR_PART = re.compile(r"^network/\d{4}\.har$")
 
 
 def frame_file(index: int, kind: str, fmt: str) -> str:
@@ -284,10 +290,26 @@ def rebuild(
     """A manifest from the names of an upload's files (relative to the recording).
 
     Used when the computer no longer knows the recording: each frame takes its
-    index and type from its file name; its kind and time are not known.
+    index and type from its file name; its kind and time are not known. The
+    video's chunks that were uploaded are listed in order, each at its place
+    in the video (:data:`VIDEO_CHUNK_S` apart), and the network log's parts.
     """
+    names = sorted(names)
+    chunks = [
+        VideoChunk(
+            file=name,
+            start_at="",
+            end_at="",
+            offset_s=int(found.group(1)) * VIDEO_CHUNK_S,
+            frames=0,
+            bytes=0,
+        )
+        for name in names
+        if (found := VIDEO_NAME.match(name)) is not None
+    ]
+    parts = [name for name in names if HAR_PART.match(name)]
     frames: list[FrameEntry] = []
-    for name in sorted(names):
+    for name in names:
         found = FRAME_NAME.match(name)
         if found is None:
             continue
@@ -320,4 +342,22 @@ def rebuild(
         log_missing=[],
         limits_hit=[],
         rebuilt=True,
+        video=VideoEntry(
+            fps=0,
+            format="mp4",
+            codec="h264",
+            start_at="",
+            seconds=round(len(chunks) * VIDEO_CHUNK_S, 3),
+            chunks=chunks,
+        )
+        if chunks
+        else None,
+        har=HarEntry(
+            file="network.har" if "network.har" in names else None,
+            entries=0,
+            parts=parts,
+            dropped=0,
+        )
+        if parts or "network.har" in names
+        else None,
     )

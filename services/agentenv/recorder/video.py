@@ -35,7 +35,7 @@ from fractions import Fraction
 from typing import Any
 
 from agentenv.protocol.log import ActionBody
-from agentenv.protocol.recording import VideoChunk, VideoEntry
+from agentenv.protocol.recording import VIDEO_CHUNK_S, VideoChunk, VideoEntry
 from agentenv.recorder.grants import Uploader, UploadError
 from agentenv.relay_link import BrowserError, BrowserLink
 
@@ -44,7 +44,7 @@ __all__ = ["CHUNK_S", "Video", "moves_video", "seconds_of"]
 log = logging.getLogger("agentenv.recorder")
 
 #: Seconds of video in one uploaded chunk.
-CHUNK_S = 10.0
+CHUNK_S = VIDEO_CHUNK_S
 #: The largest picture the video holds (a larger page is scaled down to fit).
 MAX_WIDTH, MAX_HEIGHT = 1280, 800
 _MS = Fraction(1, 1000)
