@@ -257,3 +257,37 @@ def test_a_run_alone_and_a_batch_make_the_same_store(tmp_path: Path) -> None:
     for made in (alone, batch):
         assert (made.options, made.out, made.backend) == (options, tmp_path, "kubernetes")
         assert (made.namespace, made.kube_context) == ("ns", "ctx")
+
+
+def test_a_recording_asks_for_video_har_and_downloads_only_of_a_computer_that_takes_them(
+    tmp_path: Path,
+) -> None:
+    step = {
+        "type": "start_browser_recording",
+        "env_id": "shop",
+        "name": "rec",
+        "video": {"fps": 5},
+        "har": {"bodies": True},
+        "downloads": True,
+    }
+    newer = Wire({"/v1/browser-recording/start": {"recording_id": "rec-2"}})
+    newer._card = CARD.model_copy(
+        update={
+            "extensions": {
+                **CARD.extensions,
+                BROWSER_RECORDING_V1: Extension(
+                    ops=["start", "end", "end_all"],
+                    params=["scope", "video", "har", "downloads"],
+                ),
+            }
+        }
+    )
+    run, parsed = _run(tmp_path, [step], newer)
+    run._do(parsed[0])
+    sent = dict(newer.bodies())["/v1/browser-recording/start"]
+    assert (sent["video"], sent["har"], sent["downloads"]) == ({"fps": 5}, {"bodies": True}, True)
+    older = Wire({"/v1/browser-recording/start": {"recording_id": "rec-3"}})
+    run, parsed = _run(tmp_path / "older", [step], older)
+    with pytest.raises(StepFailed, match="takes no 'video'"):
+        run._do(parsed[0])
+    assert older.bodies() == []  # nothing sent to a computer that would refuse it

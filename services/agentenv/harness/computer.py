@@ -146,8 +146,9 @@ class Computer:
     def recording(self, op: str, model: type[BaseModel], /, **fields: Any) -> Any:
         """A browser-recording/v1 op, its body ``model`` of ``fields`` (:func:`body`)."""
         self.card().require(BROWSER_RECORDING_V1, op)
-        if fields.get("scope") is not None:
-            self.card().require_param(BROWSER_RECORDING_V1, "scope")
+        for param in ("scope", "video", "har", "downloads"):  # an older computer says so
+            if fields.get(param) is not None:
+                self.card().require_param(BROWSER_RECORDING_V1, param)
         path = f"/v1/browser-recording/{op}"
         return json.loads(self._request(path, request_dump(body(path, model, fields)))[0])
 

@@ -361,6 +361,9 @@ class Run:
                 scope=scope or None,
                 max_frames=step.max_frames or None,
                 max_duration_s=step.max_duration_s or None,
+                video=step.video,
+                har=step.har,
+                downloads=step.downloads or None,
             )
         except (ComputerError, MissingOp, StoreError) as exc:
             if step.fail_task_on_error:

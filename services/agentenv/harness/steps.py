@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agentenv.harness.errors import HarnessError
+from agentenv.protocol.recording import HarAsk, VideoAsk
 
 __all__ = [
     "BROWSER_STEPS",
@@ -139,6 +140,11 @@ class StartBrowserRecording(_BrowserStep):
     frames: bool = True
     max_frames: int | None = Field(None, ge=1)
     max_duration_s: float | None = Field(None, gt=0)
+    #: A video of the agent's tab (``{fps}``), its network log (``{bodies}``),
+    #: and its downloads uploaded (SPEC.md section 4, "More in a recording").
+    video: VideoAsk | None = None
+    har: HarAsk | None = None
+    downloads: bool = False
     fail_task_on_error: bool = True
 
 
