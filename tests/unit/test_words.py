@@ -10,7 +10,13 @@ from typing import Any, cast
 from agentenv.harness.mind2web import export
 from agentenv.harness.words import describe, words
 from agentenv.protocol.log import ActionBody, ActionLine
-from agentenv.protocol.recording import BrowserRecordingManifest, FrameEntry, LogEntry
+from agentenv.protocol.recording import (
+    BrowserRecordingManifest,
+    FrameEntry,
+    LogEntry,
+    VideoChunk,
+    VideoEntry,
+)
 
 _seq = iter(range(1, 10_000))
 
@@ -270,3 +276,39 @@ def test_the_export_reads_as_online_mind2webs_run_py_reads_it(tmp_path: Path) ->
         b"\xff\xd8\x03",
     ]
     assert steps[-1]["action"] == "TASK_COMPLETE -> ANSWER: found them"
+    assert "video" not in result  # not asked for
+
+    # Asked for, with the recording's video: its chunks beside it, each step timed.
+    (recording / "video").mkdir()
+    (recording / "video" / "0000.mp4").write_bytes(b"mp4 bytes")
+    video = VideoEntry(
+        fps=5,
+        format="mp4",
+        codec="h264",
+        start_at="2026-12-02T00:00:00.000Z",
+        seconds=4.0,
+        chunks=[
+            VideoChunk(
+                file="video/0000.mp4",
+                start_at="2026-12-02T00:00:00.000Z",
+                end_at="2026-12-02T00:00:04.000Z",
+                offset_s=0.0,
+                frames=9,
+                bytes=9,
+            )
+        ],
+        frames_at={"1": 1.25, "2": 3.5},
+    )
+    export(
+        manifest.model_copy(update={"video": video}),
+        recording,
+        tmp_path / "with-video",
+        "Find red shoes",
+        "t-7",
+        "found them",
+        video=True,
+    )
+    again = json.loads((tmp_path / "with-video" / "t-7" / "result.json").read_text())
+    assert again["video"] == [{"file": "video/0000.mp4", "offset_s": 0.0}]
+    assert (tmp_path / "with-video" / "t-7" / "video" / "0000.mp4").read_bytes() == b"mp4 bytes"
+    assert [s.get("video_time") for s in again["action_history"]] == [1.25, 3.5, None]

@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from agentenv.harness.store import safe_name
 from agentenv.harness.words import describe
 from agentenv.protocol.log import agent_act, read_lines
 from agentenv.protocol.recording import BrowserRecordingManifest
@@ -39,8 +40,13 @@ def export(
     task_id: str,
     answer: str | None,
     reference_length: int | None = None,
+    video: bool = False,
 ) -> Path:
-    """Write the v2 layout; returns ``<out>/<task_id>``."""
+    """Write the v2 layout; returns ``<out>/<task_id>``. With ``video``, the
+    recording's video chunks go beside it (``video/NNNN.mp4``) and
+    ``result.json``'s ``video`` names them, each history step with its time in
+    the video (``video_time``, seconds), so a reviewer can watch what a step's
+    screenshot froze."""
     log_file = recording_folder / "log.jsonl"
     found = read_lines(log_file.read_bytes()) if log_file.exists() else []
     lines = {x["seq"]: x for x in found}
@@ -92,5 +98,32 @@ def export(
     }
     if reference_length is not None:
         result["reference_length"] = reference_length
+    if video and manifest.video is not None:
+        result["video"] = _copy_video(manifest, recording_folder, target, history)
     (target / "result.json").write_text(json.dumps(result, indent=2))
     return target
+
+
+def _copy_video(
+    manifest: BrowserRecordingManifest,
+    recording_folder: Path,
+    target: Path,
+    history: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The video's chunks copied beside the export; each step its time."""
+    assert manifest.video is not None
+    (target / "video").mkdir(exist_ok=True)
+    copied = []
+    for chunk in manifest.video.chunks:
+        name = safe_name(chunk.file)
+        source = recording_folder / name if name is not None else None
+        if name is None or source is None or not source.is_file():
+            continue
+        shutil.copyfile(source, target / name)
+        copied.append({"file": name, "offset_s": chunk.offset_s})
+    steps = [f for f in manifest.frames if f.kind == "action" and not f.error]
+    for step, frame in zip(history, steps, strict=False):
+        at = manifest.video.frames_at.get(str(frame.index))
+        if at is not None:
+            step["video_time"] = at
+    return copied

@@ -553,6 +553,7 @@ class Run:
             step.task_id,
             step.agent_final_answer or self.answer,
             step.reference_length,
+            video=step.video,
         )
         return {"export": str(target)}
 

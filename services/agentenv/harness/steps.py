@@ -174,6 +174,8 @@ class ExportMind2web(_Step):
     task_id: str
     agent_final_answer: str | None = None
     reference_length: int | None = None
+    #: The recording's video beside the export (its ``start`` asked for one).
+    video: bool = False
 
 
 Step = Annotated[
