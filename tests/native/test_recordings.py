@@ -682,6 +682,36 @@ def test_a_recordings_video_runs_its_length_and_shows_what_each_action_frame_sho
     assert video["entries_at"] and all(
         0 <= t <= video["seconds"] + 1 for t in video["entries_at"].values()
     )
+    # The viewer plays it beside the timeline: choosing a frame seeks there,
+    # and playing marks the frame it has reached.
+    _watched(folder, manifest)
+
+
+def _watched(folder: Path, manifest: dict[str, Any]) -> None:
+    import shutil
+
+    from playwright.sync_api import sync_playwright
+
+    from agentenv.harness.viewer import view
+
+    page_file = view(str(folder))
+    last = manifest["frames"][-2]  # the last action frame
+    at = manifest["video"]["frames_at"][str(last["index"])]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), headless=True)
+        page = browser.new_context(offline=True).new_page()
+        page.goto(page_file.as_uri())
+        assert page.locator("#player").is_visible()
+        page.locator("#timeline li").nth(len(manifest["frames"]) - 2).click()
+        page.wait_for_function(
+            "at => Math.abs(document.getElementById('player').currentTime - at) < 0.3",
+            arg=at,
+            timeout=10_000,
+        )
+        page.locator("#timeline li").first.click()
+        page.evaluate("() => document.getElementById('player').play()")
+        page.wait_for_selector("#timeline li.playing", timeout=10_000)
+        browser.close()
 
 
 def seconds(iso: str) -> float:

@@ -93,7 +93,8 @@ def frame_items(
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy"
- content="default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
+ content="default-src 'none'; img-src data:; media-src data:;
+  style-src 'unsafe-inline'; script-src 'unsafe-inline'">
 <title>__TITLE__</title>
 <style>
  body { margin: 0; font: 14px/1.4 system-ui, sans-serif; display: flex; height: 100vh; }
@@ -103,6 +104,8 @@ _PAGE = """<!doctype html>
  #timeline li.current { background: #e8f0fe; }
  #timeline li .meta { color: #666; font-size: 12px; }
  #timeline li.missing { color: #a00; }
+ #timeline li.playing { border-left: 4px solid #1a73e8; }
+ #player { max-width: 100%; display: block; margin-bottom: 8px; }
  main { flex: 1; overflow: auto; padding: 12px; }
  main img { max-width: 100%; border: 1px solid #ccc; }
  h1 { font-size: 16px; margin: 0 0 8px; }
@@ -114,6 +117,7 @@ _PAGE = """<!doctype html>
 <body>
 <ol id="timeline" aria-label="frames"></ol>
 <main>
+ <video id="player" controls muted hidden></video>
  <h1 id="heading"></h1>
  <div id="detail"></div>
  <p id="url"></p>
@@ -142,7 +146,7 @@ data.items.forEach((item, i) => {
   li.addEventListener("click", () => show(i));
   list.appendChild(li);
 });
-function show(i) {
+let show = function (i) {
   if (!data.items.length) return;
   current = Math.max(0, Math.min(data.items.length - 1, i));
   const item = data.items[current];
@@ -172,6 +176,40 @@ document.addEventListener("keydown", (e) => {
   if (e.key === "Home") show(0);
   if (e.key === "End") show(data.items.length - 1);
 });
+const player = document.getElementById("player");
+let chunk = -1;
+function chunkAt(t) {
+  let c = 0;
+  data.video.forEach((v, n) => { if (v.offset_s <= t) c = n; });
+  return c;
+}
+function seekTo(t) {
+  const c = chunkAt(t);
+  const into = Math.max(0, t - data.video[c].offset_s);
+  if (c !== chunk) {
+    chunk = c; player.src = data.video[c].href;
+    player.addEventListener("loadedmetadata", () => { player.currentTime = into; }, {once: true});
+  } else { player.currentTime = into; }
+}
+if (data.video.length) {
+  player.hidden = false;
+  player.addEventListener("timeupdate", () => {
+    const t = data.video[chunk].offset_s + player.currentTime;
+    let playing = -1;
+    data.items.forEach((item, i) => {
+      if (item.video_at !== null && item.video_at <= t) playing = i;
+    });
+    list.querySelectorAll("li").forEach((li) =>
+      li.classList.toggle("playing", Number(li.dataset.index) === playing));
+  });
+  player.addEventListener("ended", () => {
+    if (chunk + 1 < data.video.length) { seekTo(data.video[chunk + 1].offset_s); player.play(); }
+  });
+  seekTo(0);
+}
+const shown = show;
+show = (i) => { shown(i); const at = data.items[current].video_at;
+  if (data.video.length && at !== null) seekTo(at); };
 show(0);
 if (data.downloads.length) {
   const box = document.getElementById("downloads");
@@ -203,8 +241,10 @@ if (data.network.length) {
 """
 
 
-#: Downloads embedded in the page, at most (the rest are listed by name).
+#: Downloads embedded in the page, at most (the rest are listed by name), and
+#: the video's chunks (past it, the page names where the rest are).
 EMBEDDED_DOWNLOADS = 10 * 1024 * 1024
+EMBEDDED_VIDEO = 64 * 1024 * 1024
 
 
 def render(
@@ -213,11 +253,28 @@ def render(
     images: Mapping[str, bytes],
     network: Iterable[Mapping[str, Any]] = (),
     files: Mapping[str, bytes] | None = None,
+    video: Mapping[str, bytes] | None = None,
 ) -> str:
     """The page: ``images`` are the frames' bytes by file name; ``network``
     the entries of its ``network.har``; ``files`` its downloads' bytes by
     file name (``downloads/<name>``), embedded up to :data:`EMBEDDED_DOWNLOADS`."""
     items = frame_items(manifest, lines)
+    times = manifest.video.frames_at if manifest.video is not None else {}
+    for item in items:
+        item["video_at"] = times.get(str(item["index"]))
+    chunks = []
+    room = EMBEDDED_VIDEO
+    for chunk in manifest.video.chunks if manifest.video is not None else []:
+        clip = (video or {}).get(chunk.file)
+        if clip is None or len(clip) > room:
+            break  # the video plays up to here
+        room -= len(clip)
+        chunks.append(
+            {
+                "href": "data:video/mp4;base64," + base64.b64encode(clip).decode(),
+                "offset_s": chunk.offset_s,
+            }
+        )
     left = EMBEDDED_DOWNLOADS
     downloads = []
     for download in manifest.downloads:
@@ -256,6 +313,7 @@ def render(
             "images": inlined,
             "downloads": downloads,
             "network": requests,
+            "video": chunks,
         }
     )
     title = html.escape(f"recording {manifest.name or manifest.recording_id}")
@@ -328,7 +386,12 @@ def view(recording: str, out: Path | None = None) -> Path:
             name = safe_name(download.file) if download.file else None
             if name is not None and (folder / name).is_file():
                 files[download.file or ""] = (folder / name).read_bytes()
-        page = render(manifest, lines, images, network, files)
+        clips = {}
+        for chunk in manifest.video.chunks if manifest.video is not None else []:
+            name = safe_name(chunk.file)
+            if name is not None and (folder / name).is_file():
+                clips[chunk.file] = (folder / name).read_bytes()
+        page = render(manifest, lines, images, network, files, clips)
         target = out or (
             Path(recording.rstrip("/").rsplit("/", 1)[-1] + ".html")
             if recording.startswith("s3://")

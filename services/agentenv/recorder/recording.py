@@ -99,6 +99,8 @@ class Recording:
     video_budget: int = 0
     video: Video | None = None
     _following: asyncio.Future[None] | None = None
+    #: When each frame's picture was taken (its ``at`` is when the frame began).
+    _shot_at: dict[int, float] = field(default_factory=dict)
 
     # -- lines from the log ----------------------------------------------------
 
@@ -197,6 +199,9 @@ class Recording:
                         raise BrowserError("the page does not answer (a dialog?)")
                     data = await capture(self.link, tab, "jpeg", 80)
                     self._last_capture[tab] = (data, "jpeg")
+                    self._shot_at[index] = time.time()
+                    if self.video is not None and tab == self.video.tab:
+                        self.video.picture(data, self._shot_at[index])  # the same picture
                 except (BrowserError, CdpError):
                     if tab not in self._last_capture:
                         raise
@@ -326,7 +331,10 @@ class Recording:
             if self.video is not None:
                 self.video.upload = self.upload
                 video = await self.video.stop(time.time())
-                video.frames_at = _times(video, ((str(f.index), f.at) for f in self.frames))
+                video.frames_at = _times(
+                    video,
+                    ((str(f.index), self._shot_iso(f.index) or f.at) for f in self.frames),
+                )
                 video.entries_at = _times(
                     video, ((str(x["seq"]), x["at"]) for x in map(parse_line, lines))
                 )
@@ -362,6 +370,10 @@ class Recording:
                 log.error("%s: %s", self.recording_id, exc)
             self.manifest = manifest
             return manifest
+
+    def _shot_iso(self, index: int) -> str | None:
+        shot = self._shot_at.get(index)
+        return iso(shot) if shot is not None else None
 
     async def _downloads(self) -> list[DownloadEntry]:
         """The files downloaded since the start (changed since, whole), in the

@@ -216,6 +216,13 @@ class Video:
         self._last_data = data
         self._queue.put_nowait((data, (began + time.time()) / 2))
 
+    def picture(self, data: bytes, at: float) -> None:
+        """A picture of the tab taken elsewhere (a recording's frame): in the
+        video at its time, so the video shows what the frame shows."""
+        if not self.over and data != self._last_data:
+            self._last_data = data
+            self._queue.put_nowait((data, at))
+
     async def _tick(self) -> None:
         """A picture every frame interval; a chunk closed when its time is up."""
         while True:
