@@ -11,7 +11,8 @@ browser), an app server and a recorder under supervisord. See
   (who is who), :mod:`.errors` (the one error root), :mod:`.http` (error
   bodies, bounded reads, the error middleware), :mod:`.relay_link` (the programs'
   link to the relay) over :mod:`.calls` (commands and answers by id),
-  :mod:`.metrics`, :mod:`.paths`, :mod:`.process` (how a program runs).
+  :mod:`.metrics`, :mod:`.paths`, :mod:`.downloads` (a downloads folder's
+  files, listed and opened safely), :mod:`.process` (how a program runs).
 """
 
 from __future__ import annotations

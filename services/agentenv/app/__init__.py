@@ -8,7 +8,8 @@ It reaches Chromium only through the relay, like every other client
   scope); :mod:`.peers` (the relay and the recorder, with the control token);
 - :mod:`.optable` — browser/v1's ops, each with its model and handler:
   :mod:`.pixels` (navigate, screenshot, ``input/*``, with :mod:`.keys`),
-  :mod:`.tabs`, :mod:`.cookies`, :mod:`.storage` (local storage);
+  :mod:`.tabs`, :mod:`.cookies`, :mod:`.storage` (local storage),
+  :mod:`.downloads` (``downloads/list``, ``downloads/get``);
 - :mod:`.data_ops` and :mod:`.data` — ``log`` and ``data/*``: the HTTP side,
   and the browser's state as an archive, restored and cleared;
 - :mod:`.acting` — ops on the record; :mod:`.caller` and :mod:`.toolcall` —

@@ -17,9 +17,9 @@ it could not end (the computer forgot it, or cannot be reached), then stops
 the computers it started and the local store.
 
 Each body is its op's protocol model, made and sent by :class:`.Computer`
-from the fields a step names (None: left out); tabs picked by URL are read as
-the protocol's ``Tab``. The answers of ``cookies/delete``, ``tabs/open`` and a
-recording's start have no model in the protocol: read by key.
+from the fields a step names (None: left out); tabs by URL are read as
+``Tab``s; the answers of ``cookies/delete``, ``tabs/open`` and a recording's
+start, which have no model, by key.
 """
 
 from __future__ import annotations
@@ -99,14 +99,12 @@ class Run:
     #: A batch's pool (``--reuse``): lends a computer for an image, already
     #: reset, instead of starting one; the pool stops it, not this run.
     lend: Callable[[str | None], Computer] | None = None
-    #: Where computers start (:mod:`.backends`): ``docker`` (this engine),
-    #: ``swarm`` (services) or ``kubernetes`` (pods, in ``namespace`` through
-    #: ``kube_context``).
+    #: Where computers start (:mod:`.backends`): ``docker``, ``swarm`` or
+    #: ``kubernetes`` (in ``namespace`` through ``kube_context``).
     backend: str = "docker"
     namespace: str | None = None
     kube_context: str | None = None
-    #: Called with each computer this run started just before it is stopped
-    #: (a batch reads its counts one last time).
+    #: Called with each computer it started, just before it stops (a batch's last counts).
     before_stop: Callable[[Computer], None] | None = None
 
     def _stores(self) -> RunStore:

@@ -8,7 +8,9 @@ manifest as it goes.
 - :mod:`.bursts` — burst timing and the frame's tab (no I/O, fake clock);
 - :mod:`.grants` — where and how to upload: folders and S3-compatible stores;
 - :mod:`.recording` — one recording's life (its screenshots are
-  :func:`agentenv.relay_link.capture`'s, never bringing a tab forward);
+  :func:`agentenv.relay_link.capture`'s, never bringing a tab forward), with
+  what a start may add: :mod:`.video` (the agent's tab as H.264 chunks) and
+  :mod:`.har` (``network.har``, secrets out);
 - :mod:`.server` — the HTTP ops; :mod:`.errors`.
 """
 
