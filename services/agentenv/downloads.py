@@ -58,9 +58,13 @@ def opened(folder: str, name: str) -> tuple[BinaryIO, int] | None:
         fd = os.open(os.path.join(folder, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb"), info.st_size
+    except OSError:
         os.close(fd)
         return None
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb"), info.st_size
