@@ -14,11 +14,13 @@ In one run, each beside its anchor:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -93,13 +95,19 @@ def _op(stack: NativeStack, op: str, body: dict[str, Any]) -> Any:
     return answer.json()
 
 
-async def _round_trips(stack: NativeStack, tab: str, seconds: float) -> list[float]:
-    url = browser_ws_url(stack.relay_http, "user=timed")
-    out: list[float] = []
+@contextlib.asynccontextmanager
+async def _agent(stack: NativeStack, user: str, tab: str) -> AsyncIterator[tuple[RawCdp, str]]:
+    """An agent's CDP connection through the relay, and its session on ``tab``."""
+    url = browser_ws_url(stack.relay_http, f"user={user}")
     async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
         cdp = RawCdp(ws)
         attached = await cdp.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
-        session = attached["result"]["sessionId"]
+        yield cdp, attached["result"]["sessionId"]
+
+
+async def _round_trips(stack: NativeStack, tab: str, seconds: float) -> list[float]:
+    out: list[float] = []
+    async with _agent(stack, "timed", tab) as (cdp, session):
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
             t = time.perf_counter()
@@ -110,11 +118,7 @@ async def _round_trips(stack: NativeStack, tab: str, seconds: float) -> list[flo
 
 
 async def _clicks(stack: NativeStack, tab: str, seconds: float) -> None:
-    url = browser_ws_url(stack.relay_http, "user=clicking")
-    async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
-        cdp = RawCdp(ws)
-        attached = await cdp.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
-        session = attached["result"]["sessionId"]
+    async with _agent(stack, "clicking", tab) as (cdp, session):
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
             for kind in ("mousePressed", "mouseReleased"):

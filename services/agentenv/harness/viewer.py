@@ -146,7 +146,7 @@ data.items.forEach((item, i) => {
   li.addEventListener("click", () => show(i));
   list.appendChild(li);
 });
-let show = function (i) {
+function show(i) {
   if (!data.items.length) return;
   current = Math.max(0, Math.min(data.items.length - 1, i));
   const item = data.items[current];
@@ -169,6 +169,7 @@ let show = function (i) {
   const events = document.getElementById("events");
   events.replaceChildren();
   item.events.forEach((e) => events.appendChild(text(document.createElement("li"), e)));
+  if (data.video.length && item.video_at !== null) seekTo(item.video_at);
 }
 document.addEventListener("keydown", (e) => {
   if (["ArrowDown", "ArrowRight", "j"].includes(e.key)) { show(current + 1); e.preventDefault(); }
@@ -207,9 +208,6 @@ if (data.video.length) {
   });
   seekTo(0);
 }
-const shown = show;
-show = (i) => { shown(i); const at = data.items[current].video_at;
-  if (data.video.length && at !== null) seekTo(at); };
 show(0);
 if (data.downloads.length) {
   const box = document.getElementById("downloads");

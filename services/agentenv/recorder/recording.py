@@ -94,8 +94,7 @@ class Recording:
     #: A relay connection of the network log's own (``start.har``), and the log.
     har_link: BrowserLink | None = None
     har: Har | None = None
-    #: The same for the video (``start.video``), and its bytes a minute.
-    video_link: BrowserLink | None = None
+    #: The video (``start.video``, on the recording's own link), and its bytes a minute.
     video_budget: int = 0
     video: Video | None = None
     _following: asyncio.Future[None] | None = None
@@ -274,10 +273,10 @@ class Recording:
             except BrowserError as exc:  # the recording goes on; its manifest has no har
                 log.error("%s: no network log: %s", self.recording_id, exc)
                 await har.stop()
-        if self.start.video is not None and self.video_link is not None:
+        if self.start.video is not None:
             began = seconds_of(self.started_at) or time.time()
             video = Video(
-                self.video_link, self.upload, self.start.video.fps, began, budget=self.video_budget
+                self.link, self.upload, self.start.video.fps, began, budget=self.video_budget
             )
             try:
                 await video.start(await active_tab(self.link))
@@ -317,7 +316,8 @@ class Recording:
                 args={"recording_id": self.recording_id, "reason": reason},
             ) as action:
                 end_seq = action.entry
-            lines, missing = await self._log_slice(end_seq)
+            kept, missing = await self._log_slice(end_seq)
+            lines = [raw for raw, _ in kept]
             log_entry: LogEntry | None = LogEntry(file="log.jsonl", lines=len(lines))
             try:
                 await self.upload.put(
@@ -335,9 +335,7 @@ class Recording:
                     video,
                     ((str(f.index), self._shot_iso(f.index) or f.at) for f in self.frames),
                 )
-                video.entries_at = _times(
-                    video, ((str(x["seq"]), x["at"]) for x in map(parse_line, lines))
-                )
+                video.entries_at = _times(video, ((str(x["seq"]), x["at"]) for _, x in kept))
             har = None
             if self.har is not None:
                 self.har.upload = self.upload  # the end's grant, when it named one
@@ -409,9 +407,10 @@ class Recording:
             entry.file = f"downloads/{download.name}"
         return out
 
-    async def _log_slice(self, end_seq: int) -> tuple[list[bytes], list[int]]:
-        """The log's lines from the start's entry to the end's, waiting (bounded)
-        for entries still in flight; what is still unwritten is listed. A
+    async def _log_slice(self, end_seq: int) -> tuple[list[tuple[bytes, LogLine]], list[int]]:
+        """The log's lines (each as written, and read) from the start's entry to
+        the end's, waiting (bounded) for entries still in flight; what is still
+        unwritten is listed. A
         scoped recording waits for its own scope's only: an entry another
         scope holds open (a command Chromium never answers) is not its own,
         and is no gap in it (``AgentEnv.pending`` names each open entry's scope)."""
@@ -438,8 +437,8 @@ class Recording:
             n for n in range(self.start_seq, end_seq + 1) if n not in have and n not in others
         ]
         if self.scope is not None:  # another scope's entries are not this recording's
-            lines = [raw for raw, line in parsed if scope_of(line) == self.scope]
-        return lines, missing
+            parsed = [(raw, line) for raw, line in parsed if scope_of(line) == self.scope]
+        return parsed, missing
 
     async def _others_open(self) -> set[int]:
         """Entries open now that act in another scope than this recording's."""

@@ -121,9 +121,6 @@ class Recorder:
                 har_link=BrowserLink(self.settings, self.http, scope)
                 if ask.har is not None and self.http is not None
                 else None,
-                video_link=BrowserLink(self.settings, self.http, scope)
-                if ask.video is not None and self.http is not None
-                else None,
                 video_budget=self.settings.recording_video_bytes_per_minute,
             )
             await recording.begin()

@@ -1,11 +1,12 @@
 """A recording's video (SPEC.md section 4, "More in a recording"): the tab
 the recorded agent acts in, as H.264 MP4 chunks on the log's clock.
 
-How: the recorder's own relay connection attaches a session of its own to
-the tab and captures it (``Page.captureScreenshot``, JPEG, optimized for
-speed) every frame interval; a picture that is the last one again is not
-encoded (the video holds it: variable frame rate, each picture timed on the
-wall clock, the log's clock). Captures work on tabs in the background too,
+How: the recording's relay connection (the computer's own, not on the
+record; its frames are captured on it too) captures the tab
+(``Page.captureScreenshot``, JPEG, optimized for speed) every frame
+interval. A picture that is the last one again is not encoded: the video
+holds it (variable frame rate, each picture timed on the wall clock, the
+log's clock). Captures work on tabs in the background too,
 and never bring a tab to the front. When the agent acts in another tab
 (input, or a move between pages and tabs: :func:`moves_video`), the video
 moves there. Chromium's own screencast (``Page.startScreencast``) was the
@@ -163,10 +164,7 @@ class Video:
                 return
             self.tab, self.session = tab, None
             try:
-                made = await self.link.call(
-                    "Target.attachToTarget", {"targetId": tab, "flatten": True}, deadline_s=5
-                )
-                self.session = str(made["sessionId"])
+                self.session = await self.link.session(tab)  # the recording's own session there
             except (BrowserError, KeyError) as exc:
                 log.info("video: not following %s: %s", tab[:64], exc)
                 return
@@ -182,8 +180,6 @@ class Video:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(self._worker, 60)
         await self._close_chunk(ended)
-        with contextlib.suppress(BrowserError):
-            await self.link.close()
         return VideoEntry(
             fps=self.fps,
             format="mp4",

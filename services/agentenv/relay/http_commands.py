@@ -21,25 +21,22 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from agentenv.access import Identity
 from agentenv.http import error_response
 from agentenv.relay import core, discovery
-from agentenv.relay.connection import ClientState
 from agentenv.relay.core import Kind, Step
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.requests import (
     TARGET_ID,
     client_address,
     client_key,
+    client_state,
     identity_of,
     logbook_key,
-    numbers_key,
     scope_of,
     settings_key,
     upstream_json,
     watcher_key,
 )
-from agentenv.relay.scopes import Scope
 
 __all__ = ["json_activate", "json_close", "json_new", "json_new_get", "new_tab_url"]
 
@@ -64,24 +61,6 @@ async def json_new_get(request: web.Request) -> web.Response:
     return answer
 
 
-def _state(request: web.Request, identity: Identity, scope: Scope | None) -> ClientState:
-    """An HTTP command's caller as the core sees a connection: its own number,
-    on the browser's session, in its scope."""
-    watcher = request.app[watcher_key]
-    numbers = request.app[numbers_key]
-    return ClientState(
-        next(numbers),
-        identity,
-        request.query.get("tag"),
-        owner=watcher.tab_of,
-        kinds=watcher.target,
-        worlds=watcher.worlds,
-        scope=scope,
-        context_of=watcher.context_of,
-        tab_page=watcher.tab_pages.get,
-    )
-
-
 async def _read(request: web.Request, method: str, params: dict[str, Any]) -> tuple[Step, int]:
     """The command an HTTP call stands for, read by the core as a client's
     message on the browser's session (the guard and the scope walls decide, as
@@ -95,15 +74,12 @@ async def _read(request: web.Request, method: str, params: dict[str, Any]) -> tu
     logbook = request.app[logbook_key]
     watcher = request.app[watcher_key]
     scope = await scope_of(request, identity)
-    state = _state(request, identity, scope)
+    state = client_state(request, identity, request.query.get("tag"), scope)
     if not identity.control:  # an agent's command is written: the log's bounds first
-        if logbook.full:
-            logbook.counts.log_full += 1
-            raise RelayError(logbook.full_message(), 503)
-        over = logbook.over_budget(identity.user)
-        if over is not None:
-            logbook.budget_refused(identity.user, state.number, method, over)
-            raise RelayError(over, 429)
+        refusal = logbook.log_refusal(identity.user, state.number, method)
+        if refusal is not None:
+            full, why = refusal
+            raise RelayError(why, 503 if full else 429)
     data = orjson.dumps({"id": 1, "method": method, "params": params}).decode()
     step = core.receive(state, data, str(settings.downloads_dir), watcher.target)
     entry = logbook.begin_command(

@@ -138,6 +138,20 @@ class Logbook:
             )
         return None
 
+    def log_refusal(self, who: str, conn: int, method: str) -> tuple[bool, str] | None:
+        """Why an agent's command may not be written now, counted and on the
+        record: ``(True, why)`` when the log is full, ``(False, why)`` when
+        ``who``'s share of it is spent; None when it may. The proxy and the
+        HTTP commands ask it alike."""
+        if self.full:
+            self.counts.log_full += 1
+            return True, self.full_message()
+        over = self.over_budget(who)
+        if over is not None:
+            self.budget_refused(who, conn, method, over)
+            return False, over
+        return None
+
     def budget_refused(self, who: str, conn: int, method: str, message: str) -> None:
         """A command refused for ``who``'s log budget: on the record once a
         minute (a line of the computer's own, which is never refused), with

@@ -274,15 +274,15 @@ class _Bridge(ToClient):
             return
         # The computer's own command, outside any action: not on the record.
         own = state.identity.control and self.logbook.within(state.number, state.tag) is None
-        if self.logbook.full and not own:  # an agent's command: it would be written
-            self.logbook.counts.log_full += 1
-            step.code, step.error = -32000, self.logbook.full_message()
-            await self._answer(step.error_answer())
-            return
-        over = None if own else self.logbook.over_budget(state.identity.user)
-        if over is not None:  # this user's share of the log is spent; others' is not
-            self.logbook.budget_refused(state.identity.user, state.number, step.method, over)
-            step.code, step.error = -32000, over
+        # An agent's command would be written: not once the log is full, or
+        # this user's share of it is spent (others' is not).
+        refusal = (
+            None
+            if own
+            else self.logbook.log_refusal(state.identity.user, state.number, step.method)
+        )
+        if refusal is not None:
+            step.code, step.error = -32000, refusal[1]
             await self._answer(step.error_answer())
             return
         if kind is Kind.INVALID:

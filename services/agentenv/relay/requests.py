@@ -18,6 +18,7 @@ from aiohttp import web
 from agentenv.access import Identity, bearer_token, identify
 from agentenv.metrics import RelayCounts
 from agentenv.relay import discovery
+from agentenv.relay.connection import ClientState
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import InFlight
@@ -32,6 +33,7 @@ __all__ = [
     "agents_key",
     "client_address",
     "client_key",
+    "client_state",
     "granted_key",
     "http_entry",
     "identity_of",
@@ -141,6 +143,34 @@ async def scope_of(request: web.Request, identity: Identity) -> Scope | None:
 def in_scope(request: web.Request, scope: Scope | None, target: str) -> bool:
     """Whether ``target`` is the scope's (any target, for no scope)."""
     return scope is None or scope.holds(request.app[watcher_key].context_of(target))
+
+
+def client_state(
+    request: web.Request,
+    identity: Identity,
+    tag: str | None,
+    scope: Scope | None,
+    page: str | None = None,
+    page_own: bool = True,
+) -> ClientState:
+    """A client as the core sees it, numbered from the relay's count, knowing
+    the watcher's targets, worlds and contexts: a CDP connection (``page``:
+    its page endpoint's tab) or an HTTP command (on the browser's session)."""
+    watcher = request.app[watcher_key]
+    numbers = request.app[numbers_key]
+    return ClientState(
+        next(numbers),
+        identity,
+        tag,
+        page,
+        owner=watcher.tab_of,
+        kinds=watcher.target,
+        page_own=page_own,
+        worlds=watcher.worlds,
+        scope=scope,
+        context_of=watcher.context_of,
+        tab_page=watcher.tab_pages.get,
+    )
 
 
 def http_entry(

@@ -39,7 +39,6 @@ from agentenv.log.writer import LogWriter
 from agentenv.metrics import CONTENT_TYPE, RelayCounts, render
 from agentenv.process import log_dir
 from agentenv.relay import discovery, guard
-from agentenv.relay.core import ClientState
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.http_commands import json_activate, json_close, json_new, json_new_get
 from agentenv.relay.logbook import Logbook
@@ -50,6 +49,7 @@ from agentenv.relay.requests import (
     agents_key,
     client_address,
     client_key,
+    client_state,
     counts_key,
     granted_key,
     host_key,
@@ -246,22 +246,9 @@ async def _bridge(
         if granted is not None
         else request.headers.get("AgentEnv-Tag") or request.query.get("tag")
     )
-    numbers = request.app[numbers_key]
     watcher = request.app[watcher_key]
     page = watcher.tab_of(target) if kind == "page" else None
-    state = ClientState(
-        next(numbers),
-        identity,
-        tag,
-        page,
-        owner=watcher.tab_of,
-        kinds=watcher.target,
-        page_own=page is None or page == target,
-        worlds=watcher.worlds,
-        scope=scope,
-        context_of=watcher.context_of,
-        tab_page=watcher.tab_pages.get,
-    )
+    state = client_state(request, identity, tag, scope, page, page is None or page == target)
     try:
         await client.prepare(request)
     except BaseException:
