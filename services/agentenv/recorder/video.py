@@ -3,8 +3,8 @@ the recorded agent acts in, as H.264 MP4 chunks on the log's clock.
 
 How: the recording's relay connection (the computer's own, not on the
 record; its frames are captured on it too) captures the tab
-(``Page.captureScreenshot``, JPEG, optimized for speed) every frame
-interval. A picture that is the last one again is not encoded: the video
+(``Page.captureScreenshot``, JPEG, optimized for speed, the visual viewport
+at half scale, :data:`SCALE`) every frame interval. A picture that is the last one again is not encoded: the video
 holds it (variable frame rate, each picture timed on the wall clock, the
 log's clock). Captures work on tabs in the background too,
 and never bring a tab to the front. When the agent acts in another tab
@@ -40,13 +40,17 @@ from agentenv.protocol.recording import VIDEO_CHUNK_S, VideoChunk, VideoEntry
 from agentenv.recorder.grants import Uploader, UploadError
 from agentenv.relay_link import BrowserError, BrowserLink
 
-__all__ = ["CHUNK_S", "Video", "moves_video", "seconds_of"]
+__all__ = ["CHUNK_S", "SCALE", "Video", "moves_video", "seconds_of"]
 
 log = logging.getLogger("agentenv.recorder")
 
 #: Seconds of video in one uploaded chunk.
 CHUNK_S = VIDEO_CHUNK_S
-#: The largest picture the video holds (a larger page is scaled down to fit).
+#: The video's pictures are the viewport at this scale: a quarter of the
+#: pixels for Chromium to capture and for the recorder to decode and encode
+#: (bench/README.md: the cost at full size was +17.7 % of a core at 5 fps).
+SCALE = 0.5
+#: The largest picture the video holds (a larger one is scaled down to fit).
 MAX_WIDTH, MAX_HEIGHT = 1280, 800
 _MS = Fraction(1, 1000)
 
@@ -136,8 +140,9 @@ class Video:
     chunks: list[VideoChunk] = field(default_factory=list)
     _chunk: _Chunk | None = None
     _last: Any = None  # the latest picture, decoded
+    _last_scale: float = SCALE  # its scale: the viewport at SCALE, or a whole frame
     _last_kept: float = 0.0
-    _queue: asyncio.Queue[tuple[bytes, float] | None] = field(default_factory=asyncio.Queue)
+    _queue: asyncio.Queue[tuple[bytes, float, float] | None] = field(default_factory=asyncio.Queue)
     _worker: asyncio.Task[None] | None = None
     _ticker: asyncio.Task[None] | None = None
     _decoder: Any = None
@@ -198,26 +203,37 @@ class Video:
             return
         began = time.time()
         try:
+            metrics = await self.link.call(
+                "Page.getLayoutMetrics", {}, session=session, deadline_s=2
+            )
+            view = metrics["cssVisualViewport"]
+            clip = {
+                "x": view["pageX"],
+                "y": view["pageY"],
+                "width": view["clientWidth"],
+                "height": view["clientHeight"],
+                "scale": SCALE,
+            }
             shot = await self.link.call(
                 "Page.captureScreenshot",
-                {"format": "jpeg", "quality": 70, "optimizeForSpeed": True},
+                {"format": "jpeg", "quality": 70, "optimizeForSpeed": True, "clip": clip},
                 session=session,
                 deadline_s=2,
             )
             data = base64.b64decode(shot["data"])
-        except (BrowserError, KeyError, ValueError):
+        except (BrowserError, KeyError, ValueError, TypeError):
             return  # a tab going away, or one in the background slow to answer
         if data == self._last_data or self._queue.qsize() > 2 * self.fps:
             return  # nothing changed (the video holds it), or the encoder is behind
         self._last_data = data
-        self._queue.put_nowait((data, (began + time.time()) / 2))
+        self._queue.put_nowait((data, (began + time.time()) / 2, SCALE))
 
     def picture(self, data: bytes, at: float) -> None:
         """A picture of the tab taken elsewhere (a recording's frame): in the
         video at its time, so the video shows what the frame shows."""
         if not self.over and data != self._last_data:
             self._last_data = data
-            self._queue.put_nowait((data, at))
+            self._queue.put_nowait((data, at, 1.0))
 
     async def _tick(self) -> None:
         """A picture every frame interval; a chunk closed when its time is up."""
@@ -225,19 +241,19 @@ class Video:
             began = time.monotonic()
             chunk = self._chunk
             if chunk is not None and time.time() >= chunk.start + CHUNK_S:
-                self._queue.put_nowait((b"", chunk.start + CHUNK_S))
+                self._queue.put_nowait((b"", chunk.start + CHUNK_S, SCALE))
             await self._shoot()
             await asyncio.sleep(max(0.0, 1.0 / self.fps - (time.monotonic() - began)))
 
     async def _encode(self) -> None:
         while (item := await self._queue.get()) is not None:
-            data, at = item
+            data, at, scale = item
             try:
-                await self._add(data, at)
+                await self._add(data, at, scale)
             except Exception:  # a frame that cannot be decoded is passed over
                 log.exception("video: a frame could not be encoded")
 
-    async def _add(self, data: bytes, at: float) -> None:
+    async def _add(self, data: bytes, at: float, scale: float) -> None:
         at = max(at, self.started)
         chunk = self._chunk
         while chunk is not None and at >= chunk.start + CHUNK_S:
@@ -247,6 +263,7 @@ class Video:
         self._last = await asyncio.to_thread(self._decode, data)
         if self._last is None:
             return
+        self._last_scale = scale
         if chunk is None:
             first = not self._made
             chunk = await self._open(self.started if first else at)
@@ -261,8 +278,10 @@ class Video:
         return frames[-1] if frames else self._last
 
     async def _open(self, start: float) -> _Chunk:
-        width = min(MAX_WIDTH, self._last.width) // 2 * 2
-        height = min(MAX_HEIGHT, self._last.height) // 2 * 2
+        # the viewport at SCALE, whichever picture the chunk starts on
+        shrink = SCALE / self._last_scale
+        width = min(MAX_WIDTH, int(self._last.width * shrink)) // 2 * 2
+        height = min(MAX_HEIGHT, int(self._last.height * shrink)) // 2 * 2
         chunk = _Chunk(self._made, start, width, height)
         self._made += 1
         await asyncio.to_thread(chunk.open, self.fps)
