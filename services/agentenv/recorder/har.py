@@ -109,6 +109,7 @@ class Har:
     _uploading: asyncio.Lock = field(default_factory=asyncio.Lock)
     _held: int = 0  # bytes the kept entries hold, about
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    _pages: set[str] = field(default_factory=set)  # tabs attached (or being)
     #: ``…ExtraInfo`` heard before its request (Chromium sends either first).
     _early: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -152,12 +153,19 @@ class Har:
         task.add_done_callback(self._tasks.discard)
 
     async def _attach(self, tab: str) -> None:
+        # Once a tab: discovery announces the tabs there already (as
+        # ``targetCreated``) while ``start`` attaches them, and two sessions
+        # with Network on would log each request twice.
+        if tab in self._pages:
+            return
+        self._pages.add(tab)
         try:
             made = await self.link.call(
                 "Target.attachToTarget", {"targetId": tab, "flatten": True}, deadline_s=5
             )
             await self._watch(str(made["sessionId"]), tab, pages=True)
         except (BrowserError, KeyError) as exc:
+            self._pages.discard(tab)
             log.info("network.har: not watching %s: %s", tab[:64], exc)
 
     async def _watch(self, session: str, tab: str, pages: bool) -> None:
@@ -185,7 +193,9 @@ class Har:
                 self._later(self._attach(str(info.get("targetId"))))
             return
         if method == "Target.detachedFromTarget":
-            self.sessions.pop(str(params.get("sessionId")), None)
+            tab = self.sessions.pop(str(params.get("sessionId")), None)
+            if session is None and tab is not None:  # a page's own session: the tab went
+                self._pages.discard(tab)
             return
         if method == "Target.attachedToTarget" and session in self.sessions:
             frame = params.get("sessionId")
