@@ -1,5 +1,5 @@
 """``python -m bench [NAME ...]``: log, relay, mcp, recorder, viewer, live,
-container, fleet, density, fairness, video (default: every one)."""
+container, fleet, density, fairness, video, har (default: every one)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ def main() -> None:
         "density",
         "fairness",
         "video",
+        "har",
     }
     if "log" in wanted:
         from bench import log
@@ -65,6 +66,10 @@ def main() -> None:
         from bench import video
 
         print(video.run(), flush=True)
+    if "har" in wanted:
+        from bench import har
+
+        print(har.run(), flush=True)
 
 
 if __name__ == "__main__":

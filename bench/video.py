@@ -28,6 +28,7 @@ from typing import Any
 import aiohttp
 import requests
 
+from bench.procs import tree_cpu
 from bench.stats import percentile, table
 from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.stack import NativeStack
@@ -65,28 +66,6 @@ class _Pages(BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
-
-
-def _tree_cpu(root: int) -> float:
-    """CPU seconds of ``root`` and every process below it."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            children.setdefault(int(stat[1]), []).append(int(entry))
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        todo += children.get(pid, [])
-    return total
 
 
 def _op(stack: NativeStack, op: str, body: dict[str, Any]) -> Any:
@@ -140,10 +119,10 @@ def _recorded(
         body["video"] = video
     rid = _op(stack, "browser-recording/start", body)["recording_id"]
     pids = [stack.pid("recorder"), stack.pid("chromium")]
-    cpu0, t0 = [_tree_cpu(p) for p in pids], time.monotonic()
+    cpu0, t0 = [tree_cpu(p) for p in pids], time.monotonic()
     result = work()
     took = time.monotonic() - t0
-    recorder, chromium = ((_tree_cpu(p) - c) / took * 100 for p, c in zip(pids, cpu0, strict=True))
+    recorder, chromium = ((tree_cpu(p) - c) / took * 100 for p, c in zip(pids, cpu0, strict=True))
     manifest = _op(stack, "browser-recording/end", {"recording_id": rid})
     return manifest, (recorder, chromium), result
 
