@@ -713,9 +713,21 @@ def _watched(folder: Path, manifest: dict[str, Any]) -> None:
             arg=at,
             timeout=10_000,
         )
+        # a log entry too: choosing it seeks to its time
+        entries = page.locator("#log li")
+        assert entries.count() >= 2
+        chosen = entries.nth(entries.count() - 1).inner_text()
+        seq = chosen.split(" ", 1)[0].lstrip("#")
+        page.locator("#log li").nth(entries.count() - 1).click()
+        page.wait_for_function(
+            "at => Math.abs(document.getElementById('player').currentTime - at) < 0.3",
+            arg=manifest["video"]["entries_at"][seq],
+            timeout=10_000,
+        )
         page.locator("#timeline li").first.click()
         page.evaluate("() => document.getElementById('player').play()")
         page.wait_for_selector("#timeline li.playing", timeout=10_000)
+        page.wait_for_selector("#log li.playing", timeout=10_000)  # the entries reached
         browser.close()
 
 

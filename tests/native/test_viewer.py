@@ -224,5 +224,13 @@ def test_a_hostile_pages_text_is_shown_as_text_and_runs_nothing(tmp_path: Path) 
         page.locator("#timeline li").nth(1).click()
         main = page.locator("main").inner_text()
         assert url in main and f"navigated {url} by the page, after entry 2" in main, main
+        # The log beside it lists each entry as it was; choosing one shows
+        # the frame taken after it.
+        assert page.locator("#log li").count() == 3
+        logged = page.locator("#log").inner_text()
+        assert typed[0] in logged and f"navigated {url}" in logged, logged
+        page.locator("#log li").nth(2).click()
+        current = page.locator("#timeline li.current").inner_text()
+        assert current.startswith("#2 "), current
         assert page.evaluate("() => window.pwned") is None  # none of it ran
         browser.close()

@@ -2,7 +2,9 @@
 
 The frames on a timeline, each with what the agent did before it in the
 words of :mod:`.words` (typing folded into words), the tab events since the
-previous frame with their causes, who acted, and times. Arrow keys (or
+previous frame with their causes, who acted, and times; the video, when the
+recording has one, with the log beside it: choosing a frame or a log entry
+seeks the video there, and playing marks the frame and the entry reached. Arrow keys (or
 ``j``/``k``) step through it; it needs no server and loads nothing from the
 network: images are inlined as ``data:`` URLs and the data as JSON in the page.
 
@@ -15,6 +17,7 @@ environment and config). :func:`render` is pure; :func:`view` does the I/O.
 from __future__ import annotations
 
 import base64
+import bisect
 import html
 import json
 import tempfile
@@ -27,7 +30,10 @@ from agentenv.harness.words import step_words
 from agentenv.protocol.log import LogLine, TabBody, agent_act, read_lines, tab_of
 from agentenv.protocol.recording import BrowserRecordingManifest
 
-__all__ = ["frame_items", "render", "script_json", "view"]
+__all__ = ["LOG_SHOWN", "frame_items", "log_items", "render", "script_json", "view"]
+
+#: Log entries the page lists, at most (the rest are in ``log.jsonl``).
+LOG_SHOWN = 5000
 
 
 def _cause(by: Any) -> str:
@@ -90,6 +96,44 @@ def frame_items(
     return items
 
 
+def log_items(
+    lines: Iterable[LogLine], items: list[dict[str, Any]], times: Mapping[str, float]
+) -> list[dict[str, Any]]:
+    """One item per agent's act or tab event, in the log's order (up to
+    :data:`LOG_SHOWN`): its words, who, its time in the video (``times``,
+    the manifest's ``entries_at``), and the frame after it (a position in
+    ``items``), so choosing it shows that frame and seeks the video there."""
+    out: list[dict[str, Any]] = []
+    timed = [(item["at"], i) for i, item in enumerate(items) if item["at"]]
+    frame_ats = [at for at, _ in timed]
+    for line in lines:
+        act, tab = agent_act(line), tab_of(line)
+        if act is None and tab is None:
+            continue
+        if len(out) == LOG_SHOWN:
+            break
+        at = str(line.get("at") or "")
+        if act is not None:
+            said = step_words([line])
+            text = "; ".join(said) or str(act.get("method") or act.get("tool") or act.get("op"))
+        else:
+            assert tab is not None
+            text = _event(tab)
+        after = bisect.bisect_left(frame_ats, at)  # the first frame taken at or after it
+        frame = timed[after][1] if after < len(timed) else None
+        out.append(
+            {
+                "seq": line["seq"],
+                "at": at,
+                "who": str(act.get("who") or "") if act is not None else "",
+                "text": text,
+                "video_at": times.get(str(line["seq"])),
+                "frame": frame,
+            }
+        )
+    return out
+
+
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy"
@@ -106,6 +150,9 @@ _PAGE = """<!doctype html>
  #timeline li.missing { color: #a00; }
  #timeline li.playing { border-left: 4px solid #1a73e8; }
  #player { max-width: 100%; display: block; margin-bottom: 8px; }
+ #log ol { max-height: 30vh; overflow-y: auto; padding: 0; margin: 0; }
+ #log li { list-style: none; cursor: pointer; padding: 1px 4px; }
+ #log li.playing { background: #fff3c4; }
  main { flex: 1; overflow: auto; padding: 12px; }
  main img { max-width: 100%; border: 1px solid #ccc; }
  h1 { font-size: 16px; margin: 0 0 8px; }
@@ -123,6 +170,7 @@ _PAGE = """<!doctype html>
  <p id="url"></p>
  <img id="picture" alt="">
  <ul id="events" class="events"></ul>
+ <section id="log" hidden><h1></h1><ol aria-label="log"></ol></section>
  <section id="downloads" hidden><h1>Downloads</h1><ul></ul></section>
  <section id="network" hidden><h1></h1>
   <table><thead><tr><th>status</th><th>method</th><th>ms</th><th>URL</th></tr></thead>
@@ -179,6 +227,23 @@ document.addEventListener("keydown", (e) => {
 });
 const player = document.getElementById("player");
 let chunk = -1;
+const logList = document.querySelector("#log ol");
+let logPlaying = -1;
+if (data.log.length) {
+  const box = document.getElementById("log");
+  box.hidden = false;
+  const more = data.log_more ? " (the first " + data.log.length + "; the rest in log.jsonl)" : "";
+  text(box.querySelector("h1"), "Log: " + data.log.length + " entries" + more);
+  data.log.forEach((e) => {
+    const who = e.who ? " · " + e.who : "";
+    const li = text(document.createElement("li"), "#" + e.seq + " " + e.at + who + " · " + e.text);
+    li.addEventListener("click", () => {
+      if (e.frame !== null) show(e.frame);
+      if (data.video.length && e.video_at !== null) seekTo(e.video_at);
+    });
+    logList.appendChild(li);
+  });
+}
 function chunkAt(t) {
   let c = 0;
   data.video.forEach((v, n) => { if (v.offset_s <= t) c = n; });
@@ -202,6 +267,16 @@ if (data.video.length) {
     });
     list.querySelectorAll("li").forEach((li) =>
       li.classList.toggle("playing", Number(li.dataset.index) === playing));
+    let reached = -1;
+    data.log.forEach((e, i) => { if (e.video_at !== null && e.video_at <= t) reached = i; });
+    if (reached !== logPlaying) {
+      if (logPlaying >= 0) logList.children[logPlaying].classList.remove("playing");
+      if (reached >= 0) {
+        logList.children[reached].classList.add("playing");
+        logList.children[reached].scrollIntoView({block: "nearest"});
+      }
+      logPlaying = reached;
+    }
   });
   player.addEventListener("ended", () => {
     if (chunk + 1 < data.video.length) { seekTo(data.video[chunk + 1].offset_s); player.play(); }
@@ -256,7 +331,9 @@ def render(
     """The page: ``images`` are the frames' bytes by file name; ``network``
     the entries of its ``network.har``; ``files`` its downloads' bytes by
     file name (``downloads/<name>``), embedded up to :data:`EMBEDDED_DOWNLOADS`."""
+    lines = list(lines)
     items = frame_items(manifest, lines)
+    logged = log_items(lines, items, manifest.video.entries_at if manifest.video else {})
     times = manifest.video.frames_at if manifest.video is not None else {}
     for item in items:
         item["video_at"] = times.get(str(item["index"]))
@@ -312,6 +389,8 @@ def render(
             "downloads": downloads,
             "network": requests,
             "video": chunks,
+            "log": logged,
+            "log_more": len(logged) == LOG_SHOWN,
         }
     )
     title = html.escape(f"recording {manifest.name or manifest.recording_id}")
