@@ -394,3 +394,69 @@ def test_an_agents_downloads_are_listed_and_fetched_in_its_own_scope_only(pc: Co
         ("bob", "downloads/list", "reading"),
         ("bob", "downloads/get", "reading"),
     }, reads
+
+
+async def test_an_mcp_agents_file_tools_use_its_downloads_folder(pc: Computer) -> None:
+    """Bob's Playwright MCP (issue 24, point 3): a file his page downloads is
+    in his downloads folder, ``browser_file_upload`` hands it to a page from
+    there, and a file he names (a screenshot's ``filename``) lands there too,
+    where downloads/list gives it back. Alice's folder is not his."""
+    import httpx2
+    from mcp.client.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.support.mcp import ref, ref_argument, text
+
+    content = f"bob's mcp file {uuid.uuid4().hex[:8]}"
+    name = f"mcp-{uuid.uuid4().hex[:8]}.txt"
+    folder = "/var/lib/agentenv/downloads/bob"
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {pc.token('bob')}"}, timeout=deadline(120)
+    )
+    transport = streamable_http_client(pc.app + "/mcp", http_client=http)
+    async with http, Client(transport, read_timeout_seconds=deadline(120)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        argument = ref_argument(tools["browser_click"])
+
+        async def call(tool: str, args: dict[str, Any]) -> str:
+            done = await client.call_tool(tool, args)
+            assert not done.is_error, (tool, text(done))
+            return text(done)
+
+        assert "Page Title: green" in await call("browser_navigate", {"url": SITE + "/c/green"})
+        await call(
+            "browser_evaluate",
+            {
+                "function": "() => { const a = document.createElement('a');"
+                f" a.href = URL.createObjectURL(new Blob([{json.dumps(content)}]));"
+                f" a.download = {json.dumps(name)}; a.textContent = 'get the file';"
+                " const i = document.createElement('input'); i.type = 'file';"
+                " i.onchange = async () => { document.title = 'got ' + await i.files[0].text(); };"
+                " document.body.append(a, i); }"
+            },
+        )
+        snapshot = await call("browser_snapshot", {})
+        await call("browser_click", {"element": "link", argument: ref(snapshot, 'link "get the')})
+        deadline_at = time.monotonic() + deadline(20)
+        while name not in {d["name"] for d in pc.op("downloads/list", {}, user="bob")}:
+            assert time.monotonic() < deadline_at, pc.op("downloads/list", {}, user="bob")
+            time.sleep(0.2)
+        snapshot = await call("browser_snapshot", {})
+        await call("browser_click", {"element": "chooser", argument: ref(snapshot, "button")})
+        refused = await client.call_tool(
+            "browser_file_upload", {"paths": ["/var/lib/agentenv/downloads/alice/x.txt"]}
+        )
+        assert refused.is_error and f"in the downloads folder {folder}" in text(refused)
+        uploaded = await call("browser_file_upload", {"paths": [f"{folder}/{name}"]})
+        assert f"Page Title: got {content}" in uploaded, uploaded
+        await call("browser_take_screenshot", {"filename": "bobs-shot.png", "type": "png"})
+    listed = {d["name"]: d for d in pc.op("downloads/list", {}, user="bob")}
+    assert listed[name]["bytes"] == len(content.encode()) and "bobs-shot.png" in listed, listed
+    answer = requests.post(
+        f"{pc.app}/v1/browser/downloads/get",
+        json={"name": "bobs-shot.png"},
+        headers=pc.headers("bob"),
+        timeout=deadline(30),
+    )
+    assert answer.status_code == 200 and answer.content.startswith(b"\x89PNG"), answer.text[:200]
+    assert "bobs-shot.png" not in {d["name"] for d in pc.op("downloads/list", {}, user="alice")}

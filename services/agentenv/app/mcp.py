@@ -94,6 +94,8 @@ class PlaywrightSession:
     settings: Settings
     link: BrowserLink
     caller: Caller
+    #: The caller's scope's downloads folder: Playwright MCP's workspace.
+    downloads: Path | None = None
     tag: str = field(default_factory=lambda: f"mcp-{uuid.uuid4().hex[:12]}")
     token: str | None = None
     generation: int = -1
@@ -112,7 +114,15 @@ class PlaywrightSession:
         command line: ``/proc/<pid>/cmdline`` is readable by every user of the
         computer, Chromium's included, while ``/proc/<pid>/environ`` is its
         own user's. The token names its connection tag, so no other header
-        is needed."""
+        is needed.
+
+        Playwright MCP reads and writes files in two folders only: its output
+        folder (this session's private one, for the files it names itself)
+        and its workspace, its working folder. The workspace is the caller's
+        scope's downloads folder, so ``browser_file_upload`` can hand a page
+        a file the agent downloaded, and a file the agent names itself (a
+        screenshot's ``filename``) lands where ``downloads/list`` and
+        ``downloads/get`` give it back."""
         args = [
             "-m",
             "playwright",
@@ -128,7 +138,15 @@ class PlaywrightSession:
             **get_default_environment(),
             "PLAYWRIGHT_MCP_CDP_HEADERS": f"Authorization: Bearer {token}",
         }
-        return StdioServerParameters(command=sys.executable, args=args, cwd=self.folder, env=env)
+        workspace = self.workspace()
+        return StdioServerParameters(command=sys.executable, args=args, cwd=workspace, env=env)
+
+    def workspace(self) -> Path:
+        """Playwright MCP's working folder: the scope's downloads folder, or
+        the private one where there is none (a folder not made)."""
+        if self.downloads is not None and self.downloads.is_dir():
+            return self.downloads
+        return self.prepare()
 
     async def _run(self, token: str) -> None:
         # anyio contexts must be entered and left in one task: this one.
@@ -204,7 +222,7 @@ class PlaywrightSession:
 
 def _outside(value: Any, *roots: str) -> bool:
     """Whether a file argument names a path outside ``roots`` (relative paths
-    are taken from the first, Playwright MCP's own folder)."""
+    are taken from the first, Playwright MCP's workspace)."""
     names = value if isinstance(value, list) else [value]
     return any(isinstance(name, str) and not inside(name, *roots, base=roots[0]) for name in names)
 
@@ -275,7 +293,10 @@ class McpProxy:
                     f"with its Mcp-Session-Id) or let one go idle "
                     f"({self.settings.mcp_idle_s:.0f} s)"
                 )
-            session = self.sessions[key] = PlaywrightSession(self.settings, self.link, who)
+            downloads = self.settings.downloads_for(self.scope_of(who.who))
+            session = self.sessions[key] = PlaywrightSession(
+                self.settings, self.link, who, downloads=downloads
+            )
         elif session.caller.who != who.who:
             raise AccessDenied("this MCP session belongs to another caller: start your own")
         return session
@@ -383,8 +404,9 @@ class McpProxy:
             )
         downloads = str(self.settings.downloads_for(self.scope_of(who.who)))
         own = str(session.folder or session.prepare())
+        # A relative name is Playwright MCP's workspace's (first).
         for key, value in file_args(args):
-            if _outside(value, own, downloads):
+            if _outside(value, str(session.workspace()), own, downloads):
                 return _error(
                     f"{name}: {key} must be a file of this session's or in the downloads "
                     f"folder {downloads}"
