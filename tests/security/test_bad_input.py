@@ -590,6 +590,53 @@ async def test_an_origins_storage_is_bounded_in_every_scope(target: Computer) ->
         assert await alice.evaluate(session, _CACHE) == 1024 * 1024
 
 
+async def test_a_same_site_frame_of_another_origin_is_bounded_too(target: Computer) -> None:
+    """A frame of another origin on the same site (another port of the same
+    host) runs in its page's process and has no target of its own, so the
+    watcher never saw its origin and its IndexedDB was unbounded in Bob's
+    off-the-record browser. Each frame's context now names its origin:
+    the frame's fill is refused past 128 MiB like a page's (issue 22)."""
+    import json
+
+    port = 8011  # an origin no other test opens, so nothing bounded it before
+    frame = (
+        "<!doctype html><script>"
+        f"(async () => parent.postMessage(await {fill_storage('framed')}, '*'))();"
+        "</script>"
+    )
+    encoded = base64.b64encode(frame.encode()).decode()
+    target.exec(
+        "sh",
+        "-c",
+        f"mkdir -p /tmp/framed && echo {encoded} | base64 -d > /tmp/framed/fill.html && "
+        f"setsid python3 -m http.server {port} --bind 127.0.0.1 -d /tmp/framed "
+        ">/dev/null 2>&1 </dev/null &",
+    )
+    wait_for(
+        lambda: (
+            "200"
+            in target.exec(
+                "sh",
+                "-c",
+                f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{port}/ || true",
+            )
+        ),
+        "the framed origin inside the computer",
+        timeout_s=20,
+    )
+    async with agent(target, "bob") as bob:
+        _, session = await bob.page(SITE + "/")
+        framed = f"""new Promise((ok) => {{
+          addEventListener('message', (e) => ok(e.data), {{once: true}});
+          const f = document.createElement('iframe');
+          f.src = 'http://127.0.0.1:{port}/fill.html';
+          document.body.append(f);
+        }})"""
+        filled = json.loads(await bob.evaluate(session, framed))
+    assert filled.get("error") == "QuotaExceededError", filled
+    assert 1 <= filled["n"] <= 16, filled
+
+
 async def test_a_scopes_storage_is_bounded_over_its_origins(image: str) -> None:
     """One agent's pages opening many origins could hold many origins'
     quotas: a scope's storage is bounded over all its origins

@@ -12,15 +12,21 @@ A scope other than home is an off-the-record context: its IndexedDB and
 Cache Storage live in the browser process's memory, with a quota Chromium
 sizes from the host's memory (11 GB per origin on a 64 GB host), so one
 agent's page could write the browser out of the container's memory for
-everyone in seconds. What a page writes in the first milliseconds, before
-the override lands, is not held back; nor is a same-site frame of another
-origin (it has no target of its own).
+everyone in seconds. A same-site frame of another origin (another port of
+the same host, another subdomain) runs in its page's process and has no
+target of its own: Runtime is on in the session of ours on each page, so
+every frame's execution context, as it is made, names its origin, and that
+origin is bounded too (Runtime, not Page: a session with Page on would make
+Chromium hold every JavaScript dialog for an answer). Workers, ``blob:`` and
+``about:blank`` documents store as the origin that made them. What a page
+writes in the first milliseconds, before the override lands, is not held
+back.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -60,21 +66,24 @@ class Quotas:
         self._bounded: dict[str, set[str]] = {}
         #: Each origin's targets.
         self._hosts: dict[Key, set[str]] = {}
-        #: Each such target's session of ours that holds its overrides.
+        #: Each such target's session of ours that holds its overrides, and
+        #: the other way round.
         self.sessions: dict[str, str] = {}
+        self._targets: dict[str, str] = {}
         self._attaching: dict[str, asyncio.Task[str | None]] = {}
 
     def forget(self) -> None:
         """Chromium went, and every override with it."""
         self._bounded.clear()
         self.sessions.clear()
+        self._targets.clear()
         self._hosts.clear()
         self.shares.forget()
 
     def gone(self, target: str, context: str | None) -> None:
         """``target`` went: its overrides with it."""
         self._unhost(target, context)
-        self.sessions.pop(target, None)
+        self._targets.pop(self.sessions.pop(target, ""), None)
 
     def detached(self, session: str) -> None:
         """A session of ours detached: the overrides it held are withdrawn."""
@@ -82,6 +91,16 @@ class Quotas:
             if ours == session:
                 del self.sessions[target]
                 self._unhost(target, self.watcher.contexts.get(target))
+        self._targets.pop(session, None)
+
+    def context_made(self, session: str, params: dict[str, Any]) -> None:
+        """A frame's execution context was made in a page a session of ours
+        is on (``Runtime.executionContextCreated``): its origin is bounded
+        there too (a same-site frame of another origin has no target)."""
+        target = self._targets.get(session)
+        origin = (params.get("context") or {}).get("origin")
+        if target is not None and isinstance(origin, str):
+            self.bound(target, origin)
 
     def bound(self, target: str, url: str) -> None:
         """Bound the storage of ``url``'s origin, once per target."""
@@ -183,5 +202,14 @@ class Quotas:
         session = answer.get("result", {}).get("sessionId")
         if isinstance(session, str) and target in self.watcher.targets:
             self.sessions[target] = session
+            self._targets[session] = target
+            # Each frame's context, there already or made later, names its origin.
+            self.watcher.spawn(self._runtime(session))
             return session
         return None
+
+    async def _runtime(self, session: str) -> None:
+        try:
+            await self.watcher.call("Runtime.enable", {}, session=session)
+        except (WatcherError, TimeoutError) as exc:
+            log.debug("watcher: a page's frames' origins unbounded: %s", exc)

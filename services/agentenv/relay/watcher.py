@@ -407,6 +407,8 @@ class Watcher:
             tab = self.probes.tabs_of.get(session)
             if tab is not None and method.startswith("Runtime.executionContext"):
                 self.worlds.heard(tab, method, params)
+            elif method == "Runtime.executionContextCreated":  # a quota's session
+                self.quotas.context_made(session, params)
             return
         if method in ("Target.targetCreated", "Target.targetInfoChanged"):
             info = params.get("targetInfo", {})
