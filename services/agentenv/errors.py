@@ -25,6 +25,8 @@ every server answers with.
     ├── SettingsError           a malformed setting, naming the variable (settings.py)
     ├── ArchiveError            a data/add archive that is not one (protocol/data.py)
     ├── MissingOp               a card without an op the caller needs (protocol/card.py)
+    ├── KeyTextError            a key's text that is no Ed25519 key (protocol/attestation.py)
+    ├── SigningKeyError         the computer's key cannot be made or read (signing.py)
     ├── LoopbackError           the harness's loopback door could not open (harness/loopback.py)
     └── HarnessError            the harness's (harness/errors.py): TaskError, ComputerError,
                                 StepFailed, StoreError

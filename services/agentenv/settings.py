@@ -73,6 +73,12 @@ class Settings:
     log_dir: Path = Path("/var/log/agentenv")
     profile_dir: Path = Path("/home/browser/profile")
     downloads_dir: Path = Path("/var/lib/agentenv/downloads")
+    #: The programs' run folder (a tmpfs in the image): the computer's
+    #: signing key lives under it (:attr:`key_file`).
+    run_dir: Path = Path("/run/agentenv")
+    #: supervisord's configuration and launch scripts; the digest of the
+    #: computer's own files is written beside it at build (:attr:`image_digest_file`).
+    image_dir: Path = Path("/opt/agentenv/image")
     chromium_host: str = "127.0.0.1"
     chromium_port: int = 6666
     relay_host: str = "0.0.0.0"
@@ -170,6 +176,18 @@ class Settings:
     @property
     def log_file(self) -> Path:
         return self.log_dir / f"browser-{self.name}.jsonl"
+
+    @property
+    def key_file(self) -> Path:
+        """The computer's Ed25519 key (:mod:`agentenv.signing`): in a folder
+        only the service user reads (launch/supervisord.sh makes it)."""
+        return self.run_dir / "attest" / "key"
+
+    @property
+    def image_digest_file(self) -> Path:
+        """``sha256:…`` of the computer's own files, written at build or
+        install (launch/digest.sh); absent on a developer's stack."""
+        return self.image_dir.parent / "image.digest"
 
     @property
     def auth_enabled(self) -> bool:
@@ -387,6 +405,8 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         log_dir=Path(env.get("AGENTENV_LOG_DIR") or defaults.log_dir),
         profile_dir=Path(env.get("AGENTENV_PROFILE_DIR") or defaults.profile_dir),
         downloads_dir=Path(env.get("AGENTENV_DOWNLOADS_DIR") or defaults.downloads_dir),
+        run_dir=Path(env.get("AGENTENV_RUN_DIR") or defaults.run_dir),
+        image_dir=Path(env.get("AGENTENV_IMAGE_DIR") or defaults.image_dir),
         chromium_host=env.get("AGENTENV_CHROMIUM_HOST") or defaults.chromium_host,
         relay_host=env.get("AGENTENV_RELAY_HOST") or defaults.relay_host,
         app_host=env.get("AGENTENV_APP_HOST") or defaults.app_host,

@@ -42,6 +42,7 @@ def computer(tmp_path: Path, **env: str) -> Settings:
         "AGENTENV_LOG_DIR": str(tmp_path / "log"),
         "AGENTENV_PROFILE_DIR": str(tmp_path / "profile"),
         "AGENTENV_DOWNLOADS_DIR": str(tmp_path / "downloads"),
+        "AGENTENV_RUN_DIR": str(tmp_path / "run"),
         "AGENTENV_CHROMIUM_PORT": str(unreachable_port()),
         "AGENTENV_RELAY_PORT": str(unreachable_port()),
         "AGENTENV_RECORDER_PORT": str(unreachable_port()),

@@ -291,6 +291,11 @@ async def test_the_card_lists_every_op_and_no_chromium_while_none_answers(
     recording = card["extensions"]["browser-recording/v1"]
     assert recording["ops"] == ["start", "end", "end_all"]
     assert set(card["versions"]) == {"agentenv", "protocol_table"}  # no "chromium"
+    # The computer's public key, made on the first card and kept.
+    key = card["attestation"]["key"]
+    assert key.startswith("ed25519:") and len(key) == len("ed25519:") + 44
+    again = await (await app_server.get("/card")).json()
+    assert again["attestation"]["key"] == key
 
 
 async def test_the_log_op_needs_the_control_token_and_returns_the_lines_after(

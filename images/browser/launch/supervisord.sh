@@ -5,6 +5,16 @@ set -euo pipefail
 : "${AGENTENV_LOG_DIR:?}" "${AGENTENV_RUN_DIR:?}" "${AGENTENV_IMAGE_DIR:?}" "${AGENTENV_VENV:?}"
 : "${AGENTENV_PROFILE_DIR:?}"
 mkdir -p "$AGENTENV_LOG_DIR" "$AGENTENV_RUN_DIR"
+# The computer's signing key is made in attest/ by the first program that
+# needs it (agentenv/signing.py): a folder the service user alone may enter,
+# so Chromium's user (browser) cannot read the key. A new boot, a new key.
+attest="$AGENTENV_RUN_DIR/attest"
+service_user="${AGENTENV_SERVICE_USER:-}"
+if [ "$(id -u)" = 0 ] && [ -n "$service_user" ] && [ "$service_user" != root ]; then
+    install -d -o "$service_user" -g "$service_user" -m 0700 "$attest"
+else
+    mkdir -p -m 0700 "$attest"
+fi
 # The app server and the recorder report to the relay's log with the control
 # token, so one always exists. When none is configured, a random one is made
 # for this boot (never written anywhere) and the control ops stay open to

@@ -7,7 +7,8 @@
   sessions' grants) is up to the relay running now, and the recorder
   answers; 503 with the reason otherwise. An MCP session whose grant died
   with an earlier relay is restarted on its next call with a fresh one.
-- ``GET /card``: the computer's name, versions and the ops it serves.
+- ``GET /card``: the computer's name, versions, the ops it serves and its
+  public key (``attestation.key``, agentenv/signing.py).
 - ``POST /v1/browser/<op>``: browser/v1 ops (:mod:`agentenv.app.optable`),
   ``log``, ``data/*``.
 - ``POST /v1/browser-recording/<op>``: forwarded to the recorder.
@@ -75,15 +76,20 @@ from agentenv.log.reader import LogReader
 from agentenv.metrics import CONTENT_TYPE, AppCounts, render
 from agentenv.process import log_dir
 from agentenv.protocol import dump
-from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card, Extension
+from agentenv.protocol.attestation import key_text
+from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Attestation, Card, Extension
 from agentenv.protocol.control import Identified, Whoami
 from agentenv.protocol.data import ARCHIVE_LIMIT
 from agentenv.relay.pinned import CHROMIUM as PROTOCOL_TABLE
 from agentenv.relay.scopes import Scopes
 from agentenv.relay_link import BrowserError, BrowserLink
 from agentenv.settings import Settings
+from agentenv.signing import SigningKeyError, computer_key
 
 log = logging.getLogger("agentenv.app")
+
+#: The computer's public key on the card (made on the first card, kept).
+attestation_key = web.AppKey("attestation", dict[str, str])
 
 __all__ = ["Readiness", "make_app", "readiness"]
 
@@ -202,6 +208,7 @@ async def card(request: web.Request) -> web.Response:
     body = Card(
         name=settings.name,
         versions=versions,
+        attestation=_attestation(request.app),
         extensions={
             BROWSER_V1: Extension(ops=all_ops(), params=BROWSER_PARAMS),
             BROWSER_RECORDING_V1: Extension(
@@ -218,6 +225,20 @@ async def card(request: web.Request) -> web.Response:
         },
     )
     return web.json_response(dump(body))
+
+
+def _attestation(app: web.Application) -> Attestation | None:
+    """The card's ``attestation``: the computer's public key, made on first
+    need (agentenv/signing.py); None, and the reason in the app's output,
+    when the key cannot be made."""
+    known = app[attestation_key]
+    if "key" not in known:
+        try:
+            known["key"] = key_text(computer_key(app[settings_key].key_file))
+        except SigningKeyError as exc:
+            log.error("the card names no key: %s", exc)
+            return None
+    return Attestation(key=known["key"])
 
 
 async def browser_op(request: web.Request) -> web.StreamResponse:
@@ -361,6 +382,7 @@ def make_app(settings: Settings) -> web.Application:
         middlewares=[error_middleware(_paths), _checks], client_max_size=ARCHIVE_LIMIT
     )
     app[settings_key] = settings
+    app[attestation_key] = {}
     folder, _ = log_dir(settings)
     app[reader_key] = LogReader(folder / settings.log_file.name)
     app.cleanup_ctx.append(_client_ctx)

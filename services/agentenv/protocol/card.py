@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agentenv.errors import AgentEnvError
 
-__all__ = ["BROWSER_RECORDING_V1", "BROWSER_V1", "Card", "Extension", "MissingOp"]
+__all__ = ["BROWSER_RECORDING_V1", "BROWSER_V1", "Attestation", "Card", "Extension", "MissingOp"]
 
 BROWSER_V1 = "browser/v1"
 BROWSER_RECORDING_V1 = "browser-recording/v1"
@@ -30,12 +30,23 @@ class Extension(BaseModel):
     limits: dict[str, int] = {}
 
 
+class Attestation(BaseModel):
+    """How the computer signs its recordings (SPEC.md section 7)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Its Ed25519 public key, ``ed25519:<base64>`` (made at boot).
+    key: str
+
+
 class Card(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
     versions: dict[str, str]
     extensions: dict[str, Extension]
+    #: None: a computer that signs nothing (older, or its key could not be made).
+    attestation: Attestation | None = None
 
     def serves(self, extension: str, op: str) -> bool:
         found = self.extensions.get(extension)

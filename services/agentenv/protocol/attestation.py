@@ -1,0 +1,197 @@
+"""What makes a recording evidence (SPEC.md section 7, "Attested runs"): its
+manifest's signature and file hashes, checked without I/O.
+
+- **The key** is Ed25519. Its text form, on the card (``attestation.key``)
+  and in a manifest (``key``), is ``ed25519:`` and the standard base64 of its
+  32 raw bytes (:func:`key_text`, :func:`public_key`).
+- **What is signed** is the manifest as ``manifest.json`` holds it, less its
+  ``signature``: the JSON object parsed, then written with sorted keys, no
+  whitespace, UTF-8 (``orjson.dumps(m, option=OPT_SORT_KEYS)``,
+  :func:`signed_bytes`). Every field is covered, those a reader does not
+  know too (the chain's ``chain_first`` and ``chain_last``), so a field
+  added later needs no change here. ``signature`` is the standard base64 of
+  the 64-byte Ed25519 signature.
+- **The files** are in the manifest's ``files``: each uploaded file's name
+  (relative to the recording) and the hex SHA-256 of its bytes, every file
+  but ``manifest.json`` itself.
+
+:func:`recording_problems` takes a reader (``read(name)``: a file's bytes, or
+None when it is not there) and the names present, and says what is wrong,
+one sentence a problem; an empty list is a recording that verifies.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+import orjson
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+
+from agentenv.errors import AgentEnvError
+
+__all__ = [
+    "KEY_PREFIX",
+    "MANIFEST",
+    "UNLISTED_OK",
+    "KeyTextError",
+    "file_problems",
+    "key_text",
+    "named_files",
+    "public_key",
+    "recording_problems",
+    "sha256",
+    "sign",
+    "signature_problems",
+    "signed_bytes",
+]
+
+KEY_PREFIX = "ed25519:"
+MANIFEST = "manifest.json"
+#: Files a recording's folder may hold that the computer did not write:
+#: the page ``agentenv view`` writes there.
+UNLISTED_OK = frozenset({"view.html"})
+
+#: ``read(name)``: a recording's file's bytes, or None when it is not there.
+Read = Callable[[str], bytes | None]
+
+
+class KeyTextError(AgentEnvError, ValueError):
+    """A key's text is not an Ed25519 public key in the wire's form."""
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def key_text(key: Ed25519PublicKey | Ed25519PrivateKey) -> str:
+    """``ed25519:<base64>``, the public half of ``key``."""
+    public = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
+    return KEY_PREFIX + base64.b64encode(public.public_bytes_raw()).decode()
+
+
+def public_key(text: str) -> Ed25519PublicKey:
+    """The key ``text`` (``ed25519:<base64>``) names; :class:`KeyTextError` names
+    what is wrong with it."""
+    text = text.strip()
+    if not text.startswith(KEY_PREFIX):
+        raise KeyTextError(
+            f"a key is {KEY_PREFIX}<base64> (the card's attestation.key), not {text[:24]!r}"
+        )
+    try:
+        raw = base64.b64decode(text[len(KEY_PREFIX) :], validate=True)
+    except (binascii.Error, ValueError):
+        raise KeyTextError("the key's base64 does not decode") from None
+    if len(raw) != 32:
+        raise KeyTextError(f"an Ed25519 key is 32 bytes, this one {len(raw)}")
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def signed_bytes(manifest: Mapping[str, Any]) -> bytes:
+    """What a manifest's ``signature`` signs: the manifest less its
+    ``signature``, with sorted keys and no whitespace."""
+    body = {k: v for k, v in manifest.items() if k != "signature"}
+    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+
+
+def sign(key: Ed25519PrivateKey, manifest: Mapping[str, Any]) -> str:
+    """The ``signature`` of ``manifest`` (a JSON object, as written) by ``key``."""
+    return base64.b64encode(key.sign(signed_bytes(manifest))).decode()
+
+
+def signature_problems(manifest: Mapping[str, Any], key: str) -> list[str]:
+    """What is wrong with ``manifest``'s signature against the pinned ``key``."""
+    try:
+        pinned = public_key(key)
+    except KeyTextError as exc:
+        return [f"the key to check against: {exc}"]
+    signature = manifest.get("signature")
+    if not isinstance(signature, str) or not signature:
+        why = " (rebuilt by the harness, not by the computer)" if manifest.get("rebuilt") else ""
+        return [f"{MANIFEST}: not signed{why}"]
+    signer = manifest.get("key")
+    if isinstance(signer, str) and signer.strip() != key.strip():
+        return [f"{MANIFEST}: signed by {signer}, not by the pinned key {key}"]
+    try:
+        raw = base64.b64decode(signature, validate=True)
+        pinned.verify(raw, signed_bytes(manifest))
+    except (binascii.Error, ValueError, InvalidSignature):
+        return [f"{MANIFEST}: the signature does not match its content (changed after signing)"]
+    return []
+
+
+def named_files(manifest: Mapping[str, Any]) -> set[str]:
+    """The files the manifest's entries name as uploaded: frames taken, the
+    log, the video's chunks, the network log and its parts, downloads kept."""
+    names: set[str] = set()
+    for frame in manifest.get("frames") or []:
+        if isinstance(frame, dict) and not frame.get("error") and frame.get("file"):
+            names.add(str(frame["file"]))
+    log = manifest.get("log")
+    if isinstance(log, dict) and log.get("file"):
+        names.add(str(log["file"]))
+    video = manifest.get("video")
+    for chunk in video.get("chunks") or [] if isinstance(video, dict) else []:
+        if isinstance(chunk, dict) and chunk.get("file"):
+            names.add(str(chunk["file"]))
+    har = manifest.get("har")
+    if isinstance(har, dict):
+        if har.get("file"):
+            names.add(str(har["file"]))
+        names.update(str(p) for p in har.get("parts") or [])
+    for download in manifest.get("downloads") or []:
+        if isinstance(download, dict) and download.get("file"):
+            names.add(str(download["file"]))
+    return names
+
+
+def file_problems(manifest: Mapping[str, Any], read: Read, present: Collection[str]) -> list[str]:
+    """Every listed file there with its hash; every file there listed; every
+    file the entries name hashed."""
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        return [f"{MANIFEST}: lists no files' hashes (made by an older computer?)"]
+    problems: list[str] = []
+    for name in sorted(files):
+        data = read(name)
+        if data is None:
+            problems.append(f"{name}: listed in the manifest, missing")
+        elif sha256(data) != files[name]:
+            problems.append(f"{name}: changed (its SHA-256 is not the manifest's)")
+    for name in sorted(set(present) - set(files) - {MANIFEST} - UNLISTED_OK):
+        problems.append(f"{name}: present, not listed in the manifest (not the computer's)")
+    for name in sorted(named_files(manifest) - set(files)):
+        problems.append(f"{name}: named by the manifest's entries, but has no hash in files")
+    return problems
+
+
+def recording_problems(
+    manifest_bytes: bytes | None,
+    read: Read,
+    present: Collection[str],
+    key: str,
+    chain: Callable[[Read, Mapping[str, Any]], list[str]] | None = None,
+) -> list[str]:
+    """What is wrong with a recording: its manifest (``manifest_bytes``), its
+    signature against ``key``, its files (``read``, ``present``: every name
+    there), and ``chain(read, manifest)``'s problems with the log's chain."""
+    if manifest_bytes is None:
+        return [f"{MANIFEST}: missing"]
+    try:
+        manifest = orjson.loads(manifest_bytes)
+    except orjson.JSONDecodeError:
+        return [f"{MANIFEST}: not JSON"]
+    if not isinstance(manifest, dict):
+        return [f"{MANIFEST}: not a JSON object"]
+    problems = signature_problems(manifest, key)
+    problems += file_problems(manifest, read, present)
+    if chain is not None:
+        problems += chain(read, manifest)
+    return problems
