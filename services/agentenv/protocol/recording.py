@@ -269,6 +269,21 @@ class BrowserRecordingManifest(BaseModel):
     har: HarEntry | None = None
     #: Its video, when the start asked (:class:`VideoEntry`).
     video: VideoEntry | None = None
+    #: The evidence (SPEC.md section 7, :mod:`agentenv.protocol.attestation`):
+    #: the hex SHA-256 of every file the recording uploaded, by name (every
+    #: file but manifest.json); None in a manifest rebuilt by the harness.
+    files: dict[str, str] | None = None
+    #: ``sha256:…`` of the computer's own files, made when its image was
+    #: built (None: a stack run from a source tree, ``make dev``).
+    image_digest: str | None = None
+    #: Chromium's version (its /json/version ``Browser``) and its browser
+    #: process's command line switches, as it runs.
+    chromium: str | None = None
+    chromium_flags: list[str] | None = None
+    #: The computer's public key (``ed25519:…``), and its signature of this
+    #: manifest (base64), over :func:`agentenv.protocol.attestation.signed_bytes`.
+    key: str | None = None
+    signature: str | None = None
 
 
 #: ``frames/<index>-<kind>.<ext>``

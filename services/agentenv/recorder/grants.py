@@ -12,14 +12,19 @@ Grants are checked on the computer (SPEC.md section 4):
   resolving ``..`` and links;
 - an S3 ``endpoint_url`` must be http(s), and neither its name nor any
   address it resolves to may be link-local or a metadata service;
-- a start proves its grant by writing ``start.json`` (the recording's id and
-  start time) before it answers: a store that cannot be reached or refuses
-  the credentials fails the start, not the end.
+- a start proves its grant by writing ``start.json`` (the recording's id,
+  start time and scope, and what the computer is: its image digest, Chromium
+  and key) before it answers: a store that cannot be reached or refuses the
+  credentials fails the start, not the end.
+
+A recording uploads through a :class:`Listed` uploader, which keeps the
+SHA-256 of each file it put: the manifest's ``files``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +40,7 @@ from agentenv.recorder.errors import GrantError, UploadError
 __all__ = [
     "START_FILE",
     "GrantError",
+    "Listed",
     "UploadError",
     "Uploader",
     "check_endpoint",
@@ -58,6 +64,27 @@ class Uploader(Protocol):
     async def list(self) -> list[str]: ...
 
     async def get(self, name: str) -> bytes: ...
+
+
+class Listed:
+    """An uploader that keeps the hex SHA-256 of every file it put, by name
+    (``files``, shared by the uploaders of one recording's grants): the
+    bytes the computer sent, whatever the store holds later."""
+
+    def __init__(self, inner: Uploader, files: dict[str, str] | None = None) -> None:
+        self.inner = inner
+        self.where = inner.where
+        self.files: dict[str, str] = {} if files is None else files
+
+    async def put(self, name: str, data: bytes, content_type: str) -> None:
+        await self.inner.put(name, data, content_type)
+        self.files[name] = hashlib.sha256(data).hexdigest()
+
+    async def list(self) -> list[str]:
+        return await self.inner.list()
+
+    async def get(self, name: str) -> bytes:
+        return await self.inner.get(name)
 
 
 class FolderUploader:
@@ -224,8 +251,11 @@ async def open_grant(grant: Grant, recording_id: str, roots: Sequence[Path] = ()
     return found
 
 
-async def prove(upload: Uploader, recording_id: str, started_at: str) -> None:
-    """Write ``start.json``: the grant works (the store answers and takes the
+async def prove(
+    upload: Uploader, recording_id: str, started_at: str, facts: dict[str, Any] | None = None
+) -> None:
+    """Write ``start.json`` (the recording, and ``facts``: its scope, what
+    the computer is): the grant works (the store answers and takes the
     credentials), or the start fails here with the store's refusal."""
-    body = orjson.dumps({"recording_id": recording_id, "started_at": started_at})
+    body = orjson.dumps({"recording_id": recording_id, "started_at": started_at, **(facts or {})})
     await upload.put(START_FILE, body, "application/json")

@@ -39,8 +39,9 @@ from agentenv.protocol.recording import (
     frame_file,
 )
 from agentenv.recorder.bursts import Bursts, FrameDue
-from agentenv.recorder.grants import Uploader, UploadError, open_grant
+from agentenv.recorder.grants import Listed, Uploader, UploadError, open_grant
 from agentenv.recorder.har import Har
+from agentenv.recorder.provenance import Provenance, sign_manifest
 from agentenv.recorder.video import Video, moves_video, seconds_of
 from agentenv.relay_link import BrowserError, BrowserLink, CdpError, active_tab, capture, pages
 
@@ -100,6 +101,13 @@ class Recording:
     _following: asyncio.Future[None] | None = None
     #: When each frame's picture was taken (its ``at`` is when the frame began).
     _shot_at: dict[int, float] = field(default_factory=dict)
+    #: What the computer is (start.json's, the manifest's) and its key.
+    provenance: Provenance | None = None
+
+    @property
+    def files(self) -> dict[str, str]:
+        """The SHA-256 of every file uploaded so far, by name."""
+        return self.upload.files if isinstance(self.upload, Listed) else {}
 
     # -- lines from the log ----------------------------------------------------
 
@@ -295,8 +303,10 @@ class Recording:
             if self.manifest is not None:
                 return self.manifest
             if grant is not None:
-                # refused before anything ends
-                self.upload = await open_grant(grant, self.recording_id, self.roots)
+                # refused before anything ends; the files uploaded so far stay listed
+                self.upload = Listed(
+                    await open_grant(grant, self.recording_id, self.roots), self.files
+                )
             self._ending = True
             self._wake.set()
             if self._loop is not None:
@@ -359,15 +369,26 @@ class Recording:
                 downloads=downloads,
                 har=har,
                 video=video,
+                files=dict(self.files),
+                **self._facts(),
+            )
+            manifest, data = sign_manifest(
+                manifest, self.provenance.signer if self.provenance else None
             )
             try:
-                await self.upload.put(
-                    "manifest.json", manifest.model_dump_json(indent=2).encode(), "application/json"
-                )
+                await self.upload.put("manifest.json", data, "application/json")
             except UploadError as exc:
                 log.error("%s: %s", self.recording_id, exc)
             self.manifest = manifest
             return manifest
+
+    def _facts(self) -> dict[str, Any]:
+        """What the computer is, as start.json said (no key: signing adds it)."""
+        if self.provenance is None:
+            return {}
+        facts = self.provenance.facts()
+        facts.pop("key")
+        return facts
 
     def _shot_iso(self, index: int) -> str | None:
         shot = self._shot_at.get(index)

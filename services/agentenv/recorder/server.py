@@ -31,7 +31,8 @@ from agentenv.protocol import problems
 from agentenv.protocol.log import parse_line
 from agentenv.protocol.recording import End, EndAll, Start
 from agentenv.recorder.errors import Refused
-from agentenv.recorder.grants import open_grant, prove
+from agentenv.recorder.grants import Listed, open_grant, prove
+from agentenv.recorder.provenance import provenance
 from agentenv.recorder.recording import Recording
 from agentenv.relay.scopes import Scopes
 from agentenv.relay_link import BrowserError, BrowserLink
@@ -105,8 +106,9 @@ class Recorder:
             scope = self._scope(ask.scope)
             recording_id = f"rec-{uuid.uuid4().hex[:16]}"
             roots = self.settings.upload_roots
-            upload = await open_grant(ask.upload, recording_id, roots)
-            await prove(upload, recording_id, iso())
+            upload = Listed(await open_grant(ask.upload, recording_id, roots))
+            made_by = await provenance(self.settings, self.link.http)
+            await prove(upload, recording_id, iso(), {"scope": scope, **made_by.facts()})
             recording = Recording(
                 ask,
                 self._link(scope),
@@ -122,6 +124,7 @@ class Recorder:
                 if ask.har is not None and self.http is not None
                 else None,
                 video_budget=self.settings.recording_video_bytes_per_minute,
+                provenance=made_by,
             )
             await recording.begin()
             self.recordings[recording.recording_id] = recording
