@@ -1,5 +1,5 @@
 """``python -m bench [NAME ...]``: log, relay, mcp, recorder, viewer, live,
-container, fleet, density, fairness, video, har (default: every one)."""
+container, fleet, density, fairness, video, har, verify (default: every one)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ def main() -> None:
         "fairness",
         "video",
         "har",
+        "verify",
     }
     if "log" in wanted:
         from bench import log
@@ -70,6 +71,10 @@ def main() -> None:
         from bench import har
 
         print(har.run(), flush=True)
+    if "verify" in wanted:
+        from bench import verify
+
+        print(verify.run(), flush=True)
 
 
 if __name__ == "__main__":

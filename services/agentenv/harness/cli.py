@@ -1,5 +1,6 @@
 """``agentenv run TASK... [--parallel N] [--out DIR]``, ``agentenv check task.yaml``,
-``agentenv view RECORDING`` (also ``python -m agentenv``).
+``agentenv view RECORDING``, ``agentenv verify RECORDING [--key KEY]`` (also
+``python -m agentenv``).
 
 One task file runs as before, its steps on the terminal; several, a folder,
 a JSONL of Online-Mind2Web tasks or ``--parallel`` run as a batch
@@ -100,6 +101,19 @@ def main(argv: list[str] | None = None) -> int:
     see = sub.add_parser("view", help="write one HTML file to look at a recording")
     see.add_argument("recording", help="a recording's folder, or its s3://bucket/prefix/<id>")
     see.add_argument("--out", type=Path, help="the HTML file (default <recording>/view.html)")
+    check_recording = sub.add_parser(
+        "verify",
+        help="check a recording is whole and signed by its computer: a line per problem, "
+        "exit 1 if there is one",
+    )
+    check_recording.add_argument(
+        "recording", help="a recording's folder, or its s3://bucket/prefix/<id>"
+    )
+    check_recording.add_argument(
+        "--key",
+        help="the computer's key (ed25519:…, its card's attestation.key) or a file holding it "
+        "(default: the key the run pinned, in its metadata.json)",
+    )
     door = sub.add_parser(
         "loopback",
         help="a token-free door on 127.0.0.1 to a computer's relay, for chromedriver "
@@ -111,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         return _view(args.recording, args.out)
     if args.command == "loopback":
         return _loopback(args.cdp)
+    if args.command == "verify":
+        return _verify(args.recording, args.key)
     if args.command == "run" and not valid_store(args.store):
         print(
             f"agentenv: --store {args.store!r} is not a store: give local, file or "
@@ -263,6 +279,25 @@ def _view(recording: str, out: Path | None) -> int:
         print(f"agentenv: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"agentenv: wrote {written}")
+    return 0
+
+
+def _verify(recording: str, key: str | None) -> int:
+    """``agentenv verify``: 0 whole and signed, 1 a problem (one line each), 2
+    nothing to check against."""
+    from agentenv.harness.attest import VerifyError, verify
+
+    try:
+        problems = verify(recording, key)
+    except (VerifyError, OSError) as exc:
+        print(f"agentenv: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"agentenv: {recording}: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"agentenv: {recording}: whole, and signed by its computer's key")
     return 0
 
 

@@ -77,6 +77,7 @@ __all__ = [
     "S3Store",
     "Store",
     "StoreError",
+    "download_recording",
     "grant_seconds",
     "join",
     "prefix_policy",
@@ -146,6 +147,26 @@ def safe_name(name: str) -> str | None:
     if not name or path.is_absolute() or any(p in ("..", "") for p in name.split("/")):
         return None
     return str(path)
+
+
+def download_recording(url: str, into: Path) -> Path:
+    """A recording's files at ``s3://bucket/prefix/<recording_id>`` (the
+    standard AWS environment and config) downloaded into ``into``; names
+    that would leave it are passed over. For ``agentenv view`` and ``verify``."""
+    import boto3
+
+    parts = urlsplit(url)
+    bucket, prefix = parts.netloc, parts.path.strip("/")
+    s3 = boto3.session.Session().client("s3")
+    start = prefix + "/"
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=start):
+        for found in page.get("Contents", []):
+            name = safe_name(str(found["Key"])[len(start) :])
+            if name is None:
+                continue
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, str(found["Key"]), str(into / name))
+    return into
 
 
 def grant_seconds(max_duration_s: float | None) -> int:

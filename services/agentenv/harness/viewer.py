@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentenv.harness.store import safe_name
+from agentenv.harness.store import download_recording, safe_name
 from agentenv.harness.words import step_words
 from agentenv.protocol.log import LogLine, TabBody, agent_act, read_lines, tab_of
 from agentenv.protocol.recording import BrowserRecordingManifest
@@ -415,31 +415,11 @@ def script_json(value: object) -> str:
     return json.dumps(value).translate(_UNSAFE)
 
 
-def _from_store(url: str, into: Path) -> Path:
-    from urllib.parse import urlsplit
-
-    import boto3
-
-    parts = urlsplit(url)
-    bucket, prefix = parts.netloc, parts.path.strip("/")
-    s3 = boto3.session.Session().client("s3")
-    start = prefix + "/"
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=start):
-        for found in page.get("Contents", []):
-            name = safe_name(str(found["Key"])[len(start) :])
-            if name is None:
-                continue
-            (into / name).parent.mkdir(parents=True, exist_ok=True)
-            s3.download_file(bucket, str(found["Key"]), str(into / name))
-    return into
-
-
 def view(recording: str, out: Path | None = None) -> Path:
     """Write the page for ``recording`` (a folder or an ``s3://`` URL); its path."""
     with tempfile.TemporaryDirectory() as tmp:
-        folder = (
-            _from_store(recording, Path(tmp)) if recording.startswith("s3://") else Path(recording)
-        )
+        s3 = recording.startswith("s3://")
+        folder = download_recording(recording, Path(tmp)) if s3 else Path(recording)
         manifest_file = folder / "manifest.json"
         if not manifest_file.exists():
             raise FileNotFoundError(
