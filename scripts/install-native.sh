@@ -115,6 +115,9 @@ install -m 0644 "$src/supervisord.conf" "$prefix/image/"
 install -m 0644 "$src"/conf.d/*.conf "$prefix/image/conf.d/"
 install -m 0755 "$src"/launch/*.sh "$prefix/image/launch/"
 ln -sfn "$prefix/image/launch/native.sh" "$prefix/bin/agentenv-computer"
+# The digest of the computer's own files, as the image's build makes it: its
+# recordings carry it (image_digest).
+"$prefix/image/launch/digest.sh" "$prefix" >/dev/null
 
 # 4. Settings (read literally by the launcher) and tokens, root only.
 install -d -m 0750 -g agentenv "$conf"
