@@ -203,3 +203,68 @@ def test_fields_the_reader_does_not_know_are_signed_too() -> None:
     assert problems(files, key_text(key)) == []
     files["manifest.json"] = files["manifest.json"].replace(b'"def"', b'"deg"')
     assert problems(files, key_text(key))[0].startswith("manifest.json: the signature")
+
+
+# -- the harness's evidence (harness/attest.py) ----------------------------------------
+
+
+def test_guard_refusals_are_counted_by_rule_then_by_who() -> None:
+    from agentenv.harness.attest import guard_refusals
+
+    def refused(seq: int, who: str, rule: str) -> Any:
+        return {"seq": seq, "at": "t", "action": {"who": who, "guard": {"rule": rule}}}
+
+    lines = [
+        refused(1, "alice", "browser-wide"),
+        refused(2, "alice", "browser-wide"),
+        refused(3, "bob", "browser-wide"),
+        refused(4, "bob", "relay-world"),
+        {"seq": 5, "at": "t", "action": {"who": "alice", "ok": True}},
+        {"seq": 6, "at": "t", "tab": {"event": "opened"}},
+    ]
+    assert guard_refusals(lines) == {
+        "browser-wide": {"alice": 2, "bob": 1},
+        "relay-world": {"bob": 1},
+    }
+
+
+def test_a_run_pins_verifies_and_reports_its_recordings(tmp_path: Path) -> None:
+    from agentenv.harness import attest
+
+    key = Ed25519PrivateKey.generate()
+    folder = tmp_path / "recordings" / "rec-1"
+    for name, data in recording(key).items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    metadata: dict[str, Any] = {}
+    attest.pin(metadata, "shop", key_text(key))
+    attest.started(metadata, "rec-1", "run1", "shop")
+    assert attest.checked(metadata, "rec-1", folder) == []
+    fields = attest.results_fields(metadata)
+    assert fields == {
+        "image_digest": "sha256:" + "0" * 64,
+        "chromium": "Chrome/150.0.0.0",
+        "chromium_flags": None,
+        "key": key_text(key),
+        "guard_refusals": {},
+        "manifest_sha256": sha256((folder / "manifest.json").read_bytes()),
+        "verified": True,
+    }
+    # The run's metadata pins the key `agentenv verify` finds for the folder.
+    (tmp_path / "metadata.json").write_text(orjson.dumps(metadata).decode())
+    assert attest.pinned_key(folder) == key_text(key)
+    assert attest.verify(str(folder)) == []
+    # A frame changed after the download: the step names it, and so does the line.
+    (folder / "frames/0000-first.jpg").write_bytes(b"forged")
+    assert attest.checked(metadata, "rec-1", folder) == [
+        "it does not verify: frames/0000-first.jpg: changed (its SHA-256 is not the manifest's)"
+    ]
+    assert attest.results_fields(metadata)["verified"] is False
+    # A computer whose card names no key: said so, never verified.
+    attest.pin(metadata, "old", None)
+    attest.started(metadata, "rec-2", "run2", "old")
+    assert attest.checked(metadata, "rec-2", folder)[0].endswith("it cannot be verified")
+    assert [a["recording"] for a in attest.results_fields(metadata)["attestations"]] == [
+        "run1",
+        "run2",
+    ]

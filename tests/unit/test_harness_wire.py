@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import ValidationError
 
+from agentenv.harness import attest
 from agentenv.harness.batch import Batch
 from agentenv.harness.computer import Computer
 from agentenv.harness.errors import StepFailed
@@ -23,6 +25,7 @@ from agentenv.harness.run_store import RunStore, StoreOptions
 from agentenv.harness.runner import Run
 from agentenv.harness.steps import Task
 from agentenv.protocol import problems, request_dump
+from agentenv.protocol.attestation import key_text, sha256
 from agentenv.protocol.browser import (
     CookiesDelete,
     CookiesSet,
@@ -32,12 +35,22 @@ from agentenv.protocol.browser import (
     TabRef,
     TabsOpen,
 )
-from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card, Extension
+from agentenv.protocol.card import (
+    BROWSER_RECORDING_V1,
+    BROWSER_V1,
+    Attestation,
+    Card,
+    Extension,
+)
 from agentenv.protocol.recording import End, Start, rebuild
+from agentenv.recorder.provenance import sign_manifest
 
+#: The computer's key: the recordings the Folder store holds are signed with it.
+SIGNER = Ed25519PrivateKey.generate()
 CARD = Card(
     name="wire",
     versions={},
+    attestation=Attestation(key=key_text(SIGNER)),
     extensions={
         BROWSER_V1: Extension(
             ops=[
@@ -82,8 +95,9 @@ class Wire(Computer):
 
 
 class Folder:
-    """A store that grants a folder and holds nothing (the recording's files
-    are not the point here)."""
+    """A store that grants a folder and holds a recording of no frames, its
+    empty log signed by :data:`SIGNER` (the recording's files are not the
+    point here)."""
 
     where = "file:///recordings"
 
@@ -91,7 +105,13 @@ class Folder:
         return {"url": f"{self.where}/{key}", "endpoint_url": None}
 
     def fetch(self, key: str, recording_id: str, folder: Path) -> tuple[list[str], list[str]]:
-        return ["log.jsonl"], []
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "log.jsonl").write_bytes(b"")
+        manifest = rebuild(recording_id, [], 0).model_copy(
+            update={"rebuilt": False, "files": {"log.jsonl": sha256(b"")}}
+        )
+        (folder / "manifest.json").write_bytes(sign_manifest(manifest, SIGNER)[1])
+        return ["log.jsonl", "manifest.json"], []
 
     def close(self) -> None:
         return
@@ -108,6 +128,7 @@ def _run(tmp_path: Path, steps: list[dict[str, Any]], computer: Wire) -> tuple[R
     task = Task.model_validate({"envs": envs, "steps": steps})
     run = Run(task, tmp_path, run_id="r1", stores=Stores(tmp_path))
     run.computers["shop"] = computer
+    attest.pin(run.metadata, "shop", computer.public_key())  # as deploy_env pins it
     return run, list(task.steps)
 
 

@@ -38,11 +38,16 @@ from agentenv.protocol.log import LogLine, action_of, read_lines
 
 __all__ = [
     "VerifyError",
+    "checked",
     "evidence",
     "folder_problems",
     "guard_refusals",
+    "pin",
     "pinned_key",
+    "results_fields",
+    "started",
     "verify",
+    "write_attestation",
 ]
 
 
@@ -165,3 +170,67 @@ def evidence(folder: Path, key: str | None) -> dict[str, Any]:
         "guard_refusals": guard_refusals(lines),
         "manifest_sha256": sha256(data) if data is not None else None,
     }
+
+
+# -- a run's pins and evidence ---------------------------------------------------------
+
+#: How many of a recording's problems a step's failure names (all are in metadata.json).
+SHOWN = 5
+
+
+def pin(metadata: dict[str, Any], env_id: str, key: str | None) -> None:
+    """Pin ``env_id``'s computer's key (its card's, at ``deploy_env``)."""
+    metadata.setdefault("keys", {})[env_id] = key
+
+
+def started(metadata: dict[str, Any], recording_id: str, name: str, env_id: str) -> None:
+    """A recording's entry in the run's metadata, with its computer's pinned key."""
+    key = (metadata.get("keys") or {}).get(env_id)
+    metadata.setdefault("recordings", {})[recording_id] = {
+        "name": name,
+        "env_id": env_id,
+        "key": key,
+    }
+
+
+def checked(metadata: dict[str, Any], recording_id: str, folder: Path) -> list[str]:
+    """Verify a downloaded recording against its pinned key and keep its
+    evidence in the run's metadata; the problems, as a step names them."""
+    entry = metadata.setdefault("recordings", {}).setdefault(recording_id, {})
+    key = entry.get("key")
+    if not isinstance(key, str):
+        problems = ["its computer's card names no key (attestation.key): it cannot be verified"]
+    else:
+        problems = folder_problems(folder, key)
+    entry["evidence"] = evidence(folder, key if isinstance(key, str) else None)
+    entry["problems"] = problems
+    if not problems:
+        return []
+    more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
+    return [f"it does not verify: {'; '.join(problems[:SHOWN])}{more}"]
+
+
+def results_fields(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The evidence on a task's line in ``results.jsonl``: its recording's
+    (the first, by start, when it has several; ``attestations`` lists each)."""
+    found = [
+        {"recording": entry.get("name"), **entry["evidence"], "verified": not entry["problems"]}
+        for entry in (metadata.get("recordings") or {}).values()
+        if "evidence" in entry
+    ]
+    if not found:
+        return {}
+    first = {k: v for k, v in found[0].items() if k != "recording"}
+    return {**first, "attestations": found} if len(found) > 1 else first
+
+
+def write_attestation(target: Path, metadata: Mapping[str, Any], recording_id: str) -> None:
+    """``attestation.json`` beside a Mind2Web export's ``result.json``."""
+    entry = (metadata.get("recordings") or {}).get(recording_id) or {}
+    body = {
+        "recording_id": recording_id,
+        **(entry.get("evidence") or {}),
+        "verified": "evidence" in entry and not entry.get("problems"),
+        "problems": entry.get("problems", []),
+    }
+    (target / "attestation.json").write_text(json.dumps(body, indent=2))

@@ -15,7 +15,10 @@ every two seconds), its last line the fleet's sums of the computers'
 ``/metrics`` (:class:`agentenv.harness.fleet.Fleet`: each computer is read every
 two seconds and once more before it stops); at the end a summary (done,
 failed, infrastructure, durations, the fleet's line) and
-``<out>/results.jsonl``, a line per task. ``--reuse`` keeps each worker's
+``<out>/results.jsonl``, a line per task, with the evidence of its recording
+(``image_digest``, ``chromium``, ``key``, ``guard_refusals``,
+``manifest_sha256``: :func:`agentenv.harness.attest.results_fields`).
+``--reuse`` keeps each worker's
 computer between its tasks: before the next task it is reset with
 ``data/reset`` (one blank tab; no cookies, granted permissions,
 downloads or HTTP cache; the storage of the origins the computer knows of
@@ -40,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from agentenv.harness.attest import results_fields
 from agentenv.harness.backends import start
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens
 from agentenv.harness.errors import HarnessError
@@ -272,6 +276,8 @@ class Batch:
                     for k, v in run.metadata.get("steps", {}).items()
                     if not v.get("ok", True)
                 ],
+                # The evidence of its recording (harness/attest.py).
+                **results_fields(run.metadata),
             }
         self.say(f"{planned.name}: {STATUS.get(status, 'infrastructure')} in {took:.1f}s")
 

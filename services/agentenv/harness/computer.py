@@ -122,6 +122,12 @@ class Computer:
                 raise ComputerError(f"cannot read the card at {self.api}/card: {exc}") from None
         return self._card
 
+    def public_key(self) -> str | None:
+        """The computer's key its recordings are signed with (the card's
+        ``attestation.key``); None for a computer that signs none."""
+        found = self.card().attestation
+        return found.key if found is not None else None
+
     def op(self, op: str, model: type[BaseModel], /, **fields: Any) -> Any:
         """A browser/v1 op, its body ``model`` of ``fields`` (:func:`body`)."""
         self.card().require(BROWSER_V1, op)

@@ -10,8 +10,9 @@ Recordings go through the run's store (:mod:`.store`): each start gets a
 grant reaching only that recording's prefix, each end a fresh one, and after
 the end the recording is downloaded into ``recordings/<recording_id>/``.
 Recording steps fail the task by default as infrastructure failures when the
-end did not happen, the log did not upload or a frame is missing (listed but
-not in the store); ``fail_task_on_error: false`` makes them best-effort.
+end did not happen, the log did not upload, or the download does not verify
+against the key pinned at ``deploy_env`` (:mod:`.attest`: a file missing,
+changed or not the computer's); ``fail_task_on_error: false`` makes them best-effort.
 Teardown ends open recordings with fresh grants, registers from the store any
 it could not end (the computer forgot it, or cannot be reached), then stops
 the computers it started and the local store.
@@ -38,6 +39,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from agentenv.harness import attest
 from agentenv.harness import steps as s
 from agentenv.harness.agent_process import run_process
 from agentenv.harness.backends import start
@@ -247,7 +249,9 @@ class Run:
             self.started_here.append(computer)
         self.computers[step.env_id] = computer
         self._check_store(computer)
-        return {"env_id": step.env_id, "version": version, "api": computer.api, "cdp": computer.cdp}
+        attest.pin(self.metadata, step.env_id, key := computer.public_key())
+        where = {"api": computer.api, "cdp": computer.cdp, "key": key}
+        return {"env_id": step.env_id, "version": version, **where}
 
     def _check_store(self, computer: Computer) -> None:
         """Before any step needs it: that a computer of a task that records
@@ -374,6 +378,7 @@ class Run:
         self.recordings[step.name] = Recorded(
             step.name, step.env_id, recording_id, folder, key, step.fail_task_on_error
         )
+        attest.started(self.metadata, recording_id, step.name, step.env_id)
         return {"recording_id": recording_id, "store": f"{self.store.where}/{key}"}
 
     def _end_recording(
@@ -405,13 +410,7 @@ class Run:
                 problems.append(f"it ended before its end step ({manifest.reason})")
             elif manifest.reason is None:
                 problems.append("the computer did not end it: registered what the store holds")
-        if manifest.reason is not None:
-            have = set(names)
-            lost = [f.file for f in manifest.frames if not f.error and f.file not in have]
-            if lost:
-                problems.append(f"{len(lost)} frame(s) listed but not in the store")
-            if manifest.log is not None and manifest.log.file not in have:
-                problems.append("its log is listed but not in the store")
+        problems += attest.checked(self.metadata, recorded.recording_id, recorded.folder)
         recorded.manifest = manifest
         return manifest, problems
 
@@ -553,6 +552,7 @@ class Run:
             step.reference_length,
             video=step.video,
         )
+        attest.write_attestation(target, self.metadata, recorded.recording_id)
         return {"export": str(target)}
 
     # -- teardown --------------------------------------------------------------------
