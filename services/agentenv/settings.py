@@ -73,9 +73,11 @@ class Settings:
     log_dir: Path = Path("/var/log/agentenv")
     profile_dir: Path = Path("/home/browser/profile")
     downloads_dir: Path = Path("/var/lib/agentenv/downloads")
-    #: The programs' run folder (a tmpfs in the image): the computer's
-    #: signing key lives under it (:attr:`key_file`).
+    #: The programs' run folder (a tmpfs in the image).
     run_dir: Path = Path("/run/agentenv")
+    #: The folder of the computer's signing key (:attr:`key_file`), the
+    #: service user's alone: ``AGENTENV_KEY_DIR``, else ``<run_dir>/attest``.
+    key_dir: Path = Path("/run/agentenv/attest")
     #: supervisord's configuration and launch scripts; the digest of the
     #: computer's own files is written beside it at build (:attr:`image_digest_file`).
     image_dir: Path = Path("/opt/agentenv/image")
@@ -179,9 +181,9 @@ class Settings:
 
     @property
     def key_file(self) -> Path:
-        """The computer's Ed25519 key (:mod:`agentenv.signing`): in a folder
-        only the service user reads (launch/supervisord.sh makes it)."""
-        return self.run_dir / "attest" / "key"
+        """The computer's Ed25519 key (:mod:`agentenv.signing`), in a folder
+        only the service user enters."""
+        return self.key_dir / "key"
 
     @property
     def image_digest_file(self) -> Path:
@@ -405,7 +407,8 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         log_dir=Path(env.get("AGENTENV_LOG_DIR") or defaults.log_dir),
         profile_dir=Path(env.get("AGENTENV_PROFILE_DIR") or defaults.profile_dir),
         downloads_dir=Path(env.get("AGENTENV_DOWNLOADS_DIR") or defaults.downloads_dir),
-        run_dir=Path(env.get("AGENTENV_RUN_DIR") or defaults.run_dir),
+        run_dir=(run_dir := Path(env.get("AGENTENV_RUN_DIR") or defaults.run_dir)),
+        key_dir=Path(env.get("AGENTENV_KEY_DIR") or run_dir / "attest"),
         image_dir=Path(env.get("AGENTENV_IMAGE_DIR") or defaults.image_dir),
         chromium_host=env.get("AGENTENV_CHROMIUM_HOST") or defaults.chromium_host,
         relay_host=env.get("AGENTENV_RELAY_HOST") or defaults.relay_host,

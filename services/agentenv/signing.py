@@ -1,12 +1,13 @@
 """The computer's Ed25519 key: made at boot, kept where no agent reaches it.
 
-The key is :attr:`agentenv.settings.Settings.key_file`,
-``/run/agentenv/attest/key`` in the image: its 32 raw bytes in a 0600 file,
-in a 0700 folder owned by the service user (``agentenv``, who runs the
-relay, the app server and the recorder; ``launch/supervisord.sh`` makes the
-folder), on a tmpfs (memory only; gone when the computer stops). Chromium's
-user, ``browser``, cannot read it, nor can any page or agent: they reach the
-machine through the relay only.
+The key is :attr:`agentenv.settings.Settings.key_file`: its 32 raw bytes in
+a 0600 file, in a 0700 folder of the service user's (``agentenv``, who runs
+the relay, the app server and the recorder). In the image that is
+``/home/agentenv/attest/key``, in the service user's home, a 0700 tmpfs
+(memory only, gone when the computer stops: ``AGENTENV_KEY_DIR``); on a
+machine of its own ``/run/agentenv/attest/key`` (``launch/supervisord.sh``
+makes the folder). Chromium's user, ``browser``, cannot read it, nor can any
+page or agent: they reach the machine through the relay only.
 
 The first program that needs it (the app server for the card, the recorder
 to sign) makes it: written to a file of its own, then linked into place,

@@ -5,15 +5,19 @@ set -euo pipefail
 : "${AGENTENV_LOG_DIR:?}" "${AGENTENV_RUN_DIR:?}" "${AGENTENV_IMAGE_DIR:?}" "${AGENTENV_VENV:?}"
 : "${AGENTENV_PROFILE_DIR:?}"
 mkdir -p "$AGENTENV_LOG_DIR" "$AGENTENV_RUN_DIR"
-# The computer's signing key is made in attest/ by the first program that
-# needs it (agentenv/signing.py): a folder the service user alone may enter,
-# so Chromium's user (browser) cannot read the key. A new boot, a new key.
-attest="$AGENTENV_RUN_DIR/attest"
+# The computer's signing key is made by the first program that needs it
+# (agentenv/signing.py) in a folder the service user alone may enter, so
+# Chromium's user (browser) cannot read it. In the image that is the service
+# user's home, a 0700 tmpfs (AGENTENV_KEY_DIR): the programs make the folder
+# there themselves (this root has no CAP_CHOWN). Elsewhere it is made here.
 service_user="${AGENTENV_SERVICE_USER:-}"
-if [ "$(id -u)" = 0 ] && [ -n "$service_user" ] && [ "$service_user" != root ]; then
-    install -d -o "$service_user" -g "$service_user" -m 0700 "$attest"
-else
-    mkdir -p -m 0700 "$attest"
+if [ -z "${AGENTENV_KEY_DIR:-}" ]; then
+    keydir="$AGENTENV_RUN_DIR/attest"
+    if [ "$(id -u)" = 0 ] && [ -n "$service_user" ] && [ "$service_user" != root ]; then
+        install -d -o "$service_user" -g "$service_user" -m 0700 "$keydir"
+    else
+        mkdir -p -m 0700 "$keydir"
+    fi
 fi
 # The app server and the recorder report to the relay's log with the control
 # token, so one always exists. When none is configured, a random one is made
