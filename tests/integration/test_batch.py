@@ -177,6 +177,24 @@ def test_online_mind2web_tasks_from_a_jsonl(image: str, tmp_path: Path) -> None:
         assert result["agent_final_answer"] == f"did m2w-{n}"
         history = [s["action"] for s in result["action_history"][:-1]]
         assert any(f'type "find item {n}"' in h for h in history), history
+        # Beside it, the recording's evidence (issue 25), as results.jsonl has it.
+        attestation = json.loads((export.parent / "attestation.json").read_text())
+        assert attestation["verified"] is True, attestation
+    results = {
+        r["task"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())
+    }
+    keys = set()
+    for n in range(3):
+        line = results[f"m2w-{n}"]
+        attestation = json.loads(
+            (out / f"m2w-{n}" / "mind2web" / f"m2w-{n}" / "attestation.json").read_text()
+        )
+        for field in ("image_digest", "chromium", "chromium_flags", "key", "manifest_sha256"):
+            assert line[field] == attestation[field], (field, line)
+        assert line["verified"] is True and isinstance(line["guard_refusals"], dict)
+        assert line["image_digest"].startswith("sha256:") and line["key"].startswith("ed25519:")
+        keys.add(line["key"])
+    assert len(keys) == 3  # each task a computer of its own, each its own key
     assert _left_over() == []
 
 

@@ -180,8 +180,10 @@ def test_a_forgotten_recording_is_registered_from_the_store(
     assert (recording / "start.json").exists()
     assert (recording / "frames" / "0000-first.jpg").read_bytes()[:2] == b"\xff\xd8"
     if how == "kill":
+        # No manifest of the computer's: what the store holds is no evidence.
         assert error == (
-            "the computer did not end it: registered what the store holds; its log did not upload"
+            "the computer did not end it: registered what the store holds; it does not "
+            "verify: manifest.json: missing; its log did not upload"
         )
         assert not (recording / "log.jsonl").exists()
     else:

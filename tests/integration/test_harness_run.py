@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -195,6 +196,30 @@ def test_a_whole_task(shop: dict[str, str], lab: Any, runs: Path, tmp_path: Path
     for noise in ("Runtime", "Emulation", "Page.", "Target.", "DOM.", "Network."):
         assert noise not in history, history
     assert (run / "snapshot-shop.tar.gz").stat().st_size > 0
+    # The evidence (issue 25): the computer's key pinned at deploy_env, the
+    # recording verified against it once downloaded, attestation.json beside
+    # result.json, and `agentenv verify` finding the pinned key by itself.
+    metadata = json.loads((run / "metadata.json").read_text())
+    key = metadata["keys"]["shop"]
+    assert key.startswith("ed25519:") and meta["step-1"]["key"] == key
+    (rec_id, entry), *_ = metadata["recordings"].items()
+    assert entry["key"] == key and entry["problems"] == []
+    folder = run / "recordings" / rec_id
+    assert (
+        entry["evidence"]["manifest_sha256"]
+        == hashlib.sha256((folder / "manifest.json").read_bytes()).hexdigest()
+    )
+    attestation = json.loads((run / "mind2web" / "t-1" / "attestation.json").read_text())
+    assert attestation["verified"] is True and attestation["key"] == key
+    assert attestation["image_digest"].startswith("sha256:")
+    assert attestation["chromium"] and "--headless=new" in attestation["chromium_flags"]
+    checked = subprocess.run(
+        [sys.executable, "-m", "agentenv", "verify", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=deadline(60),
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     for path in run.rglob("*"):
         if path.is_file() and not path.name.endswith(".tar.gz"):
             assert b"s3cr3t-cookie-42" not in path.read_bytes(), path
