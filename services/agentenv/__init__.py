@@ -12,7 +12,8 @@ browser), an app server and a recorder under supervisord. See
   bodies, bounded reads, the error middleware), :mod:`.relay_link` (the programs'
   link to the relay) over :mod:`.calls` (commands and answers by id),
   :mod:`.metrics`, :mod:`.paths`, :mod:`.downloads` (a downloads folder's
-  files, listed and opened safely), :mod:`.process` (how a program runs).
+  files, listed and opened safely), :mod:`.process` (how a program runs),
+  :mod:`.signing` (the computer's key, made at boot).
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ imports nothing of the computer but :mod:`agentenv.protocol`.
 - :mod:`.mind2web` and :mod:`.words` — Online-Mind2Web's v2 export, and the
   words a judge reads for each action;
 - :mod:`.viewer` — ``agentenv view``: one recording as a page;
+- :mod:`.attest` — ``agentenv verify``, the keys a run pins and the evidence
+  it keeps of each recording;
 - :mod:`.runner` — the run: steps (one handler a step type), progress, artifacts,
   exit status, with :mod:`.agent_process` (an agent's process);
   :mod:`.batch` — many tasks at once, its computers' counts summed by

@@ -7,6 +7,8 @@ Inbound models refuse unknown fields; everything is serialized in one place
 - :mod:`.browser` — browser/v1's op bodies; :mod:`.data` — ``data/get``'s
   archive; :mod:`.log` — the ``log`` op; :mod:`.card` — ``GET /card``;
 - :mod:`.recording` — browser-recording/v1: start, end, the manifest;
+  :mod:`.attestation` — what makes a recording evidence: the key's text, what
+  is signed, and the checks (no I/O);
 - :mod:`.control` — the ``AgentEnv.*`` commands and their results;
 - :mod:`.errors` — the error body; :mod:`.urls` — which URLs an agent may open.
 """

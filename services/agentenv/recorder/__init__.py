@@ -6,7 +6,10 @@ follows, and uploads frames, the log's lines between start and end, and a
 manifest as it goes.
 
 - :mod:`.bursts` — burst timing and the frame's tab (no I/O, fake clock);
-- :mod:`.grants` — where and how to upload: folders and S3-compatible stores;
+- :mod:`.grants` — where and how to upload: folders and S3-compatible stores,
+  each file's SHA-256 kept as it goes;
+- :mod:`.provenance` — what the computer is (image digest, Chromium, key),
+  and the one place a manifest is signed;
 - :mod:`.recording` — one recording's life (its screenshots are
   :func:`agentenv.relay_link.capture`'s, never bringing a tab forward), with
   what a start may add: :mod:`.video` (the agent's tab as H.264 chunks) and
