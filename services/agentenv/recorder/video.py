@@ -4,10 +4,10 @@ the recorded agent acts in, as H.264 MP4 chunks on the log's clock.
 How: the recording's relay connection (the computer's own, not on the
 record; its frames are captured on it too) captures the tab
 (``Page.captureScreenshot``, JPEG, optimized for speed, the visual viewport
-at half scale, :data:`SCALE`) every frame interval. A picture that is the last one again is not encoded: the video
-holds it (variable frame rate, each picture timed on the wall clock, the
-log's clock). Captures work on tabs in the background too,
-and never bring a tab to the front. When the agent acts in another tab
+at half scale, :data:`SCALE`) every frame interval. A picture that is the
+last one again is not encoded: the video holds it (variable frame rate, each
+picture timed on the wall clock, the log's clock). Captures work on tabs in
+the background too, and never bring a tab to the front. When the agent acts in another tab
 (input, or a move between pages and tabs: :func:`moves_video`), the video
 moves there. Chromium's own screencast (``Page.startScreencast``) was the
 first design: its capture pipeline cost Chromium 30 to 40 % of a core while
