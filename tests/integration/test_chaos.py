@@ -258,10 +258,6 @@ def _mcp_sessions_left(lines: list[dict[str, Any]]) -> None:
     assert "AGENTENV_MCP_TRANSPORTS_PER_CALLER" in refused[0]["error"], refused
 
 
-def _nothing_more(lines: list[dict[str, Any]]) -> None:
-    """The attack's refusal is not a log line (an HTTP answer, or Chromium's)."""
-
-
 async def _storage(pc: Computer) -> None:
     """Five origins' IndexedDB filled (the red team's two, and more): each
     is refused past its quota, and all together past the scope's."""
@@ -271,6 +267,28 @@ async def _storage(pc: Computer) -> None:
             _, session = await alice.page(site + "/")
             filled = json.loads(await alice.evaluate(session, fill_storage(most=200)))
             assert filled.get("error") == "QuotaExceededError", (site, filled)
+        # The watcher reads each origin's use every 5 s: the pages stay open
+        # until it has put an origin at its quota on the record.
+        end = time.monotonic() + deadline(20)
+        while not _at_quota(pc.log()[0]):
+            assert time.monotonic() < end, "no origin at its quota on the record"
+            await asyncio.sleep(0.5)
+
+
+def _at_quota(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        x["action"]
+        for x in lines
+        if (x.get("action", {}).get("guard") or {}).get("rule") == "storage-quota"
+    ]
+
+
+def _storage_left(lines: list[dict[str, Any]]) -> None:
+    """Chromium refuses the writes (the relay does not see them): the
+    watcher puts each origin at its quota on the record, with its scope."""
+    told = _at_quota(lines)
+    assert told and all(x.get("scope") and x.get("origin") for x in told), told
+    assert "QuotaExceededError" in told[0]["error"], told
 
 
 async def _never_answered(pc: Computer) -> None:
@@ -333,7 +351,7 @@ ATTACKS: dict[str, tuple[Callable[[Computer], Coroutine[Any, Any, None]], Eviden
     "big-answer": (_big_answer, _big_answer_left),
     "unused-params": (_unused_params, _unused_params_left),
     "mcp-sessions": (_mcp_sessions, _mcp_sessions_left),
-    "storage": (_storage, _nothing_more),
+    "storage": (_storage, _storage_left),
     "never-answered": (_never_answered, _never_answered_left),
     "page-memory": (_page_memory, _page_memory_left),
     # Last: it spends Alice's share of the log for the minute.

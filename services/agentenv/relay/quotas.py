@@ -33,13 +33,19 @@ import aiohttp
 from agentenv.relay.errors import WatcherError
 from agentenv.relay.once import once
 from agentenv.relay.storage import Key, Shares
+from agentenv.settings import AGENTENV_USER
 
 if TYPE_CHECKING:
     import asyncio
 
     from agentenv.relay.watcher import Watcher
 
-__all__ = ["Quotas"]
+__all__ = ["FULL_AT", "QUOTA_TOLD_S", "Quotas"]
+
+#: The part of its quota an origin holds when it is on the record as at its
+#: quota, and how often at most (seconds) each origin is.
+FULL_AT = 0.9
+QUOTA_TOLD_S = 60.0
 
 log = logging.getLogger("agentenv.relay.quotas")
 
@@ -71,12 +77,15 @@ class Quotas:
         self.sessions: dict[str, str] = {}
         self._targets: dict[str, str] = {}
         self._attaching: dict[str, asyncio.Task[str | None]] = {}
+        #: When each origin at its quota was last on the record.
+        self._told: dict[Key, float] = {}
 
     def forget(self) -> None:
         """Chromium went, and every override with it."""
         self._bounded.clear()
         self.sessions.clear()
         self._targets.clear()
+        self._told.clear()
         self._hosts.clear()
         self.shares.forget()
 
@@ -150,15 +159,43 @@ class Quotas:
 
     async def share(self) -> None:
         """Each scope's quotas shared out again from what its origins use (a
-        scope of one origin has nothing to share); the watcher asks every
-        few seconds."""
+        scope of one origin has nothing to share), and an origin at its
+        quota on the record; the watcher asks every few seconds."""
         for scope, given in list(self.shares.given.items()):
-            if len(given) < 2:
-                continue
             try:
-                await self._share_scope(scope, list(given))
+                used = await self._usage(list(given))
+                self._at_quota(scope, used)
+                if len(given) >= 2:
+                    await self._share_scope(scope, used)
             except (WatcherError, TimeoutError, OSError, aiohttp.ClientError) as exc:
                 log.debug("watcher: could not share %s's storage: %s", scope[:64], exc)
+
+    def _at_quota(self, scope: str, used: dict[Key, int]) -> None:
+        """An origin that holds :data:`FULL_AT` of its quota or more is on
+        the record (rule ``storage-quota``), once a minute at most: its
+        pages' writes past it are refused by Chromium (``QuotaExceededError``),
+        which the relay does not see itself."""
+        now = self.watcher.logbook.monotonic()
+        given = self.shares.given.get(scope, {})
+        for key, usage in used.items():
+            quota = given.get(key)
+            if quota is None or usage < quota * FULL_AT:
+                continue
+            if now - self._told.get(key, -QUOTA_TOLD_S) < QUOTA_TOLD_S:
+                continue
+            self._told[key] = now
+            self.watcher.logbook.refused(
+                AGENTENV_USER,
+                0,
+                None,
+                "storage-quota",
+                f"refused by agentenv guard storage-quota: {key[1][:200]} in scope "
+                f"{scope[:64]} holds {usage} of its {quota} bytes "
+                "(AGENTENV_ORIGIN_STORAGE_BYTES, AGENTENV_SCOPE_STORAGE_BYTES): its pages' "
+                "writes past it get QuotaExceededError; delete what it stored, or data/reset",
+                scope=scope,
+                origin=key[1][:200],
+            )
 
     def _session_in(self, key: Key) -> str | None:
         """A session of ours that can read or set ``key``'s quota: one on a
@@ -174,7 +211,9 @@ class Quotas:
                 return session
         return None
 
-    async def _share_scope(self, scope: str, keys: list[Key]) -> None:
+    async def _usage(self, keys: list[Key]) -> dict[Key, int]:
+        """What each origin stores (one with no page of its context open is
+        not measured)."""
         used: dict[Key, int] = {}
         for key in keys:
             session = self._session_in(key)
@@ -186,6 +225,9 @@ class Quotas:
             usage = answer.get("result", {}).get("usage")
             if isinstance(usage, (int, float)):
                 used[key] = int(usage)
+        return used
+
+    async def _share_scope(self, scope: str, used: dict[Key, int]) -> None:
         for key, quota in self.shares.rebalance(scope, used).items():
             session = self._session_in(key)
             if session is not None:
