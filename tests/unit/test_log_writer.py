@@ -143,21 +143,27 @@ def test_restart_after_a_half_written_line(tmp_path: Path) -> None:
     w.end(1, ok=True)
     w.end(2, ok=True)
     w.end(4, ok=True)  # 3 was taken and never written: the writer "dies"
-    w.close()
+    os.close(w._fd)  # as a process killed: its descriptor closes, nothing more written
     with open(path, "ab") as f:
         f.write(b'{"seq":5,"at":"2026-01-01T00:00:00.000Z","act')  # torn
     w2 = LogWriter.open(path)
     assert (tmp_path / "l.jsonl.partial").read_bytes().startswith(b'{"seq":5,')
     assert path.read_bytes().endswith(b"\n")
     got = _lines(path)
+    # A break names what the crash lost (it takes the next number), then the lost line.
+    brk: Any = got[-2]
+    assert brk["seq"] == 5 and brk["break"]["lost"] == [3], brk
+    assert brk["break"]["torn"]["bytes"] == 45, brk
+    assert (tmp_path / "l.jsonl.open").exists()  # while a writer has it open
     assert got[-1]["seq"] == 3 and got[-1]["lost"] == {"entry": 3}
     assert w2.size == path.stat().st_size  # the half line cut off, the lost line counted
-    assert w2.begin({"n": "after"}) == 5  # numbering carries on
-    w2.end(5, ok=True)
+    assert w2.begin({"n": "after"}) == 6  # numbering carries on
+    w2.end(6, ok=True)
     assert w2.size == path.stat().st_size
     page = LogReader(path).read(0)
-    assert [seq_of(x) for x in page.lines] == [1, 2, 3, 4, 5]
+    assert [seq_of(x) for x in page.lines] == [1, 2, 3, 4, 5, 6]
     w2.close()
+    assert not (tmp_path / "l.jsonl.open").exists()
 
 
 def test_recover_pure() -> None:
@@ -192,7 +198,7 @@ def test_an_action_ended_after_it_was_written_unfinished_gets_an_outcome_once(
     w.end(late, ok=True)  # a new action is not taken for unfinished
     w.end(quick, ok=True)
     got = _lines(tmp_path / "l.jsonl")
-    assert [(x["seq"], next(k for k in x if k not in ("seq", "at"))) for x in got] == [
+    assert [(x["seq"], next(k for k in x if k not in ("seq", "at", "prev"))) for x in got] == [
         (1, "action"),
         (2, "action"),
         (3, "outcome"),

@@ -8,7 +8,9 @@ Pure parts, free of I/O and unit-tested on their own:
 - :mod:`.argpaths` — paths into arguments: typed text withheld and put back, files named;
 - :mod:`.errors` — the log's exceptions;
 - :mod:`.lines` — the line kinds and their encoding;
-- :mod:`.numbering` — numbers taken at begin, stalled actions, restart recovery.
+- :mod:`.numbering` — numbers taken at begin, stalled actions, restart recovery
+  (the hash chain itself is :mod:`agentenv.protocol.chain`, which the harness
+  checks with).
 
 I/O:
 

@@ -4,8 +4,9 @@
   an action open longer than :data:`STALLED_S` can be written as unfinished
   in its place (it then holds back no reader) and its ``outcome`` later.
 - :func:`recover` reads a log file's bytes after a restart: where numbering
-  carries on, a half-written last line to move aside, and the numbers taken
-  before the crash that never got a line (each then gets a ``lost`` line).
+  and the hash chain carry on, a half-written last line to move aside, and
+  the numbers taken before the crash that never got a line (a ``break`` line
+  names them, and each gets a ``lost`` line).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv.log.lines import seq_of
+from agentenv.protocol.chain import GENESIS, hash_written
 
 __all__ = ["STALLED_S", "Numbering", "Open", "Recovery", "recover"]
 
@@ -62,6 +64,12 @@ class Recovery:
     partial: bytes  # a half-written last line, moved to <file>.partial
     highest: int  # the highest seq written
     missing: list[int]  # numbers below ``highest`` without a line
+    head: str = GENESIS  # the hash of the last whole line: what the next chains from
+
+    @property
+    def crashed(self) -> bool:
+        """Whether the writer before died with lines unwritten (a break to name)."""
+        return bool(self.partial or self.missing)
 
 
 def recover(data: bytes) -> Recovery:
@@ -69,13 +77,14 @@ def recover(data: bytes) -> Recovery:
     keep = data.rfind(b"\n") + 1
     partial = data[keep:]
     seen: set[int] = set()
-    start = 0
+    start = last = 0
     while start < keep:
         end = data.index(b"\n", start)
         seq = seq_of(data[start:end])
         if seq is not None:
             seen.add(seq)
-        start = end + 1
+        last, start = start, end + 1
     highest = max(seen, default=0)
     missing = [n for n in range(1, highest + 1) if n not in seen] if len(seen) < highest else []
-    return Recovery(keep, partial, highest, missing)
+    head = hash_written(data[last:keep]) if keep else GENESIS
+    return Recovery(keep, partial, highest, missing, head)

@@ -157,6 +157,44 @@ class LogReader:
         finally:
             os.close(fd)
 
+    def read_run(self, first: int, last: int) -> list[tuple[bytes, bool]]:
+        """The run of the file from the first-written to the last-written line
+        with ``first <= seq <= last``, in the order written, each line with
+        whether it is one of those (a recording's slice, and what its hash
+        chain walks across: :func:`agentenv.protocol.chain.chain_run`)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return []
+        try:
+            with self._lock:
+                self._refresh(fd)
+                index = self._index
+                top = min(last, len(index.starts) - 1)
+                spans = [
+                    (index.starts[s], index.ends[s])
+                    for s in range(max(first, 1), top + 1)
+                    if index.starts[s] >= 0
+                ]
+            if not spans:
+                return []
+            low, high = min(s for s, _ in spans), max(e for _, e in spans)
+            blob = b""
+            while len(blob) < high - low:
+                got = os.pread(fd, high - low - len(blob), low + len(blob))
+                if not got:
+                    raise OSError(f"{self.path} is shorter than its index: cut under a reader?")
+                blob += got
+        finally:
+            os.close(fd)
+        ours = {start - low for start, _ in spans}
+        out, at = [], 0
+        while at < len(blob):
+            end = blob.index(b"\n", at)
+            out.append((blob[at:end], at in ours))
+            at = end + 1
+        return out
+
     @property
     def contiguous(self) -> int:
         return self._index.contiguous

@@ -5,7 +5,13 @@
 - On open, recovers from a crash (:func:`~agentenv.log.numbering.recover`):
   a half-written last line is moved to ``<file>.partial`` and cut off,
   numbering carries on after the highest ``seq``, and each number taken and
-  never written gets a ``lost`` line.
+  never written gets a ``lost`` line. The hash chain carries on from the last
+  whole line; when a line or a number was lost, a ``break`` line says so
+  first (:mod:`agentenv.protocol.chain`).
+- Every line carries ``prev``, the hash of the line written before it
+  (:data:`~agentenv.protocol.chain.ALGORITHM`): ``{"seq", "at", "prev",
+  <kind>}``. The hash is of the bytes as written, once per line, after its
+  write succeeded (a line that failed to go out is no link).
 - Each line is written with one ``os.write`` of the complete line, no
   user-space buffering, so a crash can tear at most the line being written.
 - :meth:`LogWriter.check_stalled` (called about once a second) writes actions
@@ -19,6 +25,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -32,8 +39,9 @@ import orjson
 from agentenv.log.cdp_params import redact_params, resolved
 from agentenv.log.errors import LogError, LogLocked
 from agentenv.log.lines import encode, iso_ms, line
-from agentenv.log.numbering import STALLED_S, Numbering, recover
-from agentenv.protocol.log import LineKind, LogLine
+from agentenv.log.numbering import STALLED_S, Numbering, Recovery, recover
+from agentenv.protocol.chain import GENESIS, hash_written, line_hash
+from agentenv.protocol.log import LineKind
 
 __all__ = ["LogWriter"]
 
@@ -48,8 +56,15 @@ class LogWriter:
         numbering: Numbering,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        *,
+        chain: bool = True,
     ) -> None:
         self.path = path
+        #: Whether lines carry ``prev`` (False only for the bench's figure of
+        #: what the chain costs: a log without it fails every check).
+        self.chain = chain
+        #: The hash of the last line written: what the next one chains from.
+        self.head = GENESIS
         self._fd = fd
         self._numbering = numbering
         self._clock = clock
@@ -77,6 +92,7 @@ class LogWriter:
         stalled_s: float = STALLED_S,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        chain: bool = True,
     ) -> LogWriter:
         """Open ``path`` as its only writer, recovering from a crash."""
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,16 +106,27 @@ class LogWriter:
                 "log; stop the other one, or give this one its own AGENTENV_NAME"
             ) from None
         try:
-            writer = cls(path, fd, Numbering(stalled_s=stalled_s), clock, monotonic)
+            writer = cls(path, fd, Numbering(stalled_s=stalled_s), clock, monotonic, chain=chain)
             writer._recover()
         except BaseException:
             os.close(fd)
             raise
         return writer
 
+    @property
+    def _marker(self) -> Path:
+        """There while a writer has the log open: found at open, the writer
+        before stopped without closing it."""
+        return Path(f"{self.path}.open")
+
     def _recover(self) -> None:
         data = self.path.read_bytes()
         found = recover(data)
+        unclean = self._marker.exists()
+        try:
+            self._marker.touch()
+        except OSError as exc:  # the log is still written; only this check is lost
+            log.warning("cannot mark %s as open: %s", self.path, exc.strerror)
         self.size = found.keep
         if found.partial:
             with open(f"{self.path}.partial", "ab") as aside:
@@ -111,9 +138,13 @@ class LogWriter:
                 self.path,
             )
         self._numbering.next_seq = found.highest + 1
+        self.head = found.head
         at = self._stamp()
+        if found.crashed or unclean:
+            self._write(self._numbering.take(), at, "break", _break(found))
+            log.warning("the log's writer before stopped without closing it: a break is written")
         for seq in found.missing:
-            self._write(line(seq, at, "lost", {"entry": seq}))
+            self._write(seq, at, "lost", {"entry": seq})
         if found.missing:
             log.warning("wrote %d lost lines for numbers never written", len(found.missing))
 
@@ -136,8 +167,12 @@ class LogWriter:
             for seq, (_, _, fields) in self._numbering.open.items()
         }
 
-    def _write(self, entry: LogLine | dict[str, Any]) -> None:
-        self._put(encode(entry))
+    def _write(self, seq: int, at: str, kind: LineKind, body: dict[str, Any]) -> None:
+        """Write a line of ``kind`` (chained, unless the chain is off)."""
+        if self.chain:
+            self._put(encode({"seq": seq, "at": at, "prev": self.head, kind: body}))
+        else:
+            self._put(encode(line(seq, at, kind, body)))
 
     def _put(self, data: bytes) -> None:
         self._puts += 1
@@ -145,6 +180,8 @@ class LogWriter:
             self._timed(data)
         else:
             self._write_all(data)
+        if self.chain:
+            self.head = hash_written(data)
 
     def _timed(self, data: bytes) -> None:
         """One write in 256, timed (``sampled_write_s``, for /metrics)."""
@@ -198,7 +235,7 @@ class LogWriter:
             body: dict[str, Any] = {"entry": seq, "ok": ok}
             if error is not None:
                 body["error"] = error
-            self._write(line(numbering.take(), self._stamp(), "outcome", body))
+            self._write(numbering.take(), self._stamp(), "outcome", body)
             return
         _, at, fields = entry
         params = fields.get("params")
@@ -209,20 +246,17 @@ class LogWriter:
         fields["ok"] = ok
         if error is not None:
             fields["error"] = error
-        # The line is {"seq", "at", "action"}, seq first (lines.line, inlined).
+        # The line is {"seq", "at", "prev", "action"}, seq first (_write, inlined).
+        top = {"seq": seq, "at": at, "prev": self.head, "action": fields}
+        if not self.chain:
+            del top["prev"]
         try:
-            data = orjson.dumps(
-                {"seq": seq, "at": at, "action": fields}, option=orjson.OPT_APPEND_NEWLINE
-            )
+            data = orjson.dumps(top, option=orjson.OPT_APPEND_NEWLINE)
         except (TypeError, ValueError):  # nested too deep, or not JSON: the line still goes
             for key in ("params", "args"):
                 if key in fields:
                     fields[key] = {"withheld": "unwritable"}
-            data = orjson.dumps(
-                {"seq": seq, "at": at, "action": fields},
-                default=str,
-                option=orjson.OPT_APPEND_NEWLINE,
-            )
+            data = orjson.dumps(top, default=str, option=orjson.OPT_APPEND_NEWLINE)
         who: str = fields.get("who", "agentenv")
         if who != "agentenv":  # the log budgets' count
             size = len(data)
@@ -235,19 +269,21 @@ class LogWriter:
             minute[who] = minute.get(who, 0) + size
         if not seq & 255:  # one action in 256 is timed (its seq needs no counter)
             self._timed(data)
-            return
-        try:  # _put, inlined: this runs for every command on the record
-            written = os.write(self._fd, data)
-        except OSError as exc:
-            raise LogError(f"cannot write {self.path}: {exc.strerror}") from exc
-        self.size += written
-        if written < len(data):  # only on a full disk or a signal
-            self._write_all(data[written:])
+        else:
+            try:  # _put, inlined: this runs for every command on the record
+                written = os.write(self._fd, data)
+            except OSError as exc:
+                raise LogError(f"cannot write {self.path}: {exc.strerror}") from exc
+            self.size += written
+            if written < len(data):  # only on a full disk or a signal
+                self._write_all(data[written:])
+        if self.chain:
+            self.head = hash_written(data)
 
     def record(self, kind: LineKind, body: dict[str, Any]) -> int:
         """Take a number and write a line at once (tab events, resets)."""
         seq = self._numbering.take()
-        self._write(line(seq, self._stamp(), kind, body))
+        self._write(seq, self._stamp(), kind, body)
         return seq
 
     def check_stalled(self) -> int:
@@ -257,10 +293,39 @@ class LogWriter:
         self._offset = self._clock() - now
         found = self._numbering.stalled(now)
         for seq, (_, at, fields) in found:
-            self._write(line(seq, at, "action", dict(resolved(fields), ok=None, unfinished=True)))
+            self._write(seq, at, "action", dict(resolved(fields), ok=None, unfinished=True))
         return len(found)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Write the actions still open as unfinished (they never end now),
+        and close the log."""
+        if self._fd < 0:
+            return
+        try:
+            for seq, (_, at, fields) in list(self._numbering.open.items()):
+                if seq not in self._numbering.unfinished:
+                    self._write(seq, at, "action", dict(resolved(fields), ok=None, unfinished=True))
+            self._numbering.open.clear()
+        except LogError as exc:
+            log.error("%s", exc)
+        os.close(self._fd)
+        self._fd = -1
+        with contextlib.suppress(OSError):
+            self._marker.unlink()
+
+
+def _break(found: Recovery) -> dict[str, Any]:
+    """The ``break`` line's body for a restart after a crash."""
+    said = ["the writer before stopped without closing the log (a crash or a kill)"]
+    if found.partial:
+        said.append("it died mid-line")
+    if found.missing:
+        said.append("it took numbers it never wrote")
+    said.append("what it had in hand then may have no line")
+    body: dict[str, Any] = {
+        "why": "; ".join(said),
+        "lost": found.missing,
+    }
+    if found.partial:
+        body["torn"] = {"bytes": len(found.partial), "hash": line_hash(found.partial)}
+    return body

@@ -26,6 +26,8 @@ __all__ = [
     "LINE_KINDS",
     "ActionBody",
     "ActionLine",
+    "BreakBody",
+    "BreakLine",
     "By",
     "LineKind",
     "LogLine",
@@ -46,8 +48,8 @@ __all__ = [
     "tab_of",
 ]
 
-LineKind = Literal["action", "tab", "reset", "outcome", "lost"]
-LINE_KINDS: tuple[LineKind, ...] = ("action", "tab", "reset", "outcome", "lost")
+LineKind = Literal["action", "tab", "reset", "outcome", "lost", "break"]
+LINE_KINDS: tuple[LineKind, ...] = ("action", "tab", "reset", "outcome", "lost", "break")
 
 #: The ways in an agent acts through (``agentenv`` is the computer's own).
 AGENT_VIAS = ("cdp", "mcp", "api")
@@ -112,6 +114,7 @@ class TabBody(TypedDict, total=False):
 class _Line(TypedDict):
     seq: int
     at: str
+    prev: NotRequired[str]  # the hash of the line before (agentenv.protocol.chain)
 
 
 class ActionLine(_Line):
@@ -151,7 +154,30 @@ class LostLine(_Line):
     lost: LostBody
 
 
-LogLine = ActionLine | TabLine | ResetLine | OutcomeLine | LostLine
+@with_config(_OPEN)
+class Torn(TypedDict):
+    bytes: int
+    hash: str
+
+
+@with_config(_OPEN)
+class BreakBody(TypedDict):
+    """A restart after a crash (:mod:`agentenv.protocol.chain`): why, the
+    numbers taken and never written (each also has its ``lost`` line), and the
+    half-written last line moved to ``<file>.partial``."""
+
+    why: str
+    lost: list[int]
+    torn: NotRequired[Torn]
+
+
+#: ``break`` is a Python keyword: the line is declared in TypedDict's other form.
+BreakLine = TypedDict(
+    "BreakLine", {"seq": int, "at": str, "prev": NotRequired[str], "break": BreakBody}
+)
+
+
+LogLine = ActionLine | TabLine | ResetLine | OutcomeLine | LostLine | BreakLine
 
 
 def parse_line(raw: bytes | str) -> LogLine:
