@@ -390,6 +390,7 @@ def test_a_run_with_an_s3_store_from_the_aws_environment(
             [
                 "start.json",
                 "log.jsonl",
+                "log.chain.jsonl",
                 "manifest.json",
                 "frames/0000-first.jpg",
                 "frames/0001-last.jpg",

@@ -3,7 +3,8 @@
 relay with an agent's token; each program runs as its own unprivileged user;
 Docker's HEALTHCHECK says healthy; and each program killed with -9 inside comes
 back, with clients told, /readyz honest meanwhile, and the action log's
-numbering carried on."""
+numbering and hash chain carried on: a relay killed while an agent sends
+commands leaves a chain that verifies up to the crash, with a named break."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import requests
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
+from agentenv.protocol.chain import GENESIS, log_check
 from tests.support.container import Computer, computer
 from tests.support.timing import deadline, wait_for
 
@@ -67,15 +69,19 @@ def _processes(pc: Computer) -> list[tuple[str, int, int, str]]:
     return rows
 
 
-def _log(pc: Computer) -> list[dict[str, Any]]:
-    """Every line of the action log file (each must be one JSON object)."""
+def _raw_log(pc: Computer) -> list[bytes]:
+    """Every line of the action log file, as written."""
     found = [v for k, v in pc.files().items() if k.endswith("/" + LOG_FILE)]
     if len(found) != 1:
         raise FileNotFoundError(f"no {LOG_FILE} in the container's log folder")
-    text = found[0].decode()
-    if text and not text.endswith("\n"):
+    if found[0] and not found[0].endswith(b"\n"):
         raise ValueError("the log's last line is torn")
-    return [json.loads(line) for line in text.splitlines()]  # each line parses
+    return found[0].splitlines()
+
+
+def _log(pc: Computer) -> list[dict[str, Any]]:
+    """Every line of the action log file (each must be one JSON object)."""
+    return [json.loads(line) for line in _raw_log(pc)]  # each line parses
 
 
 def _settled_log(pc: Computer, past: int) -> list[dict[str, Any]]:
@@ -99,7 +105,7 @@ def _check_numbering(lines: list[dict[str, Any]]) -> int:
     assert len(seqs) == len(set(seqs)), "a number is on two lines"
     assert sorted(seqs) == list(range(1, len(seqs) + 1)), "numbers are missing"
     for line in lines:
-        kinds = set(line) - {"seq", "at"}
+        kinds = set(line) - {"seq", "at", "prev"}
         assert len(kinds) == 1, line
         if "lost" in line:
             assert line["lost"] == {"entry": line["seq"]}, line
@@ -295,8 +301,87 @@ def test_a_program_killed_inside_comes_back(pc: Computer, program: str) -> None:
         ]
         assert exits and all(x["tab"]["event"] == "closed" for x in exits), exits
 
+    chain = log_check(_raw_log(pc), GENESIS)  # every line links, across each restart
+    assert chain.problems == [], chain.problems
+
     def no_zombies() -> bool:
         return not any(s.startswith("Z") for s in pc.exec("ps", "-eo", "stat=").split())
 
     # Killed programs' children exit within moments; tini reaps them.
     wait_for(no_zombies, "no zombie processes in the container", timeout_s=20, interval_s=0.5)
+
+
+async def _commands_while_the_relay_is_killed(pc: Computer, pid: int) -> int:
+    """alice sends commands back to back (ten in flight) and, once 50 are
+    answered, the relay is killed with -9 under her while she goes on; how
+    many were answered before her connection dropped."""
+    version = requests.get(pc.relay + "/json/version", timeout=deadline(10)).json()
+    answered, sent = 0, 0
+    kill: asyncio.Future[str] | None = None
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(
+            version["webSocketDebuggerUrl"], headers=pc.headers("alice"), max_msg_size=0
+        ) as ws,
+    ):
+
+        async def send() -> None:
+            nonlocal sent
+            sent += 1
+            await ws.send_json({"id": sent, "method": "Target.getTargets"})
+
+        for _ in range(10):
+            await send()
+        while True:
+            got = await ws.receive(timeout=deadline(30))
+            if got.type != aiohttp.WSMsgType.TEXT:
+                break  # the relay is gone
+            if "id" not in json.loads(got.data):
+                continue
+            answered += 1
+            if answered == 50:
+                kill = asyncio.ensure_future(asyncio.to_thread(pc.exec, "kill", "-9", str(pid)))
+            try:
+                await send()
+            except (ConnectionError, RuntimeError):
+                break
+    assert kill is not None, f"the relay dropped alice after {answered} answers, before the kill"
+    await kill
+    return answered
+
+
+def test_a_relay_killed_mid_run_leaves_a_chain_that_verifies_with_a_named_break(
+    pc: Computer,
+) -> None:
+    before = _check_numbering(_settled_log(pc, 1))
+    breaks = len(log_check(_raw_log(pc), GENESIS).breaks)
+    pid = _pid(pc, "relay")
+    answered = asyncio.run(_commands_while_the_relay_is_killed(pc, pid))
+    assert answered >= 50, answered
+    wait_for(lambda: _status(pc) == 200, "/readyz after the relay was killed", timeout_s=90)
+    assert _pid(pc, "relay") != pid
+    after = _navigate(pc, "about:blank#after-the-chain-kill")
+    _check_numbering(_settled_log(pc, after))
+
+    lines = _raw_log(pc)
+    chain = log_check(lines, GENESIS)
+    # The whole file verifies: up to the crash, across it, and after.
+    assert chain.problems == [], chain.problems
+    assert len(chain.breaks) == breaks + 1, chain.breaks
+    named = chain.breaks[-1]
+    assert "stopped without closing the log (a crash or a kill)" in named, named
+    parsed = [json.loads(x) for x in lines]
+    at = next(i for i, x in enumerate(parsed) if "break" in x and x["seq"] > before)
+    # The killed writer's lines are all before the break: alice's commands
+    # up to the crash, and none of hers after it.
+    sent = [
+        i
+        for i, x in enumerate(parsed)
+        if x.get("action", {}).get("method") == "Target.getTargets"
+        and x["action"]["who"] == "alice"
+        and x["seq"] > before
+    ]
+    assert len(sent) >= answered - 10 and max(sent) < at, (len(sent), answered, at)
+    # Each number the break names lost has its lost line, after the break.
+    lost = parsed[at]["break"]["lost"]
+    assert {x["lost"]["entry"] for x in parsed[at + 1 :] if "lost" in x} >= set(lost), lost

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import requests
 
+from agentenv.protocol.chain import CHAIN_FILE, recording_problems
 from tests.support.container import CONTROL, PLAIN_S3, Computer, computer
 from tests.support.timing import deadline, wait_for
 
@@ -148,7 +149,9 @@ def test_a_recording_uploads_to_s3_on_the_network(image: str, network: Any, stor
     assert kinds == ["first", "action", "action", "last"], manifest["frames"]
     assert manifest["missing_frames"] == 0 and manifest["log_missing"] == [], manifest
     files = [f["file"] for f in manifest["frames"]]
-    assert store.keys(under) == sorted([*files, "log.jsonl", "manifest.json", "start.json"])
+    assert store.keys(under) == sorted(
+        [*files, "log.jsonl", CHAIN_FILE, "manifest.json", "start.json"]
+    )
     objects = {name: store.get(under + name) for name in store.keys(under)}
     for frame in manifest["frames"]:
         data = objects[frame["file"]]
@@ -158,7 +161,10 @@ def test_a_recording_uploads_to_s3_on_the_network(image: str, network: Any, stor
 
     # log.jsonl: the log from the start's entry to the end's, every line once.
     lines = [json.loads(x) for x in objects["log.jsonl"].decode().splitlines()]
-    assert manifest["log"] == {"file": "log.jsonl", "lines": len(lines)}
+    assert manifest["log"] == {"file": "log.jsonl", "lines": len(lines), "chain": CHAIN_FILE}
+    # It verifies on the log's hash chain, from chain_first to chain_last.
+    assert recording_problems(objects.get, manifest) == []
+    assert all(len(manifest[k]) == 32 for k in ("chain_first", "chain_last")), manifest
     seqs = [x["seq"] for x in lines]
     assert seqs == list(range(manifest["start_seq"], manifest["end_seq"] + 1))
     by_seq = {x["seq"]: x for x in lines}

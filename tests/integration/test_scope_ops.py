@@ -16,7 +16,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import requests
 from playwright.sync_api import sync_playwright
 
 from agentenv.harness.local_store import LocalStore
+from agentenv.protocol.chain import CHAIN_FILE, recording_problems
 from tests.security.attacks import browser_url
 from tests.support.colours import page_shown, serve_inside
 from tests.support.container import Computer, computer
@@ -50,6 +51,11 @@ def _recording(pc: Computer, op: str, body: dict[str, Any], status: int = 200) -
     )
     assert answer.status_code == status, (op, answer.status_code, answer.text[:2000])
     return answer.json()
+
+
+def _reader(folder: Path) -> Callable[[str], bytes | None]:
+    """A recording's files, read from where it was fetched."""
+    return lambda name: (folder / name).read_bytes() if (folder / name).is_file() else None
 
 
 def _urls(tabs: list[dict[str, Any]]) -> set[str]:
@@ -191,6 +197,12 @@ def test_a_recording_per_scope_holds_only_its_own(
         assert mine, f"{user}'s recording holds none of {user}'s entries"
         assert all(x.get("action", {}).get("who") != other for x in lines)
         assert {x.get("action", x.get("tab", {})).get("scope") for x in lines} == {user}
+        # Its slice verifies on the log's hash chain, walked across the other
+        # scope's lines by their hashes alone (none of their words).
+        assert recording_problems(_reader(folder), manifest) == []
+        links = [json.loads(x) for x in (folder / CHAIN_FILE).read_bytes().splitlines()]
+        assert len([x for x in links if "prev" in x]) > 0 and len(links) > len(lines), links
+        assert other.encode() not in (folder / CHAIN_FILE).read_bytes()
         # Each frame shows one of its own agent's pages, never the other's.
         frames = [f for f in manifest["frames"] if f["kind"] == "action"]
         assert frames, manifest
@@ -343,6 +355,7 @@ def test_two_agents_in_one_shared_scope(
         who = {x["action"].get("who") for x in lines if "action" in x}
         assert {"alice", "bob"} <= who and "carol" not in who, who
         assert "?carol" not in (tmp_path / "log.jsonl").read_text()
+        assert recording_problems(_reader(tmp_path), manifest) == []
 
 
 def test_an_agents_downloads_are_listed_and_fetched_in_its_own_scope_only(pc: Computer) -> None:

@@ -1,4 +1,5 @@
-"""The relay killed with -9 while agents send commands; a second writer."""
+"""The relay killed with -9 while agents send commands (the log's numbering and
+hash chain carry on, the crash a named break); a second writer."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 
+from agentenv.protocol.chain import GENESIS, log_check
 from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.stack import NativeStack, missing_tools
 from tests.support.timing import deadline, wait_for
@@ -87,6 +89,10 @@ async def test_kill_the_relay_mid_traffic(chaos_stack: NativeStack) -> None:
     ]
     assert len(starts) == 2 and starts[0] == 1 and starts[1] > 200, starts
     assert any(seq >= starts[1] for seq, _ in entries), "no entry after the restart"
+    # The hash chain links every line, across the kill, which a break names.
+    chain = log_check(log_file.read_bytes().splitlines(), GENESIS)
+    assert chain.problems == [], chain.problems
+    assert len(chain.breaks) == 1 and "(a crash or a kill)" in chain.breaks[0], chain.breaks
 
 
 def test_a_second_writer_is_refused(chaos_stack: NativeStack) -> None:

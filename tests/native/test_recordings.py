@@ -220,7 +220,7 @@ def test_uploads_to_s3_and_every_refusal(
     listed = _s3_names(s3, f"runs/42/{first}/")
     taken = [f["file"] for f in manifest["frames"] if not f.get("error")]
     assert manifest["missing_frames"] == 0
-    assert listed == sorted([*taken, "log.jsonl", "manifest.json", "start.json"])
+    assert listed == sorted([*taken, "log.jsonl", "log.chain.jsonl", "manifest.json", "start.json"])
     assert rec(stack, "end", {"recording_id": first}) == manifest  # an end again: the same manifest
     assert "404" in json.dumps(rec(stack, "end", {"recording_id": "rec-nope"}, status=404))
     rec(stack, "end", {"recording_id": first, "reason": "because"}, status=400)
@@ -234,6 +234,7 @@ def test_uploads_to_s3_and_every_refusal(
     assert [m["recording_id"] for m in ended] == [quiet["recording_id"]]
     assert ended[0]["frames"] == [] and ended[0]["log"]["lines"] >= 2
     assert _s3_names(s3, f"runs/42/{quiet['recording_id']}/") == [
+        "log.chain.jsonl",
         "log.jsonl",
         "manifest.json",
         "start.json",

@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
+from agentenv.protocol.chain import CHAIN_FILE
+
 __all__ = [
     "REASONS",
     "VIDEO_CHUNK_S",
@@ -191,8 +193,12 @@ class Gap(BaseModel):
 
 
 class LogEntry(BaseModel):
+    """The log slice (``file``, its ``lines``) and the hash chain across it
+    (``chain``: :data:`agentenv.protocol.chain.CHAIN_FILE`)."""
+
     file: str
     lines: int
+    chain: str | None = None
 
 
 class VideoChunk(BaseModel):
@@ -269,6 +275,10 @@ class BrowserRecordingManifest(BaseModel):
     har: HarEntry | None = None
     #: Its video, when the start asked (:class:`VideoEntry`).
     video: VideoEntry | None = None
+    #: The hash chain across the log slice (:mod:`agentenv.protocol.chain`):
+    #: what its run's first line chains from, and its last line's hash.
+    chain_first: str | None = None
+    chain_last: str | None = None
     #: The evidence (SPEC.md section 7, :mod:`agentenv.protocol.attestation`):
     #: the hex SHA-256 of every file the recording uploaded, by name (every
     #: file but manifest.json); None in a manifest rebuilt by the harness.
@@ -352,7 +362,13 @@ def rebuild(
         start_seq=None,
         end_seq=None,
         frames=frames,
-        log=LogEntry(file="log.jsonl", lines=log_lines) if log_lines is not None else None,
+        log=LogEntry(
+            file="log.jsonl",
+            lines=log_lines,
+            chain=CHAIN_FILE if CHAIN_FILE in names else None,
+        )
+        if log_lines is not None
+        else None,
         missing_frames=0,
         log_missing=[],
         limits_hit=[],

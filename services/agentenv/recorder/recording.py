@@ -23,6 +23,7 @@ from agentenv.log.lines import BROWSER_EXITED, iso
 from agentenv.log.reader import LogReader
 from agentenv.log.redact import redact_cut, redact_text
 from agentenv.metrics import RecorderCounts
+from agentenv.protocol.chain import CHAIN_FILE, Run, chain_run
 from agentenv.protocol.control import Open, OpenEntries, TabOrder, Tabs
 from agentenv.protocol.log import LogLine, action_of, agent_act, parse_line, scope_of
 from agentenv.protocol.recording import (
@@ -326,7 +327,7 @@ class Recording:
                 args={"recording_id": self.recording_id, "reason": reason},
             ) as action:
                 end_seq = action.entry
-            kept, missing = await self._log_slice(end_seq)
+            kept, missing, chain = await self._log_slice(end_seq)
             lines = [raw for raw, _ in kept]
             log_entry: LogEntry | None = LogEntry(file="log.jsonl", lines=len(lines))
             try:
@@ -336,6 +337,12 @@ class Recording:
             except UploadError as exc:
                 log.error("%s: %s", self.recording_id, exc)
                 log_entry = None
+            if log_entry is not None:
+                try:
+                    await self.upload.put(CHAIN_FILE, chain.chain, "application/x-ndjson")
+                    log_entry.chain = CHAIN_FILE
+                except UploadError as exc:
+                    log.error("%s: %s", self.recording_id, exc)
             downloads = await self._downloads()
             video = None
             if self.video is not None:
@@ -361,6 +368,8 @@ class Recording:
                 end_seq=end_seq,
                 frames=self.frames,
                 log=log_entry,
+                chain_first=chain.first,
+                chain_last=chain.last,
                 missing_frames=sum(1 for f in self.frames if f.error),
                 log_missing=missing,
                 limits_hit=self.limits_hit,
@@ -428,13 +437,16 @@ class Recording:
             entry.file = f"downloads/{download.name}"
         return out
 
-    async def _log_slice(self, end_seq: int) -> tuple[list[tuple[bytes, LogLine]], list[int]]:
+    async def _log_slice(self, end_seq: int) -> tuple[list[tuple[bytes, LogLine]], list[int], Run]:
         """The log's lines (each as written, and read) from the start's entry to
-        the end's, waiting (bounded) for entries still in flight; what is still
-        unwritten is listed. A
+        the end's, in ``seq`` order, waiting (bounded) for entries still in
+        flight; what is still unwritten is listed; and the hash chain across
+        the run of the file they are in. A
         scoped recording waits for its own scope's only: an entry another
         scope holds open (a command Chromium never answers) is not its own,
-        and is no gap in it (``AgentEnv.pending`` names each open entry's scope)."""
+        and is no gap in it (``AgentEnv.pending`` names each open entry's scope).
+        It keeps its scope's lines, and the breaks (the computer's own word
+        that lines were lost to a crash, naming no other scope's content)."""
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + END_WAIT_S
         others: set[int] = set()
@@ -449,17 +461,28 @@ class Recording:
                 ):
                     break
             await asyncio.sleep(0.1)
-        lines = await loop.run_in_executor(None, self.reader.read_range, self.start_seq, end_seq)
-        parsed = [(raw, parse_line(raw)) for raw in lines]
-        have = {line["seq"] for _, line in parsed}
+        run = await loop.run_in_executor(None, self.reader.read_run, self.start_seq, end_seq)
+        parsed: list[tuple[bytes, LogLine]] = []
+        marked: list[tuple[bytes, bool]] = []  # the run, and whether the slice keeps each
+        have: set[int] = set()
+        for raw, ours in run:
+            line = parse_line(raw) if ours else None
+            if line is not None:
+                have.add(line["seq"])
+            # another scope's entries are not this recording's
+            keep = line is not None and (
+                self.scope is None or scope_of(line) == self.scope or "break" in line
+            )
+            marked.append((raw, keep))
+            if keep and line is not None:
+                parsed.append((raw, line))
+        parsed.sort(key=lambda x: x[1]["seq"])
         if self.scope is not None and len(have) < end_seq - self.start_seq + 1:
             others = await self._others_open()
         missing = [
             n for n in range(self.start_seq, end_seq + 1) if n not in have and n not in others
         ]
-        if self.scope is not None:  # another scope's entries are not this recording's
-            parsed = [(raw, line) for raw, line in parsed if scope_of(line) == self.scope]
-        return parsed, missing
+        return parsed, missing, chain_run(marked)
 
     async def _others_open(self) -> set[int]:
         """Entries open now that act in another scope than this recording's."""
