@@ -3,6 +3,12 @@
 Anchors in the same run: raw ``os.write`` appends of the exact bytes the
 writer produces, and ``json.dumps`` plus the write.
 
+The hash chain's cost (issue 25): the writer alone (``begin`` and ``end``)
+and the relay's whole per-command path, each with the chain on and off
+(``LogWriter(chain=False)``, which exists for this figure), in turns of
+:data:`ROUNDS` so the machine's drift falls on both; the cost a line is the
+difference of the medians' times a line.
+
 It also times the one ``os.write`` a command costs the relay's event loop,
 against handing the line to a writer thread instead (the decision is in
 docs/decisions.md, "The log's write stays on the relay's loop"). Set
@@ -14,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import statistics
 import tempfile
 import threading
 import time
@@ -27,6 +34,8 @@ from bench.stats import percentile, table
 
 N = 200_000
 BIG = 1_000_000
+#: Turns of chain on and off, one after the other (the medians are compared).
+ROUNDS = 6
 
 
 def _fields(n: int) -> dict[str, Any]:
@@ -42,13 +51,13 @@ def _fields(n: int) -> dict[str, Any]:
     }
 
 
-def _writer(folder: Path) -> float:
+def _writer(folder: Path, chain: bool = True, name: str = "w.jsonl") -> float:
     """The relay's own path per command: the logbook's begin and end (marks,
     the tab's URL, params redacted, numbering, serialization, the write)."""
     from agentenv.access import Identity
     from agentenv.relay.logbook import Logbook
 
-    book = Logbook(LogWriter.open(folder / "w.jsonl"))
+    book = Logbook(LogWriter.open(folder / name, chain=chain))
     tab = "8F1A2B3C4D5E6F708192A3B4C5D6E7F8"
     book.causes.known(tab, "https://shop.example/search?q=shoes&token=abc")
     alice = Identity("alice")
@@ -65,6 +74,33 @@ def _writer(folder: Path) -> float:
     elapsed = time.perf_counter() - t
     book.writer.close()
     return N / elapsed
+
+
+def _bare_writer(folder: Path, chain: bool, name: str) -> float:
+    """The writer alone: a number taken, the line serialized and written
+    (``begin`` and ``end``, fields already redacted), lines a second."""
+    writer = LogWriter.open(folder / name, chain=chain)
+    fields = [_fields(n) for n in range(N)]
+    t = time.perf_counter()
+    for entry in fields:
+        writer.end(writer.begin(entry), True)
+    elapsed = time.perf_counter() - t
+    writer.close()
+    return N / elapsed
+
+
+def _chain_turns(folder: Path) -> dict[str, list[float]]:
+    """Lines a second, chain on and off, for the writer alone and the
+    logbook's path, in :data:`ROUNDS` turns."""
+    found: dict[str, list[float]] = {"bare on": [], "bare off": [], "book on": [], "book off": []}
+    for turn in range(ROUNDS):
+        for chain in (True, False) if turn % 2 else (False, True):
+            state = "on" if chain else "off"
+            found[f"bare {state}"].append(_bare_writer(folder, chain, "b.jsonl"))
+            found[f"book {state}"].append(_writer(folder, chain, "w.jsonl"))
+            for name in ("b.jsonl", "w.jsonl"):  # 60 MB each: one at a time
+                (folder / name).unlink()
+    return found
 
 
 def _raw(folder: Path, payload: list[bytes]) -> float:
@@ -166,17 +202,33 @@ def run() -> str:
         ]
         raw = _raw(folder, payload)
         dumps = _json_dumps(folder)
-        writer = _writer(folder)
+        turns = _chain_turns(folder)
+        writer = statistics.median(turns["book on"])
         each = _each_write(folder, payload)
         handed, handed_rate = _handed_off(folder, payload)
         build, reads = _big_read(folder)
+    on, off = statistics.median(turns["bare on"]), statistics.median(turns["bare off"])
+    book_off = statistics.median(turns["book off"])
     rows = [
         ["raw os.write appends (anchor)", f"{raw:,.0f} lines/s", "1.00"],
         ["json.dumps + os.write", f"{dumps:,.0f} lines/s", f"{dumps / raw:.2f}"],
+        ["the writer alone, chain on (median of 6)", f"{on:,.0f} lines/s", f"{on / raw:.2f}"],
+        ["the writer alone, chain off", f"{off:,.0f} lines/s", f"{off / raw:.2f}"],
+        ["the chain's cost a line, the writer alone", f"{(1 / on - 1 / off) * 1e6:.2f} µs", ""],
         [
-            "relay logbook per command (redaction included)",
+            "relay logbook per command (redaction included), chain on",
             f"{writer:,.0f} lines/s",
             f"{writer / raw:.2f}",
+        ],
+        ["the same, chain off", f"{book_off:,.0f} lines/s", f"{book_off / raw:.2f}"],
+        ["the chain's cost a line, the logbook", f"{(1 / writer - 1 / book_off) * 1e6:.2f} µs", ""],
+        [
+            "each turn, writer on / off (lines/s)",
+            " ".join(
+                f"{a:,.0f}/{b:,.0f}"
+                for a, b in zip(turns["bare on"], turns["bare off"], strict=True)
+            ),
+            "",
         ],
         ["one os.write on the loop, p50", f"{percentile(each, 50):.2f} µs", ""],
         ["one os.write on the loop, p99", f"{percentile(each, 99):.2f} µs", ""],

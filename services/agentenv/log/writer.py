@@ -31,6 +31,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
@@ -247,9 +248,10 @@ class LogWriter:
         if error is not None:
             fields["error"] = error
         # The line is {"seq", "at", "prev", "action"}, seq first (_write, inlined).
-        top = {"seq": seq, "at": at, "prev": self.head, "action": fields}
-        if not self.chain:
-            del top["prev"]
+        if self.chain:
+            top = {"seq": seq, "at": at, "prev": self.head, "action": fields}
+        else:
+            top = {"seq": seq, "at": at, "action": fields}
         try:
             data = orjson.dumps(top, option=orjson.OPT_APPEND_NEWLINE)
         except (TypeError, ValueError):  # nested too deep, or not JSON: the line still goes
@@ -277,8 +279,8 @@ class LogWriter:
             self.size += written
             if written < len(data):  # only on a full disk or a signal
                 self._write_all(data[written:])
-        if self.chain:
-            self.head = hash_written(data)
+        if self.chain:  # hash_written, inlined
+            self.head = sha256(data).hexdigest()[:32]
 
     def record(self, kind: LineKind, body: dict[str, Any]) -> int:
         """Take a number and write a line at once (tab events, resets)."""
