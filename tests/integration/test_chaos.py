@@ -31,6 +31,7 @@ import requests
 from playwright.sync_api import sync_playwright
 
 from agentenv.harness.local_store import LocalStore
+from agentenv.protocol.chain import recording_problems
 from tests.security.attacks import (
     agent,
     browser_url,
@@ -407,6 +408,12 @@ def test_one_hostile_agent_stops_no_one_else(
     assert not [x for x in bobs if x.get("unfinished") or x.get("ok") is None], bobs
     assert {x.get("scope") for x in bobs} == {"bob"}
     assert any(x.get("method") == "Page.navigate" for x in bobs), bobs
+
+    # It verifies on the log's hash chain, across alice's flood by hashes alone.
+    def read(name: str) -> bytes | None:
+        return (tmp_path / name).read_bytes() if (tmp_path / name).is_file() else None
+
+    assert recording_problems(read, manifest) == []
     # Alice's attempt is on the record; nothing restarted; no secret written.
     lines = wait_for(
         lambda: (lambda got: got if got[1] > before else None)(pc.log(before)),
