@@ -285,6 +285,9 @@ def _slice(path: Path, first: int, last: int, scope: str | None) -> dict[str, by
             kept.append((line["seq"], raw))
     run = chain_run(marked)
     manifest = {
+        "scope": scope,
+        "start_seq": first,
+        "end_seq": last,
         "log": {"file": "log.jsonl", "lines": len(kept), "chain": CHAIN_FILE},
         "chain_first": run.first,
         "chain_last": run.last,
@@ -317,7 +320,33 @@ def test_a_scoped_slice_verifies_without_the_other_scopes_lines(tmp_path: Path) 
     # past the end, written before the end's.
     assert len(left_out) == 7 and len(links) == len(kept) + 7, links
     # The whole computer's slice of the same run.
-    assert _check(_slice(path, start, end, None)) == []
+    whole = _slice(path, start, end, None)
+    assert _check(whole) == []
+    # A line taken out of it and marked left out (its link kept whole), the
+    # count mended: named, since such a slice leaves out none of its numbers.
+    lines = whole["log.jsonl"].splitlines()
+    taken = lines[3]
+    seq = json.loads(taken)["seq"]
+    links = [
+        orjson.dumps({"seq": seq, "prev": prev_of(taken), "hash": line_hash(taken)})
+        if json.loads(x)["seq"] == seq
+        else x
+        for x in whole[CHAIN_FILE].splitlines()
+    ]
+    links_of = {json.loads(x)["seq"]: x for x in links}
+    assert sum(b'"prev"' in x for x in links) > 1  # lines outside its numbers are left out too
+    manifest = orjson.loads(whole["manifest.json"])
+    manifest["log"]["lines"] -= 1
+    forged = {
+        "log.jsonl": b"".join(x + b"\n" for x in lines if x != taken),
+        CHAIN_FILE: b"\n".join(links) + b"\n",
+        "manifest.json": orjson.dumps(manifest),
+    }
+    at = links.index(links_of[seq]) + 1
+    assert _check(forged) == [
+        f"seq {seq} ({CHAIN_FILE} line {at}) is left out of log.jsonl, which keeps every "
+        f"line from seq {start} to {end}: a line removed"
+    ]
 
 
 def test_a_slice_changed_reordered_or_cut_is_named(tmp_path: Path) -> None:

@@ -328,7 +328,13 @@ def recording_check(read: Callable[[str], bytes | None], manifest: Mapping[str, 
         before = seq if before is None else max(before, seq)
         prev = value.get("prev")
         by_seq[seq] = (index, prev if isinstance(prev, str) else None, line_hash(raw))
-    _walk(found, name, chain_name, chain_data, by_seq, first, last)
+    # A slice of the whole computer keeps every line of its numbers: one of
+    # them left out is a line taken away (a scoped slice's are another scope's).
+    whole: range | None = None
+    start, end = manifest.get("start_seq"), manifest.get("end_seq")
+    if manifest.get("scope") is None and isinstance(start, int) and isinstance(end, int):
+        whole = range(start, end + 1)
+    _walk(found, name, chain_name, chain_data, by_seq, first, last, whole)
     return found
 
 
@@ -340,9 +346,11 @@ def _walk(
     by_seq: Mapping[int, tuple[int, str | None, str]],
     first: str,
     last: str,
+    whole: range | None,
 ) -> None:
     """Walk the chain file's run in the order written, from ``first`` to
-    ``last``, each of the slice's lines on it once."""
+    ``last``, each of the slice's lines on it once (and, when the slice keeps
+    every line numbered in ``whole``, none of those left out)."""
     problems = found.problems
     expected, expected_seq = first, None
     used: set[int] = set()
@@ -362,6 +370,11 @@ def _walk(
             if entry["prev"] != expected:
                 problems.append(
                     f"{chain_name} {_name(k, seq)} (left out of {name}) does not chain from {after}"
+                )
+            if whole is not None and seq in whole and seq not in by_seq:
+                problems.append(
+                    f"seq {seq} ({chain_name} line {k}) is left out of {name}, which keeps "
+                    f"every line from seq {whole.start} to {whole.stop - 1}: a line removed"
                 )
         elif seq in used or seq not in by_seq:
             problems.append(
