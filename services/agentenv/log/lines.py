@@ -1,9 +1,10 @@
 """The log's line kinds and their encoding (SPEC.md section 1, "Line kinds").
 
-Every line is ``{"seq": N, "at": "<UTC ISO 8601 ms>", <kind>: {...}}`` with
-``seq`` first, so readers find a line's number without parsing it all
-(:func:`seq_of`). The kinds and their bodies, and what counts as an agent's
-own act, are wire models: :mod:`agentenv.protocol.log`.
+Every line is ``{"seq": N, "at": "<UTC ISO 8601 ms>", "prev": "<hash>", <kind>:
+{...}}`` with ``seq`` first, so readers find a line's number without parsing
+it all (:func:`seq_of`); the writer adds ``prev``
+(:mod:`agentenv.protocol.chain`). The kinds and their bodies, and what counts
+as an agent's own act, are wire models: :mod:`agentenv.protocol.log`.
 """
 
 from __future__ import annotations

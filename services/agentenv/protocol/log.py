@@ -1,7 +1,8 @@
 """The action log's lines, and ``log {after, limit}`` → ``{lines, last}``
 (SPEC.md sections 1 and 3).
 
-A line is one of the kinds of :data:`LogLine`: ``{"seq", "at", <kind>: body}``.
+A line is one of the kinds of :data:`LogLine`: ``{"seq", "at", "prev", <kind>:
+body}`` (``prev``: the hash chain, :mod:`agentenv.protocol.chain`).
 The bodies are ``TypedDict``s, not pydantic models: the relay writes lines on
 every command and the readers (the recorder, the exports, the viewer) parse
 thousands at a time, so a line stays the plain dict ``orjson`` gives, typed
