@@ -183,11 +183,13 @@ def test_a_recording_verifies_and_forgeries_are_named(
     frame = next(f["file"] for f in manifest["frames"] if f["kind"] == "action")
     changed = tmp_path / "changed"
     changed.mkdir()
-    for name, expected in [
-        (frame, f"{frame}: changed (its SHA-256 is not the manifest's)"),
-        ("log.jsonl", "log.jsonl: changed (its SHA-256 is not the manifest's)"),
-    ]:
-        assert folder_problems(_changed(folder, name, changed), key) == [expected]
+    assert folder_problems(_changed(folder, frame, changed), key) == [
+        f"{frame}: changed (its SHA-256 is not the manifest's)"
+    ]
+    # the log's file by its hash, and its line by the chain
+    found = folder_problems(_changed(folder, "log.jsonl", changed), key)
+    assert found[0] == "log.jsonl: changed (its SHA-256 is not the manifest's)", found
+    assert found[1].startswith("log.jsonl line "), found
     copy = changed / "manifest"
     shutil.copytree(folder, copy)
     text = (copy / "manifest.json").read_bytes()

@@ -62,6 +62,7 @@ def test_a_recording_is_signed_and_verify_names_what_changed(
     assert set(manifest["files"]) == {
         "start.json",
         "log.jsonl",
+        "log.chain.jsonl",
         *(f["file"] for f in manifest["frames"] if not f["error"]),
     }
     assert manifest["signature"]

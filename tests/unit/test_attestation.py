@@ -22,6 +22,7 @@ from agentenv.protocol.attestation import (
     sign,
     signed_bytes,
 )
+from agentenv.protocol.chain import CHAIN_FILE, GENESIS, Run, chain_run, line_hash
 from agentenv.signing import SigningKeyError, computer_key
 
 
@@ -83,12 +84,21 @@ def test_signed_bytes_are_sorted_compact_and_leave_the_signature_out() -> None:
 # -- a recording, in memory ------------------------------------------------------------
 
 
+def _chained_log() -> tuple[bytes, Run]:
+    """Two log lines as the writer chains them, and their run's chain file."""
+    first = b'{"seq":1,"at":"t","prev":"' + GENESIS.encode() + b'","action":{}}'
+    second = b'{"seq":2,"at":"t","prev":"' + line_hash(first).encode() + b'","action":{}}'
+    return first + b"\n" + second + b"\n", chain_run([(first, True), (second, True)])
+
+
 def recording(signer: Ed25519PrivateKey, **extra: Any) -> dict[str, bytes]:
+    log, run = _chained_log()
     files = {
         "start.json": b'{"recording_id":"rec-1"}',
         "frames/0000-first.jpg": b"\xff\xd8first",
         "frames/0001-action.jpg": b"\xff\xd8action",
-        "log.jsonl": b'{"seq":1,"at":"t","action":{}}\n{"seq":2,"at":"t","action":{}}\n',
+        "log.jsonl": log,
+        CHAIN_FILE: run.chain,
     }
     manifest: dict[str, Any] = {
         "recording_id": "rec-1",
@@ -97,7 +107,11 @@ def recording(signer: Ed25519PrivateKey, **extra: Any) -> dict[str, bytes]:
             {"index": 1, "file": "frames/0001-action.jpg", "error": None},
             {"index": 2, "file": "frames/0002-last.jpg", "error": "no tab is open"},
         ],
-        "log": {"file": "log.jsonl", "lines": 2},
+        "log": {"file": "log.jsonl", "lines": 2, "chain": CHAIN_FILE},
+        "start_seq": 1,
+        "end_seq": 2,
+        "chain_first": run.first,
+        "chain_last": run.last,
         "video": None,
         "har": None,
         "downloads": [],
@@ -268,3 +282,20 @@ def test_a_run_pins_verifies_and_reports_its_recordings(tmp_path: Path) -> None:
         "run1",
         "run2",
     ]
+
+
+def test_two_log_lines_swapped_are_named_by_the_chain_too(tmp_path: Path) -> None:
+    """verify checks the log's chain (protocol/chain.py) beside the files'
+    hashes: two lines swapped are named as such, not only as a changed file."""
+    from agentenv.harness import attest
+
+    key = Ed25519PrivateKey.generate()
+    files = recording(key)
+    first, second = files["log.jsonl"].splitlines()
+    files["log.jsonl"] = second + b"\n" + first + b"\n"
+    for name, data in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    found = attest.folder_problems(tmp_path, key_text(key))
+    assert "log.jsonl: changed (its SHA-256 is not the manifest's)" in found, found
+    assert any("log.jsonl" in p and "order" in p for p in found), found

@@ -34,6 +34,7 @@ from agentenv.protocol.attestation import (
     recording_problems,
     sha256,
 )
+from agentenv.protocol.chain import recording_check
 from agentenv.protocol.log import LogLine, action_of, read_lines
 
 __all__ = [
@@ -55,15 +56,10 @@ class VerifyError(HarnessError):
     """A recording that cannot be checked at all (no key, no such folder)."""
 
 
-def _chain_problems(read: Read, manifest: Mapping[str, Any]) -> list[str]:
-    """The log slice's hash chain, against the manifest's ``chain_first``
-    and ``chain_last``."""
-    # chain: agentenv.protocol.chain.recording_problems (the chain helper's part)
-    return []
-
-
-def folder_problems(folder: Path, key: str) -> list[str]:
-    """What is wrong with the recording in ``folder``, checked against ``key``."""
+def folder_problems(folder: Path, key: str, breaks: list[str] | None = None) -> list[str]:
+    """What is wrong with the recording in ``folder``, checked against ``key``.
+    The named breaks in its log's chain (the computer's own record of a
+    crash: not a problem) are added to ``breaks`` when given."""
     present = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
 
     def read(name: str) -> bytes | None:
@@ -73,7 +69,14 @@ def folder_problems(folder: Path, key: str) -> list[str]:
             return None
         return path.read_bytes()
 
-    return recording_problems(read(MANIFEST), read, present, key, _chain_problems)
+    def chain_problems(read: Read, manifest: Mapping[str, Any]) -> list[str]:
+        """The log slice's hash chain (:mod:`agentenv.protocol.chain`)."""
+        found = recording_check(read, manifest)
+        if breaks is not None:
+            breaks.extend(found.breaks)
+        return found.all(strict=False)
+
+    return recording_problems(read(MANIFEST), read, present, key, chain_problems)
 
 
 def key_given(given: str) -> str:
@@ -102,9 +105,10 @@ def pinned_key(folder: Path) -> str | None:
     return key if isinstance(key, str) else None
 
 
-def verify(recording: str, key: str | None = None) -> list[str]:
+def verify(recording: str, key: str | None = None, breaks: list[str] | None = None) -> list[str]:
     """The problems of ``recording`` (a folder or ``s3://…``): none when it
-    is whole and signed by the key (``--key``, else the run's pinned one)."""
+    is whole and signed by the key (``--key``, else the run's pinned one).
+    Its log's named breaks are added to ``breaks`` when given."""
     pinned = key_given(key) if key is not None else None
     if recording.startswith("s3://"):
         if pinned is None:
@@ -117,7 +121,7 @@ def verify(recording: str, key: str | None = None) -> list[str]:
                 folder = download_recording(recording, Path(tmp))
             except Exception as exc:  # boto3's: no credentials, no bucket, no route
                 raise VerifyError(f"cannot download {recording}: {exc}") from None
-            return folder_problems(folder, pinned)
+            return folder_problems(folder, pinned, breaks)
     folder = Path(recording)
     if not folder.is_dir():
         raise VerifyError(
@@ -130,7 +134,7 @@ def verify(recording: str, key: str | None = None) -> list[str]:
             "attestation.key); a run's recordings/<recording_id>/ folder finds the key its "
             "run pinned in metadata.json"
         )
-    return folder_problems(folder, pinned)
+    return folder_problems(folder, pinned, breaks)
 
 
 def guard_refusals(lines: Iterable[LogLine]) -> dict[str, dict[str, int]]:

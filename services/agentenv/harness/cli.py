@@ -287,13 +287,16 @@ def _verify(recording: str, key: str | None) -> int:
     nothing to check against."""
     from agentenv.harness.attest import VerifyError, verify
 
+    breaks: list[str] = []
     try:
-        problems = verify(recording, key)
+        problems = verify(recording, key, breaks)
     except (VerifyError, OSError) as exc:
         print(f"agentenv: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     for problem in problems:
         print(problem)
+    for named in breaks:  # the computer's own record of a crash: shown, not a problem
+        print(f"break (named by the computer, not a problem): {named}")
     if problems:
         print(f"agentenv: {recording}: {len(problems)} problem(s)", file=sys.stderr)
         return 1
