@@ -187,9 +187,9 @@ def test_a_recording_verifies_and_forgeries_are_named(
         f"{frame}: changed (its SHA-256 is not the manifest's)"
     ]
     # the log's file by its hash, and its line by the chain
-    found = folder_problems(_changed(folder, "log.jsonl", changed), key)
-    assert found[0] == "log.jsonl: changed (its SHA-256 is not the manifest's)", found
-    assert found[1].startswith("log.jsonl line "), found
+    named = folder_problems(_changed(folder, "log.jsonl", changed), key)
+    assert named[0] == "log.jsonl: changed (its SHA-256 is not the manifest's)", named
+    assert named[1].startswith("log.jsonl line "), named
     copy = changed / "manifest"
     shutil.copytree(folder, copy)
     text = (copy / "manifest.json").read_bytes()
