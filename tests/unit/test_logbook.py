@@ -394,6 +394,37 @@ def test_a_tool_call_naming_no_tab_takes_the_tab_its_latest_acting_command_acted
     assert b.action(named)["tab"] == "A"
 
 
+def test_a_tool_calls_input_says_its_tab_not_the_scripts_it_runs_in_every_tab_after(
+    tmp_path: Path,
+) -> None:
+    """Playwright MCP clicks in its own tab B (behind A, in front), then reads
+    every tab's title with a script: the call acted on B. A call of scripts
+    alone takes the tab of its latest one."""
+    b = Book(tmp_path)
+    b.book.causes.known("A", "http://a.test/front")
+    b.book.causes.known("B", "http://b.test/own")
+    call = b.book.begin_action(
+        1, BeginAction(via="mcp", who="bob", tool="browser_mouse_click_xy", call="c-1", scope=[9])
+    )
+    for tab, method, params in (
+        ("B", "Input.dispatchMouseEvent", {"type": "mousePressed", "x": 1, "y": 1}),
+        ("B", "Runtime.callFunctionOn", {"functionDeclaration": "() => document.title"}),
+        ("A", "Runtime.callFunctionOn", {"functionDeclaration": "() => document.title"}),
+    ):
+        sent, _ = b.send(page(9, tab, CONTROL), method, params)
+        b.answer(sent)
+    b.book.end_action(1, EndAction(entry=call, ok=True))
+    assert (b.action(call)["tab"], b.action(call)["url"]) == ("B", "http://b.test/own")
+    scripted = b.book.begin_action(
+        1, BeginAction(via="mcp", who="bob", tool="browser_evaluate", call="c-2", scope=[9])
+    )
+    for tab in ("B", "A"):
+        sent, _ = b.send(page(9, tab, CONTROL), "Runtime.evaluate", {"expression": "1"})
+        b.answer(sent)
+    b.book.end_action(1, EndAction(entry=scripted, ok=True))
+    assert b.action(scripted)["tab"] == "A"
+
+
 def test_credentials_in_a_tabs_url_never_reach_its_lines(tmp_path: Path) -> None:
     b = Book(tmp_path)
     b.book.causes.known("A", "https://a.test/cb?code=AUTHCODE123&state=STATE456&page=2")

@@ -25,6 +25,7 @@ from typing_extensions import TypedDict
 __all__ = [
     "AGENT_VIAS",
     "LINE_KINDS",
+    "WHERE_METHODS",
     "ActionBody",
     "ActionLine",
     "BreakBody",
@@ -45,6 +46,7 @@ __all__ = [
     "page_bytes",
     "parse_line",
     "read_lines",
+    "says_where",
     "scope_of",
     "tab_of",
 ]
@@ -54,6 +56,14 @@ LINE_KINDS: tuple[LineKind, ...] = ("action", "tab", "reset", "outcome", "lost",
 
 #: The ways in an agent acts through (``agentenv`` is the computer's own).
 AGENT_VIAS = ("cdp", "mcp", "api")
+#: CDP commands that say where an agent acts, with every ``Input.*``: moving
+#: between pages and tabs (a client's set-up, scripts and emulation, which it
+#: may send to every tab, do not). The video follows them, and a tool call's
+#: entry takes their tab.
+WHERE_METHODS = frozenset(
+    {"Page.navigate", "Page.reload", "Page.navigateToHistoryEntry", "Page.bringToFront"}
+    | {"Target.activateTarget", "Target.createTarget"}
+)
 
 _OPEN = ConfigDict(extra="allow")
 
@@ -232,6 +242,11 @@ def agent_act(line: LogLine | dict[str, Any]) -> ActionBody | None:
     if action.get("who") == "agentenv" or action.get("within") is not None:
         return None
     return cast(ActionBody, action) if action.get("via") in AGENT_VIAS else None
+
+
+def says_where(method: str) -> bool:
+    """Whether a CDP command says where its sender acts (:data:`WHERE_METHODS`)."""
+    return method.startswith("Input.") or method in WHERE_METHODS
 
 
 def is_agent_act(line: LogLine | dict[str, Any]) -> bool:

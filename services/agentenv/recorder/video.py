@@ -7,10 +7,11 @@ record; its frames are captured on it too) captures the tab
 at half scale, :data:`SCALE`) every frame interval. A picture that is the
 last one again is not encoded: the video holds it (variable frame rate, each
 picture timed on the wall clock, the log's clock). Captures work on tabs in
-the background too, and never bring a tab to the front. When the agent acts in another tab
-(input, or a move between pages and tabs: :func:`moves_video`), the video
-moves there. Chromium's own screencast (``Page.startScreencast``) was the
-first design: its capture pipeline cost Chromium 30 to 40 % of a core while
+the background too, and never bring a tab to the front. When the agent acts
+in another tab (input, or a move between pages and tabs: :func:`moves_video`
+and ``protocol.log.says_where``), the video moves there. Chromium's own
+screencast (``Page.startScreencast``) was the first design: its capture
+pipeline cost Chromium 30 to 40 % of a core while
 a page repainted, even with its frames throttled, against nothing measurable
 for five captures a second (bench/README.md); and a client's own screencast
 (Playwright tracing, chrome-devtools-mcp) is left alone.
@@ -35,7 +36,7 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
-from agentenv.protocol.log import ActionBody
+from agentenv.protocol.log import ActionBody, says_where
 from agentenv.protocol.recording import VIDEO_CHUNK_S, VideoChunk, VideoEntry
 from agentenv.recorder.grants import Uploader, UploadError
 from agentenv.relay_link import BrowserError, BrowserLink
@@ -55,21 +56,13 @@ MAX_WIDTH, MAX_HEIGHT = 1280, 800
 _MS = Fraction(1, 1000)
 
 
-#: CDP commands that say where an agent acts: input, and moving between pages
-#: and tabs (a client's set-up, scripts and emulation on every tab do not).
-_WHERE = frozenset(
-    {"Page.navigate", "Page.reload", "Page.navigateToHistoryEntry", "Page.bringToFront"}
-    | {"Target.activateTarget", "Target.createTarget"}
-)
-
-
 def moves_video(action: ActionBody) -> bool:
     """Whether an agent's act says which tab the video should show: input or
     a move between pages and tabs, an MCP tool call or a pixel op."""
     method = action.get("method")
     if action.get("via") != "cdp":
         return True
-    return isinstance(method, str) and (method.startswith("Input.") or method in _WHERE)
+    return isinstance(method, str) and says_where(method)
 
 
 def seconds_of(iso: str | None) -> float | None:

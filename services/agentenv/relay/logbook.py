@@ -25,6 +25,7 @@ from agentenv.log.redact import redact, redact_cut, redact_text
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import RelayCounts
 from agentenv.protocol.control import BeginAction, EndAction
+from agentenv.protocol.log import says_where
 from agentenv.relay.causes import TAB_METHODS, Causes, TabCommand
 from agentenv.relay.pinned import PARAMS
 from agentenv.settings import Settings
@@ -76,8 +77,10 @@ class Action:
     cleared: bool = True  # no check said password (or could not decide)
     checked: bool = False  # at least one check ran
     #: Begun naming no tab (an MCP tool call: Playwright MCP picks its tab):
-    #: its entry takes the tab of its latest acting command, and that URL.
+    #: its entry takes the tab (and URL) of its latest input or move between
+    #: pages (``says_where``), else of its latest acting command; ``moved``: seen one.
     learns_tab: bool = False
+    moved: bool = False
 
 
 @dataclass
@@ -277,7 +280,7 @@ class Logbook:
         if action is not None:
             fields["within"] = action.entry
             if acting and sent and action.learns_tab and tab is not None and method not in _GONE:
-                self._acted_on(action, tab, fields.get("url"))
+                self._acted_on(action, tab, fields.get("url"), says_where(method))
         now = self.writer.monotonic()
         entry = self.writer.begin(fields, now)
         if acting and sent:
@@ -441,10 +444,13 @@ class Logbook:
             self.causes.acting(params.tab, entry, "", self.monotonic(), params.who)
         return entry
 
-    def _acted_on(self, action: Action, tab: str, url: str | None) -> None:
+    def _acted_on(self, action: Action, tab: str, url: str | None, where: bool) -> None:
         """An action that named no tab acted on ``tab`` (its command's): its
-        entry says so, so its frame is taken there (SPEC.md section 1)."""
-        action.tab = tab
+        entry says so, so its frame is taken there (SPEC.md section 1); a script
+        after its input does not move it (Playwright MCP reads every tab's title)."""
+        if action.moved and not where:
+            return
+        action.tab, action.moved = tab, action.moved or where
         outer = self.writer.fields(action.entry)
         if outer is not None:
             outer["tab"] = tab
