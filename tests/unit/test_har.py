@@ -4,6 +4,9 @@ out of URLs, headers, cookies and bodies; phases from Chromium's timing."""
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import pytest
 
 from agentenv.recorder.har import BODY_CAP, _Request, entry
 
@@ -134,3 +137,85 @@ def test_a_body_is_read_by_what_it_holds_not_by_what_its_type_says() -> None:
     )
     kept = json.loads(entry(multipart, bodies=True)["request"]["postData"]["text"])
     assert kept["fields"] == ["password"] and kept["withheld"] == "form"
+
+
+def _collector() -> Any:
+    from agentenv.recorder.har import Har
+
+    har = Har(link=None, upload=None)  # type: ignore[arg-type]  # events only: no I/O
+    har.sessions["S"] = "T1"
+    return har
+
+
+def _events(har: Any, *events: tuple[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    for method, params in events:
+        har._event({"method": method, "params": {"requestId": "R1", **params}, "sessionId": "S"})
+    return list(har.done)
+
+
+_POST = {"method": "POST", "url": "http://a.test/login", "headers": {"Origin": "x"}}
+_HOME = {"method": "GET", "url": "http://a.test/home", "headers": {"Accept": "*/*"}}
+_SEE_OTHER = {"status": 303, "headers": {"Location": "/home"}}
+_OK = {"status": 200, "headers": {"Content-Type": "text/html"}, "mimeType": "text/html"}
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["in-order", "after-the-next-hop-began"])
+def test_a_redirects_headers_go_to_its_own_hop(late: bool) -> None:
+    """A login's 303 sets a cookie: its ``…ExtraInfo`` (with Set-Cookie)
+    comes before the next hop began, or after (as Chromium sends a form
+    post's): the 303's entry holds the Set-Cookie, withheld, and the next
+    hop's its own Cookie, withheld; neither holds the other's."""
+    Event = tuple[str, dict[str, Any]]
+    posted: Event = (
+        "Network.requestWillBeSentExtraInfo",
+        {"headers": {"Origin": "x", "Cookie": "a=1"}},
+    )
+    set_cookie: Event = (
+        "Network.responseReceivedExtraInfo",
+        {"statusCode": 303, "headers": {"Location": "/home", "Set-Cookie": "session=SECRET9"}},
+    )
+    redirect: Event = (
+        "Network.requestWillBeSent",
+        {"request": _HOME, "redirectResponse": _SEE_OTHER},
+    )
+    first: list[Event] = [
+        ("Network.requestWillBeSent", {"request": _POST, "timestamp": 1.0, "wallTime": 1.0}),
+    ]
+    first += [redirect, posted, set_cookie] if late else [posted, set_cookie, redirect]
+    done = _events(
+        _collector(),
+        *first,
+        ("Network.requestWillBeSentExtraInfo", {"headers": {"Cookie": "session=SECRET9"}}),
+        ("Network.responseReceived", {"response": _OK, "type": "Document"}),
+        ("Network.responseReceivedExtraInfo", {"statusCode": 200, "headers": {"X-Home": "1"}}),
+        ("Network.loadingFinished", {"encodedDataLength": 10, "timestamp": 2.0}),
+    )
+    assert [(e["request"]["method"], e["response"]["status"]) for e in done] == [
+        ("POST", 303),
+        ("GET", 200),
+    ]
+    post, home = done
+    assert post["response"]["cookies"] == [{"name": "session", "value": "REDACTED"}]
+    assert {"name": "Set-Cookie", "value": "REDACTED"} in post["response"]["headers"]
+    assert post["request"]["cookies"] == [{"name": "a", "value": "REDACTED"}]
+    assert home["request"]["cookies"] == [{"name": "session", "value": "REDACTED"}]
+    assert (
+        home["response"]["cookies"] == []
+        and {"name": "X-Home", "value": "1"} in home["response"]["headers"]
+    )
+    assert "SECRET9" not in json.dumps(done)
+
+
+def test_headers_heard_before_their_request_are_its_own() -> None:
+    """Chromium may send a request's ``…ExtraInfo`` before the request."""
+    done = _events(
+        _collector(),
+        ("Network.requestWillBeSentExtraInfo", {"headers": {"Cookie": "s=SECRET8"}}),
+        ("Network.responseReceivedExtraInfo", {"statusCode": 200, "headers": {"X-Got": "1"}}),
+        ("Network.requestWillBeSent", {"request": _HOME}),
+        ("Network.responseReceived", {"response": _OK}),
+        ("Network.loadingFinished", {"encodedDataLength": 10}),
+    )
+    assert len(done) == 1
+    assert done[0]["request"]["cookies"] == [{"name": "s", "value": "REDACTED"}]
+    assert {"name": "X-Got", "value": "1"} in done[0]["response"]["headers"]

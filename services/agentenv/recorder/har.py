@@ -16,7 +16,10 @@ replaced; ``Cookie``, ``Set-Cookie``, ``Authorization`` and every secret
 header's value withheld; cookies by name only. Bodies only when the start
 asks (``har: {bodies: true}``), each cut to :data:`BODY_CAP`: a form's values
 withheld, JSON through the log's value rules, other text through its text
-rules, binary left out.
+rules, binary left out. Each hop of a redirect is an entry with its own
+headers: Chromium sends the headers as sent and received (``…ExtraInfo``,
+with the cookies) apart from the requests, a redirect's often after the next
+hop began, so they are matched to the hops in order when the last one ends.
 
 Entries are kept up to :data:`MAX_ENTRIES` (the rest counted as dropped), and
 uploaded in parts of :data:`PART_ENTRIES` finished entries as they come
@@ -70,6 +73,12 @@ HEADER_CAP = 4096
 ENTRIES_BYTES = 32 * 1024 * 1024
 _TEXT = ("text/", "application/json", "application/javascript", "application/xml", "+json", "+xml")
 _FORM = "application/x-www-form-urlencoded"
+_EXTRA_INFO = frozenset({"Network.requestWillBeSentExtraInfo", "Network.responseReceivedExtraInfo"})
+#: Requests whose ``…ExtraInfo`` headers are kept while they wait for them,
+#: and the hops of one (Chromium follows 20 redirects at most).
+_EXTRA_KEPT, _HOPS = 1000, 21
+#: A response's flags for an answer that never went to the network.
+_CACHED = ("fromDiskCache", "fromPrefetchCache", "fromServiceWorker", "fromEarlyHints")
 
 
 @dataclass
@@ -90,6 +99,8 @@ class _Request:
     #: ``Set-Cookie``, which the plain events leave out).
     sent_headers: dict[str, Any] | None = None
     got_headers: dict[str, Any] | None = None
+    #: The hops before this one when it is a redirect's, written with it.
+    before: list[_Request] = field(default_factory=list)
 
 
 @dataclass
@@ -110,8 +121,11 @@ class Har:
     _held: int = 0  # bytes the kept entries hold, about
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _pages: set[str] = field(default_factory=set)  # tabs attached (or being)
-    #: ``…ExtraInfo`` heard before its request (Chromium sends either first).
-    _early: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Each request's ``…ExtraInfo`` headers as sent and as received, one of
+    #: each a hop that went to the network, in order. Chromium sends them
+    #: apart from the requests, before or after, a redirect's after the next
+    #: hop began: they are matched to the hops when the last one ends.
+    _extra: dict[str, tuple[list[Any], list[tuple[Any, Any]]]] = field(default_factory=dict)
 
     async def start(self) -> None:
         self.link.on_event = self._event
@@ -212,17 +226,19 @@ class Har:
         key = f"{session}:{request_id}"
         if method == "Network.requestWillBeSent":
             self._sent(key, self.sessions[session], params)
-            early = self._early.pop(key, None)
-            if early is not None and key in self.pending:
-                _extra(self.pending[key], early)
+            return
+        if method in _EXTRA_INFO:
+            sent, got = self._extra.setdefault(key, ([], []))
+            if len(sent) + len(got) < 2 * _HOPS:
+                headers = params.get("headers")
+                if method == "Network.requestWillBeSentExtraInfo":
+                    sent.append(headers)
+                else:
+                    got.append((params.get("statusCode"), headers))
+            if len(self._extra) > _EXTRA_KEPT:  # the oldest: heard after its request ended
+                self._extra.pop(next(iter(self._extra)))
             return
         known = self.pending.get(key)
-        if method.endswith("ExtraInfo"):
-            if known is not None:
-                _extra(known, params | {"_event": method})
-            elif len(self._early) < 1000:
-                self._early.setdefault(key, {}).update(params | {"_event": method})
-            return
         if known is None:
             return
         if method == "Network.responseReceived":
@@ -242,20 +258,24 @@ class Har:
 
     def _sent(self, key: str, tab: str, params: dict[str, Any]) -> None:
         redirected = params.get("redirectResponse")
-        earlier = self.pending.get(key)
-        if isinstance(redirected, dict) and earlier is not None:
+        hops: list[_Request] = []
+        if isinstance(redirected, dict) and key in self.pending:
+            earlier = self.pending.pop(key)
             earlier.response = redirected
             earlier.finished = float(params.get("timestamp") or earlier.monotonic)
-            self._finish(key)
+            hops, earlier.before = [*earlier.before, earlier], []
         if len(self.done) + len(self.pending) >= MAX_ENTRIES or self._held >= ENTRIES_BYTES:
             self.dropped += 1
+            self._write(key, hops)
             return
+        self._finish(key)  # the same id again, not redirected: the earlier as it stands
         self.pending[key] = _Request(
             tab=tab,
             request=params.get("request") or {},
             started=float(params.get("wallTime") or 0.0),
             monotonic=float(params.get("timestamp") or 0.0),
             kind=str(params.get("type") or ""),
+            before=hops,
         )
 
     async def _body_then_finish(self, key: str, session: str, request_id: str) -> None:
@@ -271,16 +291,25 @@ class Har:
 
     def _finish(self, key: str) -> None:
         known = self.pending.pop(key, None)
-        if known is None:
+        if known is not None:
+            self._write(key, [*known.before, known])
+
+    def _write(self, key: str, hops: list[_Request]) -> None:
+        """A request's hops (its redirects, then it), with their headers as
+        sent and received, as entries."""
+        if not hops:
             return
-        try:
-            made = entry(known, self.bodies)
-        except (RecursionError, ValueError, TypeError) as exc:  # a page's odd message
-            log.info("network.har: a request left out: %s", exc)
-            self.dropped += 1
-            return
-        self._held += len(orjson.dumps(made))
-        self.done.append(made)
+        sent, got = self._extra.pop(key, ([], []))
+        _match(hops, sent, got)
+        for hop in hops:
+            try:
+                made = entry(hop, self.bodies)
+            except (RecursionError, ValueError, TypeError) as exc:  # a page's odd message
+                log.info("network.har: a request left out: %s", exc)
+                self.dropped += 1
+                continue
+            self._held += len(orjson.dumps(made))
+            self.done.append(made)
         if len(self.done) - self._uploaded >= PART_ENTRIES and not self._uploading.locked():
             self._later(self._upload_parts(final=False))
 
@@ -299,14 +328,21 @@ class Har:
                 self.parts.append(name)
 
 
-def _extra(known: _Request, params: dict[str, Any]) -> None:
-    headers = params.get("headers")
-    if not isinstance(headers, dict):
-        return
-    if params.get("_event") == "Network.responseReceivedExtraInfo":
-        known.got_headers = headers
-    else:
-        known.sent_headers = headers
+def _match(hops: list[_Request], sent: list[Any], got: list[tuple[Any, Any]]) -> None:
+    """Each hop that went to the network (not answered from a cache) takes
+    the next headers as sent, and the next as received whose status is its."""
+    networked = [h for h in hops if not any((h.response or {}).get(k) for k in _CACHED)]
+    for hop, headers in zip(networked, sent, strict=False):
+        if isinstance(headers, dict):
+            hop.sent_headers = headers
+    for hop in networked:
+        status = (hop.response or {}).get("status")
+        for n, (code, headers) in enumerate(got):
+            if code is None or status is None or code == status:
+                if isinstance(headers, dict):
+                    hop.got_headers = headers
+                del got[: n + 1]
+                break
 
 
 def entry(known: _Request, bodies: bool) -> dict[str, Any]:
