@@ -11,6 +11,7 @@ from agentenv.app.errors import OpError, failure
 from agentenv.log.writer import LogWriter
 from agentenv.protocol.errors import guard_rule
 from agentenv.relay import guard
+from agentenv.relay.log_budget import LogBudget
 from agentenv.relay.logbook import Logbook
 from agentenv.relay_link import BrowserError, CdpError
 
@@ -26,7 +27,7 @@ def test_every_guard_refusal_the_relay_writes_names_its_rule() -> None:
 
 
 def test_a_spent_log_share_is_429_and_another_refusal_403(tmp_path: Path) -> None:
-    book = Logbook(LogWriter.open(tmp_path / "log.jsonl"), user_max_bytes=1)
+    book = Logbook(LogWriter.open(tmp_path / "log.jsonl"), budget=LogBudget(1))
     entry = book.writer.begin({"via": "cdp", "who": "alice", "method": "Input.insertText"})
     book.writer.end(entry, True)
     spent = book.over_budget("alice")

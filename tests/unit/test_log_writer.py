@@ -355,12 +355,13 @@ def test_a_users_log_budget_stops_that_user_only(tmp_path: Path) -> None:
     another user's and the computer's own entries go on (issue 22)."""
     from agentenv.access import Identity
     from agentenv.protocol.control import BeginAction
+    from agentenv.relay.log_budget import LogBudget
     from agentenv.relay.logbook import Logbook
 
     now = [1000.0]
     path = tmp_path / "l.jsonl"
     writer = LogWriter.open(path, monotonic=lambda: now[0])
-    book = Logbook(writer, user_max_bytes=50_000, user_bytes_per_minute=5_000)
+    book = Logbook(writer, budget=LogBudget(50_000, 5_000))
 
     def navigate(who: str, n: int) -> None:
         url = f"https://{who}.example/{'p' * 200}/{n}"

@@ -30,6 +30,7 @@ The I/O around them:
   :mod:`.to_client` (its Chromium-to-client loop), :mod:`.control` (the
   ``AgentEnv.*`` commands) and :mod:`.metered` (its readers, counted);
 - :mod:`.logbook` — what the relay writes to the action log;
+- :mod:`.log_budget` — each user's share of the action log;
 - :mod:`.watcher` — the relay's own connection to Chromium, with
   :mod:`.probes` (the password check, what a press lands on), :mod:`.quotas`
   (storage quotas) and :mod:`.downloads` (each scope's downloads);

@@ -27,6 +27,7 @@ from agentenv.metrics import RelayCounts
 from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.protocol.log import says_where
 from agentenv.relay.causes import TAB_METHODS, Causes, TabCommand
+from agentenv.relay.log_budget import LogBudget
 from agentenv.relay.pinned import PARAMS
 from agentenv.settings import Settings
 
@@ -95,14 +96,8 @@ class Logbook:
     _urls: dict[str, str] = field(default_factory=dict)  # URL -> redacted
     #: AGENTENV_LOG_MAX_BYTES: past it, agents' commands and actions are refused.
     max_bytes: int = Settings.log_max_bytes
-    #: AGENTENV_LOG_USER_MAX_BYTES and AGENTENV_LOG_USER_BYTES_PER_MINUTE: a
-    #: user past either has their commands and actions refused (rule
-    #: ``log-budget``); everyone else's go on (0: no budget).
-    user_max_bytes: int = 0
-    user_bytes_per_minute: int = 0
-    #: user -> refusals since their last ``log-budget`` line (one a minute).
-    _over: dict[str, int] = field(default_factory=dict)
-    _over_minute: dict[str, int] = field(default_factory=dict)
+    #: Each user's share of the log (AGENTENV_LOG_USER_MAX_BYTES, …_PER_MINUTE).
+    budget: LogBudget = field(default_factory=LogBudget)
     #: The scope a browser context is (computers of two scopes or more), for
     #: tab lines: the watcher's.
     scope_of: Callable[[str | None], str | None] = field(default=lambda context: None)
@@ -119,27 +114,7 @@ class Logbook:
 
     def over_budget(self, who: str) -> str | None:
         """Why ``who`` may write no more to the log now (None: they may)."""
-        if who == "agentenv":
-            return None
-        writer = self.writer
-        if self.user_max_bytes and writer.spent.get(who, 0) >= self.user_max_bytes:
-            return (
-                f"blocked by agentenv guard log-budget: {who[:64]}'s entries reached their "
-                f"share of the action log (AGENTENV_LOG_USER_MAX_BYTES={self.user_max_bytes}); "
-                "nothing more is done for them on this computer: start a fresh one"
-            )
-        this_minute = writer.minute == int(writer.monotonic()) // 60
-        if (
-            self.user_bytes_per_minute
-            and this_minute
-            and writer.spent_minute.get(who, 0) >= self.user_bytes_per_minute
-        ):
-            return (
-                f"blocked by agentenv guard log-budget: {who[:64]}'s entries reached "
-                f"{self.user_bytes_per_minute} bytes this minute "
-                "(AGENTENV_LOG_USER_BYTES_PER_MINUTE): retry in a minute, and send less"
-            )
-        return None
+        return self.budget.over(self.writer, who)
 
     def log_refusal(self, who: str, conn: int, method: str) -> tuple[bool, str] | None:
         """Why an agent's command may not be written now, counted and on the
@@ -159,13 +134,9 @@ class Logbook:
         """A command refused for ``who``'s log budget: on the record once a
         minute (a line of the computer's own, which is never refused), with
         how many were refused since the last such line."""
-        minute = int(self.writer.monotonic() // 60)
-        self._over[who] = self._over.get(who, 0) + 1
-        if self._over_minute.get(who) == minute:
-            return
-        self._over_minute[who] = minute
-        refused, self._over[who] = self._over[who], 0
-        self.refused(who, conn, method, "log-budget", message, count=refused, refused=refused)
+        refused = self.budget.to_tell(who, int(self.writer.monotonic() // 60))
+        if refused is not None:
+            self.refused(who, conn, method, "log-budget", message, count=refused, refused=refused)
 
     def refused(
         self,

@@ -41,6 +41,7 @@ from agentenv.process import log_dir
 from agentenv.relay import discovery, guard
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.http_commands import json_activate, json_close, json_new, json_new_get
+from agentenv.relay.log_budget import LogBudget
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import InFlight
 from agentenv.relay.proxy import Shared, bridge
@@ -316,8 +317,7 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     logbook = Logbook(
         writer,
         max_bytes=settings.log_max_bytes,
-        user_max_bytes=settings.log_user_max_bytes,
-        user_bytes_per_minute=settings.log_user_bytes_per_minute,
+        budget=LogBudget(settings.log_user_max_bytes, settings.log_user_bytes_per_minute),
         counts=counts,
     )
     app[logbook_key] = logbook
