@@ -696,6 +696,59 @@ async def test_a_scopes_storage_is_bounded_over_its_origins(image: str) -> None:
                     await asyncio.sleep(6)  # the quotas shared out again
 
 
+async def test_a_download_from_a_frame_of_a_page_with_no_origin_is_counted(image: str) -> None:
+    """A download begun by a frame in its page's process names the frame,
+    which no target has: the watcher finds its page in the pages' frame
+    trees. A page at about:blank (no origin, so no session of the quotas'
+    on it) hid the frame, and its download was counted in no scope's share
+    (issue 22): Bob's srcdoc frame fetching a file past his share is
+    cancelled like any of his downloads."""
+    from tests.support.container import computer
+
+    with computer(image, env={"AGENTENV_SCOPE_DOWNLOAD_BYTES": str(32 * 1024 * 1024)}) as pc:
+        pc.exec(
+            "sh",
+            "-c",
+            "setsid python3 -m http.server 8004 --bind 127.0.0.1 -d /usr/lib/chromium "
+            ">/dev/null 2>&1 </dev/null &",
+        )
+        files = "http://127.0.0.1:8004"
+        wait_for(
+            lambda: (
+                "200"
+                in pc.exec("sh", "-c", f"curl -s -o /dev/null -w '%{{http_code}}' {files}/ || true")
+            ),
+            "the file server inside the computer",
+            timeout_s=20,
+        )
+        before = attempt(pc)
+        async with agent(pc, "bob") as bob:
+            _, session = await bob.page("about:blank")
+            framed = (
+                "(() => { const f = document.createElement('iframe');"
+                f" f.srcdoc = '<a id=a href=\"{files}/chromium\">get</a>';"
+                " f.onload = () => f.contentDocument.getElementById('a').click();"
+                " document.body.append(f); return 1; })()"
+            )
+            assert await bob.evaluate(session, framed) == 1
+
+            def cancelled() -> dict[str, Any] | None:
+                lines, _ = pc.log(before)
+                found = [
+                    x["action"]
+                    for x in lines
+                    if (x.get("action", {}).get("guard") or {}).get("rule") == "download-share"
+                ]
+                return found[0] if found else None
+
+            line = wait_for(cancelled, "bob's framed download to be cancelled", timeout_s=60)
+            assert line["scope"] == "bob" and line["guard"]["action"] == "cancelled", line
+        held = pc.exec(
+            "sh", "-c", "du -sb /var/lib/agentenv/downloads/bob | cut -f1", user="browser"
+        )
+        assert int(held) < 64 * 1024 * 1024, held
+
+
 async def test_a_scopes_downloads_are_bounded_to_its_share(image: str) -> None:
     """One agent downloading without end could fill the downloads folder for
     everyone: on a computer of two scopes or more a download that takes its

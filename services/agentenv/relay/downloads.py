@@ -22,6 +22,7 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -156,9 +157,24 @@ class Downloads:
         scope = self.watcher.scope_name(context) or self.watcher.scopes.home or ""
         self._downloading[guid] = (scope, context, 0)
 
+    async def _sessions(self) -> AsyncIterator[tuple[str, str]]:
+        """A session of ours on each page: the quotas' first (a page with an
+        origin), then the probes' on the others (attached on need: a page at
+        ``about:blank`` or ``data:`` has no quota's session, and its frames
+        can download too)."""
+        held = dict(self.watcher.quotas.sessions)
+        for page, session in held.items():
+            yield page, session
+        for page, (kind, _url) in list(self.watcher.targets.items()):
+            if kind == "page" and page not in held:
+                with contextlib.suppress(WatcherError, TimeoutError):
+                    probe = await self.watcher.probes.session(page)
+                    if probe is not None:
+                        yield page, probe
+
     async def _find_scope(self, guid: str, frame: str) -> None:
         """Which target's frame tree holds ``frame``: the download is its scope's."""
-        for page, session in list(self.watcher.quotas.sessions.items()):
+        async for page, session in self._sessions():
             with contextlib.suppress(WatcherError, TimeoutError):
                 tree = await self.watcher.call(
                     "Page.getFrameTree", {}, session=session, deadline_s=2.0
