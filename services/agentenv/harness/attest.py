@@ -36,6 +36,7 @@ from agentenv.protocol.attestation import (
 )
 from agentenv.protocol.chain import recording_check
 from agentenv.protocol.log import LogLine, action_of, read_lines
+from agentenv.protocol.recording import RECORDING_ID
 
 __all__ = [
     "VerifyError",
@@ -56,8 +57,23 @@ class VerifyError(HarnessError):
     """A recording that cannot be checked at all (no key, no such folder)."""
 
 
-def folder_problems(folder: Path, key: str, breaks: list[str] | None = None) -> list[str]:
-    """What is wrong with the recording in ``folder``, checked against ``key``.
+def named_id(place: str) -> tuple[str, str] | None:
+    """The recording id a folder's name or a store place's last part says
+    its recording has, when it is one (``rec-…``)."""
+    name = place.rstrip("/").rsplit("/", 1)[-1]
+    if RECORDING_ID.match(name) is None:
+        return None
+    return name, "its place in the store" if place.startswith("s3://") else "the folder's name"
+
+
+def folder_problems(
+    folder: Path,
+    key: str,
+    expected: tuple[str, str] | None = None,
+    breaks: list[str] | None = None,
+) -> list[str]:
+    """What is wrong with the recording in ``folder``, checked against ``key``
+    (and that it is ``expected``'s recording: its id, and what names it).
     The named breaks in its log's chain (the computer's own record of a
     crash: not a problem) are added to ``breaks`` when given."""
     present = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
@@ -76,7 +92,7 @@ def folder_problems(folder: Path, key: str, breaks: list[str] | None = None) -> 
             breaks.extend(found.breaks)
         return found.all(strict=False)
 
-    return recording_problems(read(MANIFEST), read, present, key, chain_problems)
+    return recording_problems(read(MANIFEST), read, present, key, chain_problems, expected=expected)
 
 
 def key_given(given: str) -> str:
@@ -121,7 +137,7 @@ def verify(recording: str, key: str | None = None, breaks: list[str] | None = No
                 folder = download_recording(recording, Path(tmp))
             except Exception as exc:  # boto3's: no credentials, no bucket, no route
                 raise VerifyError(f"cannot download {recording}: {exc}") from None
-            return folder_problems(folder, pinned, breaks)
+            return folder_problems(folder, pinned, named_id(recording), breaks)
     folder = Path(recording)
     if not folder.is_dir():
         raise VerifyError(
@@ -134,7 +150,7 @@ def verify(recording: str, key: str | None = None, breaks: list[str] | None = No
             "attestation.key); a run's recordings/<recording_id>/ folder finds the key its "
             "run pinned in metadata.json"
         )
-    return folder_problems(folder, pinned, breaks)
+    return folder_problems(folder, pinned, named_id(str(folder.resolve())), breaks)
 
 
 def guard_refusals(lines: Iterable[LogLine]) -> dict[str, dict[str, int]]:
@@ -205,7 +221,7 @@ def checked(metadata: dict[str, Any], recording_id: str, folder: Path) -> list[s
     if not isinstance(key, str):
         problems = ["its computer's card names no key (attestation.key): it cannot be verified"]
     else:
-        problems = folder_problems(folder, key)
+        problems = folder_problems(folder, key, (recording_id, "the one the run started"))
     entry["evidence"] = evidence(folder, key if isinstance(key, str) else None)
     entry["problems"] = problems
     if not problems:

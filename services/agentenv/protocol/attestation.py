@@ -17,7 +17,11 @@ manifest's signature and file hashes, checked without I/O.
 
 :func:`recording_problems` takes a reader (``read(name)``: a file's bytes, or
 None when it is not there) and the names present, and says what is wrong,
-one sentence a problem; an empty list is a recording that verifies.
+one sentence a problem; an empty list is a recording that verifies. Given
+the id the recording must have (the one a run started, or the name of the
+folder or store place it is in), a manifest of another recording is named:
+a genuine recording of the same computer put in another's place verifies
+otherwise.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ __all__ = [
     "UNLISTED_OK",
     "KeyTextError",
     "file_problems",
+    "id_problems",
     "key_text",
     "named_files",
     "public_key",
@@ -172,15 +177,27 @@ def file_problems(manifest: Mapping[str, Any], read: Read, present: Collection[s
     return problems
 
 
+def id_problems(manifest: Mapping[str, Any], expected: tuple[str, str] | None) -> list[str]:
+    """Whether the manifest is of the recording ``expected`` names: (its id,
+    what says it is that one)."""
+    if expected is None or manifest.get("recording_id") == expected[0]:
+        return []
+    found = manifest.get("recording_id")
+    return [f"{MANIFEST}: the recording {found}, not {expected[0]} ({expected[1]})"]
+
+
 def recording_problems(
     manifest_bytes: bytes | None,
     read: Read,
     present: Collection[str],
     key: str,
     chain: Callable[[Read, Mapping[str, Any]], list[str]] | None = None,
+    *,
+    expected: tuple[str, str] | None = None,
 ) -> list[str]:
     """What is wrong with a recording: its manifest (``manifest_bytes``), its
-    signature against ``key``, its files (``read``, ``present``: every name
+    signature against ``key``, that it is the recording ``expected`` names
+    (:func:`id_problems`), its files (``read``, ``present``: every name
     there), and ``chain(read, manifest)``'s problems with the log's chain."""
     if manifest_bytes is None:
         return [f"{MANIFEST}: missing"]
@@ -191,6 +208,7 @@ def recording_problems(
     if not isinstance(manifest, dict):
         return [f"{MANIFEST}: not a JSON object"]
     problems = signature_problems(manifest, key)
+    problems += id_problems(manifest, expected)
     problems += file_problems(manifest, read, present)
     if chain is not None:
         problems += chain(read, manifest)

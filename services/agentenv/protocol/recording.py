@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Literal
@@ -15,6 +16,7 @@ from agentenv.protocol.chain import CHAIN_FILE
 
 __all__ = [
     "REASONS",
+    "RECORDING_ID",
     "VIDEO_CHUNK_S",
     "BrowserRecordingManifest",
     "DownloadEntry",
@@ -33,6 +35,7 @@ __all__ = [
     "VideoChunk",
     "VideoEntry",
     "frame_file",
+    "new_recording_id",
     "public_enough",
     "rebuild",
 ]
@@ -303,6 +306,14 @@ FRAME_NAME = re.compile(r"^frames/(\d+)-(first|action|last)\.(jpg|png)$")
 VIDEO_NAME = re.compile(r"^video/(\d{4})\.mp4$")
 VIDEO_CHUNK_S = 10.0
 HAR_PART = re.compile(r"^network/\d{4}\.har$")
+
+
+#: A recording's id, as the recorder makes it (:func:`new_recording_id`).
+RECORDING_ID = re.compile(r"^rec-[0-9a-f]{16}$")
+
+
+def new_recording_id() -> str:
+    return f"rec-{uuid.uuid4().hex[:16]}"
 
 
 def frame_file(index: int, kind: str, fmt: str) -> str:

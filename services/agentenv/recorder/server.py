@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import hmac
 import logging
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -29,7 +28,7 @@ from agentenv.metrics import CONTENT_TYPE, RecorderCounts, render
 from agentenv.process import log_dir
 from agentenv.protocol import problems
 from agentenv.protocol.log import parse_line
-from agentenv.protocol.recording import End, EndAll, Start
+from agentenv.protocol.recording import End, EndAll, Start, new_recording_id
 from agentenv.recorder.errors import Refused
 from agentenv.recorder.grants import Listed, open_grant, prove
 from agentenv.recorder.provenance import provenance
@@ -104,7 +103,7 @@ class Recorder:
                 return self.recordings[known]  # a retried start joins the recording
             ask = within_budget(ask, self.settings)
             scope = self._scope(ask.scope)
-            recording_id = f"rec-{uuid.uuid4().hex[:16]}"
+            recording_id = new_recording_id()
             roots = self.settings.upload_roots
             upload = Listed(await open_grant(ask.upload, recording_id, roots))
             made_by = await provenance(self.settings, self.link.http)

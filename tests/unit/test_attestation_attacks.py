@@ -1,0 +1,63 @@
+"""Attacks on a signed recording found in the review of issue 25's signing
+change: each is a way a forged or broken recording got past ``agentenv
+verify`` (or crashed it, or the harness's check) before its fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from agentenv.harness import attest
+from agentenv.protocol.attestation import key_text, sha256, sign
+from tests.unit.test_attestation import recording
+
+
+def written(files: dict[str, bytes], folder: Path) -> Path:
+    for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    return folder
+
+
+def run_folder(tmp_path: Path, key: Ed25519PrivateKey, recording_id: str) -> dict[str, Any]:
+    """A run's metadata.json pinning ``key`` for ``recording_id``."""
+    metadata: dict[str, Any] = {}
+    attest.pin(metadata, "shop", key_text(key))
+    attest.started(metadata, recording_id, "run1", "shop")
+    (tmp_path / "metadata.json").write_bytes(orjson.dumps(metadata))
+    return metadata
+
+
+def test_a_recording_spliced_under_another_recordings_id_is_named(tmp_path: Path) -> None:
+    # Two genuine recordings of one computer (one key, as under --reuse): the
+    # first's files put in the second's place verify as the second's.
+    key = Ed25519PrivateKey.generate()
+    metadata = run_folder(tmp_path, key, "rec-00000000000000b2")
+    other = recording(key, recording_id="rec-00000000000000a1")
+    folder = written(other, tmp_path / "recordings" / "rec-00000000000000b2")
+    expected = "manifest.json: the recording rec-00000000000000a1, not rec-00000000000000b2"
+    assert attest.verify(str(folder)) == [expected + " (the folder's name)"]
+    assert attest.checked(metadata, "rec-00000000000000b2", folder) == [
+        f"it does not verify: {expected} (the one the run started)"
+    ]
+    # A folder a judge named themselves is not taken for an id.
+    mine = written(other, tmp_path / "handed")
+    assert attest.verify(str(mine), key_text(key)) == []
+
+
+def test_a_name_leaving_the_folder_is_never_read(tmp_path: Path) -> None:
+    # (held) A manifest naming ../start.json: verify does not read the file
+    # beside the folder, though it holds the very bytes.
+    key = Ed25519PrivateKey.generate()
+    files = recording(key)
+    manifest = orjson.loads(files["manifest.json"])
+    manifest["files"]["../start.json"] = sha256(files["start.json"])
+    manifest["signature"] = sign(key, manifest)
+    folder = written({**files, "manifest.json": orjson.dumps(manifest)}, tmp_path / "rec")
+    (tmp_path / "start.json").write_bytes(files["start.json"])
+    assert attest.folder_problems(folder, key_text(key)) == [
+        "../start.json: listed in the manifest, missing"
+    ]
