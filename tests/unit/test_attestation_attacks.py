@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agentenv.harness import attest
 from agentenv.protocol.attestation import key_text, sha256, sign
-from tests.unit.test_attestation import recording
+from tests.unit.test_attestation import problems, recording
 
 
 def written(files: dict[str, bytes], folder: Path) -> Path:
@@ -46,6 +46,20 @@ def test_a_recording_spliced_under_another_recordings_id_is_named(tmp_path: Path
     # A folder a judge named themselves is not taken for an id.
     mine = written(other, tmp_path / "handed")
     assert attest.verify(str(mine), key_text(key)) == []
+
+
+def test_a_manifest_with_a_key_twice_is_named() -> None:
+    # Parsers differ on which of two values they keep (orjson and Python the
+    # last, others the first): what one reader sees may not be what was signed.
+    key = Ed25519PrivateKey.generate()
+    files = recording(key)
+    files["manifest.json"] = files["manifest.json"].replace(
+        b"{", b'{"recording_id": "rec-forged", "chromium": "Chrome/1.0",', 1
+    )
+    assert problems(files, key_text(key)) == [
+        "manifest.json: 'chromium' twice in one object (a reader may take either value)",
+        "manifest.json: 'recording_id' twice in one object (a reader may take either value)",
+    ]
 
 
 def test_a_name_leaving_the_folder_is_never_read(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ manifest's signature and file hashes, checked without I/O.
 - **What is signed** is the manifest as ``manifest.json`` holds it, less its
   ``signature``: the JSON object parsed, then written with sorted keys, no
   whitespace, UTF-8 (``orjson.dumps(m, option=OPT_SORT_KEYS)``,
-  :func:`signed_bytes`). Every field is covered, those a reader does not
+  :func:`signed_bytes`). A name twice in one object is refused
+  (:func:`twice`): parsers differ on which value they keep, so a reader
+  could be shown a value that was never signed. Every field is covered, those a reader does not
   know too (the chain's ``chain_first`` and ``chain_last``), so a field
   added later needs no change here. ``signature`` is the standard base64 of
   the 64-byte Ed25519 signature.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -56,6 +59,7 @@ __all__ = [
     "sign",
     "signature_problems",
     "signed_bytes",
+    "twice",
 ]
 
 KEY_PREFIX = "ed25519:"
@@ -109,6 +113,22 @@ def signed_bytes(manifest: Mapping[str, Any]) -> bytes:
 def sign(key: Ed25519PrivateKey, manifest: Mapping[str, Any]) -> str:
     """The ``signature`` of ``manifest`` (a JSON object, as written) by ``key``."""
     return base64.b64encode(key.sign(signed_bytes(manifest))).decode()
+
+
+def twice(data: bytes) -> list[str]:
+    """The names that appear twice in one object of the JSON ``data``, sorted."""
+    found: set[str] = set()
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for name, _ in items:
+            if name in seen:
+                found.add(name)
+            seen.add(name)
+        return dict(items)
+
+    json.loads(data, object_pairs_hook=pairs)
+    return sorted(found)
 
 
 def signature_problems(manifest: Mapping[str, Any], key: str) -> list[str]:
@@ -207,7 +227,15 @@ def recording_problems(
         return [f"{MANIFEST}: not JSON"]
     if not isinstance(manifest, dict):
         return [f"{MANIFEST}: not a JSON object"]
-    problems = signature_problems(manifest, key)
+    try:
+        names = twice(manifest_bytes)
+    except RecursionError:  # deeper than Python's parser goes (orjson's goes further)
+        return [f"{MANIFEST}: nested too deep to check"]
+    problems = [
+        f"{MANIFEST}: {name!r} twice in one object (a reader may take either value)"
+        for name in names
+    ]
+    problems += signature_problems(manifest, key)
     problems += id_problems(manifest, expected)
     problems += file_problems(manifest, read, present)
     if chain is not None:
