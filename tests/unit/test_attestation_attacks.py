@@ -11,7 +11,7 @@ import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agentenv.harness import attest
-from agentenv.protocol.attestation import key_text, sha256, sign
+from agentenv.protocol.attestation import key_text, recording_problems, sha256, sign
 from tests.unit.test_attestation import problems, recording
 
 
@@ -60,6 +60,28 @@ def test_a_manifest_with_a_key_twice_is_named() -> None:
         "manifest.json: 'chromium' twice in one object (a reader may take either value)",
         "manifest.json: 'recording_id' twice in one object (a reader may take either value)",
     ]
+
+
+def test_a_forged_manifest_of_the_wrong_shapes_is_named_not_a_crash(tmp_path: Path) -> None:
+    key = Ed25519PrivateKey.generate()
+    for forged in (
+        {"frames": 5, "files": {}},
+        {"har": {"parts": 3}, "files": {}},
+        {"video": {"chunks": 1}, "files": {}},
+        {"downloads": 7, "files": {}},
+        {"log": "log.jsonl", "files": []},
+    ):
+        found = recording_problems(orjson.dumps(forged), lambda n: None, [], key_text(key))
+        assert found[0] == "manifest.json: not signed", (forged, found)
+    # The harness's evidence of a manifest that is JSON but no object.
+    folder = tmp_path / "recordings" / "rec-1"
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_bytes(b"[]")
+    metadata = run_folder(tmp_path, key, "rec-1")
+    assert attest.checked(metadata, "rec-1", folder) == [
+        "it does not verify: manifest.json: not a JSON object"
+    ]
+    assert metadata["recordings"]["rec-1"]["evidence"]["image_digest"] is None
 
 
 def test_a_name_leaving_the_folder_is_never_read(tmp_path: Path) -> None:

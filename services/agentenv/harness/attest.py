@@ -177,6 +177,8 @@ def evidence(folder: Path, key: str | None) -> dict[str, Any]:
         manifest = orjson.loads(data) if data is not None else {}
     except orjson.JSONDecodeError:
         manifest = {}
+    if not isinstance(manifest, dict):  # JSON, but no object: evidence of nothing
+        manifest = {}
     log = folder / "log.jsonl"
     try:
         lines = read_lines(log.read_bytes()) if log.is_file() else []

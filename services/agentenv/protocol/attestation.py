@@ -152,26 +152,34 @@ def signature_problems(manifest: Mapping[str, Any], key: str) -> list[str]:
     return []
 
 
+def _list(value: Any) -> list[Any]:
+    """``value`` when it is a JSON array, else none (a forged manifest's shapes)."""
+    return value if isinstance(value, list) else []
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def named_files(manifest: Mapping[str, Any]) -> set[str]:
     """The files the manifest's entries name as uploaded: frames taken, the
-    log, the video's chunks, the network log and its parts, downloads kept."""
+    log, the video's chunks, the network log and its parts, downloads kept.
+    Entries of another shape than the recorder writes name none."""
     names: set[str] = set()
-    for frame in manifest.get("frames") or []:
+    for frame in _list(manifest.get("frames")):
         if isinstance(frame, dict) and not frame.get("error") and frame.get("file"):
             names.add(str(frame["file"]))
-    log = manifest.get("log")
-    if isinstance(log, dict) and log.get("file"):
+    log = _object(manifest.get("log"))
+    if log.get("file"):
         names.add(str(log["file"]))
-    video = manifest.get("video")
-    for chunk in video.get("chunks") or [] if isinstance(video, dict) else []:
+    for chunk in _list(_object(manifest.get("video")).get("chunks")):
         if isinstance(chunk, dict) and chunk.get("file"):
             names.add(str(chunk["file"]))
-    har = manifest.get("har")
-    if isinstance(har, dict):
-        if har.get("file"):
-            names.add(str(har["file"]))
-        names.update(str(p) for p in har.get("parts") or [])
-    for download in manifest.get("downloads") or []:
+    har = _object(manifest.get("har"))
+    if har.get("file"):
+        names.add(str(har["file"]))
+    names.update(str(p) for p in _list(har.get("parts")))
+    for download in _list(manifest.get("downloads")):
         if isinstance(download, dict) and download.get("file"):
             names.add(str(download["file"]))
     return names
