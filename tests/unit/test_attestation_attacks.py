@@ -11,6 +11,7 @@ import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agentenv.harness import attest
+from agentenv.harness.cli import main
 from agentenv.protocol.attestation import key_text, recording_problems, sha256, sign
 from tests.unit.test_attestation import problems, recording
 
@@ -82,6 +83,27 @@ def test_a_forged_manifest_of_the_wrong_shapes_is_named_not_a_crash(tmp_path: Pa
         "it does not verify: manifest.json: not a JSON object"
     ]
     assert metadata["recordings"]["rec-1"]["evidence"]["image_digest"] is None
+
+
+def test_a_malformed_key_is_bad_input_not_a_bad_recording(tmp_path: Path) -> None:
+    key = Ed25519PrivateKey.generate()
+    folder = written(recording(key), tmp_path / "rec")
+    assert main(["verify", str(folder), "--key", key_text(key)]) == 0
+    assert main(["verify", str(folder), "--key", "ed25519:AAAA"]) == 2
+    bad = tmp_path / "computer.key"
+    bad.write_text("not a key\n")
+    assert main(["verify", str(folder), "--key", str(bad)]) == 2
+
+
+def test_verify_says_which_key_it_checked_against(tmp_path: Path, capsys: Any) -> None:
+    # A key found in a run's metadata.json is the run's claim, beside the
+    # recording: the judge sees which key, and where it came from.
+    key = Ed25519PrivateKey.generate()
+    run_folder(tmp_path, key, "rec-1")
+    folder = written(recording(key), tmp_path / "recordings" / "rec-1")
+    assert main(["verify", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert key_text(key) in out and str(tmp_path / "metadata.json") in out, out
 
 
 def test_a_name_leaving_the_folder_is_never_read(tmp_path: Path) -> None:

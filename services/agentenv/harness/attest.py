@@ -30,7 +30,9 @@ from agentenv.harness.store import download_recording, safe_name
 from agentenv.protocol.attestation import (
     KEY_PREFIX,
     MANIFEST,
+    KeyTextError,
     Read,
+    public_key,
     recording_problems,
     sha256,
 )
@@ -41,6 +43,7 @@ from agentenv.protocol.recording import RECORDING_ID
 __all__ = [
     "VerifyError",
     "checked",
+    "checking_key",
     "evidence",
     "folder_problems",
     "guard_refusals",
@@ -95,61 +98,88 @@ def folder_problems(
     return recording_problems(read(MANIFEST), read, present, key, chain_problems, expected=expected)
 
 
-def key_given(given: str) -> str:
-    """``--key``: the key's text, or a file holding it."""
+def key_given(given: str) -> tuple[str, str]:
+    """``--key``: the key's text, or a file holding it; and where it came from."""
     if given.strip().startswith(KEY_PREFIX):
-        return given.strip()
+        return given.strip(), "given with --key"
     path = Path(given)
     if path.is_file():
-        return path.read_text().strip()
+        return path.read_text().strip(), f"given in {path}"
     raise VerifyError(
         f"--key {given[:40]!r} is neither a key ({KEY_PREFIX}…, the card's attestation.key) "
         "nor a file holding one"
     )
 
 
+def _metadata_file(folder: Path) -> Path:
+    return folder.resolve().parent.parent / "metadata.json"
+
+
 def pinned_key(folder: Path) -> str | None:
     """The key the run pinned for the recording in ``folder`` (a run's
     ``recordings/<recording_id>/``), from the run's ``metadata.json``."""
-    metadata = folder.resolve().parent.parent / "metadata.json"
     try:
-        found = json.loads(metadata.read_text())
+        found = json.loads(_metadata_file(folder).read_text())
     except (OSError, ValueError):
         return None
-    entry = (found.get("recordings") or {}).get(folder.resolve().name) or {}
+    recordings = found.get("recordings") if isinstance(found, dict) else None
+    entry = recordings.get(folder.resolve().name) if isinstance(recordings, dict) else None
     key = entry.get("key") if isinstance(entry, dict) else None
     return key if isinstance(key, str) else None
 
 
+def checking_key(recording: str, given: str | None = None) -> tuple[str, str]:
+    """The key to check ``recording`` against, and where it came from:
+    ``--key``, else the one its run pinned (a run's metadata.json is the
+    run's own claim, beside the recording: a judge compares the key with the
+    computer's). :class:`VerifyError` when there is none, or it is no key."""
+    if given is not None:
+        key, where = key_given(given)
+    elif recording.startswith("s3://"):
+        raise VerifyError(
+            "a recording in a store carries no run metadata: give --key (the computer's "
+            "card's attestation.key, or the key in the run's metadata.json)"
+        )
+    else:
+        folder = _folder(recording)
+        found = pinned_key(folder)
+        if found is None:
+            raise VerifyError(
+                f"no key to check {recording} against: give --key (the computer's card's "
+                "attestation.key); a run's recordings/<recording_id>/ folder finds the key "
+                "its run pinned in metadata.json"
+            )
+        key, where = found, f"pinned in {_metadata_file(folder)}"
+    try:
+        public_key(key)
+    except KeyTextError as exc:
+        raise VerifyError(f"the key {where}: {exc}") from None
+    return key, where
+
+
+def _folder(recording: str) -> Path:
+    folder = Path(recording)
+    if not folder.is_dir():
+        raise VerifyError(
+            f"{recording} is not a folder: give a recording's folder or its s3:// place"
+        )
+    return folder
+
+
 def verify(recording: str, key: str | None = None, breaks: list[str] | None = None) -> list[str]:
     """The problems of ``recording`` (a folder or ``s3://…``): none when it
-    is whole and signed by the key (``--key``, else the run's pinned one).
-    Its log's named breaks are added to ``breaks`` when given."""
-    pinned = key_given(key) if key is not None else None
+    is whole and signed by the key (``--key``, else the run's pinned one:
+    :func:`checking_key`). Its log's named breaks are added to ``breaks``
+    when given."""
+    pinned, _ = checking_key(recording, key)
     if recording.startswith("s3://"):
-        if pinned is None:
-            raise VerifyError(
-                "a recording in a store carries no run metadata: give --key (the computer's "
-                "card's attestation.key, or the key in the run's metadata.json)"
-            )
         with tempfile.TemporaryDirectory() as tmp:
             try:
                 folder = download_recording(recording, Path(tmp))
             except Exception as exc:  # boto3's: no credentials, no bucket, no route
                 raise VerifyError(f"cannot download {recording}: {exc}") from None
             return folder_problems(folder, pinned, named_id(recording), breaks)
-    folder = Path(recording)
-    if not folder.is_dir():
-        raise VerifyError(
-            f"{recording} is not a folder: give a recording's folder or its s3:// place"
-        )
-    pinned = pinned or pinned_key(folder)
-    if pinned is None:
-        raise VerifyError(
-            f"no key to check {recording} against: give --key (the computer's card's "
-            "attestation.key); a run's recordings/<recording_id>/ folder finds the key its "
-            "run pinned in metadata.json"
-        )
+    folder = _folder(recording)
     return folder_problems(folder, pinned, named_id(str(folder.resolve())), breaks)
 
 

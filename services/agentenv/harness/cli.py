@@ -284,12 +284,14 @@ def _view(recording: str, out: Path | None) -> int:
 
 def _verify(recording: str, key: str | None) -> int:
     """``agentenv verify``: 0 whole and signed, 1 a problem (one line each), 2
-    nothing to check against."""
-    from agentenv.harness.attest import VerifyError, verify
+    nothing to check against (no key, no key in what was given, no folder).
+    The last line names the key checked against and where it came from."""
+    from agentenv.harness.attest import VerifyError, checking_key, verify
 
     breaks: list[str] = []
     try:
-        problems = verify(recording, key, breaks)
+        pinned, where = checking_key(recording, key)
+        problems = verify(recording, pinned, breaks)
     except (VerifyError, OSError) as exc:
         print(f"agentenv: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -297,10 +299,14 @@ def _verify(recording: str, key: str | None) -> int:
         print(problem)
     for named in breaks:  # the computer's own record of a crash: shown, not a problem
         print(f"break (named by the computer, not a problem): {named}")
+    against = f"{pinned} ({where})"
     if problems:
-        print(f"agentenv: {recording}: {len(problems)} problem(s)", file=sys.stderr)
+        print(
+            f"agentenv: {recording}: {len(problems)} problem(s), against the key {against}",
+            file=sys.stderr,
+        )
         return 1
-    print(f"agentenv: {recording}: whole, and signed by its computer's key")
+    print(f"agentenv: {recording}: whole, and signed by its computer's key {against}")
     return 0
 
 
