@@ -4,6 +4,7 @@ verify`` (or crashed it, or the harness's check) before its fix."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,20 @@ def test_verify_says_which_key_it_checked_against(tmp_path: Path, capsys: Any) -
     assert main(["verify", str(folder)]) == 0
     out = capsys.readouterr().out
     assert key_text(key) in out and str(tmp_path / "metadata.json") in out, out
+
+
+def test_verify_follows_no_link_out_of_the_recording(tmp_path: Path) -> None:
+    key = Ed25519PrivateKey.generate()
+    files = recording(key)
+    folder = written(files, tmp_path / "rec")
+    outside = tmp_path / "outside.jpg"
+    outside.write_bytes(files["frames/0001-action.jpg"])
+    (folder / "frames/0001-action.jpg").unlink()
+    os.symlink(outside, folder / "frames/0001-action.jpg")
+    assert attest.verify(str(folder), key_text(key)) == [
+        "frames/0001-action.jpg: listed in the manifest, missing",
+        "frames/0001-action.jpg: a link, not a file (verify reads nothing out of the recording)",
+    ]
 
 
 def test_a_name_leaving_the_folder_is_never_read(tmp_path: Path) -> None:

@@ -18,9 +18,10 @@ and the SHA-256 of ``manifest.json`` as downloaded.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from collections.abc import Iterable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import orjson
@@ -69,6 +70,37 @@ def named_id(place: str) -> tuple[str, str] | None:
     return name, "its place in the store" if place.startswith("s3://") else "the folder's name"
 
 
+def _entries(folder: Path) -> tuple[list[str], list[str]]:
+    """The regular files under ``folder`` and the links (to files or
+    folders), each by its name in the recording; links are not followed."""
+    files: list[str] = []
+    links: list[str] = []
+    for top, folders, names in os.walk(folder):
+        here = Path(top)
+        for name in [*folders, *names]:
+            path = here / name
+            relative = path.relative_to(folder).as_posix()
+            if path.is_symlink():
+                links.append(relative)
+            elif name in names and path.is_file():
+                files.append(relative)
+    return sorted(files), sorted(links)
+
+
+def _read_in(folder: Path, name: str) -> bytes | None:
+    """The bytes of the regular file ``name`` in ``folder``, reached through
+    no link; None when there is none."""
+    safe = safe_name(name)
+    if safe is None:
+        return None
+    path = folder
+    for part in PurePosixPath(safe).parts:
+        path = path / part
+        if path.is_symlink():
+            return None
+    return path.read_bytes() if path.is_file() else None
+
+
 def folder_problems(
     folder: Path,
     key: str,
@@ -77,16 +109,15 @@ def folder_problems(
 ) -> list[str]:
     """What is wrong with the recording in ``folder``, checked against ``key``
     (and that it is ``expected``'s recording: its id, and what names it).
-    The named breaks in its log's chain (the computer's own record of a
-    crash: not a problem) are added to ``breaks`` when given."""
-    present = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    Only the folder's own files are read: a link in it is a problem, never
+    followed (a recording handed over could point outside it). The named
+    breaks in its log's chain (the computer's own record of a crash: not a
+    problem) are added to ``breaks`` when given."""
+    folder = folder.resolve()
+    present, links = _entries(folder)
 
     def read(name: str) -> bytes | None:
-        safe = safe_name(name)
-        path = folder / safe if safe is not None else None
-        if path is None or not path.is_file():
-            return None
-        return path.read_bytes()
+        return _read_in(folder, name)
 
     def chain_problems(read: Read, manifest: Mapping[str, Any]) -> list[str]:
         """The log slice's hash chain (:mod:`agentenv.protocol.chain`)."""
@@ -95,7 +126,12 @@ def folder_problems(
             breaks.extend(found.breaks)
         return found.all(strict=False)
 
-    return recording_problems(read(MANIFEST), read, present, key, chain_problems, expected=expected)
+    problems = recording_problems(
+        read(MANIFEST), read, present, key, chain_problems, expected=expected
+    )
+    return problems + [
+        f"{name}: a link, not a file (verify reads nothing out of the recording)" for name in links
+    ]
 
 
 def key_given(given: str) -> tuple[str, str]:
