@@ -121,6 +121,21 @@ def test_verify_follows_no_link_out_of_the_recording(tmp_path: Path) -> None:
     ]
 
 
+def test_a_view_page_in_a_store_is_not_the_computers(tmp_path: Path, capsys: Any) -> None:
+    # agentenv view never writes into a store (its page of an s3:// place goes
+    # to the working folder): a view.html there is planted, and a judge would
+    # open it.
+    key = Ed25519PrivateKey.generate()
+    folder = written({**recording(key), "view.html": b"<p>a run that never was"}, tmp_path / "r")
+    assert attest.folder_problems(folder, key_text(key)) == []
+    assert attest.folder_problems(folder, key_text(key), from_store=True) == [
+        "view.html: present, not listed in the manifest (not the computer's)"
+    ]
+    # In a folder it is allowed (agentenv view writes it there), and said unchecked.
+    assert main(["verify", str(folder), "--key", key_text(key)]) == 0
+    assert "view.html is not checked" in capsys.readouterr().err
+
+
 def test_a_name_leaving_the_folder_is_never_read(tmp_path: Path) -> None:
     # (held) A manifest naming ../start.json: verify does not read the file
     # beside the folder, though it holds the very bytes.

@@ -31,6 +31,7 @@ from agentenv.harness.store import download_recording, safe_name
 from agentenv.protocol.attestation import (
     KEY_PREFIX,
     MANIFEST,
+    UNLISTED_OK,
     KeyTextError,
     Read,
     public_key,
@@ -106,9 +107,13 @@ def folder_problems(
     key: str,
     expected: tuple[str, str] | None = None,
     breaks: list[str] | None = None,
+    *,
+    from_store: bool = False,
 ) -> list[str]:
     """What is wrong with the recording in ``folder``, checked against ``key``
     (and that it is ``expected``'s recording: its id, and what names it).
+    A folder downloaded from a store (``from_store``) may hold no
+    ``view.html`` either: nothing writes one there.
     Only the folder's own files are read: a link in it is a problem, never
     followed (a recording handed over could point outside it). The named
     breaks in its log's chain (the computer's own record of a crash: not a
@@ -127,7 +132,13 @@ def folder_problems(
         return found.all(strict=False)
 
     problems = recording_problems(
-        read(MANIFEST), read, present, key, chain_problems, expected=expected
+        read(MANIFEST),
+        read,
+        present,
+        key,
+        chain_problems,
+        expected=expected,
+        unlisted_ok=() if from_store else UNLISTED_OK,
     )
     return problems + [
         f"{name}: a link, not a file (verify reads nothing out of the recording)" for name in links
@@ -214,7 +225,7 @@ def verify(recording: str, key: str | None = None, breaks: list[str] | None = No
                 folder = download_recording(recording, Path(tmp))
             except Exception as exc:  # boto3's: no credentials, no bucket, no route
                 raise VerifyError(f"cannot download {recording}: {exc}") from None
-            return folder_problems(folder, pinned, named_id(recording), breaks)
+            return folder_problems(folder, pinned, named_id(recording), breaks, from_store=True)
     folder = _folder(recording)
     return folder_problems(folder, pinned, named_id(str(folder.resolve())), breaks)
 
@@ -289,7 +300,8 @@ def checked(metadata: dict[str, Any], recording_id: str, folder: Path) -> list[s
     if not isinstance(key, str):
         problems = ["its computer's card names no key (attestation.key): it cannot be verified"]
     else:
-        problems = folder_problems(folder, key, (recording_id, "the one the run started"))
+        started = (recording_id, "the one the run started")
+        problems = folder_problems(folder, key, started, from_store=True)
     entry["evidence"] = evidence(folder, key if isinstance(key, str) else None)
     entry["problems"] = problems
     if not problems:

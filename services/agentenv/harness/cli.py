@@ -299,6 +299,12 @@ def _verify(recording: str, key: str | None) -> int:
         print(problem)
     for named in breaks:  # the computer's own record of a crash: shown, not a problem
         print(f"break (named by the computer, not a problem): {named}")
+    if not recording.startswith("s3://") and (Path(recording) / "view.html").exists():
+        print(
+            "agentenv: view.html is not checked (agentenv view's page, not the computer's): "
+            "write it again with agentenv view before trusting what it shows",
+            file=sys.stderr,
+        )
     against = f"{pinned} ({where})"
     if problems:
         print(

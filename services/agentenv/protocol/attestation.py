@@ -65,7 +65,9 @@ __all__ = [
 KEY_PREFIX = "ed25519:"
 MANIFEST = "manifest.json"
 #: Files a recording's folder may hold that the computer did not write:
-#: the page ``agentenv view`` writes there.
+#: the page ``agentenv view`` writes there. Never in a store (``agentenv
+#: view`` of an ``s3://`` place writes its page elsewhere): one there is
+#: planted, and a judge would open it.
 UNLISTED_OK = frozenset({"view.html"})
 
 #: ``read(name)``: a recording's file's bytes, or None when it is not there.
@@ -185,9 +187,14 @@ def named_files(manifest: Mapping[str, Any]) -> set[str]:
     return names
 
 
-def file_problems(manifest: Mapping[str, Any], read: Read, present: Collection[str]) -> list[str]:
-    """Every listed file there with its hash; every file there listed; every
-    file the entries name hashed."""
+def file_problems(
+    manifest: Mapping[str, Any],
+    read: Read,
+    present: Collection[str],
+    unlisted_ok: Collection[str] = UNLISTED_OK,
+) -> list[str]:
+    """Every listed file there with its hash; every file there listed (but
+    ``unlisted_ok``); every file the entries name hashed."""
     files = manifest.get("files")
     if not isinstance(files, dict):
         return [f"{MANIFEST}: lists no files' hashes (made by an older computer?)"]
@@ -198,7 +205,7 @@ def file_problems(manifest: Mapping[str, Any], read: Read, present: Collection[s
             problems.append(f"{name}: listed in the manifest, missing")
         elif sha256(data) != files[name]:
             problems.append(f"{name}: changed (its SHA-256 is not the manifest's)")
-    for name in sorted(set(present) - set(files) - {MANIFEST} - UNLISTED_OK):
+    for name in sorted(set(present) - set(files) - {MANIFEST} - set(unlisted_ok)):
         problems.append(f"{name}: present, not listed in the manifest (not the computer's)")
     for name in sorted(named_files(manifest) - set(files)):
         problems.append(f"{name}: named by the manifest's entries, but has no hash in files")
@@ -222,11 +229,13 @@ def recording_problems(
     chain: Callable[[Read, Mapping[str, Any]], list[str]] | None = None,
     *,
     expected: tuple[str, str] | None = None,
+    unlisted_ok: Collection[str] = UNLISTED_OK,
 ) -> list[str]:
     """What is wrong with a recording: its manifest (``manifest_bytes``), its
     signature against ``key``, that it is the recording ``expected`` names
     (:func:`id_problems`), its files (``read``, ``present``: every name
-    there), and ``chain(read, manifest)``'s problems with the log's chain."""
+    there; each must be listed but ``unlisted_ok``), and ``chain(read,
+    manifest)``'s problems with the log's chain."""
     if manifest_bytes is None:
         return [f"{MANIFEST}: missing"]
     try:
@@ -245,7 +254,7 @@ def recording_problems(
     ]
     problems += signature_problems(manifest, key)
     problems += id_problems(manifest, expected)
-    problems += file_problems(manifest, read, present)
+    problems += file_problems(manifest, read, present, unlisted_ok)
     if chain is not None:
         problems += chain(read, manifest)
     return problems
