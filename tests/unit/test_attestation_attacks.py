@@ -5,14 +5,17 @@ verify`` (or crashed it, or the harness's check) before its fix."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agentenv.harness import attest
 from agentenv.harness.cli import main
+from agentenv.harness.local_store import LocalStore, start_local
 from agentenv.protocol.attestation import key_text, recording_problems, sha256, sign
 from tests.unit.test_attestation import problems, recording
 
@@ -148,4 +151,43 @@ def test_a_name_leaving_the_folder_is_never_read(tmp_path: Path) -> None:
     (tmp_path / "start.json").write_bytes(files["start.json"])
     assert attest.folder_problems(folder, key_text(key)) == [
         "../start.json: listed in the manifest, missing"
+    ]
+
+
+@pytest.fixture(scope="module")
+def local_store() -> Iterator[LocalStore]:
+    found = start_local(say=lambda _: None, host="127.0.0.1")
+    try:
+        yield found
+    finally:
+        found.close()
+
+
+def test_an_object_in_the_way_of_a_recordings_folder_is_no_store_failure(
+    local_store: LocalStore, tmp_path: Path
+) -> None:
+    # An agent holding the recording's grant puts an object named as a folder
+    # of the recording ("frames"), or inside one of its files: the download
+    # failed ("cannot download recording", as if the store had), now what is
+    # in the way is skipped and the check names what is wrong.
+    key = Ed25519PrivateKey.generate()
+    rec = "rec-00000000000000c3"
+    grant = local_store.grant("run/a", started_here=False)
+    bucket, _, prefix = grant["url"].removeprefix("s3://").partition("/")
+    s3 = local_store.client("s3")
+    planted = {"frames": b"x", "start.json/x": b"x"}
+    for name, data in {**recording(key, recording_id=rec), **planted}.items():
+        s3.put_object(Bucket=bucket, Key=f"{prefix}/{rec}/{name}", Body=data)
+    folder = tmp_path / "recordings" / rec
+    names, skipped = local_store.fetch("run/a", rec, folder)
+    assert "frames" in names and sorted(skipped) == [
+        "frames/0000-first.jpg",
+        "frames/0001-action.jpg",
+        "start.json/x",
+    ]
+    metadata = run_folder(tmp_path, key, rec)
+    assert attest.checked(metadata, rec, folder) == [
+        "it does not verify: frames/0000-first.jpg: listed in the manifest, missing; "
+        "frames/0001-action.jpg: listed in the manifest, missing; "
+        "frames: present, not listed in the manifest (not the computer's)"
     ]

@@ -221,11 +221,17 @@ def verify(recording: str, key: str | None = None, breaks: list[str] | None = No
     pinned, _ = checking_key(recording, key)
     if recording.startswith("s3://"):
         with tempfile.TemporaryDirectory() as tmp:
+            skipped: list[str] = []
             try:
-                folder = download_recording(recording, Path(tmp))
+                folder = download_recording(recording, Path(tmp), skipped)
             except Exception as exc:  # boto3's: no credentials, no bucket, no route
                 raise VerifyError(f"cannot download {recording}: {exc}") from None
-            return folder_problems(folder, pinned, named_id(recording), breaks, from_store=True)
+            problems = folder_problems(folder, pinned, named_id(recording), breaks, from_store=True)
+            return problems + [
+                f"{name}: in the store, not the computer's (a name no folder of the "
+                "recording can hold)"
+                for name in skipped
+            ]
     folder = _folder(recording)
     return folder_problems(folder, pinned, named_id(str(folder.resolve())), breaks)
 

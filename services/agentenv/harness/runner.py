@@ -401,7 +401,7 @@ class Run:
                 raise
         names, skipped = self.store.fetch(recorded.key, recorded.recording_id, recorded.folder)
         problems = (
-            [f"the store holds {len(skipped)} object(s) outside the recording"] if skipped else []
+            [f"the store holds {len(skipped)} object(s) no recording folder can"] if skipped else []
         )
         if manifest is None:
             manifest = self._from_store(recorded, names)

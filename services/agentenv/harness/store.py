@@ -80,6 +80,7 @@ __all__ = [
     "download_recording",
     "grant_seconds",
     "join",
+    "placed",
     "prefix_policy",
     "safe_name",
     "valid_store",
@@ -149,10 +150,29 @@ def safe_name(name: str) -> str | None:
     return str(path)
 
 
-def download_recording(url: str, into: Path) -> Path:
+def placed(into: Path, name: str) -> Path | None:
+    """Where the object ``name`` (under a recording's place) goes in ``into``,
+    its folders made; None when its name would leave ``into``, or what is
+    already there is in its way (an object named as a folder of the
+    recording's, ``frames``, or as a file's child, ``start.json/x``: a store
+    holds both, a folder cannot)."""
+    safe = safe_name(name)
+    if safe is None:
+        return None
+    target = into / safe
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        return None
+    return None if target.is_dir() else target
+
+
+def download_recording(url: str, into: Path, skipped: list[str] | None = None) -> Path:
     """A recording's files at ``s3://bucket/prefix/<recording_id>`` (the
     standard AWS environment and config) downloaded into ``into``; names
-    that would leave it are passed over. For ``agentenv view`` and ``verify``."""
+    that would leave it, or that what is there is in the way of
+    (:func:`placed`), are passed over, and added to ``skipped``. For
+    ``agentenv view`` and ``verify``."""
     import boto3
 
     parts = urlsplit(url)
@@ -161,11 +181,13 @@ def download_recording(url: str, into: Path) -> Path:
     start = prefix + "/"
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=start):
         for found in page.get("Contents", []):
-            name = safe_name(str(found["Key"])[len(start) :])
-            if name is None:
+            name = str(found["Key"])[len(start) :]
+            target = placed(into, name)
+            if target is None:
+                if skipped is not None:
+                    skipped.append(name)
                 continue
-            (into / name).parent.mkdir(parents=True, exist_ok=True)
-            s3.download_file(bucket, str(found["Key"]), str(into / name))
+            s3.download_file(bucket, str(found["Key"]), str(target))
     return into
 
 
@@ -377,14 +399,12 @@ class S3Store:
                     if not str(found["Key"]).startswith(start):
                         continue
                     name = str(found["Key"])[len(start) :]
-                    safe = safe_name(name)
-                    if safe is None:
+                    target = placed(folder, name)
+                    if target is None:
                         skipped.append(name)
                         continue
-                    target = folder / safe
-                    target.parent.mkdir(parents=True, exist_ok=True)
                     s3.download_file(self.bucket, str(found["Key"]), str(target))
-                    written.append(safe)
+                    written.append(target.relative_to(folder).as_posix())
         except Exception as exc:
             raise self._fail(f"cannot download recording {recording_id}", exc) from None
         return sorted(written), skipped
