@@ -22,7 +22,7 @@ import requests
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from agentenv.harness.attest import evidence, folder_problems
-from agentenv.protocol.attestation import key_text, public_key, sha256, sign
+from agentenv.protocol.attestation import key_text, public_key, sha256, signed_manifest
 from tests.integration.test_recording_store import (  # noqa: F401 - fixtures
     ACCESS_KEY,
     ALIAS,
@@ -217,8 +217,8 @@ def test_a_recording_verifies_and_forgeries_are_named(
     body["files"][planted] = sha256(store.get(under + planted))
     for signer in (key_text(own), key):  # its own key named, then the computer's
         body["key"] = signer
-        body["signature"] = sign(own, body)
-        forger.put_object(Bucket=BUCKET, Key=under + "manifest.json", Body=orjson.dumps(body))
+        forged = signed_manifest(own, body)
+        forger.put_object(Bucket=BUCKET, Key=under + "manifest.json", Body=forged)
         done = agentenv_verify(place, "--key", key, env=aws)
         assert done.returncode == 1
         expected = (

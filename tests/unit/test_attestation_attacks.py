@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from agentenv.harness import attest
 from agentenv.harness.cli import main
 from agentenv.harness.local_store import LocalStore, start_local
-from agentenv.protocol.attestation import key_text, recording_problems, sha256, sign
+from agentenv.protocol.attestation import key_text, recording_problems, sha256, signed_manifest
 from tests.unit.test_attestation import problems, recording
 
 
@@ -61,9 +61,11 @@ def test_a_manifest_with_a_key_twice_is_named() -> None:
     files["manifest.json"] = files["manifest.json"].replace(
         b"{", b'{"recording_id": "rec-forged", "chromium": "Chrome/1.0",', 1
     )
+    # The bytes signed are the file's own, so the signature breaks as well.
     assert problems(files, key_text(key)) == [
         "manifest.json: 'chromium' twice in one object (a reader may take either value)",
         "manifest.json: 'recording_id' twice in one object (a reader may take either value)",
+        "manifest.json: the signature does not match its content (changed after signing)",
     ]
 
 
@@ -146,8 +148,7 @@ def test_a_name_leaving_the_folder_is_never_read(tmp_path: Path) -> None:
     files = recording(key)
     manifest = orjson.loads(files["manifest.json"])
     manifest["files"]["../start.json"] = sha256(files["start.json"])
-    manifest["signature"] = sign(key, manifest)
-    folder = written({**files, "manifest.json": orjson.dumps(manifest)}, tmp_path / "rec")
+    folder = written({**files, "manifest.json": signed_manifest(key, manifest)}, tmp_path / "rec")
     (tmp_path / "start.json").write_bytes(files["start.json"])
     assert attest.folder_problems(folder, key_text(key)) == [
         "../start.json: listed in the manifest, missing"

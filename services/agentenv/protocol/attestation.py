@@ -4,15 +4,18 @@ manifest's signature and file hashes, checked without I/O.
 - **The key** is Ed25519. Its text form, on the card (``attestation.key``)
   and in a manifest (``key``), is ``ed25519:`` and the standard base64 of its
   32 raw bytes (:func:`key_text`, :func:`public_key`).
-- **What is signed** is the manifest as ``manifest.json`` holds it, less its
-  ``signature``: the JSON object parsed, then written with sorted keys, no
-  whitespace, UTF-8 (``orjson.dumps(m, option=OPT_SORT_KEYS)``,
-  :func:`signed_bytes`). A name twice in one object is refused
-  (:func:`twice`): parsers differ on which value they keep, so a reader
-  could be shown a value that was never signed. Every field is covered, those a reader does not
-  know too (the chain's ``chain_first`` and ``chain_last``), so a field
-  added later needs no change here. ``signature`` is the standard base64 of
-  the 64-byte Ed25519 signature.
+- **What is signed** is ``manifest.json``'s own bytes, less its last member,
+  ``signature``: the computer writes the manifest (two-space indents,
+  :func:`signed_manifest`), signs those bytes, and puts the signature in as
+  the object's last member, ``,\n  "signature": "<base64>"`` before the
+  closing ``\n}``. A judge takes that member out again (:func:`signed_part`)
+  and checks the signature over exactly what the computer wrote: no
+  re-encoding, so no JSON writer's way with numbers (``1e-7`` or
+  ``1e-07``, ``1.0`` or ``1``) can differ from the signer's. Every field is
+  covered, those a reader does not know too (the chain's ``chain_first``
+  and ``chain_last``). A name twice in one object is refused as well
+  (:func:`twice`): parsers differ on which value they keep.
+  ``signature`` is the standard base64 of the 64-byte Ed25519 signature.
 - **The files** are in the manifest's ``files``: each uploaded file's name
   (relative to the recording) and the hex SHA-256 of its bytes, every file
   but ``manifest.json`` itself.
@@ -32,6 +35,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -56,9 +60,9 @@ __all__ = [
     "public_key",
     "recording_problems",
     "sha256",
-    "sign",
     "signature_problems",
-    "signed_bytes",
+    "signed_manifest",
+    "signed_part",
     "twice",
 ]
 
@@ -105,16 +109,29 @@ def public_key(text: str) -> Ed25519PublicKey:
     return Ed25519PublicKey.from_public_bytes(raw)
 
 
-def signed_bytes(manifest: Mapping[str, Any]) -> bytes:
-    """What a manifest's ``signature`` signs: the manifest less its
-    ``signature``, with sorted keys and no whitespace."""
+#: The manifest's last member, its signature, as the computer writes it.
+_SIGNATURE = re.compile(rb',\n  "signature": "([A-Za-z0-9+/]*={0,2})"\n}\n?\Z')
+
+
+def signed_manifest(key: Ed25519PrivateKey, manifest: Mapping[str, Any]) -> bytes:
+    """``manifest.json``'s bytes: ``manifest`` (less any ``signature``) with
+    two-space indents, signed by ``key``, its signature the last member."""
     body = {k: v for k, v in manifest.items() if k != "signature"}
-    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+    written = orjson.dumps(body, option=orjson.OPT_INDENT_2)
+    if not written.endswith(b"\n}"):
+        raise ValueError("a manifest to sign is a JSON object with a member at least")
+    signature = base64.b64encode(key.sign(written)).decode()
+    return written[:-2] + f',\n  "signature": "{signature}"\n}}'.encode()
 
 
-def sign(key: Ed25519PrivateKey, manifest: Mapping[str, Any]) -> str:
-    """The ``signature`` of ``manifest`` (a JSON object, as written) by ``key``."""
-    return base64.b64encode(key.sign(signed_bytes(manifest))).decode()
+def signed_part(data: bytes) -> tuple[bytes, str] | None:
+    """What ``manifest.json``'s signature signs (its bytes less its last
+    member, ``signature``), and the signature; None when it does not end
+    with one as the computer writes it."""
+    found = _SIGNATURE.search(data)
+    if found is None:
+        return None
+    return data[: found.start()] + b"\n}", found.group(1).decode()
 
 
 def twice(data: bytes) -> list[str]:
@@ -133,8 +150,9 @@ def twice(data: bytes) -> list[str]:
     return sorted(found)
 
 
-def signature_problems(manifest: Mapping[str, Any], key: str) -> list[str]:
-    """What is wrong with ``manifest``'s signature against the pinned ``key``."""
+def signature_problems(manifest: Mapping[str, Any], key: str, data: bytes) -> list[str]:
+    """What is wrong with ``manifest``'s signature (``data``: the bytes of
+    ``manifest.json``, ``manifest`` parsed from them) against the pinned ``key``."""
     try:
         pinned = public_key(key)
     except KeyTextError as exc:
@@ -146,9 +164,15 @@ def signature_problems(manifest: Mapping[str, Any], key: str) -> list[str]:
     signer = manifest.get("key")
     if isinstance(signer, str) and signer.strip() != key.strip():
         return [f"{MANIFEST}: signed by {signer}, not by the pinned key {key}"]
+    part = signed_part(data)
+    if part is None or part[1] != signature:
+        return [
+            f"{MANIFEST}: its signature is not its last member, as the computer writes it "
+            "(changed after signing)"
+        ]
     try:
         raw = base64.b64decode(signature, validate=True)
-        pinned.verify(raw, signed_bytes(manifest))
+        pinned.verify(raw, part[0])
     except (binascii.Error, ValueError, InvalidSignature):
         return [f"{MANIFEST}: the signature does not match its content (changed after signing)"]
     return []
@@ -252,7 +276,7 @@ def recording_problems(
         f"{MANIFEST}: {name!r} twice in one object (a reader may take either value)"
         for name in names
     ]
-    problems += signature_problems(manifest, key)
+    problems += signature_problems(manifest, key, manifest_bytes)
     problems += id_problems(manifest, expected)
     problems += file_problems(manifest, read, present, unlisted_ok)
     if chain is not None:

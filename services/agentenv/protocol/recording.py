@@ -294,7 +294,8 @@ class BrowserRecordingManifest(BaseModel):
     chromium: str | None = None
     chromium_flags: list[str] | None = None
     #: The computer's public key (``ed25519:…``), and its signature of this
-    #: manifest (base64), over :func:`agentenv.protocol.attestation.signed_bytes`.
+    #: manifest (base64), over ``manifest.json`` less this member
+    #: (:func:`agentenv.protocol.attestation.signed_part`).
     key: str | None = None
     signature: str | None = None
 

@@ -31,7 +31,7 @@ import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agentenv.log.redact import redact_text
-from agentenv.protocol.attestation import key_text, sign
+from agentenv.protocol.attestation import key_text, signed_manifest
 from agentenv.protocol.recording import BrowserRecordingManifest
 from agentenv.settings import Settings
 from agentenv.signing import SigningKeyError, computer_key
@@ -135,9 +135,11 @@ def sign_manifest(
     """``manifest`` with its ``key`` and ``signature``, and the bytes of
     ``manifest.json`` (unsigned, without a key: None is both)."""
     body = manifest.model_dump(mode="json")
-    body["signature"] = None
     body["key"] = key_text(signer) if signer is not None else None
-    if signer is not None:
-        body["signature"] = sign(signer, body)
-    data = orjson.dumps(body, option=orjson.OPT_INDENT_2)
+    if signer is None:
+        body["signature"] = None
+        data = orjson.dumps(body, option=orjson.OPT_INDENT_2)
+    else:
+        data = signed_manifest(signer, body)
+        body["signature"] = orjson.loads(data)["signature"]
     return BrowserRecordingManifest.model_validate(body), data
