@@ -186,6 +186,11 @@ class Settings:
         return self.key_dir / "key"
 
     @property
+    def journal_dir(self) -> Path:
+        """The recordings' journals (:mod:`agentenv.recorder.journal`), beside the key."""
+        return self.key_dir / "journal"
+
+    @property
     def image_digest_file(self) -> Path:
         """``sha256:…`` of the computer's own files, written at build or
         install (launch/digest.sh); absent on a developer's stack."""

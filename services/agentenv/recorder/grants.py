@@ -18,7 +18,8 @@ Grants are checked on the computer (SPEC.md section 4):
   credentials fails the start, not the end.
 
 A recording uploads through a :class:`Listed` uploader, which keeps the
-SHA-256 of each file it put: the manifest's ``files``.
+SHA-256 of each file it put (the manifest's ``files``) and notes it in the
+recording's journal (:mod:`agentenv.recorder.journal`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import orjson
@@ -36,6 +37,9 @@ import orjson
 from agentenv.paths import inside
 from agentenv.protocol.recording import Grant, public_enough
 from agentenv.recorder.errors import GrantError, UploadError
+
+if TYPE_CHECKING:
+    from agentenv.recorder.journal import Journal
 
 __all__ = [
     "START_FILE",
@@ -69,16 +73,25 @@ class Uploader(Protocol):
 class Listed:
     """An uploader that keeps the hex SHA-256 of every file it put, by name
     (``files``, shared by the uploaders of one recording's grants): the
-    bytes the computer sent, whatever the store holds later."""
+    bytes the computer sent, whatever the store holds later. Each is noted
+    in the recording's ``journal`` too, once its upload succeeded."""
 
-    def __init__(self, inner: Uploader, files: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        inner: Uploader,
+        files: dict[str, str] | None = None,
+        journal: Journal | None = None,
+    ) -> None:
         self.inner = inner
         self.where = inner.where
         self.files: dict[str, str] = {} if files is None else files
+        self.journal = journal
 
     async def put(self, name: str, data: bytes, content_type: str) -> None:
         await self.inner.put(name, data, content_type)
-        self.files[name] = hashlib.sha256(data).hexdigest()
+        digest = self.files[name] = hashlib.sha256(data).hexdigest()
+        if self.journal is not None:
+            self.journal.file(name, digest, len(data), content_type)
 
     async def list(self) -> list[str]:
         return await self.inner.list()
