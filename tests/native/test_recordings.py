@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import uuid
@@ -18,8 +20,8 @@ import aiohttp
 import pytest
 import requests
 
+from agentenv.harness.attest import verify
 from agentenv.protocol.log import agent_act
-from agentenv.protocol.recording import rebuild
 from agentenv.recorder.bursts import SETTLE_S
 from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.logfile import all_bytes, read_log
@@ -44,6 +46,15 @@ def start(stack: NativeStack, folder: Path, **more: Any) -> str:
 def frames_on_disk(folder: Path, recording: str) -> list[str]:
     path = folder / recording / "frames"
     return sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+
+
+def ended(stack: NativeStack, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The end's manifest, once the recorder answers (None while it restarts)."""
+    answer = requests.post(f"{stack.app_http}/v1/browser-recording/end", json=body, timeout=60)
+    if answer.status_code in (502, 503):
+        return None
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
 
 
 def test_mcp_typing_then_navigation(stack: NativeStack, site: Site, tmp_path: Path) -> None:
@@ -278,25 +289,32 @@ def test_recorder_killed_mid_recording(stack: NativeStack, site: Site, tmp_path:
 
     asyncio.run(act())
     taken = frames_on_disk(tmp_path, recording)
+    # Its journal, the service user's alone, lists every frame taken so far.
+    journal = stack.folder / "run" / "attest" / "journal" / f"{recording}.jsonl"
+    assert stat.S_IMODE(journal.stat().st_mode) == 0o600
+    assert stat.S_IMODE(journal.parent.stat().st_mode) == 0o700
+    lines = [json.loads(x) for x in journal.read_bytes().splitlines()]
+    assert lines[0]["recording_id"] == recording and lines[0]["start_seq"] > 0
+    assert {f"frames/{name}" for name in taken} <= {x.get("file") for x in lines}
     old = stack.pid("recorder")
     os.kill(old, signal.SIGKILL)
     wait_for(lambda: stack.pid("recorder") not in (0, old), "supervisord to restart the recorder")
 
-    def restarted() -> dict[str, Any] | None:
-        answer = requests.post(
-            f"{stack.app_http}/v1/browser-recording/end",
-            json={"recording_id": recording},
-            timeout=30,
-        )
-        return dict(answer.json()) if answer.status_code == 404 else None
-
-    gone = wait_for(restarted, "the restarted recorder to answer")
-    assert "rebuild" in gone["error"]["message"]
+    # The restarted recorder ends it from its journal (a file: grant is kept
+    # there, so the end needs none): rebuilt, signed, whole up to the kill.
+    manifest = wait_for(lambda: ended(stack, {"recording_id": recording}), "the rebuilt end")
+    assert manifest["rebuilt"] is True
+    assert manifest["rebuilt_why"].startswith("its recorder restarted mid-recording")
+    frames = manifest["frames"]
+    assert [Path(f["file"]).name for f in frames[: len(taken)]] == taken
+    assert [f["kind"] for f in frames] == ["first", "action", "action", "last"]
+    assert all(f["at"] and f["after"] for f in frames[1:3])  # as taken, keyed to the log
+    assert manifest["log"]["lines"] > 0 and manifest["end_seq"] > manifest["start_seq"]
+    assert manifest["signature"] and not journal.exists()
     folder = tmp_path / recording
-    names = [str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()]
-    manifest = rebuild(recording, names, None)
-    assert [Path(f.file).name for f in manifest.frames] == taken
-    assert all(f.kind is None and f.at is None for f in manifest.frames)
+    key = requests.get(stack.app_http + "/card", timeout=30).json()["attestation"]["key"]
+    assert verify(str(folder), key) == []
+    assert ended(stack, {"recording_id": recording}) == manifest  # an end again: the same
 
 
 def test_limits_and_reset_end_recordings(stack: NativeStack, site: Site, tmp_path: Path) -> None:
@@ -742,8 +760,10 @@ def test_a_recorder_killed_mid_video_leaves_playable_chunks_and_a_manifest_of_th
     stack: NativeStack, site: Site, tmp_path: Path
 ) -> None:
     """The recorder killed 12 s into a recording with video: the first chunk,
-    uploaded at 10 s, plays its 10 s, and the manifest rebuilt from the
-    upload lists it at its place; only the chunk being made is lost."""
+    uploaded at 10 s, plays its 10 s, and the manifest the restarted recorder
+    rebuilds from its journal (and signs) lists it at its place; only the
+    chunk being made is lost. A file planted in the store after the kill is
+    named by verify as not the computer's."""
     import av
 
     tab = stack.op("tabs/open", {"url": site.url + "/next"})["id"]
@@ -753,22 +773,25 @@ def test_a_recorder_killed_mid_video_leaves_playable_chunks_and_a_manifest_of_th
     old = stack.pid("recorder")
     os.kill(old, signal.SIGKILL)
     wait_for(lambda: stack.pid("recorder") not in (0, old), "supervisord to restart the recorder")
-    wait_for(  # the restarted recorder answers (it no longer knows the recording)
-        lambda: (
-            requests.post(
-                f"{stack.app_http}/v1/browser-recording/end",
-                json={"recording_id": recording},
-                timeout=30,
-            ).status_code
-            == 404
-        ),
-        "the restarted recorder to answer",
-    )
+    (folder / "video" / "0001.mp4").write_bytes(b"an agent's chunk")  # planted after the kill
+    grant = {"url": f"file://{tmp_path}"}
+    body = {"recording_id": recording, "upload": grant}
+    manifest = wait_for(lambda: ended(stack, body), "the restarted recorder's end")
     stack.op("tabs/close", {"id": tab})
-    names = [str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()]
-    manifest = rebuild(recording, names, None)
-    assert manifest.video is not None
-    assert [(c.file, c.offset_s) for c in manifest.video.chunks] == [("video/0000.mp4", 0.0)]
+    assert manifest["rebuilt"] is True and manifest["signature"]
+    assert manifest["rebuilt_why"].startswith("its recorder restarted mid-recording")
+    video = manifest["video"]
+    assert [(c["file"], c["offset_s"]) for c in video["chunks"]] == [("video/0000.mp4", 0.0)]
+    chunk = (folder / "video" / "0000.mp4").read_bytes()
+    assert video["chunks"][0]["bytes"] == len(chunk) and video["fps"] == 5
+    assert manifest["files"]["video/0000.mp4"] == hashlib.sha256(chunk).hexdigest()
+    assert "video/0001.mp4" not in manifest["files"]
+    key = requests.get(stack.app_http + "/card", timeout=30).json()["attestation"]["key"]
+    assert verify(str(folder), key) == [
+        "video/0001.mp4: present, not listed in the manifest (not the computer's)"
+    ]
+    (folder / "video" / "0001.mp4").unlink()
+    assert verify(str(folder), key) == []
     with av.open(str(folder / "video" / "0000.mp4")) as container:
         times = [
             float(f.pts * f.time_base)

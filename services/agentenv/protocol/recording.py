@@ -266,7 +266,12 @@ class BrowserRecordingManifest(BaseModel):
     missing_frames: int
     log_missing: list[int]
     limits_hit: list[str]
+    #: Not made by a recorder that followed it to its end: rebuilt by the
+    #: computer from the recording's journal (its recorder restarted
+    #: mid-recording; ``rebuilt_why`` says what it lacks), or by the harness
+    #: from a store's file names (no ``rebuilt_why``, no signature).
     rebuilt: bool = False
+    rebuilt_why: str | None = None
     #: The scope recorded (computers of two scopes or more).
     scope: str | None = None
     #: Chromium went away while it was open: frames and entries are missing
@@ -284,7 +289,7 @@ class BrowserRecordingManifest(BaseModel):
     chain_last: str | None = None
     #: The evidence (SPEC.md section 7, :mod:`agentenv.protocol.attestation`):
     #: the hex SHA-256 of every file the recording uploaded, by name (every
-    #: file but manifest.json); None in a manifest rebuilt by the harness.
+    #: file but manifest.json); None in a manifest the harness rebuilt.
     files: dict[str, str] | None = None
     #: ``sha256:…`` of the computer's own files, made when its image was
     #: built (None: a stack run from a source tree, ``make dev``).

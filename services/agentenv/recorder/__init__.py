@@ -8,6 +8,10 @@ manifest as it goes.
 - :mod:`.bursts` — burst timing and the frame's tab (no I/O, fake clock);
 - :mod:`.grants` — where and how to upload: folders and S3-compatible stores,
   each file's SHA-256 kept as it goes;
+- :mod:`.journal` — what each open recording wrote (its start, each file
+  uploaded and its hash, each frame), in the service user's folder beside
+  the key: a recorder killed mid-recording and restarted by supervisord ends
+  the recording from it, with a manifest rebuilt (``rebuilt_why``) and signed;
 - :mod:`.provenance` — what the computer is (image digest, Chromium, key),
   and the one place a manifest is signed;
 - :mod:`.recording` — one recording's life (its screenshots are

@@ -36,7 +36,7 @@ from agentenv.protocol.recording import BrowserRecordingManifest
 from agentenv.settings import Settings
 from agentenv.signing import SigningKeyError, computer_key
 
-__all__ = ["Provenance", "browser_flags", "provenance", "sign_manifest"]
+__all__ = ["Provenance", "browser_flags", "provenance", "sign_manifest", "signer_of"]
 
 log = logging.getLogger("agentenv.recorder")
 
@@ -112,14 +112,18 @@ async def _version(settings: Settings, http: aiohttp.ClientSession) -> str | Non
     return browser if isinstance(browser, str) else None
 
 
-async def provenance(settings: Settings, http: aiohttp.ClientSession) -> Provenance:
-    """The computer as it is now (read at each start: Chromium may have restarted)."""
-    signer: Ed25519PrivateKey | None
+async def signer_of(settings: Settings) -> Ed25519PrivateKey | None:
+    """The computer's key (None, logged, when it cannot be had: recordings go unsigned)."""
     try:
-        signer = await asyncio.to_thread(computer_key, settings.key_file)
+        return await asyncio.to_thread(computer_key, settings.key_file)
     except SigningKeyError as exc:
         log.error("recordings go unsigned: %s", exc)
-        signer = None
+        return None
+
+
+async def provenance(settings: Settings, http: aiohttp.ClientSession) -> Provenance:
+    """The computer as it is now (read at each start: Chromium may have restarted)."""
+    signer = await signer_of(settings)
     flags = await asyncio.to_thread(lambda: browser_flags(_cmdlines(), str(settings.profile_dir)))
     return Provenance(
         image_digest=await asyncio.to_thread(_digest, settings),

@@ -4,7 +4,9 @@ The recorder follows the log file (the interface between programs) and hands
 each new line to every open recording (:meth:`Recording.seen`); a recording's
 frame loop takes a frame when its burst settles. Captures go through the
 relay as ``agentenv``, so they are not on the record, and never bring a tab
-to the front.
+to the front. Each upload and each frame is noted in the recording's journal
+(:mod:`.journal`); a recording restored from its journal (its recorder
+restarted mid-recording) only ends, like any other, its manifest rebuilt.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from agentenv.protocol.recording import (
 from agentenv.recorder.bursts import Bursts, FrameDue
 from agentenv.recorder.grants import Listed, Uploader, UploadError, open_grant
 from agentenv.recorder.har import Har
+from agentenv.recorder.journal import Journal, Journaled, start_line
 from agentenv.recorder.provenance import Provenance, sign_manifest
 from agentenv.recorder.video import Video, moves_video, seconds_of
 from agentenv.relay_link import BrowserError, BrowserLink, CdpError, active_tab, capture, pages
@@ -104,6 +107,10 @@ class Recording:
     _shot_at: dict[int, float] = field(default_factory=dict)
     #: What the computer is (start.json's, the manifest's) and its key.
     provenance: Provenance | None = None
+    #: What it wrote, for a restarted recorder (:mod:`.journal`); the
+    #: journal it was restored from, when its recorder restarted mid-recording.
+    journal: Journal | None = None
+    restored: Journaled | None = None
 
     @property
     def files(self) -> dict[str, str]:
@@ -113,7 +120,7 @@ class Recording:
     # -- lines from the log ----------------------------------------------------
 
     def seen(self, line: LogLine) -> None:
-        if self._ending or line["seq"] <= self.start_seq:
+        if self._ending or self.restored is not None or line["seq"] <= self.start_seq:
             return
         action = action_of(line)
         if action is not None and action.get("op") == BROWSER_EXITED:
@@ -226,19 +233,20 @@ class Recording:
             self.counts.frames[kind] = self.counts.frames.get(kind, 0) + 1
             if error is not None:
                 self.counts.missing += 1
-            self.frames.append(
-                FrameEntry(
-                    index=index,
-                    kind=kind,
-                    after=after,
-                    tab=tab,
-                    url=url,
-                    at=at,
-                    file=file,
-                    type=fmt,
-                    error=error,
-                )
+            entry = FrameEntry(
+                index=index,
+                kind=kind,
+                after=after,
+                tab=tab,
+                url=url,
+                at=at,
+                file=file,
+                type=fmt,
+                error=error,
             )
+            self.frames.append(entry)
+            if self.journal is not None:
+                self.journal.frame(entry)
             if tab is not None:
                 self.last_tab = tab
 
@@ -274,6 +282,17 @@ class Recording:
         ) as action:
             self.start_seq = action.entry
         self.started_at = iso()
+        if self.journal is not None:
+            self.journal.begin(
+                start_line(
+                    self.start,
+                    self.recording_id,
+                    self.scope,
+                    self.start_seq,
+                    self.started_at,
+                    self._facts(),
+                )
+            )
         if self.start.har is not None and self.har_link is not None:
             har = Har(self.har_link, self.upload, bodies=self.start.har.bodies)
             try:
@@ -306,7 +325,9 @@ class Recording:
             if grant is not None:
                 # refused before anything ends; the files uploaded so far stay listed
                 self.upload = Listed(
-                    await open_grant(grant, self.recording_id, self.roots), self.files
+                    await open_grant(grant, self.recording_id, self.roots),
+                    self.files,
+                    self.journal,
                 )
             self._ending = True
             self._wake.set()
@@ -348,6 +369,9 @@ class Recording:
             if self.video is not None:
                 self.video.upload = self.upload
                 video = await self.video.stop(time.time())
+            elif self.restored is not None:  # the chunks uploaded before the restart
+                video = self.restored.video()
+            if video is not None:
                 video.frames_at = _times(
                     video,
                     ((str(f.index), self._shot_iso(f.index) or f.at) for f in self.frames),
@@ -357,6 +381,8 @@ class Recording:
             if self.har is not None:
                 self.har.upload = self.upload  # the end's grant, when it named one
                 har = await self.har.stop()
+            elif self.restored is not None:
+                har = self.restored.har()
             manifest = BrowserRecordingManifest(
                 recording_id=self.recording_id,
                 request_id=self.start.request_id,
@@ -379,6 +405,8 @@ class Recording:
                 har=har,
                 video=video,
                 files=dict(self.files),
+                rebuilt=self.restored is not None,
+                rebuilt_why=self.restored.why() if self.restored is not None else None,
                 **self._facts(),
             )
             manifest, data = sign_manifest(
@@ -388,6 +416,8 @@ class Recording:
                 await self.upload.put("manifest.json", data, "application/json")
             except UploadError as exc:
                 log.error("%s: %s", self.recording_id, exc)
+            if self.journal is not None:
+                await asyncio.to_thread(self.journal.remove)
             self.manifest = manifest
             return manifest
 

@@ -5,6 +5,13 @@
 follower reads the log file and hands new lines to every open recording.
 On shutdown every open recording is ended (reason ``stopped``) so its log
 and manifest upload.
+
+An ``end`` of a recording this recorder does not know, but has the journal
+of (:mod:`.journal`: its recorder was killed mid-recording, and supervisord
+started this one), restores it from the journal and ends it: a last frame,
+the log's slice, its manifest rebuilt (``rebuilt``, ``rebuilt_why``) and
+signed, listing only the files the journal names. ``end_all`` restores
+none: an S3 grant is in no journal, so only an end bringing one can upload.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -28,10 +36,11 @@ from agentenv.metrics import CONTENT_TYPE, RecorderCounts, render
 from agentenv.process import log_dir
 from agentenv.protocol import problems
 from agentenv.protocol.log import parse_line
-from agentenv.protocol.recording import End, EndAll, Start, new_recording_id
+from agentenv.protocol.recording import End, EndAll, Grant, Start, new_recording_id
 from agentenv.recorder.errors import Refused
 from agentenv.recorder.grants import Listed, open_grant, prove
-from agentenv.recorder.provenance import provenance
+from agentenv.recorder.journal import Journal, Journaled, prune, read_journal
+from agentenv.recorder.provenance import Provenance, provenance, signer_of
 from agentenv.recorder.recording import Recording
 from agentenv.relay.scopes import Scopes
 from agentenv.relay_link import BrowserError, BrowserLink
@@ -103,32 +112,101 @@ class Recorder:
                 return self.recordings[known]  # a retried start joins the recording
             ask = within_budget(ask, self.settings)
             scope = self._scope(ask.scope)
+            await self.prune()
             recording_id = new_recording_id()
-            roots = self.settings.upload_roots
-            upload = Listed(await open_grant(ask.upload, recording_id, roots))
+            journal = Journal(self.settings.journal_dir, recording_id)
+            upload = Listed(
+                await open_grant(ask.upload, recording_id, self.settings.upload_roots),
+                journal=journal,
+            )
             made_by = await provenance(self.settings, self.link.http)
             await prove(upload, recording_id, iso(), {"scope": scope, **made_by.facts()})
-            recording = Recording(
-                ask,
-                self._link(scope),
-                self.reader,
-                upload,
-                recording_id,
-                roots=roots,
-                scope=scope,
-                counts=self.counts,
-                downloads_folder=str(self.settings.downloads_for(scope)),
-                download_bytes=self.settings.recording_download_bytes,
-                har_link=BrowserLink(self.settings, self.http, scope)
-                if ask.har is not None and self.http is not None
-                else None,
-                video_budget=self.settings.recording_video_bytes_per_minute,
-                provenance=made_by,
-            )
+            recording = self._recording(ask, upload, recording_id, scope, made_by, journal)
             await recording.begin()
             self.recordings[recording.recording_id] = recording
             self.by_request[ask.request_id] = recording.recording_id
             return recording
+
+    def _recording(
+        self,
+        ask: Start,
+        upload: Listed,
+        recording_id: str,
+        scope: str | None,
+        made_by: Provenance,
+        journal: Journal,
+    ) -> Recording:
+        return Recording(
+            ask,
+            self._link(scope),
+            self.reader,
+            upload,
+            recording_id,
+            roots=self.settings.upload_roots,
+            scope=scope,
+            counts=self.counts,
+            downloads_folder=str(self.settings.downloads_for(scope)),
+            download_bytes=self.settings.recording_download_bytes,
+            har_link=BrowserLink(self.settings, self.http, scope)
+            if ask.har is not None and self.http is not None
+            else None,
+            video_budget=self.settings.recording_video_bytes_per_minute,
+            provenance=made_by,
+            journal=journal,
+        )
+
+    async def prune(self) -> None:
+        """Remove the journals of recordings that will get no end (:func:`prune`)."""
+        open_ids = {k for k, r in self.recordings.items() if r.manifest is None}
+        folder = self.settings.journal_dir
+        removed = await asyncio.to_thread(prune, folder, time.time(), open_ids)
+        if removed:
+            log.info("removed the journals of %s (no end came)", ", ".join(removed))
+
+    async def _restore(self, ask: End) -> Recording:
+        """The recording ``ask`` ends, restored from its journal (its recorder
+        restarted mid-recording); refused when it has none."""
+        async with self._lock:
+            known = self.recordings.get(ask.recording_id)
+            if known is not None:
+                return known
+            folder = self.settings.journal_dir
+            found = await asyncio.to_thread(read_journal, folder, ask.recording_id)
+            if found is None:
+                raise Refused(
+                    404,
+                    f"no recording {ask.recording_id!r} here (the recorder may have restarted: "
+                    "rebuild its manifest from the upload)",
+                )
+            grant = ask.upload or (Grant(url=found.start.grant) if found.start.grant else None)
+            if grant is None:
+                raise Refused(
+                    409,
+                    f"recording {ask.recording_id!r} lost its recorder mid-recording, and "
+                    "its S3 grant with it: end it with upload (a fresh grant) to have its "
+                    "manifest rebuilt and signed",
+                )
+            recording = await self._restored(found, grant)
+            self.recordings[ask.recording_id] = recording
+            return recording
+
+    async def _restored(self, found: Journaled, grant: Grant) -> Recording:
+        first = found.start
+        journal = Journal.resumed(self.settings.journal_dir, first.recording_id, found)
+        roots = self.settings.upload_roots
+        upload = Listed(await open_grant(grant, first.recording_id, roots), found.hashes, journal)
+        made_by = Provenance(
+            first.image_digest, first.chromium, first.chromium_flags, await signer_of(self.settings)
+        )
+        try:
+            ask = Start.model_validate({**first.ask, "upload": grant})
+        except ValidationError as exc:
+            raise Refused(500, f"its journal's start does not read: {exc}") from None
+        recording = self._recording(ask, upload, first.recording_id, first.scope, made_by, journal)
+        recording.start_seq, recording.started_at = first.start_seq, first.started_at
+        recording.frames, recording.restored = found.frames(), found
+        recording.last_tab = next((f.tab for f in reversed(recording.frames) if f.tab), None)
+        return recording
 
     def _scope(self, asked: str | None) -> str | None:
         """The scope a recording records (None: every entry, on a computer of
@@ -155,11 +233,9 @@ class Recorder:
     async def end(self, ask: End) -> Any:
         recording = self.recordings.get(ask.recording_id)
         if recording is None:
-            raise Refused(
-                404,
-                f"no recording {ask.recording_id!r} here (the recorder may have restarted: "
-                "rebuild its manifest from the upload)",
-            )
+            recording = await self._restore(ask)
+            if recording.restored is not None:  # the restore opened the end's grant
+                return await recording.end(ask.reason, None)
         return await recording.end(ask.reason, ask.upload)
 
     async def end_all(self, reason: str) -> list[Any]:
@@ -263,6 +339,7 @@ async def _recorder_ctx(app: web.Application) -> AsyncIterator[None]:
     folder, _ = log_dir(settings)
     recorder = Recorder(settings, link, LogReader(folder / settings.log_file.name), http)
     app[recorder_key] = recorder
+    await recorder.prune()
     follower = asyncio.create_task(recorder.follow())
     yield
     try:
