@@ -3,15 +3,17 @@ real computers attached by URL (sharing no folder with the harness: every
 recording arrives through the run's local store).
 
 - a missing frame gives exit status 3, unless the step is best-effort;
-- a recording the computer forgot (its recorder restarted) is registered from
-  the store, and fails the run for its missing log;
-- a computer that cannot be reached at teardown: the same, from the store;
+- a recording whose recorder was killed is ended by the restarted recorder
+  from its journal (signed, whole up to the kill), and fails the run for the
+  frames after it; one ended on the recorder's way down, for ending early;
+- a computer that cannot be reached at teardown: registered from the store;
 - a computer whose card lacks the recording extension fails the start by name.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -24,6 +26,7 @@ import pytest
 import requests
 import yaml
 
+from agentenv.harness.attest import verify
 from agentenv.harness.runner import EXIT_INFRA, EXIT_OK
 from tests.support.container import SUPERVISORCTL, start_computer
 from tests.support.timing import deadline
@@ -137,8 +140,11 @@ def test_a_missing_frame_fails_the_run_unless_best_effort(
 
 #: Stops the recorder (supervisorctl's ``restart``: it ends its recordings on
 #: the way down; ``signal KILL``: it cannot) and waits for it to be back.
+#: Killed, an attacker with the engine then plants a frame in the run's store
+#: (its administrator's keys read from the store's container, as the harness
+#: reads them), beside the recording's files.
 RECORDER_DOWN = """
-import subprocess, sys, time
+import json, subprocess, sys, time
 ctl = ["docker", "exec", sys.argv[1], *__CTL__]
 how = sys.argv[2]
 subprocess.run([*ctl, *(["restart"] if how == "restart" else ["signal", "KILL"]), "recorder"],
@@ -150,20 +156,38 @@ for _ in range(120):
     time.sleep(0.5)
 else:
     sys.exit("the recorder did not come back: " + status)
+if how == "kill":
+    import boto3, docker
+    network = docker.from_env().networks.get(sys.argv[3])
+    store = next(c for c in network.containers if c.name.startswith("agentenv-store-"))
+    keys = json.loads(store.exec_run(["cat", "/run/store/admin.json"], user="moto").output)
+    port = store.ports["5000/tcp"][0]["HostPort"]
+    s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                      aws_access_key_id=keys["AccessKeyId"],
+                      aws_secret_access_key=keys["SecretAccessKey"])
+    for bucket in s3.list_buckets()["Buckets"]:
+        for found in s3.list_objects_v2(Bucket=bucket["Name"]).get("Contents", []):
+            if found["Key"].endswith("/start.json"):
+                s3.put_object(Bucket=bucket["Name"], Body=b"planted by an agent",
+                              Key=found["Key"][: -len("start.json")] + "frames/0099-action.jpg")
 """.replace("__CTL__", repr(SUPERVISORCTL))
 
 
 @pytest.mark.parametrize("how", ["kill", "restart"])
-def test_a_forgotten_recording_is_registered_from_the_store(
+def test_a_recording_outlives_its_recorder_killed_or_restarted(
     shared: tuple[Any, dict[str, str]], lab: Any, tmp_path: Path, how: str
 ) -> None:
-    """Killed, the recorder uploaded no log: the run fails for it. Restarted,
-    it ended the recording on the way down: whole, but ended early."""
+    """Killed, the recorder left the recording's journal: the restarted one
+    ends it from there, signed, whole up to the kill (the run fails for the
+    frames after it), and a frame planted in the store after the kill is named
+    as not the computer's. Restarted, it ended the recording on the way down:
+    whole, but ended early."""
     container, where = shared
+    cid = container.get_wrapped_container().id
     agent = {
         "id": "agent",
         "type": "run_agent",
-        "command": [sys.executable, "-c", RECORDER_DOWN, container.get_wrapped_container().id, how],
+        "command": [sys.executable, "-c", RECORDER_DOWN, cid, how, lab.name],
     }
     task = [
         _deploy(where),
@@ -180,12 +204,33 @@ def test_a_forgotten_recording_is_registered_from_the_store(
     assert (recording / "start.json").exists()
     assert (recording / "frames" / "0000-first.jpg").read_bytes()[:2] == b"\xff\xd8"
     if how == "kill":
-        # No manifest of the computer's: what the store holds is no evidence.
-        assert error == (
-            "the computer did not end it: registered what the store holds; it does not "
-            "verify: manifest.json: missing; its log did not upload"
+        # The computer's own manifest, rebuilt from its journal and signed:
+        # the only problems are the frames after the kill, and the plant.
+        restarted, verified = error.split("; it does not verify: ")
+        assert re.fullmatch(
+            r"its recorder restarted mid-recording: the frames, video and network log after "
+            r"its last upload before the restart \(\S+Z\) are not in it \(its log and its "
+            r"last frame are\)",
+            restarted,
+        ), error
+        assert (
+            verified
+            == "frames/0099-action.jpg: present, not listed in the manifest (not the computer's)"
         )
-        assert not (recording / "log.jsonl").exists()
+        manifest = json.loads((recording / "manifest.json").read_text())
+        assert manifest["rebuilt"] is True and manifest["reason"] == "completed"
+        assert manifest["signature"] and manifest["log"]["lines"] > 0
+        assert {"start.json", "frames/0000-first.jpg", "log.jsonl"} <= set(manifest["files"])
+        assert [f["kind"] for f in manifest["frames"]] == ["first", "last"]
+        (recording / "frames" / "0099-action.jpg").unlink()
+        assert verify(str(recording)) == []  # against the key the run pinned
+        done = subprocess.run(
+            [sys.executable, "-m", "agentenv", "verify", str(recording)],
+            capture_output=True,
+            text=True,
+            timeout=deadline(60),
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
     else:
         assert error == "it ended before its end step (stopped)"
         manifest = json.loads((recording / "manifest.json").read_text())

@@ -10,12 +10,12 @@ Recordings go through the run's store (:mod:`.store`): each start gets a
 grant reaching only that recording's prefix, each end a fresh one, and after
 the end the recording is downloaded into ``recordings/<recording_id>/``.
 Recording steps fail the task by default as infrastructure failures when the
-end did not happen, the log did not upload, or the download does not verify
-against the key pinned at ``deploy_env`` (:mod:`.attest`: a file missing,
-changed or not the computer's); ``fail_task_on_error: false`` makes them best-effort.
-Teardown ends open recordings with fresh grants, registers from the store any
-it could not end (the computer forgot it, or cannot be reached), then stops
-the computers it started and the local store.
+end did not happen, the log did not upload, the recorder restarted mid-recording
+(the computer rebuilds and signs it from its journal, whole up to the restart), or
+the download does not verify against the key pinned at ``deploy_env`` (:mod:`.attest`);
+``fail_task_on_error: false`` makes them best-effort. Teardown ends open recordings with
+fresh grants, registers from the store any it could not end (the computer forgot it, or
+cannot be reached), then stops the computers it started and the local store.
 
 Each body is its op's protocol model, made and sent by :class:`.Computer`
 from the fields a step names (None: left out); tabs by URL are read as
@@ -410,14 +410,15 @@ class Run:
                 problems.append(f"it ended before its end step ({manifest.reason})")
             elif manifest.reason is None:
                 problems.append("the computer did not end it: registered what the store holds")
+        elif manifest.rebuilt_why:  # whole up to its recorder's restart, and signed
+            problems.append(manifest.rebuilt_why)
         problems += attest.checked(self.metadata, recorded.recording_id, recorded.folder)
         recorded.manifest = manifest
         return manifest, problems
 
     def _from_store(self, recorded: Recorded, names: list[str]) -> BrowserRecordingManifest:
-        """The recording as the store holds it: its own manifest when it was
-        uploaded (the recorder ended it on the way down), else rebuilt from
-        the files' names."""
+        """The recording as the store holds it: its own manifest when it was uploaded
+        (the recorder ended it on the way down), else rebuilt from the names."""
         uploaded = recorded.folder / "manifest.json"
         if "manifest.json" in names:
             try:
@@ -453,11 +454,10 @@ class Run:
             raise StepFailed("; ".join(problems), infrastructure=True)
         artifacts = {}
         if manifest is not None:
-            base = recorded.folder
             artifacts = {
-                "manifest": str(base / "manifest.json"),
-                "log": str(base / "log.jsonl"),
-                "frames": [str(base / f.file) for f in manifest.frames if not f.error],
+                "manifest": str(recorded.folder / "manifest.json"),
+                "log": str(recorded.folder / "log.jsonl"),
+                "frames": [str(recorded.folder / f.file) for f in manifest.frames if not f.error],
             }
         return {
             "recording_id": recorded.recording_id,
