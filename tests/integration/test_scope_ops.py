@@ -411,9 +411,9 @@ def test_an_agents_downloads_are_listed_and_fetched_in_its_own_scope_only(pc: Co
 
 async def test_an_mcp_agents_file_tools_use_its_downloads_folder(pc: Computer) -> None:
     """Bob's Playwright MCP (issue 24, point 3): a file his page downloads is
-    in his downloads folder, ``browser_file_upload`` hands it to a page from
-    there, and a file he names (a screenshot's ``filename``) lands there too,
-    where downloads/list gives it back. Alice's folder is not his."""
+    in his downloads folder, and ``browser_file_upload`` hands it to a page
+    from there; what Playwright MCP writes (a screenshot's ``filename``)
+    stays in its session's own folder. Alice's folder is not his."""
     import httpx2
     from mcp.client.client import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -462,14 +462,13 @@ async def test_an_mcp_agents_file_tools_use_its_downloads_folder(pc: Computer) -
         assert refused.is_error and f"in the downloads folder {folder}" in text(refused)
         uploaded = await call("browser_file_upload", {"paths": [f"{folder}/{name}"]})
         assert f"Page Title: got {content}" in uploaded, uploaded
+        # What Playwright MCP writes stays in the session's own folder: the
+        # downloads folder is Chromium's user's, where a link could be put.
         await call("browser_take_screenshot", {"filename": "bobs-shot.png", "type": "png"})
+        into = await client.call_tool(
+            "browser_take_screenshot", {"filename": f"{folder}/planted.png", "type": "png"}
+        )
+        assert into.is_error and "never goes to the downloads folder" in text(into), text(into)
     listed = {d["name"]: d for d in pc.op("downloads/list", {}, user="bob")}
-    assert listed[name]["bytes"] == len(content.encode()) and "bobs-shot.png" in listed, listed
-    answer = requests.post(
-        f"{pc.app}/v1/browser/downloads/get",
-        json={"name": "bobs-shot.png"},
-        headers=pc.headers("bob"),
-        timeout=deadline(30),
-    )
-    assert answer.status_code == 200 and answer.content.startswith(b"\x89PNG"), answer.text[:200]
-    assert "bobs-shot.png" not in {d["name"] for d in pc.op("downloads/list", {}, user="alice")}
+    assert listed[name]["bytes"] == len(content.encode()), listed
+    assert "bobs-shot.png" not in listed and "planted.png" not in listed, listed

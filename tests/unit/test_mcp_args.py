@@ -36,3 +36,18 @@ def test_only_the_sessions_folder_and_downloads(tmp_path: Path) -> None:
     assert not _outside([str(downloads / "f.txt")], *roots)
     for bad in ("/etc/passwd", "../x", [str(downloads / "ok"), "/etc/shadow"], "/"):
         assert _outside(bad, *roots), bad
+
+
+def test_what_playwright_mcp_writes_is_rooted_in_its_own_folder() -> None:
+    """A name alone is made one of the session's folder (Playwright MCP
+    would put it in its workspace, the downloads folder); what it reads
+    (``paths``) and absolute names are left as given, to be checked."""
+    from agentenv.log.argpaths import rooted
+
+    args = {"filename": "shot.png", "paths": ["a.txt"], "inner": [{"path": "x/y.pdf"}]}
+    assert rooted(args, "/tmp/own/") == {
+        "filename": "/tmp/own/shot.png",
+        "paths": ["a.txt"],
+        "inner": [{"path": "/tmp/own/x/y.pdf"}],
+    }
+    assert rooted({"filename": "/elsewhere/x.png"}, "/tmp/own") == {"filename": "/elsewhere/x.png"}

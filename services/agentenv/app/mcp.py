@@ -51,7 +51,7 @@ from agentenv.access import AccessDenied, Identity, bearer_token, identify
 from agentenv.app.caller import Caller, caller_of
 from agentenv.app.toolcall import ToolCallError, role
 from agentenv.http import asgi_error
-from agentenv.log.argpaths import file_args
+from agentenv.log.argpaths import READ_ARGS, file_args, rooted
 from agentenv.log.marks import tool_acts
 from agentenv.paths import inside
 from agentenv.protocol.control import Done, Revoke, Token, TokenGrant
@@ -117,12 +117,13 @@ class PlaywrightSession:
         is needed.
 
         Playwright MCP reads and writes files in two folders only: its output
-        folder (this session's private one, for the files it names itself)
-        and its workspace, its working folder. The workspace is the caller's
-        scope's downloads folder, so ``browser_file_upload`` can hand a page
-        a file the agent downloaded, and a file the agent names itself (a
-        screenshot's ``filename``) lands where ``downloads/list`` and
-        ``downloads/get`` give it back."""
+        folder (this session's private one) and its workspace, its working
+        folder. The workspace is the caller's scope's downloads folder, so
+        ``browser_file_upload`` can hand a page a file the agent downloaded
+        (Chromium reads it). What it writes, a file the agent names (a
+        screenshot's ``filename``) too, goes to the private folder:
+        :meth:`McpProxy._call_tool` roots every such name there, since the
+        downloads folder is Chromium's user's to write in."""
         args = [
             "-m",
             "playwright",
@@ -404,12 +405,20 @@ class McpProxy:
             )
         downloads = str(self.settings.downloads_for(self.scope_of(who.who)))
         own = str(session.folder or session.prepare())
-        # A relative name is Playwright MCP's workspace's (first).
+        # What Playwright MCP writes goes to the session's own folder, never
+        # the downloads folder: that one is Chromium's user's to write in,
+        # and a link put there would have this user write where it points.
+        args = rooted(args, own)
         for key, value in file_args(args):
-            if _outside(value, str(session.workspace()), own, downloads):
+            if key in READ_ARGS and _outside(value, own, downloads):
                 return _error(
-                    f"{name}: {key} must be a file of this session's or in the downloads "
+                    f"{name}: {key} must be files of this session's or in the downloads "
                     f"folder {downloads}"
+                )
+            if key not in READ_ARGS and _outside(value, own):
+                return _error(
+                    f"{name}: {key} must be a file of this session's own folder {own} "
+                    "(give a name alone): what it writes never goes to the downloads folder"
                 )
         annotations = tools[name].annotations
         read_only = getattr(annotations, "read_only_hint", None) if annotations else None

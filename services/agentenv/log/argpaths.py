@@ -9,11 +9,22 @@ from typing import Any
 
 from agentenv.log.redact import withheld
 
-__all__ = ["FILE_ARGS", "file_args", "restore_paths", "typed_paths", "withhold_path"]
+__all__ = [
+    "FILE_ARGS",
+    "READ_ARGS",
+    "file_args",
+    "restore_paths",
+    "rooted",
+    "typed_paths",
+    "withhold_path",
+]
 
 #: Arguments naming files: allowed only in the session's own folder (where
 #: Playwright MCP writes its snapshots, screenshots and PDFs) or the downloads folder.
 FILE_ARGS = ("filename", "paths", "path")
+#: Of those, the ones naming files to read (``browser_file_upload``'s, read
+#: by Chromium); the others name files Playwright MCP writes.
+READ_ARGS = frozenset({"paths"})
 
 
 def withhold_path(args: Any, path: str) -> dict[str, Any]:
@@ -113,3 +124,21 @@ def file_args(value: Any, depth: int = 0) -> list[tuple[str, Any]]:
         for item in value:
             found.extend(file_args(item, depth + 1))
     return found
+
+
+def rooted(value: Any, folder: str, depth: int = 0) -> Any:
+    """``value`` with every relative file name it writes (:data:`FILE_ARGS`
+    but :data:`READ_ARGS`) made one in ``folder``, at any depth (a copy)."""
+    if depth > 16:
+        return value
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in FILE_ARGS and key not in READ_ARGS and isinstance(item, str) and item:
+                out[key] = item if item.startswith("/") else f"{folder.rstrip('/')}/{item}"
+            else:
+                out[key] = rooted(item, folder, depth + 1)
+        return out
+    if isinstance(value, list):
+        return [rooted(item, folder, depth + 1) for item in value]
+    return value
