@@ -312,3 +312,21 @@ def test_a_recording_asks_for_video_har_and_downloads_only_of_a_computer_that_ta
     with pytest.raises(StepFailed, match="takes no 'video'"):
         run._do(parsed[0])
     assert older.bodies() == []  # nothing sent to a computer that would refuse it
+
+
+def test_a_card_from_a_newer_computer_is_read() -> None:
+    """A field a newer computer's card adds (as attestation once was) is
+    passed over, in the card and in each extension."""
+    from agentenv.protocol.card import Card
+
+    card = Card.model_validate(
+        {
+            "name": "agentenv",
+            "versions": {"agentenv": "9"},
+            "extensions": {"browser/v1": {"ops": ["tabs/list"], "quotas": {"x": 1}}},
+            "attestation": {"key": "ed25519:AAAA", "algorithm": "ed25519"},
+            "something_new": True,
+        }
+    )
+    assert card.serves("browser/v1", "tabs/list")
+    assert card.attestation is not None and card.attestation.key == "ed25519:AAAA"

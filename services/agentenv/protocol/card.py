@@ -1,7 +1,10 @@
 """The card: what a browser computer is and which ops it serves (``GET /card``).
 
 A client checks the card before calling an op and fails with a clear message
-naming the op it lacks (:meth:`Card.require`).
+naming the op it lacks (:meth:`Card.require`). A card is read as a tolerant
+reader reads: a field a newer computer adds is passed over, so an older
+harness still drives it (as the harness sends only the fields it set, for
+an older computer: :func:`agentenv.protocol.request_dump`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ class MissingOp(AgentEnvError, LookupError):
 
 
 class Extension(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
 
     ops: list[str]
     params: list[str] = []
@@ -33,14 +36,14 @@ class Extension(BaseModel):
 class Attestation(BaseModel):
     """How the computer signs its recordings (SPEC.md section 7)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
 
     #: Its Ed25519 public key, ``ed25519:<base64>`` (made at boot).
     key: str
 
 
 class Card(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
 
     name: str
     versions: dict[str, str]
