@@ -29,6 +29,7 @@ that plays and a manifest rebuilt from the upload.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import json
 import os
@@ -45,7 +46,6 @@ import requests
 
 from agentenv.harness.local_store import LocalStore
 from agentenv.protocol.log import agent_act
-from agentenv.protocol.recording import rebuild
 from agentenv.recorder.bursts import SETTLE_S
 from agentenv.recorder.video import CHUNK_S, seconds_of
 from tests.security.attacks import agent
@@ -585,9 +585,9 @@ def test_a_recorder_killed_mid_video_leaves_a_chunk_that_plays_and_a_manifest_of
     pc: Computer, store: LocalStore, tmp_path: Path
 ) -> None:
     """Killed (SIGKILL through supervisorctl) after its first chunk uploaded:
-    the chunk plays its whole length, and the manifest rebuilt from the
-    store's listing lists it at its place. Last in this file: the recorder
-    is a new process after it."""
+    the chunk plays its whole length, and the restarted recorder ends the
+    recording from its journal with a signed manifest listing it at its
+    place. Last in this file: the recorder is a new process after it."""
     import av
 
     pc.op("navigate", {"url": SITE + "/c/teal"})
@@ -602,24 +602,26 @@ def test_a_recorder_killed_mid_video_leaves_a_chunk_that_plays_and_a_manifest_of
     old = pc.exec(*SUPERVISORCTL, "pid", "recorder").strip()
     pc.exec(*SUPERVISORCTL, "signal", "KILL", "recorder")
 
-    def restarted() -> bool:
+    def restarted() -> dict[str, Any] | None:
         if pc.exec(*SUPERVISORCTL, "pid", "recorder").strip() in ("0", old):
-            return False
+            return None
         answer = requests.post(
             f"{pc.app}/v1/browser-recording/end",
-            json={"recording_id": recording.id},
+            json={"recording_id": recording.id, "upload": recording.grant()},
             headers=pc.headers(),
             timeout=deadline(30),
         )
-        return answer.status_code == 404  # a new recorder, which does not know it
+        # A new recorder, which ends it from its journal, signed.
+        return dict(answer.json()) if answer.status_code == 200 else None
 
-    wait_for(restarted, "supervisord to restart the recorder, answering", timeout_s=60)
+    manifest = wait_for(restarted, "the restarted recorder to end it", timeout_s=60)
+    assert manifest["rebuilt"] and manifest["rebuilt_why"] and manifest["signature"], manifest
+    chunks = [(c["file"], c["offset_s"]) for c in manifest["video"]["chunks"]]
+    assert chunks[0] == ("video/0000.mp4", 0.0), chunks
     objects = recording.fetched()
-    manifest = rebuild(recording.id, sorted(objects), None)
-    assert manifest.rebuilt and manifest.video is not None
-    assert [(c.file, c.offset_s) for c in manifest.video.chunks] == [("video/0000.mp4", 0.0)]
-    assert [f.file for f in manifest.frames] == sorted(
-        n for n in objects if n.startswith("frames/")
+    assert {f["file"] for f in manifest["frames"] if not f["error"]} <= set(objects), manifest
+    assert (
+        manifest["files"]["video/0000.mp4"] == hashlib.sha256(objects["video/0000.mp4"]).hexdigest()
     )
     with av.open(io.BytesIO(objects["video/0000.mp4"]), mode="r") as container:
         times = [

@@ -14,7 +14,21 @@ service_user="${AGENTENV_SERVICE_USER:-}"
 if [ -z "${AGENTENV_KEY_DIR:-}" ]; then
     keydir="$AGENTENV_RUN_DIR/attest"
     if [ "$(id -u)" = 0 ] && [ -n "$service_user" ] && [ "$service_user" != root ]; then
-        install -d -o "$service_user" -g "$service_user" -m 0700 "$keydir"
+        if ! install -d -o "$service_user" -g "$service_user" -m 0700 "$keydir" 2>/dev/null; then
+            # A root without CAP_CHOWN (the systemd unit's bounding set, a
+            # hardened container): the service user makes its own folder on
+            # /dev/shm, a tmpfs (memory only, gone at reboot) anyone may add to.
+            keydir="/dev/shm/agentenv-attest-$service_user"
+            setpriv --reuid="$service_user" --regid="$service_user" --init-groups \
+                mkdir -p -m 0700 "$keydir"
+            found="$(stat -c '%U %a' "$keydir")"
+            if [ "$found" != "$service_user 700" ]; then
+                echo "supervisord.sh: $keydir is '$found', not the service user's own (700):" \
+                    "another user made it; remove it and start again" >&2
+                exit 2
+            fi
+        fi
+        export AGENTENV_KEY_DIR="$keydir"
     else
         mkdir -p -m 0700 "$keydir"
     fi
