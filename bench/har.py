@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import requests
 
-from bench.procs import tree_cpu
+from bench.procs import app_op, tree_cpu
 from bench.stats import percentile, table
 from tests.support.cdp import browser_ws_url
 from tests.support.stack import NativeStack
@@ -60,12 +59,6 @@ class _Pages(BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
-
-
-def _op(stack: NativeStack, op: str, body: dict[str, Any]) -> Any:
-    answer = requests.post(f"{stack.app_http}/v1/{op}", json=body, timeout=120)
-    answer.raise_for_status()
-    return answer.json()
 
 
 async def _loads(stack: NativeStack, tab: str, site: str) -> list[float]:
@@ -107,7 +100,7 @@ def _recorded(
     body: dict[str, Any] = {"request_id": uuid.uuid4().hex, "upload": {"url": f"file://{folder}"}}
     if har:
         body["har"] = {}
-    rid = _op(stack, "browser-recording/start", body)["recording_id"]
+    rid = app_op(stack, "browser-recording/start", body)["recording_id"]
     pids = [stack.pid("recorder"), stack.pid("chromium")]
     cpu0, t0 = [tree_cpu(p) for p in pids], time.monotonic()
     took = asyncio.run(_loads(stack, tab, site))
@@ -115,7 +108,7 @@ def _recorded(
     recorder, chromium = (
         (tree_cpu(p) - c) / seconds * 100 for p, c in zip(pids, cpu0, strict=True)
     )
-    _op(stack, "browser-recording/end", {"recording_id": rid})
+    app_op(stack, "browser-recording/end", {"recording_id": rid})
     if not har:
         return took, (recorder, chromium), 0, 0
     whole = (folder / rid / "network.har").read_bytes()  # the parts hold the same entries
@@ -129,7 +122,7 @@ def run() -> str:
     try:
         with tempfile.TemporaryDirectory() as tmp, NativeStack(Path(tmp) / "s") as stack:
             folder = Path(tmp) / "recordings"
-            tab = _op(stack, "browser/tabs/open", {"url": "about:blank"})["id"]
+            tab = app_op(stack, "browser/tabs/open", {"url": "about:blank"})["id"]
             asyncio.run(_loads(stack, tab, site))  # warm: the first loads pay for the cold start
             plain, cpu_plain, _, _ = _recorded(stack, folder, tab, site, har=False)
             logged, cpu_har, size, entries = _recorded(stack, folder, tab, site, har=True)

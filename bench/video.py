@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import requests
 
-from bench.procs import tree_cpu
+from bench.procs import app_op, tree_cpu
 from bench.stats import percentile, table
 from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.stack import NativeStack
@@ -66,12 +65,6 @@ class _Pages(BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
-
-
-def _op(stack: NativeStack, op: str, body: dict[str, Any]) -> Any:
-    answer = requests.post(f"{stack.app_http}/v1/{op}", json=body, timeout=120)
-    answer.raise_for_status()
-    return answer.json()
 
 
 @contextlib.asynccontextmanager
@@ -117,13 +110,13 @@ def _recorded(
     body: dict[str, Any] = {"request_id": uuid.uuid4().hex, "upload": {"url": f"file://{folder}"}}
     if video is not None:
         body["video"] = video
-    rid = _op(stack, "browser-recording/start", body)["recording_id"]
+    rid = app_op(stack, "browser-recording/start", body)["recording_id"]
     pids = [stack.pid("recorder"), stack.pid("chromium")]
     cpu0, t0 = [tree_cpu(p) for p in pids], time.monotonic()
     result = work()
     took = time.monotonic() - t0
     recorder, chromium = ((tree_cpu(p) - c) / took * 100 for p, c in zip(pids, cpu0, strict=True))
-    manifest = _op(stack, "browser-recording/end", {"recording_id": rid})
+    manifest = app_op(stack, "browser-recording/end", {"recording_id": rid})
     return manifest, (recorder, chromium), result
 
 
@@ -140,7 +133,7 @@ def run() -> str:
     try:
         with tempfile.TemporaryDirectory() as tmp, NativeStack(Path(tmp) / "s") as stack:
             folder = Path(tmp) / "recordings"
-            moving = _op(stack, "browser/tabs/open", {"url": site + "/moving"})["id"]
+            moving = app_op(stack, "browser/tabs/open", {"url": site + "/moving"})["id"]
 
             def timed() -> list[float]:
                 return asyncio.run(_round_trips(stack, moving, SECONDS))
@@ -155,8 +148,8 @@ def run() -> str:
             ten, cpu_10, _ = _recorded(stack, folder, {"fps": 10}, idle)
             alone = timed()
             _, _, with_video = _recorded(stack, folder, {"fps": 5}, timed)
-            _op(stack, "browser/tabs/close", {"id": moving})
-            still = _op(stack, "browser/tabs/open", {"url": site + "/still"})["id"]
+            app_op(stack, "browser/tabs/close", {"id": moving})
+            still = app_op(stack, "browser/tabs/open", {"url": site + "/still"})["id"]
             typical, _, _ = _recorded(
                 stack, folder, {"fps": 5}, lambda: asyncio.run(_clicks(stack, still, SECONDS))
             )
