@@ -218,16 +218,16 @@ async def closed_with(reader: asyncio.StreamReader) -> int | None:
     return None
 
 
-def fill_storage(db: str = "fill", most: int = 48) -> str:
+def fill_storage(db: str = "fill", most: int = 48, record: int = 8 * 1024 * 1024) -> str:
     """A page's script filling its origin's IndexedDB (database ``db``)
-    with 8 MiB records of random bytes until Chromium refuses one, or
+    with records of ``record`` random bytes until Chromium refuses one, or
     ``most`` went in; it answers ``{"n": records written, "error": name}``
     as JSON."""
     return f"""(async () => {{
   const db = await new Promise((ok, no) => {{ const r = indexedDB.open({db!r}, 1);
     r.onupgradeneeded = () => r.result.createObjectStore('s');
     r.onsuccess = () => ok(r.result); r.onerror = () => no(r.error); }});
-  const chunk = new Uint8Array(8 * 1024 * 1024);
+  const chunk = new Uint8Array({record});
   for (let i = 0; i < chunk.length; i += 65536)
     crypto.getRandomValues(chunk.subarray(i, i + 65536));
   let n = 0;

@@ -696,6 +696,44 @@ async def test_a_scopes_storage_is_bounded_over_its_origins(image: str) -> None:
                     await asyncio.sleep(6)  # the quotas shared out again
 
 
+async def test_a_page_storing_from_its_first_moment_is_held_to_its_quota(image: str) -> None:
+    """The watcher sets an origin's quota as a page of it appears; a page
+    whose own script stores from its first moment (no agent command, a fresh
+    origin) could write before the override lands. With a quota of 256 KiB,
+    small enough that any write before it would show, a page storing 16 KiB
+    records from its load is refused past 256 KiB: the override is there
+    before the first record goes in (issue 22)."""
+    import json
+
+    from tests.support.container import computer
+
+    kib = 1024
+    fill = fill_storage("eager", most=4000, record=16 * kib)
+    eager = f"<!doctype html><script>{fill}.then(r => window.filled = r);</script>"
+    encoded = base64.b64encode(eager.encode()).decode()
+    port = 8012
+    with computer(image, env={"AGENTENV_ORIGIN_STORAGE_BYTES": str(256 * kib)}) as pc:
+        pc.exec(
+            "sh",
+            "-c",
+            f"mkdir -p /tmp/eager && echo {encoded} | base64 -d > /tmp/eager/fill.html && "
+            f"setsid python3 -m http.server {port} --bind 127.0.0.1 -d /tmp/eager "
+            ">/dev/null 2>&1 </dev/null &",
+        )
+        page = f"http://127.0.0.1:{port}/fill.html"
+        code = f"curl -s -o /dev/null -w '%{{http_code}}' {page} || true"
+        wait_for(lambda: "200" in pc.exec("sh", "-c", code), "the eager page", timeout_s=20)
+        async with agent(pc, "bob") as bob:
+            _, session = await bob.page(page)
+            end = time.monotonic() + deadline(30)
+            while not (found := await bob.evaluate(session, "window.filled")):
+                assert time.monotonic() < end, "the page's own fill never ended"
+                await asyncio.sleep(0.2)
+    filled = json.loads(found)
+    assert filled.get("error") == "QuotaExceededError", filled
+    assert 1 <= filled["n"] <= 16, filled  # 16 KiB records: 256 KiB holds 16
+
+
 async def test_a_download_from_a_frame_of_a_page_with_no_origin_is_counted(image: str) -> None:
     """A download begun by a frame in its page's process names the frame,
     which no target has: the watcher finds its page in the pages' frame

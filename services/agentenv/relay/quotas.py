@@ -19,8 +19,9 @@ every frame's execution context, as it is made, names its origin, and that
 origin is bounded too (Runtime, not Page: a session with Page on would make
 Chromium hold every JavaScript dialog for an answer). Workers, ``blob:`` and
 ``about:blank`` documents store as the origin that made them. What a page
-writes in the first milliseconds, before the override lands, is not held
-back.
+wrote before the override lands would not be held back; measured, the
+override is there before a page storing from its own load has ended its
+first transaction (docs/limits.md).
 """
 
 from __future__ import annotations
