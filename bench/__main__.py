@@ -1,4 +1,4 @@
-"""``python -m bench [NAME ...]``: log, relay, mcp, recorder, viewer, live,
+"""``python -m bench [NAME ...]``: log, log-filed, relay, mcp, recorder, viewer, live,
 container, fleet, density, fairness, video, har, verify (default: every one)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import sys
 def main() -> None:
     wanted = set(sys.argv[1:]) or {
         "log",
+        "log-filed",
         "relay",
         "mcp",
         "recorder",
@@ -27,6 +28,10 @@ def main() -> None:
         from bench import log
 
         print(log.run(), flush=True)
+    if "log-filed" in wanted:
+        from bench import log_filed
+
+        print(log_filed.run(), flush=True)
     if "relay" in wanted:
         from bench import relay
 

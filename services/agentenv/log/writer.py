@@ -68,17 +68,21 @@ class LogWriter:
         self.head = GENESIS
         self._fd = fd
         self._numbering = numbering
+        self._open = numbering.open  # the same dict, one lookup nearer
         self._clock = clock
         self.monotonic = monotonic
         self._puts = 0
         #: The file's size: what was there at open, and every byte written since.
         self.size = 0
         #: Bytes of action lines written for each user but the computer's own
-        #: (``agentenv``), in all, and in the current minute of this writer's
-        #: clock (``minute``): the log budgets' count (issue 22).
+        #: (``agentenv``), in all: the log budgets' count (issue 22); and what
+        #: each had spent when the current minute of this writer's clock
+        #: (``minute``, moved on by the first line begun in a later one)
+        #: began (:meth:`spent_this_minute`). A line costs one count.
         self.spent: dict[str, int] = {}
-        self.spent_minute: dict[str, int] = {}
+        self._spent_before: dict[str, int] = {}
         self.minute = 0
+        self._minute_ends = 0.0  # when ``minute`` ends, on the monotonic clock
         self._offset = clock() - monotonic()  # wall clock minus monotonic
         self._milli = -1  # the millisecond of the latest begin, and its text
         self._at = ""
@@ -216,7 +220,7 @@ class LogWriter:
         numbering = self._numbering
         seq = numbering.next_seq
         numbering.next_seq = seq + 1
-        numbering.open[seq] = (now, self._at, fields)
+        self._open[seq] = (now, self._at, fields)
         return seq
 
     def fields(self, seq: int) -> dict[str, Any] | None:
@@ -226,11 +230,11 @@ class LogWriter:
 
     def end(self, seq: int, ok: bool, error: str | None = None, **more: Any) -> None:
         """Write the action ``seq`` (or its ``outcome`` if written unfinished)."""
-        numbering = self._numbering
-        entry = numbering.open.pop(seq, None)  # Numbering.finish, inlined
+        entry = self._open.pop(seq, None)  # Numbering.finish, inlined
         if entry is None:
             log.warning("entry %d ended twice or was never begun", seq)
             return
+        numbering = self._numbering
         if numbering.unfinished and seq in numbering.unfinished:
             numbering.unfinished.discard(seq)
             body: dict[str, Any] = {"entry": seq, "ok": ok}
@@ -259,28 +263,39 @@ class LogWriter:
                 if key in fields:
                     fields[key] = {"withheld": "unwritable"}
             data = orjson.dumps(top, default=str, option=orjson.OPT_APPEND_NEWLINE)
-        who: str = fields.get("who", "agentenv")
-        if who != "agentenv":  # the log budgets' count
-            size = len(data)
-            spent = self.spent
-            spent[who] = spent.get(who, 0) + size
-            if int(entry[0]) // 60 != self.minute:
-                self.minute = int(entry[0]) // 60
-                self.spent_minute.clear()
-            minute = self.spent_minute
-            minute[who] = minute.get(who, 0) + size
         if not seq & 255:  # one action in 256 is timed (its seq needs no counter)
             self._timed(data)
+            size = len(data)
         else:
             try:  # _put, inlined: this runs for every command on the record
-                written = os.write(self._fd, data)
+                size = os.write(self._fd, data)
             except OSError as exc:
                 raise LogError(f"cannot write {self.path}: {exc.strerror}") from exc
-            self.size += written
-            if written < len(data):  # only on a full disk or a signal
-                self._write_all(data[written:])
+            self.size += size
+            if size < len(data):  # only on a full disk or a signal
+                self._write_all(data[size:])
+                size = len(data)
         if self.chain:  # hash_written, inlined
             self.head = sha256(data).hexdigest()[:32]
+        who: str = fields.get("who", "agentenv")
+        if who != "agentenv":  # the log budgets' count, of lines written
+            if entry[0] >= self._minute_ends:  # a later minute (never an earlier one)
+                self._next_minute(entry[0])
+            try:
+                self.spent[who] += size
+            except KeyError:
+                self.spent[who] = size
+
+    def _next_minute(self, now: float) -> None:
+        """The budgets' minute moves on to ``now``'s: every user's count of
+        this minute starts again."""
+        self.minute = int(now) // 60
+        self._minute_ends = (self.minute + 1) * 60.0
+        self._spent_before = dict(self.spent)
+
+    def spent_this_minute(self, who: str) -> int:
+        """Bytes of ``who``'s action lines written in the current minute."""
+        return self.spent.get(who, 0) - self._spent_before.get(who, 0)
 
     def record(self, kind: LineKind, body: dict[str, Any]) -> int:
         """Take a number and write a line at once (tab events, resets)."""

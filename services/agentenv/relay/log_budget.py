@@ -43,7 +43,7 @@ class LogBudget:
         if (
             self.bytes_per_minute
             and this_minute
-            and writer.spent_minute.get(who, 0) >= self.bytes_per_minute
+            and writer.spent_this_minute(who) >= self.bytes_per_minute
         ):
             return (
                 f"blocked by agentenv guard log-budget: {who[:64]}'s entries reached "

@@ -35,13 +35,16 @@ __all__ = ["Action", "ActionScope", "Logbook", "used_params"]
 
 #: What begin_command needs to know of a method, learnt once per method:
 #: whether it acts, and whether it may open, close, move or focus a tab.
-_METHODS: dict[str, tuple[bool, bool]] = {}
+_METHODS: dict[str, tuple[bool, bool, frozenset[str] | None]] = {}
 
 
-def _learn(method: str) -> tuple[bool, bool]:
+def _learn(method: str) -> tuple[bool, bool, frozenset[str] | None]:
+    """Whether ``method`` acts, whether it may open, close, move or focus a
+    tab, and the parameter names it takes (None: not in the pinned protocol,
+    so every one is kept)."""
     if len(_METHODS) > 4096:  # a client inventing names: stay bounded
         _METHODS.clear()
-    return acts(method) == ACTING, method in TAB_METHODS
+    return acts(method) == ACTING, method in TAB_METHODS, PARAMS.get(method)
 
 
 #: Commands after which their tab is gone: no action is framed on it.
@@ -214,7 +217,7 @@ class Logbook:
         known = _METHODS.get(method)
         if known is None:
             known = _METHODS[method] = _learn(method)
-        acting, tab_method = known
+        acting, tab_method, takes = known
         mark = ACTING if acting else READING
         if acting:
             self.counts.acting += 1
@@ -245,7 +248,7 @@ class Logbook:
         if acting:
             # Redacted when the line is written, after the client's answer
             # (log.cdp_params.resolved: a (method, params) pair until then).
-            if typed is None and params and not params.keys() <= PARAMS.get(method, params.keys()):
+            if typed is None and params and takes is not None and not params.keys() <= takes:
                 params = used_params(method, params)
             fields["params"] = typed if typed is not None else (method, params)
         if action is not None:
