@@ -491,6 +491,11 @@ class Recording:
                 ):
                     break
             await asyncio.sleep(0.1)
+        if self.scope is not None and self.reader.contiguous < end_seq:
+            # Read before the run is: an entry of another scope's that is
+            # written between the two is in this set or in the run, never in
+            # neither (read after, it was in neither and counted as missing).
+            others = await self._others_open()
         run = await loop.run_in_executor(None, self.reader.read_run, self.start_seq, end_seq)
         parsed: list[tuple[bytes, LogLine]] = []
         marked: list[tuple[bytes, bool]] = []  # the run, and whether the slice keeps each
@@ -507,8 +512,6 @@ class Recording:
             if keep and line is not None:
                 parsed.append((raw, line))
         parsed.sort(key=lambda x: x[1]["seq"])
-        if self.scope is not None and len(have) < end_seq - self.start_seq + 1:
-            others = await self._others_open()
         missing = [
             n for n in range(self.start_seq, end_seq + 1) if n not in have and n not in others
         ]
