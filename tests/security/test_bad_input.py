@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import functools
 import socket
 import time
 from typing import Any
@@ -604,26 +603,7 @@ async def test_a_same_site_frame_of_another_origin_is_bounded_too(target: Comput
         f"(async () => parent.postMessage(await {fill_storage('framed')}, '*'))();"
         "</script>"
     )
-    encoded = base64.b64encode(frame.encode()).decode()
-    target.exec(
-        "sh",
-        "-c",
-        f"mkdir -p /tmp/framed && echo {encoded} | base64 -d > /tmp/framed/fill.html && "
-        f"setsid python3 -m http.server {port} --bind 127.0.0.1 -d /tmp/framed "
-        ">/dev/null 2>&1 </dev/null &",
-    )
-    wait_for(
-        lambda: (
-            "200"
-            in target.exec(
-                "sh",
-                "-c",
-                f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{port}/ || true",
-            )
-        ),
-        "the framed origin inside the computer",
-        timeout_s=20,
-    )
+    target.serve_folder(port, "/tmp/framed", {"fill.html": frame})
     async with agent(target, "bob") as bob:
         _, session = await bob.page(SITE + "/")
         framed = f"""new Promise((ok) => {{
@@ -648,24 +628,8 @@ async def test_a_scopes_storage_is_bounded_over_its_origins(image: str) -> None:
 
     with computer(image) as pc:
         pc.serve_site()
-        ports = (8001, 8002, 8003)
-        for port in ports:  # more origins: the same machine, other ports
-            pc.exec(
-                "sh",
-                "-c",
-                f"setsid python3 -m http.server {port} --bind 127.0.0.1 -d /usr/share "
-                ">/dev/null 2>&1 </dev/null &",
-            )
-        origins = [SITE, *(f"http://127.0.0.1:{port}" for port in ports)]
-
-        def serving(origin: str) -> bool:
-            code = f"curl -s -o /dev/null -w '%{{http_code}}' {origin}/ || true"
-            return "200" in pc.exec("sh", "-c", code)
-
-        for origin in origins[1:]:
-            wait_for(
-                functools.partial(serving, origin), f"{origin} inside the computer", timeout_s=20
-            )
+        # More origins: the same machine, other ports.
+        origins = [SITE, *(pc.serve_folder(port, "/usr/share") for port in (8001, 8002, 8003))]
         written = 0
         async with agent(pc, "bob") as bob:
             # Eight origins opened, none storing: each new one gets half of
@@ -710,19 +674,8 @@ async def test_a_page_storing_from_its_first_moment_is_held_to_its_quota(image: 
     kib = 1024
     fill = fill_storage("eager", most=4000, record=16 * kib)
     eager = f"<!doctype html><script>{fill}.then(r => window.filled = r);</script>"
-    encoded = base64.b64encode(eager.encode()).decode()
-    port = 8012
     with computer(image, env={"AGENTENV_ORIGIN_STORAGE_BYTES": str(256 * kib)}) as pc:
-        pc.exec(
-            "sh",
-            "-c",
-            f"mkdir -p /tmp/eager && echo {encoded} | base64 -d > /tmp/eager/fill.html && "
-            f"setsid python3 -m http.server {port} --bind 127.0.0.1 -d /tmp/eager "
-            ">/dev/null 2>&1 </dev/null &",
-        )
-        page = f"http://127.0.0.1:{port}/fill.html"
-        code = f"curl -s -o /dev/null -w '%{{http_code}}' {page} || true"
-        wait_for(lambda: "200" in pc.exec("sh", "-c", code), "the eager page", timeout_s=20)
+        page = pc.serve_folder(8012, "/tmp/eager", {"fill.html": eager}) + "/fill.html"
         async with agent(pc, "bob") as bob:
             _, session = await bob.page(page)
             end = time.monotonic() + deadline(30)
@@ -744,21 +697,7 @@ async def test_a_download_from_a_frame_of_a_page_with_no_origin_is_counted(image
     from tests.support.container import computer
 
     with computer(image, env={"AGENTENV_SCOPE_DOWNLOAD_BYTES": str(32 * 1024 * 1024)}) as pc:
-        pc.exec(
-            "sh",
-            "-c",
-            "setsid python3 -m http.server 8004 --bind 127.0.0.1 -d /usr/lib/chromium "
-            ">/dev/null 2>&1 </dev/null &",
-        )
-        files = "http://127.0.0.1:8004"
-        wait_for(
-            lambda: (
-                "200"
-                in pc.exec("sh", "-c", f"curl -s -o /dev/null -w '%{{http_code}}' {files}/ || true")
-            ),
-            "the file server inside the computer",
-            timeout_s=20,
-        )
+        files = pc.serve_folder(8004, "/usr/lib/chromium")
         before = attempt(pc)
         async with agent(pc, "bob") as bob:
             _, session = await bob.page("about:blank")
@@ -796,21 +735,7 @@ async def test_a_scopes_downloads_are_bounded_to_its_share(image: str) -> None:
     from tests.support.container import computer
 
     with computer(image, env={"AGENTENV_SCOPE_DOWNLOAD_BYTES": str(32 * 1024 * 1024)}) as pc:
-        pc.exec(
-            "sh",
-            "-c",
-            "setsid python3 -m http.server 8004 --bind 127.0.0.1 -d /usr/lib/chromium "
-            ">/dev/null 2>&1 </dev/null &",
-        )
-        files = "http://127.0.0.1:8004"
-        wait_for(
-            lambda: (
-                "200"
-                in pc.exec("sh", "-c", f"curl -s -o /dev/null -w '%{{http_code}}' {files}/ || true")
-            ),
-            "the file server inside the computer",
-            timeout_s=20,
-        )
+        files = pc.serve_folder(8004, "/usr/lib/chromium")
         before = attempt(pc)
         async with agent(pc, "bob") as bob, agent(pc, "alice") as alice:
             _, session = await bob.page("about:blank")

@@ -246,6 +246,25 @@ class Computer:
         what = "the test site over HTTPS inside the computer"
         return self._serve("tls_site", serve, TLS_SITE, what, 30)
 
+    def serve_folder(self, port: int, folder: str, files: dict[str, str] | None = None) -> str:
+        """``folder`` inside the computer served on 127.0.0.1:``port``, with
+        ``files`` (name: text) written into it first; its origin once ``/``
+        answers 200 (bounded)."""
+        for name, text in (files or {}).items():
+            data = base64.b64encode(text.encode()).decode()
+            self.exec("sh", "-c", f"mkdir -p {folder} && echo {data} | base64 -d > {folder}/{name}")
+        self.exec(
+            "sh",
+            "-c",
+            f"setsid python3 -m http.server {port} --bind 127.0.0.1 -d {folder} "
+            ">/dev/null 2>&1 </dev/null &",
+        )
+        origin = f"http://127.0.0.1:{port}"
+        probe = f"curl -s -o /dev/null -w '%{{http_code}}' {origin}/ || true"
+        what = f"{folder} served on port {port} inside the computer"
+        wait_for(lambda: "200" in self.exec("sh", "-c", probe), what, timeout_s=20)
+        return origin
+
     def _serve(self, name: str, serve: str, url: str, what: str, timeout_s: float) -> str:
         """tests/support/site.py's pages served inside the computer by ``serve``
         (Python run after the pages are loaded as ``m``), in the background;

@@ -34,7 +34,8 @@ from agentenv.settings import Settings
 __all__ = ["Action", "ActionScope", "Logbook", "used_params"]
 
 #: What begin_command needs to know of a method, learnt once per method:
-#: whether it acts, and whether it may open, close, move or focus a tab.
+#: whether it acts, whether it may open, close, move or focus a tab, and
+#: the parameter names it takes (None: not in the pinned protocol).
 _METHODS: dict[str, tuple[bool, bool, frozenset[str] | None]] = {}
 
 
