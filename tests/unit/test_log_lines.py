@@ -29,7 +29,7 @@ def _written(tmp_path: Path) -> list[bytes]:
         entry = writer.begin(
             {"via": "cdp", "who": "alice", "conn": 3, "method": "Input.insertText"}
         )
-        writer.end(entry, True, params=("Input.insertText", {"text": "hi"}))
+        writer.end(entry, True, more={"params": ("Input.insertText", {"text": "hi"})})
         writer.record(
             "tab", {"event": "opened", "id": "T1", "url": "https://a.test/", "scope": "s"}
         )

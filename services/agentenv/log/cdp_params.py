@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agentenv.log.redact import EXPRESSION_LIMIT, redact, withheld
+from agentenv.log.redact import EXPRESSION_LIMIT, redact, redact_mapping, withheld
 
 __all__ = ["Rule", "redact_params", "resolved"]
 
@@ -158,9 +158,8 @@ def redact_params(method: str, params: Mapping[str, Any] | None) -> dict[str, An
     try:
         replaced = rule(params) if rule is not None else None
         if not replaced:
-            out: dict[str, Any] = redact(params)
-            return out
-        rest = redact({k: v for k, v in params.items() if k not in replaced})
+            return redact_mapping(params)
+        rest = redact_mapping({k: v for k, v in params.items() if k not in replaced})
     except RecursionError:
         return {"withheld": "too deep"}
     return {k: replaced[k] if k in replaced else rest[k] for k in params}

@@ -61,6 +61,7 @@ __all__ = [
     "cut",
     "redact",
     "redact_cut",
+    "redact_mapping",
     "redact_text",
     "secret_header",
     "secret_header_value",
@@ -441,45 +442,53 @@ def redact(value: Any) -> Any:
     if kind_of is str or (kind_of is not dict and isinstance(value, str)):
         return value if _plain_text(value) else redact_cut(value)
     if kind_of is dict or isinstance(value, Mapping):
-        cookie = "value" in value and "name" in value and _is_cookie(value)
-        out: dict[str, Any] = {}
-        kinds = _KEY_KINDS
-        for key, item in value.items():
-            kind = kinds.get(key)
-            if kind is None:
-                kind = _key_kind(key)
-            if kind == _PLAIN and not cookie:
-                leaf = type(item)
-                if leaf is str:  # _plain_text, inlined
-                    out[key] = (
-                        item
-                        if len(item) <= CUT_AT
-                        and "=" not in item
-                        and "@" not in item
-                        and "eyJ" not in item
-                        and "%3" not in item
-                        else redact_cut(item)
-                    )
-                elif leaf in _SCALARS:
-                    out[key] = item
-                elif isinstance(item, str | Mapping | list):
-                    out[key] = redact(item)
-                else:
-                    out[key] = item
-            elif cookie and key == "value":
-                out[key] = withheld("cookie", item)
-            elif kind == _HEADERS:
-                out[key] = _headers(item)
-            elif kind == _SECRET and item not in (None, "", True, False):
-                out[key] = withheld("secret", item)
+        return redact_mapping(value)
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value
+
+
+def redact_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`redact` of a JSON object (a command's params: its caller knows
+    the type, so the walk starts here)."""
+    cookie = "value" in value and "name" in value and _is_cookie(value)
+    out: dict[str, Any] = {}
+    kinds = _KEY_KINDS
+    for key, item in value.items():
+        kind = kinds.get(key)
+        if kind is None:
+            kind = _key_kind(key)
+        if kind == _PLAIN and not cookie:
+            leaf = type(item)
+            if leaf is str:  # _plain_text, inlined
+                out[key] = (
+                    item
+                    if len(item) <= CUT_AT
+                    and "=" not in item
+                    and "@" not in item
+                    and "eyJ" not in item
+                    and "%3" not in item
+                    else redact_cut(item)
+                )
+            elif leaf in _SCALARS:
+                out[key] = item
+            elif leaf is dict:
+                out[key] = redact_mapping(item)
             elif isinstance(item, str | Mapping | list):
                 out[key] = redact(item)
             else:
                 out[key] = item
-        return out
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    return value
+        elif cookie and key == "value":
+            out[key] = withheld("cookie", item)
+        elif kind == _HEADERS:
+            out[key] = _headers(item)
+        elif kind == _SECRET and item not in (None, "", True, False):
+            out[key] = withheld("secret", item)
+        elif isinstance(item, str | Mapping | list):
+            out[key] = redact(item)
+        else:
+            out[key] = item
+    return out
 
 
 #: JSON's scalars other than strings: nothing in them to redact.

@@ -28,9 +28,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from hashlib import sha256
 from pathlib import Path
 from typing import Any
@@ -69,23 +70,29 @@ class LogWriter:
         self._fd = fd
         self._numbering = numbering
         self._open = numbering.open  # the same dict, one lookup nearer
+        self._unfinished = numbering.unfinished  # the same set
         self._clock = clock
         self.monotonic = monotonic
         self._puts = 0
         #: The file's size: what was there at open, and every byte written since.
         self.size = 0
-        #: Bytes of action lines written for each user but the computer's own
-        #: (``agentenv``), in all: the log budgets' count (issue 22); and what
+        #: Bytes of action lines written for each user, in all: the log
+        #: budgets' count (issue 22; the computer's own, ``agentenv``, is
+        #: counted too, and never refused: see LogBudget.over); and what
         #: each had spent when the current minute of this writer's clock
-        #: (``minute``, moved on by the first line begun in a later one)
-        #: began (:meth:`spent_this_minute`). A line costs one count.
+        #: (``minute``, moved on by the first line begun in a later one, at
+        #: its begin) began (:meth:`spent_this_minute`). A line costs one
+        #: count, at its end: a line begun before the turn and ended after it
+        #: counts in the new minute.
         self.spent: dict[str, int] = {}
         self._spent_before: dict[str, int] = {}
         self.minute = 0
         self._minute_ends = 0.0  # when ``minute`` ends, on the monotonic clock
         self._offset = clock() - monotonic()  # wall clock minus monotonic
-        self._milli = -1  # the millisecond of the latest begin, and its text
+        #: The latest begin's millisecond as ``at`` is written, and when it
+        #: begins and ends on the monotonic clock (a begin within shares it).
         self._at = ""
+        self._milli_starts = self._milli_ends = -math.inf
         #: How long the latest timed write took (one write in 256 is timed).
         self.sampled_write_s = 0.0
 
@@ -213,9 +220,13 @@ class LogWriter:
         """
         if now is None:
             now = self.monotonic()
-        milli = int((now + self._offset) * 1000)
-        if milli != self._milli:
-            self._milli, self._at = milli, iso_ms(milli)
+        if not self._milli_starts <= now < self._milli_ends:  # another millisecond
+            milli = int((now + self._offset) * 1000)
+            self._at = iso_ms(milli)
+            self._milli_starts = milli / 1000 - self._offset
+            self._milli_ends = (milli + 1) / 1000 - self._offset
+            if now >= self._minute_ends:  # a later minute (never an earlier one)
+                self._next_minute(now)
         # Numbering.begin, inlined: this runs for every command on the record.
         numbering = self._numbering
         seq = numbering.next_seq
@@ -228,19 +239,23 @@ class LogWriter:
         entry = self._numbering.open.get(seq)
         return entry[2] if entry else None
 
-    def end(self, seq: int, ok: bool, error: str | None = None, **more: Any) -> None:
-        """Write the action ``seq`` (or its ``outcome`` if written unfinished)."""
+    def end(
+        self, seq: int, ok: bool, error: str | None = None, more: Mapping[str, Any] | None = None
+    ) -> None:
+        """Write the action ``seq`` (or its ``outcome`` if written unfinished),
+        with ``more`` fields (a mapping, not keywords: an empty ``**more`` costs
+        a dict for every command on the record)."""
         entry = self._open.pop(seq, None)  # Numbering.finish, inlined
         if entry is None:
             log.warning("entry %d ended twice or was never begun", seq)
             return
-        numbering = self._numbering
-        if numbering.unfinished and seq in numbering.unfinished:
-            numbering.unfinished.discard(seq)
+        unfinished = self._unfinished
+        if unfinished and seq in unfinished:
+            unfinished.discard(seq)
             body: dict[str, Any] = {"entry": seq, "ok": ok}
             if error is not None:
                 body["error"] = error
-            self._write(numbering.take(), self._stamp(), "outcome", body)
+            self._write(self._numbering.take(), self._stamp(), "outcome", body)
             return
         _, at, fields = entry
         params = fields.get("params")
@@ -252,7 +267,8 @@ class LogWriter:
         if error is not None:
             fields["error"] = error
         # The line is {"seq", "at", "prev", "action"}, seq first (_write, inlined).
-        if self.chain:
+        chain = self.chain
+        if chain:
             top = {"seq": seq, "at": at, "prev": self.head, "action": fields}
         else:
             top = {"seq": seq, "at": at, "action": fields}
@@ -275,16 +291,13 @@ class LogWriter:
             if size < len(data):  # only on a full disk or a signal
                 self._write_all(data[size:])
                 size = len(data)
-        if self.chain:  # hash_written, inlined
+        if chain:  # hash_written, inlined
             self.head = sha256(data).hexdigest()[:32]
         who: str = fields.get("who", "agentenv")
-        if who != "agentenv":  # the log budgets' count, of lines written
-            if entry[0] >= self._minute_ends:  # a later minute (never an earlier one)
-                self._next_minute(entry[0])
-            try:
-                self.spent[who] += size
-            except KeyError:
-                self.spent[who] = size
+        try:  # the log budgets' count, of lines written
+            self.spent[who] += size
+        except KeyError:
+            self.spent[who] = size
 
     def _next_minute(self, now: float) -> None:
         """The budgets' minute moves on to ``now``'s: every user's count of
@@ -308,6 +321,7 @@ class LogWriter:
         reads the wall clock's offset again (see the module's docstring)."""
         now = self.monotonic()
         self._offset = self._clock() - now
+        self._milli_starts = self._milli_ends = -math.inf  # the next begin reads it anew
         found = self._numbering.stalled(now)
         for seq, (_, at, fields) in found:
             self._write(seq, at, "action", dict(resolved(fields), ok=None, unfinished=True))

@@ -78,6 +78,9 @@ class KnownTab:
     #: client's set-up of the new tab).
     opened_after: int | None = None
     popup: bool = False
+    #: ``url`` as the log writes it (redacted by the logbook, which fills
+    #: it; None until then, and again whenever ``url`` changes).
+    logged_url: str | None = None
 
 
 @dataclass
@@ -123,8 +126,11 @@ class Causes:
         self, tab: str | None, entry: int, method: str = "", now: float = 0.0, who: str = ""
     ) -> None:
         info = self.tabs.get(tab) if tab is not None else None
-        if info is None:
-            return
+        if info is not None:
+            self.acting_in(info, entry, method, now, who)
+
+    def acting_in(self, info: KnownTab, entry: int, method: str, now: float, who: str) -> None:
+        """:meth:`acting`, for a tab its caller has already found."""
         self.last_acting = (entry, now, info.id)
         info.last_acting, info.last_acting_at, info.last_acting_who = entry, now, who
         if method not in _SCRIPTS:
@@ -133,8 +139,8 @@ class Causes:
     def acting_everywhere(self, entry: int, method: str, now: float, who: str = "") -> None:
         """An acting command that can reach every tab (a service worker's
         script navigates the pages it controls): each tab's latest."""
-        for tab in self.tabs:
-            self.acting(tab, entry, method, now, who)
+        for info in self.tabs.values():
+            self.acting_in(info, entry, method, now, who)
 
     def answered(self, entry: int, ok: bool, opened: str | None, now: float) -> list[Event]:
         """TabCommand ``entry`` was answered; ``opened`` is a created target's id."""
@@ -201,14 +207,15 @@ class Causes:
 
     def navigated(self, tab: str, url: str, now: float) -> list[Event]:
         info = self.tabs.setdefault(tab, KnownTab(tab, url))
-        info.url = url
+        info.url, info.logged_url = url, None
         self.front.add(tab)
         event: Event = {"event": "navigated", "id": tab, "url": url}
         return self._settle(event, "navigated", now)
 
     def url_changed(self, tab: str, url: str) -> None:
-        if tab in self.tabs:
-            self.tabs[tab].url = url
+        info = self.tabs.get(tab)
+        if info is not None:
+            info.url, info.logged_url = url, None
 
     def destroyed(self, tab: str, now: float) -> list[Event]:
         out = self._release(now, force=True, tab=tab)

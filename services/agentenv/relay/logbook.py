@@ -20,7 +20,7 @@ from agentenv.access import Identity
 from agentenv.log.argpaths import restore_paths, withhold_path
 from agentenv.log.cdp_params import redact_params
 from agentenv.log.lines import BROWSER_EXITED
-from agentenv.log.marks import ACTING, READING, acts
+from agentenv.log.marks import ACTING, READING, Acts, acts
 from agentenv.log.redact import redact, redact_cut, redact_text
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import RelayCounts
@@ -33,19 +33,24 @@ from agentenv.settings import Settings
 
 __all__ = ["Action", "ActionScope", "Logbook", "used_params"]
 
-#: What begin_command needs to know of a method, learnt once per method:
-#: whether it acts, whether it may open, close, move or focus a tab, and
-#: the parameter names it takes (None: not in the pinned protocol).
-_METHODS: dict[str, tuple[bool, bool, frozenset[str] | None]] = {}
+_Facts = tuple[Acts, bool, bool, frozenset[str] | None]
 
 
-def _learn(method: str) -> tuple[bool, bool, frozenset[str] | None]:
-    """Whether ``method`` acts, whether it may open, close, move or focus a
-    tab, and the parameter names it takes (None: not in the pinned protocol,
-    so every one is kept)."""
-    if len(_METHODS) > 4096:  # a client inventing names: stay bounded
-        _METHODS.clear()
-    return acts(method) == ACTING, method in TAB_METHODS, PARAMS.get(method)
+class _Learnt(dict[str, _Facts]):
+    """What begin_command needs to know of a method, learnt at its first
+    use: its mark (acting or reading), whether it acts, whether it may open,
+    close, move or focus a tab, and the parameter names it takes (None: not
+    in the pinned protocol, so every one is kept)."""
+
+    def __missing__(self, method: str) -> _Facts:
+        if len(self) > 4096:  # a client inventing names: stay bounded
+            self.clear()
+        mark = acts(method)
+        found = self[method] = (mark, mark == ACTING, method in TAB_METHODS, PARAMS.get(method))
+        return found
+
+
+_METHODS = _Learnt()
 
 
 #: Commands after which their tab is gone: no action is framed on it.
@@ -215,17 +220,13 @@ class Logbook:
         answered by the relay itself): it is on the record, but no tab event is
         its doing, so it is not the latest acting entry of any tab.
         """
-        known = _METHODS.get(method)
-        if known is None:
-            known = _METHODS[method] = _learn(method)
-        acting, tab_method, takes = known
-        mark = ACTING if acting else READING
+        mark, acting, tab_method, takes = _METHODS[method]
         if acting:
             self.counts.acting += 1
         else:
             self.counts.reading += 1
         action = self.within(conn, tag, identity) if self.actions else None
-        if identity.control and action is not None:
+        if action is not None and identity.control:
             # The computer's connections act for the action they run in (a
             # Playwright MCP for an agent's tool call): its caller is who.
             identity = Identity(action.who, control=True)
@@ -238,31 +239,36 @@ class Logbook:
         }
         if scope is not None:
             fields["scope"] = scope
-        if method == "Target.createTarget":
+        if tab_method and method == "Target.createTarget":
             tab = None  # it takes the tab it opens, once answered
         if tab is not None:
             fields["tab"] = tab
-            info = self.causes.tabs.get(tab)  # causes.url and _safe_url, inlined
+            info = self.causes.tabs.get(tab)
             if info is not None:
-                safe = self._urls.get(info.url)
-                fields["url"] = safe if safe is not None else self._safe_url(info.url)
+                safe = info.logged_url
+                if safe is None:
+                    safe = info.logged_url = self._safe_url(info.url)
+                fields["url"] = safe
+        else:
+            info = None
         if acting:
             # Redacted when the line is written, after the client's answer
             # (log.cdp_params.resolved: a (method, params) pair until then).
-            if typed is None and params and takes is not None and not params.keys() <= takes:
+            if typed is None and params and takes is not None and not takes.issuperset(params):
                 params = used_params(method, params)
             fields["params"] = typed if typed is not None else (method, params)
         if action is not None:
             fields["within"] = action.entry
             if acting and sent and action.learns_tab and tab is not None and method not in _GONE:
                 self._acted_on(action, tab, fields.get("url"), says_where(method))
-        now = self.writer.monotonic()
-        entry = self.writer.begin(fields, now)
+        writer = self.writer
+        now = writer.monotonic()
+        entry = writer.begin(fields, now)
         if acting and sent:
             if everywhere:
                 self.causes.acting_everywhere(entry, method, now, identity.user)
-            else:
-                self.causes.acting(tab, entry, method, now, identity.user)
+            elif info is not None:
+                self.causes.acting_in(info, entry, method, now, identity.user)
         if tab_method and not frame_only and sent:
             self.causes.sent(
                 self._command(entry, method, params, tab, self._by(entry, identity, action))
@@ -343,7 +349,7 @@ class Logbook:
                 url = self.causes.url(opened)
                 if url is not None:
                     fields["url"] = self._safe_url(url)
-        self.writer.end(entry, ok, redact_text(error[:4000])[:2000] if error else None, **more)
+        self.writer.end(entry, ok, redact_text(error[:4000])[:2000] if error else None, more)
         self._write_tabs(self.causes.answered(entry, ok, opened, self.monotonic()))
 
     def guarded(self, entry: int, guard: dict[str, str]) -> None:
