@@ -8,10 +8,12 @@ the code of the day the issue was filed gives 0.31x on that day's machine and
 :data:`FILED` (the commit before the issue's first change), and the
 logbook's per-command path of this tree with the hash chain off (issue 25's
 chain, which that code had not, costs its own figure: ``python -m bench
-log``). Each turn is a fresh process, the two trees in alternation, each
-with raw appends beside it; the best turn of each is compared (the least
-disturbed by the shared machine), with the medians, and the median ratio to
-raw appends, beside it.
+log``). Each turn is a fresh process, the two trees in pairs of turns (each
+pair's order the other way to the last), each with raw appends beside it;
+the best turn of each is compared (the least disturbed by the shared
+machine), with the medians, the median ratio to raw appends, and the median
+of each pair's ratio (a pair runs within seconds, so a machine that slows
+for a minute slows both of its turns).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from bench.stats import table
 #: The commit before issue 22's first change (177c0dd, "The log keeps only
 #: the size of parameters a command does not take").
 FILED = "177c0dd~1"
-TURNS = 8
+TURNS = 12
 ROOT = Path(__file__).resolve().parent.parent
 
 #: One turn in a fresh process: the logbook's path of the tree at argv[1]
@@ -80,9 +82,9 @@ def run() -> str:
         )
         try:
             turns: dict[str, list[dict[str, float]]] = {"filed": [], "now": []}
-            for _ in range(TURNS):
-                turns["filed"].append(_turn(filed))
-                turns["now"].append(_turn(ROOT))
+            for turn in range(TURNS):  # in pairs, each pair's order the other way
+                for name in ("filed", "now") if turn % 2 else ("now", "filed"):
+                    turns[name].append(_turn(filed if name == "filed" else ROOT))
         finally:
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(filed)],
@@ -104,6 +106,10 @@ def run() -> str:
             ]
         )
     rows.append(["now against as filed, best turns", f"{best['now'] / best['filed']:.3f}", "", ""])
+    paired = statistics.median(
+        now["path"] / filed["path"] for now, filed in zip(turns["now"], turns["filed"], strict=True)
+    )
+    rows.append(["now against as filed, each pair (median)", f"{paired:.3f}", "", ""])
     header = ["the logbook's path", "best turn", "median", "vs raw appends (median)"]
     return table(f"the log path against the code issue 22 found ({TURNS} turns each)", header, rows)
 
