@@ -417,3 +417,18 @@ def test_a_programs_own_refusal_is_on_the_record_with_its_rule(tmp_path: Path) -
     by_seq = {x["seq"]: x["action"] for x in raw}
     assert by_seq[begun]["guard"] == {"rule": "mcp-sessions", "action": "blocked"}
     assert by_seq[begun]["ok"] is False and "guard" not in by_seq[plain]
+
+
+def test_the_budgets_minute_turns_within_a_millisecond(tmp_path: Path) -> None:
+    """A begin in the millisecond of the one before, but past the minute's
+    end on the monotonic clock, turns the budgets' minute (the writer reads
+    its millisecond only when it changes: the minute's end bounds that)."""
+    mono, wall = Clock(), Clock()
+    mono.now, wall.now = 59.9997, 1_790_000_000.0003  # the wall millisecond spans mono 60.0
+    w = LogWriter.open(tmp_path / "l.jsonl", clock=wall, monotonic=mono)
+    w.end(w.begin({"who": "alice"}), ok=True)
+    assert w.minute == 0 and w.spent_this_minute("alice") > 0
+    mono.now, wall.now = 60.0001, 1_790_000_000.0007  # the same wall millisecond
+    w.end(w.begin({"who": "alice"}), ok=True)
+    assert w.minute == 1
+    assert 0 < w.spent_this_minute("alice") < w.spent["alice"]

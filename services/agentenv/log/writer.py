@@ -224,9 +224,11 @@ class LogWriter:
             milli = int((now + self._offset) * 1000)
             self._at = iso_ms(milli)
             self._milli_starts = milli / 1000 - self._offset
-            self._milli_ends = (milli + 1) / 1000 - self._offset
             if now >= self._minute_ends:  # a later minute (never an earlier one)
                 self._next_minute(now)
+            # The window ends at the minute's end too: a begin in the same
+            # millisecond but a later minute still turns the minute.
+            self._milli_ends = min((milli + 1) / 1000 - self._offset, self._minute_ends)
         # Numbering.begin, inlined: this runs for every command on the record.
         numbering = self._numbering
         seq = numbering.next_seq
