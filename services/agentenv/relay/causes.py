@@ -212,11 +212,6 @@ class Causes:
         event: Event = {"event": "navigated", "id": tab, "url": url}
         return self._settle(event, "navigated", now)
 
-    def url_changed(self, tab: str, url: str) -> None:
-        info = self.tabs.get(tab)
-        if info is not None:
-            info.url, info.logged_url = url, None
-
     def destroyed(self, tab: str, now: float) -> list[Event]:
         out = self._release(now, force=True, tab=tab)
         info = self.tabs.pop(tab, None)
