@@ -13,7 +13,14 @@ from typing import Any
 import aiohttp
 import orjson
 
-__all__ = ["Calls"]
+__all__ = ["SESSION_GONE", "Calls"]
+
+#: The answer to a command on a session that ended under it (Chromium's
+#: words and code for a session it does not have).
+SESSION_GONE: dict[str, Any] = {
+    "code": -32001,
+    "message": "Session with given id not found (it ended while the command waited)",
+}
 
 
 class Calls:
@@ -22,6 +29,8 @@ class Calls:
     def __init__(self) -> None:
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        #: The session of each command in flight that was sent on one.
+        self._on: dict[int, str] = {}
 
     async def send(
         self,
@@ -40,11 +49,13 @@ class Calls:
         message: dict[str, Any] = {"id": call, "method": method, "params": params}
         if session is not None:
             message["sessionId"] = session
+            self._on[call] = session
         try:
             await ws.send_str(orjson.dumps(message).decode())
             return await asyncio.wait_for(future, deadline_s)
         finally:
             self._waiting.pop(call, None)
+            self._on.pop(call, None)
 
     def answered(self, message: dict[str, Any]) -> bool:
         """Whether ``message`` is an answer (an integer id): it ends the
@@ -57,9 +68,20 @@ class Calls:
             future.set_result(message)
         return True
 
+    def detached(self, session: str) -> None:
+        """``session`` ended (its tab closed): Chromium never answers the
+        commands still waiting on it, so each is answered here, as Chromium
+        answers a command sent on a session it no longer has."""
+        for call in [c for c, on in self._on.items() if on == session]:
+            future = self._waiting.pop(call, None)
+            self._on.pop(call, None)
+            if future is not None and not future.done():
+                future.set_result({"id": call, "error": SESSION_GONE})
+
     def fail(self, error: Exception) -> None:
         """The connection ended: every command still waiting fails with ``error``."""
         for future in self._waiting.values():
             if not future.done():
                 future.set_exception(error)
         self._waiting.clear()
+        self._on.clear()

@@ -163,6 +163,8 @@ class BrowserLink:
                     queue.put_nowait(message.get("params") or {})
                 if method == "Target.detachedFromTarget":
                     session = message.get("params", {}).get("sessionId")
+                    if isinstance(session, str):
+                        self._calls.detached(session)
                     for tab, known in list(self._sessions.items()):
                         if known == session:
                             del self._sessions[tab]
@@ -246,6 +248,11 @@ class BrowserLink:
         session = str(result["sessionId"])
         self._sessions[tab] = session
         return session
+
+    def forget(self, tab: str) -> None:
+        """Forget ``tab``'s session (Chromium said it has ended): the next
+        :meth:`session` attaches anew."""
+        self._sessions.pop(tab, None)
 
     @contextlib.asynccontextmanager
     async def action(

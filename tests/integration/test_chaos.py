@@ -399,7 +399,8 @@ def test_one_hostile_agent_stops_no_one_else(
     assert not failed, f"{attack}: {failed[0]!r}"
     # Bob's record is whole.
     assert manifest["scope"] == "bob" and manifest["log_missing"] == [], manifest
-    assert manifest.get("gaps", []) == [] and manifest["missing_frames"] == 0, manifest
+    missing = [f for f in manifest["frames"] if f.get("error")]
+    assert manifest.get("gaps", []) == [] and manifest["missing_frames"] == 0, (missing, manifest)
     names, skipped = run_store.fetch(key, started, tmp_path)
     assert skipped == [] and "log.jsonl" in names, names
     slice_ = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]

@@ -23,6 +23,7 @@ import requests
 from agentenv.harness.attest import verify
 from agentenv.protocol.log import agent_act
 from agentenv.recorder.bursts import SETTLE_S
+from agentenv.recorder.recording import LOAD_WAIT_S
 from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.logfile import all_bytes, read_log
 from tests.support.mcp import client as mcp_client
@@ -432,6 +433,50 @@ def test_a_tab_that_closes_while_its_frame_waits_is_framed_as_the_active_tab(
     # The navigation's frame and the close's: the tab had gone, the active tab is framed.
     assert [f["tab"] for f in actions[1:]] == [front, front], actions
     assert all(f["url"] == site.url + "/account" for f in actions[1:]), actions
+    stack.op("tabs/close", {"id": front})
+
+
+def test_a_tab_that_closes_under_its_capture_is_framed_as_the_active_tab(
+    stack: NativeStack, site: Site, tmp_path: Path
+) -> None:
+    """An agent's last act is closing a tab while the frame after its acts is
+    being captured (the chaos test's Bob, on a loaded machine): the capture
+    Chromium will never answer ends with the tab, and the frame shows the
+    active tab instead of going missing. The tab's page is busy for good, so
+    its load wait runs out and its capture hangs until the close."""
+    front = stack.op("tabs/open", {"url": site.url + "/account"})["id"]
+    recording = start(stack, tmp_path)
+    wait_for(lambda: frames_on_disk(tmp_path, recording), "the first frame")
+    # Another site than the front tab's: a renderer of its own to keep busy.
+    busy = site.url.replace("127.0.0.1", "localhost") + "/busy"
+
+    async def agent() -> str:
+        url = browser_ws_url(stack.relay_http, "user=closer")
+        async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+            cdp = RawCdp(ws)
+            tab = str((await cdp.call("Target.createTarget", {"url": busy}))["result"]["targetId"])
+            # The burst settles, the load wait runs out, the capture is sent.
+            await asyncio.sleep(SETTLE_S + LOAD_WAIT_S + 2.0)
+            assert listed() == [], "the capture was answered"
+            await cdp.call("Target.closeTarget", {"targetId": tab})
+            await asyncio.to_thread(
+                wait_for, lambda: len(listed()) >= 2, "the frames of the open and the close"
+            )
+            return tab
+
+    def listed() -> list[dict[str, Any]]:
+        """The action frames the recording's journal lists (missing ones too)."""
+        journal = stack.folder / "run" / "attest" / "journal" / f"{recording}.jsonl"
+        lines = [json.loads(x) for x in journal.read_bytes().splitlines()]
+        return [x["frame"] for x in lines if x.get("frame", {}).get("kind") == "action"]
+
+    closed = asyncio.run(agent())
+    manifest = rec(stack, "end", {"recording_id": recording})
+    assert manifest["missing_frames"] == 0, manifest["frames"]
+    actions = [f for f in manifest["frames"] if f["kind"] == "action"]
+    assert closed not in [f["tab"] for f in actions], actions
+    assert [f["tab"] for f in actions[:2]] == [front, front], actions
+    assert all(f["url"] == site.url + "/account" for f in actions), actions
     stack.op("tabs/close", {"id": front})
 
 

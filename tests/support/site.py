@@ -34,6 +34,10 @@ PAGES: Mapping[str, str] = {
 <p id=out style="position:absolute;left:100px;top:320px">waiting</p>
 """,
     "/popup": "<!doctype html><title>Popup</title><h1>Popup page</h1>",
+    # A page that loads, then keeps its renderer busy for good: nothing it
+    # is asked (an evaluate, a screenshot) is answered while it is open.
+    "/busy": """<!doctype html><title>Busy</title><h1>Busy page</h1>
+<script>onload = () => setTimeout(() => { for (;;) {} }, 300);</script>""",
     # A page whose requests carry secrets a network log must not keep: a
     # credential in a query, a bearer header, a cookie the server sets.
     "/har": """<!doctype html><title>Har</title>

@@ -41,3 +41,24 @@ async def test_no_answer_in_time_is_a_timeout_and_nothing_is_kept() -> None:
     with pytest.raises(TimeoutError):
         await calls.send(ws, "A.a", {}, None, 0.01)  # type: ignore[arg-type]
     assert not calls._waiting
+
+
+async def test_a_session_that_ends_answers_only_the_commands_waiting_on_it() -> None:
+    """Chromium answers nothing sent on a session whose tab closed (a capture
+    of a busy page waits forever): its end answers each, as Chromium answers
+    a session it does not have; other sessions' commands and the browser's wait."""
+    calls, ws = Calls(), _Socket()
+    on_s = asyncio.create_task(calls.send(ws, "Page.captureScreenshot", {}, "S", 5))  # type: ignore[arg-type]
+    on_t = asyncio.create_task(calls.send(ws, "Page.captureScreenshot", {}, "T", 5))  # type: ignore[arg-type]
+    browser = asyncio.create_task(calls.send(ws, "Target.getTargets", {}, None, 5))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    calls.detached("S")
+    answer = await on_s
+    assert answer["id"] == 1 and answer["error"]["code"] == -32001, answer
+    assert "Session with given id not found" in answer["error"]["message"]
+    await asyncio.sleep(0)
+    assert not on_t.done() and not browser.done()
+    assert calls.answered({"id": 2, "result": {"data": ""}})
+    assert calls.answered({"id": 3, "result": {"targetInfos": []}})
+    assert (await on_t)["result"] == {"data": ""} and "error" not in await browser
+    assert not calls._waiting and not calls._on

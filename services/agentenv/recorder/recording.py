@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentenv.calls import SESSION_GONE
 from agentenv.downloads import listed, opened
 from agentenv.log.lines import BROWSER_EXITED, iso
 from agentenv.log.reader import LogReader
@@ -59,6 +60,8 @@ log = logging.getLogger("agentenv.recorder")
 END_WAIT_S = 10.0
 #: How long a frame waits for its tab's page to finish loading.
 LOAD_WAIT_S = 5.0
+#: How many tabs one frame tries when each closes under its capture.
+_TAB_TRIES = 3
 _ERROR_CUT = 2000
 
 
@@ -177,6 +180,57 @@ class Recording:
     async def _open_tabs(self) -> dict[str, dict[str, Any]]:
         return {p["targetId"]: p for p in await pages(self.link)}
 
+    async def _front(self, tab: str | None) -> tuple[str, dict[str, dict[str, Any]]]:
+        """``tab`` if it is open, else the tab in front, and the open tabs."""
+        open_tabs = await self._open_tabs()
+        if tab not in open_tabs:
+            tab = await active_tab(self.link)
+            if tab is None:
+                raise BrowserError("no tab is open")
+            open_tabs = await self._open_tabs()
+        return tab, open_tabs
+
+    async def _picture(
+        self, tab: str | None, index: int
+    ) -> tuple[str, str | None, bytes, ImageType]:
+        """One frame's tab, URL and picture.
+
+        A tab that closes while its frame waits or is captured (the agent's
+        last act was closing it: Chromium answers the capture "Session with
+        given id not found") gives way to the tab in front, and a session that
+        ended under a tab still open to a new one, at most three tries;
+        a page that cannot paint (a dialog) gives its last capture, as it was.
+        """
+        for _ in range(_TAB_TRIES):
+            tab, _ = await self._front(tab)
+            answered = await self._page_loaded(tab)
+            tab, open_tabs = await self._front(tab)  # it may have closed while loading
+            if tab not in open_tabs:
+                continue
+            # The URL shown when the capture is taken (after the load wait).
+            raw = str(open_tabs[tab].get("url", ""))
+            url = _safe_url(raw) if raw else None
+            try:
+                if not answered and tab in self._last_capture:
+                    raise BrowserError("the page does not answer (a dialog?)")
+                data = await capture(self.link, tab, "jpeg", 80)
+            except (BrowserError, CdpError) as exc:
+                if isinstance(exc, CdpError) and exc.code == SESSION_GONE["code"]:
+                    self.link.forget(tab)  # its session ended: a new one, if the tab is open
+                    continue
+                if tab not in await self._open_tabs():
+                    continue  # it closed under the capture: the tab in front
+                if tab not in self._last_capture:
+                    raise
+                data, fmt = self._last_capture[tab]
+                return tab, url, data, fmt
+            self._last_capture[tab] = (data, "jpeg")
+            self._shot_at[index] = time.time()
+            if self.video is not None and tab == self.video.tab:
+                self.video.picture(data, self._shot_at[index])  # the same picture
+            return tab, url, data, "jpeg"
+        raise BrowserError(f"the tabs closed under {_TAB_TRIES} captures in a row")
+
     async def take(self, kind: FrameKind, after: list[int], tab: str | None) -> None:
         """Take, upload and list one frame (one at a time)."""
         if not self.start.frames:
@@ -194,34 +248,7 @@ class Recording:
             fmt: ImageType = "jpeg"
             url: str | None = None
             try:
-                if tab not in await self._open_tabs():
-                    tab = await active_tab(self.link)
-                if tab is None:
-                    raise BrowserError("no tab is open")
-                answered = await self._page_loaded(tab)
-                open_tabs = await self._open_tabs()
-                if tab not in open_tabs:  # it closed while the frame waited
-                    tab = await active_tab(self.link)
-                    if tab is None:
-                        raise BrowserError("no tab is open")
-                    answered = await self._page_loaded(tab)
-                    open_tabs = await self._open_tabs()
-                # The URL shown when the capture is taken (after the load wait).
-                raw = str(open_tabs.get(tab, {}).get("url", ""))
-                url = _safe_url(raw) if raw else None
-                try:
-                    if not answered and tab in self._last_capture:
-                        raise BrowserError("the page does not answer (a dialog?)")
-                    data = await capture(self.link, tab, "jpeg", 80)
-                    self._last_capture[tab] = (data, "jpeg")
-                    self._shot_at[index] = time.time()
-                    if self.video is not None and tab == self.video.tab:
-                        self.video.picture(data, self._shot_at[index])  # the same picture
-                except (BrowserError, CdpError):
-                    if tab not in self._last_capture:
-                        raise
-                    # A dialog keeps the page from painting: its last capture, as it was.
-                    data, fmt = self._last_capture[tab]
+                tab, url, data, fmt = await self._picture(tab, index)
             except (BrowserError, CdpError) as exc:
                 error = redact_text(str(exc)[: _ERROR_CUT * 2])[:_ERROR_CUT]
             file = frame_file(index, kind, fmt)

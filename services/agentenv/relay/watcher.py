@@ -456,8 +456,8 @@ class Watcher:
         elif method == "Target.detachedFromTarget":
             session = params.get("sessionId")
             if isinstance(session, str):
+                self._calls.detached(session)  # Chromium answers none still waiting on it
                 self.quotas.detached(session)
-            if isinstance(session, str):
                 self.probes.detached(session)
 
     async def _find_front(self) -> None:
