@@ -249,10 +249,11 @@ class BrowserLink:
         self._sessions[tab] = session
         return session
 
-    def forget(self, tab: str) -> None:
-        """Forget ``tab``'s session (Chromium said it has ended): the next
-        :meth:`session` attaches anew."""
-        self._sessions.pop(tab, None)
+    def forget(self, tab: str, session: str) -> None:
+        """Forget ``session`` on ``tab`` (Chromium said it has ended; not a
+        newer one made since): the next :meth:`session` attaches anew."""
+        if self._sessions.get(tab) == session:
+            del self._sessions[tab]
 
     @contextlib.asynccontextmanager
     async def action(

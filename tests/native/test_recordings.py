@@ -11,6 +11,7 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from agentenv.harness.attest import verify
 from agentenv.protocol.log import agent_act
 from agentenv.recorder.bursts import SETTLE_S
 from agentenv.recorder.recording import LOAD_WAIT_S
+from agentenv.recorder.video import seconds_of
 from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.logfile import all_bytes, read_log
 from tests.support.mcp import client as mcp_client
@@ -455,9 +457,11 @@ def test_a_tab_that_closes_under_its_capture_is_framed_as_the_active_tab(
         async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
             cdp = RawCdp(ws)
             tab = str((await cdp.call("Target.createTarget", {"url": busy}))["result"]["targetId"])
-            # The burst settles, the load wait runs out, the capture is sent.
-            await asyncio.sleep(SETTLE_S + LOAD_WAIT_S + 2.0)
+            # The burst settles, the load wait runs out, the capture is sent
+            # (and would wait 10 s): the close comes in the middle.
+            await asyncio.sleep(SETTLE_S + LOAD_WAIT_S + 4.0)
             assert listed() == [], "the capture was answered"
+            closed_at.append(time.time())
             await cdp.call("Target.closeTarget", {"targetId": tab})
             await asyncio.to_thread(
                 wait_for, lambda: len(listed()) >= 2, "the frames of the open and the close"
@@ -470,10 +474,14 @@ def test_a_tab_that_closes_under_its_capture_is_framed_as_the_active_tab(
         lines = [json.loads(x) for x in journal.read_bytes().splitlines()]
         return [x["frame"] for x in lines if x.get("frame", {}).get("kind") == "action"]
 
+    closed_at: list[float] = []
     closed = asyncio.run(agent())
     manifest = rec(stack, "end", {"recording_id": recording})
     assert manifest["missing_frames"] == 0, manifest["frames"]
     actions = [f for f in manifest["frames"] if f["kind"] == "action"]
+    # The close came after the load wait had run out: under the capture.
+    began = seconds_of(actions[0]["at"])
+    assert began is not None and began + LOAD_WAIT_S < closed_at[0], (actions, closed_at)
     assert closed not in [f["tab"] for f in actions], actions
     assert [f["tab"] for f in actions[:2]] == [front, front], actions
     assert all(f["url"] == site.url + "/account" for f in actions), actions

@@ -37,7 +37,7 @@ PAGES: Mapping[str, str] = {
     # A page that loads, then keeps its renderer busy for good: nothing it
     # is asked (an evaluate, a screenshot) is answered while it is open.
     "/busy": """<!doctype html><title>Busy</title><h1>Busy page</h1>
-<script>onload = () => setTimeout(() => { for (;;) {} }, 300);</script>""",
+<script>onload = () => { for (;;) {} };</script>""",
     # A page whose requests carry secrets a network log must not keep: a
     # credential in a query, a bearer header, a cookie the server sets.
     "/har": """<!doctype html><title>Har</title>

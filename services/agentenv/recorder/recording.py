@@ -60,9 +60,26 @@ log = logging.getLogger("agentenv.recorder")
 END_WAIT_S = 10.0
 #: How long a frame waits for its tab's page to finish loading.
 LOAD_WAIT_S = 5.0
+#: How long after a frame's first try another may begin, its tabs closing
+#: under it. One try takes at most LOAD_WAIT_S + a capture's 10.5 s, so a
+#: frame ends within the :data:`_LOOP_END_S` an end gives the frame in hand.
+FRAME_WAIT_S = 10.0
+_LOOP_END_S = 30.0
 #: How many tabs one frame tries when each closes under its capture.
 _TAB_TRIES = 3
+#: Chromium's answer to a command on a page being closed, and how long such
+#: a page is given to leave the tab list.
+_CLOSING = "Not attached to an active page"
+_CLOSING_WAIT_S = 1.0
 _ERROR_CUT = 2000
+
+
+@dataclass
+class _Aim:
+    """The tab a frame shows and its URL, as far as the frame got."""
+
+    tab: str | None
+    url: str | None = None
 
 
 @dataclass
@@ -180,55 +197,77 @@ class Recording:
     async def _open_tabs(self) -> dict[str, dict[str, Any]]:
         return {p["targetId"]: p for p in await pages(self.link)}
 
-    async def _front(self, tab: str | None) -> tuple[str, dict[str, dict[str, Any]]]:
-        """``tab`` if it is open, else the tab in front, and the open tabs."""
+    async def _front(self, aim: _Aim) -> dict[str, dict[str, Any]]:
+        """Aim at ``aim.tab`` if it is open, else at the tab in front; the open tabs."""
         open_tabs = await self._open_tabs()
-        if tab not in open_tabs:
-            tab = await active_tab(self.link)
-            if tab is None:
+        if aim.tab not in open_tabs:
+            aim.tab, aim.url = await active_tab(self.link), None
+            if aim.tab is None:
                 raise BrowserError("no tab is open")
             open_tabs = await self._open_tabs()
-        return tab, open_tabs
+        return open_tabs
 
-    async def _picture(
-        self, tab: str | None, index: int
-    ) -> tuple[str, str | None, bytes, ImageType]:
-        """One frame's tab, URL and picture.
+    async def _closing(self, tab: str, exc: BrowserError) -> bool:
+        """Whether ``tab`` went away under a capture that failed with ``exc``.
+        A page being closed answers "Not attached to an active page" while
+        it is still listed: it is given :data:`_CLOSING_WAIT_S` to go."""
+        if tab not in await self._open_tabs():
+            return True
+        if not (isinstance(exc, CdpError) and _CLOSING in exc.message):
+            return False
+        end = time.monotonic() + _CLOSING_WAIT_S
+        while time.monotonic() < end:
+            await asyncio.sleep(0.1)
+            if tab not in await self._open_tabs():
+                return True
+        return False
+
+    async def _picture(self, aim: _Aim, index: int) -> tuple[bytes, ImageType]:
+        """One frame's picture, ``aim`` left at the tab and URL it shows.
 
         A tab that closes while its frame waits or is captured (the agent's
         last act was closing it: Chromium answers the capture "Session with
-        given id not found") gives way to the tab in front, and a session that
-        ended under a tab still open to a new one, at most three tries;
-        a page that cannot paint (a dialog) gives its last capture, as it was.
+        given id not found", "Not attached to an active page", or never)
+        gives way to the tab in front, whose page is waited for in turn; a
+        session that ended under a tab still open gives way to a new one.
+        At most :data:`_TAB_TRIES` tries, within :data:`FRAME_WAIT_S`. A page
+        that cannot paint (a dialog) gives its last capture, as it was.
         """
+        end = time.monotonic() + FRAME_WAIT_S
         for _ in range(_TAB_TRIES):
-            tab, _ = await self._front(tab)
+            if time.monotonic() > end:
+                break
+            await self._front(aim)
+            tab = aim.tab
+            assert tab is not None
             answered = await self._page_loaded(tab)
-            tab, open_tabs = await self._front(tab)  # it may have closed while loading
-            if tab not in open_tabs:
-                continue
+            open_tabs = await self._front(aim)  # it may have closed while loading
+            if aim.tab != tab or aim.tab not in open_tabs:
+                continue  # the tab in front, its own page waited for
             # The URL shown when the capture is taken (after the load wait).
             raw = str(open_tabs[tab].get("url", ""))
-            url = _safe_url(raw) if raw else None
+            aim.url = _safe_url(raw) if raw else None
+            session: str | None = None
             try:
+                session = await self.link.session(tab)
                 if not answered and tab in self._last_capture:
                     raise BrowserError("the page does not answer (a dialog?)")
                 data = await capture(self.link, tab, "jpeg", 80)
             except (BrowserError, CdpError) as exc:
                 if isinstance(exc, CdpError) and exc.code == SESSION_GONE["code"]:
-                    self.link.forget(tab)  # its session ended: a new one, if the tab is open
+                    if session is not None:  # ended: a new one, if the tab is open
+                        self.link.forget(tab, session)
                     continue
-                if tab not in await self._open_tabs():
+                if await self._closing(tab, exc):
                     continue  # it closed under the capture: the tab in front
                 if tab not in self._last_capture:
                     raise
-                data, fmt = self._last_capture[tab]
-                return tab, url, data, fmt
+                return self._last_capture[tab]
             self._last_capture[tab] = (data, "jpeg")
             self._shot_at[index] = time.time()
             if self.video is not None and tab == self.video.tab:
                 self.video.picture(data, self._shot_at[index])  # the same picture
-            return tab, url, data, "jpeg"
+            return data, "jpeg"
         raise BrowserError(f"the tabs closed under {_TAB_TRIES} captures in a row")
 
     async def take(self, kind: FrameKind, after: list[int], tab: str | None) -> None:
@@ -246,11 +285,12 @@ class Recording:
             error: str | None = None
             data: bytes | None = None
             fmt: ImageType = "jpeg"
-            url: str | None = None
+            aim = _Aim(tab)
             try:
-                tab, url, data, fmt = await self._picture(tab, index)
+                data, fmt = await self._picture(aim, index)
             except (BrowserError, CdpError) as exc:
                 error = redact_text(str(exc)[: _ERROR_CUT * 2])[:_ERROR_CUT]
+            tab, url = aim.tab, aim.url
             file = frame_file(index, kind, fmt)
             if data is not None:
                 try:
@@ -360,7 +400,7 @@ class Recording:
             self._wake.set()
             if self._loop is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await asyncio.wait_for(self._loop, 30)
+                    await asyncio.wait_for(self._loop, _LOOP_END_S)
             if self._timer is not None and self._timer is not asyncio.current_task():
                 self._timer.cancel()
             settling = self.bursts.flush()
