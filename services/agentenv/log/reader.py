@@ -136,6 +136,19 @@ class LogReader:
         finally:
             os.close(fd)
 
+    def _spans(self, fd: int, first: int, last: int) -> list[tuple[int, int]]:
+        """Where each line with ``first <= seq <= last`` stands in the file
+        (start, end past its newline), by seq, gaps skipped."""
+        with self._lock:
+            self._refresh(fd)
+            index = self._index
+            top = min(last, len(index.starts) - 1)
+            return [
+                (index.starts[s], index.ends[s])
+                for s in range(max(first, 1), top + 1)
+                if index.starts[s] >= 0
+            ]
+
     def read_range(self, first: int, last: int) -> list[bytes]:
         """Every line written with ``first <= seq <= last``, in order, gaps skipped
         (a recording's slice once its end has waited long enough)."""
@@ -144,15 +157,7 @@ class LogReader:
         except FileNotFoundError:
             return []
         try:
-            with self._lock:
-                self._refresh(fd)
-                index = self._index
-                top = min(last, len(index.starts) - 1)
-                spans = [
-                    (index.starts[s], index.ends[s])
-                    for s in range(max(first, 1), top + 1)
-                    if index.starts[s] >= 0
-                ]
+            spans = self._spans(fd, first, last)
             return [os.pread(fd, end - start, start)[:-1] for start, end in spans]
         finally:
             os.close(fd)
@@ -167,15 +172,7 @@ class LogReader:
         except FileNotFoundError:
             return []
         try:
-            with self._lock:
-                self._refresh(fd)
-                index = self._index
-                top = min(last, len(index.starts) - 1)
-                spans = [
-                    (index.starts[s], index.ends[s])
-                    for s in range(max(first, 1), top + 1)
-                    if index.starts[s] >= 0
-                ]
+            spans = self._spans(fd, first, last)
             if not spans:
                 return []
             low, high = min(s for s, _ in spans), max(e for _, e in spans)
