@@ -1,85 +1,43 @@
 """``python -m bench [NAME ...]``: log, log-filed, relay, mcp, recorder, viewer, live,
-container, fleet, density, fairness, video, har, verify (default: every one)."""
+container, fleet, density, fairness, video, har, verify (default: every one, in
+that order). Each is the module of its name (``log-filed``: ``bench.log_filed``),
+whose ``run()`` returns the figures it prints."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import inspect
 import sys
+
+#: Every benchmark, in the order they run.
+NAMES = (
+    "log",
+    "log-filed",
+    "relay",
+    "mcp",
+    "recorder",
+    "viewer",
+    "live",
+    "container",
+    "fleet",
+    "density",
+    "fairness",
+    "video",
+    "har",
+    "verify",
+)
 
 
 def main() -> None:
-    wanted = set(sys.argv[1:]) or {
-        "log",
-        "log-filed",
-        "relay",
-        "mcp",
-        "recorder",
-        "viewer",
-        "live",
-        "container",
-        "fleet",
-        "density",
-        "fairness",
-        "video",
-        "har",
-        "verify",
-    }
-    if "log" in wanted:
-        from bench import log
-
-        print(log.run(), flush=True)
-    if "log-filed" in wanted:
-        from bench import log_filed
-
-        print(log_filed.run(), flush=True)
-    if "relay" in wanted:
-        from bench import relay
-
-        print(asyncio.run(relay.run()), flush=True)
-    if "mcp" in wanted:
-        from bench import mcp
-
-        print(mcp.run(), flush=True)
-    if "recorder" in wanted:
-        from bench import recorder
-
-        print(recorder.run(), flush=True)
-    if "viewer" in wanted:
-        from bench import viewer
-
-        print(viewer.run(), flush=True)
-    if "live" in wanted:
-        from bench import live
-
-        print(live.run(), flush=True)
-    if "container" in wanted:
-        from bench import container
-
-        print(container.run(), flush=True)
-    if "fleet" in wanted:
-        from bench import fleet
-
-        print(fleet.run(), flush=True)
-    if "density" in wanted:
-        from bench import density
-
-        print(density.run(), flush=True)
-    if "fairness" in wanted:
-        from bench import fairness
-
-        print(fairness.run(), flush=True)
-    if "video" in wanted:
-        from bench import video
-
-        print(video.run(), flush=True)
-    if "har" in wanted:
-        from bench import har
-
-        print(har.run(), flush=True)
-    if "verify" in wanted:
-        from bench import verify
-
-        print(verify.run(), flush=True)
+    asked = sys.argv[1:]
+    unknown = [name for name in asked if name not in NAMES]
+    if unknown:
+        sys.exit(f"bench: no benchmark {', '.join(unknown)}; the names: {' '.join(NAMES)}")
+    for name in [n for n in NAMES if n in asked] if asked else NAMES:
+        run = importlib.import_module(f"bench.{name.replace('-', '_')}").run
+        figures = asyncio.run(run()) if inspect.iscoroutinefunction(run) else run()
+        print(figures, flush=True)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from agentenv.harness.viewer import view
+from agentenv.protocol.chain import CHAIN_FILE, GENESIS, chain_run, line_hash
 from agentenv.protocol.recording import BrowserRecordingManifest, FrameEntry, LogEntry
 from bench.stats import table
 
@@ -91,7 +92,15 @@ def _recording(folder: Path, jpeg: bytes) -> None:
                 type="jpeg",
             )
         )
-    (folder / "log.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    # Chained as the log's writer chains them (prev third), with their run.
+    written, prev = [], GENESIS
+    for line in lines:
+        raw = json.dumps({"seq": line.pop("seq"), "at": line.pop("at"), "prev": prev, **line})
+        written.append(raw.encode())
+        prev = line_hash(written[-1])
+    (folder / "log.jsonl").write_bytes(b"".join(raw + b"\n" for raw in written))
+    run = chain_run((raw, True) for raw in written)
+    (folder / CHAIN_FILE).write_bytes(run.chain)
     manifest = BrowserRecordingManifest(
         recording_id="rec-bench",
         request_id="r",
@@ -102,7 +111,9 @@ def _recording(folder: Path, jpeg: bytes) -> None:
         start_seq=1,
         end_seq=seq,
         frames=frames,
-        log=LogEntry(file="log.jsonl", lines=len(lines)),
+        log=LogEntry(file="log.jsonl", lines=len(lines), chain=CHAIN_FILE),
+        chain_first=run.first,
+        chain_last=run.last,
         missing_frames=0,
         log_missing=[],
         limits_hit=[],
