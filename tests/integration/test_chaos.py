@@ -27,7 +27,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-import requests
 from playwright.sync_api import sync_playwright
 
 from agentenv.harness.local_store import LocalStore
@@ -73,17 +72,6 @@ def _pids(pc: Computer) -> dict[str, str]:
         name: pc.exec(*SUPERVISORCTL, "pid", name).strip()
         for name in ("chromium", "relay", "app", "recorder")
     }
-
-
-def _recording(pc: Computer, op: str, body: dict[str, Any]) -> Any:
-    answer = requests.post(
-        f"{pc.app}/v1/browser-recording/{op}",
-        json=body,
-        headers=pc.headers(),
-        timeout=deadline(120),
-    )
-    assert answer.status_code == 200, (op, answer.status_code, answer.text[:2000])
-    return answer.json()
 
 
 def _scenario(pc: Computer) -> None:
@@ -368,8 +356,7 @@ def test_one_hostile_agent_stops_no_one_else(
     pids = _pids(pc)
     before = pc.log()[1]
     key = f"chaos-{uuid.uuid4().hex[:8]}/{attack}"
-    started = _recording(
-        pc,
+    started = pc.recording(
         "start",
         {
             "request_id": uuid.uuid4().hex,
@@ -389,8 +376,7 @@ def test_one_hostile_agent_stops_no_one_else(
     thread.start()
     time.sleep(0.5)  # the attack under way first
     _scenario(pc)
-    manifest = _recording(
-        pc,
+    manifest = pc.recording(
         "end",
         {"recording_id": started, "upload": run_store.grant(key, started_here=False)},
     )

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from agentenv.harness.local_store import LocalStore
 from agentenv.protocol.log import agent_act
@@ -58,17 +57,6 @@ def pc(image: str, run_network: Any) -> Iterator[Computer]:
         yield running
 
 
-def _recording(pc: Computer, op: str, body: dict[str, Any]) -> Any:
-    answer = requests.post(
-        f"{pc.app}/v1/browser-recording/{op}",
-        json=body,
-        headers=pc.headers(),
-        timeout=deadline(120),
-    )
-    assert answer.status_code == 200, (op, answer.status_code, answer.text[:2000])
-    return answer.json()
-
-
 def _page(name: str, after: str) -> str:
     return f"{SITE}/c/{name}?next={after}"
 
@@ -97,13 +85,12 @@ def _record(pc: Computer, store: LocalStore, name: str, agent: Any, tmp: Path) -
     """Run ``agent`` in a recording; check its frames; answer what the checks saw."""
     key = f"frames-{uuid.uuid4().hex[:8]}/{name}"
     grant = store.grant(key, started_here=False)
-    started = _recording(pc, "start", {"request_id": uuid.uuid4().hex, "upload": grant})
+    started = pc.recording("start", {"request_id": uuid.uuid4().hex, "upload": grant})
     recording_id = started["recording_id"]
     time.sleep(FIRST_FRAME_S)
     reads = agent()
     time.sleep(PAUSE_S)
-    manifest = _recording(
-        pc,
+    manifest = pc.recording(
         "end",
         {
             "recording_id": recording_id,

@@ -117,17 +117,6 @@ class Recorded:
         return entries
 
 
-def _ask(pc: Computer, op: str, body: dict[str, Any]) -> Any:
-    answer = requests.post(
-        f"{pc.app}/v1/browser-recording/{op}",
-        json=body,
-        headers=pc.headers(),
-        timeout=deadline(120),
-    )
-    assert answer.status_code == 200, (op, answer.status_code, answer.text[:2000])
-    return answer.json()
-
-
 class Recording:
     """One recording with video, HAR and downloads, started and ended by the
     test around what its agent does."""
@@ -153,7 +142,7 @@ class Recording:
             "downloads": True,
             **more,
         }
-        self.id = str(_ask(self.pc, "start", body)["recording_id"])
+        self.id = str(self.pc.recording("start", body)["recording_id"])
         time.sleep(FIRST_FRAME_S)
         return self.id
 
@@ -165,7 +154,7 @@ class Recording:
 
     def end(self) -> Recorded:
         time.sleep(PAUSE_S)
-        manifest = _ask(self.pc, "end", {"recording_id": self.id, "upload": self.grant()})
+        manifest = self.pc.recording("end", {"recording_id": self.id, "upload": self.grant()})
         objects = self.fetched()
         assert json.loads(objects["manifest.json"]) == manifest
         assert manifest["missing_frames"] == 0 and manifest["log_missing"] == [], manifest

@@ -105,17 +105,6 @@ def store(store_image: str, network: Any) -> Iterator[Store]:
         container.remove(force=True)
 
 
-def recording(pc: Computer, op: str, body: dict[str, Any]) -> Any:
-    answer = requests.post(
-        f"{pc.app}/v1/browser-recording/{op}",
-        json=body,
-        headers={"Authorization": f"Bearer {CONTROL}"},
-        timeout=deadline(120),
-    )
-    assert answer.status_code == 200, (op, answer.status_code, answer.text[:2000])
-    return answer.json()
-
-
 def test_a_recording_uploads_to_s3_on_the_network(image: str, network: Any, store: Store) -> None:
     grant = {
         "url": f"s3://{BUCKET}/{PREFIX}",
@@ -126,7 +115,7 @@ def test_a_recording_uploads_to_s3_on_the_network(image: str, network: Any, stor
     }
     with computer(image, network=network) as pc:
         site = pc.serve_site()
-        started = recording(pc, "start", {"request_id": uuid.uuid4().hex, "upload": grant})
+        started = pc.recording("start", {"request_id": uuid.uuid4().hex, "upload": grant})
         rec_id = str(started["recording_id"])
         under = f"{PREFIX}/{rec_id}/"
 
@@ -140,7 +129,7 @@ def test_a_recording_uploads_to_s3_on_the_network(image: str, network: Any, stor
         wait_for(lambda: frames(2), "the navigation's frame in the store", timeout_s=30)
         pc.op("input/click", {"x": 200, "y": 130}, user="alice")
         wait_for(lambda: frames(3), "the click's frame in the store", timeout_s=30)
-        manifest = recording(pc, "end", {"recording_id": rec_id})
+        manifest = pc.recording("end", {"recording_id": rec_id})
         local_logs = pc.all_log_bytes()
 
     # What the store holds is exactly what the manifest lists.

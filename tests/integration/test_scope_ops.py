@@ -42,17 +42,6 @@ def pc(image: str, run_network: Any) -> Iterator[Computer]:
         yield running
 
 
-def _recording(pc: Computer, op: str, body: dict[str, Any], status: int = 200) -> Any:
-    answer = requests.post(
-        f"{pc.app}/v1/browser-recording/{op}",
-        json=body,
-        headers=pc.headers(),
-        timeout=deadline(120),
-    )
-    assert answer.status_code == status, (op, answer.status_code, answer.text[:2000])
-    return answer.json()
-
-
 def _reader(folder: Path) -> Callable[[str], bytes | None]:
     """A recording's files, read from where it was fetched."""
     return lambda name: (folder / name).read_bytes() if (folder / name).is_file() else None
@@ -152,8 +141,7 @@ def test_a_recording_per_scope_holds_only_its_own(
     """Alice walks red pages and Bob blue ones, at once, each recorded."""
     keys = {u: f"scoped-{uuid.uuid4().hex[:8]}/{u}" for u in ("alice", "bob")}
     started = {
-        u: _recording(
-            pc,
+        u: pc.recording(
             "start",
             {
                 "request_id": uuid.uuid4().hex,
@@ -175,8 +163,7 @@ def test_a_recording_per_scope_holds_only_its_own(
         thread.start()
     time.sleep(7)
     manifests = {
-        u: _recording(
-            pc,
+        u: pc.recording(
             "end",
             {"recording_id": started[u], "upload": run_store.grant(keys[u], started_here=False)},
         )
@@ -210,8 +197,7 @@ def test_a_recording_per_scope_holds_only_its_own(
         assert shown & set(walks[user]), (user, shown)
         assert not shown & set(walks[other]), (user, shown)
     # Left out, the scope is the home one, and a scope the computer lacks is refused.
-    refused = _recording(
-        pc,
+    refused = pc.recording(
         "start",
         {
             "request_id": uuid.uuid4().hex,
@@ -328,8 +314,7 @@ def test_two_agents_in_one_shared_scope(
     with computer(image, users=users, scopes=scopes, network=run_network) as shared:
         serve_inside(shared, 8100)
         key = f"shared-{uuid.uuid4().hex[:8]}/team"
-        started = _recording(
-            shared,
+        started = shared.recording(
             "start",
             {
                 "request_id": uuid.uuid4().hex,
@@ -343,8 +328,7 @@ def test_two_agents_in_one_shared_scope(
         shared.op("navigate", {"url": SITE + "/c/blue?bob", "tab": opened["tab"]}, user="bob")
         shared.op("navigate", {"url": SITE + "/c/green?carol"}, user="carol")
         time.sleep(2)
-        manifest = _recording(
-            shared,
+        manifest = shared.recording(
             "end",
             {"recording_id": started, "upload": run_store.grant(key, started_here=False)},
         )

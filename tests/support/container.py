@@ -183,6 +183,17 @@ class Computer:
         kind = answer.headers.get("Content-Type", "")
         return answer.json() if kind.startswith("application/json") else answer.content
 
+    def recording(self, op: str, body: dict[str, Any], status: int = 200) -> Any:
+        """A browser-recording/v1 op (``start``, ``end``) with the control token."""
+        answer = requests.post(
+            f"{self.app}/v1/browser-recording/{op}",
+            json=body,
+            headers=self.headers(),
+            timeout=deadline(120),
+        )
+        assert answer.status_code == status, (op, answer.status_code, answer.text[:2000])
+        return answer.json()
+
     def log(self, after: int = 0) -> tuple[list[dict[str, Any]], int]:
         """The action log through ``log`` with the control token, page by page."""
         lines: list[dict[str, Any]] = []
