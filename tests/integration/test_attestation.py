@@ -27,11 +27,11 @@ from tests.integration.test_recording_store import (  # noqa: F401 - fixtures
     ACCESS_KEY,
     ALIAS,
     BUCKET,
+    GRANT,
     REGION,
     SECRET,
     Store,
     network,
-    recording,
     store,
 )
 from tests.support.cdp import RawCdp, browser_ws_url
@@ -126,19 +126,13 @@ def test_a_recording_verifies_and_forgeries_are_named(
     store: Store,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    grant = {
-        "url": f"s3://{BUCKET}/{PREFIX}",
-        "endpoint_url": f"http://{ALIAS}:5000",
-        "region": REGION,
-        "access_key_id": ACCESS_KEY,
-        "secret_access_key": SECRET,
-    }
+    grant = GRANT
     with computer(image, network=network) as pc:
         site = pc.serve_site()
         key = requests.get(pc.app + "/card", timeout=deadline(30)).json()["attestation"]["key"]
         digest = pc.exec("cat", "/opt/agentenv/image.digest").strip()
         ask = {"request_id": uuid.uuid4().hex, "upload": grant, "scope": "alice"}
-        rec_id = str(recording(pc, "start", ask)["recording_id"])
+        rec_id = str(pc.recording("start", ask)["recording_id"])
         under = f"{PREFIX}/{rec_id}/"
         pc.op("navigate", {"url": site + "/next"}, user="alice")
         answer = asyncio.run(_refused_command(pc))
@@ -148,7 +142,7 @@ def test_a_recording_verifies_and_forgeries_are_named(
             "the navigation's frame in the store",
             timeout_s=30,
         )
-        manifest = recording(pc, "end", {"recording_id": rec_id})
+        manifest = pc.recording("end", {"recording_id": rec_id})
 
     # What the computer says it is, in start.json and the manifest, signed.
     start = json.loads(store.get(under + "start.json"))

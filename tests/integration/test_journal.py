@@ -16,11 +16,11 @@ from tests.integration.test_recording_store import (  # noqa: F401 - fixtures
     ACCESS_KEY,
     ALIAS,
     BUCKET,
+    GRANT,
     REGION,
     SECRET,
     Store,
     network,
-    recording,
     store,
 )
 from tests.support.container import CONTROL, SUPERVISORCTL, Computer, computer
@@ -54,17 +54,11 @@ def test_a_killed_recorders_recording_ends_signed_from_its_journal(
     store: Store,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    grant = {
-        "url": f"s3://{BUCKET}/{PREFIX}",
-        "endpoint_url": f"http://{ALIAS}:5000",
-        "region": REGION,
-        "access_key_id": ACCESS_KEY,
-        "secret_access_key": SECRET,
-    }
+    grant = GRANT
     with computer(image, network=network) as pc:
         key = requests.get(pc.app + "/card", timeout=deadline(30)).json()["attestation"]["key"]
         ask = {"request_id": uuid.uuid4().hex, "upload": grant}
-        rec_id = str(recording(pc, "start", ask)["recording_id"])
+        rec_id = str(pc.recording("start", ask)["recording_id"])
         under = f"{PREFIX}/{rec_id}/"
         wait_for(lambda: "frames/0000-first.jpg" in store.keys(under), "the first frame")
         path = f"{JOURNAL}/{rec_id}.jsonl"
