@@ -319,12 +319,17 @@ class BrowserLink:
 
 
 async def capture(
-    link: BrowserLink, tab: str, fmt: str, quality: int | None = None, fast: bool = False
+    link: BrowserLink,
+    tab: str,
+    fmt: str,
+    quality: int | None = None,
+    fast: bool = False,
+    deadline_s: float = CAPTURE_DEADLINE_S,
 ) -> bytes:
     """A screenshot of ``tab``, never bringing it to the front.
 
     A capture still unanswered after :data:`SECOND_CAPTURE_S` is followed by
-    a second; the first answer wins; every capture has a deadline. ``fast``
+    a second; the first answer wins; each has ``deadline_s``. ``fast``
     asks Chromium to encode for speed rather than size (the live view: it
     took the view's cost at five frames a second from 11.8 % of a core to
     9.8 %; a scaled ``clip`` made it 14.7 %, Chromium painting anew).
@@ -340,9 +345,7 @@ async def capture(
 
     def shot() -> asyncio.Future[dict[str, Any]]:
         return asyncio.ensure_future(
-            link.call(
-                "Page.captureScreenshot", params, session=session, deadline_s=CAPTURE_DEADLINE_S
-            )
+            link.call("Page.captureScreenshot", params, session=session, deadline_s=deadline_s)
         )
 
     tasks = {shot()}
@@ -350,9 +353,10 @@ async def capture(
     if not done:
         tasks.add(shot())
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    answer = next(iter(done))
+    answered = [t for t in done if t.exception() is None]  # both may fail at once
+    answer = answered[0] if answered else next(iter(done))
     for task in tasks - {answer}:
-        task.cancel()
+        task.cancel()  # still waiting; one done is read already
     return base64.b64decode(answer.result()["data"])
 
 

@@ -48,7 +48,16 @@ from agentenv.recorder.har import Har
 from agentenv.recorder.journal import Journal, Journaled, start_line
 from agentenv.recorder.provenance import Provenance, sign_manifest
 from agentenv.recorder.video import Video, moves_video, seconds_of
-from agentenv.relay_link import BrowserError, BrowserLink, CdpError, active_tab, capture, pages
+from agentenv.relay_link import (
+    CAPTURE_DEADLINE_S,
+    SECOND_CAPTURE_S,
+    BrowserError,
+    BrowserLink,
+    CdpError,
+    active_tab,
+    capture,
+    pages,
+)
 
 __all__ = ["END_WAIT_S", "LOAD_WAIT_S", "Recording"]
 
@@ -60,11 +69,14 @@ log = logging.getLogger("agentenv.recorder")
 END_WAIT_S = 10.0
 #: How long a frame waits for its tab's page to finish loading.
 LOAD_WAIT_S = 5.0
-#: How long after a frame's first try another may begin, its tabs closing
-#: under it. One try takes at most LOAD_WAIT_S + a capture's 10.5 s, so a
-#: frame ends within the :data:`_LOOP_END_S` an end gives the frame in hand.
-FRAME_WAIT_S = 10.0
+#: How long one frame may take to find its tab and capture it, its tabs
+#: closing under it; a try begins only with :data:`_TRY_LEAST_S` left. An
+#: end gives the frame in hand :data:`_LOOP_END_S` (the rest for its upload).
+FRAME_WAIT_S = 20.0
+_TRY_LEAST_S = 2.0
 _LOOP_END_S = 30.0
+#: How long the relay's front tab may still name a tab just closed.
+_FRONT_WAIT_S = 1.0
 #: How many tabs one frame tries when each closes under its capture.
 _TAB_TRIES = 3
 #: Chromium's answer to a command on a page being closed, and how long such
@@ -161,17 +173,20 @@ class Recording:
 
     # -- frames ------------------------------------------------------------------
 
-    async def _page_loaded(self, tab: str) -> bool:
-        """Wait (bounded) for ``tab``'s page to have loaded; False if it cannot say.
+    async def _page_loaded(self, tab: str, until: float) -> bool:
+        """Wait for ``tab``'s page to have loaded, at most :data:`LOAD_WAIT_S`
+        and never past ``until`` (monotonic); False if it cannot say.
 
         A navigation in flight (the relay hears its main frame start loading,
         before the new page answers) is waited for, so a slow page's frame
         shows the new page, not the old one still on screen."""
-        deadline = time.monotonic() + LOAD_WAIT_S
+        deadline = min(time.monotonic() + LOAD_WAIT_S, until)
         try:
             session = await self.link.session(tab)
             while time.monotonic() < deadline:
-                known = await self.link.control(Tabs(), TabOrder, deadline_s=2.0)
+                known = await self.link.control(
+                    Tabs(), TabOrder, deadline_s=max(0.2, min(2.0, deadline - time.monotonic()))
+                )
                 if tab in known.loading:
                     await asyncio.sleep(0.05)
                     continue
@@ -198,28 +213,53 @@ class Recording:
         return {p["targetId"]: p for p in await pages(self.link)}
 
     async def _front(self, aim: _Aim) -> dict[str, dict[str, Any]]:
-        """Aim at ``aim.tab`` if it is open, else at the tab in front; the open tabs."""
+        """Aim at ``aim.tab`` if it is open, else at the tab in front; the open tabs.
+
+        The relay hears a tab close on its own connection to Chromium, so
+        just after a close it may still name the closed tab as the one in
+        front: it is asked again for up to :data:`_FRONT_WAIT_S`, then the
+        first open tab is taken."""
         open_tabs = await self._open_tabs()
-        if aim.tab not in open_tabs:
-            aim.tab, aim.url = await active_tab(self.link), None
+        if aim.tab in open_tabs:
+            return open_tabs
+        aim.url = None
+        end = time.monotonic() + _FRONT_WAIT_S
+        while True:
+            aim.tab = await active_tab(self.link)
             if aim.tab is None:
                 raise BrowserError("no tab is open")
             open_tabs = await self._open_tabs()
+            if aim.tab in open_tabs:
+                return open_tabs
+            if time.monotonic() > end:
+                break
+            await asyncio.sleep(0.1)
+        if not open_tabs:
+            raise BrowserError("no tab is open")
+        aim.tab = next(iter(open_tabs))
         return open_tabs
 
-    async def _closing(self, tab: str, exc: BrowserError) -> bool:
+    async def _gone(self, tab: str, exc: BrowserError) -> bool:
         """Whether ``tab`` went away under a capture that failed with ``exc``.
-        A page being closed answers "Not attached to an active page" while
-        it is still listed: it is given :data:`_CLOSING_WAIT_S` to go."""
-        if tab not in await self._open_tabs():
-            return True
-        if not (isinstance(exc, CdpError) and _CLOSING in exc.message):
-            return False
-        end = time.monotonic() + _CLOSING_WAIT_S
-        while time.monotonic() < end:
-            await asyncio.sleep(0.1)
+        A page being closed answers "Not attached to an active page", and its
+        session ends, while it is still listed: it is given
+        :data:`_CLOSING_WAIT_S` to go. Not knowing (the tab list not
+        answering) counts as not gone."""
+        closing = isinstance(exc, CdpError) and (
+            _CLOSING in exc.message or exc.code == SESSION_GONE["code"]
+        )
+        try:
             if tab not in await self._open_tabs():
                 return True
+            if not closing:
+                return False
+            end = time.monotonic() + _CLOSING_WAIT_S
+            while time.monotonic() < end:
+                await asyncio.sleep(0.1)
+                if tab not in await self._open_tabs():
+                    return True
+        except BrowserError:
+            pass
         return False
 
     async def _picture(self, aim: _Aim, index: int) -> tuple[bytes, ImageType]:
@@ -230,19 +270,22 @@ class Recording:
         given id not found", "Not attached to an active page", or never)
         gives way to the tab in front, whose page is waited for in turn; a
         session that ended under a tab still open gives way to a new one.
-        At most :data:`_TAB_TRIES` tries, within :data:`FRAME_WAIT_S`. A page
+        At most :data:`_TAB_TRIES` tries, all within :data:`FRAME_WAIT_S`
+        (each later try's load wait and capture cut to the time left). A page
         that cannot paint (a dialog) gives its last capture, as it was.
         """
         end = time.monotonic() + FRAME_WAIT_S
+        why = f"the tabs closed under {_TAB_TRIES} captures in a row"
         for _ in range(_TAB_TRIES):
-            if time.monotonic() > end:
+            if end - time.monotonic() < _TRY_LEAST_S:
+                why = f"the tabs closed under its captures for {FRAME_WAIT_S:.0f} s"
                 break
             await self._front(aim)
             tab = aim.tab
             assert tab is not None
-            answered = await self._page_loaded(tab)
+            answered = await self._page_loaded(tab, end - _TRY_LEAST_S / 2)
             open_tabs = await self._front(aim)  # it may have closed while loading
-            if aim.tab != tab or aim.tab not in open_tabs:
+            if aim.tab != tab:
                 continue  # the tab in front, its own page waited for
             # The URL shown when the capture is taken (after the load wait).
             raw = str(open_tabs[tab].get("url", ""))
@@ -252,14 +295,16 @@ class Recording:
                 session = await self.link.session(tab)
                 if not answered and tab in self._last_capture:
                     raise BrowserError("the page does not answer (a dialog?)")
-                data = await capture(self.link, tab, "jpeg", 80)
+                left = end - time.monotonic() - SECOND_CAPTURE_S
+                left = min(CAPTURE_DEADLINE_S, max(_TRY_LEAST_S / 2, left))
+                data = await capture(self.link, tab, "jpeg", 80, deadline_s=left)
             except (BrowserError, CdpError) as exc:
+                if await self._gone(tab, exc):
+                    continue  # it closed under the capture: the tab in front
                 if isinstance(exc, CdpError) and exc.code == SESSION_GONE["code"]:
-                    if session is not None:  # ended: a new one, if the tab is open
+                    if session is not None:  # it ended under a tab still open
                         self.link.forget(tab, session)
                     continue
-                if await self._closing(tab, exc):
-                    continue  # it closed under the capture: the tab in front
                 if tab not in self._last_capture:
                     raise
                 return self._last_capture[tab]
@@ -268,7 +313,7 @@ class Recording:
             if self.video is not None and tab == self.video.tab:
                 self.video.picture(data, self._shot_at[index])  # the same picture
             return data, "jpeg"
-        raise BrowserError(f"the tabs closed under {_TAB_TRIES} captures in a row")
+        raise BrowserError(why)
 
     async def take(self, kind: FrameKind, after: list[int], tab: str | None) -> None:
         """Take, upload and list one frame (one at a time)."""
