@@ -27,11 +27,11 @@ from tests.integration.test_recording_store import (  # noqa: F401 - fixtures
     ACCESS_KEY,
     ALIAS,
     BUCKET,
-    GRANT,
     REGION,
     SECRET,
     Store,
     network,
+    s3_grant,
     store,
 )
 from tests.support.cdp import RawCdp, browser_ws_url
@@ -126,7 +126,7 @@ def test_a_recording_verifies_and_forgeries_are_named(
     store: Store,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    grant = GRANT
+    grant = s3_grant(PREFIX)
     with computer(image, network=network) as pc:
         site = pc.serve_site()
         key = requests.get(pc.app + "/card", timeout=deadline(30)).json()["attestation"]["key"]

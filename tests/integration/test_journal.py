@@ -16,11 +16,11 @@ from tests.integration.test_recording_store import (  # noqa: F401 - fixtures
     ACCESS_KEY,
     ALIAS,
     BUCKET,
-    GRANT,
     REGION,
     SECRET,
     Store,
     network,
+    s3_grant,
     store,
 )
 from tests.support.container import CONTROL, SUPERVISORCTL, Computer, computer
@@ -54,7 +54,7 @@ def test_a_killed_recorders_recording_ends_signed_from_its_journal(
     store: Store,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    grant = GRANT
+    grant = s3_grant(PREFIX)
     with computer(image, network=network) as pc:
         key = requests.get(pc.app + "/card", timeout=deadline(30)).json()["attestation"]["key"]
         ask = {"request_id": uuid.uuid4().hex, "upload": grant}

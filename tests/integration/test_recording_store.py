@@ -105,18 +105,20 @@ def store(store_image: str, network: Any) -> Iterator[Store]:
         container.remove(force=True)
 
 
-#: The upload grant of a recording into the store, as a harness gives it.
-GRANT = {
-    "url": f"s3://{BUCKET}/{PREFIX}",
-    "endpoint_url": f"http://{ALIAS}:5000",
-    "region": REGION,
-    "access_key_id": ACCESS_KEY,
-    "secret_access_key": SECRET,
-}
+def s3_grant(prefix: str) -> dict[str, str]:
+    """The upload grant of a recording into the store under ``prefix`` (each
+    test file its own), as a harness gives it."""
+    return {
+        "url": f"s3://{BUCKET}/{prefix}",
+        "endpoint_url": f"http://{ALIAS}:5000",
+        "region": REGION,
+        "access_key_id": ACCESS_KEY,
+        "secret_access_key": SECRET,
+    }
 
 
 def test_a_recording_uploads_to_s3_on_the_network(image: str, network: Any, store: Store) -> None:
-    grant = GRANT
+    grant = s3_grant(PREFIX)
     with computer(image, network=network) as pc:
         site = pc.serve_site()
         started = pc.recording("start", {"request_id": uuid.uuid4().hex, "upload": grant})
