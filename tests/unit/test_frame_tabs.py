@@ -99,13 +99,10 @@ def _recording(browser: _Browser) -> Recording:
     )
 
 
-def _frame(browser: _Browser, tab: str = "B") -> tuple[_Aim, bytes]:
-    async def run() -> tuple[_Aim, bytes]:
-        aim = _Aim(tab)
-        data, _ = await _recording(browser)._picture(aim, 0)
-        return aim, data
-
-    return asyncio.run(run())
+def _frame(browser: _Browser, aim: _Aim) -> bytes:
+    """One frame's picture, ``aim`` left where the frame got."""
+    data, _ = asyncio.run(_recording(browser)._picture(aim, 0))
+    return data
 
 
 def test_a_page_still_listed_while_it_closes_gives_way_to_the_front_tab() -> None:
@@ -117,8 +114,8 @@ def test_a_page_still_listed_while_it_closes_gives_way_to_the_front_tab() -> Non
         raise CdpError("Page.captureScreenshot", "Not attached to an active page", -32000)
 
     browser = _Browser("B", {"B": closing, "F": _front})
-    aim, data = _frame(browser)
-    assert (aim.tab, aim.url, data) == ("F", URLS["F"], b"F")
+    aim = _Aim("B")
+    assert (_frame(browser, aim), aim.tab, aim.url) == (b"F", "F", URLS["F"])
 
 
 def test_the_relays_front_tab_naming_the_closed_tab_is_asked_again() -> None:
@@ -130,8 +127,8 @@ def test_the_relays_front_tab_naming_the_closed_tab_is_asked_again() -> None:
         return {"error": SESSION_GONE}  # as the link answers it at the detach
 
     browser = _Browser("B", {"B": ended, "F": _front})
-    aim, data = _frame(browser)
-    assert (aim.tab, data) == ("F", b"F") and browser.forgotten == []
+    aim = _Aim("B")
+    assert (_frame(browser, aim), aim.tab) == (b"F", "F") and browser.forgotten == []
 
 
 def test_a_session_that_keeps_ending_under_an_open_tab_is_tried_anew_three_times(
@@ -147,12 +144,8 @@ def test_a_session_that_keeps_ending_under_an_open_tab_is_tried_anew_three_times
     monkeypatch.setattr(recording_module, "_CLOSING_WAIT_S", 0.2)
     browser = _Browser("B", {"B": ends, "F": _front})
     aim = _Aim("B")
-
-    async def run() -> None:
-        await _recording(browser)._picture(aim, 0)
-
     with pytest.raises(BrowserError, match="closed under 3 captures"):
-        asyncio.run(run())
+        _frame(browser, aim)
     assert [tab for tab, _ in browser.forgotten] == ["B", "B", "B"]
     assert len({session for _, session in browser.forgotten}) == 3
     assert (aim.tab, aim.url) == ("B", URLS["B"])
@@ -171,13 +164,8 @@ def test_one_frame_ends_within_its_time_whatever_its_tabs_do(
 
     browser = _Browser("B", {"B": hangs, "F": _front})
     began = time.monotonic()
-    aim = _Aim("B")
-
-    async def run() -> None:
-        await _recording(browser)._picture(aim, 0)
-
     with pytest.raises(BrowserError, match="no answer"):
-        asyncio.run(run())
+        _frame(browser, _Aim("B"))
     assert time.monotonic() - began < 3.0 + 1.0
     assert browser.deadlines and all(d <= min(CAPTURE_DEADLINE_S, 3.0) for d in browser.deadlines)
 
