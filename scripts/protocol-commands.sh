@@ -36,7 +36,49 @@ params = {
     for d in domains
     for c in d.get("commands", [])
 }
-data = {"chromium": version, "params": {c: params[c] for c in commands}}
+# Where each command takes an id V8 reads (relay/ids.py): a parameter of an
+# id type at any depth, through object and array types.
+types = {f"{d['domain']}.{t['id']}": t for d in domains for t in d.get("types", [])}
+kinds = {
+    "Runtime.ExecutionContextId": "context",
+    "Runtime.RemoteObjectId": "remote-object",
+    "Debugger.CallFrameId": "call-frame",
+    "Runtime.ScriptId": "script",
+    "HeapProfiler.HeapSnapshotObjectId": "heap-object",
+}
+
+
+def places(domain, spec, path, held, depth):
+    ref = spec.get("$ref")
+    if ref:
+        full = ref if "." in ref else f"{domain}.{ref}"
+        if full in kinds:
+            held.append([path, kinds[full]])
+            return
+        found = types.get(full)
+        if found is None or depth > 3:
+            return
+        owner = full.split(".")[0]
+        if found.get("type") == "object":
+            for prop in found.get("properties", []):
+                places(owner, prop, [*path, prop["name"]], held, depth + 1)
+        elif found.get("type") == "array" and "items" in found:
+            places(owner, found["items"], [*path, "[]"], held, depth + 1)
+    elif spec.get("type") == "array" and "items" in spec:
+        places(domain, spec["items"], [*path, "[]"], held, depth + 1)
+    elif spec.get("name") == "uniqueContextId":  # a plain string in the protocol
+        held.append([path, "unique-context"])
+
+
+ids = {}
+for d in domains:
+    for c in d.get("commands", []):
+        held = []
+        for p in c.get("parameters", []):
+            places(d["domain"], p, [p["name"]], held, 0)
+        if held:
+            ids[f"{d['domain']}.{c['name']}"] = held
+data = {"chromium": version, "params": {c: params[c] for c in commands}, "ids": ids}
 open(out, "w").write(json.dumps(data, indent=1, sort_keys=True) + "\n")
 print(f"protocol-commands.sh: {len(commands)} commands of Chromium {version} in {out}")
 PY

@@ -11,7 +11,7 @@ import pytest
 from agentenv.access import Identity
 from agentenv.relay import core
 from agentenv.relay.core import ClientState, Down, Kind, SessionInfo
-from agentenv.relay.worlds import RelayWorlds, context_of
+from agentenv.relay.worlds import RelayWorlds
 
 DOWNLOADS = "/var/lib/agentenv/downloads"
 TAB = "TAB1"
@@ -63,7 +63,7 @@ def test_a_check_runs_only_where_the_worlds_mark_is() -> None:
     ("method", "params"),
     [
         ("Runtime.evaluate", {"expression": "1", "contextId": 5}),
-        ("Runtime.evaluate", {"expression": "1", "uniqueContextId": "U-5"}),
+        ("Runtime.evaluate", {"expression": "1", "uniqueContextId": "-8803.5005"}),
         ("Runtime.callFunctionOn", {"functionDeclaration": "f", "executionContextId": 5}),
         ("Runtime.callFunctionOn", {"functionDeclaration": "f", "objectId": "-77.5.1"}),
         (
@@ -104,14 +104,58 @@ def test_a_command_naming_the_world_is_refused(method: str, params: dict[str, An
     worlds = made()
     state = connection(worlds)
     # What a client with Runtime and Debugger on would learn (and never sees).
-    created = {"context": {"id": 5, "name": worlds.fresh_name(), "uniqueId": "U-5"}}
+    created = {"context": {"id": 5, "name": worlds.fresh_name(), "uniqueId": "-8803.5005"}}
     assert event(state, "Runtime.executionContextCreated", created) is Down.DROP
     parsed = {"scriptId": "88", "executionContextId": 5, "url": ""}
     assert event(state, "Debugger.scriptParsed", parsed) is Down.DROP
     step = send(state, method, params)
     assert step.kind is Kind.BLOCK and step.verdict is not None, step
     assert step.verdict.rule == "relay-world"
-    assert "relay-world" in step.error_answer()["error"]["message"]
+    assert "relay-world" in step.verdict.message  # the record says what it was
+
+
+#: What Chromium 156 answers these commands for an id it does not know (seen
+#: with raw CDP on a fresh tab): a refusal of the relay's world must read the
+#: same, or it tells an agent which number is the world's.
+CHROMIUM_UNKNOWN = {
+    ("Runtime.evaluate", "contextId"): (-32000, "Cannot find context with specified id"),
+    ("Runtime.evaluate", "uniqueContextId"): (-32602, "uniqueContextId not found"),
+    ("Runtime.getProperties", "objectId"): (-32000, "Cannot find context with specified id"),
+    ("Runtime.globalLexicalScopeNames", "executionContextId"): (
+        -32000,
+        "Cannot find context with specified id",
+    ),
+    ("Runtime.compileScript", "executionContextId"): (
+        -32000,
+        "Cannot find context with specified id",
+    ),
+    ("Runtime.addBinding", "executionContextId"): (
+        -32602,
+        "Cannot find execution context with given executionContextId",
+    ),
+    ("Runtime.releaseObject", "objectId"): (-32000, "Cannot find context with specified id"),
+    ("DOM.describeNode", "objectId"): (-32000, "Cannot find context with specified id"),
+    ("Debugger.getScriptSource", "scriptId"): (-32000, "No script for id: 88"),
+}
+
+
+@pytest.mark.parametrize(("method", "where"), sorted(CHROMIUM_UNKNOWN))
+def test_a_refusal_of_the_world_reads_as_chromiums_unknown_id(method: str, where: str) -> None:
+    """``Runtime.globalLexicalScopeNames`` refused exactly for the world's
+    number told the red team which number to use."""
+    worlds = made()
+    state = connection(worlds)
+    created = {"context": {"id": 5, "name": worlds.fresh_name(), "uniqueId": "-8803.5005"}}
+    event(state, "Runtime.executionContextCreated", created)
+    event(state, "Debugger.scriptParsed", {"scriptId": "88", "executionContextId": 5, "url": ""})
+    value = {"contextId": 5, "executionContextId": 5, "uniqueContextId": "-8803.5005"}.get(
+        where, "88" if where == "scriptId" else "-77.5.1"
+    )
+    params: dict[str, Any] = {"expression": "1", "name": "b", where: value}
+    step = send(state, method, params)
+    assert step.verdict is not None and step.verdict.rule == "relay-world", step
+    code, message = CHROMIUM_UNKNOWN[(method, where)]
+    assert step.error_answer()["error"] == {"code": code, "message": message}
 
 
 @pytest.mark.parametrize(
@@ -120,10 +164,8 @@ def test_a_command_naming_the_world_is_refused(method: str, params: dict[str, An
         ("Runtime.evaluate", {"expression": "1", "contextId": 4}),
         ("Runtime.evaluate", {"expression": "1"}),
         ("Runtime.callFunctionOn", {"functionDeclaration": "f", "objectId": "-77.4.1"}),
-        ("Runtime.callFunctionOn", {"functionDeclaration": "f", "objectId": "-77.5x.1"}),
         ("Debugger.setBreakpoint", {"location": {"scriptId": "87", "lineNumber": 0}}),
         ("DOM.resolveNode", {"backendNodeId": 5}),
-        ("Runtime.evaluate", {"expression": "1", "contextId": True}),
     ],
 )
 def test_the_clients_own_contexts_are_its_own(method: str, params: dict[str, Any]) -> None:
@@ -163,15 +205,17 @@ def test_a_page_endpoint_is_the_tabs_own_session() -> None:
 def test_the_worlds_events_never_reach_a_client() -> None:
     worlds = made()
     state = connection(worlds)
-    created = {"context": {"id": 5, "name": worlds.fresh_name(), "uniqueId": "U-5"}}
+    created = {"context": {"id": 5, "name": worlds.fresh_name(), "uniqueId": "-8803.5005"}}
     assert event(state, "Runtime.executionContextCreated", created) is Down.DROP
-    theirs = {"context": {"id": 4, "name": "", "uniqueId": "U-4"}}
+    theirs = {"context": {"id": 4, "name": "", "uniqueId": "-8803.4004"}}
     assert event(state, "Runtime.executionContextCreated", theirs) is Down.PASS
-    playwright = {"context": {"id": 6, "name": "__playwright_utility_world__", "uniqueId": "U-6"}}
+    playwright = {
+        "context": {"id": 6, "name": "__playwright_utility_world__", "uniqueId": "-8803.6006"}
+    }
     assert event(state, "Runtime.executionContextCreated", playwright) is Down.PASS
-    gone = {"executionContextId": 5, "executionContextUniqueId": "U-5"}
+    gone = {"executionContextId": 5, "executionContextUniqueId": "-8803.5005"}
     assert event(state, "Runtime.executionContextDestroyed", gone) is Down.DROP
-    theirs_gone = {"executionContextId": 4, "executionContextUniqueId": "U-4"}
+    theirs_gone = {"executionContextId": 4, "executionContextUniqueId": "-8803.4004"}
     assert event(state, "Runtime.executionContextDestroyed", theirs_gone) is Down.PASS
     ours = {"scriptId": "88", "executionContextId": 5, "url": ""}
     assert event(state, "Debugger.scriptParsed", ours) is Down.DROP
@@ -184,7 +228,7 @@ def test_a_name_seen_before_the_number_is_hidden_too() -> None:
     worlds = RelayWorlds()
     state = connection(worlds)
     worlds.begin(TAB)
-    created = {"context": {"id": 9, "name": worlds.fresh_name(), "uniqueId": "U-9"}}
+    created = {"context": {"id": 9, "name": worlds.fresh_name(), "uniqueId": "-8803.9009"}}
     assert event(state, "Runtime.executionContextCreated", created) is Down.DROP
 
 
@@ -224,14 +268,6 @@ def test_a_stale_number_is_forgotten_with_its_document() -> None:
     assert send(state, "Runtime.evaluate", {"expression": "1", "contextId": 1}).kind is Kind.FORWARD
 
 
-@pytest.mark.parametrize(
-    ("remote", "context"),
-    [("-7386375806474361286.1.2", 1), ("12.34.56", 34), ("1.x.2", None), ("1.2", None), (7, None)],
-)
-def test_context_of_reads_v8s_ids(remote: object, context: int | None) -> None:
-    assert context_of(remote) == context
-
-
 def test_the_worlds_contexts_in_frames_are_refused_too() -> None:
     """A check that looks into a same-origin frame makes the relay's world
     there as well (and from it, ``parent`` is the main frame's world): the
@@ -245,7 +281,7 @@ def test_the_worlds_contexts_in_frames_are_refused_too() -> None:
         step = send(state, "Runtime.evaluate", {"expression": "parent", "contextId": context})
         assert step.kind is Kind.BLOCK, context
     assert send(state, "Runtime.evaluate", {"expression": "1", "contextId": 8}).kind is Kind.FORWARD
-    gone = {"executionContextId": 9, "executionContextUniqueId": "U-9"}
+    gone = {"executionContextId": 9, "executionContextUniqueId": "-8803.9009"}
     assert event(state, "Runtime.executionContextDestroyed", gone) is Down.DROP
     # A pause anywhere in the stack in one of them is undone.
     frames = [

@@ -47,7 +47,7 @@ from pydantic import ValidationError
 
 from agentenv.protocol import MAX_DEPTH, problems, too_deep
 from agentenv.protocol.control import CONTROL_METHODS, ControlParams
-from agentenv.relay import guard, password, scopes
+from agentenv.relay import guard, ids, password, scopes
 from agentenv.relay.connection import (
     IGNORE_CERTIFICATES,
     ClientState,
@@ -146,7 +146,7 @@ class Step:
         """The CDP error answer for an INVALID, BLOCK or refused CONTROL step."""
         code, text = self.code, self.error
         if self.verdict is not None and self.kind is Kind.BLOCK:
-            code, text = self.verdict.code, self.verdict.message
+            code, text = self.verdict.code, self.verdict.told or self.verdict.message
         message: dict[str, Any] = {"error": {"code": code, "message": text}}
         if self.call is not None:
             message = {"id": self.call, **message}
@@ -215,11 +215,20 @@ def receive(
             f"id {call} is already in flight on this connection and session; use a new id",
             message,
         )
+    if params and ids.may_hold_floats(data):
+        params = ids.canonical(params)  # numbers as Chromium will read them
     tab = state.tab_of(session, method, params)
-    step = Step(Kind.FORWARD, call, session, method, params, tab, data=data)
+    # What is sent is what the rules read, written by the relay: never the
+    # client's bytes (keys given twice, odd escapes or number spellings).
+    step = Step(Kind.FORWARD, call, session, method, params, tab)
+    step.data = ids.encode(call, method, params, session)
 
     if method.startswith("AgentEnv."):
         return _control(state, step)
+    wrong = ids.problem(method, params)
+    if wrong is not None:
+        step.kind, step.verdict = Kind.BLOCK, _malformed_id(*wrong)
+        return step
     info = state.sessions.get(session) if session is not None else None
     if info is not None and not info.web:
         step.kind, step.verdict = Kind.BLOCK, guard.web_target_verdict()
@@ -259,18 +268,18 @@ def receive(
         assert verdict.params is not None
         sent = step.scoped if step.scoped is not None else verdict.params
         step.kind, step.verdict, step.params = Kind.REWRITE, verdict, sent
-        step.data = _with_params(message, sent)
+        step.data = ids.encode(call, method, sent, session)
         return step
     if step.scoped is not None:  # the scope's context for the default one
         step.params = step.scoped
-        step.data = _with_params(message, step.scoped)
+        step.data = ids.encode(call, method, step.scoped, session)
     step.everywhere = info is not None and info.everywhere
     if method == "Page.navigate":
         own = info.own if info is not None else state.page_own
         frame = params.get("frameId") if params else None
         step.frame_only = not own or (isinstance(frame, str) and frame != step.tab)
     if method == "Target.setAutoAttach" and params is not None and params.get("autoAttach"):
-        step.data = _with_params(message, auto_attach_filter(params))
+        step.data = ids.encode(call, method, auto_attach_filter(params), session)
     elif password.is_typing(method, params):
         step.typing = True
         step.point = password.drop_point(method, params)
@@ -348,10 +357,10 @@ def _relay_world(
         # A heap object id names any object of the renderer, the relay's
         # world's included (its Function constructor runs code there).
         return relay_world_verdict(f"{method} (a heap object may be the computer's own)")
-    named = worlds.named_in(tab, params)
+    named = worlds.named_in(tab, method, params)
     if named is not None:
-        return relay_world_verdict(named)
-    if tab in worlds.making and worlds.names_a_context(params):
+        return unknown_id_verdict(method, *named)
+    if tab in worlds.making and worlds.names_a_context(method, params):
         step.hold = True
     return None
 
@@ -419,6 +428,51 @@ _HEAP_OBJECTS = frozenset(
 )
 
 
+def unknown_id_verdict(method: str, named: str, value: object) -> guard.Verdict:
+    """A command naming the relay's own world by an id: on the record as the
+    guard's (rule ``relay-world``), answered as Chromium answers an id it
+    does not know, so that no answer tells an agent which number is the
+    world's (a refusal of its own, given exactly there, did)."""
+    code, told = _UNKNOWN_ANSWERS.get((method, named)) or _UNKNOWN_ANSWERS.get(
+        ("", named.rpartition(".")[2]), (-32000, "Cannot find context with specified id")
+    )
+    return guard.Verdict(
+        "relay-world",
+        f"blocked by agentenv guard relay-world: {named} names the computer's own world in "
+        "this tab; answered as Chromium answers an id it does not know",
+        code=code,
+        told=told.format(value=str(value)[:100]),
+    )
+
+
+#: How Chromium 156 answers an id it does not know, by (method, where) or by
+#: ("", the parameter's name); the default: an unknown context.
+_UNKNOWN_ANSWERS: dict[tuple[str, str], tuple[int, str]] = {
+    ("", "uniqueContextId"): (-32602, "uniqueContextId not found"),
+    ("Runtime.addBinding", "executionContextId"): (
+        -32602,
+        "Cannot find execution context with given executionContextId",
+    ),
+    ("", "scriptId"): (-32000, "No script with given id"),
+    ("Debugger.getScriptSource", "scriptId"): (-32000, "No script for id: {value}"),
+}
+
+
+def _malformed_id(where: str, kind: str) -> guard.Verdict:
+    form = {
+        "context": "an integer (as Runtime.executionContextCreated gives it)",
+        "remote-object": "'<isolate>.<context>.<n>', as Chromium gave it",
+        "call-frame": "'<isolate>.<context>.<n>', as Debugger.paused gave it",
+        "unique-context": "'<a>.<b>', as Runtime.executionContextCreated gave it",
+    }.get(kind, "a plain decimal string, as Chromium gave it")
+    return guard.Verdict(
+        "malformed-id",
+        f"blocked by agentenv guard malformed-id: params.{where} must be written as Chromium "
+        f"writes it: {form}; send the id exactly as you received it",
+        code=-32602,
+    )
+
+
 def relay_world_verdict(named: str) -> guard.Verdict:
     return guard.Verdict(
         "relay-world",
@@ -426,10 +480,6 @@ def relay_world_verdict(named: str) -> guard.Verdict:
         "this tab (where it checks for password fields); name your own contexts and objects, "
         "as Runtime.executionContextCreated lists them",
     )
-
-
-def _with_params(message: dict[str, Any], params: dict[str, Any]) -> str:
-    return orjson.dumps({**message, "params": params}).decode()
 
 
 def _control(state: ClientState, step: Step) -> Step:

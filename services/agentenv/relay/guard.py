@@ -70,6 +70,9 @@ class Verdict:
     #: The CDP error code the client gets (an attempt on another scope is
     #: answered as Chromium answers an id it does not know).
     code: int = GUARD_ERROR_CODE
+    #: What the client is told, when not :attr:`message` (which the log
+    #: keeps): Chromium's own answer to an id it does not know.
+    told: str | None = None
 
     def as_entry(self) -> dict[str, str]:
         return {"rule": self.rule, "action": self.action}

@@ -347,10 +347,13 @@ class _Bridge(ToClient):
         again whether it names it."""
         worlds = self.state.worlds
         await self.watcher.probes.world_made(step.tab, password.CHECK_TIMEOUT_S)
-        named = worlds.named_in(self.state.own_tab(step.session), step.params)
-        if named is not None or step.tab in worlds.making:
+        named = worlds.named_in(self.state.own_tab(step.session), step.method, step.params)
+        if named is not None:
             step.kind = Kind.BLOCK
-            step.verdict = core.relay_world_verdict(named or "the context")
+            step.verdict = core.unknown_id_verdict(step.method, *named)
+        elif step.tab in worlds.making:
+            step.kind = Kind.BLOCK
+            step.verdict = core.relay_world_verdict("the context")
 
     async def _kept(self, step: Step) -> None:
         """An ANSWER step: the relay's own commands that carry it out in the

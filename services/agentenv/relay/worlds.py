@@ -27,14 +27,20 @@ team's critical finding). So:
   in one is dropped and the session resumed at once: no client ever holds a
   frame of the relay's.
 - **Never named.** A command on the tab's own session that names a relay
-  world is refused with rule ``relay-world``
-  (:meth:`RelayWorlds.named_in`): ``contextId``, ``executionContextId``,
-  ``uniqueContextId``, any ``…objectId`` or ``callFrameId`` (V8 writes
-  both as ``<isolate>.<context>.<n>``), a ``scriptId`` of the relay's, or
-  ``Debugger.setReturnValue`` while a pause in one is being undone. A
-  breakpoint condition would run in every script its pattern matches, the
-  relay's included: a condition is taken with an exact ``url`` only (the
-  relay's scripts have none), see :mod:`agentenv.relay.guard`.
+  world where the protocol reads an id (:func:`agentenv.relay.ids.found`:
+  ``contextId``, ``executionContextId``, ``uniqueContextId``, an object's
+  or call frame's ``<isolate>.<context>.<n>``, a ``scriptId`` of the
+  relay's) is refused with rule ``relay-world``
+  (:meth:`RelayWorlds.named_in`), and answered as Chromium answers an id
+  it does not know: the refusal tells no agent which number is the
+  world's. Ids are read as V8 reads them, and only in the form V8 writes
+  them (any other is refused first, rule ``malformed-id``), and the relay
+  sends the command as it read it (:func:`agentenv.relay.ids.encode`).
+  ``Debugger.setReturnValue`` while a pause in one is being undone is
+  refused too. A breakpoint condition would run in every script its
+  pattern matches, the relay's included: a condition is taken with an
+  exact ``url`` only (the relay's scripts have none), see
+  :mod:`agentenv.relay.guard`.
 
 Context ids are per renderer process and per tab: one is refused only on
 a session whose target is that tab (or its page endpoint). A session on
@@ -49,31 +55,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CONTEXT_KEYS", "MAX_WALK", "RelayWorlds", "context_of"]
+from agentenv.relay import ids
+
+__all__ = ["RelayWorlds"]
 
 #: The global that holds a world's mark (in the relay's world only).
 _MARK = "__agentenvMark"
-
-#: Parameters that name an execution context by its number.
-CONTEXT_KEYS = frozenset({"contextId", "executionContextId"})
-#: How deep :meth:`RelayWorlds.named_in` looks into params (CDP's id-bearing
-#: fields sit at most three levels down: ``arguments[].objectId``,
-#: ``location.scriptId``).
-MAX_WALK = 4
-
-
-def context_of(remote_id: object) -> int | None:
-    """The execution context a V8 object or call-frame id lives in:
-    ``<isolate>.<context>.<n>``'s middle part, else None."""
-    if not isinstance(remote_id, str):
-        return None
-    parts = remote_id.split(".")
-    if len(parts) != 3:
-        return None
-    try:
-        return int(parts[1])
-    except ValueError:
-        return None
 
 
 @dataclass
@@ -222,7 +209,7 @@ class RelayWorlds:
                 continue
             location = frame.get("location")
             script = location.get("scriptId") if isinstance(location, Mapping) else None
-            if context_of(frame.get("callFrameId")) in numbers or (
+            if ids.context_of(frame.get("callFrameId")) in numbers or (
                 isinstance(script, str) and script in scripts
             ):
                 return True
@@ -230,60 +217,37 @@ class RelayWorlds:
 
     # -- a client to Chromium ---------------------------------------------------
 
-    def named_in(self, tab: str | None, params: Mapping[str, Any] | None) -> str | None:
-        """What in a command's params names a relay world of ``tab``, or None."""
+    def named_in(
+        self, tab: str | None, method: str, params: Mapping[str, Any] | None
+    ) -> tuple[str, Any] | None:
+        """Where a command's params name a relay world of ``tab`` (an id at one
+        of the places the protocol reads one, :func:`agentenv.relay.ids.found`)
+        and the id, or None. Ids not in V8's own form never get here (rule
+        ``malformed-id``)."""
         if not params or tab is None:
             return None
         contexts = self._numbers(tab)
-        scripts = self.scripts.get(tab, set())
-        unique = {self.unique[tab]} if tab in self.unique else set()
-        return _walk(params, contexts, scripts, unique, MAX_WALK)
+        for kind, where, value in ids.found(method, params):
+            if kind == "context":
+                hit = value in contexts
+            elif kind == "remote-object" or kind == "call-frame":
+                hit = ids.context_of(value) in contexts
+            elif kind == "script":
+                hit = value in self.scripts.get(tab, ())
+            elif kind == "unique-context":
+                hit = value == self.unique.get(tab)
+            else:  # heap-object: any world's object (the core refuses those)
+                hit = False
+            if hit:
+                return where, value
+        return None
 
-    def names_a_context(self, params: Mapping[str, Any] | None) -> bool:
+    def names_a_context(self, method: str, params: Mapping[str, Any] | None) -> bool:
         """Whether params name any execution context (its number, an object
         or a call frame in it): such a command waits while a world is being
         made in its tab, whose number the relay does not know yet."""
-        if not params:
-            return False
-        return _walk(params, _ANY, set(), set(), MAX_WALK) is not None
+        return any(kind in _CONTEXT_KINDS for kind, _, _ in ids.found(method, params))
 
 
-class _Everything(set[int]):
-    def __contains__(self, item: object) -> bool:
-        return isinstance(item, int)
-
-
-_ANY = _Everything()
-
-
-def _walk(
-    node: Mapping[str, Any],
-    contexts: set[int],
-    scripts: set[str],
-    unique: set[str],
-    depth: int,
-) -> str | None:
-    for key, value in node.items():
-        if key in CONTEXT_KEYS:
-            if isinstance(value, int) and not isinstance(value, bool) and value in contexts:
-                return key
-        elif key == "uniqueContextId":
-            if isinstance(value, str) and value in unique:
-                return key
-        elif key.endswith(("objectId", "ObjectId")) or key == "callFrameId":
-            if context_of(value) in contexts:
-                return key
-        elif key == "scriptId":
-            if isinstance(value, str) and value in scripts:
-                return key
-        elif depth > 1 and isinstance(value, Mapping):
-            found = _walk(value, contexts, scripts, unique, depth - 1)
-            if found is not None:
-                return found
-        elif depth > 1 and isinstance(value, list):
-            for item in value:
-                if isinstance(item, Mapping):
-                    found = _walk(item, contexts, scripts, unique, depth - 1)
-                    if found is not None:
-                        return found
-    return None
+#: Id kinds that name an execution context.
+_CONTEXT_KINDS = frozenset({"context", "remote-object", "call-frame", "unique-context"})
