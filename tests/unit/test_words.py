@@ -55,7 +55,7 @@ def api(op: str, **args: Any) -> ActionLine:
 def test_a_playwright_agents_setup_never_appears() -> None:
     setup = [
         cdp("Browser.setDownloadBehavior", behavior="allowAndName"),
-        cdp("Page.addScriptToEvaluateOnNewDocument", source="…"),
+        cdp("Page.addScriptToEvaluateOnNewDocument", source="window.__pw = 1"),
         cdp("Emulation.setFocusEmulationEnabled", enabled=True),
         cdp("Emulation.setEmulatedMedia", media=""),
         cdp("Runtime.evaluate", expression="document.title"),
@@ -65,10 +65,12 @@ def test_a_playwright_agents_setup_never_appears() -> None:
     ]
     assert words(setup) == []
     # A step that holds only setup still says what the agent did.
-    assert describe(setup) == "run script on the page: document.title"
-    assert describe(setup[:4]) == (
+    assert describe(setup) == "run script on the page: window.__pw = 1"
+    assert describe(setup[2:]) == "run script on the page: document.title"
+    settings = [setup[0], *setup[2:4], cdp("Network.setCacheDisabled", cacheDisabled=True)]
+    assert describe(settings) == (
         "set up the browser: Browser.setDownloadBehavior, "
-        "Page.addScriptToEvaluateOnNewDocument, Emulation.setFocusEmulationEnabled and 1 more"
+        "Emulation.setFocusEmulationEnabled, Emulation.setEmulatedMedia and 1 more"
     )
     assert describe([]) == "(no action)"
     assert describe([*setup, cdp("Input.insertText", text="shoes")]) == 'type "shoes"'

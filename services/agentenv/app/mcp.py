@@ -52,9 +52,9 @@ from agentenv.app.caller import Caller, caller_of
 from agentenv.app.toolcall import ToolCallError, role
 from agentenv.http import asgi_error
 from agentenv.log.argpaths import READ_ARGS, file_args, rooted
-from agentenv.log.marks import tool_acts
 from agentenv.paths import inside
 from agentenv.protocol.control import Done, Revoke, Token, TokenGrant
+from agentenv.protocol.log import ACTING, READING
 from agentenv.relay.scopes import Scopes
 from agentenv.relay_link import BrowserError, BrowserLink, CdpError
 from agentenv.settings import Settings
@@ -433,7 +433,7 @@ class McpProxy:
                 tool=name,
                 call=call,
                 args=args,
-                acts=tool_acts(read_only),
+                acts=READING if read_only else ACTING,  # acting unless it says it reads
                 typing=typing,
                 scope=[session.tag],
             ) as action:

@@ -28,7 +28,18 @@ from agentenv.protocol.log import ActionBody, LogLine, agent_act
 
 __all__ = ["MASK", "SCRIPT_SHOWN", "describe", "step_words", "words"]
 
-_SCRIPTS = frozenset({"Runtime.evaluate", "Runtime.callFunctionOn"})
+#: Commands that run an agent's code on the page, and where their code is.
+_SCRIPTS = {
+    "Runtime.evaluate": "expression",
+    "Runtime.callFunctionOn": "functionDeclaration",
+    "Runtime.compileScript": "expression",
+    "Debugger.evaluateOnCallFrame": "expression",
+    "Debugger.setBreakpoint": "condition",
+    "Debugger.setBreakpointByUrl": "condition",
+    "Debugger.setBreakpointOnFunctionCall": "condition",
+    "Page.addScriptToEvaluateOnNewDocument": "source",
+    "Page.addScriptToEvaluateOnLoad": "scriptSource",
+}
 
 MASK = "••••"
 
@@ -295,8 +306,11 @@ def step_words(lines: Iterable[LogLine]) -> list[str]:
     acts = [a for line in lines if (a := agent_act(line)) is not None]
     for action in acts:
         params = action.get("params")
-        if action.get("method") in _SCRIPTS and isinstance(params, dict):
-            script = params.get("expression", params.get("functionDeclaration"))
+        code = _SCRIPTS.get(str(action.get("method")))
+        if code is not None and isinstance(params, dict):
+            script = params.get(code)
+            if isinstance(script, dict):  # a long one, cut: its first part
+                script = script.get("cut")
             if isinstance(script, str) and script.strip():
                 shown = " ".join(script.split())
                 cut = "…" if len(shown) > SCRIPT_SHOWN else ""

@@ -1,8 +1,8 @@
 """The action log: one JSON line per action and tab event (SPEC.md section 1).
 
-Pure parts, free of I/O and unit-tested on their own:
+Pure parts, free of I/O and unit-tested on their own (which CDP methods act
+and which read is the relay's protocol table, :mod:`agentenv.relay.commands`):
 
-- :mod:`.marks` — which CDP methods act and which read;
 - :mod:`.redact` — secrets out of every text and value before it is written;
 - :mod:`.cdp_params` — a CDP command's params as the log keeps them, method by method;
 - :mod:`.argpaths` — paths into arguments: typed text withheld and put back, files named;

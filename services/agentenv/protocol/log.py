@@ -23,11 +23,14 @@ from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 __all__ = [
+    "ACTING",
     "AGENT_VIAS",
     "LINE_KINDS",
+    "READING",
     "WHERE_METHODS",
     "ActionBody",
     "ActionLine",
+    "Acts",
     "BreakBody",
     "BreakLine",
     "By",
@@ -50,6 +53,13 @@ __all__ = [
     "scope_of",
     "tab_of",
 ]
+
+#: An entry's mark (SPEC.md section 1, "Acting or reading"): ``reading``
+#: only what is shown unable to change any page, its pixels, its network
+#: or its storage; everything else ``acting``.
+Acts = Literal["acting", "reading"]
+ACTING: Acts = "acting"
+READING: Acts = "reading"
 
 LineKind = Literal["action", "tab", "reset", "outcome", "lost", "break"]
 LINE_KINDS: tuple[LineKind, ...] = ("action", "tab", "reset", "outcome", "lost", "break")
@@ -86,7 +96,7 @@ class ActionBody(TypedDict, total=False):
     tool: str
     call: str | int  # a JSON-RPC id
     op: str
-    acts: str  # acting | reading
+    acts: str  # acting | reading (Acts)
     tab: str | None
     url: str | None
     params: Any  # with secrets removed (a CDP command's params, as sent)

@@ -20,15 +20,14 @@ from agentenv.access import Identity
 from agentenv.log.argpaths import restore_paths, withhold_path
 from agentenv.log.cdp_params import redact_params
 from agentenv.log.lines import BROWSER_EXITED
-from agentenv.log.marks import ACTING, READING, Acts, acts
 from agentenv.log.redact import redact, redact_cut, redact_text
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import RelayCounts
 from agentenv.protocol.control import BeginAction, EndAction
-from agentenv.protocol.log import says_where
+from agentenv.protocol.log import ACTING, READING, Acts, says_where
 from agentenv.relay.causes import TAB_METHODS, Causes, TabCommand
+from agentenv.relay.commands import classify
 from agentenv.relay.log_budget import LogBudget
-from agentenv.relay.pinned import PARAMS
 from agentenv.settings import Settings
 
 __all__ = ["Action", "ActionScope", "Logbook", "used_params"]
@@ -45,8 +44,9 @@ class _Learnt(dict[str, _Facts]):
     def __missing__(self, method: str) -> _Facts:
         if len(self) > 4096:  # a client inventing names: stay bounded
             self.clear()
-        mark = acts(method)
-        found = self[method] = (mark, mark == ACTING, method in TAB_METHODS, PARAMS.get(method))
+        command = classify(method)  # the protocol table: a name it lacks acts
+        mark = command.acts
+        found = self[method] = (mark, mark == ACTING, method in TAB_METHODS, command.params)
         return found
 
 
@@ -573,7 +573,7 @@ def used_params(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
     names) when the rest is over :data:`UNUSED_KEPT` bytes: that is logged by
     its count and size, never whole (Chromium ignores it, and whole it filled
     the log: issue 22)."""
-    known = PARAMS.get(method, frozenset())
+    known = classify(method).params or frozenset()
     unused = {k: v for k, v in params.items() if k not in known}
     try:
         size = len(orjson.dumps(unused))

@@ -43,9 +43,10 @@ import orjson
 from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 
 from agentenv.log.cdp_params import redact_params
-from agentenv.log.marks import method_acts
+from agentenv.protocol.log import ACTING
 from agentenv.relay import core, elements, password
 from agentenv.relay.causes import TAB_METHODS
+from agentenv.relay.commands import classify
 from agentenv.relay.control import Control
 from agentenv.relay.core import ClientState, Kind, Pending, Step
 from agentenv.relay.logbook import Logbook
@@ -327,7 +328,8 @@ class _Bridge(ToClient):
             if step.method not in core.READ_FIRST:
                 params = None
         await self._send(
-            step, Pending(entry, step.method, params, step.tab, method_acts(step.method))
+            step,
+            Pending(entry, step.method, params, step.tab, classify(step.method).acts == ACTING),
         )
 
     async def _found_tab_page(self, step: Step) -> bool:
