@@ -53,6 +53,19 @@ class Agent:
                 return dict(answer)
             self.events.append(answer)
 
+    async def raw(self, text: str, call: int) -> dict[str, Any]:
+        """Send ``text`` as written (a spelling a JSON writer would not make)
+        and wait for the answer to ``call``."""
+        await self.ws.send_str(text)
+        while True:
+            got = await self.ws.receive(timeout=deadline(30))
+            if got.type is not aiohttp.WSMsgType.TEXT:
+                raise AssertionError(f"the connection ended: {got.type} {got.data!r}")
+            answer = got.json()
+            if answer.get("id") == call:
+                return dict(answer)
+            self.events.append(answer)
+
     async def call(
         self, method: str, params: dict[str, Any] | None = None, session: str | None = None
     ) -> dict[str, Any]:
