@@ -66,6 +66,22 @@ class Agent:
                 return dict(answer)
             self.events.append(answer)
 
+    async def event(self, method: str) -> dict[str, Any]:
+        """The first event ``method`` not yet taken (kept ones first), waiting
+        for it (bounded)."""
+        for kept in self.events:
+            if kept.get("method") == method:
+                self.events.remove(kept)
+                return kept
+        while True:
+            got = await self.ws.receive(timeout=deadline(30))
+            if got.type is not aiohttp.WSMsgType.TEXT:
+                raise AssertionError(f"the connection ended: {got.type} {got.data!r}")
+            message = got.json()
+            if message.get("method") == method:
+                return dict(message)
+            self.events.append(message)
+
     async def call(
         self, method: str, params: dict[str, Any] | None = None, session: str | None = None
     ) -> dict[str, Any]:

@@ -34,6 +34,19 @@ PAGES: Mapping[str, str] = {
 <p id=out style="position:absolute;left:100px;top:320px">waiting</p>
 """,
     "/popup": "<!doctype html><title>Popup</title><h1>Popup page</h1>",
+    # A page with a payment to confirm, and a script ticking under a URL of
+    # its own (a breakpoint by URL lands there).
+    "/pay": """<!doctype html><title>Pay</title>
+<button id=confirm onclick="document.getElementById('out').textContent='paid'">Confirm payment</button>
+<button id=cancel onclick="document.getElementById('out').textContent='cancelled'">Cancel order</button>
+<p id=out>unpaid</p>
+<script>
+function tick() {
+  return Date.now();
+}
+setInterval(tick, 20);
+//# sourceURL=http://127.0.0.1:8000/tick.js
+</script>""",
     # A page that loads, then keeps its renderer busy for good: nothing it
     # is asked (an evaluate, a screenshot) is answered while it is open.
     "/busy": """<!doctype html><title>Busy</title><h1>Busy page</h1>
