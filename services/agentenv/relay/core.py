@@ -215,8 +215,8 @@ def receive(
             f"id {call} is already in flight on this connection and session; use a new id",
             message,
         )
-    if params and ids.may_hold_floats(data):
-        params = ids.canonical(params)  # numbers as Chromium will read them
+    if params:
+        ids.canonical(params)  # numbers as Chromium will read them (in place)
     tab = state.tab_of(session, method, params)
     # What is sent is what the rules read, written by the relay: never the
     # client's bytes (keys given twice, odd escapes or number spellings).

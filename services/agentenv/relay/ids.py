@@ -44,30 +44,33 @@ __all__ = [
     "context_of",
     "encode",
     "found",
-    "may_hold_floats",
     "problem",
 ]
 
 INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 
-#: A JSON number with a fraction or an exponent has a digit right before its
-#: "." or "e": without one anywhere in the text, there is no float to read.
-_FLOATISH = re.compile(r"[0-9][.eE]")
-
-
-def may_hold_floats(text: str) -> bool:
-    return _FLOATISH.search(text) is not None
-
 
 def canonical(value: Any) -> Any:
-    """``value`` with every number Chromium reads as an int32 made an ``int``."""
+    """``value`` with every number Chromium reads as an int32 made an ``int``,
+    in place (the relay's own parse of a client's message, so nothing else
+    holds it); the value, for convenience."""
     kind = type(value)
     if kind is dict:
-        return {k: canonical(v) for k, v in value.items()}
-    if kind is list:
-        return [canonical(v) for v in value]
-    if kind is float and value.is_integer() and INT32[0] <= value <= INT32[1]:
+        for key, item in value.items():
+            if type(item) is float:
+                if item.is_integer() and INT32[0] <= item <= INT32[1]:
+                    value[key] = int(item)
+            elif type(item) is dict or type(item) is list:
+                canonical(item)
+    elif kind is list:
+        for index, item in enumerate(value):
+            if type(item) is float:
+                if item.is_integer() and INT32[0] <= item <= INT32[1]:
+                    value[index] = int(item)
+            elif type(item) is dict or type(item) is list:
+                canonical(item)
+    elif kind is float and value.is_integer() and INT32[0] <= value <= INT32[1]:
         return int(value)
     return value
 
@@ -94,8 +97,8 @@ def _in(number: int, bounds: tuple[int, int]) -> bool:
 
 def _well_formed(kind: IdKind, value: object) -> bool:
     if kind == "context":
-        return type(value) is int and _in(value, INT32)
-    if not isinstance(value, str):
+        return type(value) is int and INT32[0] <= value <= INT32[1]
+    if type(value) is not str:
         return False
     if kind in ("remote-object", "call-frame"):
         parts = _REMOTE.fullmatch(value)
@@ -142,11 +145,47 @@ def found(method: str, params: Mapping[str, Any] | None) -> Iterator[tuple[IdKin
 
 def problem(method: str, params: Mapping[str, Any] | None) -> tuple[str, IdKind] | None:
     """Where ``params`` hold an id in a form V8 does not write (and the kind
-    expected there), or None."""
-    for kind, where, value in found(method, params):
-        if not _well_formed(kind, value):
-            return where, kind
+    expected there), or None. On every command: a method with no place for
+    an id costs one lookup, a top-level one a ``get``."""
+    places = _PLACES.get(method)
+    if places is None or not params:
+        return None
+    top, nested = places
+    for key, kind in top:
+        value = params.get(key)
+        if value is not None and not _well_formed(kind, value):
+            return key, kind
+    for path, kind in nested:
+        if path[0] in params:
+            for value in _values(params, path):
+                if value is not None and not _well_formed(kind, value):
+                    return ".".join(path), kind
     return None
+
+
+def _values(params: Mapping[str, Any], path: tuple[str, ...]) -> list[Any]:
+    """:func:`_at`'s values, the protocol's two nested shapes (``a.b``,
+    ``a.[].b``) without a generator."""
+    node = params[path[0]]
+    if len(path) == 2:
+        return [node.get(path[1])] if type(node) is dict else []
+    if len(path) == 3 and path[1] == "[]":
+        if type(node) is not list:
+            return []
+        return [item.get(path[2]) for item in node if type(item) is dict]
+    return list(_at(params, path))
+
+
+#: :data:`IDS` split: top-level places by key, and the nested ones.
+_PLACES: dict[
+    str, tuple[tuple[tuple[str, IdKind], ...], tuple[tuple[tuple[str, ...], IdKind], ...]]
+] = {
+    method: (
+        tuple((path[0], kind) for path, kind in places if len(path) == 1),
+        tuple((path, kind) for path, kind in places if len(path) > 1),
+    )
+    for method, places in IDS.items()
+}
 
 
 def context_of(value: object) -> int | None:
