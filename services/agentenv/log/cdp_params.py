@@ -6,10 +6,11 @@ is in :mod:`agentenv.log.redact`'s text."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agentenv.log.redact import EXPRESSION_LIMIT, redact, redact_mapping, withheld
+from agentenv.log.redact import CUT_AT, redact, redact_cut, redact_mapping, withheld
 
 __all__ = ["Rule", "redact_params", "resolved"]
 
@@ -30,10 +31,12 @@ Rule = Callable[[Mapping[str, Any]], dict[str, Any] | None]
 
 
 def _call_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
+    function = _code("functionDeclaration")(params) or {}
     arguments = params.get("arguments")
     if not isinstance(arguments, list):
-        return {}
+        return function
     return {
+        **function,
         "arguments": {
             "withheld": "arguments",
             "values": [
@@ -66,6 +69,24 @@ def _withhold_fields(*fields: str, limit: int = 0, kind: str = "body") -> Rule:
             if isinstance(body, str) and len(body) > limit:
                 out[field] = withheld(kind, body)
         return out
+
+    return rule
+
+
+def _code(field: str) -> Rule:
+    """Code an agent runs: on the record with its source (SPEC.md section 1,
+    "Acting or reading"), redacted; past :data:`CUT_AT` characters its first
+    part, its length and the SHA-256 of the whole (so the script run can be
+    told from any other, however it was padded)."""
+
+    def rule(params: Mapping[str, Any]) -> dict[str, Any] | None:
+        code = params.get(field)
+        if not isinstance(code, str) or len(code) <= CUT_AT:
+            return None  # the generic walk keeps it whole, redacted
+        kept = redact_cut(code)
+        assert isinstance(kept, dict)
+        kept["sha256"] = hashlib.sha256(code.encode(errors="surrogatepass")).hexdigest()
+        return {field: kept}
 
     return rule
 
@@ -122,9 +143,16 @@ _METHOD_RULES: dict[str, Rule] = {
     # What an agent answers a prompt() with: the page may have asked for a
     # password, which the relay cannot tell.
     "Page.handleJavaScriptDialog": _withhold_fields("promptText", kind="prompt"),
-    "Runtime.evaluate": _withhold_fields("expression", limit=EXPRESSION_LIMIT),
-    "Runtime.compileScript": _withhold_fields("expression", limit=EXPRESSION_LIMIT),
-    "Debugger.evaluateOnCallFrame": _withhold_fields("expression", limit=EXPRESSION_LIMIT),
+    # Code an agent runs, wherever it runs.
+    "Runtime.evaluate": _code("expression"),
+    "Runtime.compileScript": _code("expression"),
+    "Debugger.evaluateOnCallFrame": _code("expression"),
+    "Debugger.setScriptSource": _code("scriptSource"),
+    "Debugger.setBreakpoint": _code("condition"),
+    "Debugger.setBreakpointByUrl": _code("condition"),
+    "Debugger.setBreakpointOnFunctionCall": _code("condition"),
+    "Page.addScriptToEvaluateOnNewDocument": _code("source"),
+    "Page.addScriptToEvaluateOnLoad": _code("scriptSource"),
     # Page content an agent writes, which may hold what a field holds.
     "DOM.setOuterHTML": _withhold_fields("outerHTML"),
     "DOM.setNodeValue": _withhold_fields("value", kind="password"),
