@@ -148,7 +148,7 @@ async def test_two_scopes_trace_at_once_each_its_own(traced: Computer) -> None:
         # Alice's trace: her page's, and nothing of bob's.
         events = _events(trace)
         _own_page(events, mine, ALICE_TOKEN)
-        for bobs in (BOB_TOKEN, BOB_TITLE, theirs, "?bob"):
+        for bobs in (BOB_TITLE, theirs, BOB_TOKEN, "?bob"):
             assert bobs.encode() not in trace, f"alice's trace holds bob's {bobs!r}"
         assert any(e.get("name") == "Screenshot" for e in events)
 

@@ -47,10 +47,11 @@ def _kept(recorded: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_the_recording_holds_the_other_scopes_tab(recorded: dict[str, Any]) -> None:
-    """What Chromium hands over: bob's pages, his tokens, his renderer."""
+    """What Chromium hands over: bob's pages, his tokens, his title, his
+    context's id, his renderer."""
     whole = "".join(recorded["chunks"])
     info = recorded["info"]
-    for bobs in _bobs(info)[:-1]:  # his title is in no event these categories record
+    for bobs in _bobs(info):
         assert bobs in whole, bobs
     assert f'"pid":{info["bob_pid"]}' in whole
 
