@@ -149,6 +149,12 @@ class Settings:
     #: downloads folder's size over the number of scopes): past it the
     #: download that went past is cancelled (rule download-share).
     scope_download_bytes: int = 0
+    #: How long one agent may hold the browser's one trace (seconds), on a
+    #: computer of two scopes or more: the relay ends it then.
+    trace_max_s: float = 300.0
+    #: The most bytes of one trace the relay collects to keep it to its
+    #: agent's tab; past it the trace says dataLossOccurred.
+    trace_max_bytes: int = 128 * 1024 * 1024
     #: How long discovery and readiness calls to Chromium may take.
     upstream_timeout_s: float = 5.0
     #: An MCP session's Playwright MCP ends after this long idle (seconds).
@@ -355,6 +361,8 @@ _PARSED: dict[str, Callable[[Mapping[str, str], str, Any], Any]] = {
     "mcp_sessions_per_caller": _positive,
     "mcp_transports_per_caller": _positive,
     "mcp_unused_s": _seconds,
+    "trace_max_s": _seconds,
+    "trace_max_bytes": _positive,
     "log_level": _level,
 }
 

@@ -714,7 +714,12 @@ async def test_chrome_devtools_mcp_traces_emulates_and_snapshots_the_heap(
         await call("performance_start_trace", {"reload": False, "autoStop": False})
         await call("evaluate_script", {"function": "() => { for (let i = 0; i < 1e6; i++); }"})
         traced = await call("performance_stop_trace", {})
-        assert "trace" in traced.lower(), traced[:2000]
+        # A usable trace of its own page, kept to its scope by the relay
+        # (Puppeteer's page.tracing: a stream the relay serves).
+        assert "trace" in traced.lower() and SITE in traced, traced[:2000]
+        # A page load traced whole: its insights read the page's own events.
+        loaded = await call("performance_start_trace", {"reload": True, "autoStop": True})
+        assert "LCP" in loaded and SITE in loaded, loaded[:3000]
         heap = tmp_path / "page.heapsnapshot"
         await call("take_heapsnapshot", {"filePath": str(heap)})
         assert heap.exists() and heap.stat().st_size > 10_000, heap

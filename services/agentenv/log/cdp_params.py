@@ -45,7 +45,7 @@ def _call_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
                 else _strings_withheld(a)
                 for a in arguments
             ],
-        }
+        },
     }
 
 

@@ -12,6 +12,7 @@ import orjson
 
 from agentenv.access import Identity
 from agentenv.relay.scopes import Scope
+from agentenv.relay.traces import Traces
 from agentenv.relay.worlds import RelayWorlds
 
 __all__ = [
@@ -82,6 +83,8 @@ class ClientState:
     page_own: bool = True
     #: The relay's own worlds (the watcher's): never listed, never named.
     worlds: RelayWorlds = field(default_factory=RelayWorlds, repr=False)
+    #: The browser's one trace and the finished ones (the watcher's, shared).
+    traces: Traces = field(default_factory=Traces, repr=False)
     #: Sessions a pause in a relay world was undone on (its resume is due).
     resumed: set[str | None] = field(default_factory=set)
     #: The scope it acts in (None: it sees every scope, or there is one).

@@ -47,7 +47,7 @@ from pydantic import ValidationError
 
 from agentenv.protocol import MAX_DEPTH, problems, too_deep
 from agentenv.protocol.control import CONTROL_METHODS, ControlParams
-from agentenv.relay import guard, ids, password, scopes
+from agentenv.relay import guard, ids, password, scopes, traces
 from agentenv.relay.connection import (
     IGNORE_CERTIFICATES,
     ClientState,
@@ -135,6 +135,8 @@ class Step:
     hold: bool = False
     #: ANSWER: the relay's own commands to send to Chromium first (negative ids).
     upstream: list[str] = field(default_factory=list)
+    #: ANSWER: the result the client gets (``{}`` when None).
+    result: dict[str, Any] | None = None
 
     @property
     def sent(self) -> bool:
@@ -260,6 +262,10 @@ def receive(
             "(attach with Target.attachToTarget, flatten: true, and use its sessionId)",
             message,
         )
+    if state.scope is not None and method in traces.METHODS:
+        traced = _trace(state, state.scope, step, message)
+        if traced is not None:
+            return traced
     if method in _CERTIFICATE_SETTINGS and session is not None and info is not None and info.web:
         # One of its own live sessions (so bounded by them): left as it set it.
         state.certificates_own.add(session)
@@ -284,6 +290,37 @@ def receive(
         step.typing = True
         step.point = password.drop_point(method, params)
     return step
+
+
+def _trace(state: ClientState, scope: Scope, step: Step, message: dict[str, Any]) -> Step | None:
+    """The ``trace`` rule (:mod:`agentenv.relay.traces`): one scope's trace
+    at a time, kept to its own tab; its streams served by the relay."""
+    assert step.call is not None
+    done = traces.command(
+        state.traces,
+        state.number,
+        state.identity.user,
+        scope.name,
+        step.session,
+        step.tab,
+        step.call,
+        step.method,
+        step.params,
+    )
+    if done is None:
+        return None
+    if done.error is not None:
+        return _invalid(*done.error, message)
+    if done.verdict is not None:
+        step.kind, step.verdict = Kind.BLOCK, done.verdict
+        return step
+    if done.result is not None:
+        step.kind, step.result = Kind.ANSWER, done.result
+        return step
+    if done.params is not None:
+        step.params = done.params
+        step.data = ids.encode(step.call, step.method, done.params, step.session)
+    return None
 
 
 #: What a client sets about certificate errors on a session of its own.

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from agentenv.relay import guard, scopes
+from agentenv.relay import guard, scopes, traces
 from agentenv.relay.connection import ClientState, Pending, SessionInfo, certificates_command
 from agentenv.relay.scopes import Scope
 
@@ -61,6 +61,11 @@ class Downstream:
     #: PASS: the relay's own commands to send to Chromium before the client
     #: has this message (a new session's certificate setting).
     upstream: list[str] = field(default_factory=list)
+    #: DROP: a trace of this client's completed; what it gets instead comes
+    #: from :func:`agentenv.relay.traces.finish`, run off the event loop.
+    ending: traces.Ending | None = None
+    #: This client's trace started: the relay ends it at its bound.
+    traced: traces.Holder | None = None
 
 
 _PASS = Downstream(Down.PASS)
@@ -158,6 +163,9 @@ def _from_chromium(state: ClientState, data: str) -> Downstream:
             return _loading_event(state, data)
         if state.scope is not None and data.startswith(_SCOPED_EVENTS):
             return _scoped_event(state, state.scope, data)
+        if state.scope is not None and data.startswith('{"method":"Tracing.'):
+            # Chromium's trace holds every scope's events: never passed on.
+            return Downstream(Down.DROP, ending=traces.event(state.traces, state.number, data))
         if (data.startswith(_WORLD_EVENTS) and state.worlds.contexts) or data.startswith(_CREATED):
             return _world_event(state, data)
         return _PASS
@@ -182,6 +190,10 @@ def _from_chromium(state: ClientState, data: str) -> Downstream:
     ok = error is None
     result = message.get("result") if ok else None
     out = Downstream(Down.PASS, pending, ok)
+    if pending.method == "Tracing.start" and state.scope is not None and isinstance(call, int):
+        out.traced = state.traces.answered(
+            state.number, session if isinstance(session, str) else None, call, ok
+        )
     if not ok:
         out.error = str(error.get("message") if isinstance(error, dict) else error)
     elif isinstance(result, dict) and pending.method in READ_FIRST:
@@ -366,6 +378,7 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
         return _PASS
     if message.get("method") == "Target.detachedFromTarget":
         info = state.sessions.pop(session, None)
+        state.traces.let_go(state.number, session)  # Chromium ends its trace
         state.certificates_own.discard(session)
         state.certificates_told.discard(session)
         if info is not None and not info.web:

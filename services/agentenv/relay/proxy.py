@@ -364,7 +364,7 @@ class _Bridge(ToClient):
             await self.upstream.send_str(command)
             if turn % FAIR_TURN == 0:
                 await asyncio.sleep(0)  # one connection's many sessions: others' turns too
-        answer: dict[str, Any] = {"id": step.call, "result": {}}
+        answer: dict[str, Any] = {"id": step.call, "result": step.result or {}}
         if step.session is not None:
             answer["sessionId"] = step.session
         await self._answer(answer)
@@ -478,6 +478,7 @@ async def bridge(
     finally:  # after the closes, which read on (or a cancel): nothing it held is kept
         b.sent.stop()
         b.answers.stop()
+        state.traces.let_go(state.number, every=True)  # Chromium ended its trace
 
 
 async def _bridged(b: _Bridge, reading: InFlight | None, reads: Any) -> None:

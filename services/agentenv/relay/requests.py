@@ -167,6 +167,7 @@ def client_state(
         kinds=watcher.target,
         page_own=page_own,
         worlds=watcher.worlds,
+        traces=watcher.traces,
         scope=scope,
         context_of=watcher.context_of,
         tab_page=watcher.tab_pages.get,

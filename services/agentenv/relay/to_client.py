@@ -8,6 +8,7 @@ holds the state; this is its loop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
@@ -17,7 +18,7 @@ import orjson
 from aiohttp import WSMsgType, web
 
 from agentenv.log.errors import LogError
-from agentenv.relay import core
+from agentenv.relay import core, traces
 from agentenv.relay.core import ClientState, Down, Pending
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, Meter
@@ -74,6 +75,8 @@ class ToClient:
                     try:
                         if down.kind is Down.PASS:
                             await self._hand_over(down.data if down.data is not None else data)
+                        elif down.ending is not None:
+                            await self._trace_ended(down.ending)
                     finally:
                         self._noted(down)
                     if down.kind is Down.DETACH:
@@ -89,6 +92,34 @@ class ToClient:
             self.answers.handed_on(msg.data if isinstance(msg.data, (str, bytes)) else b"")
             if not state.pending:
                 self.settled.set()
+
+    async def _trace_ended(self, ending: traces.Ending) -> None:
+        """A trace of this client's completed: kept to its own tab off the
+        event loop (a big one takes a second), then handed over."""
+        try:
+            finished = await asyncio.to_thread(traces.finish, ending)
+            messages = finished.deliver(self.state.traces, self.state.number)
+        except Exception:  # a trace the rules cannot read: none of it is shown
+            log.exception("conn %d: could not keep a trace to its tab", self.state.number)
+            done: dict[str, Any] = {
+                "method": "Tracing.tracingComplete",
+                "params": {"dataLossOccurred": True},
+            }
+            if ending.trace.session is not None:
+                done["sessionId"] = ending.trace.session
+            messages = [orjson.dumps(done).decode()]
+        for message in messages:
+            await self._hand_over(message)
+
+    async def _trace_bound(self, holder: traces.Holder) -> None:
+        """End this client's trace at its bound (AGENTENV_TRACE_MAX_S) if it
+        still runs: the client gets its trace as if it had ended it."""
+        await asyncio.sleep(max(0.0, holder.until - time.time()))
+        command = self.state.traces.overdue(holder, self.state.own_id())
+        if command is not None and not self.upstream.closed:
+            log.info("conn %d: ended a trace at its bound", self.state.number)
+            with contextlib.suppress(ConnectionError, RuntimeError, aiohttp.ClientError):
+                await self.upstream.send_str(command)
 
     async def _hand_over(self, data: str | bytes) -> None:
         """Send a message from Chromium to the client. Once the client is gone
@@ -109,6 +140,8 @@ class ToClient:
         """What an upstream message means for the log: an answer's entry, the
         commands a detach orphaned, a tab loading."""
         pending = down.pending
+        if down.traced is not None:
+            self.watcher.spawn(self._trace_bound(down.traced))
         if (
             pending is not None
             and down.opened is not None

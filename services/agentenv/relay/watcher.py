@@ -43,6 +43,7 @@ from agentenv.relay.once import once
 from agentenv.relay.probes import Probes
 from agentenv.relay.quotas import Quotas
 from agentenv.relay.scopes import Scope, Scopes
+from agentenv.relay.traces import Traces
 from agentenv.relay.worlds import RelayWorlds
 from agentenv.settings import AGENTENV_USER, Settings
 
@@ -84,6 +85,8 @@ class Watcher:
         #: Our isolated world in each tab's main frame (made again when its
         #: document is replaced), shared with every client connection.
         self.worlds = RelayWorlds()
+        #: The browser's one trace, held by one scope's agent at a time.
+        self.traces = Traces(settings.trace_max_s, settings.trace_max_bytes)
         self._initial = True
         self._saw_exit = False
         self.connected = asyncio.Event()
