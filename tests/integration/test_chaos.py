@@ -324,6 +324,89 @@ async def _page_memory(pc: Computer) -> None:
         raise AssertionError("Alice's page never ran out of memory")
 
 
+#: A page that makes Blobs of 64 MiB, kept, until Chromium refuses one: they
+#: live in the browser process (up to 2 GiB a scope, Chromium's constant).
+#: A Blob read from a stream first makes Chromium size its limits at once.
+BLOBS = """(async () => {
+  window.kept = window.kept || [];
+  await (await fetch(location.href)).blob();
+  let refused = null;
+  for (let i = 0; i < 64 && !refused; i++) {
+    const blob = new Blob([new Uint8Array(64 << 20).fill(i & 255)]);
+    try { await blob.slice(0, 1).arrayBuffer(); window.kept.push(blob); }
+    catch (e) { refused = String(e); }
+  }
+  return JSON.stringify({blobs: window.kept.length, refused});
+})()"""
+#: ArrayBuffers of 64 MiB, kept, until the page cannot have another: memory
+#: outside the V8 heap.
+BUFFERS = """(() => {
+  window.held = window.held || [];
+  try { for (;;) window.held.push(new Uint8Array(64 << 20).fill(7)); }
+  catch (e) { return JSON.stringify({buffers: window.held.length, refused: String(e)}); }
+})()"""
+
+
+async def _until_it_dies(alice: Any, session: str, expression: str) -> bool:
+    """``expression`` run in the page until it ends: whether the tab died
+    (its renderer gone) rather than answered."""
+    ask = next(alice.ids)
+    await alice.ws.send_json(
+        {
+            "id": ask,
+            "method": "Runtime.evaluate",
+            "params": {"expression": expression, "returnByValue": True},
+            "sessionId": session,
+        }
+    )
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline(120)
+    while loop.time() < end:
+        got = await alice.ws.receive_json(timeout=deadline(120))
+        died = got.get("method") in ("Inspector.targetCrashed", "Target.detachedFromTarget")
+        if died and got.get("sessionId", got.get("params", {}).get("sessionId")) == session:
+            return True
+        if got.get("id") == ask:
+            return "error" in got  # no result: the renderer died under it
+    raise AssertionError(f"{expression[:40]}... neither ended nor died")
+
+
+async def _blobs(pc: Computer) -> None:
+    """The red team's: Blobs until refused (2 GiB in the browser process),
+    then the page's heap until the tab dies. Only Alice's tab goes; the
+    browser, and with it every other tab, stays."""
+    async with agent(pc, "alice") as alice:
+        _, session = await alice.page(SITE + "/")
+        made = json.loads(await alice.evaluate(session, BLOBS))
+        assert made["blobs"] >= 7, made  # 448 MiB at least (Chromium's limit before sizing)
+        bomb = "const a = []; for (;;) a.push(new Array(1 << 22).fill(1.5));"
+        assert await _until_it_dies(alice, session, bomb), "Alice's tab outlived its heap"
+
+
+async def _blobs_and_buffers(pc: Computer) -> None:
+    """Blobs until refused, then ArrayBuffers (outside the V8 heap) in that
+    tab and in a second one, until the container is at its limit: the
+    kernel kills a tab of Alice's, the largest, never the browser."""
+    async with agent(pc, "alice") as alice:
+        _, first = await alice.page(SITE + "/")
+        made = json.loads(await alice.evaluate(first, BLOBS))
+        assert made["blobs"] >= 7, made
+        await _until_it_dies(alice, first, BUFFERS)
+        _, second = await alice.page(SITE + "/?second")
+        await _until_it_dies(alice, second, BUFFERS)
+
+
+def _blobs_left(lines: list[dict[str, Any]]) -> None:
+    """Alice's Blobs are on the record, her command's words whole."""
+    made = [
+        x["action"]
+        for x in lines
+        if x.get("action", {}).get("who") == "alice"
+        and "new Blob(" in str((x["action"].get("params") or {}).get("expression"))
+    ]
+    assert made, "Alice's Blobs are not on the record"
+
+
 def _page_memory_left(lines: list[dict[str, Any]]) -> None:
     refused = [
         x["action"]
@@ -343,6 +426,8 @@ ATTACKS: dict[str, tuple[Callable[[Computer], Coroutine[Any, Any, None]], Eviden
     "storage": (_storage, _storage_left),
     "never-answered": (_never_answered, _never_answered_left),
     "page-memory": (_page_memory, _page_memory_left),
+    "blobs": (_blobs, _blobs_left),
+    "blobs-and-buffers": (_blobs_and_buffers, _blobs_left),
     # Last: it spends Alice's share of the log for the minute.
     "pipelined": (_pipelined, _pipelined_left),
 }
@@ -409,5 +494,7 @@ def test_one_hostile_agent_stops_no_one_else(
     )[0]
     left(lines)
     assert _pids(pc) == pids, f"{attack} restarted a program"
+    exited = [x for x in lines if x.get("action", {}).get("op") == "browser/exited"]
+    assert not exited, f"{attack} took Chromium down: {exited}"
     assert PASSWORD.encode() not in pc.all_log_bytes()
     assert PASSWORD.encode() not in (tmp_path / "log.jsonl").read_bytes()

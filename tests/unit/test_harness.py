@@ -296,6 +296,28 @@ def test_the_memory_budget_adds_up() -> None:
     assert f"AGENTENV_RELAY_MEMORY_MB:-{RELAY_MEMORY_MB}" in launch
 
 
+def test_the_renderers_bounds_and_the_kill_order_are_the_budgets() -> None:
+    """chromium.sh's renderer limits and each program's oom_score_adj are
+    hardening.py's, and the order holds: tabs (1000) above every program,
+    every program above the browser process (0) (issue 40)."""
+    from agentenv.harness.hardening import OOM_SCORE_ADJ, RENDERER_HEAP_MB, RENDERER_MEMORY_MB
+
+    image = Path(__file__).resolve().parents[2] / "images/browser"
+    chromium = (image / "launch/chromium.sh").read_text()
+    assert f"AGENTENV_RENDERER_HEAP_MB:-{RENDERER_HEAP_MB}" in chromium
+    assert f"AGENTENV_RENDERER_MEMORY_MB:-{RENDERER_MEMORY_MB}" in chromium
+    assert (
+        f"AGENTENV_RENDERER_MEMORY_MB:-{RENDERER_MEMORY_MB}"
+        in (image / "launch/renderers.sh").read_text()
+    )
+    assert "echo 1000 " in (image / "launch/renderers.sh").read_text()
+    for program, adj in OOM_SCORE_ADJ.items():
+        conf = (image / f"conf.d/{program}.conf").read_text()
+        assert f'AGENTENV_OOM_SCORE_ADJ="{adj}"' in conf, program
+        assert 0 < adj < 1000
+    assert "OOM_SCORE_ADJ" not in (image / "conf.d/chromium.conf").read_text()
+
+
 def test_a_swarm_service_takes_the_budgets_sizes() -> None:
     """The swarm backend's /dev/shm and memory limit are the budget's, not
     sizes of its own (it had a 1 GiB /dev/shm left from before the budget)."""

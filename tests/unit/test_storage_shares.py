@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from agentenv.relay.storage import Shares
 
 MIB = 1024 * 1024
@@ -47,18 +44,3 @@ def test_no_scope_budget_leaves_the_origins_bound() -> None:
     shares = Shares(origin_bytes=128 * MIB, scope_bytes=0)
     assert [shares.quota("bob", ("c", f"o{i}")) for i in range(3)] == [128 * MIB] * 3
     assert shares.rebalance("bob", {}) == {}
-
-
-def test_the_kernels_memory_kills_are_read_from_the_cgroup(
-    tmp_path: Path, monkeypatch: Any
-) -> None:
-    """Chromium's exit line names the kernel's memory kill when the cgroup's
-    count moved (relay/watcher.py reads memory.events)."""
-    from agentenv.relay import watcher
-
-    events = tmp_path / "memory.events"
-    events.write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\noom_group_kill 0\n")
-    monkeypatch.setattr(watcher, "MEMORY_EVENTS", events)
-    assert watcher._oom_kills() == 2
-    monkeypatch.setattr(watcher, "MEMORY_EVENTS", tmp_path / "none")
-    assert watcher._oom_kills() is None

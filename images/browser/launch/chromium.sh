@@ -15,6 +15,11 @@
 # off: two renderers less per computer, and less of the browser's own UI for
 # anyone to reach (the relay refuses it anyway). AGENTENV_CHROMIUM_DISABLE_FEATURES
 # replaces the list (the attack suite brings the popups back to attack them).
+# Each renderer is held to a share of the computer's memory (issue 40,
+# docs/fair-shares.md): its V8 heap to AGENTENV_RENDERER_HEAP_MB (--js-flags),
+# and all its memory to AGENTENV_RENDERER_MEMORY_MB by renderers.sh, which
+# also makes the renderers the kernel's first choice past the container's
+# limit. The browser process itself keeps the lowest score.
 set -euo pipefail
 
 : "${AGENTENV_LOG_DIR:?}" "${AGENTENV_PROFILE_DIR:?}"
@@ -34,6 +39,8 @@ if [ "${1:-}" != --as-user ]; then
             AGENTENV_CHROMIUM_PORT="$port" AGENTENV_CHROMIUM="$binary" \
             AGENTENV_CHROMIUM_FLAGS="${AGENTENV_CHROMIUM_FLAGS:-}" \
             AGENTENV_CHROMIUM_DISABLE_FEATURES="${AGENTENV_CHROMIUM_DISABLE_FEATURES:-}" \
+            AGENTENV_RENDERER_MEMORY_MB="${AGENTENV_RENDERER_MEMORY_MB:-}" \
+            AGENTENV_RENDERER_HEAP_MB="${AGENTENV_RENDERER_HEAP_MB:-}" \
             "$0" --as-user
     fi
 fi
@@ -42,12 +49,28 @@ fi
 # under qemu emulation, where Chromium's GPU process keeps dying.
 read -r -a extra <<<"${AGENTENV_CHROMIUM_FLAGS:-}"
 disabled="${AGENTENV_CHROMIUM_DISABLE_FEATURES:-Translate,MediaRouter,BackForwardCache,WebUIOmniboxPopup,WebUIOmniboxAimPopup}"
+# The same defaults as agentenv/harness/hardening.py (a unit test holds them).
+heap_mb="${AGENTENV_RENDERER_HEAP_MB:-512}"
+memory_mb="${AGENTENV_RENDERER_MEMORY_MB:-1024}"
+for mb in "$heap_mb" "$memory_mb"; do
+    case "$mb" in
+    '' | *[!0-9]*)
+        echo "chromium.sh: AGENTENV_RENDERER_HEAP_MB and AGENTENV_RENDERER_MEMORY_MB are MiB," \
+            "whole numbers (0: no limit), not '$mb'" >&2
+        exit 2
+        ;;
+    esac
+done
+js_flags=()
+if [ "$heap_mb" != 0 ]; then js_flags=(--js-flags="--max-old-space-size=$heap_mb"); fi
 # Downloads stay readable by the app's Playwright MCP (a group they share).
 umask 0007
 mkdir -p "$AGENTENV_PROFILE_DIR" "$downloads"
 # A Chromium killed with -9 leaves its singleton lock behind; this container
 # (or native stack) runs one Chromium per profile, so the lock is stale.
 rm -f "$AGENTENV_PROFILE_DIR"/Singleton{Lock,Socket,Cookie}
+# This shell's process becomes Chromium's browser process at the exec below.
+AGENTENV_RENDERER_MEMORY_MB="$memory_mb" "$(dirname "$0")/renderers.sh" "$$" </dev/null &
 
 exec env HOME="$AGENTENV_PROFILE_DIR" "$binary" \
     --headless=new \
@@ -65,5 +88,6 @@ exec env HOME="$AGENTENV_PROFILE_DIR" "$binary" \
     --remote-debugging-address=127.0.0.1 \
     --remote-debugging-port="$port" \
     --user-data-dir="$AGENTENV_PROFILE_DIR" \
+    "${js_flags[@]}" \
     "${extra[@]}" \
     about:blank

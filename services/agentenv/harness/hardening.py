@@ -30,7 +30,20 @@ the relay (RLIMIT_DATA,                640 MiB   the connection being served is
 ``AGENTENV_RELAY_MEMORY_MB``)                    closed (rule memory)
 Chromium, the app server with its      1,264    what is left: 3 GiB less the
 Playwright MCPs, the recorder          MiB      rows above
+one renderer (a tab; RLIMIT_DATA,      1 GiB     the page's allocation fails (an
+``AGENTENV_RENDERER_MEMORY_MB``)                 ArrayBuffer: RangeError)
+its V8 heap (``--max-old-space-size``, 512 MiB   the tab's renderer ends, only
+``AGENTENV_RENDERER_HEAP_MB``)                   that tab
+a scope's Blobs, in the browser        2 GiB     a new Blob is refused; no
+process (Chromium's constant)                    switch lowers it
 =====================================  ========  ==============================
+
+Past the container's limit the kernel kills the process with the highest
+score, its memory plus its ``oom_score_adj`` in thousandths of the limit:
+renderers are raised to 1000 (``launch/renderers.sh``), so a tab, the
+largest, goes first, and a renderer's death frees the Blobs it held; then
+the app and its Playwright MCPs, the recorder and the relay
+(:data:`OOM_SCORE_ADJ`); Chromium's browser process stays at 0, last.
 
 Inside Chromium, an origin's storage (IndexedDB, Cache Storage, OPFS) is
 held to ``AGENTENV_ORIGIN_STORAGE_BYTES`` and a scope's to
@@ -50,8 +63,11 @@ __all__ = [
     "CAPABILITIES",
     "LEFT_FOR_PROGRAMS_MB",
     "MEMORY",
+    "OOM_SCORE_ADJ",
     "PIDS",
     "RELAY_MEMORY_MB",
+    "RENDERER_HEAP_MB",
+    "RENDERER_MEMORY_MB",
     "SERVICE_UID",
     "SHM",
     "TMPFS",
@@ -77,6 +93,13 @@ SHM = "64m"
 RELAY_MEMORY_MB = 640
 #: What the budget leaves at least for Chromium and the other programs.
 LEFT_FOR_PROGRAMS_MB = 1024
+#: One renderer's (a tab's) memory, RLIMIT_DATA, and its V8 heap
+#: (images/browser/launch/chromium.sh's defaults; issue 40).
+RENDERER_MEMORY_MB = 1024
+RENDERER_HEAP_MB = 512
+#: Each program's oom_score_adj (images/browser/conf.d): past the container's
+#: limit the kernel kills a tab (1000) first, then these, the browser (0) last.
+OOM_SCORE_ADJ = {"app": 800, "recorder": 700, "relay": 600}
 PIDS = 2048
 
 

@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -40,6 +39,7 @@ from agentenv.relay.downloads import Downloads
 from agentenv.relay.errors import UpstreamError, WatcherError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.once import once
+from agentenv.relay.oom import read_oom_kills, why_exited
 from agentenv.relay.probes import Probes
 from agentenv.relay.quotas import Quotas
 from agentenv.relay.scopes import Scope, Scopes
@@ -57,22 +57,6 @@ NOT_ANSWERING = "Chromium is not answering; retry when /readyz says ready"
 STORAGE_SHARE_S = 5.0
 #: Events of our sessions' Runtime domain that the watcher passes over unread.
 _UNREAD = ('{"method":"Runtime.consoleAPICalled"', '{"method":"Runtime.exceptionThrown"')
-
-
-#: The computer's cgroup (v2) memory events: ``oom_kill N`` counts the kernel's kills.
-MEMORY_EVENTS = Path("/sys/fs/cgroup/memory.events")
-
-
-def _oom_kills() -> int | None:
-    """How many processes the kernel killed for memory in this cgroup."""
-    try:
-        for line in MEMORY_EVENTS.read_text().splitlines():
-            name, _, count = line.partition(" ")
-            if name == "oom_kill":
-                return int(count)
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 class Watcher:
@@ -112,7 +96,7 @@ class Watcher:
         self._finding: dict[str, asyncio.Task[str | None]] = {}
         self._tab_finds: dict[str, asyncio.Future[str]] = {}  # our tab session -> its page
         #: The cgroup's OOM kills so far: one more when Chromium went says why.
-        self._oom_kills = _oom_kills()
+        self._oom_kills = read_oom_kills()
         #: Each scope's downloads and its share of the folder.
         self.downloads = Downloads(self)
         #: Each origin's storage quota, held by a session of ours.
@@ -336,14 +320,8 @@ class Watcher:
         # The browser connection ended: Chromium exited (or is restarting).
         self._saw_exit = True
         self.logbook.counts.restarts += 1
-        kills = _oom_kills()
-        why = None
-        if kills is not None and self._oom_kills is not None and kills > self._oom_kills:
-            why = (
-                f"out of memory: the kernel killed a process of the computer's "
-                f"(memory.events oom_kill {self._oom_kills} -> {kills}); a page took more "
-                "than the container's memory leaves"
-            )
+        kills = read_oom_kills()
+        why = why_exited(self._oom_kills, kills)
         self._oom_kills = kills
         self.logbook.ended("exit", why)
         log.warning("Chromium's connection ended; tabs written as closed by exit")
@@ -371,7 +349,7 @@ class Watcher:
         after)."""
         while True:
             await asyncio.sleep(STORAGE_SHARE_S)
-            self._oom_kills = _oom_kills()
+            self._oom_kills = read_oom_kills()
             await self.quotas.share()
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
