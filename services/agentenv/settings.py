@@ -176,6 +176,13 @@ class Settings:
         return f"http://{host}:{self.relay_port}"
 
     @property
+    def doors(self) -> frozenset[int]:
+        """The ports the computer's programs listen on: no page reaches them
+        on its loopback, in any spelling (the relay's rule ``local-url``,
+        Chromium's host resolver rules in launch/chromium.sh)."""
+        return frozenset({self.relay_port, self.app_port, self.chromium_port, self.recorder_port})
+
+    @property
     def log_file(self) -> Path:
         return self.log_dir / f"browser-{self.name}.jsonl"
 

@@ -380,6 +380,7 @@ async def _close_sockets(app: web.Application) -> None:
 
 def make_app(settings: Settings) -> web.Application:
     """The relay application for ``settings``."""
+    guard.close_doors(settings.doors)  # no URL an agent opens goes to them
     app = web.Application(
         middlewares=[error_middleware(lambda: _KNOWN), _guard], client_max_size=BODY_LIMIT
     )
