@@ -389,6 +389,13 @@ def open_to_pages(settings: Settings) -> list[str]:
             "AGENTENV_CHROMIUM_FLAGS has --explicitly-allowed-ports: pages may reach the "
             "ports it names, the computer's inner ports among them if listed"
         )
+    if "--host-resolver-rules" in settings.chromium_flags:
+        warnings.append(
+            "AGENTENV_CHROMIUM_FLAGS has --host-resolver-rules: it replaces the rules that keep "
+            "pages off the computer's own ports on every loopback address (127.0.0.2, "
+            "[::ffff:127.0.0.1], ...); the policies still block navigations to 127.0.0.1, "
+            "localhost and [::1]"
+        )
     return warnings
 
 

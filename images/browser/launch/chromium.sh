@@ -15,6 +15,15 @@
 # off: two renderers less per computer, and less of the browser's own UI for
 # anyone to reach (the relay refuses it anyway). AGENTENV_CHROMIUM_DISABLE_FEATURES
 # replaces the list (the attack suite brings the popups back to attack them).
+# No page reaches the computer's own ports (the relay's, the app server's,
+# Chromium's, the recorder's) on its loopback, in any spelling: the
+# policies' URL blocklist matches an address only as written in full and
+# reads navigations only, so Chromium's host resolver rules answer "not
+# found" for each of those ports on 127.0.0.0/8, 0.0.0.0/8, [::1], [::],
+# IPv4-mapped addresses and localhost, whatever form a URL gave (Chromium
+# canonicalises the host before it matches: 2130706434, 0x7f000002 and 127.1
+# are 127.0.0.2 and 127.0.0.1), for every connection it makes: navigations,
+# frames, fetch, WebSockets, workers.
 set -euo pipefail
 
 : "${AGENTENV_LOG_DIR:?}" "${AGENTENV_PROFILE_DIR:?}"
@@ -32,6 +41,8 @@ if [ "${1:-}" != --as-user ]; then
             env PATH=/usr/bin:/bin AGENTENV_LOG_DIR="$AGENTENV_LOG_DIR" \
             AGENTENV_PROFILE_DIR="$AGENTENV_PROFILE_DIR" AGENTENV_DOWNLOADS_DIR="$downloads" \
             AGENTENV_CHROMIUM_PORT="$port" AGENTENV_CHROMIUM="$binary" \
+            AGENTENV_RELAY_PORT="${AGENTENV_RELAY_PORT:-}" AGENTENV_APP_PORT="${AGENTENV_APP_PORT:-}" \
+            AGENTENV_RECORDER_PORT="${AGENTENV_RECORDER_PORT:-}" \
             AGENTENV_CHROMIUM_FLAGS="${AGENTENV_CHROMIUM_FLAGS:-}" \
             AGENTENV_CHROMIUM_DISABLE_FEATURES="${AGENTENV_CHROMIUM_DISABLE_FEATURES:-}" \
             "$0" --as-user
@@ -42,6 +53,15 @@ fi
 # under qemu emulation, where Chromium's GPU process keeps dying.
 read -r -a extra <<<"${AGENTENV_CHROMIUM_FLAGS:-}"
 disabled="${AGENTENV_CHROMIUM_DISABLE_FEATURES:-Translate,MediaRouter,BackForwardCache,WebUIOmniboxPopup,WebUIOmniboxAimPopup}"
+# The computer's own ports: the same defaults as agentenv/settings.py (Settings.doors).
+rules=()
+for door in "${AGENTENV_RELAY_PORT:-9222}" "${AGENTENV_APP_PORT:-8080}" "$port" \
+    "${AGENTENV_RECORDER_PORT:-6667}"; do
+    for host in '127.*' '0.*' '[::1]' '[::]' '[::ffff:*]' '*localhost' '*localhost.'; do
+        rules+=("MAP $host:$door ^NOTFOUND")
+    done
+done
+resolver_rules="$(IFS=,; echo "${rules[*]}")"
 # Downloads stay readable by the app's Playwright MCP (a group they share).
 umask 0007
 mkdir -p "$AGENTENV_PROFILE_DIR" "$downloads"
@@ -65,5 +85,6 @@ exec env HOME="$AGENTENV_PROFILE_DIR" "$binary" \
     --remote-debugging-address=127.0.0.1 \
     --remote-debugging-port="$port" \
     --user-data-dir="$AGENTENV_PROFILE_DIR" \
+    --host-resolver-rules="$resolver_rules" \
     "${extra[@]}" \
     about:blank
