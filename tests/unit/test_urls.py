@@ -128,13 +128,11 @@ def test_other_ports_on_the_loopback_open(url: str) -> None:
     assert check("Page.navigate", {"url": url}, "/downloads") is None
 
 
-def test_the_doors_are_the_relays_own_settings() -> None:
-    try:
-        guard.close_doors(frozenset({9333}))
-        assert check("Page.navigate", {"url": "http://127.0.0.2:9333/"}, "/d") is not None
-        assert check("Page.navigate", {"url": "http://127.0.0.2:9222/"}, "/d") is None
-    finally:
-        guard.close_doors(Settings().doors)
+def test_the_doors_are_the_relays_own_settings_and_the_defaults() -> None:
+    assert check("Page.navigate", {"url": "http://127.0.0.2:9333/"}, "/d") is None
+    guard.close_doors(frozenset({9333}))
+    assert check("Page.navigate", {"url": "http://127.0.0.2:9333/"}, "/d") is not None
+    assert check("Page.navigate", {"url": "http://127.0.0.2:9222/"}, "/d") is not None
 
 
 def test_the_policies_block_each_door_on_each_name_of_the_loopback() -> None:

@@ -89,15 +89,16 @@ def _unknown(target: str) -> tuple[str, str] | None:
 
 
 #: The computer's own ports (:attr:`agentenv.settings.Settings.doors`): no URL
-#: an agent opens goes to them on the loopback. The relay closes its own
-#: settings' at start (:func:`close_doors`); these are the defaults.
+#: an agent opens goes to them on the loopback. The defaults, and those of
+#: the relay's settings, closed at its start (:func:`close_doors`).
 DOORS: frozenset[int] = Settings().doors
 
 
 def close_doors(ports: frozenset[int]) -> None:
-    """The computer's own ports, as the relay's settings name them (once, at start)."""
+    """Close the ports the relay's settings name too (once, at start). Only
+    ever more are closed: the defaults stay, whatever a process runs."""
     global DOORS
-    DOORS = frozenset(ports)
+    DOORS = DOORS | ports
 
 
 def check_url(url: object) -> Verdict | None:
