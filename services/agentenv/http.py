@@ -14,14 +14,18 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from agentenv.access import AccessDenied, bearer_token
 from agentenv.errors import Refusal
+from agentenv.log.auth import Door, Failure, claimed
 from agentenv.protocol.errors import ErrorBody, ErrorDetail
+from agentenv.settings import Settings
 
 __all__ = [
     "BODY_LIMIT",
     "BodyError",
     "Handler",
     "asgi_error",
+    "auth_middleware",
     "error_middleware",
     "error_response",
     "read_body",
@@ -68,6 +72,44 @@ def error_middleware(paths: Callable[[], str]) -> Callable[..., Awaitable[web.St
             return answer
 
     return errors
+
+
+def auth_middleware(
+    settings: Settings,
+    door_of: Callable[[str], Door],
+    report: Callable[[Failure], Awaitable[None]],
+) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """The middleware that puts failed authentication on the record: a 401
+    refusal raised inside it (no token, or one no user holds) is
+    ``report``-ed as a :class:`~agentenv.log.auth.Failure` (the door
+    ``door_of`` its path), then answered as before. Never the token."""
+
+    @web.middleware
+    async def record(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except AccessDenied as exc:
+            if exc.status == 401:
+                sent = bearer_token(request.headers.get("Authorization")) or request.query.get(
+                    "token"
+                )
+                known = [*settings.users.values(), settings.control_token or ""]
+                names = {
+                    "user": request.query.get("user"),
+                    "role": request.headers.get("AgentEnv-Role"),
+                }
+                await report(
+                    Failure(
+                        door=door_of(request.path),
+                        source=request.remote,
+                        path=request.path,
+                        why="no token" if sent is None else "unknown token",
+                        claimed=claimed(names, sent, known),
+                    )
+                )
+            raise
+
+    return record
 
 
 async def asgi_error(

@@ -182,6 +182,13 @@ class Settings:
         return f"http://{host}:{self.relay_port}"
 
     @property
+    def doors(self) -> frozenset[int]:
+        """The ports the computer's programs listen on: no page reaches them
+        on its loopback, in any spelling (the relay's rule ``local-url``,
+        Chromium's host resolver rules in launch/chromium.sh)."""
+        return frozenset({self.relay_port, self.app_port, self.chromium_port, self.recorder_port})
+
+    @property
     def log_file(self) -> Path:
         return self.log_dir / f"browser-{self.name}.jsonl"
 
@@ -389,6 +396,13 @@ def open_to_pages(settings: Settings) -> list[str]:
         warnings.append(
             "AGENTENV_CHROMIUM_FLAGS has --explicitly-allowed-ports: pages may reach the "
             "ports it names, the computer's inner ports among them if listed"
+        )
+    if "--host-resolver-rules" in settings.chromium_flags:
+        warnings.append(
+            "AGENTENV_CHROMIUM_FLAGS has --host-resolver-rules: it replaces the rules that keep "
+            "pages off the computer's own ports on every loopback address (127.0.0.2, "
+            "[::ffff:127.0.0.1], ...); the policies still block navigations to 127.0.0.1, "
+            "localhost and [::1]"
         )
     return warnings
 

@@ -15,6 +15,7 @@ so what stops the others is the port.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -183,3 +184,173 @@ async def _title_when_done(alice: Agent, tab: str) -> dict[str, Any]:
                 return dict(json.loads(info["title"]))
         await asyncio.sleep(0.2)
     raise AssertionError("the page's script did not report within the deadline")
+
+
+# -- every spelling of the loopback ------------------------------------------------
+
+#: Each way a URL may name the computer's own loopback (Chromium reads each
+#: as one address: 2130706434, 0x7f000002, 0177.0.0.2 and 127.0.0.2. are
+#: 127.0.0.2; IPv6 has no loopback inside the image, yet is refused too).
+LOOPBACK_HOSTS = [
+    "127.0.0.2",
+    "127.255.255.254",
+    "127.1",
+    "2130706434",
+    "0x7f000002",
+    "0177.0.0.2",
+    "127.0.0.2.",
+    "0",
+    "0.0.0.0",
+    "localhost",
+    "[::1]",
+    "[0:0:0:0:0:0:0:1]",
+    "[::]",
+    "[::ffff:127.0.0.2]",
+    "[::ffff:7f00:1]",
+    "[::ffff:0:0]",
+]
+#: The computer's doors a page reaches without a token, and what their answer holds.
+DOORS = {
+    Settings.relay_port: ("/json/version", '"Browser"'),
+    Settings.app_port: ("/card", '"versions"'),
+}
+
+
+def _door_urls() -> list[str]:
+    return [
+        f"http://{host}:{port}{path}"
+        for port, (path, _) in DOORS.items()
+        for host in LOOPBACK_HOSTS
+    ]
+
+
+def _answered(text: object) -> bool:
+    """Whether a page's text is one of the doors' own answers."""
+    return isinstance(text, str) and any(mark in text for _, mark in DOORS.values())
+
+
+async def _reached_by_navigating(alice: Agent, url: str) -> bool:
+    """A tab's own script navigates it to ``url`` (not an agent's command:
+    the relay does not see it); whether it shows the door's answer."""
+    tab = (await alice.call("Target.createTarget", {"url": "about:blank"}))["result"]["targetId"]
+    attached = await alice.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
+    session = attached["result"]["sessionId"]
+    await alice.evaluate(session, f"location.href = {json.dumps(url)}; 1")
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline(20)
+    read = "[location.href, document.readyState, document.body ? document.body.innerText : '']"
+    try:
+        while True:
+            with contextlib.suppress(KeyError, TypeError):  # between documents
+                href, state, text = await alice.evaluate(session, read)
+                if href != "about:blank" and state == "complete":
+                    return _answered(text)
+            if loop.time() > end:
+                raise AssertionError(f"the tab's navigation to {url} did not end")
+            await asyncio.sleep(0.1)
+    finally:
+        await alice.call("Target.closeTarget", {"targetId": tab})
+
+
+async def _frames_reached(alice: Agent, session: str) -> list[str]:
+    """The frames of a page, its out-of-process ones too, that show a
+    document from a server (not an error page), other than the page's own."""
+    await alice.call(
+        "Target.setAutoAttach",
+        {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": True},
+        session,
+    )
+    sessions = [session] + [
+        e["params"]["sessionId"]
+        for e in alice.events
+        if e.get("method") == "Target.attachedToTarget"
+        and e["params"]["targetInfo"]["type"] == "iframe"
+    ]
+    reached = []
+    for each in sessions:
+        tree = (await alice.call("Page.getFrameTree", {}, each))["result"]["frameTree"]
+        stack = [(tree, each == session)]
+        while stack:
+            node, own = stack.pop()
+            frame = node["frame"]
+            if not own and frame["url"].startswith("http") and "unreachableUrl" not in frame:
+                reached.append(frame["url"])
+            stack += [(child, False) for child in node.get("childFrames", [])]
+    return reached
+
+
+async def test_no_page_reaches_the_computers_doors_on_any_loopback(target: Computer) -> None:
+    """A page of the test site (on the loopback itself, where Chromium's
+    local network checks let it fetch loopback) tries each spelling of the
+    loopback at the relay's and the app server's ports: by fetch, in a
+    frame, and by navigating a tab itself. Chromium refuses each at connect."""
+    urls = _door_urls()
+    async with agent(target) as alice:
+        _, session = await alice.page(f"{ORDINARY}next")
+        control = f"{ORDINARY}next?control"
+        fetch = f"({PROBE})({json.dumps([control, *urls])}, [])"
+        said: dict[str, str] = json.loads(await alice.evaluate(session, fetch))
+        assert said.pop(control) == "reached", "the control: an ordinary port is reachable"
+        fetched = sorted(u for u, s in said.items() if s != "refused")
+        frames = (
+            "Promise.all(" + json.dumps(urls) + ".map(u => new Promise(done => {"
+            " const f = document.createElement('iframe'); f.onload = done; f.src = u;"
+            " document.body.appendChild(f); setTimeout(done, 5000); })))"
+            ".then(() => new Promise(done => setTimeout(done, 500))).then(() => 1)"
+        )
+        await alice.evaluate(session, frames)
+        framed = await _frames_reached(alice, session)
+        navigated = [url for url in urls if await _reached_by_navigating(alice, url)]
+    clean(target)
+    assert not fetched, f"a page's fetch reached the computer's doors: {fetched}"
+    assert not framed, f"a page's frames showed the computer's doors: {framed}"
+    assert not navigated, f"a page navigated to the computer's doors: {navigated}"
+
+
+@pytest.mark.parametrize("method", ["Page.navigate", "Target.createTarget"])
+async def test_no_agent_opens_the_computers_doors_on_any_loopback(
+    target: Computer, method: str
+) -> None:
+    """An agent's own command to open each spelling is refused by the relay
+    (rule local-url), and would be by Chromium past it."""
+    opened = []
+    async with agent(target) as alice:
+        tab, session = await alice.page(f"{ORDINARY}next")
+        for url in _door_urls():
+            if method == "Page.navigate":
+                answer = await alice.call("Page.navigate", {"url": url}, session)
+                refused = "error" in answer or bool(answer["result"].get("errorText"))
+                if not refused:
+                    await asyncio.sleep(0.3)  # it paints
+                    text = await alice.evaluate(session, "document.body.innerText")
+                    refused = not _answered(text)
+            else:
+                answer = await alice.call("Target.createTarget", {"url": url})
+                refused = "error" in answer
+                if not refused:
+                    new = answer["result"]["targetId"]
+                    refused = not await _shows_a_door(alice, new)
+                    await alice.call("Target.closeTarget", {"targetId": new})
+            if not refused:
+                opened.append(url)
+            elif "error" in answer:
+                assert "local-url" in answer["error"]["message"], answer
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    clean(target)
+    assert not opened, f"{method} opened the computer's doors: {opened}"
+
+
+async def _shows_a_door(alice: Agent, tab: str) -> bool:
+    attached = await alice.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
+    session = attached["result"]["sessionId"]
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline(20)
+    while loop.time() < end:
+        with contextlib.suppress(KeyError, TypeError):
+            state, text = await alice.evaluate(
+                session, "[document.readyState, document.body ? document.body.innerText : '']"
+            )
+            if state == "complete" and text:
+                return _answered(text)
+        await asyncio.sleep(0.1)
+    return False

@@ -26,6 +26,8 @@ def test_inner_ports_are_ones_pages_cannot_reach() -> None:
     assert len(open_to_pages(load({"AGENTENV_RECORDER_PORT": "8081"}))) == 1
     flags = {"AGENTENV_CHROMIUM_FLAGS": "--single-process --explicitly-allowed-ports=6666"}
     assert "explicitly-allowed-ports" in open_to_pages(load(flags))[0]
+    rules = {"AGENTENV_CHROMIUM_FLAGS": "--host-resolver-rules=MAP * 1.2.3.4"}
+    assert "host-resolver-rules" in open_to_pages(load(rules))[0]
 
 
 def test_users_from_env_and_file(tmp_path: Path) -> None:

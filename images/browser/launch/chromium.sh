@@ -20,6 +20,15 @@
 # and all its memory to AGENTENV_RENDERER_MEMORY_MB by renderers.sh, which
 # also makes the renderers the kernel's first choice past the container's
 # limit. The browser process itself keeps the lowest score.
+# No page reaches the computer's own ports (the relay's, the app server's,
+# Chromium's, the recorder's) on its loopback, in any spelling: the
+# policies' URL blocklist matches an address only as written in full and
+# reads navigations only, so Chromium's host resolver rules answer "not
+# found" for each of those ports on 127.0.0.0/8, 0.0.0.0/8, [::1], [::],
+# IPv4-mapped addresses and localhost, whatever form a URL gave (Chromium
+# canonicalises the host before it matches: 2130706434, 0x7f000002 and 127.1
+# are 127.0.0.2 and 127.0.0.1), for every connection it makes: navigations,
+# frames, fetch, WebSockets, workers.
 set -euo pipefail
 
 : "${AGENTENV_LOG_DIR:?}" "${AGENTENV_PROFILE_DIR:?}"
@@ -37,6 +46,8 @@ if [ "${1:-}" != --as-user ]; then
             env PATH=/usr/bin:/bin AGENTENV_LOG_DIR="$AGENTENV_LOG_DIR" \
             AGENTENV_PROFILE_DIR="$AGENTENV_PROFILE_DIR" AGENTENV_DOWNLOADS_DIR="$downloads" \
             AGENTENV_CHROMIUM_PORT="$port" AGENTENV_CHROMIUM="$binary" \
+            AGENTENV_RELAY_PORT="${AGENTENV_RELAY_PORT:-}" AGENTENV_APP_PORT="${AGENTENV_APP_PORT:-}" \
+            AGENTENV_RECORDER_PORT="${AGENTENV_RECORDER_PORT:-}" \
             AGENTENV_CHROMIUM_FLAGS="${AGENTENV_CHROMIUM_FLAGS:-}" \
             AGENTENV_CHROMIUM_DISABLE_FEATURES="${AGENTENV_CHROMIUM_DISABLE_FEATURES:-}" \
             AGENTENV_RENDERER_MEMORY_MB="${AGENTENV_RENDERER_MEMORY_MB:-}" \
@@ -63,6 +74,15 @@ for mb in "$heap_mb" "$memory_mb"; do
 done
 js_flags=()
 if [ "$heap_mb" != 0 ]; then js_flags=(--js-flags="--max-old-space-size=$heap_mb"); fi
+# The computer's own ports: the same defaults as agentenv/settings.py (Settings.doors).
+rules=()
+for door in "${AGENTENV_RELAY_PORT:-9222}" "${AGENTENV_APP_PORT:-8080}" "$port" \
+    "${AGENTENV_RECORDER_PORT:-6667}"; do
+    for host in '127.*' '0.*' '[::1]' '[::]' '[::ffff:*]' '*localhost' '*localhost.'; do
+        rules+=("MAP $host:$door ^NOTFOUND")
+    done
+done
+resolver_rules="$(IFS=,; echo "${rules[*]}")"
 # Downloads stay readable by the app's Playwright MCP (a group they share).
 umask 0007
 mkdir -p "$AGENTENV_PROFILE_DIR" "$downloads"
@@ -89,5 +109,6 @@ exec env HOME="$AGENTENV_PROFILE_DIR" "$binary" \
     --remote-debugging-port="$port" \
     --user-data-dir="$AGENTENV_PROFILE_DIR" \
     "${js_flags[@]}" \
+    --host-resolver-rules="$resolver_rules" \
     "${extra[@]}" \
     about:blank

@@ -14,7 +14,9 @@
 - ``POST /v1/browser-recording/<op>``: forwarded to the recorder.
 - ``/mcp``: Playwright MCP's tools (:mod:`agentenv.app.mcp`).
 
-Every request passes the relay's ``Host`` and ``Origin`` checks. State, data
+Every request passes the relay's ``Host`` and ``Origin`` checks. A request
+refused for its token (401) is reported to the relay, which writes it to the
+action log as an ``auth`` line (``AgentEnv.authFailed``; :mod:`agentenv.log.auth`). State, data
 and recording ops need the control token (open on a developer's machine with
 neither users nor a control token configured). Who each call is on the
 record as: :mod:`agentenv.app.caller`. Bodies are capped per op (1 MiB;
@@ -67,22 +69,24 @@ from agentenv.app.requests import (
 from agentenv.http import (
     BODY_LIMIT,
     BodyError,
+    auth_middleware,
     error_middleware,
     error_response,
     read_body,
     read_json,
 )
+from agentenv.log.auth import Failure, door_of_app_path
 from agentenv.log.reader import LogReader
 from agentenv.metrics import CONTENT_TYPE, AppCounts, render
 from agentenv.process import log_dir
 from agentenv.protocol import dump
 from agentenv.protocol.attestation import key_text
 from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Attestation, Card, Extension
-from agentenv.protocol.control import Identified, Whoami
+from agentenv.protocol.control import AuthFailed, Done, Identified, Whoami
 from agentenv.protocol.data import ARCHIVE_LIMIT
 from agentenv.relay.pinned import CHROMIUM as PROTOCOL_TABLE
 from agentenv.relay.scopes import Scopes
-from agentenv.relay_link import BrowserError, BrowserLink
+from agentenv.relay_link import BrowserError, BrowserLink, CdpError
 from agentenv.settings import Settings
 from agentenv.signing import SigningKeyError, computer_key
 
@@ -376,11 +380,42 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     await app[client_key].close()
 
 
+#: How long a refused request waits for the relay to take its report.
+AUTH_REPORT_S = 2.0
+
+
+def _reporter(app: web.Application) -> Callable[[Failure], Awaitable[None]]:
+    """Failed authentication at the app's doors, reported to the relay (the
+    log's one writer, which bounds how many are written); a report that
+    cannot be made is said in the app's output, at most once a minute."""
+    said = [-60.0]
+
+    async def report(failure: Failure) -> None:
+        params = AuthFailed(
+            door=failure.door if failure.door != "cdp" else "op",
+            source=failure.source[:64] if failure.source else None,
+            path=failure.path[:200],
+            why=failure.why,
+            claimed={k: v for k, v in failure.claimed.items() if k in ("user", "role")},
+        )
+        try:
+            await app[link_key].control(params, Done, deadline_s=AUTH_REPORT_S)
+        except (BrowserError, CdpError) as exc:
+            now = asyncio.get_running_loop().time()
+            if now - said[0] >= 60.0:
+                said[0] = now
+                log.warning("a failed authentication could not be put on the record: %s", exc)
+
+    return report
+
+
 def make_app(settings: Settings) -> web.Application:
     """The app server for ``settings``."""
-    app = web.Application(
-        middlewares=[error_middleware(_paths), _checks], client_max_size=ARCHIVE_LIMIT
-    )
+    app = web.Application(client_max_size=ARCHIVE_LIMIT)
+    # Inside the error middleware: a 401 (after Host and Origin pass) is
+    # reported, then answered.
+    recorded = auth_middleware(settings, door_of_app_path, _reporter(app))
+    app.middlewares.extend([error_middleware(_paths), recorded, _checks])
     app[settings_key] = settings
     app[attestation_key] = {}
     folder, _ = log_dir(settings)

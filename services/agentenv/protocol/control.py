@@ -21,6 +21,9 @@ params do not fit with a CDP error naming the field.
   written, each with the scope it acts in (``null``: none named). A scoped
   recording's end waits for its own scope's only: another agent's command
   Chromium never answers is no gap in it.
+- ``AgentEnv.authFailed``: a request the app server refused for its token
+  (its ops, ``/mcp``, the live view): the relay writes it as the ``auth``
+  line of its own failures, under the same bound (:mod:`agentenv.log.auth`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ __all__ = [
     "CONTROL_METHODS",
     "CONTROL_RESULTS",
     "OTHER_SCOPE",
+    "AuthFailed",
     "BeginAction",
     "Begun",
     "ControlParams",
@@ -133,6 +137,19 @@ class Revoke(ControlParams):
     token: Annotated[str, Field(min_length=1, max_length=200)]
 
 
+class AuthFailed(ControlParams):
+    """``AgentEnv.authFailed``: one request the app server refused for its
+    token (never the token: :mod:`agentenv.log.auth`)."""
+
+    door: Literal["op", "mcp", "live"]
+    source: Annotated[str, Field(max_length=64)] | None = None
+    path: Annotated[str, Field(max_length=2000)]
+    why: Literal["no token", "unknown token"]
+    claimed: dict[Literal["user", "role"], Annotated[str, Field(max_length=64)]] = Field(
+        default_factory=dict
+    )
+
+
 class ControlResult(BaseModel):
     """What an ``AgentEnv.*`` command answers (extra fields are not taken)."""
 
@@ -198,6 +215,7 @@ CONTROL_METHODS: dict[str, type[ControlParams]] = {
     "AgentEnv.grant": TokenGrant,
     "AgentEnv.revoke": Revoke,
     "AgentEnv.pending": OpenEntries,
+    "AgentEnv.authFailed": AuthFailed,
 }
 
 #: Each method's result model.
@@ -210,4 +228,5 @@ CONTROL_RESULTS: dict[type[ControlParams], type[ControlResult]] = {
     TokenGrant: Token,
     Revoke: Done,
     OpenEntries: Open,
+    AuthFailed: Done,
 }

@@ -31,6 +31,8 @@ __all__ = [
     "ActionBody",
     "ActionLine",
     "Acts",
+    "AuthBody",
+    "AuthLine",
     "BreakBody",
     "BreakLine",
     "By",
@@ -61,8 +63,8 @@ Acts = Literal["acting", "reading"]
 ACTING: Acts = "acting"
 READING: Acts = "reading"
 
-LineKind = Literal["action", "tab", "reset", "outcome", "lost", "break"]
-LINE_KINDS: tuple[LineKind, ...] = ("action", "tab", "reset", "outcome", "lost", "break")
+LineKind = Literal["action", "tab", "reset", "outcome", "lost", "break", "auth"]
+LINE_KINDS: tuple[LineKind, ...] = ("action", "tab", "reset", "outcome", "lost", "break", "auth")
 
 #: The ways in an agent acts through (``agentenv`` is the computer's own).
 AGENT_VIAS = ("cdp", "mcp", "api")
@@ -198,7 +200,27 @@ BreakLine = TypedDict(
 )
 
 
-LogLine = ActionLine | TabLine | ResetLine | OutcomeLine | LostLine | BreakLine
+@with_config(_OPEN)
+class AuthBody(TypedDict, total=False):
+    """A request refused for its token (:mod:`agentenv.log.auth`): ``door``,
+    ``source``, ``path``, ``why`` and the names it ``claimed``; or a minute's
+    count of those not written one by one from ``source`` (null: every other
+    address), ``refused``, at ``doors``."""
+
+    door: str  # cdp | op | mcp | live
+    source: str | None
+    path: str
+    why: str  # no token | unknown token
+    claimed: dict[str, str]
+    refused: int
+    doors: list[str]
+
+
+class AuthLine(_Line):
+    auth: AuthBody
+
+
+LogLine = ActionLine | TabLine | ResetLine | OutcomeLine | LostLine | BreakLine | AuthLine
 
 
 def parse_line(raw: bytes | str) -> LogLine:

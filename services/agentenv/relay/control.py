@@ -1,8 +1,8 @@
 """The control token's ``AgentEnv.*`` commands on a relay connection
 (SPEC.md section 1): actions begun and ended, the tabs, a reset, granted
-tokens, the entries still open. The proxy has parsed their params
-(:mod:`agentenv.protocol.control`); each answers a result or raises
-``ValueError`` for a -32602 answer."""
+tokens, the entries still open, the app server's failed authentication.
+The proxy has parsed their params (:mod:`agentenv.protocol.control`); each
+answers a result or raises ``ValueError`` for a -32602 answer."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agentenv.log.auth import Failure
 from agentenv.protocol.control import (
     OTHER_SCOPE,
+    AuthFailed,
     BeginAction,
     Begun,
     ControlParams,
@@ -30,6 +32,7 @@ from agentenv.protocol.control import (
     Whoami,
     Written,
 )
+from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.connection import ClientState
 from agentenv.relay.errors import RelayError
 from agentenv.relay.logbook import Logbook
@@ -43,12 +46,18 @@ class Control:
     """One connection's ``AgentEnv.*`` commands."""
 
     def __init__(
-        self, state: ClientState, logbook: Logbook, watcher: Watcher, granted: Granted
+        self,
+        state: ClientState,
+        logbook: Logbook,
+        watcher: Watcher,
+        granted: Granted,
+        auth: AuthLog | None = None,
     ) -> None:
         self.state = state
         self.logbook = logbook
         self.watcher = watcher
         self.granted = granted
+        self.auth = auth
         self._by: dict[type[ControlParams], Callable[[Any], Awaitable[ControlResult]]] = {
             BeginAction: self._begin,
             EndAction: self._end,
@@ -58,6 +67,7 @@ class Control:
             TokenGrant: self._grant,
             Revoke: self._revoke,
             OpenEntries: self._pending,
+            AuthFailed: self._auth_failed,
         }
 
     async def run(self, params: ControlParams) -> ControlResult:
@@ -112,4 +122,10 @@ class Control:
 
     async def _revoke(self, params: Revoke) -> Done:
         self.granted.revoke(params.token)
+        return Done()
+
+    async def _auth_failed(self, params: AuthFailed) -> Done:
+        if self.auth is not None:
+            named = {str(key): value for key, value in params.claimed.items()}
+            self.auth.refused(Failure(params.door, params.source, params.path, params.why, named))
         return Done()

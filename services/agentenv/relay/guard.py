@@ -26,7 +26,9 @@ A :class:`Verdict` says what the relay does instead of forwarding as sent:
   folder instead, and downloads (and their events) still work.
 
 URLs are read the way Chromium's URL parser reads them, then held to an
-allowlist of schemes (:func:`agentenv.protocol.urls.web_url`).
+allowlist of schemes (:func:`agentenv.protocol.urls.web_url`), and never to
+the computer's own ports on its loopback, in any spelling of it
+(:func:`agentenv.protocol.urls.loopback_port`; :data:`DOORS`).
 """
 
 from __future__ import annotations
@@ -36,10 +38,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentenv import paths
-from agentenv.protocol.urls import WEB_TARGET_TYPES, web_target, web_url
+from agentenv.protocol.urls import WEB_TARGET_TYPES, loopback_port, web_target, web_url
 from agentenv.relay.commands import BROWSER_LEVEL, REFUSED, classify
+from agentenv.settings import Settings
 
 __all__ = [
+    "DOORS",
     "GUARD_ERROR_CODE",
     "PARAMS",
     "WEB_TARGET_TYPES",
@@ -47,6 +51,7 @@ __all__ = [
     "Verdict",
     "check",
     "check_url",
+    "close_doors",
     "inside",
     "not_allowed",
     "tab_target_verdict",
@@ -86,11 +91,33 @@ def _unknown(target: str) -> tuple[str, str] | None:
     return None
 
 
+#: The computer's own ports (:attr:`agentenv.settings.Settings.doors`): no URL
+#: an agent opens goes to them on the loopback. The defaults, and those of
+#: the relay's settings, closed at its start (:func:`close_doors`).
+DOORS: frozenset[int] = Settings().doors
+
+
+def close_doors(ports: frozenset[int]) -> None:
+    """Close the ports the relay's settings name too (once, at start). Only
+    ever more are closed: the defaults stay, whatever a process runs."""
+    global DOORS
+    DOORS = DOORS | ports
+
+
 def check_url(url: object) -> Verdict | None:
     """The ``local-url`` rule for a URL an agent asks to open."""
-    if url is None or (isinstance(url, str) and web_url(url)):
+    if url is None:
         return None
-    return _local_url()
+    if not isinstance(url, str) or not web_url(url):
+        return _local_url()
+    if loopback_port(url) in DOORS:
+        return Verdict(
+            "local-url",
+            "blocked by agentenv guard local-url: the computer's own ports (its relay, app "
+            "server, Chromium and recorder) are not reachable from its browser, on any "
+            "loopback address; open a page on another port or host",
+        )
+    return None
 
 
 def _local_url() -> Verdict:

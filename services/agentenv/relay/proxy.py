@@ -45,6 +45,7 @@ from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 from agentenv.log.cdp_params import redact_params
 from agentenv.protocol.log import ACTING
 from agentenv.relay import core, elements, password
+from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.causes import TAB_METHODS
 from agentenv.relay.commands import classify
 from agentenv.relay.control import Control
@@ -85,6 +86,8 @@ class Shared:
     granted: Granted
     inflight: InFlight | None = None
     reading: InFlight | None = None
+    #: Failed authentication on the record (the app reports its own).
+    auth: AuthLog | None = None
 
 
 class _Bridge(ToClient):
@@ -117,7 +120,7 @@ class _Bridge(ToClient):
         self.refused_binary = False
         self.client_gone = False  # a send to the client failed: it left
         #: The control token's AgentEnv.* commands.
-        self.control = Control(state, logbook, watcher, granted)
+        self.control = Control(state, logbook, watcher, granted, shared.auth)
 
     # -- client to Chromium --------------------------------------------------
 

@@ -18,6 +18,7 @@ from aiohttp import web
 from agentenv.access import Identity, bearer_token, identify
 from agentenv.metrics import RelayCounts
 from agentenv.relay import discovery
+from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.connection import ClientState
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.logbook import Logbook
@@ -31,6 +32,7 @@ from agentenv.settings import Settings
 __all__ = [
     "TARGET_ID",
     "agents_key",
+    "auth_key",
     "client_address",
     "client_key",
     "client_state",
@@ -67,6 +69,8 @@ reading_key = web.AppKey("reading", InFlight)
 per_user_key: web.AppKey[dict[str, int]] = web.AppKey("per_user")
 numbers_key: web.AppKey[itertools.count[int]] = web.AppKey("numbers")
 logbook_key = web.AppKey("logbook", Logbook)
+#: Failed authentication on the record (the relay's door and the app's reports).
+auth_key = web.AppKey("auth", AuthLog)
 watcher_key = web.AppKey("watcher", Watcher)
 granted_key = web.AppKey("granted", Granted)
 #: The relay's counts for ``/metrics``; the logbook holds the same object.

@@ -34,11 +34,13 @@ from agentenv.access import (
     check_host,
     check_origin,
 )
-from agentenv.http import BODY_LIMIT, error_middleware, error_response
+from agentenv.http import BODY_LIMIT, auth_middleware, error_middleware, error_response
+from agentenv.log.auth import Failure
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import CONTENT_TYPE, RelayCounts, render
 from agentenv.process import log_dir
 from agentenv.relay import discovery, guard
+from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.http_commands import json_activate, json_close, json_new, json_new_get
 from agentenv.relay.log_budget import LogBudget
@@ -48,6 +50,7 @@ from agentenv.relay.proxy import Shared, bridge
 from agentenv.relay.requests import (
     TARGET_ID,
     agents_key,
+    auth_key,
     client_address,
     client_key,
     client_state,
@@ -321,10 +324,11 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
         counts=counts,
     )
     app[logbook_key] = logbook
+    auth = app[auth_key] = AuthLog(writer)
     watcher = Watcher(settings, app[client_key], logbook)
     app[watcher_key] = watcher
     app[shared_key] = Shared(
-        logbook, watcher, app[granted_key], app[inflight_key], app[reading_key]
+        logbook, watcher, app[granted_key], app[inflight_key], app[reading_key], auth
     )
     watcher.after_reset = lambda: _close_reset(app)
 
@@ -333,6 +337,7 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
             await asyncio.sleep(1.0)
             try:
                 logbook.tick()
+                auth.tick()
             except Exception:
                 log.exception("log tick failed")
 
@@ -380,8 +385,17 @@ async def _close_sockets(app: web.Application) -> None:
 
 def make_app(settings: Settings) -> web.Application:
     """The relay application for ``settings``."""
+    guard.close_doors(settings.doors)  # no URL an agent opens goes to them
+
+    async def refused(failure: Failure) -> None:
+        app[auth_key].refused(failure)
+
+    # Inside the error middleware: a 401 from the token check (after Host
+    # and Origin pass) is on the record, then answered.
+    recorded = auth_middleware(settings, lambda path: "cdp", refused)
     app = web.Application(
-        middlewares=[error_middleware(lambda: _KNOWN), _guard], client_max_size=BODY_LIMIT
+        middlewares=[error_middleware(lambda: _KNOWN), recorded, _guard],
+        client_max_size=BODY_LIMIT,
     )
     app[settings_key] = settings
     app[sockets_key] = WeakSet()
