@@ -55,6 +55,9 @@ recorder_key: web.AppKey[Recorder] = web.AppKey("recorder")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+#: How long an end reads the log to catch up with what was written before it.
+CATCH_UP_S = 2.0
+
 
 class Recorder:
     def __init__(
@@ -79,31 +82,51 @@ class Recorder:
         self.by_request: dict[str, str] = {}
         self._lock = asyncio.Lock()
         self._last = 0
+        #: One reader of the log at a time (the follower, or an end catching up).
+        self._reading = asyncio.Lock()
 
     async def follow(self) -> None:
         """Hand each new log line to the open recordings, as it appears."""
         loop = asyncio.get_running_loop()
-        page = await loop.run_in_executor(None, self.reader.read, 0, 1)
+        await loop.run_in_executor(None, self.reader.read, 0, 1)
         self._last = self.reader.contiguous  # lines before the recorder started are past
         while True:
             try:
-                page = await loop.run_in_executor(None, self.reader.read, self._last, 1000)
-                open_ones = [r for r in self.recordings.values() if r.manifest is None]
-                if open_ones:  # with none open, the lines are passed over unparsed
-                    for raw in page.lines:
-                        try:
-                            line = parse_line(raw)
-                            for recording in open_ones:
-                                recording.seen(line)
-                        except Exception:  # one odd line is passed over, not read forever
-                            log.exception("a log line could not be followed")
-                self._last = page.last
-                full = len(page.lines) == 1000
+                full = await self._read_on()
             except Exception:  # keep following: a recording without frames is worse
                 log.exception("reading the log failed; trying again")
                 full = False
             if not full:
                 await asyncio.sleep(0.05)
+
+    async def _read_on(self) -> bool:
+        """Hand the open recordings the lines written since the last read;
+        whether there may be more (a full page)."""
+        async with self._reading:
+            loop = asyncio.get_running_loop()
+            page = await loop.run_in_executor(None, self.reader.read, self._last, 1000)
+            open_ones = [r for r in self.recordings.values() if r.manifest is None]
+            if open_ones:  # with none open, the lines are passed over unparsed
+                for raw in page.lines:
+                    try:
+                        line = parse_line(raw)
+                        for recording in open_ones:
+                            recording.seen(line)
+                    except Exception:  # one odd line is passed over, not read forever
+                        log.exception("a log line could not be followed")
+            self._last = page.last
+            return len(page.lines) == 1000
+
+    async def _caught_up(self) -> None:
+        """Every line written before an end, seen by its recording: an agent
+        that ends its recording right after its last answer had that act's
+        line written, and not yet read (the follower reads every 50 ms), so
+        it went unframed. Bounded: a log growing faster is read for at most
+        :data:`CATCH_UP_S`."""
+        until = time.monotonic() + CATCH_UP_S
+        with contextlib.suppress(Exception):  # the follower reads on regardless
+            while await self._read_on() and time.monotonic() < until:
+                pass
 
     async def start(self, ask: Start) -> Recording:
         async with self._lock:
@@ -231,6 +254,7 @@ class Recorder:
             await link.close()
 
     async def end(self, ask: End) -> Any:
+        await self._caught_up()
         recording = self.recordings.get(ask.recording_id)
         if recording is None:
             recording = await self._restore(ask)
@@ -241,6 +265,7 @@ class Recorder:
     async def end_all(self, reason: str) -> list[Any]:
         """End every open recording; one that fails does not stop the others
         (it stays open, and a retry ends it)."""
+        await self._caught_up()
         open_ones = [r for r in self.recordings.values() if r.manifest is None]
         ended = await asyncio.gather(
             *(r.end(reason, None) for r in open_ones), return_exceptions=True
