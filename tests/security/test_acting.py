@@ -137,11 +137,8 @@ async def test_what_changes_a_page_is_acting_and_framed(target: Computer) -> Non
     # Each of these acts is framed: keyed to a frame of the recording.
     framed = {seq for frame in manifest["frames"] for seq in frame.get("after", [])}
     unframed = [m for m in (*CODE, *DRAWN) if entries[m][0] not in framed]
-    assert unframed == [], (
-        unframed,
-        [(f["kind"], f["after"]) for f in manifest["frames"]],
-        entries[unframed[0]] if unframed else None,
-    )
+    shown = [(f["kind"], f["after"]) for f in manifest["frames"]]
+    assert unframed == [], (unframed, shown)
     assert manifest["missing_frames"] == 0, manifest
     clean(target)
 
