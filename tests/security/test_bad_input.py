@@ -517,6 +517,10 @@ async def test_the_relay_at_its_own_memory_limit_closes_a_connection_and_lives(
         "AGENTENV_RELAY_MEMORY_MB": "300",
         "AGENTENV_USER_INFLIGHT_BYTES": "0",
         "AGENTENV_RELAY_INFLIGHT_BYTES": "0",
+        # The renderer's own bounds would end the tab before its 250 MB
+        # answer is made (issue 40): the relay's bound is what is tried here.
+        "AGENTENV_RENDERER_MEMORY_MB": "0",
+        "AGENTENV_RENDERER_HEAP_MB": "0",
     }
     with computer(image, env=env) as pc:
         relay = pc.exec(*SUPERVISORCTL, "pid", "relay").strip()

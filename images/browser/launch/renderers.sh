@@ -24,7 +24,7 @@
 set -uo pipefail
 
 browser="${1:?usage: renderers.sh BROWSER_PID}"
-mb="${AGENTENV_RENDERER_MEMORY_MB:-1024}"
+mb="${AGENTENV_RENDERER_MEMORY_MB:-2048}"
 case "$mb" in
 '' | *[!0-9]*)
     echo "renderers.sh: AGENTENV_RENDERER_MEMORY_MB is MiB, a whole number (0: no limit), not '$mb'" >&2

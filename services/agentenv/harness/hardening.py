@@ -30,9 +30,9 @@ the relay (RLIMIT_DATA,                640 MiB   the connection being served is
 ``AGENTENV_RELAY_MEMORY_MB``)                    closed (rule memory)
 Chromium, the app server with its      1,264    what is left: 3 GiB less the
 Playwright MCPs, the recorder          MiB      rows above
-one renderer (a tab; RLIMIT_DATA,      1 GiB     the page's allocation fails (an
+one renderer (a tab; RLIMIT_DATA,      2 GiB     the page's allocation fails (an
 ``AGENTENV_RENDERER_MEMORY_MB``)                 ArrayBuffer: RangeError)
-its V8 heap (``--max-old-space-size``, 512 MiB   the tab's renderer ends, only
+its V8 heap (``--max-old-space-size``, 1 GiB     the tab's renderer ends, only
 ``AGENTENV_RENDERER_HEAP_MB``)                   that tab
 a scope's Blobs, in the browser        2 GiB     a new Blob is refused; no
 process (Chromium's constant)                    switch lowers it
@@ -95,8 +95,10 @@ RELAY_MEMORY_MB = 640
 LEFT_FOR_PROGRAMS_MB = 1024
 #: One renderer's (a tab's) memory, RLIMIT_DATA, and its V8 heap
 #: (images/browser/launch/chromium.sh's defaults; issue 40).
-RENDERER_MEMORY_MB = 1024
-RENDERER_HEAP_MB = 512
+#: At 1 GiB a renderer could not hand an agent an 80 MB string by value
+#: (its serialization's copies passed the limit and the tab crashed).
+RENDERER_MEMORY_MB = 2048
+RENDERER_HEAP_MB = 1024
 #: Each program's oom_score_adj (images/browser/conf.d): past the container's
 #: limit the kernel kills a tab (1000) first, then these, the browser (0) last.
 OOM_SCORE_ADJ = {"app": 800, "recorder": 700, "relay": 600}
