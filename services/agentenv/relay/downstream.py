@@ -21,7 +21,13 @@ from typing import Any
 import orjson
 
 from agentenv.relay import guard, scopes
-from agentenv.relay.connection import ClientState, Pending, SessionInfo, certificates_command
+from agentenv.relay.connection import (
+    WORKERS,
+    ClientState,
+    Pending,
+    SessionInfo,
+    certificates_command,
+)
 from agentenv.relay.scopes import Scope
 
 __all__ = ["MAX_FRAMES", "READ_FIRST", "Down", "Downstream", "answer_first", "from_upstream"]
@@ -400,7 +406,9 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
         owner = state.sessions.get(parent)
         tab = owner.tab if owner is not None else target
     info = _session_info(
-        tab if isinstance(tab, str) else None, target, kind if isinstance(kind, str) else ""
+        tab if isinstance(tab, str) else None,
+        target if isinstance(target, str) else None,
+        kind if isinstance(kind, str) else "",
     )
     state.sessions[session] = info
     if state.ignore_certificates and info.framed:
@@ -409,8 +417,8 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
     return _PASS
 
 
-def _session_info(tab: str | None, target: object, kind: str) -> SessionInfo:
-    if kind in ("service_worker", "shared_worker"):
-        return SessionInfo(tab, own=False, everywhere=True, framed=False)
+def _session_info(tab: str | None, target: str | None, kind: str) -> SessionInfo:
+    if kind in WORKERS:
+        return SessionInfo(tab, own=False, everywhere=True, framed=False, worker=target)
     framed = kind in ("page", "iframe")
     return SessionInfo(tab, own=tab is not None and tab == target, framed=framed)

@@ -26,7 +26,7 @@ from agentenv.log.writer import LogWriter
 from agentenv.metrics import RelayCounts
 from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.protocol.log import says_where
-from agentenv.relay.causes import TAB_METHODS, Causes, TabCommand
+from agentenv.relay.causes import TAB_METHODS, Causes, Served, TabCommand
 from agentenv.relay.log_budget import LogBudget
 from agentenv.relay.pinned import PARAMS
 from agentenv.settings import Settings
@@ -205,7 +205,7 @@ class Logbook:
         typed: dict[str, Any] | None = None,
         *,
         frame_only: bool = False,
-        everywhere: bool = False,
+        served: Served | None = None,
         scope: str | None = None,
         sent: bool = True,
     ) -> int:
@@ -213,8 +213,8 @@ class Logbook:
 
         ``typed`` replaces the params of a typing command the password check
         did not clear (withheld text). ``frame_only``: a navigate of a frame,
-        which claims no navigation of its tab; ``everywhere``: sent to a
-        service or shared worker, it acts on every tab; ``scope``: the scope the
+        which claims no navigation of its tab; ``served``: sent to a service
+        or shared worker, it acts on the tabs that worker serves; ``scope``: the scope the
         sender acts in (computers with two scopes or more). ``sent``: False for
         a command that never reaches Chromium (refused by the guard, invalid, or
         answered by the relay itself): it is on the record, but no tab event is
@@ -265,8 +265,8 @@ class Logbook:
         now = writer.monotonic()
         entry = writer.begin(fields, now)
         if acting and sent:
-            if everywhere:
-                self.causes.acting_everywhere(entry, method, now, identity.user)
+            if served is not None:
+                self.causes.acting_served(served, entry, method, now, identity.user)
             elif info is not None:
                 self.causes.acting_in(info, entry, method, now, identity.user)
         if tab_method and not frame_only and sent:
