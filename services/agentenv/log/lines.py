@@ -19,6 +19,7 @@ from agentenv.protocol.log import LineKind, LogLine
 
 __all__ = [
     "BROWSER_EXITED",
+    "TABS_COUNTED",
     "encode",
     "iso",
     "iso_ms",
@@ -30,6 +31,9 @@ __all__ = [
 #: The op of the computer's own line when Chromium goes away (its tabs all
 #: close; it restarts): a recording open then notes a gap in its manifest.
 BROWSER_EXITED = "browser/exited"
+#: The op of the computer's own line that counts a page's tab events not
+#: written, the share of the log that pays for them being spent (once a minute).
+TABS_COUNTED = "tabs/counted"
 
 _PREFIX = b'{"seq":'
 

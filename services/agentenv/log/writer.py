@@ -76,7 +76,8 @@ class LogWriter:
         self._puts = 0
         #: The file's size: what was there at open, and every byte written since.
         self.size = 0
-        #: Bytes of action lines written for each user, in all: the log
+        #: Bytes of action lines written for each user, in all, and of the
+        #: tab lines their share pays for (:meth:`record`'s ``who``): the log
         #: budgets' count (issue 22; the computer's own, ``agentenv``, is
         #: counted too, and never refused: see LogBudget.over); and what
         #: each had spent when the current minute of this writer's clock
@@ -312,10 +313,19 @@ class LogWriter:
         """Bytes of ``who``'s action lines written in the current minute."""
         return self.spent.get(who, 0) - self._spent_before.get(who, 0)
 
-    def record(self, kind: LineKind, body: dict[str, Any]) -> int:
-        """Take a number and write a line at once (tab events, resets)."""
+    def record(self, kind: LineKind, body: dict[str, Any], who: str | None = None) -> int:
+        """Take a number and write a line at once (tab events, resets); its
+        bytes count against ``who``'s share (a tab line's payer), if given."""
         seq = self._numbering.take()
+        if who is None:
+            self._write(seq, self._stamp(), kind, body)
+            return seq
+        now = self.monotonic()
+        if now >= self._minute_ends:  # as begin() does: the minute moves on here too
+            self._next_minute(now)
+        size = self.size
         self._write(seq, self._stamp(), kind, body)
+        self.spent[who] = self.spent.get(who, 0) + self.size - size
         return seq
 
     def check_stalled(self) -> int:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv.relay.front import Front
+from agentenv.settings import AGENTENV_USER
 
 __all__ = [
     "CLAIM_WINDOW_S",
@@ -93,6 +94,10 @@ class KnownTab:
     #: ``url`` as the log writes it (redacted by the logbook, which fills
     #: it; None until then, and again whenever ``url`` changes).
     logged_url: str | None = None
+    #: The latest agent that acted in the tab (a popup: its opener's), whose
+    #: share of the log the tab's own lines count against in a shared scope
+    #: (:func:`agentenv.relay.log_budget.tab_share`); None: no agent yet.
+    payer: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +192,8 @@ class Causes:
         """:meth:`acting`, for a tab its caller has already found."""
         self.last_acting = (entry, now, info.id)
         info.last_acting, info.last_acting_at, info.last_acting_who = entry, now, who
+        if who and who != AGENTENV_USER:
+            info.payer = who
         if method not in _SCRIPTS:
             info.last_input, info.last_input_at, info.last_input_who = entry, now, who
 
@@ -248,6 +255,9 @@ class Causes:
         self, tab: str, url: str, opener: str | None, now: float, context: str | None = None
     ) -> list[Event]:
         self.tabs[tab] = KnownTab(tab, url, opener, context)
+        opened_by = self.tabs.get(opener) if opener is not None else None
+        if opened_by is not None:
+            self.tabs[tab].payer = opened_by.payer
         if url not in ("", "about:blank"):
             # Chromium names the page it opens already: that was its first
             # navigation, and the next one is not the opener's to claim.

@@ -1,0 +1,90 @@
+"""Every line counts against someone's share (issue 40, item 8): a page's
+own tab lines, a command's nested parameters, the Playwright MCPs, and the
+refusals the app passes on."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.security.attacks import agent, attempt
+from tests.support.container import computer
+from tests.support.timing import deadline, wait_for
+
+#: A page that moves itself (a fragment at a time) for as long as it is open.
+FLOOD = """<!doctype html><title>flood</title>
+<script>let n = 0; setInterval(() => { location.hash = String(++n); }, 10);</script>"""
+
+#: Alice's share of the log, scaled down so that her page spends it in seconds.
+SHARE = 40_000
+
+
+def _tab_bytes(lines: list[dict[str, Any]], tab: str) -> int:
+    import json
+
+    return sum(
+        len(json.dumps(x, separators=(",", ":")))
+        for x in lines
+        if x.get("tab", {}).get("id") == tab
+    )
+
+
+async def test_a_pages_own_tab_lines_count_against_its_users_share(image: str) -> None:
+    """A page navigating itself wrote tab lines that counted against no
+    one's share: once its agent's commands were cut off, the page went on
+    filling the log until every user was refused. Now its lines cost the
+    share of the user whose scope it is in; once that is spent they are
+    counted (a ``tabs/counted`` line a minute), and another user's go on."""
+    env = {"AGENTENV_LOG_USER_MAX_BYTES": str(SHARE)}
+    with computer(image, env=env) as pc:
+        origin = pc.serve_folder(8022, "/tmp/flood", {"flood.html": FLOOD})
+        before = attempt(pc)
+        async with agent(pc, "alice") as alice:
+            tab = (await alice.call("Target.createTarget", {"url": origin + "/flood.html"}))[
+                "result"
+            ]["targetId"]
+            # Alice sends nothing more: her page's own lines spend her share.
+            loop = asyncio.get_running_loop()
+            end = loop.time() + deadline(40)
+            refused = None
+            while refused is None:
+                assert loop.time() < end, "alice's page never spent her share of the log"
+                await asyncio.sleep(1)
+                answer = await alice.call("Target.getTargets")
+                if "error" in answer:
+                    refused = answer["error"]["message"]
+            assert "log-budget" in refused, refused
+
+        def counted() -> list[dict[str, Any]] | None:
+            lines = pc.log(before)[0]
+            found = [x["action"] for x in lines if x.get("action", {}).get("op") == "tabs/counted"]
+            return found or None
+
+        told = wait_for(counted, "a tabs/counted line for alice's page", timeout_s=20)
+        assert told[0]["share"] == "alice" and told[0]["scope"] == "alice", told
+        assert told[0]["tabs"] == [tab] and told[0]["count"] >= 1, told
+        # Her page goes on moving, and the log no longer grows by it.
+        lines = pc.log(before)[0]
+        written = _tab_bytes(lines, tab)
+        assert written <= SHARE, written
+        moved = await_moves(pc, tab)
+        assert _tab_bytes(pc.log(before)[0], tab) == written, "the page's lines went on"
+        assert moved, "alice's page stopped moving: the test proves nothing"
+        # Bob's share is his own.
+        async with agent(pc, "bob") as bob:
+            _, session = await bob.page("about:blank")
+            assert await bob.evaluate(session, "6 * 7") == 42
+
+
+def await_moves(pc: Any, tab: str) -> bool:
+    """Whether ``tab``'s page is still moving itself (its fragment grows
+    within a bounded wait), read through the control token's tabs/list."""
+
+    def fragment() -> int:
+        for listed in pc.op("tabs/list", {"scope": "alice"}):
+            if listed["id"] == tab:
+                return int(listed["url"].rpartition("#")[2] or 0)
+        raise AssertionError("alice's page is gone")
+
+    first = fragment()
+    return bool(wait_for(lambda: fragment() > first + 20, "the page to move on", timeout_s=20))
