@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.security.attacks import agent, attempt
-from tests.support.container import computer
+from tests.security.attacks import agent, attempt, by, entries
+from tests.support.container import Computer, computer
 from tests.support.timing import deadline, wait_for
 
 #: A page that moves itself (a fragment at a time) for as long as it is open.
@@ -88,3 +88,31 @@ def await_moves(pc: Any, tab: str) -> bool:
 
     first = fragment()
     return bool(wait_for(lambda: fragment() > first + 20, "the page to move on", timeout_s=20))
+
+
+async def test_nested_and_list_parameters_write_no_huge_line(target: Computer) -> None:
+    """Only unknown top-level parameters were shrunk: a command's own list
+    or nested parameters (each string cut at 2,000 characters) wrote a 4 MB
+    line. Now a line's params past 16 KiB are logged by size and count, the
+    first part kept."""
+    import json
+
+    urls = [f"https://blocked.example/{n}/" + "u" * 1990 for n in range(2000)]
+    headers = {f"x-h{n}": "v" * 1990 for n in range(2000)}
+    before = attempt(target)
+    async with agent(target, "alice") as alice:
+        _, session = await alice.page("about:blank")
+        for method, params in (
+            ("Network.setBlockedURLs", {"urls": urls}),
+            ("Network.setExtraHTTPHeaders", {"headers": headers}),
+        ):
+            answer = await alice.call(method, params, session)
+            assert "result" in answer, str(answer)[:300]
+    for method in ("Network.setBlockedURLs", "Network.setExtraHTTPHeaders"):
+        [entry] = entries(target, before, method, by(method=method, who="alice"))
+        size = len(json.dumps(entry, separators=(",", ":")))
+        assert size < 20_000, (method, size)
+        cut = entry["params"]["cut"]
+        assert cut["bytes"] > 3_000_000 and cut["count"] == 1, (method, cut)
+        start = '{"urls":[' if "Blocked" in method else '{"headers":{"x-h0":"v'
+        assert cut["kept"].startswith(start), (method, cut["kept"][:100])

@@ -349,6 +349,47 @@ def test_parameters_a_command_does_not_take_are_logged_by_size(tmp_path: Path) -
     assert logged[plain]["params"] == {"url": "https://b.example/"}
 
 
+def test_nested_and_list_parameters_are_bounded_like_top_level_ones(tmp_path: Path) -> None:
+    """A command's parameters it does take, nested or in lists (each string
+    cut at 2,000 characters), wrote a 4 MB line (4th red team): past
+    PARAMS_MAX a line's params, and an action's args, are logged by their
+    size and count with their first part kept; small ones are whole."""
+    from agentenv.access import Identity
+    from agentenv.log.lines import PARAMS_KEPT, PARAMS_MAX
+    from agentenv.protocol.control import BeginAction, EndAction
+    from agentenv.relay.logbook import Logbook
+
+    path = tmp_path / "l.jsonl"
+    book = Logbook(LogWriter.open(path))
+    cookies = [
+        {"name": f"c{i}", "domain": "a.example", "path": "/" + "p" * 1990} for i in range(2000)
+    ]
+    big = book.begin_command(
+        Identity("alice"), 7, None, "Network.setCookies", {"cookies": cookies}, "T"
+    )
+    book.end_command(big, True)
+    deep = {"patterns": [{"urlPattern": "https://a.example/" + "q" * 1990}] * 100}
+    stalled = book.begin_command(Identity("alice"), 7, None, "Fetch.enable", deep, "T")
+    small = book.begin_command(
+        Identity("alice"), 7, None, "Network.setCookies", {"cookies": cookies[:2]}, "T"
+    )
+    book.end_command(small, True)
+    tool = book.begin_action(
+        1, BeginAction(via="mcp", who="alice", tool="browser_fill_form", args={"fields": cookies})
+    )
+    book.end_action(1, EndAction(entry=tool, ok=True))
+    book.writer.close()  # the one still open is written unfinished, bounded too
+    raw = path.read_bytes().splitlines()
+    assert max(len(x) for x in raw) < PARAMS_MAX, max(len(x) for x in raw)
+    logged: dict[int, Any] = {json.loads(x)["seq"]: json.loads(x)["action"] for x in raw}
+    cut = logged[big]["params"]["cut"]
+    assert cut["count"] == 1 and cut["bytes"] > 4_000_000, cut
+    assert cut["kept"].startswith('{"cookies":[{"name":"c0"') and len(cut["kept"]) == PARAMS_KEPT
+    assert logged[stalled]["unfinished"] and logged[stalled]["params"]["cut"]["count"] == 1
+    assert logged[small]["params"] == {"cookies": cookies[:2]}
+    assert logged[tool]["args"]["cut"]["count"] == 1, logged[tool]
+
+
 def test_a_users_log_budget_stops_that_user_only(tmp_path: Path) -> None:
     """Past their share (in all, or this minute) a user's commands and
     actions are refused, with rule log-budget on the record once a minute;

@@ -40,7 +40,7 @@ import orjson
 
 from agentenv.log.cdp_params import redact_params, resolved
 from agentenv.log.errors import LogError, LogLocked
-from agentenv.log.lines import encode, iso_ms, line
+from agentenv.log.lines import PARAMS_MAX, bound, encode, iso_ms, line
 from agentenv.log.numbering import STALLED_S, Numbering, Recovery, recover
 from agentenv.protocol.chain import GENESIS, hash_written, line_hash
 from agentenv.protocol.log import LineKind
@@ -181,7 +181,10 @@ class LogWriter:
         }
 
     def _write(self, seq: int, at: str, kind: LineKind, body: dict[str, Any]) -> None:
-        """Write a line of ``kind`` (chained, unless the chain is off)."""
+        """Write a line of ``kind`` (chained, unless the chain is off); an
+        action's params and args bounded (:func:`~agentenv.log.lines.bound`)."""
+        if kind == "action":
+            bound(body)
         if self.chain:
             self._put(encode({"seq": seq, "at": at, "prev": self.head, kind: body}))
         else:
@@ -281,6 +284,8 @@ class LogWriter:
             for key in ("params", "args"):
                 if key in fields:
                     fields[key] = {"withheld": "unwritable"}
+            data = orjson.dumps(top, default=str, option=orjson.OPT_APPEND_NEWLINE)
+        if len(data) > PARAMS_MAX and bound(fields):  # one compare a line, the rare cut after
             data = orjson.dumps(top, default=str, option=orjson.OPT_APPEND_NEWLINE)
         if not seq & 255:  # one action in 256 is timed (its seq needs no counter)
             self._timed(data)

@@ -94,10 +94,18 @@ class KnownTab:
     #: ``url`` as the log writes it (redacted by the logbook, which fills
     #: it; None until then, and again whenever ``url`` changes).
     logged_url: str | None = None
-    #: The latest agent that acted in the tab (a popup: its opener's), whose
-    #: share of the log the tab's own lines count against in a shared scope
-    #: (:func:`agentenv.relay.log_budget.tab_share`); None: no agent yet.
+    #: Whose share of the log the tab's own lines count against when no agent
+    #: acted in it since (:meth:`pays`): a popup's opener's, or the sender of
+    #: the latest command that moved it.
     payer: str | None = None
+
+    def pays(self) -> str | None:
+        """The share the tab's own lines count against in a shared scope
+        (:func:`agentenv.relay.log_budget.tab_share`): the latest agent that
+        acted in it, else :attr:`payer`; None: no agent yet. Read when a line
+        is written, so acting costs nothing more per command."""
+        who = self.last_acting_who
+        return who if who and who != AGENTENV_USER else self.payer
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +200,6 @@ class Causes:
         """:meth:`acting`, for a tab its caller has already found."""
         self.last_acting = (entry, now, info.id)
         info.last_acting, info.last_acting_at, info.last_acting_who = entry, now, who
-        if who and who != AGENTENV_USER:
-            info.payer = who
         if method not in _SCRIPTS:
             info.last_input, info.last_input_at, info.last_input_who = entry, now, who
 
@@ -257,7 +263,7 @@ class Causes:
         self.tabs[tab] = KnownTab(tab, url, opener, context)
         opened_by = self.tabs.get(opener) if opener is not None else None
         if opened_by is not None:
-            self.tabs[tab].payer = opened_by.payer
+            self.tabs[tab].payer = opened_by.pays()
         if url not in ("", "about:blank"):
             # Chromium names the page it opens already: that was its first
             # navigation, and the next one is not the opener's to claim.

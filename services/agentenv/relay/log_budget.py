@@ -39,7 +39,7 @@ def tab_share(
     computer's own), and whether it is the page's own doing (which is not
     written once that share is spent). ``users``: the users of the tab's
     scope; ``payer``: the latest agent that acted in the tab (a popup: its
-    opener's; :attr:`agentenv.relay.causes.KnownTab.payer`).
+    opener's; :meth:`agentenv.relay.causes.KnownTab.pays`).
 
     - A command's: its sender's. It was let in under their share: it is
       always written.

@@ -530,10 +530,10 @@ class Logbook:
                     event["scope"] = scope
                 if event.get("event") == "closed":
                     self._tab_scopes.pop(tab, None)
-            payer = known.payer if known is not None else gone
+            payer = known.pays() if known is not None else gone
             share, own = tab_share(event.get("by") or {}, scope, self.users_of(scope), payer)
             if share is not None and not own and known is not None:
-                known.payer = share  # a command moved it: its sender acts in it now
+                known.payer = share  # a command moved it: its sender pays, if no agent acts
             if own and share is not None and self.budget.over(self.writer, share) is not None:
                 minute = int(self.writer.monotonic() // 60)
                 told = self.budget.tab_counted(share, str(tab), scope, minute)
@@ -550,7 +550,7 @@ class Logbook:
 
     def destroyed(self, tab: str) -> None:
         known = self.causes.tabs.get(tab)
-        gone = known.payer if known is not None else None
+        gone = known.pays() if known is not None else None
         self._write_tabs(self.causes.destroyed(tab, self.monotonic()), gone)
 
     def ended(self, kind: str, why: str | None = None) -> None:
