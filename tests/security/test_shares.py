@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.security.attacks import agent, attempt, by, entries
-from tests.support.container import Computer, computer
+from tests.security.attacks import Agent, agent, attempt, by, entries
+from tests.support.container import SITE, USERS, Computer, computer
 from tests.support.timing import deadline, wait_for
 
 #: A page that moves itself (a fragment at a time) for as long as it is open.
@@ -116,3 +116,43 @@ async def test_nested_and_list_parameters_write_no_huge_line(target: Computer) -
         assert cut["bytes"] > 3_000_000 and cut["count"] == 1, (method, cut)
         start = '{"urls":[' if "Blocked" in method else '{"headers":{"x-h0":"v'
         assert cut["kept"].startswith(start), (method, cut["kept"][:100])
+
+
+async def test_a_fulfilled_request_names_its_tab_in_a_shared_scope(image: str) -> None:
+    """In a shared scope, Alice intercepting on the browser's own session
+    answered Bob's page's request with ``Fetch.fulfillRequest`` in an entry
+    that named no tab: it names his."""
+    import base64
+
+    with computer(image, scopes={user: "team" for user in USERS}) as pc:
+        before = attempt(pc)
+        async with agent(pc, "alice") as alice, agent(pc, "bob") as bob:
+            patterns = [{"urlPattern": "*fulfil-me*"}]
+            assert "result" in await alice.call("Fetch.enable", {"patterns": patterns})
+            opened = await bob.call("Target.createTarget", {"url": SITE + "/?fulfil-me"})
+            tab = opened["result"]["targetId"]
+            paused = await _event(alice, "Fetch.requestPaused")
+            assert "sessionId" not in paused, paused  # the browser's own session: no tab
+            body = base64.b64encode(b"<p>answered by alice</p>").decode()
+            fulfilled = await alice.call(
+                "Fetch.fulfillRequest",
+                {"requestId": paused["params"]["requestId"], "responseCode": 200, "body": body},
+            )
+            assert "result" in fulfilled, fulfilled
+        [entry] = entries(pc, before, "alice's fulfill", by(method="Fetch.fulfillRequest"))
+        assert entry["who"] == "alice" and entry.get("tab") == tab, entry
+        assert "fulfil-me" in entry.get("url", ""), entry
+
+
+async def _event(who: Agent, method: str) -> dict[str, Any]:
+    """The next event ``method`` on ``who``'s connection (bounded)."""
+    for kept in who.events:
+        if kept.get("method") == method:
+            who.events.remove(kept)
+            return kept
+    while True:
+        got = await who.ws.receive(timeout=deadline(20))
+        message = got.json()
+        if message.get("method") == method:
+            return dict(message)
+        who.events.append(message)

@@ -17,6 +17,7 @@ from agentenv.relay.worlds import RelayWorlds
 
 __all__ = [
     "IGNORE_CERTIFICATES",
+    "MAX_PAUSED",
     "WORKERS",
     "ClientState",
     "Pending",
@@ -27,6 +28,8 @@ __all__ = [
 #: Target types whose script serves pages from no tab of its own: what is
 #: sent there acts on the pages the worker serves.
 WORKERS = frozenset({"service_worker", "shared_worker"})
+#: Paused requests a connection keeps the tab of (:attr:`ClientState.paused`).
+MAX_PAUSED = 10_000
 
 
 @dataclass
@@ -107,6 +110,11 @@ class ClientState:
     downloads: set[str] = field(default_factory=set)
     #: Windows of its scope's tabs it asked for (Browser.getWindowForTarget).
     windows: set[int] = field(default_factory=set)
+    #: Requests paused on the browser's own session (``Fetch.requestPaused``
+    #: with no session: interception of every tab), by requestId -> the tab
+    #: whose request it is, the oldest forgotten past :data:`MAX_PAUSED`: a
+    #: ``Fetch.*`` command naming one is that tab's.
+    paused: dict[str, str] = field(default_factory=dict)
     #: Frames it heard load on its own sessions (an in-process iframe has no
     #: target of its own): frame -> its tab, the oldest forgotten past
     #: :data:`MAX_FRAMES`. A download from one is its news too.
@@ -120,6 +128,9 @@ class ClientState:
         if session is not None:
             info = self.sessions.get(session)
             return info.tab if info is not None else None
+        if self.paused and self.page is None and params is not None and method[:6] == "Fetch.":
+            request = params.get("requestId")
+            return self.paused.get(request) if isinstance(request, str) else None
         return self.page
 
     def served(self, session: str | None) -> Served | None:

@@ -22,6 +22,7 @@ import orjson
 
 from agentenv.relay import guard, scopes
 from agentenv.relay.connection import (
+    MAX_PAUSED,
     WORKERS,
     ClientState,
     Pending,
@@ -162,6 +163,8 @@ def _from_chromium(state: ClientState, data: str) -> Downstream:
             return _session_event(state, message)
         if data.startswith(_LOADING):
             return _loading_event(state, data)
+        if data.startswith(_PAUSED) and state.page is None:
+            return _paused_event(state, data)
         if state.scope is not None and data.startswith(_SCOPED_EVENTS):
             return _scoped_event(state, state.scope, data)
         if (data.startswith(_WORLD_EVENTS) and state.worlds.contexts) or data.startswith(_CREATED):
@@ -240,6 +243,7 @@ def _read_result(
 
 
 _LOADING = '{"method":"Page.frameSt'  # frameStartedLoading, frameStoppedLoading
+_PAUSED = '{"method":"Fetch.requestPaused"'
 _SCOPED_EVENTS = (
     '{"method":"Target.targetCreated"',
     '{"method":"Target.targetInfoChanged"',
@@ -359,6 +363,27 @@ def _loading_event(state: ClientState, data: str) -> Downstream:
                 del state.frames[next(iter(state.frames))]
         return _PASS
     return Downstream(Down.PASS, loading=(tab, started))
+
+
+def _paused_event(state: ClientState, data: str) -> Downstream:
+    """A request paused on the browser's own session (interception of every
+    tab): the tab it is for, by its frame, kept for the ``Fetch.*`` command
+    that answers it (its entry names the tab). On a session, the session
+    names the tab already."""
+    message = _loads(data)
+    if not isinstance(message, dict) or message.get("sessionId") is not None:
+        return _PASS
+    params = message.get("params") or {}
+    request, frame = params.get("requestId"), params.get("frameId")
+    if not isinstance(request, str) or not isinstance(frame, str):
+        return _PASS
+    tab = state.frames.get(frame) or state.owner(frame)
+    known = state.kinds(tab)
+    if known is not None and known[0] == "page":
+        state.paused[request] = tab
+        if len(state.paused) > MAX_PAUSED:
+            del state.paused[next(iter(state.paused))]
+    return _PASS
 
 
 #: Frames a connection keeps for its downloads' news (:attr:`ClientState.frames`).
