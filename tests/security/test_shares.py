@@ -156,3 +156,26 @@ async def _event(who: Agent, method: str) -> dict[str, Any]:
         if message.get("method") == method:
             return dict(message)
         who.events.append(message)
+
+
+async def test_a_refusal_of_the_relays_own_is_not_blamed_on_chromium(image: str) -> None:
+    """An agent's op refused by the relay (its log full) was answered 502
+    "Chromium refused AgentEnv.beginAction: …": the refusal is the relay's,
+    and the answer says so, with a fitting status (503, as the relay's own
+    HTTP commands answer it) and the rule."""
+    with computer(image, env={"AGENTENV_LOG_MAX_BYTES": "300000"}) as pc:
+        async with agent(pc, "alice") as alice:
+            _, session = await alice.page("about:blank")
+            refused = None
+            for n in range(1000):
+                answer = await alice.call(
+                    "Runtime.evaluate", {"expression": f"'{'x' * 1900}'.length + {n}"}, session
+                )
+                if "error" in answer:
+                    refused = answer["error"]["message"]
+                    break
+            assert refused is not None and "action log is full" in refused, refused
+        op = pc.op("navigate", {"url": "about:blank#late"}, user="alice", status=503)
+        message = op["error"]["message"]
+        assert "Chromium" not in message and "action log is full" in message, message
+        assert "AGENTENV_LOG_MAX_BYTES" in message, message

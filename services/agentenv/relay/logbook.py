@@ -174,9 +174,13 @@ class Logbook:
         self.writer.record("action", fields)
 
     def full_message(self) -> str:
+        """The refusal of an agent's command or action while the log is full
+        (rule ``log-full``: the app answers it 503, as the relay's own HTTP
+        commands do, never as Chromium's)."""
         return (
-            f"the action log is full (AGENTENV_LOG_MAX_BYTES={self.max_bytes}): this computer "
-            "takes no more commands from agents; end the run and start a fresh computer"
+            "refused by agentenv guard log-full: the action log is full "
+            f"(AGENTENV_LOG_MAX_BYTES={self.max_bytes}): this computer takes no more commands "
+            "from agents; end the run and start a fresh computer"
         )
 
     @property
