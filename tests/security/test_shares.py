@@ -179,3 +179,49 @@ async def test_a_refusal_of_the_relays_own_is_not_blamed_on_chromium(image: str)
         message = op["error"]["message"]
         assert "Chromium" not in message and "action log is full" in message, message
         assert "AGENTENV_LOG_MAX_BYTES" in message, message
+
+
+def test_playwright_mcps_stay_within_the_memory_budget_whatever_the_users(image: str) -> None:
+    """One user's 8 Playwright MCPs (about 90 MiB each) took 58 % of what the
+    memory budget leaves Chromium and the programs, and two users at their 8
+    passed it: the computer runs at most AGENTENV_MCP_SESSIONS, each user a
+    share of them (429 past it), and a session past the total gets 503; the
+    card says the numbers."""
+    import requests
+
+    from tests.support.container import CONTROL
+    from tests.support.mcp import initialize, raw_headers
+
+    listing: dict[str, Any] = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    with computer(image, env={"AGENTENV_MCP_SESSIONS": "2"}) as pc:
+        def session(token: str, name: str, role: str | None = None) -> requests.Response:
+            headers = raw_headers(token)
+            if role is not None:
+                headers["AgentEnv-Role"] = role
+            started = requests.post(
+                pc.app + "/mcp", json=initialize(name), headers=headers, timeout=deadline(60)
+            )
+            if started.status_code != 200:
+                return started
+            headers["Mcp-Session-Id"] = started.headers["mcp-session-id"]
+            requests.post(pc.app + "/mcp", json=note, headers=headers, timeout=deadline(30))
+            return requests.post(
+                pc.app + "/mcp", json=listing, headers=headers, timeout=deadline(120)
+            )
+
+        first = session(pc.token("alice"), "alice-1")
+        assert first.status_code == 200 and "browser_" in first.text, first.text[:300]
+        second = session(pc.token("alice"), "alice-2")
+        assert second.status_code == 429, (second.status_code, second.text[:300])
+        assert "AGENTENV_MCP_SESSIONS" in second.text and "DELETE /mcp" in second.text
+        bobs = session(pc.token("bob"), "bob-1")
+        assert bobs.status_code == 200 and "browser_" in bobs.text, bobs.text[:300]
+        third = session(CONTROL, "driver", role="carol")
+        assert third.status_code == 503, (third.status_code, third.text[:300])
+        assert "AGENTENV_MCP_SESSIONS=2" in third.text, third.text
+        running = pc.exec("sh", "-c", "pgrep -u agentenv -f 'cli.js mcp' | wc -l").strip()
+        assert running == "2", running
+        limits = requests.get(pc.app + "/card", timeout=deadline(30)).json()
+        limits = limits["extensions"]["browser/v1"].get("limits", {})
+        assert limits == {"mcp_sessions": 2, "mcp_sessions_per_caller": 1}, limits

@@ -30,6 +30,9 @@ the relay (RLIMIT_DATA,                640 MiB   the connection being served is
 ``AGENTENV_RELAY_MEMORY_MB``)                    closed (rule memory)
 Chromium, the app server with its      1,264    what is left: 3 GiB less the
 Playwright MCPs, the recorder          MiB      rows above
+of which the Playwright MCPs           384 MiB   a new MCP session is refused
+(``AGENTENV_MCP_SESSIONS``, 4, about             (503; one caller's share past
+96 MiB each)                                     its own: 429)
 =====================================  ========  ==============================
 
 Inside Chromium, an origin's storage (IndexedDB, Cache Storage, OPFS) is
@@ -49,8 +52,10 @@ from typing import Any
 __all__ = [
     "CAPABILITIES",
     "LEFT_FOR_PROGRAMS_MB",
+    "MCP_SHARE_MB",
     "MEMORY",
     "PIDS",
+    "PLAYWRIGHT_MCP_MB",
     "RELAY_MEMORY_MB",
     "SERVICE_UID",
     "SHM",
@@ -77,6 +82,13 @@ SHM = "64m"
 RELAY_MEMORY_MB = 640
 #: What the budget leaves at least for Chromium and the other programs.
 LEFT_FOR_PROGRAMS_MB = 1024
+#: One Playwright MCP (its Node process and the Python that starts it), as
+#: the container's cgroup counts it: four took an idle computer from 254 to
+#: 628 MiB (2026-12-04, in the image; 131 MiB of RSS each, some shared).
+PLAYWRIGHT_MCP_MB = 96
+#: What of LEFT_FOR_PROGRAMS_MB every Playwright MCP together may take
+#: (``AGENTENV_MCP_SESSIONS`` of them); the rest is Chromium's and the servers'.
+MCP_SHARE_MB = 400
 PIDS = 2048
 
 
