@@ -195,6 +195,7 @@ def test_playwright_mcps_stay_within_the_memory_budget_whatever_the_users(image:
     listing: dict[str, Any] = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     with computer(image, env={"AGENTENV_MCP_SESSIONS": "2"}) as pc:
+
         def session(token: str, name: str, role: str | None = None) -> requests.Response:
             headers = raw_headers(token)
             if role is not None:
