@@ -161,7 +161,13 @@ class Settings:
     mcp_idle_s: float = 1800.0
     #: Playwright MCPs one caller may have at once (each is a Node process of
     #: its own): past it a new session is refused until one ends or idles out.
+    #: With users configured, a caller's share is also at most
+    #: ``mcp_sessions`` over the number of users (at least one).
     mcp_sessions_per_caller: int = 8
+    #: Playwright MCPs on the computer at once, every caller's together: what
+    #: the memory budget holds (about 90 MiB each; harness/hardening.py). Past
+    #: it a new session is refused (503) until one ends or idles out.
+    mcp_sessions: int = 4
     #: MCP transport sessions (``Mcp-Session-Id``) one caller may have open at
     #: once: past it a new one is refused (429), and other callers' go on.
     mcp_transports_per_caller: int = 16
@@ -170,6 +176,15 @@ class Settings:
     mcp_unused_s: float = 30.0
     #: The programs' own logging level (``AGENTENV_LOG_LEVEL``).
     log_level: str = "INFO"
+
+    @property
+    def mcp_share(self) -> int:
+        """Playwright MCPs one caller may have: ``mcp_sessions_per_caller``,
+        and with users configured no more than their share of ``mcp_sessions``."""
+        share = self.mcp_sessions_per_caller
+        if self.users:
+            share = min(share, max(1, self.mcp_sessions // len(self.users)))
+        return min(share, self.mcp_sessions)
 
     @property
     def chromium_http(self) -> str:
@@ -366,6 +381,7 @@ _PARSED: dict[str, Callable[[Mapping[str, str], str, Any], Any]] = {
     "log_user_bytes_per_minute": _non_negative,
     "mcp_idle_s": _seconds,
     "mcp_sessions_per_caller": _positive,
+    "mcp_sessions": _positive,
     "mcp_transports_per_caller": _positive,
     "mcp_unused_s": _seconds,
     "trace_max_s": _seconds,

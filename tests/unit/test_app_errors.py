@@ -57,3 +57,21 @@ def test_what_else_chromium_refuses_is_502_naming_the_command() -> None:
     assert failure(BrowserError("the relay connection closed")).status == 503
     given = OpError(409, "busy")
     assert failure(given) is given
+
+
+def test_a_refusal_of_the_relays_own_is_never_chromiums(tmp_path: Path) -> None:
+    """The log full was answered 502 "Chromium refused AgentEnv.beginAction"
+    (4th red team): it is the relay's own refusal, rule log-full, 503 as the
+    relay's HTTP commands answer it; memory is 503 too (retry), and any other
+    AgentEnv.* error is the relay's, never Chromium's."""
+    book = Logbook(LogWriter.open(tmp_path / "log.jsonl"), max_bytes=1)
+    full = book.full_message()
+    assert guard_rule(full) == "log-full" and "AGENTENV_LOG_MAX_BYTES=1" in full
+    answer = failure(CdpError("AgentEnv.beginAction", f"AgentEnv.beginAction: {full}", -32602))
+    assert (answer.status, answer.message) == (503, full)
+    memory = "blocked by agentenv guard memory: alice's messages being handled would pass 1"
+    assert failure(CdpError("Runtime.evaluate", memory, -32000)).status == 503
+    lost = "AgentEnv.endAction: entry is not an open action (was the relay restarted?)"
+    answer = failure(CdpError("AgentEnv.endAction", lost, -32602))
+    assert answer.status == 503 and "Chromium" not in answer.message, answer.message
+    assert answer.message.startswith("the computer's relay refused AgentEnv.endAction: entry")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from agentenv.relay.causes import CLAIM_WINDOW_S, HOLD_S, Causes, TabCommand
+from agentenv.relay.causes import CLAIM_WINDOW_S, HOLD_S, Causes, Served, TabCommand, origin
 
 ALICE: dict[str, Any] = {"kind": "command", "via": "cdp", "who": "alice"}
 
@@ -215,14 +216,43 @@ def test_a_navigate_that_went_nowhere_takes_no_later_navigation() -> None:
     assert out[0]["by"] == {"kind": "page", "after": 233}
 
 
-def test_a_service_workers_script_acts_on_every_tab() -> None:
+def test_a_service_workers_script_acts_on_the_tabs_it_serves_only() -> None:
+    """A worker's acting command counts on its context's tabs of its origin:
+    Alice's act on her own worker was the latest acting entry of Bob's tabs
+    in another scope (4th red team: 3 of 3 of his navigations credited to her)."""
     c = Causes()
-    c.known("A", "http://a/")
-    c.known("B", "http://b/")
+    c.known("A", "http://a.test/", context="CA")  # alice's tab, the worker's origin
+    c.known("A2", "http://b.test/", context="CA")  # alice's, another origin
+    c.known("B", "http://a.test/x", context="CB")  # bob's: the same origin, his scope
+    c.acting("A2", 190, "Input.dispatchMouseEvent", 1.0, "alice")
     c.acting("B", 195, "Input.dispatchMouseEvent", 1.0, "bob")
-    c.acting_everywhere(198, "Runtime.evaluate", 1.5, "alice")
-    assert c.navigated("B", "http://b/other", 1.6)[0]["by"] == {"kind": "page", "after": 198}
-    assert c.navigated("A", "http://a/other", 1.6)[0]["by"] == {"kind": "page", "after": 198}
+    c.acting_served(Served("CA", "http://a.test"), 198, "Runtime.evaluate", 1.5, "alice")
+    assert c.navigated("A", "http://a.test/other", 1.6)[0]["by"] == {"kind": "page", "after": 198}
+    assert c.navigated("B", "http://a.test/y", 1.6)[0]["by"] == {"kind": "page", "after": 195}
+    assert c.navigated("A2", "http://b.test/y", 1.6)[0]["by"] == {"kind": "page", "after": 190}
+    # A worker whose context or origin is not known serves no tab.
+    c.acting_served(Served(None, "http://a.test"), 199, "Runtime.evaluate", 2.0, "alice")
+    c.acting_served(Served("CA", ""), 200, "Runtime.evaluate", 2.0, "alice")
+    assert c.navigated("A", "http://a.test/3", 2.1)[0]["by"] == {"kind": "page", "after": 198}
+
+
+def test_a_shared_scopes_worker_credits_its_sender_on_anothers_tab() -> None:
+    """In one scope, Alice's script on the worker serving Bob's tab is the
+    latest acting entry there: the navigation it makes is after hers."""
+    c = Causes()
+    c.known("B", "http://a.test:8000/page", context="C")
+    c.acting("B", 10, "Input.dispatchMouseEvent", 1.0, "bob")
+    c.acting_served(Served("C", "http://a.test:8000"), 11, "Runtime.evaluate", 1.2, "alice")
+    assert c.navigated("B", "http://a.test:8000/n", 1.3)[0]["by"] == {"kind": "page", "after": 11}
+
+
+def test_an_origin_is_read_as_chromium_writes_it() -> None:
+    assert origin("http://A.test:80/x?y") == "http://a.test"
+    assert origin("https://a.test:8443/sw.js") == "https://a.test:8443"
+    assert origin("blob:https://a.test/uuid") == "https://a.test"
+    assert origin("http://[::1]:9/") == "http://[::1]:9"
+    for none in ("about:blank", "data:text/html,x", "file:///x", "http://a:bad/", ""):
+        assert origin(none) == ""
 
 
 def test_agentenv_cause_and_stale_commands_forgotten() -> None:
@@ -295,3 +325,26 @@ def test_a_loading_mark_nobody_clears_goes_stale() -> None:
     causes.front.loading_changed("T1", True, 200.0)
     causes.front.loading_changed("T1", False, 200.5)
     assert causes.front.loading_now(200.6) == []
+
+
+def test_a_connection_knows_the_tabs_a_worker_serves() -> None:
+    """A worker's session, and a worker's own page endpoint, name the worker's
+    context and origin (the watcher's); a page's session names none."""
+    from agentenv.access import Identity
+    from agentenv.relay import core
+    from agentenv.relay.connection import ClientState
+
+    state = ClientState(7, Identity("alice"))
+    kinds = {"T": ("page", "http://a.test/"), "W": ("service_worker", "http://a.test:81/sw.js")}
+    state.kinds = kinds.get
+    state.context_of = {"T": "C", "W": "C"}.get
+    for session, target, kind in (("ST", "T", "page"), ("SW", "W", "service_worker")):
+        info = {"targetId": target, "type": kind, "url": kinds[target][1]}
+        params = {"sessionId": session, "targetInfo": info}
+        core.from_upstream(
+            state, json.dumps({"method": "Target.attachedToTarget", "params": params})
+        )
+    assert state.served("SW") == Served("C", "http://a.test:81")
+    assert state.served("ST") is None and state.served(None) is None
+    state.page, state.page_worker = "W", "W"
+    assert state.served(None) == Served("C", "http://a.test:81")

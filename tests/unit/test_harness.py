@@ -318,6 +318,24 @@ def test_the_renderers_bounds_and_the_kill_order_are_the_budgets() -> None:
     assert "OOM_SCORE_ADJ" not in (image / "conf.d/chromium.conf").read_text()
 
 
+def test_the_playwright_mcps_fit_the_memory_budget_whatever_the_users() -> None:
+    """One user's 8 Playwright MCPs took 58 % of what the budget leaves
+    Chromium and the programs, two users' passed it (4th red team): the
+    computer's total fits its share of the budget, and a caller's share
+    shrinks with the number of users."""
+    from agentenv.harness.hardening import LEFT_FOR_PROGRAMS_MB, MCP_SHARE_MB, PLAYWRIGHT_MCP_MB
+    from agentenv.settings import Settings
+
+    defaults = Settings()
+    assert defaults.mcp_sessions * PLAYWRIGHT_MCP_MB <= MCP_SHARE_MB <= LEFT_FOR_PROGRAMS_MB // 2
+    assert defaults.mcp_share == defaults.mcp_sessions  # one caller, no users: all of it
+    two = Settings(users={"alice": "a", "bob": "b"})
+    assert two.mcp_share == defaults.mcp_sessions // 2
+    many = Settings(users={f"u{n}": str(n) for n in range(9)})
+    assert many.mcp_share == 1
+    assert Settings(mcp_sessions_per_caller=1).mcp_share == 1
+
+
 def test_a_swarm_service_takes_the_budgets_sizes() -> None:
     """The swarm backend's /dev/shm and memory limit are the budget's, not
     sizes of its own (it had a 1 GiB /dev/shm left from before the budget)."""

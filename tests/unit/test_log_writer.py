@@ -349,6 +349,47 @@ def test_parameters_a_command_does_not_take_are_logged_by_size(tmp_path: Path) -
     assert logged[plain]["params"] == {"url": "https://b.example/"}
 
 
+def test_nested_and_list_parameters_are_bounded_like_top_level_ones(tmp_path: Path) -> None:
+    """A command's parameters it does take, nested or in lists (each string
+    cut at 2,000 characters), wrote a 4 MB line (4th red team): past
+    PARAMS_MAX a line's params, and an action's args, are logged by their
+    size and count with their first part kept; small ones are whole."""
+    from agentenv.access import Identity
+    from agentenv.log.lines import PARAMS_KEPT, PARAMS_MAX
+    from agentenv.protocol.control import BeginAction, EndAction
+    from agentenv.relay.logbook import Logbook
+
+    path = tmp_path / "l.jsonl"
+    book = Logbook(LogWriter.open(path))
+    cookies = [
+        {"name": f"c{i}", "domain": "a.example", "path": "/" + "p" * 1990} for i in range(2000)
+    ]
+    big = book.begin_command(
+        Identity("alice"), 7, None, "Network.setCookies", {"cookies": cookies}, "T"
+    )
+    book.end_command(big, True)
+    deep = {"patterns": [{"urlPattern": "https://a.example/" + "q" * 1990}] * 100}
+    stalled = book.begin_command(Identity("alice"), 7, None, "Fetch.enable", deep, "T")
+    small = book.begin_command(
+        Identity("alice"), 7, None, "Network.setCookies", {"cookies": cookies[:2]}, "T"
+    )
+    book.end_command(small, True)
+    tool = book.begin_action(
+        1, BeginAction(via="mcp", who="alice", tool="browser_fill_form", args={"fields": cookies})
+    )
+    book.end_action(1, EndAction(entry=tool, ok=True))
+    book.writer.close()  # the one still open is written unfinished, bounded too
+    raw = path.read_bytes().splitlines()
+    assert max(len(x) for x in raw) < PARAMS_MAX, max(len(x) for x in raw)
+    logged: dict[int, Any] = {json.loads(x)["seq"]: json.loads(x)["action"] for x in raw}
+    cut = logged[big]["params"]["cut"]
+    assert cut["count"] == 1 and cut["bytes"] > 4_000_000, cut
+    assert cut["kept"].startswith('{"cookies":[{"name":"c0"') and len(cut["kept"]) == PARAMS_KEPT
+    assert logged[stalled]["unfinished"] and logged[stalled]["params"]["cut"]["count"] == 1
+    assert logged[small]["params"] == {"cookies": cookies[:2]}
+    assert logged[tool]["args"]["cut"]["count"] == 1, logged[tool]
+
+
 def test_a_users_log_budget_stops_that_user_only(tmp_path: Path) -> None:
     """Past their share (in all, or this minute) a user's commands and
     actions are refused, with rule log-budget on the record once a minute;
@@ -432,3 +473,92 @@ def test_the_budgets_minute_turns_within_a_millisecond(tmp_path: Path) -> None:
     w.end(w.begin({"who": "alice"}), ok=True)
     assert w.minute == 1
     assert 0 < w.spent_this_minute("alice") < w.spent["alice"]
+
+
+def _any(path: Path) -> list[Any]:
+    return _lines(path)
+
+
+def test_a_pages_tab_lines_count_against_its_scopes_user(tmp_path: Path) -> None:
+    """A page navigating itself costs the share of the user whose scope its
+    tab is in; once that share is spent its lines are counted, one
+    ``tabs/counted`` line a minute, and another user's lines go on (issue
+    40: self-navigating tabs went on filling the log after their agent was
+    refused, until every user was)."""
+    from agentenv.access import Identity
+    from agentenv.log.lines import TABS_COUNTED
+    from agentenv.relay.log_budget import LogBudget
+    from agentenv.relay.logbook import Logbook
+
+    now = [1000.0]
+    path = tmp_path / "l.jsonl"
+    writer = LogWriter.open(path, monotonic=lambda: now[0])
+    book = Logbook(writer, budget=LogBudget(20_000, 0))
+    book.scope_of = {"CA": "alice", "CB": "bob"}.get  # type: ignore[assignment]
+    book.users_of = lambda scope: [scope] if scope else []
+    book.causes.known("A", "https://a.example/", context="CA")
+    book.causes.known("B", "https://b.example/", context="CB")
+    acted = book.begin_command(Identity("bob"), 8, None, "Input.insertText", {"text": "x"}, "B")
+    book.end_command(acted, True)
+    for n in range(400):
+        book.navigated("A", f"https://a.example/{'p' * 100}/{n}")
+    book.navigated("B", "https://b.example/bob")
+    lines = _any(path)
+    tabs = [x["tab"] for x in lines if "tab" in x]
+    alices = [t for t in tabs if t["id"] == "A"]
+    assert writer.spent["alice"] >= 20_000 > writer.spent["alice"] - 400
+    assert 50 < len(alices) < 150, len(alices)  # her share, and no more
+    assert book.over_budget("alice") is not None and book.over_budget("bob") is None
+    assert tabs[-1]["id"] == "B" and tabs[-1]["by"] == {"kind": "page", "after": acted}
+    counted = [x["action"] for x in lines if x.get("action", {}).get("op") == TABS_COUNTED]
+    assert len(counted) == 1 and counted[0]["count"] == 1, counted  # the first, at once
+    assert counted[0]["share"] == "alice" and counted[0]["scope"] == "alice"
+    assert counted[0]["guard"] == {"rule": "log-budget", "action": "counted"}
+    # The rest are told once the minute turns (the relay's tick), in one line.
+    book.tick()
+    assert len([x for x in _any(path) if x.get("action", {}).get("op") == TABS_COUNTED]) == 1
+    now[0] += 60
+    book.tick()
+    counted = [x["action"] for x in _any(path) if x.get("action", {}).get("op") == TABS_COUNTED]
+    assert [c["count"] for c in counted] == [1, 400 - len(alices) - 1], counted
+    assert counted[1]["tabs"] == ["A"]
+    book.tick()  # nothing new: no line
+    assert len([x for x in _any(path) if x.get("action", {}).get("op") == TABS_COUNTED]) == 2
+
+
+def test_a_tab_lines_share_in_a_shared_scope(tmp_path: Path) -> None:
+    """In a scope several users share, a page's own line costs the latest
+    agent that acted in its tab (a popup: its opener's); a command's, its
+    sender's (always written); a tab no agent acted in, the scope's tabs'
+    own share; the computer's own, no one's."""
+    from agentenv.access import Identity
+    from agentenv.relay.log_budget import LogBudget, tab_share
+    from agentenv.relay.logbook import Logbook
+
+    page = {"kind": "page", "after": 3}
+    assert tab_share(page, "team", ["alice", "bob"], "bob") == ("bob", True)
+    assert tab_share(page, "team", ["alice", "bob"], None) == ("scope:team", True)
+    assert tab_share(page, None, ["alice", "bob"], None) == ("scope:", True)
+    assert tab_share(page, "alice", ["alice"], "bob") == ("alice", True)
+    command = {"kind": "command", "entry": 3, "via": "cdp", "who": "alice"}
+    assert tab_share(command, "team", ["alice", "bob"], "bob") == ("alice", False)
+    assert tab_share({"kind": "command", "who": "agentenv"}, None, [], None) == (None, False)
+    for kind in ("agentenv", "exit", "stop"):
+        assert tab_share({"kind": kind}, "team", ["alice"], "alice") == (None, False)
+
+    writer = LogWriter.open(tmp_path / "l.jsonl")
+    book = Logbook(writer, budget=LogBudget(10**9, 0))
+    book.users_of = lambda scope: ["alice", "bob"]
+    book.causes.known("T", "https://a.example/")
+    book.navigated("T", "https://a.example/1")  # no agent acted in it yet
+    assert writer.spent.get("scope:", 0) > 0
+    acted = book.begin_command(Identity("bob"), 8, None, "Input.insertText", {"text": "x"}, "T")
+    book.end_command(acted, True)
+    before = writer.spent["bob"]
+    book.navigated("T", "https://a.example/2")
+    assert writer.spent["bob"] > before
+    book.created("P", "https://a.example/popup", "T")  # a popup: its opener's payer
+    assert book.causes.tabs["P"].payer == "bob"
+    before = writer.spent["bob"]
+    book.destroyed("P")
+    assert writer.spent["bob"] > before

@@ -25,7 +25,7 @@ from agentenv.app.acting import acting
 from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
 from agentenv.app.cookies import all_cookies, settable
-from agentenv.app.errors import OpError
+from agentenv.app.errors import OpError, failure
 from agentenv.app.storage import READ_ALL, WRITE_ALL, on_origin, origin
 from agentenv.log.reader import LogReader
 from agentenv.protocol.browser import Tab
@@ -113,8 +113,10 @@ async def restore(browser: Browser, saved: BrowserState, caller: Caller) -> Any:
             browser.switches += 1
     except (BrowserError, OpError) as exc:
         await _put_back(browser, cookies_before, storage_before, opened)
-        why = exc.message if isinstance(exc, OpError) else str(exc)
-        raise OpError(502, f"data/add restored nothing (the browser failed: {why})") from None
+        # Its cause's status and words: a guard's refusal is the relay's, not
+        # a failure of the browser (failure() tells them apart).
+        cause = failure(exc)
+        raise OpError(cause.status, f"data/add restored nothing: {cause.message}") from None
     return {
         "cookies": len(saved.cookies),
         "local_storage": len(saved.local_storage),

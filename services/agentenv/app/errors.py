@@ -37,16 +37,29 @@ class OpError(AppError, Refusal):
         Refusal.__init__(self, message, status)
 
 
+#: Guard rules whose refusal is the computer's state, not the caller's ask:
+#: its status (any other rule: 403).
+_RULE_STATUS = {
+    "log-budget": 429,  # the caller's share of the log is spent: too many, not forbidden
+    "mcp-sessions": 429,
+    "log-full": 503,  # the computer takes no more: as the relay's own HTTP commands answer
+    "memory": 503,  # the caller's messages in flight, or the relay's: retry
+}
+
+
 def failure(exc: BrowserError | OpError) -> OpError:
-    """The HTTP answer for an error met while doing an op."""
+    """The HTTP answer for an error met while doing an op: a guard's refusal
+    by its rule, a refusal of the relay's own (an ``AgentEnv.*`` command) as
+    the relay's, 502 only for what Chromium itself refused."""
     if isinstance(exc, OpError):
         return exc
     if isinstance(exc, CdpError):
-        if exc.rule == "log-budget":
-            # The caller's share of the log is spent: too many, not forbidden.
-            return OpError(429, exc.message.removeprefix("AgentEnv.beginAction: "))
+        said = exc.message.removeprefix(f"{exc.method}: ")
         if exc.rule is not None:
-            return OpError(403, exc.message)
+            return OpError(_RULE_STATUS.get(exc.rule, 403), said)
+        if exc.method.startswith("AgentEnv."):
+            # Never sent to Chromium: the relay's own answer.
+            return OpError(503, f"the computer's relay refused {exc.method}: {said}")
         if exc.code == INVALID_PARAMS and exc.method in _BY_TARGET_ID:
             # Its one parameter is the tab's id: the tab is gone (or never was
             # this caller's, which the relay answers the same way).

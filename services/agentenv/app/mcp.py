@@ -76,11 +76,14 @@ TYPING_ARGS: dict[str, list[str]] = {
     "browser_drop": ["data.*"],
 }
 # The bounds (settings.py): an MCP session's idle time (mcp_idle_s), the
-# Playwright MCPs (mcp_sessions_per_caller) and transport sessions
-# (mcp_transports_per_caller) one caller may have, and how long a transport
-# session nobody uses lives (mcp_unused_s). The SDK's own cap on transport
-# sessions is every caller's together (issue 22: one caller's 10,000 bare
-# initialize calls filled it for everyone, for the 30-minute expiry).
+# Playwright MCPs on the computer (mcp_sessions: about 90 MiB each, what the
+# memory budget holds; issue 40: one user's 8 took 58 % of what it leaves
+# Chromium, two users' passed it) and one caller's share of them
+# (Settings.mcp_share), the transport sessions one caller may have
+# (mcp_transports_per_caller), and how long a transport session nobody uses
+# lives (mcp_unused_s). The SDK's own cap on transport sessions is every
+# caller's together (issue 22: one caller's 10,000 bare initialize calls
+# filled it for everyone, for the 30-minute expiry).
 
 AsgiScope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -279,21 +282,12 @@ class McpProxy:
         request = getattr(ctx, "request", None)
         headers = getattr(request, "headers", None) or {}
         who = self._caller(headers)
-        key = headers.get("mcp-session-id")
-        if not key:
-            credential = hashlib.sha256(headers.get("authorization", "").encode()).hexdigest()[:16]
-            chosen = headers.get("agentenv-session", "")[:200]
-            key = f"caller:{credential}:{who.who}:{chosen}"
+        key = self._key(headers, who.who)
         session = self.sessions.get(key)
         if session is None:
-            mine = sum(1 for s in self.sessions.values() if s.caller.who == who.who)
-            if mine >= self.settings.mcp_sessions_per_caller:
-                raise AccessDenied(
-                    f"{who.who} has {mine} Playwright MCP sessions, as many as one caller "
-                    f"may have (AGENTENV_MCP_SESSIONS_PER_CALLER): end one (DELETE /mcp "
-                    f"with its Mcp-Session-Id) or let one go idle "
-                    f"({self.settings.mcp_idle_s:.0f} s)"
-                )
+            full = self.no_room(who.who)
+            if full is not None:
+                raise AccessDenied(*full)
             downloads = self.settings.downloads_for(self.scope_of(who.who))
             session = self.sessions[key] = PlaywrightSession(
                 self.settings, self.link, who, downloads=downloads
@@ -301,6 +295,43 @@ class McpProxy:
         elif session.caller.who != who.who:
             raise AccessDenied("this MCP session belongs to another caller: start your own")
         return session
+
+    def _key(self, headers: Any, who: str) -> str:
+        """The Playwright MCP a request is served by (:meth:`_session_of`)."""
+        key = headers.get("mcp-session-id")
+        if key:
+            return str(key)
+        credential = hashlib.sha256(headers.get("authorization", "").encode()).hexdigest()[:16]
+        chosen = headers.get("agentenv-session", "")[:200]
+        return f"caller:{credential}:{who}:{chosen}"
+
+    def no_room(self, who: str) -> tuple[str, int] | None:
+        """Why no new Playwright MCP may start for ``who`` now, and the
+        status to answer (None: one may): the caller's share is taken (429),
+        or the computer's (503)."""
+        settings = self.settings
+        mine = sum(1 for s in self.sessions.values() if s.caller.who == who)
+        share = settings.mcp_share
+        ending = (
+            "end one of yours (DELETE /mcp with its Mcp-Session-Id) or let one go idle "
+            f"({settings.mcp_idle_s:.0f} s)"
+        )
+        if mine >= share:
+            return (
+                f"{who[:64]} has {mine} Playwright MCP sessions, as many as one caller may "
+                f"have ({share}: AGENTENV_MCP_SESSIONS_PER_CALLER, and with users configured "
+                f"their share of AGENTENV_MCP_SESSIONS={settings.mcp_sessions}): {ending}",
+                429,
+            )
+        if len(self.sessions) >= settings.mcp_sessions:
+            return (
+                f"this computer runs {len(self.sessions)} Playwright MCP sessions, as many as "
+                f"its memory holds (AGENTENV_MCP_SESSIONS={settings.mcp_sessions}, about 90 MiB "
+                f"each): retry when one ends or goes idle ({settings.mcp_idle_s:.0f} s), or "
+                "drive the browser over CDP or the browser/v1 ops, which need none",
+                503,
+            )
+        return None
 
     def _caller(self, headers: Any) -> Caller:
         token = bearer_token(headers.get("authorization")) or None
@@ -498,6 +529,15 @@ class McpProxy:
                 return
         elif key is not None:
             self.unused.pop(key, None)
+        if scope.get("method") == "POST" and self._key(asked, who) not in self.sessions:
+            # A request that would start a Playwright MCP (now, or at its
+            # session's first tool call): refused here, with an HTTP status,
+            # when none may start.
+            full = self.no_room(who)
+            if full is not None:
+                await asgi_error(send, full[1], full[0])
+                await self._on_the_record(who, full[0])
+                return
 
         async def claiming(message: MutableMapping[str, Any]) -> None:
             if key is None and message.get("type") == "http.response.start":

@@ -214,7 +214,15 @@ async def card(request: web.Request) -> web.Response:
         versions=versions,
         attestation=_attestation(request.app),
         extensions={
-            BROWSER_V1: Extension(ops=all_ops(), params=BROWSER_PARAMS),
+            BROWSER_V1: Extension(
+                ops=all_ops(),
+                params=BROWSER_PARAMS,
+                # /mcp's Playwright MCPs: the computer's, and one caller's share.
+                limits={
+                    "mcp_sessions": settings.mcp_sessions,
+                    "mcp_sessions_per_caller": settings.mcp_share,
+                },
+            ),
             BROWSER_RECORDING_V1: Extension(
                 ops=list(RECORDING_OPS),
                 params=RECORDING_PARAMS,

@@ -36,6 +36,9 @@ its V8 heap (``--max-old-space-size``, 1 GiB     the tab's renderer ends, only
 ``AGENTENV_RENDERER_HEAP_MB``)                   that tab
 a scope's Blobs, in the browser        2 GiB     a new Blob is refused; no
 process (Chromium's constant)                    switch lowers it
+of which the Playwright MCPs           384 MiB   a new MCP session is refused
+(``AGENTENV_MCP_SESSIONS``, 4, about             (503; one caller's share past
+96 MiB each)                                     its own: 429)
 =====================================  ========  ==============================
 
 Past the container's limit the kernel kills the process with the highest
@@ -62,9 +65,11 @@ from typing import Any
 __all__ = [
     "CAPABILITIES",
     "LEFT_FOR_PROGRAMS_MB",
+    "MCP_SHARE_MB",
     "MEMORY",
     "OOM_SCORE_ADJ",
     "PIDS",
+    "PLAYWRIGHT_MCP_MB",
     "RELAY_MEMORY_MB",
     "RENDERER_HEAP_MB",
     "RENDERER_MEMORY_MB",
@@ -102,6 +107,13 @@ RENDERER_HEAP_MB = 1024
 #: Each program's oom_score_adj (images/browser/conf.d): past the container's
 #: limit the kernel kills a tab (1000) first, then these, the browser (0) last.
 OOM_SCORE_ADJ = {"app": 800, "recorder": 700, "relay": 600}
+#: One Playwright MCP (its Node process and the Python that starts it), as
+#: the container's cgroup counts it: four took an idle computer from 254 to
+#: 628 MiB (2026-12-04, in the image; 131 MiB of RSS each, some shared).
+PLAYWRIGHT_MCP_MB = 96
+#: What of LEFT_FOR_PROGRAMS_MB every Playwright MCP together may take
+#: (``AGENTENV_MCP_SESSIONS`` of them); the rest is Chromium's and the servers'.
+MCP_SHARE_MB = 400
 PIDS = 2048
 
 

@@ -19,6 +19,10 @@ from agentenv.protocol.log import LineKind, LogLine
 
 __all__ = [
     "BROWSER_EXITED",
+    "PARAMS_KEPT",
+    "PARAMS_MAX",
+    "TABS_COUNTED",
+    "bound",
     "encode",
     "iso",
     "iso_ms",
@@ -30,8 +34,19 @@ __all__ = [
 #: The op of the computer's own line when Chromium goes away (its tabs all
 #: close; it restarts): a recording open then notes a gap in its manifest.
 BROWSER_EXITED = "browser/exited"
+#: The op of the computer's own line that counts a page's tab events not
+#: written, the share of the log that pays for them being spent (once a minute).
+TABS_COUNTED = "tabs/counted"
 
 _PREFIX = b'{"seq":'
+
+#: An action line's ``params`` or ``args`` over this many bytes (as encoded,
+#: after redaction) are logged by their size and count, with the first
+#: :data:`PARAMS_KEPT` characters of their JSON kept (issue 40: a command's
+#: nested or list parameters, each string cut at 2,000 characters, still
+#: wrote 4 MB lines).
+PARAMS_MAX = 16 * 1024
+PARAMS_KEPT = 2000
 
 
 _second: list[Any] = [None, ""]  # the last whole second formatted, and its text
@@ -59,6 +74,27 @@ def iso_ms(milli: int) -> str:
 
 def line(seq: int, at: str, kind: LineKind, body: dict[str, Any]) -> LogLine:
     return cast(LogLine, {"seq": seq, "at": at, kind: body})
+
+
+def bound(fields: dict[str, Any]) -> bool:
+    """Cut an action's ``params`` and ``args`` over :data:`PARAMS_MAX` bytes
+    to ``{"cut": {"bytes", "count", "kept"}}`` in place (``count``: their
+    top-level keys or items); whether any was. Their values are already
+    redacted, so any part of their JSON is as safe as the whole."""
+    changed = False
+    for key in ("params", "args"):
+        value = fields.get(key)
+        if not isinstance(value, dict | list):
+            continue
+        try:
+            text = orjson.dumps(value)
+        except (TypeError, ValueError):  # the writer withholds what it cannot write
+            continue
+        if len(text) > PARAMS_MAX:
+            kept = text[:PARAMS_KEPT].decode(errors="ignore")  # whole characters only
+            fields[key] = {"cut": {"bytes": len(text), "count": len(value), "kept": kept}}
+            changed = True
+    return changed
 
 
 def encode(entry: LogLine | dict[str, Any]) -> bytes:

@@ -40,7 +40,7 @@ import orjson
 
 from agentenv.log.cdp_params import redact_params, resolved
 from agentenv.log.errors import LogError, LogLocked
-from agentenv.log.lines import encode, iso_ms, line
+from agentenv.log.lines import PARAMS_MAX, bound, encode, iso_ms, line
 from agentenv.log.numbering import STALLED_S, Numbering, Recovery, recover
 from agentenv.protocol.chain import GENESIS, hash_written, line_hash
 from agentenv.protocol.log import LineKind
@@ -76,7 +76,8 @@ class LogWriter:
         self._puts = 0
         #: The file's size: what was there at open, and every byte written since.
         self.size = 0
-        #: Bytes of action lines written for each user, in all: the log
+        #: Bytes of action lines written for each user, in all, and of the
+        #: tab lines their share pays for (:meth:`record`'s ``who``): the log
         #: budgets' count (issue 22; the computer's own, ``agentenv``, is
         #: counted too, and never refused: see LogBudget.over); and what
         #: each had spent when the current minute of this writer's clock
@@ -180,7 +181,10 @@ class LogWriter:
         }
 
     def _write(self, seq: int, at: str, kind: LineKind, body: dict[str, Any]) -> None:
-        """Write a line of ``kind`` (chained, unless the chain is off)."""
+        """Write a line of ``kind`` (chained, unless the chain is off); an
+        action's params and args bounded (:func:`~agentenv.log.lines.bound`)."""
+        if kind == "action":
+            bound(body)
         if self.chain:
             self._put(encode({"seq": seq, "at": at, "prev": self.head, kind: body}))
         else:
@@ -281,6 +285,8 @@ class LogWriter:
                 if key in fields:
                     fields[key] = {"withheld": "unwritable"}
             data = orjson.dumps(top, default=str, option=orjson.OPT_APPEND_NEWLINE)
+        if len(data) > PARAMS_MAX and bound(fields):  # one compare a line, the rare cut after
+            data = orjson.dumps(top, default=str, option=orjson.OPT_APPEND_NEWLINE)
         if not seq & 255:  # one action in 256 is timed (its seq needs no counter)
             self._timed(data)
             size = len(data)
@@ -312,10 +318,19 @@ class LogWriter:
         """Bytes of ``who``'s action lines written in the current minute."""
         return self.spent.get(who, 0) - self._spent_before.get(who, 0)
 
-    def record(self, kind: LineKind, body: dict[str, Any]) -> int:
-        """Take a number and write a line at once (tab events, resets)."""
+    def record(self, kind: LineKind, body: dict[str, Any], who: str | None = None) -> int:
+        """Take a number and write a line at once (tab events, resets); its
+        bytes count against ``who``'s share (a tab line's payer), if given."""
         seq = self._numbering.take()
+        if who is None:
+            self._write(seq, self._stamp(), kind, body)
+            return seq
+        now = self.monotonic()
+        if now >= self._minute_ends:  # as begin() does: the minute moves on here too
+            self._next_minute(now)
+        size = self.size
         self._write(seq, self._stamp(), kind, body)
+        self.spent[who] = self.spent.get(who, 0) + self.size - size
         return seq
 
     def check_stalled(self) -> int:

@@ -3,7 +3,7 @@
 
 Every refusal of the computer's guards says ``<what> by agentenv guard
 <rule>: <why and what to do next>`` (``what``: blocked, rewritten,
-disconnected, cancelled, refused), in CDP error answers and log entries
+disconnected, cancelled, refused, counted), in CDP error answers and log entries
 alike. :func:`guard_rule` reads the rule back, so the app can answer a
 refusal by its rule (``log-budget``: 429; any other: 403) without looking for
 words in the text.
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 __all__ = ["ErrorBody", "ErrorDetail", "guard_rule"]
 
 _GUARD = re.compile(
-    r"^(?:AgentEnv\.\w+: )?(?:blocked|rewritten|disconnected|cancelled|refused) "
+    r"^(?:AgentEnv\.\w+: )?(?:blocked|rewritten|disconnected|cancelled|refused|counted) "
     r"by agentenv guard ([a-z][a-z0-9-]*):"
 )
 

@@ -19,7 +19,10 @@ each with its cause:
 - ``agentenv`` when that command ran for the computer's own op;
 - else ``page``, after the latest acting entry on the tab, or on its opener
   for a popup, or, for a tab with no opener to read (a link dropped on a
-  page), on the tab in front up to :data:`SCRIPT_AFTER_S` before. Script
+  page), on the tab in front up to :data:`SCRIPT_AFTER_S` before. An acting
+  command sent to a service or shared worker counts on the tabs that worker
+  serves (:class:`Served`: its browser context's tabs of its origin), and on
+  no other scope's or origin's (``clients.navigate()`` reaches only those). Script
   calls (``Runtime.evaluate``/``callFunctionOn``) act, but a client's own
   checks follow its input (Playwright inspects the page
   right after a click): an input or other acting command up to
@@ -38,8 +41,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv.relay.front import Front
+from agentenv.settings import AGENTENV_USER
 
-__all__ = ["CLAIM_WINDOW_S", "HOLD_S", "TAB_METHODS", "Causes", "KnownTab", "TabCommand"]
+__all__ = [
+    "CLAIM_WINDOW_S",
+    "HOLD_S",
+    "TAB_METHODS",
+    "Causes",
+    "KnownTab",
+    "Served",
+    "TabCommand",
+    "origin",
+]
 
 HOLD_S = 5.0
 CLAIM_WINDOW_S = 5.0
@@ -81,6 +94,60 @@ class KnownTab:
     #: ``url`` as the log writes it (redacted by the logbook, which fills
     #: it; None until then, and again whenever ``url`` changes).
     logged_url: str | None = None
+    #: Whose share of the log the tab's own lines count against when no agent
+    #: acted in it since (:meth:`pays`): a popup's opener's, or the sender of
+    #: the latest command that moved it.
+    payer: str | None = None
+
+    def pays(self) -> str | None:
+        """The share the tab's own lines count against in a shared scope
+        (:func:`agentenv.relay.log_budget.tab_share`): the latest agent that
+        acted in it, else :attr:`payer`; None: no agent yet. Read when a line
+        is written, so acting costs nothing more per command."""
+        who = self.last_acting_who
+        return who if who and who != AGENTENV_USER else self.payer
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """The tabs a service or shared worker serves, as the relay can know
+    them: the pages of its browser context whose origin is its own (a
+    worker's clients are same-origin documents of its context, and
+    ``WindowClient.navigate()`` moves only those)."""
+
+    context: str | None  # the worker's browser context (None: unknown, serves none)
+    origin: str  # its script's origin (``origin()``; "": none, serves none)
+
+    def serves(self, tab: KnownTab) -> bool:
+        return (
+            self.context is not None
+            and bool(self.origin)
+            and tab.context == self.context
+            and origin(tab.url) == self.origin
+        )
+
+
+def origin(url: str) -> str:
+    """``scheme://host[:port]`` of an http(s) URL (a ``blob:`` URL's inner
+    one's), as Chromium writes it; "" for any other."""
+    from urllib.parse import urlsplit
+
+    url = url.strip()
+    if url[:5].lower() == "blob:":
+        url = url[5:]
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return ""
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        return ""
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    default = 80 if scheme == "http" else 443
+    return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
 
 
 @dataclass
@@ -136,11 +203,15 @@ class Causes:
         if method not in _SCRIPTS:
             info.last_input, info.last_input_at, info.last_input_who = entry, now, who
 
-    def acting_everywhere(self, entry: int, method: str, now: float, who: str = "") -> None:
-        """An acting command that can reach every tab (a service worker's
-        script navigates the pages it controls): each tab's latest."""
+    def acting_served(
+        self, served: Served, entry: int, method: str, now: float, who: str = ""
+    ) -> None:
+        """An acting command sent to a worker (its script can navigate the
+        pages it controls): the latest on each tab it serves, and on no other
+        (another scope's tabs, or another origin's, are beyond its reach)."""
         for info in self.tabs.values():
-            self.acting_in(info, entry, method, now, who)
+            if served.serves(info):
+                self.acting_in(info, entry, method, now, who)
 
     def answered(self, entry: int, ok: bool, opened: str | None, now: float) -> list[Event]:
         """TabCommand ``entry`` was answered; ``opened`` is a created target's id."""
@@ -190,6 +261,9 @@ class Causes:
         self, tab: str, url: str, opener: str | None, now: float, context: str | None = None
     ) -> list[Event]:
         self.tabs[tab] = KnownTab(tab, url, opener, context)
+        opened_by = self.tabs.get(opener) if opener is not None else None
+        if opened_by is not None:
+            self.tabs[tab].payer = opened_by.pays()
         if url not in ("", "about:blank"):
             # Chromium names the page it opens already: that was its first
             # navigation, and the next one is not the opener's to claim.

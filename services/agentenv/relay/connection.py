@@ -11,17 +11,26 @@ from typing import Any
 import orjson
 
 from agentenv.access import Identity
+from agentenv.relay.causes import Served, origin
 from agentenv.relay.scopes import Scope
 from agentenv.relay.traces import Traces
 from agentenv.relay.worlds import RelayWorlds
 
 __all__ = [
     "IGNORE_CERTIFICATES",
+    "MAX_PAUSED",
+    "WORKERS",
     "ClientState",
     "Pending",
     "SessionInfo",
     "certificates_command",
 ]
+
+#: Target types whose script serves pages from no tab of its own: what is
+#: sent there acts on the pages the worker serves.
+WORKERS = frozenset({"service_worker", "shared_worker"})
+#: Paused requests a connection keeps the tab of (:attr:`ClientState.paused`).
+MAX_PAUSED = 10_000
 
 
 @dataclass
@@ -42,11 +51,14 @@ class SessionInfo:
     #: The session's target is its tab (not one of its frames or workers):
     #: a Page.navigate there navigates the tab.
     own: bool = True
-    #: A service or shared worker's: it belongs to no tab and can act on all
-    #: (clients.navigate()), so its acting commands count on every tab.
+    #: A service or shared worker's: it belongs to no tab and can act on the
+    #: pages it serves (clients.navigate()); see ``worker``.
     everywhere: bool = False
     #: A page's or frame's (not a worker's): its certificate errors are its own.
     framed: bool = True
+    #: The worker's own target id, on a service or shared worker's session:
+    #: its acting commands count on the tabs it serves (:meth:`ClientState.served`).
+    worker: str | None = None
 
 
 @dataclass
@@ -81,6 +93,8 @@ class ClientState:
     kinds: Callable[[str], tuple[str, str] | None] = field(default=lambda target: None, repr=False)
     #: A page endpoint's target is its tab (not a frame of one).
     page_own: bool = True
+    #: A page endpoint of a service or shared worker: the worker's target id.
+    page_worker: str | None = None
     #: The relay's own worlds (the watcher's): never listed, never named.
     worlds: RelayWorlds = field(default_factory=RelayWorlds, repr=False)
     #: The browser's one trace and the finished ones (the watcher's, shared).
@@ -99,6 +113,11 @@ class ClientState:
     downloads: set[str] = field(default_factory=set)
     #: Windows of its scope's tabs it asked for (Browser.getWindowForTarget).
     windows: set[int] = field(default_factory=set)
+    #: Requests paused on the browser's own session (``Fetch.requestPaused``
+    #: with no session: interception of every tab), by requestId -> the tab
+    #: whose request it is, the oldest forgotten past :data:`MAX_PAUSED`: a
+    #: ``Fetch.*`` command naming one is that tab's.
+    paused: dict[str, str] = field(default_factory=dict)
     #: Frames it heard load on its own sessions (an in-process iframe has no
     #: target of its own): frame -> its tab, the oldest forgotten past
     #: :data:`MAX_FRAMES`. A download from one is its news too.
@@ -112,7 +131,24 @@ class ClientState:
         if session is not None:
             info = self.sessions.get(session)
             return info.tab if info is not None else None
+        if self.paused and self.page is None and params is not None and method[:6] == "Fetch.":
+            request = params.get("requestId")
+            return self.paused.get(request) if isinstance(request, str) else None
         return self.page
+
+    def served(self, session: str | None) -> Served | None:
+        """The tabs a command on ``session`` reaches through a worker's script
+        (a worker's session, or a worker's page endpoint), None for any other
+        session: its browser context's tabs of its origin, as the watcher knows."""
+        if session is None:
+            worker = self.page_worker
+        else:
+            info = self.sessions.get(session)
+            worker = info.worker if info is not None else None
+        if worker is None:
+            return None
+        known = self.kinds(worker)
+        return Served(self.context_of(worker), origin(known[1]) if known is not None else "")
 
     def own_tab(self, session: str | None) -> str | None:
         """The tab whose own target ``session`` is on (its page endpoint's, for

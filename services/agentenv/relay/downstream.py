@@ -21,7 +21,14 @@ from typing import Any
 import orjson
 
 from agentenv.relay import guard, scopes, traces
-from agentenv.relay.connection import ClientState, Pending, SessionInfo, certificates_command
+from agentenv.relay.connection import (
+    MAX_PAUSED,
+    WORKERS,
+    ClientState,
+    Pending,
+    SessionInfo,
+    certificates_command,
+)
 from agentenv.relay.scopes import Scope
 
 __all__ = ["MAX_FRAMES", "READ_FIRST", "Down", "Downstream", "answer_first", "from_upstream"]
@@ -161,6 +168,8 @@ def _from_chromium(state: ClientState, data: str) -> Downstream:
             return _session_event(state, message)
         if data.startswith(_LOADING):
             return _loading_event(state, data)
+        if data.startswith(_PAUSED) and state.page is None:
+            return _paused_event(state, data)
         if state.scope is not None and data.startswith(_SCOPED_EVENTS):
             return _scoped_event(state, state.scope, data)
         if state.scope is not None and data.startswith('{"method":"Tracing.'):
@@ -246,6 +255,7 @@ def _read_result(
 
 
 _LOADING = '{"method":"Page.frameSt'  # frameStartedLoading, frameStoppedLoading
+_PAUSED = '{"method":"Fetch.requestPaused"'
 _SCOPED_EVENTS = (
     '{"method":"Target.targetCreated"',
     '{"method":"Target.targetInfoChanged"',
@@ -367,6 +377,27 @@ def _loading_event(state: ClientState, data: str) -> Downstream:
     return Downstream(Down.PASS, loading=(tab, started))
 
 
+def _paused_event(state: ClientState, data: str) -> Downstream:
+    """A request paused on the browser's own session (interception of every
+    tab): the tab it is for, by its frame, kept for the ``Fetch.*`` command
+    that answers it (its entry names the tab). On a session, the session
+    names the tab already."""
+    message = _loads(data)
+    if not isinstance(message, dict) or message.get("sessionId") is not None:
+        return _PASS
+    params = message.get("params") or {}
+    request, frame = params.get("requestId"), params.get("frameId")
+    if not isinstance(request, str) or not isinstance(frame, str):
+        return _PASS
+    tab = state.frames.get(frame) or state.owner(frame)
+    known = state.kinds(tab)
+    if known is not None and known[0] == "page":
+        state.paused[request] = tab
+        if len(state.paused) > MAX_PAUSED:
+            del state.paused[next(iter(state.paused))]
+    return _PASS
+
+
 #: Frames a connection keeps for its downloads' news (:attr:`ClientState.frames`).
 MAX_FRAMES = 10_000
 
@@ -413,7 +444,9 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
         owner = state.sessions.get(parent)
         tab = owner.tab if owner is not None else target
     info = _session_info(
-        tab if isinstance(tab, str) else None, target, kind if isinstance(kind, str) else ""
+        tab if isinstance(tab, str) else None,
+        target if isinstance(target, str) else None,
+        kind if isinstance(kind, str) else "",
     )
     state.sessions[session] = info
     if state.ignore_certificates and info.framed:
@@ -422,8 +455,8 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
     return _PASS
 
 
-def _session_info(tab: str | None, target: object, kind: str) -> SessionInfo:
-    if kind in ("service_worker", "shared_worker"):
-        return SessionInfo(tab, own=False, everywhere=True, framed=False)
+def _session_info(tab: str | None, target: str | None, kind: str) -> SessionInfo:
+    if kind in WORKERS:
+        return SessionInfo(tab, own=False, everywhere=True, framed=False, worker=target)
     framed = kind in ("page", "iframe")
     return SessionInfo(tab, own=tab is not None and tab == target, framed=framed)

@@ -25,9 +25,9 @@ from agentenv.log.writer import LogWriter
 from agentenv.metrics import RelayCounts
 from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.protocol.log import ACTING, READING, Acts, says_where
-from agentenv.relay.causes import TAB_METHODS, Causes, TabCommand
+from agentenv.relay.causes import TAB_METHODS, Causes, Served, TabCommand
 from agentenv.relay.commands import classify
-from agentenv.relay.log_budget import LogBudget
+from agentenv.relay.log_budget import LogBudget, tab_share
 from agentenv.settings import Settings
 
 __all__ = ["Action", "ActionScope", "Logbook", "used_params"]
@@ -110,6 +110,9 @@ class Logbook:
     #: The scope a browser context is (computers of two scopes or more), for
     #: tab lines: the watcher's.
     scope_of: Callable[[str | None], str | None] = field(default=lambda context: None)
+    #: The users of a scope (None: a computer of one scope), whose share of
+    #: the log its tabs' lines count against: the watcher's.
+    users_of: Callable[[str | None], list[str]] = field(default=lambda scope: [])
     _tab_scopes: dict[str, str] = field(default_factory=dict)  # tab -> its scope
     #: The relay's counts for ``/metrics`` (the app's, under ``counts_key``).
     counts: RelayCounts = field(default_factory=RelayCounts)
@@ -171,9 +174,13 @@ class Logbook:
         self.writer.record("action", fields)
 
     def full_message(self) -> str:
+        """The refusal of an agent's command or action while the log is full
+        (rule ``log-full``: the app answers it 503, as the relay's own HTTP
+        commands do, never as Chromium's)."""
         return (
-            f"the action log is full (AGENTENV_LOG_MAX_BYTES={self.max_bytes}): this computer "
-            "takes no more commands from agents; end the run and start a fresh computer"
+            "refused by agentenv guard log-full: the action log is full "
+            f"(AGENTENV_LOG_MAX_BYTES={self.max_bytes}): this computer takes no more commands "
+            "from agents; end the run and start a fresh computer"
         )
 
     @property
@@ -205,7 +212,7 @@ class Logbook:
         typed: dict[str, Any] | None = None,
         *,
         frame_only: bool = False,
-        everywhere: bool = False,
+        served: Served | None = None,
         scope: str | None = None,
         sent: bool = True,
     ) -> int:
@@ -213,8 +220,8 @@ class Logbook:
 
         ``typed`` replaces the params of a typing command the password check
         did not clear (withheld text). ``frame_only``: a navigate of a frame,
-        which claims no navigation of its tab; ``everywhere``: sent to a
-        service or shared worker, it acts on every tab; ``scope``: the scope the
+        which claims no navigation of its tab; ``served``: sent to a service
+        or shared worker, it acts on the tabs that worker serves; ``scope``: the scope the
         sender acts in (computers with two scopes or more). ``sent``: False for
         a command that never reaches Chromium (refused by the guard, invalid, or
         answered by the relay itself): it is on the record, but no tab event is
@@ -265,8 +272,8 @@ class Logbook:
         now = writer.monotonic()
         entry = writer.begin(fields, now)
         if acting and sent:
-            if everywhere:
-                self.causes.acting_everywhere(entry, method, now, identity.user)
+            if served is not None:
+                self.causes.acting_served(served, entry, method, now, identity.user)
             elif info is not None:
                 self.causes.acting_in(info, entry, method, now, identity.user)
         if tab_method and not frame_only and sent:
@@ -506,14 +513,20 @@ class Logbook:
 
     # -- Chromium's tab events ----------------------------------------------
 
-    def _write_tabs(self, events: list[dict[str, Any]]) -> None:
+    def _write_tabs(self, events: list[dict[str, Any]], gone: str | None = None) -> None:
+        """Write tab events, each counted against the share that pays for it
+        (:func:`~agentenv.relay.log_budget.tab_share`); a page's own, once that
+        share is spent, counted instead (a ``tabs/counted`` line a minute).
+        ``gone``: the payer of a tab just forgotten (its close)."""
         for event in events:
             event = dict(event, url=self._safe_url(event.get("url") or ""))
             tab = event.get("id")
+            scope = None
+            known = None
             if isinstance(tab, str):
+                known = self.causes.tabs.get(tab)
                 scope = self._tab_scopes.get(tab)
                 if scope is None:
-                    known = self.causes.tabs.get(tab)
                     scope = self.scope_of(known.context if known is not None else None)
                     if scope is not None:
                         self._tab_scopes[tab] = scope
@@ -521,7 +534,17 @@ class Logbook:
                     event["scope"] = scope
                 if event.get("event") == "closed":
                     self._tab_scopes.pop(tab, None)
-            self.writer.record("tab", event)
+            payer = known.pays() if known is not None else gone
+            share, own = tab_share(event.get("by") or {}, scope, self.users_of(scope), payer)
+            if share is not None and not own and known is not None:
+                known.payer = share  # a command moved it: its sender pays, if no agent acts
+            if own and share is not None and self.budget.over(self.writer, share) is not None:
+                minute = int(self.writer.monotonic() // 60)
+                told = self.budget.tab_counted(share, str(tab), scope, minute)
+                if told is not None:
+                    self.writer.record("action", told)
+                continue
+            self.writer.record("tab", event, share)
 
     def created(self, tab: str, url: str, opener: str | None, context: str | None = None) -> None:
         self._write_tabs(self.causes.created(tab, url, opener, self.monotonic(), context))
@@ -530,7 +553,9 @@ class Logbook:
         self._write_tabs(self.causes.navigated(tab, url, self.monotonic()))
 
     def destroyed(self, tab: str) -> None:
-        self._write_tabs(self.causes.destroyed(tab, self.monotonic()))
+        known = self.causes.tabs.get(tab)
+        gone = known.pays() if known is not None else None
+        self._write_tabs(self.causes.destroyed(tab, self.monotonic()), gone)
 
     def ended(self, kind: str, why: str | None = None) -> None:
         """Every tab closed (``kind``: ``exit`` when Chromium went away,
@@ -558,6 +583,8 @@ class Logbook:
         clock's offset again, before any other line), release held tab events."""
         self.writer.check_stalled()
         self._write_tabs(self.causes.tick(self.monotonic()))
+        for told in self.budget.tabs_due(int(self.writer.monotonic() // 60)):
+            self.writer.record("action", told)
 
     def reset(self, reason: str) -> int:
         return self.writer.record("reset", {"reason": reason})

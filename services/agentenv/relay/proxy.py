@@ -260,7 +260,7 @@ class _Bridge(ToClient):
             step.tab,
             typed,
             frame_only=step.frame_only,
-            everywhere=step.everywhere,
+            served=state.served(step.session) if step.everywhere or state.page_worker else None,
             scope=state.scope.name if state.scope is not None else None,
             sent=step.sent,
         )

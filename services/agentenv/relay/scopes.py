@@ -138,6 +138,13 @@ class Scopes:
         # ops act: it makes no scope of its own.
         return self.by_user.get(identity.user, self.home)
 
+    def users_of(self, scope: str | None) -> list[str]:
+        """The users who act in ``scope``; for None (no isolation), every
+        user: a computer of one scope is theirs together."""
+        if scope is None:
+            return [] if self.isolated else list(self.by_user)
+        return [user for user, theirs in self.by_user.items() if theirs == scope]
+
     def unknown(self, asked: str | None) -> str | None:
         """Why ``asked`` names no scope of this computer (None: it names one,
         or nothing): what an op or a recording that names it is told."""

@@ -41,6 +41,7 @@ from agentenv.metrics import CONTENT_TYPE, RelayCounts, render
 from agentenv.process import log_dir
 from agentenv.relay import discovery, guard
 from agentenv.relay.auth_log import AuthLog
+from agentenv.relay.connection import WORKERS
 from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.http_commands import json_activate, json_close, json_new, json_new_get
 from agentenv.relay.log_budget import LogBudget
@@ -253,6 +254,10 @@ async def _bridge(
     watcher = request.app[watcher_key]
     page = watcher.tab_of(target) if kind == "page" else None
     state = client_state(request, identity, tag, scope, page, page is None or page == target)
+    known = watcher.target(target) if kind == "page" else None
+    if known is not None and known[0] in WORKERS:
+        # A worker's own endpoint: what it runs reaches the pages it serves.
+        state.page_worker = target
     try:
         await client.prepare(request)
     except BaseException:

@@ -89,6 +89,7 @@ class Watcher:
         #: Chromium's own default browser context (the home scope's).
         self.default_context: str | None = None
         logbook.scope_of = self.scope_name
+        logbook.users_of = self.scopes.users_of
         self._tasks: set[asyncio.Task[Any]] = set()
         #: A tab-type target's page (chromedriver's window handles are the
         #: tab-type ids; the log and the tabs are the pages').
