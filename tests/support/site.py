@@ -60,6 +60,71 @@ fetch("/set-cookie").then(() =>
   fetch("/next", {headers: {Authorization: "Bearer HARBEARER5521"}}))
   .then(() => document.title = "Har done");
 </script>""",
+    # A sign-up page whose script sends what was typed into its password,
+    # PIN, one-time code, card and CVC fields in every shape the fourth red
+    # team saw leak into a recording's network.har (tests/security/
+    # test_har_bodies.py): each to /api/<shape>, then the form itself, a
+    # post that navigates to /signup/done.
+    "/signup": """<!doctype html><title>Sign up</title>
+<input id=user name=username>
+<input id=pw type=password>
+<input id=pin type=password inputmode=numeric>
+<input id=otp autocomplete=one-time-code>
+<input id=cc autocomplete=cc-number>
+<input id=cvc autocomplete=cc-csc>
+<button id=send onclick="send()">Sign up</button>
+<form id=django method=post action=/signup/done>
+  <input type=hidden name=csrfmiddlewaretoken value=c5rf>
+  <input type=hidden name=username value=bob>
+  <input type=hidden name=password1><input type=hidden name=password2>
+</form>
+<script>
+const v = (id) => document.getElementById(id).value;
+const J = "application/json", F = "application/x-www-form-urlencoded";
+const enc = encodeURIComponent;
+const post = (shape, body, type) =>
+  fetch("/api/" + shape, {method: "POST", body, headers: type ? {"Content-Type": type} : {}});
+async function send() {
+  const pw = v("pw"), pin = v("pin"), otp = v("otp"), card = v("cc"), cvc = v("cvc");
+  const form = (pairs) => pairs.map(([k, x]) => enc(k) + "=" + enc(x)).join("&");
+  await Promise.all([
+    post("password1", JSON.stringify({username: "bob", password1: pw, password2: pw}), J),
+    post("password_confirmation", JSON.stringify({password_confirmation: pw}), J),
+    post("passwordConfirmation", JSON.stringify({passwordConfirmation: pw}), J),
+    post("pass", JSON.stringify({pass: pw}), J),
+    post("passwordHash", JSON.stringify({passwordHash: pw}), J),
+    post("jsonrpc", JSON.stringify({jsonrpc: "2.0", method: "signup", params: ["bob", pw], id: 1}), J),
+    post("graphql", JSON.stringify(
+      {query: "mutation { signUp(user: \\"bob\\", password: " + JSON.stringify(pw) + ") { id } }"}), J),
+    post("text-plain-json", JSON.stringify({data: pw})),  // a string body: text/plain
+    post("django-form", form([["csrfmiddlewaretoken", "c5rf"], ["username", "bob"],
+      ["password1", pw], ["password2", pw]]), F),
+    post("django-json", JSON.stringify({username: "bob", password1: pw, password2: pw}), J),
+    post("rails-form", form([["authenticity_token", "t0k"], ["user[email]", "bob@example.com"],
+      ["user[password]", pw], ["user[password_confirmation]", pw]]), F),
+    post("rails-json", JSON.stringify(
+      {user: {email: "bob@example.com", password: pw, password_confirmation: pw}}), J),
+    post("laravel-form", form([["_token", "t0k"], ["name", "bob"], ["password", pw],
+      ["password_confirmation", pw]]), F),
+    post("laravel-json", JSON.stringify(
+      {name: "bob", password: pw, password_confirmation: pw}), J),
+    post("card-json", JSON.stringify({pin, otp, card, cvc, number: Number(card)}), J),
+    post("card-form", form([["pin", pin], ["otp", otp], ["card", card], ["cvc", cvc]]), F),
+  ]);
+  const django = document.getElementById("django");
+  django.password1.value = django.password2.value = pw;
+  // A second later: a network log counts a navigation as after the typing
+  // only once it began a quarter of a second past it (recorder/har.py).
+  setTimeout(() => django.submit(), 1000);
+}
+</script>""",
+    # Where the sign-up form lands: a new document, whose own request keeps
+    # its harmless values in a network log.
+    "/signup/done": """<!doctype html><title>Done</title><h1>Welcome</h1>
+<script>
+fetch("/api/after", {method: "POST", body: JSON.stringify({note: "after"}),
+  headers: {"Content-Type": "application/json"}}).then(() => document.title = "Done, after");
+</script>""",
     # A page whose PNG screenshot is about 1.5 MB: noise in a canvas.
     "/noise": (
         "<!doctype html><title>Noise</title><body style='margin:0'>"
@@ -105,6 +170,21 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/set-cookie":
             self.send_header("Set-Cookie", "session=HARCOOKIE9902; Path=/")
         self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        """What /signup posts: read and answered, never echoed."""
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(min(length, 1 << 20))
+        path = self.path.split("?", 1)[0]
+        if path == "/signup/done":
+            body, kind = PAGES[path].encode(), "text/html; charset=utf-8"
+        else:
+            body, kind = b'{"ok": true}', "application/json"
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

@@ -3,6 +3,8 @@ out of URLs, headers, cookies and bodies; phases from Chromium's timing."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -57,7 +59,8 @@ def test_an_entry_keeps_its_shape_and_none_of_its_secrets() -> None:
     request, response = got["request"], got["response"]
     assert request["method"] == "POST" and request["url"].startswith("https://shop.test/login?")
     assert {"name": "next", "value": "/home"} in request["queryString"]
-    assert request["postData"]["text"] == "user=REDACTED&password=REDACTED"  # a form's values
+    # A form's values: kept where a harmless key names them, else withheld.
+    assert request["postData"]["text"] == "user=alice&password=REDACTED"
     assert (response["status"], response["statusText"], response["bodySize"]) == (302, "Found", 321)
     assert response["redirectURL"].startswith("https://shop.test/home?")
     assert got["time"] == 250.0 and got["startedDateTime"].endswith("Z")
@@ -219,3 +222,201 @@ def test_headers_heard_before_their_request_are_its_own() -> None:
     assert len(done) == 1
     assert done[0]["request"]["cookies"] == [{"name": "s", "value": "REDACTED"}]
     assert {"name": "X-Got", "value": "1"} in done[0]["response"]["headers"]
+
+
+# -- typed text: the window (see recorder/har.py's text) ------------------------------
+
+T0 = 1_796_400_000.0  # a wall time, seconds
+
+
+def _line(seq: int, at: float, **action: Any) -> bytes:
+    """A log line as the relay writes one."""
+    import orjson
+
+    from agentenv.log.lines import iso
+
+    return orjson.dumps({"seq": seq, "at": iso(at), "prev": "0" * 32, "action": action})
+
+
+def _typing(seq: int, at: float, tab: str | None = "T1") -> bytes:
+    withheld = {"text": {"withheld": "password", "length": 9}}
+    more = {"tab": tab} if tab is not None else {}
+    return _line(seq, at, via="cdp", method="Input.insertText", params=withheld, **more)
+
+
+class _Link:
+    """The network log's relay link, as far as the collector uses it at the
+    end: each response's body is an echo of what its request sent."""
+
+    on_event: Any = None
+
+    def __init__(self) -> None:
+        self.har: Any = None
+
+    async def call(self, method: str, params: dict[str, Any], **_: Any) -> dict[str, Any]:
+        assert method == "Network.getResponseBody"
+        known = next(r for k, r in self.har.pending.items() if k.endswith(params["requestId"]))
+        return {"body": known.request.get("postData") or "{}", "base64Encoded": False}
+
+    async def close(self) -> None:
+        pass
+
+
+class _Store:
+    where = "memory"
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+
+    async def put(self, name: str, data: bytes, content_type: str) -> None:
+        self.files[name] = data
+
+
+def _typed_collector(*lines: bytes, ready: bool = True) -> Any:
+    from agentenv.recorder.har import Har
+    from agentenv.recorder.typed import Typed
+
+    typed = Typed(ready=ready)
+    for raw in lines:
+        typed.seen(raw)
+    link = _Link()
+    har = Har(link=link, upload=_Store(), bodies=True, typed=typed)  # type: ignore[arg-type]
+    link.har = har
+    har.sessions["S"] = "T1"
+    return har
+
+
+async def _sent(
+    har: Any, rid: str, at: float, loader: str, body: str | None = '{"note": "kept?"}', **more: Any
+) -> None:
+    """One request of T1's, answered with an echo of its body, finished."""
+    request: dict[str, Any] = {
+        "method": "POST" if body else "GET",
+        "url": "http://a.test/" + rid,
+        "headers": {},
+    }
+    if body is not None:
+        request |= {"postData": body, "headers": {"Content-Type": "application/json"}}
+    params = {"requestId": rid, "loaderId": loader, "frameId": "T1", "wallTime": at}
+    echo = {"status": 200, "mimeType": "application/json", "headers": {}}
+    events = [
+        ("Network.requestWillBeSent", {**params, "request": request, **more}),
+        ("Network.responseReceived", {"requestId": rid, "response": echo}),
+        ("Network.loadingFinished", {"requestId": rid, "encodedDataLength": 1}),
+    ]
+    for method, event in events:
+        har._event({"method": method, "params": event, "sessionId": "S"})
+    await asyncio.gather(*list(har._tasks))
+
+
+def _bodies(har: Any) -> dict[str, Any]:
+    """Each request's body as written, and its answer's (the echo) beside it."""
+    out = {}
+    for e in har.done:
+        if "postData" in e["request"]:
+            name = e["request"]["url"].rsplit("/", 1)[1]
+            out[name] = json.loads(e["request"]["postData"]["text"])
+            assert json.loads(e["response"]["content"]["text"]) == out[name], e
+    return out
+
+
+async def test_a_body_sent_after_withheld_typing_keeps_only_its_shape() -> None:
+    """Typed into a password field on T1: the page's fetch (its loader L0),
+    however its body names the text, keeps no string, nor does the answer
+    that echoes it; a tab typed into nowhere keeps its harmless values."""
+    har = _typed_collector(_typing(1, T0))
+    await _sent(har, "fetch", T0 + 1, "L0")
+    assert har.done == []  # the log is not yet read past the request: it waits
+    har.typed.seen(_line(2, T0 + 2, via="cdp", method="DOM.describeNode"))
+    har.logged()
+    assert _bodies(har) == {"fetch": {"note": {"withheld": "password", "length": 5}}}
+
+    other = _typed_collector(_typing(1, T0, tab="T9"), _line(2, T0 + 5))
+    await _sent(other, "fetch", T0 + 1, "L0")
+    assert _bodies(other) == {"fetch": {"note": "kept?"}}
+
+
+async def test_the_window_ends_with_the_document_it_was_typed_into() -> None:
+    """A form's post (a navigation: its own request is sent by the document
+    it leaves) is in the window; the new document's requests are not; a
+    request of the old document after that (a beacon as it unloads, a page
+    back from the back-forward cache) still is."""
+    har = _typed_collector(_typing(1, T0), _line(2, T0 + 60))
+    await _sent(har, "L1", T0 + 1, "L1", type="Document")  # the form's post, navigating
+    await _sent(har, "fetch", T0 + 2, "L1")  # the new document's own request
+    await _sent(har, "beacon", T0 + 3, "L0")  # the document typed into
+    assert _bodies(har) == {
+        "L1": {"note": {"withheld": "password", "length": 5}},
+        "fetch": {"note": "kept?"},
+        "beacon": {"note": {"withheld": "password", "length": 5}},
+    }
+
+
+async def test_typing_in_the_new_document_opens_the_window_again() -> None:
+    har = _typed_collector(_typing(1, T0))
+    await _sent(har, "L1", T0 + 1, "L1", body=None, type="Document")
+    har.typed.seen(_typing(2, T0 + 10))  # typed into a field of L1's document
+    har.typed.seen(_line(3, T0 + 60))
+    await _sent(har, "fetch", T0 + 11, "L1")
+    assert _bodies(har) == {"fetch": {"note": {"withheld": "password", "length": 5}}}
+
+
+async def test_typing_that_names_no_tab_counts_on_every_tab() -> None:
+    har = _typed_collector(_typing(1, T0, tab=None), _line(2, T0 + 60))
+    await _sent(har, "fetch", T0 + 1, "L0")
+    assert _bodies(har)["fetch"]["note"]["withheld"] == "password"
+
+
+async def test_the_end_judges_what_waits_with_the_recordings_lines() -> None:
+    """At the end, a request the log's clock never passed is judged knowing
+    the slice's every line; with the log not read from its start (the
+    recorder just restarted), every body counts as sent with typed text."""
+    for ready, typing, withheld in [(True, True, True), (True, False, False), (False, False, True)]:
+        har = _typed_collector(ready=ready)
+        await _sent(har, "fetch", T0 + 1, "L0")
+        assert har.done == []
+        await har.stop([_typing(1, T0)] if typing else [])
+        [made] = json.loads(har.upload.files["network.har"])["log"]["entries"]
+        note = json.loads(made["request"]["postData"]["text"])["note"]
+        assert (note != "kept?") is withheld, (ready, typing, note)
+
+
+def test_the_log_is_read_for_typing_from_its_bytes() -> None:
+    from agentenv.recorder.typed import Typed
+
+    typed = Typed()
+    typed.seen(_typing(1, T0 + 0.5))
+    kept = _line(2, T0 + 3, via="mcp", tool="browser_type", tab="T2")  # typing not withheld
+    typed.seen(kept)
+    assert typed.at("T1") == pytest.approx(T0 + 0.5) and typed.at("T2") is None
+    assert typed.clock == pytest.approx(T0 + 3)
+    typed.seen(b'{"seq":3,"at":"garbage","tab":{"event":"opened","id":"T3"}}')
+    assert typed.clock == pytest.approx(T0 + 3)
+
+
+async def test_the_recorders_follower_reads_typing_from_the_logs_first_line(
+    tmp_path: Any,
+) -> None:
+    """A tab typed into before the recorder started still holds the text: the
+    follower reads the whole log for typing (lines before its start go to no
+    recording), and says when it has."""
+    from agentenv.log.reader import LogReader
+    from agentenv.recorder.server import Recorder
+    from agentenv.settings import Settings
+    from tests.support.timing import wait_for
+
+    log = tmp_path / "browser.jsonl"
+    log.write_bytes(b"".join(x + b"\n" for x in (_typing(1, T0), _line(2, T0 + 1))))
+    recorder = Recorder(Settings(), link=None, reader=LogReader(log))  # type: ignore[arg-type]
+    following = asyncio.ensure_future(recorder.follow())
+    try:
+        await asyncio.to_thread(wait_for, lambda: recorder.typed.ready, "the history read", 10)
+        assert recorder.typed.at("T1") == pytest.approx(T0)
+        assert recorder.typed.clock == pytest.approx(T0 + 1)
+        with log.open("ab") as more:
+            more.write(_typing(3, T0 + 5, tab="T2") + b"\n")
+        await asyncio.to_thread(wait_for, lambda: recorder.typed.at("T2"), "a new line", 10)
+    finally:
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following

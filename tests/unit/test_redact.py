@@ -519,3 +519,106 @@ def test_more_shapes_of_url_credentials(url: str, logged: str) -> None:
 )
 def test_plain_shapes_stay(text: str) -> None:
     assert redact_text(text) == text
+
+
+@pytest.mark.parametrize(
+    ("url", "logged"),
+    [
+        ("https://h/token?credentials=S3c&x=1", "https://h/token?credentials=REDACTED&x=1"),
+        (
+            "https://h/t?client_assertion=eyJa&client_assertion_type=urn%3Ajwt",
+            "https://h/t?client_assertion=REDACTED&client_assertion_type=urn%3Ajwt",
+        ),
+        ("https://h/?assertion=S3c", "https://h/?assertion=REDACTED"),
+        ("https://h/?cvc=737&pin_code=1234", "https://h/?cvc=REDACTED&pin_code=REDACTED"),
+    ],
+)
+def test_oauth_client_credentials_and_card_keys_in_urls(url: str, logged: str) -> None:
+    """Still open from the third red team: ?credentials= and
+    ?client_assertion= were logged in clear (client_assertion_type names a
+    kind of assertion, and stays)."""
+    assert redact_text(url) == logged
+
+
+@pytest.mark.parametrize(
+    ("text", "logged"),
+    [
+        ('{"password1": "hu\\"nter2", "user": "bob"}', '{"password1": "REDACTED", "user": "bob"}'),
+        ("{'pass': 'x', 'n': 1}", "{'pass': 'REDACTED', 'n': 1}"),
+        ('login(password: "s3c", pin: 1234)', 'login(password: "REDACTED", pin: REDACTED)'),
+        ('{\\"otp\\":\\"123456\\",\\"a\\":1}', '{\\"otp\\":\\"REDACTED\\",\\"a\\":1}'),
+        ("Invalid token: abc123 given", "Invalid token: REDACTED given"),
+        ('{"secret": "never closed', '{"secret": "REDACTED'),
+        ("pay with 4111 1111 1111 1111 now", "pay with REDACTED now"),
+        ("pay with 4111-1111-1111-1111", "pay with REDACTED"),
+    ],
+)
+def test_secrets_written_inside_a_text(text: str, logged: str) -> None:
+    """An error quoting a JSON body, a script's or GraphQL's arguments, a
+    card number: the text rule every error and string goes through."""
+    assert redact_text(text) == logged
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "key: Enter, code: KeyA",  # a keyboard's words
+        "https://h.example:8443/a",
+        "at 12:30:01 on 2026-12-04",
+        "order 1764640000000 placed",  # a time in ms: Luhn or not, no card starts with 1
+        "id 4111111111111112",  # fails Luhn's check
+        "{a: 1, b: 'two'}",
+    ],
+)
+def test_text_that_only_looks_like_a_secret_is_kept(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_arguments_use_the_url_rules_keys_less_the_protocols_words() -> None:
+    """An op's or tool's arguments, and a command's params: every key the URL
+    rules name (password1, pass, otp...) is withheld, but CDP's and the tools'
+    own words (key, code, sessionId, state) are not secrets there."""
+    args = {"password1": "s3c", "pass": "s3c", "otp": "1", "cvc": "2", "credentials": {"a": 1}}
+    out = redact(args)
+    assert all(v["withheld"] == "secret" for v in out.values()), out
+    words = {"key": "Enter", "code": "KeyA", "sessionId": "S", "state": "frozen", "keys": ["a"]}
+    assert redact_params("Input.dispatchKeyEvent", words) == words
+    assert redact({"code": "return 1"}) == {"code": "return 1"}  # browser_run_code's script
+
+
+def test_a_card_in_arguments_or_typed_text_is_out() -> None:
+    out = redact({"text": "4111111111111111", "n": 4111111111111111, "q": "x 1764640000000"})
+    assert out == {
+        "text": "REDACTED",
+        "n": {"withheld": "card", "length": 16},
+        "q": "x 1764640000000",
+    }
+    typed = redact_params("Input.insertText", {"text": "card 5555 5555 5555 4444"})
+    assert typed == {"text": "card REDACTED"}
+    assert redact_params("Input.insertText", {"text": "hello"}) == {"text": "hello"}
+
+
+def test_a_key_holding_a_secret_is_written_redacted_in_order() -> None:
+    params = {"a": 1, "https://h/?token=S3C": 2, "promptText": "pw", "z": 3}
+    out = redact_params("Page.handleJavaScriptDialog", params)
+    assert list(out) == ["a", "https://h/?token=REDACTED", "promptText", "z"]
+    assert "S3C" not in json.dumps(out)
+
+
+def test_a_json_string_in_params_is_read_by_the_text_rule() -> None:
+    body = '{"password_confirmation": "s3c", "user": "bob"}'
+    out = redact_params("Runtime.evaluate", {"expression": f"send({body})"})
+    assert out["expression"] == 'send({"password_confirmation": "REDACTED", "user": "bob"})'
+
+
+@pytest.mark.parametrize(
+    "unit", ['"password":', '"pin": "', "\\", '\\"', "a:", '"', "pass: ", "4111 ", "x\\\\\\\\"]
+)
+def test_text_shapes_made_to_be_slow_to_redact_are_not(unit: str) -> None:
+    """The text rule's keys and quotes, and card runs, read in linear time."""
+    import time
+
+    text = unit * (200_000 // len(unit))
+    started = time.perf_counter()
+    redact_text(text)
+    assert time.perf_counter() - started < 1.0, unit

@@ -5,6 +5,8 @@ and which read is the relay's protocol table, :mod:`agentenv.relay.commands`):
 
 - :mod:`.redact` — secrets out of every text and value before it is written;
 - :mod:`.cdp_params` — a CDP command's params as the log keeps them, method by method;
+- :mod:`.bodies` — request and response bodies as a recording's network log
+  keeps them: what a page sends withheld unless shown harmless;
 - :mod:`.argpaths` — paths into arguments: typed text withheld and put back, files named;
 - :mod:`.errors` — the log's exceptions;
 - :mod:`.lines` — the line kinds and their encoding;

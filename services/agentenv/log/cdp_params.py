@@ -10,7 +10,15 @@ import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agentenv.log.redact import CUT_AT, redact, redact_cut, redact_mapping, withheld
+from agentenv.log.redact import (
+    CUT_AT,
+    redact,
+    redact_cards,
+    redact_cut,
+    redact_mapping,
+    redact_text,
+    withheld,
+)
 
 __all__ = ["Rule", "redact_params", "resolved"]
 
@@ -121,6 +129,18 @@ def _set_cookies(params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _typed_text(params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Text typed where the relay's check cleared (no password field): kept,
+    card numbers out (a card typed into a field that does not say it is
+    one's; a field that says so is withheld as a password)."""
+    text = params.get("text")
+    if isinstance(text, str) and len(text) >= 13:
+        kept = redact_cards(text)
+        if kept != text:
+            return {"text": redact_text(kept)}
+    return None
+
+
 def _attribute_value(params: Mapping[str, Any]) -> dict[str, Any]:
     """A ``value`` attribute set by CDP: withheld like typing, since the relay
     cannot tell from a client's node id whether it is a password input."""
@@ -132,6 +152,8 @@ def _attribute_value(params: Mapping[str, Any]) -> dict[str, Any]:
 
 _METHOD_RULES: dict[str, Rule] = {
     "DOM.setAttributeValue": _attribute_value,
+    "Input.insertText": _typed_text,
+    "Input.imeSetComposition": _typed_text,
     "DOM.setAttributesAsText": _withhold_fields("text"),
     "Fetch.fulfillRequest": _withhold_fields("body", "binaryResponseHeaders"),
     "Fetch.continueRequest": _withhold_fields("postData"),
@@ -190,4 +212,17 @@ def redact_params(method: str, params: Mapping[str, Any] | None) -> dict[str, An
         rest = redact_mapping({k: v for k, v in params.items() if k not in replaced})
     except RecursionError:
         return {"withheld": "too deep"}
-    return {k: replaced[k] if k in replaced else rest[k] for k in params}
+    try:
+        return {k: replaced[k] if k in replaced else rest[k] for k in params}
+    except KeyError:  # a key holding a secret's shape, written redacted
+        pass
+    # In the params' order; the rest's keys as the walk wrote them.
+    others = iter(rest.items())
+    out: dict[str, Any] = {}
+    for key in params:
+        if key in replaced:
+            out[key] = replaced[key]
+        else:
+            name, value = next(others)
+            out[name] = value
+    return out

@@ -34,15 +34,30 @@ Pure functions. What goes:
   Playwright's ``fill()`` hands the text to its injected script as an
   argument before it types it, password fields included, and nothing at that
   point says which field it is for.
-- Values under keys that name a secret (``password``, ``client_secret``,
-  ``*_token``, ...): withheld.
+- Values under keys that name a secret: withheld. One key rule for URLs and
+  every JSON object (:func:`credential_key`: ``password2``,
+  ``passwordConfirmation``, ``pass``, ``passwordHash``, ``credentials``,
+  ``client_assertion``, ``pin``, ``otp``, ``cvc``, ``card_number``, in any
+  spelling); a command's params and arguments set aside the protocols' own
+  words (:func:`secret_field`: a keyboard's ``key`` and ``code``,
+  ``sessionId``). A key holding a secret's shape is itself written redacted.
+- In any text (errors, expressions): a key that names a secret and its
+  value, as JSON, a repr, a script or GraphQL write one (``"pass": "…"``,
+  ``pin: 1234``, escaped inside another string too): the value replaced.
+- Card numbers (:func:`card_number`: 13 to 19 digits, a card network's
+  first digit, Luhn's check digit) in texts, arguments and typed text:
+  replaced. The relay's walk of every command's params stays lean: there a
+  string is read for cards only when another shape sends it to the text
+  rules (``redact(value, thorough=False)`` and :func:`redact_mapping`).
 - JWT-shaped strings lose their signature part.
 - Long strings are cut to 2,000 characters, after redaction, as
   ``{"cut": first_2000, "length": N}``.
 
 Typed text in password fields is the relay's decision (it asks the page);
 :func:`withheld` builds the marker it writes. This module redacts text and
-values; the rules of each CDP method's params are :mod:`agentenv.log.cdp_params`.
+values; the rules of each CDP method's params are :mod:`agentenv.log.cdp_params`;
+request and response bodies (the network log's) are :mod:`agentenv.log.bodies`,
+by these rules.
 """
 
 from __future__ import annotations
@@ -57,12 +72,15 @@ __all__ = [
     "CUT_AT",
     "EXPRESSION_LIMIT",
     "REDACTED",
+    "card_number",
     "credential_key",
     "cut",
     "redact",
+    "redact_cards",
     "redact_cut",
     "redact_mapping",
     "redact_text",
+    "secret_field",
     "secret_header",
     "secret_header_value",
     "withheld",
@@ -122,13 +140,35 @@ _CREDENTIAL_KEYS = frozenset(
         "otp_code",
         "verification_code",
         "x_auth",
+        # OAuth's client credentials and token exchange (RFC 7521, 8693).
+        "credentials",
+        "client_assertion",
+        "assertion",
+        # Cards and one-time codes.
+        "cvc",
+        "cvv",
+        "cvn",
+        "csc",
+        "card_number",
+        "card_num",
+        "card_no",
+        "cc_number",
+        "ccnum",
+        "credit_card",
+        "security_code",
+        "one_time_code",
+        "mfa",
+        "ssn",
     ]
 )
 #: The keys above, and the key read, with case, "-" and "_" set aside:
 #: accessToken, access-token and ACCESS_TOKEN are one key.
 _CREDENTIAL_COMPACT = frozenset(k.replace("_", "") for k in _CREDENTIAL_KEYS)
-#: Words that make any key holding them a credential's.
-_STRONG_PARTS = frozenset({"password", "passwd", "passphrase", "pwd", "secret"})
+#: Words that make any key holding them a credential's (pin_code, otp_sent,
+#: cvc_check, card_number_confirm).
+_STRONG_PARTS = frozenset(
+    {"password", "passwd", "passphrase", "pwd", "secret", "pin", "otp", "totp", "cvc", "cvv"}
+)
 _CREDENTIAL_PREFIXES = ("x_amz_", "x_goog_")
 _CREDENTIAL_SUFFIXES = ("_token", "_secret", "_key")
 #: Endings of a compacted key that name a credential whatever comes before
@@ -142,40 +182,40 @@ _CREDENTIAL_ENDINGS = (
     "sessid",
     "sessionid",
     "signature",
+    "authorization",
+    "assertion",
+    "cardnumber",
 )
 #: A lower-case letter or digit before a capital: a camelCase word's start.
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 #: What splits a bracketed or dotted key: user[password], data.token, token[].
 _KEY_PARTS = re.compile(r"[\[\].]+")
 
-# Keys of JSON objects whose values are secrets. Narrower than the URL list:
-# CDP uses ``key`` and ``code`` for keyboard keys, which are not secrets.
-_SECRET_FIELDS = frozenset(
-    [
-        "password",
-        "passwd",
-        "pwd",
-        "secret",
-        "token",
-        "access_token",
-        "refresh_token",
-        "id_token",
-        "client_secret",
-        "api_key",
-        "apikey",
-        "authorization",
-        "credential",
-        "credentials",
-        "proxy_authorization",
-        "secret_access_key",
-        "session_token",
-        "passphrase",
-        "passcode",
-        # What a prompt() is answered with (MCP's browser_handle_dialog too).
-        "prompt_text",
-    ]
+#: Words of the protocols the log records (CDP's params, MCP tools' and ops'
+#: arguments) that :func:`credential_key` takes for a credential's but that
+#: hold none there: a keyboard's ``key`` and ``code``, a script's ``code``,
+#: a session's id, a storage or cookie partition's key, a state. Compacted
+#: (lower case, no "_" or "-"). In what a page sends they are credentials
+#: (an OAuth ``code``, an API ``key``): the bodies' rules have no such words.
+_COMMAND_WORDS = frozenset(
+    {
+        "key",
+        "code",
+        "state",
+        "session",
+        "sessionid",
+        "sessionkey",
+        "partitionkey",
+        "cookiepartitionkey",
+        "storagekey",
+        "primarykey",
+        "issystemkey",
+        "keys",
+    }
 )
-_SECRET_FIELD_SUFFIXES = ("_token", "_secret", "_password", "accesskey", "secretkey")
+#: Keys of commands' arguments that hold a secret though no credential names
+#: them: what a prompt() is answered with (MCP's browser_handle_dialog too).
+_COMMAND_SECRETS = frozenset({"prompttext"})
 
 _SECRET_HEADERS = frozenset({"authorization", "cookie", "set-cookie", "proxy-authorization"})
 # A header named like a secret: a secret's word anywhere in the name
@@ -208,10 +248,13 @@ _KEY_CHAR = rf"(?:(?!{_ENCODED_SEP})[^=&#?;\s\"'<>])"
 # the cheap first look; credential_key then decides on each pair
 # (_redact_pairs). The atomic groups keep it linear: without them a long key
 # run holding many fragments and no "=" is retried from each (quadratic).
+# The fragments are grouped by their first letter: the regex engine tries
+# each branch at every character of a key, so fewer branches read faster
+# (half the time of the plain list, with more fragments in it).
 _CREDENTIAL_PAIR = re.compile(
     rf"{_PAIR_START}(?>{_KEY_CHAR}*?"
-    r"(?:token|secret|passw|pwd|pass|pw|key|code|sess|sid|sig|auth|credential|state|ticket"
-    r"|otp|jwt|verifier|saml|pin|mfa|x-amz-|x-goog-|%|\[))"
+    r"(?:a(?:uth|ssert)|c(?:ode|red|ard|[cvs])|jwt|key|mfa|otp|p(?:ass|w|in)"
+    r"|s(?:ess|i[dg]|ecret|tate|aml|sn)|t(?:oken|icket)|verifier|x-(?:amz|goog)-|%|\[))"
     rf"(?>{_KEY_CHAR}*)=",
     re.IGNORECASE,
 )
@@ -255,6 +298,17 @@ _JWT = re.compile(
     r"(?<![A-Za-z0-9_\-])(eyJ[A-Za-z0-9_\-]{2,}\.eyJ[A-Za-z0-9_\-]{2,})\.[A-Za-z0-9_\-]{2,}"
 )
 
+# A key and its colon in text (JSON, a repr, a script, GraphQL), its quotes
+# perhaps escaped (JSON inside a JSON string). The look-behind starts a key
+# only where one can start, so each run of key characters is read once.
+_TEXT_PAIR = re.compile(
+    r"(?<![\w$.\-\[\]\\])(\\*[\"']?)([A-Za-z_$][\w$.\-\[\]]{0,63})(\\*[\"']?)[ \t]*:[ \t]*"
+)
+#: Where a value written without quotes ends.
+_BARE_END = re.compile(r"[\s,;)}\]&<>\"']")
+#: A run of 13 to 19 digits, single spaces or dashes between them.
+_CARD_RUN = re.compile(r"(?<![\d])\d(?:[ -]?\d){12,18}(?![\d])")
+
 _COOKIE_HINTS = ("domain", "url", "path", "expires", "httpOnly", "secure", "sameSite", "size")
 
 
@@ -273,6 +327,8 @@ def credential_key(name: str) -> bool:
     compact = n.replace("_", "")
     return (
         compact in _CREDENTIAL_COMPACT
+        # Plural: tokens, credentials, keys, codes.
+        or (compact.endswith("s") and compact[:-1] in _CREDENTIAL_COMPACT)
         or n.startswith(_CREDENTIAL_PREFIXES)
         or n.endswith(_CREDENTIAL_SUFFIXES)
         # A secret word as any part: password_confirm, passwordConfirm.
@@ -281,9 +337,15 @@ def credential_key(name: str) -> bool:
     )
 
 
-def _secret_field(name: str) -> bool:
-    n = _CAMEL.sub(r"\1_\2", name).lower().replace("-", "_")
-    return n in _SECRET_FIELDS or n.endswith(_SECRET_FIELD_SUFFIXES)
+@functools.lru_cache(maxsize=4096)
+def secret_field(name: str) -> bool:
+    """Whether a key of a command's params or arguments names a secret:
+    :func:`credential_key`, less the protocols' own words (``key``,
+    ``code``, ``sessionId``: :data:`_COMMAND_WORDS`)."""
+    compact = name.lower().replace("_", "").replace("-", "")
+    if compact in _COMMAND_SECRETS:
+        return True
+    return compact not in _COMMAND_WORDS and credential_key(name)
 
 
 def secret_header(name: str) -> bool:
@@ -324,13 +386,99 @@ def _redact_pairs(text: str) -> str:
     return "".join(parts)
 
 
+def _quoted_end(text: str, start: int) -> int:
+    """Where a quoted value that opens at ``start`` ends (past its closing
+    quote), read as JSON, a script or a Python repr write one, and as they
+    write one inside another's string: ``\\"`` opens one that ``\\"``
+    closes. A value never closed runs to the text's end."""
+    opening = start
+    while text[opening] == "\\":
+        opening += 1
+    quote, depth, at = text[opening], opening - start, opening + 1
+    while True:
+        found = text.find(quote, at)
+        if found < 0:
+            return len(text)
+        slashes = 0
+        while text[found - 1 - slashes] == "\\":
+            slashes += 1
+        if (slashes == depth) if depth else slashes % 2 == 0:
+            return found + 1
+        at = found + 1
+
+
+def _redact_text_pairs(text: str) -> str:
+    """Each value of a key that names a secret, written as JSON, a repr, a
+    script or GraphQL writes one (``"password": "…"``, ``pin: 1234``),
+    replaced; quotes and the key stay."""
+    parts: list[str] = []
+    last = 0
+    for found in _TEXT_PAIR.finditer(text):
+        start = found.end()
+        if start < last or start >= len(text) or not secret_field(found.group(2)):
+            continue
+        lead = start
+        while lead < len(text) and text[lead] == "\\":
+            lead += 1
+        if lead < len(text) and text[lead] in "\"'":
+            end = _quoted_end(text, start)
+            closing = end - 1 if end <= len(text) and text[end - 1] == text[lead] else end
+            while closing > lead + 1 and text[closing - 1] == "\\":
+                closing -= 1
+            parts.append(text[last : lead + 1])
+            parts.append(REDACTED)
+            parts.append(text[closing:end])
+        else:
+            stop = _BARE_END.search(text, start)
+            end = stop.start() if stop is not None else len(text)
+            if end == start:
+                continue
+            parts.append(text[last:start])
+            parts.append(REDACTED)
+        last = end
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for n, char in enumerate(reversed(digits)):
+        d = ord(char) - 48
+        if n % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def card_number(digits: str) -> bool:
+    """Whether a run of digits (spaces and dashes between them set aside) is
+    a payment card's number: 13 to 19 digits, a card network's first digit
+    (2 to 6), and Luhn's check digit. A time in milliseconds starts with 1."""
+    digits = digits.replace(" ", "").replace("-", "")
+    return 13 <= len(digits) <= 19 and digits[0] in "23456" and _luhn(digits)
+
+
+def redact_cards(text: str) -> str:
+    """``text`` with every card number in it replaced."""
+    if len(text) < 13:
+        return text
+    return _CARD_RUN.sub(lambda m: REDACTED if card_number(m.group(0)) else m.group(0), text)
+
+
 def _userinfo(text: str) -> str:
     text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{REDACTED}@", text)
     return _USER_ONLY.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
 
 
 def redact_text(text: str) -> str:
-    """``text`` with URL credentials and JWT signatures replaced."""
+    """``text`` with URL credentials, the values of keys that name secrets
+    (``"password": "…"``), card numbers and JWT signatures replaced."""
+    return redact_cards(_redact_shapes(text))
+
+
+def _redact_shapes(text: str) -> str:
+    """:func:`redact_text` but cards: what a command's params are read for on
+    the relay's path (a card is looked for in typed text and arguments)."""
     if "@" in text and ":" in text:
         text = _userinfo(text)
         if "\t" in text or "\n" in text or "\r" in text:
@@ -351,6 +499,8 @@ def redact_text(text: str) -> str:
             ),
             text,
         )
+    if ":" in text and ('"' in text or "'" in text or "\\" in text or " " in text):
+        text = _redact_text_pairs(text)
     if "eyJ" in text:
         text = _JWT.sub(lambda m: f"{m.group(1)}.{REDACTED}", text)
     return text
@@ -374,6 +524,14 @@ def redact_cut(text: str) -> str | dict[str, Any]:
     if len(text) <= CUT_AT:
         return redact_text(text)
     kept = redact_text(text[: CUT_AT + REDACT_MARGIN])
+    return {"cut": kept[:CUT_AT], "length": len(text)}
+
+
+def _shapes_cut(text: str) -> str | dict[str, Any]:
+    """:func:`redact_cut` with :func:`_redact_shapes` (a command's params)."""
+    if len(text) <= CUT_AT:
+        return _redact_shapes(text)
+    kept = _redact_shapes(text[: CUT_AT + REDACT_MARGIN])
     return {"cut": kept[:CUT_AT], "length": len(text)}
 
 
@@ -404,7 +562,7 @@ def _is_cookie(value: Mapping[str, Any]) -> bool:
     return "name" in value and "value" in value and any(h in value for h in _COOKIE_HINTS)
 
 
-_PLAIN, _HEADERS, _SECRET = 0, 1, 2
+_PLAIN, _HEADERS, _SECRET, _RENAMED = 0, 1, 2, 3
 
 
 #: Each key's kind, learnt once (a dict read costs half an lru_cache call).
@@ -412,13 +570,18 @@ _KEY_KINDS: dict[str, int] = {}
 
 
 def _key_kind(key: str) -> int:
-    """A key's kind, learnt into ``_KEY_KINDS`` (the walk reads that first)."""
+    """A key's kind, learnt into ``_KEY_KINDS`` (the walk reads that first):
+    its value's rule, or that the key itself holds a secret's shape."""
     if len(_KEY_KINDS) > 4096:  # a client inventing keys: stay bounded
         _KEY_KINDS.clear()
     if key.lower().endswith("headers"):
         kind = _HEADERS
+    elif secret_field(key):
+        kind = _SECRET
+    elif not _plain_text(key) and redact_text(key) != key:
+        kind = _RENAMED
     else:
-        kind = _SECRET if _secret_field(key) else _PLAIN
+        kind = _PLAIN
     _KEY_KINDS[key] = kind
     return kind
 
@@ -431,26 +594,68 @@ def _plain_text(value: str) -> bool:
         and "@" not in value
         and "eyJ" not in value
         and "%3" not in value
+        and (":" not in value or ('"' not in value and "'" not in value))
     )
 
 
-def redact(value: Any) -> Any:
-    """A copy of a JSON value with every secret shape replaced."""
+def _card_int(value: int) -> bool:
+    return not -(10**12) < value < 10**12 and card_number(str(abs(value)))
+
+
+def redact(value: Any, *, thorough: bool = True) -> Any:
+    """A copy of a JSON value with every secret shape replaced. ``thorough``
+    (the default: an op's or a tool's arguments, a header) also reads every
+    string and number for a card's; a CDP command's params
+    (:func:`redact_mapping`, on the relay's path for every command) are not,
+    but for typed text (:mod:`agentenv.log.cdp_params`)."""
+    out = _redact(value)
+    return _cards(out) if thorough else out
+
+
+def _redact(value: Any) -> Any:
     # Exact type checks first: this runs on every acting command, and an
     # isinstance against the Mapping ABC costs more than the rest together.
     kind_of = type(value)
     if kind_of is str or (kind_of is not dict and isinstance(value, str)):
-        return value if _plain_text(value) else redact_cut(value)
+        return value if _plain_text(value) else _shapes_cut(value)
     if kind_of is dict or isinstance(value, Mapping):
         return redact_mapping(value)
     if isinstance(value, list):
-        return [redact(v) for v in value]
+        return [_redact(v) for v in value]
     return value
 
 
+def _cards(value: Any) -> Any:
+    """Card numbers out of an already redacted value (a second walk: the
+    params' walk stays lean)."""
+    kind_of = type(value)
+    if kind_of is str:
+        return redact_cards(value) if len(value) >= 13 else value
+    if kind_of is dict:
+        if "withheld" in value:
+            return value
+        return {k: _cards(v) for k, v in value.items()}
+    if kind_of is list:
+        return [_cards(v) for v in value]
+    if kind_of is int and _card_int(value):
+        return withheld("card", str(value))
+    return value
+
+
+def _renamed(key: str, out: Mapping[str, Any]) -> str:
+    """A key that holds a secret's shape, redacted (numbered when two come
+    out alike, so none is lost)."""
+    name = redact_text(key)
+    n = 2
+    while name in out:
+        name = f"{redact_text(key)}#{n}"
+        n += 1
+    return name
+
+
 def redact_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
-    """:func:`redact` of a JSON object (a command's params: its caller knows
-    the type, so the walk starts here)."""
+    """:func:`redact` of a JSON object, not thorough (a command's params:
+    its caller knows the type, so the walk starts here)."""
     cookie = "value" in value and "name" in value and _is_cookie(value)
     out: dict[str, Any] = {}
     kinds = _KEY_KINDS
@@ -468,14 +673,15 @@ def redact_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
                     and "@" not in item
                     and "eyJ" not in item
                     and "%3" not in item
-                    else redact_cut(item)
+                    and (":" not in item or ('"' not in item and "'" not in item))
+                    else _shapes_cut(item)
                 )
             elif leaf in _SCALARS:
                 out[key] = item
             elif leaf is dict:
                 out[key] = redact_mapping(item)
             elif isinstance(item, str | Mapping | list):
-                out[key] = redact(item)
+                out[key] = _redact(item)
             else:
                 out[key] = item
         elif cookie and key == "value":
@@ -484,8 +690,10 @@ def redact_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = _headers(item)
         elif kind == _SECRET and item not in (None, "", True, False):
             out[key] = withheld("secret", item)
+        elif kind == _RENAMED:
+            out[_renamed(key, out)] = _redact(item)
         elif isinstance(item, str | Mapping | list):
-            out[key] = redact(item)
+            out[key] = _redact(item)
         else:
             out[key] = item
     return out

@@ -17,7 +17,8 @@ manifest as it goes.
 - :mod:`.recording` — one recording's life (its screenshots are
   :func:`agentenv.relay_link.capture`'s, never bringing a tab forward), with
   what a start may add: :mod:`.video` (the agent's tab as H.264 chunks) and
-  :mod:`.har` (``network.har``, secrets out);
+  :mod:`.har` (``network.har``, secrets out; :mod:`.typed`: what the log
+  says was typed into password fields, by tab, for its bodies' window);
 - :mod:`.server` — the HTTP ops; :mod:`.errors`.
 """
 

@@ -14,9 +14,31 @@ commands are the computer's own and are not on the action log.
 What is written (:func:`entry`): URLs and query values with credentials
 replaced; ``Cookie``, ``Set-Cookie``, ``Authorization`` and every secret
 header's value withheld; cookies by name only. Bodies only when the start
-asks (``har: {bodies: true}``), each cut to :data:`BODY_CAP`: a form's values
-withheld, JSON through the log's value rules, other text through its text
-rules, binary left out. Each hop of a redirect is an entry with its own
+asks (``har: {bodies: true}``), each cut to :data:`BODY_CAP`, by the rules of
+:mod:`agentenv.log.bodies`: what a page sends is withheld unless shown
+harmless (structure and keys kept; a value only where a key that names no
+credential names it and it has no secret's shape), what a server answers
+keeps its text with the log's rules; binary left out.
+
+**Typed text.** A request sent by a tab while a password field in it held
+text the relay withheld has every string and number of its body withheld,
+and of its answer (which may echo it). The window, per tab
+(:meth:`Har._typed`): from the latest withheld typing on that tab (read from
+the action log: :mod:`agentenv.recorder.typed`) on, every request of the tab
+is in it, except those a document sent that the tab's main frame navigated
+to after that typing (its ``loaderId``, and not that navigation's own
+request: a form's submission is sent by the document it leaves). So a
+form's post, a beacon sent as the page unloads, a page restored from the
+back-forward cache, the tab's frames and workers are in it, until the tab
+moves to a new document; that document's own requests are not. A request is
+judged only once the log has been read past the time it was sent (the
+page's script can send typed text before the relay has written the
+typing's line): with bodies on, entries wait for that, and the end judges
+what is left with the recording's whole slice of the log (a log not yet read
+from its start counts as typing on every tab). Without bodies, nothing
+waits: nothing typed is written.
+
+Each hop of a redirect is an entry with its own
 headers: Chromium sends the headers as sent and received (``…ExtraInfo``,
 with the cookies) apart from the requests, a redirect's often after the next
 hop began, so they are matched to the hops in order when the last one ends.
@@ -30,10 +52,11 @@ computer that dies loses at most one part.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
-import json
 import logging
-import re
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -41,17 +64,17 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
+from agentenv.log.bodies import answered_body, sent_body
 from agentenv.log.redact import (
     REDACTED,
     credential_key,
-    redact,
     redact_text,
     secret_header,
     secret_header_value,
 )
-from agentenv.log.redact import withheld as withheld_marker
 from agentenv.protocol.recording import HarEntry
 from agentenv.recorder.grants import Uploader, UploadError
+from agentenv.recorder.typed import Typed
 from agentenv.relay_link import BrowserError, BrowserLink
 
 __all__ = ["BODY_CAP", "ENTRIES_BYTES", "MAX_ENTRIES", "PART_ENTRIES", "Har", "entry"]
@@ -72,7 +95,12 @@ HEADERS_CAP = 100
 HEADER_CAP = 4096
 ENTRIES_BYTES = 32 * 1024 * 1024
 _TEXT = ("text/", "application/json", "application/javascript", "application/xml", "+json", "+xml")
-_FORM = "application/x-www-form-urlencoded"
+#: How far the log's clock must be past a request before it is judged, and
+#: past a typing before a navigation counts as after it: the relay's and
+#: Chromium's clocks are the same wall clock, read at different moments.
+CLOCK_MARGIN_S = 0.25
+#: Main-frame navigations remembered a tab (older ones count as before any typing).
+_NAVIGATIONS_KEPT = 256
 _EXTRA_INFO = frozenset({"Network.requestWillBeSentExtraInfo", "Network.responseReceivedExtraInfo"})
 #: Requests whose ``…ExtraInfo`` headers are kept while they wait for them,
 #: and the hops of one (Chromium follows 20 redirects at most).
@@ -90,6 +118,10 @@ class _Request:
     started: float  # wall time, seconds
     monotonic: float  # Chromium's timestamp, seconds
     kind: str = ""
+    #: Chromium's ids: the request's, and its document's (``loaderId``: a
+    #: navigation's own request has its new document's; a worker's has none).
+    request_id: str = ""
+    loader: str = ""
     response: dict[str, Any] | None = None
     size: int = -1
     failed: str | None = None
@@ -110,6 +142,9 @@ class Har:
     link: BrowserLink
     upload: Uploader
     bodies: bool = False
+    #: What the action log says was typed into password fields (the
+    #: recorder's follower feeds it; see the module's text).
+    typed: Typed = field(default_factory=Typed)
     sessions: dict[str, str] = field(default_factory=dict)  # session -> tab
     pending: dict[str, _Request] = field(default_factory=dict)  # requestId (by session)
     done: list[dict[str, Any]] = field(default_factory=list)
@@ -126,6 +161,11 @@ class Har:
     #: apart from the requests, before or after, a redirect's after the next
     #: hop began: they are matched to the hops when the last one ends.
     _extra: dict[str, tuple[list[Any], list[tuple[Any, Any]]]] = field(default_factory=dict)
+    #: Each tab's main-frame navigations: their ``loaderId`` and when they began.
+    _navigations: dict[str, OrderedDict[str, float]] = field(default_factory=dict)
+    #: Finished requests (their hops) waiting to be judged, and their bytes.
+    _waiting: deque[list[_Request]] = field(default_factory=deque)
+    _waiting_bytes: int = 0
 
     async def start(self) -> None:
         self.link.on_event = self._event
@@ -135,8 +175,15 @@ class Har:
             if info.get("type") == "page":
                 await self._attach(str(info["targetId"]))
 
-    async def stop(self) -> HarEntry | None:
-        """Stop collecting; upload what is left and the whole ``network.har``."""
+    def logged(self) -> None:
+        """The log was read further: judge the requests it now covers."""
+        if self._waiting:
+            self._judge(final=False)
+
+    async def stop(self, lines: list[bytes] | None = None) -> HarEntry | None:
+        """Stop collecting; upload what is left and the whole ``network.har``.
+        ``lines``: the recording's slice of the log, so that every request
+        still waiting is judged knowing all the typing before the end."""
         self.link.on_event = None
         for task in list(self._tasks):
             task.cancel()
@@ -147,6 +194,8 @@ class Har:
             await self.link.close()
         for key in list(self.pending):  # still open at the end: written as they stand
             self._finish(key)
+        self.typed.read(lines or [])
+        self._judge(final=True)
         await self._upload_parts(final=True)
         try:
             await self.upload.put("network.har", _document(self.done), "application/json")
@@ -264,17 +313,29 @@ class Har:
             earlier.response = redirected
             earlier.finished = float(params.get("timestamp") or earlier.monotonic)
             hops, earlier.before = [*earlier.before, earlier], []
-        if len(self.done) + len(self.pending) >= MAX_ENTRIES or self._held >= ENTRIES_BYTES:
+        held = self._held + self._waiting_bytes
+        if len(self.done) + len(self.pending) >= MAX_ENTRIES or held >= ENTRIES_BYTES:
             self.dropped += 1
             self._write(key, hops)
             return
         self._finish(key)  # the same id again, not redirected: the earlier as it stands
+        request_id, loader = str(params.get("requestId") or ""), str(params.get("loaderId") or "")
+        started = float(params.get("wallTime") or 0.0)
+        kind = str(params.get("type") or "")
+        if kind == "Document" and request_id == loader and params.get("frameId") == tab:
+            # The main frame's navigation (a page's main frame has its tab's id).
+            navigations = self._navigations.setdefault(tab, OrderedDict())
+            navigations.setdefault(loader, started)
+            while len(navigations) > _NAVIGATIONS_KEPT:
+                navigations.popitem(last=False)
         self.pending[key] = _Request(
             tab=tab,
             request=params.get("request") or {},
-            started=float(params.get("wallTime") or 0.0),
+            started=started,
             monotonic=float(params.get("timestamp") or 0.0),
-            kind=str(params.get("type") or ""),
+            kind=kind,
+            request_id=request_id,
+            loader=loader,
             before=hops,
         )
 
@@ -301,11 +362,49 @@ class Har:
             return
         sent, got = self._extra.pop(key, ([], []))
         _match(hops, sent, got)
+        if not self.bodies:  # nothing typed is written: nothing to wait for
+            self._entries(hops, typed=False)
+            return
+        self._waiting.append(hops)
+        self._waiting_bytes += sum(_body_bytes(hop) for hop in hops)
+        self._judge(final=False)
+
+    def _judge(self, final: bool) -> None:
+        """Write the waiting requests the log's clock is past (every one, at
+        the end), each judged by :meth:`_typed`."""
+        typed = self.typed
+        while self._waiting:
+            hops = self._waiting[0]
+            if not final and not (
+                typed.ready and typed.clock > max(h.started for h in hops) + CLOCK_MARGIN_S
+            ):
+                break
+            self._waiting.popleft()
+            self._waiting_bytes -= sum(_body_bytes(hop) for hop in hops)
+            for hop in hops:
+                self._entries([hop], typed=self._typed(hop))
+
+    def _typed(self, hop: _Request) -> bool:
+        """Whether a request was sent while a password field of its tab held
+        text the relay withheld (the window: see the module's text)."""
+        if not self.typed.ready:
+            return True  # the log not read from its start: any tab may have been typed into
+        typing = self.typed.at(hop.tab)
+        if typing is None:
+            return False
+        if hop.loader and hop.loader != hop.request_id:
+            navigations = self._navigations.get(hop.tab)
+            began = navigations.get(hop.loader) if navigations is not None else None
+            if began is not None and began > typing + CLOCK_MARGIN_S:
+                return False  # sent by a document the tab moved to after the typing
+        return True
+
+    def _entries(self, hops: list[_Request], typed: bool) -> None:
         for hop in hops:
             try:
-                made = entry(hop, self.bodies)
+                made = entry(hop, self.bodies, typed=typed)
             except (RecursionError, ValueError, TypeError) as exc:  # a page's odd message
-                log.info("network.har: a request left out: %s", exc)
+                log.info("network.har: a request left out: %s", type(exc).__name__)
                 self.dropped += 1
                 continue
             self._held += len(orjson.dumps(made))
@@ -345,13 +444,39 @@ def _match(hops: list[_Request], sent: list[Any], got: list[tuple[Any, Any]]) ->
                 break
 
 
-def entry(known: _Request, bodies: bool) -> dict[str, Any]:
-    """One HAR 1.2 entry, secrets out (see the module's docstring)."""
+def _posted(request: dict[str, Any]) -> str | None:
+    """A request's body as text: ``postData``, else its ``postDataEntries``
+    (base64), None when there is none or it is not text."""
+    posted = request.get("postData")
+    if isinstance(posted, str):
+        return posted
+    parts = request.get("postDataEntries")
+    if not isinstance(parts, list) or not parts:
+        return None
+    try:
+        data = b"".join(
+            base64.b64decode(str(p.get("bytes") or ""), validate=True)
+            for p in parts
+            if isinstance(p, dict)
+        )
+        return data.decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _body_bytes(hop: _Request) -> int:
+    posted = hop.request.get("postData")
+    return (len(posted) if isinstance(posted, str) else 0) + len(hop.body or "")
+
+
+def entry(known: _Request, bodies: bool, typed: bool = False) -> dict[str, Any]:
+    """One HAR 1.2 entry, secrets out (see the module's docstring); ``typed``:
+    sent while a password field of its tab held withheld text."""
     request, response = known.request, known.response or {}
     timing = response.get("timing") if isinstance(response.get("timing"), dict) else None
     started = datetime.fromtimestamp(known.started or 0.0, UTC)
     total = max(0.0, ((known.finished or known.monotonic) - known.monotonic) * 1000)
-    sent_body = request.get("postData") if bodies else None
+    posted = _posted(request) if bodies else None
     sent = known.sent_headers or request.get("headers")
     got = known.got_headers or response.get("headers")
     url = _url(request.get("url"))
@@ -367,7 +492,7 @@ def entry(known: _Request, bodies: bool) -> dict[str, Any]:
             "headers": _headers(sent),
             "queryString": _query(url),
             "headersSize": -1,
-            "bodySize": len(str(request.get("postData") or "").encode()),
+            "bodySize": len(str(request.get("postData") or posted or "").encode()),
         },
         "response": {
             "status": int(response.get("status") or 0),
@@ -389,12 +514,15 @@ def entry(known: _Request, bodies: bool) -> dict[str, Any]:
     }
     if known.failed is not None:
         out["_error"] = known.failed
-    if isinstance(sent_body, str):
+    if isinstance(posted, str):
         kind = str(_header(sent, "content-type") or "")
-        out["request"]["postData"] = {"mimeType": kind[:200], "text": _body(sent_body, kind)}
+        text = sent_body(posted[:BODY_CAP], kind, typed=typed, length=len(posted))
+        out["request"]["postData"] = {"mimeType": kind[:200], "text": text}
     if known.body is not None:
         kind = str(response.get("mimeType") or "")
-        out["response"]["content"]["text"] = _body(known.body, kind, sent=False)
+        echoed = typed and isinstance(posted, str)  # an answer may echo what was sent
+        text = answered_body(known.body[:BODY_CAP], kind, typed=echoed)
+        out["response"]["content"]["text"] = text
     return out
 
 
@@ -452,28 +580,6 @@ def _query(url: str) -> list[dict[str, str]]:
 def _texty(response: dict[str, Any] | None) -> bool:
     kind = str((response or {}).get("mimeType") or "")
     return any(kind.startswith(t) or kind.endswith(t) for t in _TEXT)
-
-
-def _body(text: str, kind: str, sent: bool = True) -> str:
-    """A body as the HAR keeps it, its secrets out: a form's values withheld;
-    JSON (whatever its type says: ``fetch`` sends a string as ``text/plain``)
-    through the log's value rules; a multipart form by its fields' names; and
-    anything else a page sent withheld, with its length (what a server
-    answered, a page's HTML or script, keeps its text, credentials out)."""
-    kind = kind.strip().lower()
-    whole = len(text)
-    text = text[:BODY_CAP]
-    if kind.startswith(_FORM):
-        return "&".join(f"{name}={REDACTED}" for name, _ in parse_qsl(text, keep_blank_values=True))
-    if kind.startswith("multipart/"):
-        names = re.findall(r'(?im)^content-disposition:[^\n]*?\bname="([^"]{0,200})"', text)
-        return json.dumps({"fields": names, "withheld": "form", "length": whole})
-    try:
-        return json.dumps(redact(json.loads(text)))
-    except (ValueError, RecursionError):
-        if not sent:
-            return redact_text(text)
-        return json.dumps(withheld_marker("body", text) | {"length": whole})
 
 
 def _timings(timing: dict[str, Any] | None, total: float) -> dict[str, float]:

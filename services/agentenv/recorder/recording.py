@@ -47,6 +47,7 @@ from agentenv.recorder.grants import Listed, Uploader, UploadError, open_grant
 from agentenv.recorder.har import Har
 from agentenv.recorder.journal import Journal, Journaled, start_line
 from agentenv.recorder.provenance import Provenance, sign_manifest
+from agentenv.recorder.typed import Typed
 from agentenv.recorder.video import Video, moves_video, seconds_of
 from agentenv.relay_link import (
     CAPTURE_DEADLINE_S,
@@ -131,6 +132,9 @@ class Recording:
     #: A relay connection of the network log's own (``start.har``), and the log.
     har_link: BrowserLink | None = None
     har: Har | None = None
+    #: What the log says was typed into password fields (the recorder's
+    #: follower feeds it): the network log's window for typed text.
+    typed: Typed = field(default_factory=Typed)
     #: The video (``start.video``, on the recording's own link), and its bytes a minute.
     video_budget: int = 0
     video: Video | None = None
@@ -406,7 +410,7 @@ class Recording:
                 )
             )
         if self.start.har is not None and self.har_link is not None:
-            har = Har(self.har_link, self.upload, bodies=self.start.har.bodies)
+            har = Har(self.har_link, self.upload, bodies=self.start.har.bodies, typed=self.typed)
             try:
                 await har.start()
                 self.har = har
@@ -492,7 +496,7 @@ class Recording:
             har = None
             if self.har is not None:
                 self.har.upload = self.upload  # the end's grant, when it named one
-                har = await self.har.stop()
+                har = await self.har.stop(lines)
             elif self.restored is not None:
                 har = self.restored.har()
             manifest = BrowserRecordingManifest(

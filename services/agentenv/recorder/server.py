@@ -4,7 +4,9 @@
 :mod:`agentenv.protocol.recording`; the control token is required. A
 follower reads the log file and hands new lines to every open recording.
 On shutdown every open recording is ended (reason ``stopped``) so its log
-and manifest upload.
+and manifest upload. The follower reads the log from its first line, for
+what was typed into password fields (:mod:`.typed`: the network log's
+window); only lines after the recorder's start go to recordings.
 
 An ``end`` of a recording this recorder does not know, but has the journal
 of (:mod:`.journal`: its recorder was killed mid-recording, and supervisord
@@ -42,6 +44,7 @@ from agentenv.recorder.grants import Listed, open_grant, prove
 from agentenv.recorder.journal import Journal, Journaled, prune, read_journal
 from agentenv.recorder.provenance import Provenance, provenance, signer_of
 from agentenv.recorder.recording import Recording
+from agentenv.recorder.typed import Typed
 from agentenv.relay.scopes import Scopes
 from agentenv.relay_link import BrowserError, BrowserLink
 from agentenv.settings import Settings
@@ -80,16 +83,24 @@ class Recorder:
             open=lambda: sum(1 for r in self.recordings.values() if r.manifest is None)
         )
         self.by_request: dict[str, str] = {}
+        #: What the log says was typed into password fields, by tab (every
+        #: recording's network log reads it).
+        self.typed = Typed()
         self._lock = asyncio.Lock()
         self._last = 0
         #: One reader of the log at a time (the follower, or an end catching up).
         self._reading = asyncio.Lock()
+        #: The log's end when the recorder started (the follower sets it).
+        self._past = 0
 
     async def follow(self) -> None:
-        """Hand each new log line to the open recordings, as it appears."""
+        """Hand each new log line to the open recordings, as it appears; and
+        every line, from the log's first, to :attr:`typed`."""
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.reader.read, 0, 1)
-        self._last = self.reader.contiguous  # lines before the recorder started are past
+        # Lines before the recorder started are read for typing only.
+        self._past = self.reader.contiguous
+        self._last = 0
         while True:
             try:
                 full = await self._read_on()
@@ -105,8 +116,11 @@ class Recorder:
         async with self._reading:
             loop = asyncio.get_running_loop()
             page = await loop.run_in_executor(None, self.reader.read, self._last, 1000)
+            self.typed.read(page.lines)
+            if page.last >= self._past:
+                self.typed.ready = True
             open_ones = [r for r in self.recordings.values() if r.manifest is None]
-            if open_ones:  # with none open, the lines are passed over unparsed
+            if open_ones and page.last > self._past:  # else the lines are passed over unparsed
                 for raw in page.lines:
                     try:
                         line = parse_line(raw)
@@ -114,6 +128,9 @@ class Recorder:
                             recording.seen(line)
                     except Exception:  # one odd line is passed over, not read forever
                         log.exception("a log line could not be followed")
+            for recording in open_ones:
+                if recording.har is not None:
+                    recording.har.logged()
             self._last = page.last
             return len(page.lines) == 1000
 
@@ -173,6 +190,7 @@ class Recorder:
             har_link=BrowserLink(self.settings, self.http, scope)
             if ask.har is not None and self.http is not None
             else None,
+            typed=self.typed,
             video_budget=self.settings.recording_video_bytes_per_minute,
             provenance=made_by,
             journal=journal,
