@@ -20,8 +20,9 @@ Pure functions. What goes:
   values withheld, whitespace around the name no disguise.
 - Bodies and page content (``Fetch.fulfillRequest`` body and binary
   headers, ``Fetch.continueRequest`` post data,
-  ``Page.setDocumentContent`` html, ``Runtime.evaluate`` expressions over
-  2 KB): withheld, length kept.
+  ``Page.setDocumentContent`` html): withheld, length kept. Code an agent
+  runs is kept, redacted (past 2,000 characters its first part, length and
+  SHA-256: :mod:`agentenv.log.cdp_params`).
 - A ``value`` attribute set through ``DOM.setAttributeValue``, and the text
   of ``DOM.setAttributesAsText``: withheld as a password, since the field
   they set may be one.
@@ -70,7 +71,6 @@ from urllib.parse import unquote
 
 __all__ = [
     "CUT_AT",
-    "EXPRESSION_LIMIT",
     "REDACTED",
     "card_number",
     "credential_key",
@@ -88,7 +88,6 @@ __all__ = [
 
 REDACTED = "REDACTED"
 CUT_AT = 2000
-EXPRESSION_LIMIT = 2048
 
 _CREDENTIAL_KEYS = frozenset(
     k.lower()
