@@ -154,7 +154,7 @@ class Settings:
     trace_max_s: float = 300.0
     #: The most bytes of one trace the relay collects to keep it to its
     #: agent's tab; past it the trace says dataLossOccurred.
-    trace_max_bytes: int = 128 * 1024 * 1024
+    trace_max_bytes: int = 64 * 1024 * 1024
     #: How long discovery and readiness calls to Chromium may take.
     upstream_timeout_s: float = 5.0
     #: An MCP session's Playwright MCP ends after this long idle (seconds).

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -19,6 +20,7 @@ from agentenv.log.auth import (
     Failure,
     claimed,
     door_of_app_path,
+    path_shape,
 )
 from agentenv.settings import Settings
 
@@ -89,10 +91,27 @@ def test_a_line_says_the_door_source_path_and_why() -> None:
     assert failure.body() == {
         "door": "cdp",
         "source": "172.17.0.1",
-        "path": "/devtools/browser/x?y",
+        "path": "/devtools/browser/…",
         "why": "no token",
         "claimed": {"user": "bob"},
     }
+
+
+@pytest.mark.parametrize(
+    ("path", "shape"),
+    [
+        ("/devtools/browser/x&token=alice-token-5f1c", "/devtools/browser/…"),
+        ("/devtools/page/alice-token-5f1c", "/devtools/page/…"),
+        ("/mcp&token=alice-token-5f1c", "/…"),
+        ("/mcp/ALICETOKEN", "/mcp/…"),
+        ("/v1/browser/tabs/list", "/…/browser/tabs/list"),
+        ("/json/version", "/json/version"),
+    ],
+)
+def test_a_path_keeps_its_routes_words_only(path: str, shape: str) -> None:
+    """A red team put its real token in the path (``&token=`` with no ``?``):
+    the line kept it. Only a route's words are kept now."""
+    assert path_shape(path) == shape
 
 
 def test_a_claimed_name_that_is_a_token_is_withheld() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentenv.relay.commands import ACTING_COMMANDS, READING_COMMANDS, classify
+from agentenv.relay.commands import ACTING_COMMANDS, READING_COMMANDS, acts, classify
 from agentenv.relay.pinned import COMMANDS, PARAMS
 
 
@@ -49,6 +49,14 @@ def test_the_table_keeps_each_commands_params() -> None:
         "Runtime.addBinding",
         "FindInPage.findFirst",
         "DOM.scrollIntoViewIfNeeded",
+        # The review of issue 40's change: each changed a page while "reading".
+        "HeapProfiler.startTrackingHeapObjects",  # a collection runs finalizers
+        "HeapProfiler.stopTrackingHeapObjects",
+        "Network.disable",  # lifts the session's blocked URLs
+        "Overlay.disable",
+        "CSS.disable",
+        "Target.detachFromTarget",  # the session's emulation goes: a resize
+        "Target.setAutoAttach",  # waitForDebuggerOnStart holds new pages
     ],
 )
 def test_what_runs_code_or_draws_over_the_page_acts(method: str) -> None:
@@ -120,7 +128,6 @@ def test_spec_acting_methods(method: str) -> None:
         "Target.getTargets",
         "Target.setDiscoverTargets",
         "Target.attachToTarget",
-        "Target.setAutoAttach",
         "Browser.getVersion",
         "DOMStorage.getDOMStorageItems",
         "Emulation.canEmulate",
@@ -130,3 +137,10 @@ def test_spec_acting_methods(method: str) -> None:
 )
 def test_reading_methods(method: str) -> None:
     assert classify(method).acts == "reading"
+
+
+def test_a_screenshot_beyond_the_viewport_acts() -> None:
+    """It resizes the page for the shot (its resize handlers run)."""
+    assert acts("Page.captureScreenshot", {"format": "png"}) == "reading"
+    assert acts("Page.captureScreenshot", {"captureBeyondViewport": True}) == "acting"
+    assert acts("Page.captureScreenshot", None) == "reading"

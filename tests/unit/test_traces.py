@@ -43,7 +43,7 @@ def _bobs(info: dict[str, Any]) -> list[str]:
 def _kept(recorded: dict[str, Any]) -> list[dict[str, Any]]:
     info = recorded["info"]
     kept = traces.keep_own([c.encode() for c in recorded["chunks"]], info["tA"])
-    return [e for chunk in kept.chunks for e in chunk]
+    return [e for chunk in kept.chunks for e in json.loads(chunk)]
 
 
 def test_the_recording_holds_the_other_scopes_tab(recorded: dict[str, Any]) -> None:
@@ -112,7 +112,7 @@ def test_a_page_naming_its_marks_like_the_browser_gains_nothing(recorded: dict[s
 
 def test_unreadable_chunks_are_dropped() -> None:
     kept = traces.keep_own([b"{not json", b'{"params":{"value":"x"}}'], "T")
-    assert kept.chunks == [[], []]
+    assert kept.chunks == [b"[]", b"[]"]
 
 
 def _ending(recorded: dict[str, Any], stream: bool, packed: bool = False) -> Ending:
@@ -406,3 +406,37 @@ def test_a_pages_lone_surrogates_do_not_break_the_trace(recorded: dict[str, Any]
         trace.collect(raw)
     messages = traces.finish(Ending(trace, {"params": {}})).deliver(Traces(), 7)
     assert "mark\\ud800" in messages[-2] and "sessionId" not in messages[-1]
+
+
+def test_a_holder_others_waited_on_waits_its_turn() -> None:
+    """A red team's agent started again at each completion and held the
+    trace for good: after a hold another scope waited on, its scope waits
+    TURN_S while others may start."""
+    now = [1000.0]
+    shared = Traces(max_s=60, clock=lambda: now[0])
+    shared.take(1, "S", 1, "alice", "a", Trace("T", "S"))
+    assert shared.held(2, "B", "b") is not None  # bob waits
+    assert shared.completed(1, "S") is not None
+    refused = shared.held(1, "S", "a")
+    assert refused is not None and "go first" in refused.message
+    assert shared.held(2, "B", "b") is None  # bob's turn
+    shared.take(2, "B", 1, "bob", "b", Trace("U", "B"))
+    assert shared.turn is None
+    assert shared.completed(2, "B") is not None
+    assert shared.held(1, "S", "a") is None  # no one waited on bob
+    now[0] += traces.TURN_S + 1
+    assert shared.held(1, "S", "a") is None
+
+
+def test_unread_streams_fit_one_budget_across_connections() -> None:
+    shared = Traces()
+    big = traces.STREAMS_BUDGET // 3 + 1
+    handles = [shared.keep_stream(n, traces.Stream(b"x" * big, base64=False)) for n in (1, 2, 3)]
+    assert shared.stream(1, handles[0]) is None  # the oldest, let go
+    assert shared.stream(2, handles[1]) is not None and shared.stream(3, handles[2]) is not None
+
+
+def test_the_filter_lets_each_chunk_go_once_read(recorded: dict[str, Any]) -> None:
+    chunks = [c.encode() for c in recorded["chunks"]]
+    traces.keep_own(chunks, recorded["info"]["tA"])
+    assert chunks == [b""] * len(chunks)

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from agentenv.protocol.urls import host_of, loopback, loopback_port
+from agentenv.protocol.urls import canonical_address, host_of, loopback, loopback_port
 from agentenv.relay import guard
 from agentenv.relay.guard import check
 from agentenv.settings import Settings
@@ -157,3 +157,16 @@ def test_the_resolver_rules_cover_each_door() -> None:
         ("AGENTENV_CHROMIUM_PORT", defaults.chromium_port),
     ):
         assert f"${{{name}:-{port}}}" in script, name
+
+
+def test_the_machines_own_address_is_a_door_too() -> None:
+    """A reviewer's page loaded ``http://<the container's address>:9222``:
+    the doors listen on every address."""
+    own = frozenset({"172.17.0.3", "[fd00::3]"})
+    assert loopback_port("http://172.17.0.3:9222/json/version", own) == 9222
+    assert loopback_port("http://2886795267:8080/card", own) == 8080  # the same, as a number
+    assert loopback_port("http://[fd00:0::3]:8080/", own) == 8080
+    assert loopback_port("http://172.17.0.4:9222/", own) is None
+    assert canonical_address("fd00:0:0::3") == "[fd00::3]"
+    assert canonical_address("172.17.0.3") == "172.17.0.3"
+    assert canonical_address("no") is None

@@ -298,3 +298,55 @@ def test_the_worlds_contexts_in_frames_are_refused_too() -> None:
     worlds.heard(TAB, "Runtime.executionContextCreated", {"context": {"id": 11, "name": name}})
     worlds.heard(TAB, "Runtime.executionContextsCleared", {})
     assert not worlds.any_in(TAB)
+
+
+def _paused(state: ClientState, frames: list[str], session: str = "S") -> Down:
+    params = {"callFrames": [{"callFrameId": f, "location": {"scriptId": "87"}} for f in frames]}
+    data = orjson.dumps({"method": "Debugger.paused", "params": params, "sessionId": session})
+    return core.from_upstream(state, data.decode()).kind
+
+
+def test_a_call_frame_must_be_one_a_client_was_shown_in_the_pause() -> None:
+    """V8 runs evaluateOnCallFrame in the frame its id's last part numbers in
+    whatever pause is current, whatever context its middle part names: a
+    review reached a pause in the relay's world with ``<isolate>.1.0``."""
+    worlds = made()
+    state = connection(worlds)
+    evaluate = {"callFrameId": "-77.4.0", "expression": "1"}
+    step = send(state, "Debugger.evaluateOnCallFrame", evaluate)
+    assert step.kind is Kind.BLOCK and step.verdict is not None
+    assert step.verdict.rule == "relay-world"
+    assert step.error_answer()["error"]["message"] == "Can only perform operation while paused."
+    assert _paused(state, ["-77.4.0", "-77.4.1"]) is Down.PASS
+    assert send(state, "Debugger.evaluateOnCallFrame", evaluate).kind is Kind.FORWARD
+    other = send(state, "Debugger.evaluateOnCallFrame", {**evaluate, "callFrameId": "-77.4.7"})
+    assert other.kind is Kind.BLOCK
+    assert other.error_answer()["error"]["message"] == "Could not find call frame with given id"
+    # Any client's resume ends the pause for all: its frames go at once.
+    assert send(state, "Debugger.resume", {}).kind is Kind.FORWARD
+    assert send(state, "Debugger.evaluateOnCallFrame", evaluate).kind is Kind.BLOCK
+    # A pause in the relay's world is never shown, and shows no frame.
+    assert _paused(state, ["-77.4.0"]) is Down.PASS
+    assert _paused(state, ["-77.5.0"]) is Down.RESUME
+    for method in ("Debugger.evaluateOnCallFrame", "Debugger.setVariableValue"):
+        params = {**evaluate, "scopeNumber": 0, "variableName": "x", "newValue": {}}
+        assert send(state, method, params).kind is Kind.BLOCK, method
+    assert send(state, "Debugger.setReturnValue", {"newValue": {"value": 1}}).kind is Kind.BLOCK
+
+
+def test_a_binding_called_in_the_relays_world_is_never_seen() -> None:
+    """A binding added with no context is in the relay's world too: its
+    calls there told a reviewer the world's number and what a check read."""
+    state = connection(made())
+    called = {"name": "String", "payload": "password", "executionContextId": 5}
+    assert event(state, "Runtime.bindingCalled", called) is Down.DROP
+    theirs = {"name": "String", "payload": "x", "executionContextId": 4}
+    assert event(state, "Runtime.bindingCalled", theirs) is Down.PASS
+
+
+def test_the_worlds_mark_is_fixed_for_good_and_read_without_globals() -> None:
+    worlds = RelayWorlds()
+    worlds.begin(TAB)
+    marking = worlds.made(TAB, 5)
+    assert "defineProperty" in marking and "globalThis" not in marking
+    assert "globalThis" not in worlds.sealed(TAB, "1")

@@ -24,6 +24,7 @@ whatever comes in, and at most :data:`MAX_HELD` addresses held in memory.
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -40,6 +41,7 @@ __all__ = [
     "Failure",
     "claimed",
     "door_of_app_path",
+    "path_shape",
 ]
 
 Door = Literal["cdp", "op", "mcp", "live"]
@@ -75,12 +77,26 @@ class Failure:
         body: dict[str, Any] = {
             "door": self.door,
             "source": self.source,
-            "path": _printable(self.path, _LONGEST),
+            "path": path_shape(self.path),
             "why": self.why,
         }
         if self.claimed:
             body["claimed"] = dict(self.claimed)
         return body
+
+
+#: A path's part kept as it is: a word of a route (``devtools``, ``page``,
+#: ``browser-recording``, ``tabs``); anything else may be an id or a token
+#: put in the wrong place (``/devtools/browser/x&token=…``, ``/mcp/<token>``).
+_ROUTE_WORD = re.compile(r"[a-z][a-z_-]{0,31}")
+
+
+def path_shape(path: str) -> str:
+    """A refused request's path as an ``auth`` line keeps it: its route's
+    words, every other part ``…``: what a caller put in its path (a token
+    after ``&token=`` with no ``?``, an id) is never written."""
+    parts = path[: _LONGEST * 4].split("/")
+    return "/".join(p if not p or _ROUTE_WORD.fullmatch(p) else "…" for p in parts)[:_LONGEST]
 
 
 def _printable(text: str, longest: int) -> str:

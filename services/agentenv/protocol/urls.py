@@ -24,6 +24,7 @@ from urllib.parse import unquote_to_bytes
 
 __all__ = [
     "WEB_TARGET_TYPES",
+    "canonical_address",
     "host_of",
     "loopback",
     "loopback_port",
@@ -232,10 +233,22 @@ def _loopback_v4(address: ipaddress.IPv4Address) -> bool:
 _THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
 
 
-def loopback_port(url: str) -> int | None:
-    """The port ``url`` reaches on this machine's own loopback (any spelling
-    of it: :func:`loopback`), else None."""
+def loopback_port(url: str, own: frozenset[str] = frozenset()) -> int | None:
+    """The port ``url`` reaches on this machine: on its own loopback (any
+    spelling of it: :func:`loopback`) or at one of its ``own`` addresses
+    (canonical, as :func:`host_of` writes them: the container's address,
+    where its doors listen too), else None."""
     found = host_of(url)
-    if found is None or not loopback(found[0]):
+    if found is None or not (loopback(found[0]) or found[0] in own):
         return None
     return found[1]
+
+
+def canonical_address(address: str) -> str | None:
+    """An IP address as :func:`host_of` writes a host (IPv6 in brackets,
+    compressed), or None if it is none."""
+    try:
+        found = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return None
+    return f"[{found.compressed}]" if found.version == 6 else found.compressed

@@ -50,14 +50,16 @@ scope, and the settings that have no per-context form are refused.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 from agentenv.protocol.log import ACTING, READING, Acts
 from agentenv.relay.pinned import CHROMIUM, COMMANDS, PARAMS
 
 __all__ = [
     "ACTING_COMMANDS",
+    "ACTING_WITH",
     "ALLOWED",
     "BROWSER_LEVEL",
     "CONFINED",
@@ -67,6 +69,7 @@ __all__ = [
     "REFUSED",
     "Command",
     "Standing",
+    "acts",
     "classify",
 ]
 
@@ -343,30 +346,29 @@ _READING: dict[str, str] = {
     "Accessibility": "disable enable getAXNodeAndAncestors getChildAXNodes getFullAXTree "
     "getPartialAXTree getRootAXNode queryAXTree",
     "Ads": "getAdMetrics getAdScripts",
-    "Animation": "disable enable getCurrentTime getPlaybackRate resolveAnimation",
+    "Animation": "enable getCurrentTime getPlaybackRate resolveAnimation",
     "Audits": "checkFormsIssues disable enable getEncodedResponse",
     "Autofill": "disable enable",
     "BackgroundService": "setRecording startObserving stopObserving",
     "Browser": "getBrowserCommandLine getGlobalPrivacyControl getHistogram getHistograms "
     "getVersion getWindowBounds getWindowForTarget",
-    "CSS": "collectClassNames disable enable getAnimatedStylesForNode getBackgroundColors "
+    "CSS": "collectClassNames enable getAnimatedStylesForNode getBackgroundColors "
     "getComputedStyleForNode getEnvironmentVariables getInlineStylesForNode getLayersForNode "
     "getLocationForSelector getLonghandProperties getMatchedStylesForNode getMediaQueries "
     "getPlatformFontsForNode getStyleSheetText resolveValues startRuleUsageTracking "
-    "stopRuleUsageTracking takeComputedStyleUpdates takeCoverageDelta "
-    "trackComputedStyleUpdates trackComputedStyleUpdatesForNode",
+    "stopRuleUsageTracking takeComputedStyleUpdates takeCoverageDelta trackComputedStyleUpdates "
+    "trackComputedStyleUpdatesForNode",
     "CacheStorage": "requestCacheNames requestCachedResponse requestEntries",
     "Console": "clearMessages disable enable",
     "CrashReportContext": "getEntries",
-    "DOM": "collectClassNamesFromSubtree describeNode disable discardSearchResults enable "
-    "getAnchorElement getAttributes getBoxModel getContainerForNode getContentQuads "
-    "getDetachedDomNodes getDocument getElementByRelation getFileInfo getFlattenedDocument "
-    "getFrameOwner getImplicitAnchorCandidates getNodeForLocation getNodeStackTraces "
-    "getNodesForSubtreeByStyle getOuterHTML getQueryingDescendantsForContainer "
-    "getRelayoutBoundary getSearchResults getTopLayerElements markUndoableState "
-    "performSearch pushNodeByPathToFrontend pushNodesByBackendIdsToFrontend querySelector "
-    "querySelectorAll requestChildNodes requestNode resolveNode setInspectedNode "
-    "setNodeStackTracesEnabled",
+    "DOM": "collectClassNamesFromSubtree describeNode discardSearchResults enable getAnchorElement "
+    "getAttributes getBoxModel getContainerForNode getContentQuads getDetachedDomNodes getDocument "
+    "getElementByRelation getFileInfo getFlattenedDocument getFrameOwner "
+    "getImplicitAnchorCandidates getNodeForLocation getNodeStackTraces getNodesForSubtreeByStyle "
+    "getOuterHTML getQueryingDescendantsForContainer getRelayoutBoundary getSearchResults "
+    "getTopLayerElements markUndoableState performSearch pushNodeByPathToFrontend "
+    "pushNodesByBackendIdsToFrontend querySelector querySelectorAll requestChildNodes requestNode "
+    "resolveNode setInspectedNode setNodeStackTracesEnabled",
     "DOMDebugger": "getEventListeners",
     "DOMSnapshot": "captureSnapshot disable enable getSnapshot",
     "DOMStorage": "disable enable getDOMStorageItems",
@@ -381,9 +383,8 @@ _READING: dict[str, str] = {
     "Fetch": "getResponseBody takeResponseBodyAsStream",
     "FileSystem": "getDirectory",
     "HeadlessExperimental": "disable enable",
-    "HeapProfiler": "addInspectedHeapObject disable enable getHeapObjectId "
-    "getObjectByHeapObjectId getSamplingProfile startSampling startTrackingHeapObjects "
-    "stopSampling stopTrackingHeapObjects",
+    "HeapProfiler": "addInspectedHeapObject disable enable getHeapObjectId getObjectByHeapObjectId "
+    "getSamplingProfile startSampling stopSampling",
     "IO": "close read resolveBlob",
     "IndexedDB": "disable enable getMetadata requestData requestDatabase requestDatabaseNames",
     "Inspector": "disable enable",
@@ -394,20 +395,18 @@ _READING: dict[str, str] = {
     "Memory": "getAllTimeSamplingProfile getBrowserSamplingProfile getDOMCounters "
     "getSamplingProfile startSampling stopSampling",
     "Network": "canClearBrowserCache canClearBrowserCookies canEmulateNetworkConditions "
-    "configureDurableMessages disable enable enableDeviceBoundSessions enableReportingApi "
-    "fetchSchemefulSite getAllCookies getCertificate getCookies getRequestPostData "
-    "getResponseBody getSecurityIsolationStatus searchInResponseBody setAttachDebugStack "
-    "streamResourceContent",
-    "Overlay": "disable enable getGridHighlightObjectsForTest getHighlightObjectForTest "
+    "configureDurableMessages enable enableDeviceBoundSessions enableReportingApi "
+    "fetchSchemefulSite getAllCookies getCertificate getCookies getRequestPostData getResponseBody "
+    "getSecurityIsolationStatus searchInResponseBody setAttachDebugStack streamResourceContent",
+    "Overlay": "enable getGridHighlightObjectsForTest getHighlightObjectForTest "
     "getSourceOrderHighlightObjectForTest",
     "PWA": "getOsAppState",
-    "Page": "captureScreenshot captureSnapshot createIsolatedWorld disable enable "
-    "getAdScriptAncestry getAnnotatedPageContent getAppId getAppManifest getFrameTree "
-    "getInstallabilityErrors getLayoutMetrics getManifestIcons getNavigationHistory "
-    "getOriginTrials getPermissionsPolicyState getResourceContent getResourceTree "
-    "getSiblingSubApps getSubApps screencastFrameAck searchInResource "
-    "setLifecycleEventsEnabled startScreenRecording startScreencast stopScreenRecording "
-    "stopScreencast",
+    "Page": "captureScreenshot captureSnapshot createIsolatedWorld enable getAdScriptAncestry "
+    "getAnnotatedPageContent getAppId getAppManifest getFrameTree getInstallabilityErrors "
+    "getLayoutMetrics getManifestIcons getNavigationHistory getOriginTrials "
+    "getPermissionsPolicyState getResourceContent getResourceTree getSiblingSubApps getSubApps "
+    "screencastFrameAck searchInResource setLifecycleEventsEnabled startScreenRecording "
+    "startScreencast stopScreenRecording stopScreencast",
     "Performance": "disable enable getMetrics setTimeDomain",
     "PerformanceTimeline": "enable",
     "Preload": "disable enable",
@@ -415,12 +414,12 @@ _READING: dict[str, str] = {
     "startPreciseCoverage stop stopPreciseCoverage takePreciseCoverage",
     # runIfWaitingForDebugger lets a new target go on as it would have
     # without a debugger (the client's own waitForDebuggerOnStart held it).
-    "Runtime": "awaitPromise disable discardConsoleEntries enable getExceptionDetails "
-    "getHeapUsage getIsolateId getProperties globalLexicalScopeNames queryObjects "
-    "releaseObject releaseObjectGroup runIfWaitingForDebugger setAsyncCallStackDepth "
+    "Runtime": "awaitPromise discardConsoleEntries enable getExceptionDetails getHeapUsage "
+    "getIsolateId getProperties globalLexicalScopeNames queryObjects releaseObject "
+    "releaseObjectGroup runIfWaitingForDebugger setAsyncCallStackDepth "
     "setCustomObjectFormatterEnabled setMaxCallStackSizeToCapture",
     "Schema": "getDomains",
-    "Security": "disable enable",
+    "Security": "enable",
     "ServiceWorker": "disable enable",
     "Storage": "getCookies getPrivateVerificationTokens "
     "getPrivateVerificationTokensIssuerConfigs getStorageKey getStorageKeyForFrame "
@@ -429,9 +428,8 @@ _READING: dict[str, str] = {
     "trackIndexedDBForOrigin trackIndexedDBForStorageKey untrackCacheStorageForOrigin "
     "untrackCacheStorageForStorageKey untrackIndexedDBForOrigin untrackIndexedDBForStorageKey",
     "SystemInfo": "getFeatureState getInfo getProcessInfo",
-    "Target": "attachToBrowserTarget attachToTarget autoAttachRelated detachFromTarget "
-    "getBrowserContexts getDevToolsTarget getTargetInfo getTargets setAutoAttach "
-    "setDiscoverTargets",
+    "Target": "attachToBrowserTarget attachToTarget getBrowserContexts getDevToolsTarget "
+    "getTargetInfo getTargets setDiscoverTargets",
     "Tracing": "end getCategories getTrackEventDescriptor recordClockSyncMarker "
     "requestMemoryDump start",
     "WebAudio": "disable enable getRealtimeData",
@@ -441,8 +439,11 @@ _READING: dict[str, str] = {
 
 #: domain -> its commands that act (every one of the pinned list that is
 #: not in :data:`_READING`, named: a command named in neither fails a test).
+#: A domain's ``disable`` acts where it drops what its session set on the
+#: page (blocked URLs, highlights, forced states, bindings), and so does a
+#: session's detaching (its emulation goes: the page resizes).
 _ACTING: dict[str, str] = {
-    "Animation": "releaseAnimations seekAnimations setPaused setPlaybackRate setTiming",
+    "Animation": "disable releaseAnimations seekAnimations setPaused setPlaybackRate setTiming",
     "Autofill": "setAddresses trigger",
     "BackgroundService": "clearEvents",
     "BluetoothEmulation": "addCharacteristic addDescriptor addService disable enable "
@@ -453,18 +454,18 @@ _ACTING: dict[str, str] = {
     "Browser": "addMockCamera addPrivacySandboxEnrollmentOverride cancelDownload close crash "
     "crashGpuProcess executeBrowserCommand grantPermissions resetPermissions setContentsSize "
     "setDockTile setDownloadBehavior setGlobalPrivacyControl setPermission setWindowBounds",
-    "CSS": "addRule createStyleSheet forcePseudoState forceStartingStyle "
+    "CSS": "addRule createStyleSheet disable forcePseudoState forceStartingStyle "
     "setContainerQueryConditionText setContainerQueryText setEffectivePropertyValueForNode "
     "setKeyframeKey setLocalFontsEnabled setMediaText setNavigationText "
-    "setPropertyRulePropertyName setRuleSelector setScopeText setStyleSheetText "
-    "setStyleTexts setSupportsText",
+    "setPropertyRulePropertyName setRuleSelector setScopeText setStyleSheetText setStyleTexts "
+    "setSupportsText",
     "CacheStorage": "deleteCache deleteEntry",
     "Cast": "disable enable setSinkToUse startDesktopMirroring startTabMirroring stopCasting",
     # Text markers and highlights draw over the page; scrolling moves it.
-    "DOM": "clearTextMarkers copyTo focus forceShowInterest forceShowPopover hideHighlight "
-    "highlightNode highlightRect moveTo redo removeAttribute removeNode "
-    "scrollIntoViewIfNeeded setAttributeValue setAttributesAsText setFileInputFiles "
-    "setNodeName setNodeValue setOuterHTML setTextMarker undo",
+    "DOM": "clearTextMarkers copyTo disable focus forceShowInterest forceShowPopover hideHighlight "
+    "highlightNode highlightRect moveTo redo removeAttribute removeNode scrollIntoViewIfNeeded "
+    "setAttributeValue setAttributesAsText setFileInputFiles setNodeName setNodeValue setOuterHTML "
+    "setTextMarker undo",
     # A breakpoint stops the page's script where the agent chose.
     "DOMDebugger": "removeDOMBreakpoint removeEventListenerBreakpoint "
     "removeInstrumentationBreakpoint removeXHRBreakpoint setBreakOnCSPViolation "
@@ -505,7 +506,8 @@ _ACTING: dict[str, str] = {
     "FindInPage": "findFirst findNext findPrev stop",
     "HeadlessExperimental": "beginFrame",
     # A collection can run the page's finalizers.
-    "HeapProfiler": "collectGarbage takeHeapSnapshot",
+    "HeapProfiler": "collectGarbage startTrackingHeapObjects stopTrackingHeapObjects "
+    "takeHeapSnapshot",
     "IndexedDB": "clearObjectStore deleteDatabase deleteObjectStoreEntries",
     "Input": "cancelDragging dispatchDragEvent dispatchKeyEvent dispatchMouseEvent "
     "dispatchTouchEvent emulateTouchFromMouseEvent imeSetComposition insertText "
@@ -515,11 +517,11 @@ _ACTING: dict[str, str] = {
     "prepareForLeakDetection setPressureNotificationsSuppressed simulatePressureNotification",
     # loadNetworkResource: a request with the page's cookies.
     "Network": "clearBrowserCache clearBrowserCookies deleteCookies deleteDeviceBoundSession "
-    "emulateNetworkConditions emulateNetworkConditionsByRule loadNetworkResource "
+    "disable emulateNetworkConditions emulateNetworkConditionsByRule loadNetworkResource "
     "overrideNetworkState replayXHR setBlockedURLs setBypassServiceWorker setCacheDisabled "
     "setCookie setCookieControls setCookies setExtraHTTPHeaders setUserAgentOverride",
     # Everything drawn over the page is in its frames and video.
-    "Overlay": "hideHighlight highlightFrame highlightNode highlightQuad highlightRect "
+    "Overlay": "disable hideHighlight highlightFrame highlightNode highlightQuad highlightRect "
     "highlightSourceOrder setInspectMode setPausedInDebuggerMessage setShowAdHighlights "
     "setShowContainerQueryOverlays setShowDebugBorders setShowDisplayCutout setShowFPSCounter "
     "setShowFlexOverlays setShowGridOverlays setShowHinge setShowHitTestBorders "
@@ -530,21 +532,21 @@ _ACTING: dict[str, str] = {
     # Printing runs the page's beforeprint handlers; a test report reaches
     # its ReportingObserver; waitForDebugger holds it.
     "Page": "addCompilationCache addScriptToEvaluateOnLoad addScriptToEvaluateOnNewDocument "
-    "bringToFront clearCompilationCache clearDeviceMetricsOverride "
-    "clearDeviceOrientationOverride clearGeolocationOverride close crash deleteCookie "
-    "generateTestReport handleJavaScriptDialog navigate navigateToHistoryEntry printToPDF "
-    "produceCompilationCache reload removeScriptToEvaluateOnLoad "
-    "removeScriptToEvaluateOnNewDocument resetNavigationHistory setAdBlockingEnabled "
-    "setBypassCSP setDeviceMetricsOverride setDeviceOrientationOverride setDocumentContent "
-    "setDownloadBehavior setFontFamilies setFontSizes setGeolocationOverride "
-    "setInterceptFileChooserDialog setPrerenderingAllowed setRPHRegistrationMode "
-    "setSPCTransactionMode setTouchEmulationEnabled setWebLifecycleState stopLoading "
-    "waitForDebugger",
+    "bringToFront clearCompilationCache clearDeviceMetricsOverride clearDeviceOrientationOverride "
+    "clearGeolocationOverride close crash deleteCookie disable generateTestReport "
+    "handleJavaScriptDialog navigate navigateToHistoryEntry printToPDF produceCompilationCache "
+    "reload removeScriptToEvaluateOnLoad removeScriptToEvaluateOnNewDocument "
+    "resetNavigationHistory setAdBlockingEnabled setBypassCSP setDeviceMetricsOverride "
+    "setDeviceOrientationOverride setDocumentContent setDownloadBehavior setFontFamilies "
+    "setFontSizes setGeolocationOverride setInterceptFileChooserDialog setPrerenderingAllowed "
+    "setRPHRegistrationMode setSPCTransactionMode setTouchEmulationEnabled setWebLifecycleState "
+    "stopLoading waitForDebugger",
     # A binding is a function on the page's global; compileScript's source
     # is code the agent runs (runScript runs it).
-    "Runtime": "addBinding callFunctionOn compileScript evaluate removeBinding runScript "
+    "Runtime": "addBinding callFunctionOn compileScript disable evaluate removeBinding runScript "
     "terminateExecution",
-    "Security": "handleCertificateError setIgnoreCertificateErrors setOverrideCertificateErrors",
+    "Security": "disable handleCertificateError setIgnoreCertificateErrors "
+    "setOverrideCertificateErrors",
     "ServiceWorker": "deliverPushMessage dispatchPeriodicSyncEvent dispatchSyncEvent "
     "setForceUpdateOnPageLoad skipWaiting startWorker stopAllWorkers stopWorker unregister "
     "updateRegistration",
@@ -554,9 +556,9 @@ _ACTING: dict[str, str] = {
     "Storage": "clearCookies clearDataForOrigin clearDataForStorageKey "
     "clearPrivateVerificationTokens clearTrustTokens deletePrivateVerificationToken "
     "deleteStorageBucket overrideQuotaForOrigin runBounceTrackingMitigations setCookies",
-    "Target": "activateTarget closeTarget createBrowserContext createTarget "
-    "disposeBrowserContext exposeDevToolsProtocol openDevTools sendMessageToTarget "
-    "setRemoteLocations",
+    "Target": "activateTarget autoAttachRelated closeTarget createBrowserContext createTarget "
+    "detachFromTarget disposeBrowserContext exposeDevToolsProtocol openDevTools "
+    "sendMessageToTarget setAutoAttach setRemoteLocations",
     "Tethering": "bind unbind",
     # enable puts a virtual authenticator in place of the page's.
     "WebAuthn": "addCredential addVirtualAuthenticator clearCredentials disable enable "
@@ -569,6 +571,19 @@ _ACTING: dict[str, str] = {
 READING_COMMANDS = frozenset(c for d, names in _READING.items() for c in _names(d, names))
 #: Commands named as acting (see :data:`_ACTING`).
 ACTING_COMMANDS = frozenset(c for d, names in _ACTING.items() for c in _names(d, names))
+
+#: Reading commands that act with a parameter set: a screenshot beyond the
+#: viewport resizes the page for it (its resize handlers run).
+ACTING_WITH: dict[str, str] = {"Page.captureScreenshot": "captureBeyondViewport"}
+
+
+def acts(method: str, params: Mapping[str, Any] | None) -> Acts:
+    """Whether this command, with these params, acts (:data:`ACTING_WITH`)."""
+    mark = classify(method).acts
+    if mark == READING and params and method in ACTING_WITH and params.get(ACTING_WITH[method]):
+        return ACTING
+    return mark
+
 
 _UNCLASSIFIED = Command(
     REFUSED,

@@ -386,6 +386,19 @@ def _relay_world(
     """The ``relay-world`` rule (:mod:`agentenv.relay.worlds`)."""
     worlds = state.worlds
     tab = state.own_tab(session)
+    if method == "Target.detachFromTarget":
+        # A debugger leaving may end the pause for every client.
+        leaving = (params or {}).get("sessionId")
+        worlds.resumed(state.own_tab(leaving if isinstance(leaving, str) else session))
+    elif tab is not None and method in _PAUSE_METHODS:
+        frame = (params or {}).get("callFrameId")
+        shown = worlds.shown.get(tab)
+        if method in _RESUMING:
+            worlds.resumed(tab)  # its frames are gone for every client from now
+        elif (frame is not None or method == "Debugger.setReturnValue") and (
+            shown is None or (frame is not None and frame not in shown)
+        ):
+            return _unshown_frame(shown is not None)
     if not worlds.any_in(tab):
         return None
     if method == "Debugger.setReturnValue" and session in state.resumed:
@@ -400,6 +413,41 @@ def _relay_world(
     if tab in worlds.making and worlds.names_a_context(method, params):
         step.hold = True
     return None
+
+
+#: Commands that name a frame of the current pause, or end it.
+_RESUMING = frozenset(
+    {
+        "Debugger.resume",
+        "Debugger.stepInto",
+        "Debugger.stepOut",
+        "Debugger.stepOver",
+        "Debugger.continueToLocation",
+        "Debugger.disable",
+    }
+)
+_PAUSE_METHODS = _RESUMING | {
+    "Debugger.evaluateOnCallFrame",
+    "Debugger.setVariableValue",
+    "Debugger.restartFrame",
+    "Debugger.setReturnValue",
+}
+
+
+def _unshown_frame(paused: bool) -> guard.Verdict:
+    """A call frame (or the pause's return value) no client was shown in the
+    pause now current on the tab: it may be a frame of the relay's own world
+    (its pauses are undone, never shown). Answered as Chromium answers a
+    frame it does not know, or a command sent while not paused."""
+    return guard.Verdict(
+        "relay-world",
+        "blocked by agentenv guard relay-world: a call frame of no pause shown to a client "
+        "(it may be the computer's own world's); name a frame of the Debugger.paused "
+        "you were sent, before you resume",
+        told="Could not find call frame with given id"
+        if paused
+        else "Can only perform operation while paused.",
+    )
 
 
 def _in_scope(

@@ -330,6 +330,7 @@ _WORLD_EVENTS = (
     '{"method":"Debugger.scriptFailedToParse"',
     '{"method":"Debugger.paused"',
     '{"method":"Debugger.resumed"',
+    '{"method":"Runtime.bindingCalled"',
 )
 
 
@@ -343,10 +344,13 @@ def _world_event(state: ClientState, data: str) -> Downstream:
     tab = state.own_tab(session)
     if method == "Debugger.paused":
         if state.worlds.paused_in(tab, params):
+            state.worlds.resumed(tab)
             state.resumed.add(session)
             return Downstream(Down.RESUME, session=session)
+        state.worlds.pause_shown(tab, params)
         return _PASS
     if method == "Debugger.resumed":
+        state.worlds.resumed(tab)
         if session in state.resumed:
             state.resumed.discard(session)
             return Downstream(Down.DROP)

@@ -48,7 +48,7 @@ DESCRIBE_FUNCTION = r"""
   }
   if (hit && hit.matches && hit.matches(clickable)) el = hit;
   const tag = el.tagName.toLowerCase();
-  const type = String(el.getAttribute("type") || "").toLowerCase();
+  const type = ("" + (el.getAttribute("type") || "")).toLowerCase();
   const inputs = {checkbox: "checkbox", radio: "radio", button: "button", submit: "button",
     reset: "button", image: "button", range: "slider", number: "spinbutton",
     search: "searchbox"};
@@ -56,11 +56,11 @@ DESCRIBE_FUNCTION = r"""
     textarea: "textbox", img: "img", summary: "button", option: "option", li: "listitem",
     h1: "heading", h2: "heading", h3: "heading", h4: "heading", h5: "heading",
     h6: "heading", label: "label", nav: "navigation", form: "form"};
-  let role = String(el.getAttribute("role") || "").split(/\s+/)[0];
+  let role = ("" + (el.getAttribute("role") || "")).split(/\s+/)[0];
   if (!role && tag === "a") role = el.hasAttribute("href") ? "link" : "generic";
   if (!role && tag === "input") role = inputs[type] || "textbox";
   if (!role) role = tags[tag] || (el.isContentEditable ? "textbox" : "generic");
-  const clean = (s) => String(s || "").replace(/\s+/g, " ").trim();
+  const clean = (s) => ("" + (s || "")).replace(/\s+/g, " ").trim();
   const owner = el.ownerDocument;
   let name = clean(el.getAttribute("aria-label"));
   const by = el.getAttribute("aria-labelledby");

@@ -97,11 +97,18 @@ def _unknown(target: str) -> tuple[str, str] | None:
 DOORS: frozenset[int] = Settings().doors
 
 
-def close_doors(ports: frozenset[int]) -> None:
-    """Close the ports the relay's settings name too (once, at start). Only
-    ever more are closed: the defaults stay, whatever a process runs."""
-    global DOORS
+#: The machine's own addresses other than its loopback (the container's),
+#: where its doors listen too (0.0.0.0): closed at the relay's start.
+OWN_HOSTS: frozenset[str] = frozenset()
+
+
+def close_doors(ports: frozenset[int], hosts: frozenset[str] = frozenset()) -> None:
+    """Close the ports the relay's settings name too, on the machine's own
+    addresses as well as its loopback (once, at start). Only ever more are
+    closed: the defaults stay, whatever a process runs."""
+    global DOORS, OWN_HOSTS
     DOORS = DOORS | ports
+    OWN_HOSTS = OWN_HOSTS | hosts
 
 
 def check_url(url: object) -> Verdict | None:
@@ -110,12 +117,12 @@ def check_url(url: object) -> Verdict | None:
         return None
     if not isinstance(url, str) or not web_url(url):
         return _local_url()
-    if loopback_port(url) in DOORS:
+    if loopback_port(url, OWN_HOSTS) in DOORS:
         return Verdict(
             "local-url",
             "blocked by agentenv guard local-url: the computer's own ports (its relay, app "
             "server, Chromium and recorder) are not reachable from its browser, on any "
-            "loopback address; open a page on another port or host",
+            "loopback address or its own; open a page on another port or host",
         )
     return None
 

@@ -26,7 +26,7 @@ from agentenv.metrics import RelayCounts
 from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.protocol.log import ACTING, READING, Acts, says_where
 from agentenv.relay.causes import TAB_METHODS, Causes, Served, TabCommand
-from agentenv.relay.commands import classify
+from agentenv.relay.commands import ACTING_WITH, acts, classify
 from agentenv.relay.log_budget import LogBudget, tab_share
 from agentenv.settings import Settings
 
@@ -228,6 +228,9 @@ class Logbook:
         its doing, so it is not the latest acting entry of any tab.
         """
         mark, acting, tab_method, takes = _METHODS[method]
+        if not acting and method in ACTING_WITH and params:
+            mark = acts(method, params)
+            acting = mark == ACTING
         if acting:
             self.counts.acting += 1
         else:

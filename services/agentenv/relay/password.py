@@ -50,8 +50,8 @@ _CLASSIFY = r"""
   const secret = /(^|\s)(current-password|new-password|one-time-code|cc-[a-z-]+)(\s|$)/;
   const classify = (el) => {
     if (!el) return "no";
-    if (el.tagName === "INPUT" && String(el.type).toLowerCase() === "password") return "password";
-    const ac = String(el.getAttribute && el.getAttribute("autocomplete") || "").toLowerCase();
+    if (el.tagName === "INPUT" && ("" + el.type).toLowerCase() === "password") return "password";
+    const ac = ("" + (el.getAttribute && el.getAttribute("autocomplete") || "")).toLowerCase();
     if (secret.test(ac)) return "password";
     // Only a field that shows what it holds clears; anything else (a closed
     // shadow root's host, say) cannot be seen into.
@@ -64,7 +64,7 @@ _CLASSIFY = r"""
     // hosts no closed shadow root: a script cannot see one (nor trust the
     // caret, which a page moves where it likes), so the relay asks Chromium
     // (HOST_EXPRESSION, then DOM.describeNode).
-    if (page || el.isContentEditable) { globalThis.__agentenvHost = el; return "host"; }
+    if (page || el.isContentEditable) { this.__agentenvHost = el; return "host"; }
     return "undecided";
   };
 """
@@ -168,7 +168,7 @@ def _value(answer: object) -> object:
 
 #: The element a check answered "host" for, as an object (our world's own
 #: global, out of the page's reach), for ``DOM.describeNode``.
-HOST_EXPRESSION = "globalThis.__agentenvHost"
+HOST_EXPRESSION = "this.__agentenvHost"
 
 
 def host_pending(answer: object) -> bool:

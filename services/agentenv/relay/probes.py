@@ -132,7 +132,13 @@ class Probes:
         try:
             marked = await self.watcher.call(
                 "Runtime.evaluate",
-                {"expression": marking, "returnByValue": True, "contextId": context},
+                {
+                    "expression": marking,
+                    "returnByValue": True,
+                    "contextId": context,
+                    "silent": True,
+                    "disableBreaks": True,
+                },
                 session=session,
                 deadline_s=timeout_s,
             )
@@ -174,6 +180,12 @@ class Probes:
                         "returnByValue": group is None,
                         "silent": True,
                         "contextId": context,
+                        # Nothing pauses the relay's own script: no pause
+                        # request, breakpoint or debugger statement (with
+                        # silent, no exception either). A pause in its world
+                        # held a frame there that an agent's
+                        # evaluateOnCallFrame reached (worlds.shown).
+                        "disableBreaks": True,
                     }
                     if group is not None:  # an object to pass on, released after
                         params["objectGroup"] = group

@@ -47,7 +47,7 @@ from agentenv.protocol.log import ACTING
 from agentenv.relay import core, elements, password
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.causes import TAB_METHODS
-from agentenv.relay.commands import classify
+from agentenv.relay.commands import acts
 from agentenv.relay.control import Control
 from agentenv.relay.core import ClientState, Kind, Pending, Step
 from agentenv.relay.logbook import Logbook
@@ -332,7 +332,7 @@ class _Bridge(ToClient):
                 params = None
         await self._send(
             step,
-            Pending(entry, step.method, params, step.tab, classify(step.method).acts == ACTING),
+            Pending(entry, step.method, params, step.tab, acts(step.method, step.params) == ACTING),
         )
 
     async def _found_tab_page(self, step: Step) -> bool:
@@ -529,6 +529,9 @@ async def _bridged(b: _Bridge, reading: InFlight | None, reads: Any) -> None:
     finally:  # whatever the log did, the connection's grants and actions end
         logbook.drop_owner(state.number)
         granted.drop_owner(state.number)
+        # A debugger leaving may end its tabs' pauses: their frames go.
+        for tab in {state.own_tab(s) for s in state.sessions} | {state.own_tab(None)}:
+            state.worlds.resumed(tab)
 
     if state.downloads_changed and not upstream_ended:
         watcher.downloads.reset(state.scope)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from weakref import WeakKeyDictionary, WeakSet
@@ -39,6 +40,7 @@ from agentenv.log.auth import Failure
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import CONTENT_TYPE, RelayCounts, render
 from agentenv.process import log_dir
+from agentenv.protocol.urls import canonical_address, loopback
 from agentenv.relay import discovery, guard
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.connection import WORKERS
@@ -388,9 +390,26 @@ async def _close_sockets(app: web.Application) -> None:
     )
 
 
+def own_addresses() -> frozenset[str]:
+    """The machine's own addresses other than its loopback, as a URL's host
+    is read (:func:`agentenv.protocol.urls.canonical_address`): in a
+    container, its address on the engine's network, where the doors listen
+    too (a page loaded ``http://<its address>:9222/json/version``)."""
+    found: set[str] = set()
+    try:
+        infos = socket.getaddrinfo(socket.gethostname(), None)
+    except OSError:
+        return frozenset()
+    for *_, sockaddr in infos:
+        host = canonical_address(str(sockaddr[0]))
+        if host is not None and not loopback(host):
+            found.add(host)
+    return frozenset(found)
+
+
 def make_app(settings: Settings) -> web.Application:
     """The relay application for ``settings``."""
-    guard.close_doors(settings.doors)  # no URL an agent opens goes to them
+    guard.close_doors(settings.doors, own_addresses())  # no URL an agent opens goes to them
 
     async def refused(failure: Failure) -> None:
         app[auth_key].refused(failure)

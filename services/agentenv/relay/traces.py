@@ -78,6 +78,15 @@ READ_BYTES = 4 * 1024 * 1024
 STREAM_PREFIX = "trace-"
 #: Finished traces a connection may leave unread before the oldest is let go.
 MAX_STREAMS = 2
+#: The bytes of finished traces left unread, every connection's together:
+#: past it the oldest are let go (its reader is told the handle is unknown),
+#: so unread traces never hold the relay's memory (a red team's unread
+#: streams took it to its limit, and another scope's agent was disconnected).
+STREAMS_BUDGET = 64 * 1024 * 1024
+#: After a hold that made another scope wait, its holder's scope waits this
+#: long before it may take the trace again: the others go first (one agent
+#: starting again at each completion kept the trace for good).
+TURN_S = 10.0
 
 #: Browser-process events kept, when they name the traced tab's frames
 #: (what DevTools' and Lighthouse's trace readers take from it); every
@@ -184,9 +193,11 @@ class Stream:
 
 @dataclass
 class Kept:
-    """What :func:`keep_own` kept: events in their chunks, and what it knew."""
+    """What :func:`keep_own` kept: each chunk's kept events as a JSON array
+    (written at once, so no chunk's parsed events outlive it), and what it
+    knew."""
 
-    chunks: list[list[Any]]
+    chunks: list[bytes]
     frames: set[str]
     renderers: set[int]
     browser: int | None
@@ -265,16 +276,35 @@ class Traces:
         #: connection number -> handle -> stream.
         self.streams: dict[int, dict[str, Stream]] = {}
         self._handles = 0
+        #: Scopes refused during the current hold (they wait their turn).
+        self.waiting: set[str] = set()
+        #: After a hold others waited on: its scope, and until when it waits.
+        self.turn: tuple[str, float] | None = None
 
     # -- the hold ------------------------------------------------------------
 
     def held(self, number: int, session: str | None, scope: str) -> Verdict | None:
         """The refusal for a trace command while another holds the trace."""
         holder = self.holder
-        if holder is not None and self.clock() > holder.until + GRACE_S:
-            self.holder = holder = None  # the relay's end never completed
-        if holder is None or (holder.number == number and holder.session == session):
+        now = self.clock()
+        if holder is not None and now > holder.until + GRACE_S:
+            self._release()  # the relay's end never completed
+            holder = None
+        if holder is None:
+            turn = self.turn
+            if turn is not None and turn[0] == scope and now < turn[1]:
+                return Verdict(
+                    "trace",
+                    "blocked by agentenv guard trace: other agents waited for the browser's "
+                    f"one trace while yours held it; they go first until {_when(turn[1])}, "
+                    "then start yours again",
+                    code=-32000,
+                )
             return None
+        if holder.number == number and holder.session == session:
+            return None
+        if holder.scope != scope:
+            self.waiting.add(scope)
         if holder.number == number:
             who = "your own trace on another of your tabs holds it: end that one first"
         elif holder.scope == scope:
@@ -300,8 +330,19 @@ class Traces:
     ) -> Holder:
         now = self.clock()
         trace.max_bytes = self.max_bytes
+        if self.turn is not None and self.turn[0] != scope:
+            self.turn = None  # another scope took its turn
+        self.waiting.discard(scope)
         self.holder = Holder(number, session, call, user, scope, now, now + self.max_s, trace)
         return self.holder
+
+    def _release(self) -> None:
+        """The hold ends: if other scopes waited on it, its scope waits
+        :data:`TURN_S` before it may take the trace again."""
+        holder, self.holder = self.holder, None
+        if holder is not None and self.waiting - {holder.scope}:
+            self.turn = (holder.scope, self.clock() + TURN_S)
+        self.waiting.clear()
 
     def holding(self, number: int, session: str | None) -> Holder | None:
         holder = self.holder
@@ -316,7 +357,7 @@ class Traces:
         if holder is None or holder.call != call or holder.started:
             return None
         if not ok:
-            self.holder = None
+            self.holder = None  # it never held: no turn is owed
             return None
         holder.started = True
         return holder
@@ -326,7 +367,7 @@ class Traces:
         ended (``every``): its hold, and with the connection its streams, go."""
         holder = self.holder
         if holder is not None and holder.number == number and (every or holder.session == session):
-            self.holder = None
+            self._release()
         if every:
             self.streams.pop(number, None)
 
@@ -347,7 +388,7 @@ class Traces:
         holder = self.holding(number, session)
         if holder is None:
             return None
-        self.holder = None
+        self._release()
         return holder.trace
 
     # -- streams ---------------------------------------------------------------
@@ -359,7 +400,23 @@ class Traces:
         while len(mine) >= MAX_STREAMS:
             del mine[next(iter(mine))]
         mine[handle] = stream
+        self._within_budget()
         return handle
+
+    def _within_budget(self) -> None:
+        """Let the oldest unread streams go, of any connection, until the
+        rest fit :data:`STREAMS_BUDGET` (handles are numbered in order)."""
+        kept = [
+            (int(handle[len(STREAM_PREFIX) :]), number, handle, len(stream.data))
+            for number, mine in self.streams.items()
+            for handle, stream in mine.items()
+        ]
+        total = sum(size for *_, size in kept)
+        for _, number, handle, size in sorted(kept):
+            if total <= STREAMS_BUDGET or len(kept) <= 1:
+                break
+            del self.streams[number][handle]
+            total -= size
 
     def stream(self, number: int, handle: object) -> Stream | None:
         if not isinstance(handle, str):
@@ -452,8 +509,10 @@ def keep_own(chunks: Iterable[bytes], tab: str) -> Kept:
 
     Two passes: the first learns which frames hang from ``tab`` and which
     processes they are in (``TracingStartedInBrowser`` and the commits come
-    early but not first), the second keeps."""
-    chunks = list(chunks)
+    early but not first), the second keeps. The second lets each chunk of
+    ``chunks`` go (a list the caller hands over) as soon as it is read: a
+    trace is held about twice at most, never as parsed events whole."""
+    chunks = chunks if isinstance(chunks, list) else list(chunks)
     frames: set[str] = {tab}
     renderers: set[int] = set()
     named: int | None = None  # the process Chromium's metadata names the browser
@@ -500,10 +559,12 @@ def keep_own(chunks: Iterable[bytes], tab: str) -> Kept:
                     changed = True
     own_requests = {r for r, pid in requests.items() if pid in renderers}
 
-    kept: list[list[Any]] = []
+    kept: list[bytes] = []
     dropped = 0
-    for raw in chunks:
+    for index, raw in enumerate(chunks):
+        chunks[index] = b""
         events = _events(raw)
+        del raw
         out: list[Any] = []
         for event in events:
             pid = _pid(event)
@@ -514,7 +575,7 @@ def keep_own(chunks: Iterable[bytes], tab: str) -> Kept:
                 if own is not None:
                     out.append(own)
         dropped += len(events) - len(out)
-        kept.append(out)
+        kept.append(_dumps(out))
     return Kept(kept, frames, renderers, browser, dropped)
 
 
@@ -584,8 +645,8 @@ def finish(ending: Ending) -> Finished:
     Pure, and slow on big traces (about a second for 70 MB): the relay runs
     it off its event loop."""
     trace = ending.trace
-    kept = keep_own(trace.chunks, trace.tab)
-    trace.chunks = []  # what was not kept is let go now
+    chunks, trace.chunks = trace.chunks, []  # keep_own lets each go once read
+    kept = keep_own(chunks, trace.tab)
     params = ending.complete.get("params")
     lost = bool(params.get("dataLossOccurred")) if isinstance(params, dict) else False
     lost = lost or trace.lost
@@ -596,19 +657,23 @@ def finish(ending: Ending) -> Finished:
         **session,
     }
     if not trace.stream:
+        tail = orjson.dumps(session)[1:-1]
         messages = [
-            _dumps(
-                {"method": "Tracing.dataCollected", "params": {"value": events}, **session}
+            (
+                b'{"method":"Tracing.dataCollected","params":{"value":'
+                + events
+                + (b"}," + tail + b"}" if tail else b"}}")
             ).decode()
             for events in kept.chunks
-            if events
+            if events != b"[]"
         ]
         return Finished(messages, complete)
     body = (
         b'{"traceEvents":['
-        + b",".join(_dumps(events)[1:-1] for events in kept.chunks if events)
+        + b",".join(events[1:-1] for events in kept.chunks if events != b"[]")
         + b"]}"
     )
+    kept.chunks = []
     complete["params"] |= {
         "traceFormat": "json",
         "streamCompression": "gzip" if trace.gzip else "none",

@@ -91,6 +91,13 @@ class RelayWorlds:
     every: dict[str, set[int]] = field(default_factory=dict)
     #: Tabs whose world is being made: its number is not known yet.
     making: set[str] = field(default_factory=set)
+    #: tab -> the call frames of the pause shown to clients on the tab's own
+    #: target (a ``Debugger.paused`` passed on), until it resumes: the only
+    #: frames a command may name there. V8 runs ``evaluateOnCallFrame`` in the
+    #: frame its id's last part numbers in whatever pause is current, in any
+    #: world, whatever context its middle part names: a pause in the relay's
+    #: world (hidden, undone) was reached by an id naming the page's context.
+    shown: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def fresh_name(self) -> str:
         return f"{self.prefix}-{secrets.token_hex(8)}"
@@ -108,7 +115,11 @@ class RelayWorlds:
         self.making.discard(tab)
         mark = secrets.token_hex(16)
         self.marks[tab] = mark
-        return f"globalThis.{_MARK} = {mark!r}; true"
+        # Fixed for good: a binding an agent adds to every context of the tab
+        # (Runtime.addBinding with no context) cannot replace it. The
+        # intrinsic reached through a literal, not a global name a binding
+        # could have replaced.
+        return f"({{}}).constructor.defineProperty(this, {_MARK!r}, {{value: {mark!r}}}); true"
 
     def forget(self, tab: str) -> None:
         """The tab's world in use is gone (destroyed with its document, or
@@ -123,6 +134,7 @@ class RelayWorlds:
         """The tab closed, or all its contexts were cleared."""
         self.forget(tab)
         self.every.pop(tab, None)
+        self.shown.pop(tab, None)
 
     def heard(self, tab: str, method: str, params: Mapping[str, Any]) -> None:
         """An event of the watcher's own session on ``tab`` (Runtime on):
@@ -155,8 +167,7 @@ class RelayWorlds:
         hash of one can be known)."""
         mark = self.marks.get(tab, secrets.token_hex(16))
         return (
-            f'(globalThis.{_MARK} === {mark!r} ? ({expression}) : "undecided")'
-            f"\n//{secrets.token_hex(8)}"
+            f'(this.{_MARK} === {mark!r} ? ({expression}) : "undecided")\n//{secrets.token_hex(8)}'
         )
 
     def ours(self, name: object) -> bool:
@@ -189,6 +200,10 @@ class RelayWorlds:
             )
         if tab is None or not self.any_in(tab):
             return False
+        if method == "Runtime.bindingCalled":
+            # A binding added to every context is in the relay's world too:
+            # its calls there would tell the world's number and what a check read.
+            return params.get("executionContextId") in self._numbers(tab)
         if method in ("Debugger.scriptParsed", "Debugger.scriptFailedToParse"):
             if params.get("executionContextId") not in self._numbers(tab):
                 return False
@@ -197,6 +212,29 @@ class RelayWorlds:
                 self.scripts.setdefault(tab, set()).add(script)
             return True
         return False
+
+    def pause_shown(self, tab: str | None, params: Mapping[str, Any]) -> None:
+        """A ``Debugger.paused`` of the tab's own target goes on to a client:
+        its frames are the ones commands may name until it resumes."""
+        if tab is None:
+            return
+        frames = params.get("callFrames")
+        ids = (
+            frozenset(
+                f["callFrameId"]
+                for f in frames
+                if isinstance(f, Mapping) and isinstance(f.get("callFrameId"), str)
+            )
+            if isinstance(frames, list)
+            else frozenset()
+        )
+        self.shown[tab] = ids
+
+    def resumed(self, tab: str | None) -> None:
+        """The tab's pause ended, or is about to (a client asked it to go on):
+        no frame of it may be named again."""
+        if tab is not None:
+            self.shown.pop(tab, None)
 
     def paused_in(self, tab: str | None, params: Mapping[str, Any]) -> bool:
         """Whether a ``Debugger.paused`` stopped in a relay world."""
