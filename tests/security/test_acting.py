@@ -150,3 +150,43 @@ async def wait_for_title(alice: Agent, session: str, title: str) -> None:
         if loop.time() > end:
             raise AssertionError(f"the page's title never became {title!r}")
         await asyncio.sleep(0.05)
+
+
+async def test_what_undoes_a_sessions_settings_is_acting(target: Computer) -> None:
+    """A review of issue 40's change: commands the table marked reading that
+    change a page: ``Network.disable`` lifted the session's blocked URLs,
+    ``Target.detachFromTarget`` its emulation (the page resized), tracking
+    heap objects runs a collection (a page's finalizers ran), and a
+    screenshot beyond the viewport resizes the page for the shot."""
+    before = attempt(target)
+    async with agent(target, "alice") as alice:
+        tab, session = await alice.page(SITE + "/pay")
+        await alice.call("Network.enable", {}, session)
+        await alice.call("Network.setBlockedURLs", {"urls": ["*/next*"]}, session)
+        await alice.call("Network.disable", {}, session)
+        await alice.call("HeapProfiler.startTrackingHeapObjects", {}, session)
+        await alice.call("HeapProfiler.stopTrackingHeapObjects", {}, session)
+        await alice.call("Page.captureScreenshot", {"captureBeyondViewport": True}, session)
+        await alice.call("Page.captureScreenshot", {}, session)
+        await alice.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 400, "height": 300, "deviceScaleFactor": 1, "mobile": False},
+            session,
+        )
+        await alice.call("Target.detachFromTarget", {"sessionId": session})
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    lines = target.settled_log(before)
+    marks = [
+        (x["action"]["method"], x["action"]["acts"], "captureBeyondViewport" in str(x["action"]))
+        for x in lines
+        if x.get("action", {}).get("who") == "alice" and "method" in x["action"]
+    ]
+    for method in (
+        "Network.disable",
+        "HeapProfiler.startTrackingHeapObjects",
+        "HeapProfiler.stopTrackingHeapObjects",
+        "Target.detachFromTarget",
+    ):
+        assert (method, "acting", False) in marks, (method, marks)
+    assert ("Page.captureScreenshot", "acting", True) in marks, marks
+    assert ("Page.captureScreenshot", "reading", False) in marks, marks  # a plain one reads

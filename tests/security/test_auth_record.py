@@ -167,3 +167,24 @@ async def test_a_flood_of_bad_attempts_writes_a_bounded_record(flooded: Computer
     assert counts and all(line["doors"] for line in counts), counts
     assert {d for line in counts for d in line["doors"]} <= set(doors)
     assert _traces(flooded.all_log_bytes(), WRONG) == []
+
+
+async def test_a_token_put_in_a_path_is_not_written(target: Computer) -> None:
+    """A reviewer put alice's real token in the path (``&token=`` with no
+    ``?``, and as a path's part): each was refused, and the ``auth`` line
+    kept the path, token and all. Only a path's route words are kept now."""
+    token = target.token("alice")
+    before = attempt(target)
+    async with aiohttp.ClientSession() as http:
+        for path in (
+            f"/devtools/browser/x&token={token}",
+            f"/devtools/page/{token}",
+            f"/json/list&token={token}",
+        ):
+            async with http.get(f"{target.relay}{path}") as answer:
+                assert answer.status in (401, 404), (path, answer.status)
+        async with http.post(f"{target.app}/mcp&token={token}") as answer:
+            assert answer.status in (401, 404), answer.status
+    lines = wait_for(lambda: _auth_lines(target, before) or None, "the refusals' lines", 20)
+    assert any("/devtools/" in str(line.get("path")) for line in lines), lines  # they are there
+    assert _traces(target.all_log_bytes(), token) == []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 from typing import Any
 
@@ -354,3 +355,40 @@ async def _shows_a_door(alice: Agent, tab: str) -> bool:
                 return _answered(text)
         await asyncio.sleep(0.1)
     return False
+
+
+async def test_no_page_or_agent_reaches_the_doors_at_the_computers_own_address(
+    target: Computer,
+) -> None:
+    """A review of issue 40's change: ``Page.navigate`` to
+    ``http://<the container's address>:9222/json/version`` and ``:8080/card``
+    loaded them: the doors listen on every address, and only the loopback's
+    spellings were closed. The relay refuses an agent's (rule local-url) and
+    Chromium a page's, at the address and at its number's spelling."""
+    address = target.exec(
+        "sh",
+        "-c",
+        "getent ahosts $(cat /proc/sys/kernel/hostname) | "
+        "awk '$1 !~ /^127\\./ && $1 !~ /:/ {print $1; exit}'",
+    ).strip()
+    assert address, "the computer has an address of its own"
+    number = int(ipaddress.IPv4Address(address))
+    urls = [
+        f"http://{host}:{port}/{path}"
+        for host in (address, number)
+        for port, path in ((9222, "json/version"), (8080, "card"))
+    ]
+    refused: list[str] = []
+    async with agent(target) as alice:
+        tab, session = await alice.page(f"{ORDINARY}next")
+        for url in urls:
+            answer = await alice.call("Page.navigate", {"url": url}, session)
+            if "error" in answer and "local-url" in answer["error"]["message"]:
+                refused.append(url)
+        fetch = f"({PROBE})({json.dumps(urls)}, [])"
+        said: dict[str, str] = json.loads(await alice.evaluate(session, fetch))
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    assert refused == urls, refused
+    reached = sorted(u for u, s in said.items() if s != "refused")
+    assert not reached, f"a page's fetch reached the computer's doors: {reached}"
+    clean(target)

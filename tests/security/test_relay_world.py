@@ -473,3 +473,97 @@ def test_the_relay_reads_an_object_id_as_v8_does(
         assert "malformed-id" in answer["error"]["message"], (spelled, answer)
     elif ran is not None:
         assert ran == ids.context_of(value), (spelled, answer)  # where the rules read
+
+
+async def test_a_pause_holds_no_frame_of_the_relays_world_for_anyone(target: Computer) -> None:
+    """A review of issue 40's change: alice paused the tab (Debugger.pause)
+    and typed, so the relay's check paused in its own world; from a second
+    connection, ``Debugger.evaluateOnCallFrame`` with a frame id naming the
+    page's own context ran in that paused frame (V8 takes the frame by its
+    number in the pause now current), 2 of 600 tries, and bob's password was
+    then logged in clear. Nothing pauses the relay's script now, and a frame
+    must be one of the pause shown to a client."""
+    async with (
+        agent(target, "bob") as bob,
+        agent(target, "alice") as one,
+        agent(target, "alice") as two,
+    ):
+        tab, bob_session = await _world_in_tab(target, bob)
+        first = await _attach(one, tab)
+        second = await _attach(two, tab)
+        await two.call("Runtime.enable", {}, second)
+        mine = await two.call("Runtime.evaluate", {"expression": "({})"}, second)
+        isolate, context, _ = mine["result"]["result"]["objectId"].split(".")
+        await one.call("Debugger.enable", {}, first)
+        reached: list[Any] = []
+        for round_ in range(3):
+            await one.call("Debugger.pause", {}, first)
+            # alice's typing has the relay check for a password field, in its world
+            await one.ws.send_json(
+                {
+                    "id": 90 + round_,
+                    "method": "Input.insertText",
+                    "params": {"text": "z"},
+                    "sessionId": first,
+                }
+            )
+            calls = range(1000 * (round_ + 1), 1000 * (round_ + 1) + 400)
+            for call in calls:
+                await two.ws.send_json(
+                    {
+                        "id": call,
+                        "method": "Debugger.evaluateOnCallFrame",
+                        "params": {
+                            "callFrameId": f"{isolate}.{context}.0",
+                            "expression": f"'reached:' + ({PROBE})",
+                            "returnByValue": True,
+                        },
+                        "sessionId": second,
+                    }
+                )
+            got = 0
+            while got < len(calls):
+                answer = await two.ws.receive_json(timeout=deadline(30))
+                if answer.get("id") in calls:
+                    got += 1
+                    value = answer.get("result", {}).get("result", {}).get("value")
+                    if value == "reached:string":
+                        reached.append(answer["id"])
+            await one.call("Debugger.resume", {}, first)
+        await one.call("Debugger.disable", {}, first)
+        assert reached == [], f"{len(reached)} calls ran in the relay's world"
+        after = attempt(target)
+        await bob.evaluate(bob_session, "document.getElementById('pw').focus()")
+        await bob.call("Input.insertText", {"text": PASSWORD}, bob_session)
+        await bob.call("Target.closeTarget", {"targetId": tab})
+    typed = _typed(target, after, "bob")
+    assert all("withheld" in json.dumps(entry) for entry in typed), typed
+    clean(target, PASSWORD)
+
+
+async def test_a_binding_in_every_context_tells_nothing_of_the_relays_world(
+    target: Computer,
+) -> None:
+    """A review: ``Runtime.addBinding {name: "String"}`` with no context is
+    added to the relay's world too; its checks called it, so alice was sent
+    the world's number and what each check read, and bob's plain typing was
+    logged as a withheld password."""
+    async with agent(target, "bob") as bob, agent(target, "alice") as alice:
+        tab, bob_session = await _world_in_tab(target, bob)
+        session = await _attach(alice, tab)
+        await alice.call("Runtime.enable", {}, session)
+        await alice.call("Runtime.addBinding", {"name": "String"}, session)
+        before = attempt(target)
+        await bob.evaluate(bob_session, "document.getElementById('q').focus()")
+        await bob.call("Input.insertText", {"text": "plain-boots"}, bob_session)
+        await bob.evaluate(bob_session, "document.getElementById('pw').focus()")
+        await bob.call("Input.insertText", {"text": PASSWORD}, bob_session)
+        await alice.evaluate(session, "1")  # what was sent her has arrived
+        called = [e for e in alice.events if e.get("method") == "Runtime.bindingCalled"]
+        assert called == [], called
+        await bob.call("Target.closeTarget", {"targetId": tab})
+    typed = _typed(target, before, "bob")
+    texts = [json.dumps(entry.get("params")) for entry in typed]
+    assert any("plain-boots" in text for text in texts), texts  # the check still reads
+    assert not any(PASSWORD in text for text in texts), texts
+    clean(target, PASSWORD)

@@ -245,3 +245,26 @@ def test_playwright_start_tracing_in_two_scopes(traced: Computer) -> None:
         assert BOB_TOKEN.encode() in his and ALICE_TOKEN.encode() not in his
         a.close()
         b.close()
+
+
+async def test_one_agent_starting_again_at_each_end_lets_others_trace(traced: Computer) -> None:
+    """A review: alice started a new trace the moment each one completed, and
+    bob, in another scope, was refused 144 times in 30 s. After a hold bob
+    waited on, alice's scope waits its turn (traces.TURN_S) and bob's start
+    goes through."""
+    async with agent(traced, "alice") as alice, agent(traced, "bob") as bob:
+        _, mine = await alice.page(SITE + "/")
+        _, his = await bob.page(SITE + "/")
+        start = {"traceConfig": {"includedCategories": ["devtools.timeline"]}}
+        assert "result" in await alice.call("Tracing.start", start, mine)
+        refused = await bob.call("Tracing.start", start, his)
+        assert "trace" in str(refused.get("error")), refused  # bob waits on alice
+        await alice.call("Tracing.end", {}, mine)
+        await _heard(alice, "Tracing.tracingComplete")
+        again = await alice.call("Tracing.start", start, mine)
+        assert "go first" in str(again.get("error")), again  # alice waits her turn
+        got = await bob.call("Tracing.start", start, his)
+        assert "result" in got, got  # bob's turn
+        await bob.call("Tracing.end", {}, his)
+        await _heard(bob, "Tracing.tracingComplete")
+    clean(traced)
