@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+import aiohttp
+
 from tests.integration.test_chaos import BUFFERS, _blobs_made, _until_it_dies
 from tests.security.attacks import agent, attempt
 from tests.support.container import SITE, SUPERVISORCTL, computer
@@ -37,10 +39,12 @@ async def test_the_exit_line_names_the_kernels_kill_for_memory(image: str) -> No
         before = attempt(pc)
         async with agent(pc, "alice") as alice:
             _, tab = await alice.page(SITE + "/")
-            made = await _blobs_made(alice, tab)
-            assert made["blobs"] >= 7, made
-            # The connection ends with the browser (1011): that is the point.
-            with contextlib.suppress(AssertionError, ConnectionError, TimeoutError):
+            # The connection ends with the browser (1011), while the Blobs
+            # or the buffers are made: that is the point.
+            with contextlib.suppress(
+                AssertionError, aiohttp.ClientError, aiohttp.WSMessageTypeError, TimeoutError
+            ):
+                await _blobs_made(alice, tab)
                 await _until_it_dies(alice, tab, BUFFERS)
         line = wait_for(lambda: _exited(pc.log(before)[0]), "the browser's exit line", 60)
         source = "memory.events" if v2 else "memory.oom_control"

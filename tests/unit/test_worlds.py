@@ -350,3 +350,14 @@ def test_the_worlds_mark_is_fixed_for_good_and_read_without_globals() -> None:
     marking = worlds.made(TAB, 5)
     assert "defineProperty" in marking and "globalThis" not in marking
     assert "globalThis" not in worlds.sealed(TAB, "1")
+
+
+def test_a_pause_is_read_before_the_relay_has_any_world() -> None:
+    """A page's pause shown to a client before any relay world exists: its
+    frames may be named (the test that found it: a pay from a paused frame)."""
+    state = connection(RelayWorlds())
+    assert _paused(state, ["-77.1.0"]) is Down.PASS
+    step = send(
+        state, "Debugger.evaluateOnCallFrame", {"callFrameId": "-77.1.0", "expression": "1"}
+    )
+    assert step.kind is Kind.FORWARD, step.verdict

@@ -175,7 +175,11 @@ def _from_chromium(state: ClientState, data: str) -> Downstream:
         if state.scope is not None and data.startswith('{"method":"Tracing.'):
             # Chromium's trace holds every scope's events: never passed on.
             return Downstream(Down.DROP, ending=traces.event(state.traces, state.number, data))
-        if (data.startswith(_WORLD_EVENTS) and state.worlds.contexts) or data.startswith(_CREATED):
+        if (
+            data.startswith(_PAUSES)
+            or (data.startswith(_WORLD_EVENTS) and state.worlds.contexts)
+            or data.startswith(_CREATED)
+        ):
             return _world_event(state, data)
         return _PASS
     if not state.pending and not state.own:
@@ -324,6 +328,9 @@ def _scoped_event(state: ClientState, scope: Scope, data: str) -> Downstream:
 
 
 _CREATED = '{"method":"Runtime.executionContextCreated"'
+#: A pause's start and end, read whether or not the relay has a world yet:
+#: the frames a client was shown are the only ones it may name (worlds.shown).
+_PAUSES = ('{"method":"Debugger.paused"', '{"method":"Debugger.resumed"')
 _WORLD_EVENTS = (
     '{"method":"Runtime.executionContextDestroyed"',
     '{"method":"Debugger.scriptParsed"',
