@@ -61,7 +61,7 @@ fi
 read -r -a extra <<<"${AGENTENV_CHROMIUM_FLAGS:-}"
 disabled="${AGENTENV_CHROMIUM_DISABLE_FEATURES:-Translate,MediaRouter,BackForwardCache,WebUIOmniboxPopup,WebUIOmniboxAimPopup}"
 # The same defaults as agentenv/harness/hardening.py (a unit test holds them).
-heap_mb="${AGENTENV_RENDERER_HEAP_MB:-1024}"
+heap_mb="${AGENTENV_RENDERER_HEAP_MB:-512}"
 memory_mb="${AGENTENV_RENDERER_MEMORY_MB:-2048}"
 for mb in "$heap_mb" "$memory_mb"; do
     case "$mb" in

@@ -32,7 +32,7 @@ Chromium, the app server with its      1,264    what is left: 3 GiB less the
 Playwright MCPs, the recorder          MiB      rows above
 one renderer (a tab; RLIMIT_DATA,      2 GiB     the page's allocation fails (an
 ``AGENTENV_RENDERER_MEMORY_MB``)                 ArrayBuffer: RangeError)
-its V8 heap (``--max-old-space-size``, 1 GiB     the tab's renderer ends, only
+its V8 heap (``--max-old-space-size``, 512 MiB   the tab's renderer ends, only
 ``AGENTENV_RENDERER_HEAP_MB``)                   that tab
 a scope's Blobs, in the browser        2 GiB     a new Blob is refused; no
 process (Chromium's constant)                    switch lowers it
@@ -101,9 +101,13 @@ LEFT_FOR_PROGRAMS_MB = 1024
 #: One renderer's (a tab's) memory, RLIMIT_DATA, and its V8 heap
 #: (images/browser/launch/chromium.sh's defaults; issue 40).
 #: At 1 GiB a renderer could not hand an agent an 80 MB string by value
-#: (its serialization's copies passed the limit and the tab crashed).
+#: (its serialization's copies passed the limit and the tab crashed). The
+#: heap stays at 512 MiB: with a scope's 2 GiB of Blobs in the browser, a
+#: 1 GiB heap took the container past 3 GiB before V8 ended the tab, and the
+#: kernel's kills ran on to the browser (renderers, the app, the recorder,
+#: then it: the Blobs die with their renderer, but not at once).
 RENDERER_MEMORY_MB = 2048
-RENDERER_HEAP_MB = 1024
+RENDERER_HEAP_MB = 512
 #: Each program's oom_score_adj (images/browser/conf.d): past the container's
 #: limit the kernel kills a tab (1000) first, then these, the browser (0) last.
 OOM_SCORE_ADJ = {"app": 800, "recorder": 700, "relay": 600}
