@@ -40,17 +40,21 @@ class Agent:
         self.ids = itertools.count(1)
         self.events: list[dict[str, Any]] = []
 
+    async def _next(self, timeout_s: float) -> dict[str, Any]:
+        """The next message on the connection (an AssertionError if it ended)."""
+        got = await self.ws.receive(timeout=timeout_s)
+        if got.type is not aiohttp.WSMsgType.TEXT:
+            raise AssertionError(f"the connection ended: {got.type} {got.data!r} {got.extra!r}")
+        return dict(got.json())
+
     async def send(self, message: dict[str, Any]) -> dict[str, Any]:
         await self.ws.send_json(message)
         while True:
-            got = await self.ws.receive(timeout=deadline(30))
-            if got.type is not aiohttp.WSMsgType.TEXT:
-                raise AssertionError(f"the connection ended: {got.type} {got.data!r} {got.extra!r}")
-            answer = got.json()
+            answer = await self._next(deadline(30))
             if answer.get("id") == message.get("id") or (
                 "id" not in message and "error" in answer and "id" not in answer
             ):
-                return dict(answer)
+                return answer
             self.events.append(answer)
 
     async def raw(self, text: str, call: int) -> dict[str, Any]:
@@ -58,28 +62,26 @@ class Agent:
         and wait for the answer to ``call``."""
         await self.ws.send_str(text)
         while True:
-            got = await self.ws.receive(timeout=deadline(30))
-            if got.type is not aiohttp.WSMsgType.TEXT:
-                raise AssertionError(f"the connection ended: {got.type} {got.data!r}")
-            answer = got.json()
+            answer = await self._next(deadline(30))
             if answer.get("id") == call:
-                return dict(answer)
+                return answer
             self.events.append(answer)
 
-    async def event(self, method: str) -> dict[str, Any]:
+    async def event(self, method: str, timeout_s: float = 30) -> dict[str, Any]:
         """The first event ``method`` not yet taken (kept ones first), waiting
-        for it (bounded)."""
+        for it at most ``timeout_s`` (scaled) in all."""
         for kept in self.events:
             if kept.get("method") == method:
                 self.events.remove(kept)
                 return kept
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline(timeout_s)
         while True:
-            got = await self.ws.receive(timeout=deadline(30))
-            if got.type is not aiohttp.WSMsgType.TEXT:
-                raise AssertionError(f"the connection ended: {got.type} {got.data!r}")
-            message = got.json()
+            left = end - loop.time()
+            assert left > 0, f"no {method} within {deadline(timeout_s):.0f} s"
+            message = await self._next(left)
             if message.get("method") == method:
-                return dict(message)
+                return message
             self.events.append(message)
 
     async def call(

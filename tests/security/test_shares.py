@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.security.attacks import Agent, agent, attempt, by, entries
+from tests.security.attacks import agent, attempt, by, entries
 from tests.support.container import SITE, USERS, Computer, computer
 from tests.support.timing import deadline, wait_for
 
@@ -131,7 +131,7 @@ async def test_a_fulfilled_request_names_its_tab_in_a_shared_scope(image: str) -
             assert "result" in await alice.call("Fetch.enable", {"patterns": patterns})
             opened = await bob.call("Target.createTarget", {"url": SITE + "/?fulfil-me"})
             tab = opened["result"]["targetId"]
-            paused = await _event(alice, "Fetch.requestPaused")
+            paused = await alice.event("Fetch.requestPaused")
             assert "sessionId" not in paused, paused  # the browser's own session: no tab
             body = base64.b64encode(b"<p>answered by alice</p>").decode()
             fulfilled = await alice.call(
@@ -142,20 +142,6 @@ async def test_a_fulfilled_request_names_its_tab_in_a_shared_scope(image: str) -
         [entry] = entries(pc, before, "alice's fulfill", by(method="Fetch.fulfillRequest"))
         assert entry["who"] == "alice" and entry.get("tab") == tab, entry
         assert "fulfil-me" in entry.get("url", ""), entry
-
-
-async def _event(who: Agent, method: str) -> dict[str, Any]:
-    """The next event ``method`` on ``who``'s connection (bounded)."""
-    for kept in who.events:
-        if kept.get("method") == method:
-            who.events.remove(kept)
-            return kept
-    while True:
-        got = await who.ws.receive(timeout=deadline(20))
-        message = got.json()
-        if message.get("method") == method:
-            return dict(message)
-        who.events.append(message)
 
 
 async def test_a_refusal_of_the_relays_own_is_not_blamed_on_chromium(image: str) -> None:

@@ -18,7 +18,6 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import aiohttp
 import pytest
 from playwright.sync_api import Error, sync_playwright
 
@@ -55,22 +54,6 @@ def traced(image: str) -> Iterator[Computer]:
     with computer(image, env={"AGENTENV_TRACE_MAX_S": str(MAX_S)}) as running:
         running.serve_site()
         yield running
-
-
-async def _heard(who: Agent, method: str, timeout_s: float = 30) -> dict[str, Any]:
-    """The first ``method`` event ``who`` heard, read on for until it comes (bounded)."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline(timeout_s)
-    while True:
-        for event in who.events:
-            if event.get("method") == method:
-                who.events.remove(event)
-                return event
-        left = end - loop.time()
-        assert left > 0, f"no {method} within {deadline(timeout_s):.0f} s"
-        got = await who.ws.receive(timeout=left)
-        assert got.type is aiohttp.WSMsgType.TEXT, (got.type, got.data)
-        who.events.append(got.json())
 
 
 async def _go(who: Agent, session: str, url: str) -> None:
@@ -141,7 +124,7 @@ async def test_two_scopes_trace_at_once_each_its_own(traced: Computer) -> None:
         await alice.evaluate(session, "document.title = 'Alices title'")
         ended = await alice.call("Tracing.end", {}, session)
         assert "error" not in ended, ended
-        complete = (await _heard(alice, "Tracing.tracingComplete"))["params"]
+        complete = (await alice.event("Tracing.tracingComplete"))["params"]
         assert complete["traceFormat"] == "json" and complete["streamCompression"] == "none"
         trace = await _stream(alice, session, complete["stream"])
 
@@ -163,7 +146,7 @@ async def test_two_scopes_trace_at_once_each_its_own(traced: Computer) -> None:
         assert "error" not in again, again
         await _go(bob, their_session, f"{SITE}/?bob-again")
         await bob.call("Tracing.end", {}, their_session)
-        await _heard(bob, "Tracing.tracingComplete")
+        await bob.event("Tracing.tracingComplete")
         collected = [e for e in bob.events if e.get("method") == "Tracing.dataCollected"]
         his = [event for e in collected for event in e["params"]["value"]]
         text = json.dumps(his)
@@ -189,7 +172,7 @@ async def test_a_gzip_stream_and_what_cannot_be_kept(traced: Computer) -> None:
         assert "error" not in started, started
         await _go(alice, session, SITE + "/next?gzipped")
         await alice.call("Tracing.end", {}, session)
-        complete = (await _heard(alice, "Tracing.tracingComplete"))["params"]
+        complete = (await alice.event("Tracing.tracingComplete"))["params"]
         assert complete["streamCompression"] == "gzip", complete
         trace = gzip.decompress(await _stream(alice, session, complete["stream"]))
         assert _events(trace)
@@ -205,12 +188,12 @@ async def test_the_relay_ends_a_trace_at_its_bound(traced: Computer) -> None:
         assert "error" not in started, started
         held = await bob.call("Tracing.start", {}, their_session)
         assert "until" in held["error"]["message"], held
-        complete = await _heard(alice, "Tracing.tracingComplete", timeout_s=MAX_S + 30)
+        complete = await alice.event("Tracing.tracingComplete", MAX_S + 30)
         assert _events(await _stream(alice, session, complete["params"]["stream"]))
         again = await bob.call("Tracing.start", {}, their_session)
         assert "error" not in again, again
         await bob.call("Tracing.end", {}, their_session)
-        await _heard(bob, "Tracing.tracingComplete")
+        await bob.event("Tracing.tracingComplete")
 
 
 def test_playwright_start_tracing_in_two_scopes(traced: Computer) -> None:
@@ -260,11 +243,11 @@ async def test_one_agent_starting_again_at_each_end_lets_others_trace(traced: Co
         refused = await bob.call("Tracing.start", start, his)
         assert "trace" in str(refused.get("error")), refused  # bob waits on alice
         await alice.call("Tracing.end", {}, mine)
-        await _heard(alice, "Tracing.tracingComplete")
+        await alice.event("Tracing.tracingComplete")
         again = await alice.call("Tracing.start", start, mine)
         assert "go first" in str(again.get("error")), again  # alice waits her turn
         got = await bob.call("Tracing.start", start, his)
         assert "result" in got, got  # bob's turn
         await bob.call("Tracing.end", {}, his)
-        await _heard(bob, "Tracing.tracingComplete")
+        await bob.event("Tracing.tracingComplete")
     clean(traced)
