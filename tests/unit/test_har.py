@@ -420,3 +420,69 @@ async def test_the_recorders_follower_reads_typing_from_the_logs_first_line(
         following.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await following
+
+
+class _Calls:
+    """A relay link that records the collector's calls; ``Network.enable``
+    fails for the sessions named in ``failing``."""
+
+    on_event: Any = None
+
+    def __init__(self, failing: frozenset[str] = frozenset()) -> None:
+        self.calls: list[tuple[str, str | None]] = []
+        self.failing = failing
+
+    async def call(self, method: str, params: dict[str, Any], **more: Any) -> dict[str, Any]:
+        from agentenv.relay_link import BrowserError
+
+        session = more.get("session")
+        self.calls.append((method, session))
+        if method == "Network.enable" and session in self.failing:
+            raise BrowserError("gone")
+        return {}
+
+
+async def test_a_held_tab_runs_once_network_is_on_and_even_when_it_failed() -> None:
+    """A tab made during the recording is held for the collector (its first
+    request would be missed otherwise): it lets the tab go after Network is
+    on, and also when turning it on failed; a tab not held is not resumed."""
+    from agentenv.recorder.har import Har
+
+    link = _Calls(failing=frozenset({"BAD"}))
+    har = Har(link=link, upload=_Store())  # type: ignore[arg-type]
+    await har.start()
+    assert link.calls == [("Target.setAutoAttach", None)]
+    for session, waiting in (("NEW", True), ("BAD", True), ("OLD", False)):
+        har._event(
+            {
+                "method": "Target.attachedToTarget",
+                "params": {
+                    "sessionId": session,
+                    "targetInfo": {"targetId": "T-" + session, "type": "page"},
+                    "waitingForDebugger": waiting,
+                },
+            }
+        )
+    await asyncio.gather(*list(har._tasks))
+    new = [c for c in link.calls if c[1] == "NEW"]
+    assert new == [
+        ("Network.enable", "NEW"),
+        ("Target.setAutoAttach", "NEW"),
+        ("Runtime.runIfWaitingForDebugger", "NEW"),
+    ], new
+    bad = [c for c in link.calls if c[1] == "BAD"]
+    assert bad[-1] == ("Runtime.runIfWaitingForDebugger", "BAD"), bad
+    assert ("Runtime.runIfWaitingForDebugger", "OLD") not in link.calls
+    assert har.sessions == {"NEW": "T-NEW", "BAD": "T-BAD", "OLD": "T-OLD"}
+    # A frame of a watched page is watched for that page's tab.
+    har._event(
+        {
+            "method": "Target.attachedToTarget",
+            "sessionId": "NEW",
+            "params": {"sessionId": "F", "targetInfo": {}, "waitingForDebugger": True},
+        }
+    )
+    await asyncio.gather(*list(har._tasks))
+    assert har.sessions["F"] == "T-NEW"
+    assert ("Runtime.runIfWaitingForDebugger", "F") in link.calls
+    assert ("Target.setAutoAttach", "F") not in link.calls

@@ -5,11 +5,15 @@ How it stays out of the agents' way: the collector has a relay connection
 of its own (the control token, in the recording's scope), attaches its own
 sessions to the scope's pages (and, through them, their out-of-process
 frames) and turns ``Network`` on in those sessions only. Chromium keeps each
-session's domains apart, so an agent's sessions see nothing new, no page
-waits for the collector (targets are never held at start:
-``waitForDebuggerOnStart`` is false, so a tab's very first request may be
-missed), and a collector that dies leaves the pages as they were. Its
-commands are the computer's own and are not on the action log.
+session's domains apart, so an agent's sessions see nothing new, and a
+collector that dies leaves the pages as they were (Chromium lets a target go
+on when a session that held it detaches). A tab made during the recording is
+held at its start (``Target.setAutoAttach`` with ``waitForDebuggerOnStart``)
+until the collector has ``Network`` on in it, then let go: its very first
+request is in the HAR (an agent that opens a tab and navigates at once, as
+Playwright's ``new_page`` and ``goto`` do, lost it before), at the cost of
+one round trip to the collector on a new tab. Its commands are the
+computer's own and are not on the action log.
 
 What is written (:func:`entry`): URLs and query values with credentials
 replaced; ``Cookie``, ``Set-Cookie``, ``Authorization`` and every secret
@@ -155,7 +159,6 @@ class Har:
     _uploading: asyncio.Lock = field(default_factory=asyncio.Lock)
     _held: int = 0  # bytes the kept entries hold, about
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    _pages: set[str] = field(default_factory=set)  # tabs attached (or being)
     #: Each request's ``…ExtraInfo`` headers as sent and as received, one of
     #: each a hop that went to the network, in order. Chromium sends them
     #: apart from the requests, before or after, a redirect's after the next
@@ -169,11 +172,17 @@ class Har:
 
     async def start(self) -> None:
         self.link.on_event = self._event
-        await self.link.call("Target.setDiscoverTargets", {"discover": True})
-        found = await self.link.call("Target.getTargets")
-        for info in found.get("targetInfos", []):
-            if info.get("type") == "page":
-                await self._attach(str(info["targetId"]))
+        # Each page of the scope, there already or made later, attached once:
+        # a new one held until ``_watch`` has turned Network on in it.
+        await self.link.call(
+            "Target.setAutoAttach",
+            {
+                "autoAttach": True,
+                "waitForDebuggerOnStart": True,
+                "flatten": True,
+                "filter": [{"type": "page"}],
+            },
+        )
 
     def logged(self) -> None:
         """The log was read further: judge the requests it now covers."""
@@ -215,34 +224,30 @@ class Har:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _attach(self, tab: str) -> None:
-        # Once a tab: discovery announces the tabs there already (as
-        # ``targetCreated``) while ``start`` attaches them, and two sessions
-        # with Network on would log each request twice.
-        if tab in self._pages:
-            return
-        self._pages.add(tab)
-        try:
-            made = await self.link.call(
-                "Target.attachToTarget", {"targetId": tab, "flatten": True}, deadline_s=5
-            )
-            await self._watch(str(made["sessionId"]), tab, pages=True)
-        except (BrowserError, KeyError) as exc:
-            self._pages.discard(tab)
-            log.info("network.har: not watching %s: %s", tab[:64], exc)
-
-    async def _watch(self, session: str, tab: str, pages: bool) -> None:
+    async def _watch(self, session: str, tab: str, pages: bool, waiting: bool) -> None:
+        """Network on in ``session`` (a page's, or a frame's or worker's of
+        it), then, if Chromium holds it for us, let it run: always, even
+        when turning Network on failed, so no page is left waiting."""
         self.sessions[session] = tab
         # Without bodies, Chromium keeps no response bodies for this session.
         buffers = {} if self.bodies else {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}
-        await self.link.call("Network.enable", buffers, session=session, deadline_s=5)
-        if pages:  # its out-of-process frames, through this session
-            await self.link.call(
-                "Target.setAutoAttach",
-                {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": True},
-                session=session,
-                deadline_s=5,
-            )
+        try:
+            await self.link.call("Network.enable", buffers, session=session, deadline_s=5)
+            if pages:  # its out-of-process frames and workers, through this session
+                await self.link.call(
+                    "Target.setAutoAttach",
+                    {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
+                    session=session,
+                    deadline_s=5,
+                )
+        except BrowserError as exc:
+            log.info("network.har: not watching %s: %s", tab[:64], exc)
+        finally:
+            if waiting:
+                with contextlib.suppress(BrowserError):
+                    await self.link.call(
+                        "Runtime.runIfWaitingForDebugger", {}, session=session, deadline_s=5
+                    )
 
     # -- events -----------------------------------------------------------------
 
@@ -250,20 +255,21 @@ class Har:
         method = message.get("method")
         params = message.get("params") or {}
         session = message.get("sessionId")
-        if method == "Target.targetCreated":
+        if method == "Target.attachedToTarget":
+            attached = params.get("sessionId")
             info = params.get("targetInfo") or {}
-            if info.get("type") == "page":  # attached by others or not: its own session
-                self._later(self._attach(str(info.get("targetId"))))
+            waiting = bool(params.get("waitingForDebugger"))
+            if not isinstance(attached, str):
+                return
+            if session is None:  # a page of the scope's
+                tab = str(info.get("targetId"))
+                self._later(self._watch(attached, tab, pages=True, waiting=waiting))
+            elif session in self.sessions:  # a frame or worker of a page's
+                tab = self.sessions[session]
+                self._later(self._watch(attached, tab, pages=False, waiting=waiting))
             return
         if method == "Target.detachedFromTarget":
-            tab = self.sessions.pop(str(params.get("sessionId")), None)
-            if session is None and tab is not None:  # a page's own session: the tab went
-                self._pages.discard(tab)
-            return
-        if method == "Target.attachedToTarget" and session in self.sessions:
-            frame = params.get("sessionId")
-            if isinstance(frame, str):
-                self._later(self._watch(frame, self.sessions[session], pages=False))
+            self.sessions.pop(str(params.get("sessionId")), None)
             return
         if not isinstance(method, str) or not method.startswith("Network."):
             return
