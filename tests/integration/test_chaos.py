@@ -20,6 +20,7 @@ import asyncio
 import json
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -347,9 +348,11 @@ BUFFERS = """(() => {
 })()"""
 
 
-async def _until_it_dies(alice: Any, session: str, expression: str) -> bool:
-    """``expression`` run in the page until it ends: whether the tab died
-    (its renderer gone) rather than answered."""
+async def _until_it_dies(alice: Any, session: str, expression: str) -> str:
+    """``expression`` run in the page until it ends: ``"died"`` (its renderer
+    gone), ``"answered"``, or ``"hung"``: nothing heard from the tab within
+    the bound (a renderer at its memory limit can spend minutes collecting
+    garbage; that is Alice's own tab, and she closes it)."""
     ask = next(alice.ids)
     await alice.ws.send_json(
         {
@@ -362,13 +365,20 @@ async def _until_it_dies(alice: Any, session: str, expression: str) -> bool:
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline(120)
     while loop.time() < end:
-        got = await alice.ws.receive_json(timeout=deadline(120))
+        try:
+            got = await alice.ws.receive_json(timeout=max(0.1, end - loop.time()))
+        except TimeoutError:
+            break
         died = got.get("method") in ("Inspector.targetCrashed", "Target.detachedFromTarget")
         if died and got.get("sessionId", got.get("params", {}).get("sessionId")) == session:
-            return True
+            return "died"
         if got.get("id") == ask:
-            return "error" in got  # no result: the renderer died under it
-    raise AssertionError(f"{expression[:40]}... neither ended nor died")
+            return "died" if "error" in got else "answered"  # an error: it died under it
+    tabs = await alice.call("Target.getTargets")
+    for info in tabs["result"]["targetInfos"]:
+        if info["type"] == "page" and info.get("attached"):
+            await alice.call("Target.closeTarget", {"targetId": info["targetId"]})
+    return "hung"
 
 
 async def _blobs_made(alice: Any, session: str) -> dict[str, Any]:
@@ -401,7 +411,8 @@ async def _blobs(pc: Computer) -> None:
         made = await _blobs_made(alice, session)
         assert made["blobs"] >= 7, made  # 448 MiB at least (Chromium's limit before sizing)
         bomb = "const a = []; for (;;) a.push(new Array(1 << 22).fill(1.5));"
-        assert await _until_it_dies(alice, session, bomb), "Alice's tab outlived its heap"
+        ended = await _until_it_dies(alice, session, bomb)
+        assert ended == "died", f"Alice's tab outlived its heap: {ended}"
 
 
 async def _blobs_and_buffers(pc: Computer) -> None:
@@ -412,6 +423,8 @@ async def _blobs_and_buffers(pc: Computer) -> None:
         _, first = await alice.page(SITE + "/")
         made = await _blobs_made(alice, first)
         assert made["blobs"] >= 7, made
+        # Each tab dies, answers (no more memory for it) or hangs in its
+        # collector: all Alice's own; Bob's run and the browser are the test.
         await _until_it_dies(alice, first, BUFFERS)
         _, second = await alice.page(SITE + "/?second")
         await _until_it_dies(alice, second, BUFFERS)
@@ -470,13 +483,13 @@ def test_one_hostile_agent_stops_no_one_else(
             "scope": "bob",
         },
     )["recording_id"]
-    failed: list[BaseException] = []
+    failed: list[str] = []
 
     def hostile() -> None:
         try:
             asyncio.run(run(pc))
-        except BaseException as exc:  # reported below, with Bob's outcome
-            failed.append(exc)
+        except BaseException:  # reported below, where it was, with Bob's outcome
+            failed.append(traceback.format_exc(limit=-4))
 
     thread = threading.Thread(target=hostile, daemon=True)
     thread.start()
@@ -488,7 +501,7 @@ def test_one_hostile_agent_stops_no_one_else(
     )
     thread.join(deadline(180))
     assert not thread.is_alive(), f"{attack} did not end"
-    assert not failed, f"{attack}: {failed[0]!r}"
+    assert not failed, f"{attack}: {failed[0]}"
     # Bob's record is whole.
     assert manifest["scope"] == "bob" and manifest["log_missing"] == [], manifest
     missing = [f for f in manifest["frames"] if f.get("error")]
