@@ -46,9 +46,11 @@ class BodyError(Refusal):
         super().__init__(message, status)
 
 
-def error_response(status: int, message: str) -> web.Response:
+def error_response(
+    status: int, message: str, headers: dict[str, str] | None = None
+) -> web.Response:
     body = ErrorBody(error=ErrorDetail(code=status, message=message))
-    return web.json_response(body.model_dump(mode="json"), status=status)
+    return web.json_response(body.model_dump(mode="json"), status=status, headers=headers)
 
 
 def error_middleware(paths: Callable[[], str]) -> Callable[..., Awaitable[web.StreamResponse]]:

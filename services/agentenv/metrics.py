@@ -7,7 +7,9 @@ format; counts on the relay's path per command are plain integers read when
 scraped (no lock, no label lookup per command).
 
 - relay: ``agentenv_cdp_connections{kind}`` (``agent``, ``computer``),
-  ``agentenv_cdp_connections_refused_total`` (over ``AGENTENV_MAX_CONNECTIONS``),
+  ``agentenv_cdp_connections_refused_total`` (answered 429 past the queue),
+  ``agentenv_cdp_connections_capacity``, ``agentenv_cdp_queue_length``,
+  ``agentenv_cdp_queue_oldest_wait_seconds`` (:mod:`agentenv.admission`),
   ``agentenv_cdp_commands_total{acts}``, ``agentenv_guard_refusals_total{rule}``,
   ``agentenv_log_lines_total``, ``agentenv_log_bytes``,
   ``agentenv_log_full_refusals_total`` (past ``AGENTENV_LOG_MAX_BYTES``),
@@ -55,6 +57,11 @@ class RelayCounts:
     log_bytes: Callable[[], int] = lambda: 0
     #: Agents' commands refused because the log was past AGENTENV_LOG_MAX_BYTES.
     log_full: int = 0
+    #: Agents' connections the relay takes at once (0: unbounded), those
+    #: waiting for a place, and how long the first of them has waited.
+    capacity: int = 0
+    queued: Callable[[], int] = lambda: 0
+    oldest_wait_s: Callable[[], float] = lambda: 0.0
 
     def refused_by(self, rule: str, count: int = 1) -> None:
         self.guard[rule] = self.guard.get(rule, 0) + count
@@ -68,8 +75,23 @@ class RelayCounts:
         yield connections
         yield CounterMetricFamily(
             "agentenv_cdp_connections_refused",
-            "agent connections refused over AGENTENV_MAX_CONNECTIONS",
+            "agent connections answered 429: the queue was full or their wait ran out",
             value=self.refused,
+        )
+        yield GaugeMetricFamily(
+            "agentenv_cdp_connections_capacity",
+            "agent connections taken at once (AGENTENV_MAX_CONNECTIONS; 0: unbounded)",
+            value=self.capacity,
+        )
+        yield GaugeMetricFamily(
+            "agentenv_cdp_queue_length",
+            "agent connections waiting for a place",
+            value=self.queued(),
+        )
+        yield GaugeMetricFamily(
+            "agentenv_cdp_queue_oldest_wait_seconds",
+            "how long the first agent connection waiting has waited",
+            value=self.oldest_wait_s(),
         )
         commands = CounterMetricFamily(
             "agentenv_cdp_commands", "CDP commands on the record, by mark", labels=["acts"]

@@ -111,6 +111,10 @@ class Settings:
     #: One user's agent connections at once (0: no limit): each may hold a
     #: message of up to ``agent_message_bytes`` in the relay's memory.
     max_connections_per_user: int = 16
+    #: Past either limit, how many newcomers wait for a place (0: none
+    #: wait), and how long each waits before a 429 with Retry-After.
+    queue_length: int = 64
+    queue_wait_s: float = 60.0
     #: Upper bound of one message from an agent (the control token's links
     #: keep ``max_message_bytes``): past it the connection is closed (1009).
     agent_message_bytes: int = 32 * 1024 * 1024
@@ -365,6 +369,8 @@ _PARSED: dict[str, Callable[[Mapping[str, str], str, Any], Any]] = {
     "recorder_port": _int,
     "max_connections": _int,
     "max_connections_per_user": _non_negative,
+    "queue_length": _non_negative,
+    "queue_wait_s": _seconds,
     "agent_message_bytes": _positive,
     "user_inflight_bytes": _non_negative,
     "relay_inflight_bytes": _non_negative,

@@ -1,4 +1,5 @@
-"""``/metrics`` (Prometheus' text format) and ``AGENTENV_MAX_CONNECTIONS``."""
+"""``/metrics`` (Prometheus' text format), ``AGENTENV_MAX_CONNECTIONS`` and
+the queue past it."""
 
 from __future__ import annotations
 
@@ -22,9 +23,12 @@ CONTROL = "metrics-control-token-12"
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NativeStack]:
-    """A computer taking two agent connections at once, with a control token."""
+    """A computer taking two agent connections at once, one more waiting for
+    at most 3 s, with a control token."""
     env = {
         "AGENTENV_MAX_CONNECTIONS": "2",
+        "AGENTENV_QUEUE_LENGTH": "1",
+        "AGENTENV_QUEUE_WAIT_S": "3",
         "AGENTENV_CONTROL_TOKEN": CONTROL,
         "AGENTENV_USERS": "alice:alice-token-1,bob:bob-token-2",
     }
@@ -119,30 +123,41 @@ def test_counts_move_with_what_agents_do(limited: NativeStack, site: Site, tmp_p
     assert ("agentenv_mcp_sessions", ()) in after
 
 
-def test_agent_connections_over_the_limit_get_a_503_naming_it(limited: NativeStack) -> None:
+def test_agent_connections_past_the_limit_wait_in_the_queue_then_get_429(
+    limited: NativeStack,
+) -> None:
+    upgrade = {
+        "Authorization": "Bearer alice-token-1",
+        "Connection": "Upgrade",
+        "Upgrade": "websocket",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    }
+
     async def run() -> None:
         async with aiohttp.ClientSession() as http:
             first = await http.ws_connect(_ws(limited, "alice-token-1"))
             second = await http.ws_connect(_ws(limited, "bob-token-2"))
+            # The third waits; while it does, the queue (one place) is full.
+            waiting = asyncio.ensure_future(http.ws_connect(_ws(limited, "alice-token-1")))
+            await asyncio.to_thread(
+                wait_for,
+                lambda: _samples(limited)[("agentenv_cdp_queue_length", ())] == 1,
+                "the third connection in the queue",
+            )
+            async with http.get(limited.relay_http + "/devtools/browser", headers=upgrade) as full:
+                body = await full.json()
+                assert full.status == 429, body
+                assert 1 <= int(full.headers["Retry-After"]) <= 3, full.headers
+                said = body["error"]["message"]
+                assert "all 2 agent connections are taken (AGENTENV_MAX_CONNECTIONS)" in said
+                assert "the queue is full (AGENTENV_QUEUE_LENGTH 1" in said
+            # Its wait runs out: 429 too.
             with pytest.raises(aiohttp.WSServerHandshakeError) as caught:
-                await http.ws_connect(_ws(limited, "alice-token-1"))
-            assert caught.value.status == 503
-            async with http.get(
-                limited.relay_http + "/devtools/browser",
-                headers={
-                    "Authorization": "Bearer alice-token-1",
-                    "Connection": "Upgrade",
-                    "Upgrade": "websocket",
-                    "Sec-WebSocket-Version": "13",
-                    "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
-                },
-            ) as answer:
-                body = await answer.json()
-                assert answer.status == 503
-                assert (
-                    "at most 2 agent connections (AGENTENV_MAX_CONNECTIONS)"
-                    in body["error"]["message"]
-                )
+                await asyncio.wait_for(waiting, 30)
+            assert caught.value.status == 429
+            assert caught.value.headers is not None
+            assert int(caught.value.headers["Retry-After"]) >= 1
             # The computer's own connections are not counted: its ops still work.
             listed = requests.post(
                 limited.app_http + "/v1/browser/tabs/list",
@@ -151,11 +166,23 @@ def test_agent_connections_over_the_limit_get_a_503_naming_it(limited: NativeSta
                 timeout=30,
             )
             assert listed.status_code == 200
+            # One waiting is let in as soon as a place frees.
+            waiting = asyncio.ensure_future(http.ws_connect(_ws(limited, "alice-token-1")))
+            await asyncio.to_thread(
+                wait_for,
+                lambda: _samples(limited)[("agentenv_cdp_queue_length", ())] == 1,
+                "the third connection in the queue again",
+            )
+            assert _samples(limited)[("agentenv_cdp_queue_oldest_wait_seconds", ())] >= 0
             await first.close()
-            third = await http.ws_connect(_ws(limited, "alice-token-1"))
+            third = await asyncio.wait_for(waiting, 30)
+            await third.send_json({"id": 1, "method": "Browser.getVersion"})
+            assert "result" in await third.receive_json(timeout=30)
             await third.close()
             await second.close()
 
     asyncio.run(run())
     samples = _samples(limited)
     assert samples[("agentenv_cdp_connections_refused_total", ())] >= 2
+    assert samples[("agentenv_cdp_connections_capacity", ())] == 2
+    assert samples[("agentenv_cdp_queue_length", ())] == 0

@@ -16,6 +16,7 @@ import aiohttp
 from aiohttp import web
 
 from agentenv.access import Identity, bearer_token, identify
+from agentenv.admission import Gate
 from agentenv.metrics import RelayCounts
 from agentenv.relay import discovery
 from agentenv.relay.auth_log import AuthLog
@@ -31,11 +32,11 @@ from agentenv.settings import Settings
 
 __all__ = [
     "TARGET_ID",
-    "agents_key",
     "auth_key",
     "client_address",
     "client_key",
     "client_state",
+    "gate_key",
     "granted_key",
     "http_entry",
     "identity_of",
@@ -44,7 +45,6 @@ __all__ = [
     "inflight_key",
     "logbook_key",
     "numbers_key",
-    "per_user_key",
     "reading_key",
     "scope_of",
     "settings_key",
@@ -59,14 +59,13 @@ client_key = web.AppKey("client", aiohttp.ClientSession)
 sockets_key: web.AppKey[WeakSet[web.WebSocketResponse]] = web.AppKey("sockets")
 #: Each open connection acting in a scope other than home, with its scope.
 in_scopes_key: web.AppKey[WeakKeyDictionary[web.WebSocketResponse, Scope]] = web.AppKey("in_scopes")
-#: Agents' connections open or connecting (AGENTENV_MAX_CONNECTIONS counts them).
-agents_key: web.AppKey[list[int]] = web.AppKey("agents")
+#: Agents' connections open or connecting, and those waiting for a place
+#: (AGENTENV_MAX_CONNECTIONS, AGENTENV_MAX_CONNECTIONS_PER_USER, the queue).
+gate_key = web.AppKey("gate", Gate)
 #: Bytes of agents' big messages being handled (relay/memory.py).
 inflight_key = web.AppKey("inflight", InFlight)
 #: Bytes agents' connections have read, each way, and not yet handed on.
 reading_key = web.AppKey("reading", InFlight)
-#: Each user's agent connections open or connecting (AGENTENV_MAX_CONNECTIONS_PER_USER).
-per_user_key: web.AppKey[dict[str, int]] = web.AppKey("per_user")
 numbers_key: web.AppKey[itertools.count[int]] = web.AppKey("numbers")
 logbook_key = web.AppKey("logbook", Logbook)
 #: Failed authentication on the record (the relay's door and the app's reports).

@@ -35,6 +35,7 @@ from agentenv.access import (
     check_host,
     check_origin,
 )
+from agentenv.admission import Admission, Full, Gate
 from agentenv.http import BODY_LIMIT, auth_middleware, error_middleware, error_response
 from agentenv.log.auth import Failure
 from agentenv.log.writer import LogWriter
@@ -52,12 +53,12 @@ from agentenv.relay.memory import InFlight
 from agentenv.relay.proxy import Shared, bridge
 from agentenv.relay.requests import (
     TARGET_ID,
-    agents_key,
     auth_key,
     client_address,
     client_key,
     client_state,
     counts_key,
+    gate_key,
     granted_key,
     host_key,
     http_entry,
@@ -67,7 +68,6 @@ from agentenv.relay.requests import (
     inflight_key,
     logbook_key,
     numbers_key,
-    per_user_key,
     reading_key,
     scope_of,
     settings_key,
@@ -190,34 +190,18 @@ async def devtools(request: web.Request) -> web.StreamResponse:
     if identity.control:
         return await _bridge(request, client, identity)
     counts = request.app[counts_key]
-    # Agents' connections, open or connecting, against AGENTENV_MAX_CONNECTIONS.
-    taken = request.app[agents_key]
-    limit = settings.max_connections
-    if limit and taken[0] >= limit:
-        counts.refused += 1
-        return _error(
-            503,
-            f"this computer takes at most {limit} agent connections "
-            "(AGENTENV_MAX_CONNECTIONS): close one, or retry when one ends",
-        )
-    mine = request.app[per_user_key]
-    each = settings.max_connections_per_user
-    if each and mine.get(identity.user, 0) >= each:
-        counts.refused += 1
-        return _error(
-            503,
-            f"{identity.user[:64]} has {each} agent connections open, as many as one user may "
-            "(AGENTENV_MAX_CONNECTIONS_PER_USER): close one, or retry when one ends",
-        )
-    taken[0] += 1
-    mine[identity.user] = mine.get(identity.user, 0) + 1
+    # Agents' connections, open or connecting, against AGENTENV_MAX_CONNECTIONS
+    # and AGENTENV_MAX_CONNECTIONS_PER_USER: past either, a newcomer waits in
+    # the queue (agentenv.admission), then gets 429 with Retry-After.
+    transport = request.transport
     try:
-        return await _bridge(request, client, identity)
-    finally:
-        taken[0] -= 1
-        mine[identity.user] -= 1
-        if not mine[identity.user]:
-            del mine[identity.user]
+        async with request.app[gate_key].enter(
+            identity.user, gone=lambda: transport is None or transport.is_closing()
+        ):
+            return await _bridge(request, client, identity)
+    except Full as full:
+        counts.refused += 1
+        return _error(429, full.why, {"Retry-After": str(full.retry_after)})
 
 
 async def _bridge(
@@ -427,8 +411,20 @@ def make_app(settings: Settings) -> web.Application:
     app[numbers_key] = itertools.count(1)
     app[granted_key] = Granted()
     app[counts_key] = RelayCounts()
-    app[agents_key] = [0]
-    app[per_user_key] = {}
+    gate = app[gate_key] = Gate(
+        Admission(
+            capacity=settings.max_connections,
+            per_key=settings.max_connections_per_user,
+            queue_length=settings.queue_length,
+            wait_s=settings.queue_wait_s,
+            what="agent connections",
+            capacity_setting="AGENTENV_MAX_CONNECTIONS",
+            per_key_setting="AGENTENV_MAX_CONNECTIONS_PER_USER",
+        )
+    )
+    app[counts_key].capacity = settings.max_connections
+    app[counts_key].queued = gate.admission.length
+    app[counts_key].oldest_wait_s = lambda: gate.admission.oldest_wait(gate.clock())
     app[inflight_key] = InFlight(settings.user_inflight_bytes, settings.relay_inflight_bytes)
     # One message of the largest size an agent may send can always be read.
     reading_per_user = settings.user_inflight_bytes and max(
