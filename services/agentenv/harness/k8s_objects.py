@@ -88,6 +88,9 @@ def pod(name: str, namespace: str, image: str) -> dict[str, Any]:
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
+            # The recorder's 60 s to finish its files (supervisord's
+            # stopwaitsecs), after the others' 10 s.
+            "terminationGracePeriodSeconds": 90,
             "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
             "initContainers": [
                 {
