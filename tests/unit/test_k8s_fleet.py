@@ -376,3 +376,60 @@ def test_the_scrape_job_and_the_adapter_fit_the_queries(
     assert metric["external"]["metric"]["name"] == rule["name"]["as"]
     assert metric["external"]["target"] == {"type": "AverageValue", "averageValue": "1"}
     assert hpa["scaleTargetRef"]["name"] == _one(layouts["hpa"], "Deployment")["metadata"]["name"]
+
+
+# -- the harness's claim on the warm pool (agentenv.harness.k8s_objects/k8s_status) ------
+
+
+def test_the_harness_claim_fits_the_crd_and_the_pool(
+    layouts: dict[str, list[dict[str, Any]]],
+) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from agentenv.harness import k8s_objects as k
+
+    pool = _one(layouts["pool"], "SandboxWarmPool")
+    ends = datetime(2027, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=2)))
+    claim = k.claim("agentenv-0123456789ab", pool["metadata"]["name"], ends)
+    validate(claim)
+    assert claim["apiVersion"] == pool["apiVersion"]
+    assert claim["spec"]["lifecycle"]["shutdownTime"] == "2027-01-02T01:04:05Z"
+    # Nothing that would make the controller start a computer cold.
+    assert "env" not in claim["spec"] and "volumeClaimTemplates" not in claim["spec"]
+    example = yaml.safe_load((FOLDER / "pool" / "claim.example.yaml").read_text())
+    assert claim["spec"]["warmPoolRef"] == example["spec"]["warmPoolRef"]
+    with pytest.raises(ValueError, match="time zone"):
+        k.claim("x", "y", datetime(2027, 1, 1))
+
+
+def _claim(
+    status: str | None, reason: str = "", message: str = "", sandbox: str | None = None
+) -> dict[str, Any]:
+    found: dict[str, Any] = {"metadata": {"name": "agentenv-claim-1"}, "status": {}}
+    if status is not None:
+        found["status"]["conditions"] = [
+            {"type": "Ready", "status": status, "reason": reason, "message": message}
+        ]
+    if sandbox is not None:
+        found["status"]["sandbox"] = {"name": sandbox, "podIPs": ["10.0.0.7"]}
+    return found
+
+
+def test_where_a_claim_is_from_its_status() -> None:
+    from agentenv.harness.k8s_status import claim_progress
+
+    assert claim_progress({}).state == "waiting"
+    assert claim_progress(_claim("True", "SandboxReady", sandbox="agentenv-computers-x7")) == (
+        "ready",
+        "ready",
+    )
+    assert claim_progress(_claim("True", "SandboxReady")).state == "waiting"  # no name yet
+    for reason in ("SandboxNotReady", "AdoptionConflict", "SandboxCreatePending", "Whatever"):
+        assert claim_progress(_claim("False", reason, "soon")) == ("waiting", f"{reason}: soon")
+    state, why = claim_progress(
+        _claim("False", "WarmPoolNotFound", 'SandboxWarmPool "agentenv-computers" not found')
+    )
+    assert state == "failed" and "kubectl apply -k deploy/kubernetes/pool" in why
+    assert "agentenv-claim-1" in why and "WarmPoolNotFound" in why
+    for reason in ("TemplateNotFound", "ClaimExpired", "SandboxExpired", "InvalidMetadata"):
+        assert claim_progress(_claim("False", reason)).state == "failed"
