@@ -253,7 +253,12 @@ def test_only_the_harness_and_the_scraper_get_in(
     harness, scraper = policy["ingress"]
     assert harness["from"] == [{"podSelector": {"matchLabels": {"agentenv.io/harness": "true"}}}]
     assert sorted(p["port"] for p in harness["ports"]) == [8080, 9222]
-    assert scraper["from"] == [{"podSelector": {"matchLabels": {"agentenv.io/metrics": "true"}}}]
+    assert scraper["from"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"agentenv.io/metrics": "true"}},
+        }
+    ]
     assert [p["port"] for p in scraper["ports"]] == [8080]  # never the relay's
 
 

@@ -92,7 +92,12 @@ def test_only_the_harness_gets_in(rendered: list[dict[str, Any]]) -> None:
     assert sorted(p["port"] for p in rule["ports"]) == [8080, 9222]
     # The metrics scraper reaches the app server's port (/metrics, the control
     # token's), never the relay's.
-    assert scraper["from"] == [{"podSelector": {"matchLabels": {"agentenv.io/metrics": "true"}}}]
+    assert scraper["from"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"agentenv.io/metrics": "true"}},
+        }
+    ]
     assert [p["port"] for p in scraper["ports"]] == [8080]
     service = _one(rendered, "Service")["spec"]
     assert service["selector"].items() <= pod["metadata"]["labels"].items()
