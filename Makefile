@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 DEV := $(CURDIR)/.agentenv
 
 .PHONY: help up down logs dev image image-arm64 engine base wheels venv host-deps clients \
-        test test-unit test-native test-container test-security bench lint clean
+        test test-unit test-k8s test-native test-container test-security bench lint clean
 
 help:
 	@echo "make up | down | logs | dev | image | image-arm64 | test | bench | lint"
@@ -65,6 +65,11 @@ test: host-deps venv engine clients
 
 test-unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+# The Kubernetes manifests (every layout), rendered and validated offline
+# against the API's schemas and the vendored CRDs' (part of test-unit too).
+test-k8s: venv
+	$(PY) -m pytest tests/unit/test_kubernetes.py tests/unit/test_k8s_fleet.py $(PYTEST_ARGS)
 
 test-native: host-deps venv
 	$(PY) -m pytest tests/native $(PYTEST_ARGS)

@@ -1,4 +1,4 @@
-"""The Kubernetes manifests (deploy/kubernetes), rendered by kustomize and
+"""The Kubernetes manifests (deploy/kubernetes), rendered as kustomize does and
 validated offline against the API schemas (``kubernetes-validate``): no
 cluster is reached here. And they say what compose.yaml and the harness say:
 the same capabilities, probes on /healthz and /readyz, only the harness let in.
@@ -13,8 +13,6 @@ server, real or fake, answers any of these tests.
 from __future__ import annotations
 
 import contextlib
-import shutil
-import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,22 +22,15 @@ import pytest
 import yaml
 
 from agentenv.harness.hardening import CAPABILITIES, TMPFS
+from tests.support.manifests import FOLDER, KUBERNETES, render
 
-ROOT = Path(__file__).resolve().parents[2]
-FOLDER = ROOT / "deploy" / "kubernetes"
-VERSION = "1.31"
+VERSION = KUBERNETES
 
 
 @pytest.fixture(scope="module")
 def rendered() -> list[dict[str, Any]]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl (its kustomize renders the manifests) is not installed here")
-    done = subprocess.run(
-        [kubectl, "kustomize", str(FOLDER)], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    # kustomize's way, without kubectl (test_k8s_fleet holds the two equal).
+    return render(FOLDER)
 
 
 def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -96,9 +87,18 @@ def test_only_the_harness_gets_in(rendered: list[dict[str, Any]]) -> None:
     pod = _one(rendered, "Pod")
     assert policy["policyTypes"] == ["Ingress"]
     assert policy["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
-    (rule,) = policy["ingress"]
+    rule, scraper = policy["ingress"]
     assert rule["from"] == [{"podSelector": {"matchLabels": {"agentenv.io/harness": "true"}}}]
     assert sorted(p["port"] for p in rule["ports"]) == [8080, 9222]
+    # The metrics scraper reaches the app server's port (/metrics, the control
+    # token's), never the relay's.
+    assert scraper["from"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"agentenv.io/metrics": "true"}},
+        }
+    ]
+    assert [p["port"] for p in scraper["ports"]] == [8080]
     service = _one(rendered, "Service")["spec"]
     assert service["selector"].items() <= pod["metadata"]["labels"].items()
 

@@ -4,6 +4,7 @@ names, labels and Secret. :mod:`.kubernetes` creates them."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +13,13 @@ from agentenv.harness.hardening import CAPABILITIES
 __all__ = [
     "API_PORT",
     "CDP_PORT",
+    "CLAIM_API",
     "NAME",
     "STORE_IMAGE",
     "STORE_NAME",
     "STORE_UID",
     "allowed_hosts",
+    "claim",
     "labels",
     "pod",
     "secret",
@@ -41,6 +44,31 @@ def labels(name: str) -> dict[str, str]:
         "app.kubernetes.io/part-of": "agentenv",
         "app.kubernetes.io/instance": name,
         "io.agentenv.harness": "1",
+    }
+
+
+#: agent-sandbox's claims (deploy/kubernetes/pool/; schemas/ holds its CRD's schema).
+CLAIM_API = "extensions.agents.x-k8s.io/v1beta1"
+
+
+def claim(name: str, pool: str, ends: datetime) -> dict[str, Any]:
+    """A SandboxClaim taking one computer from the warm pool ``pool``
+    (``deploy/kubernetes/pool/``): no environment and no volumes, which would
+    make the controller start one cold. At ``ends`` (the run's deadline) the
+    controller deletes the computer, should the harness not have."""
+    if ends.tzinfo is None:
+        raise ValueError("a claim's end is a moment: give it a time zone")
+    return {
+        "apiVersion": CLAIM_API,
+        "kind": "SandboxClaim",
+        "metadata": {"name": name, "labels": {"io.agentenv.harness": "1"}},
+        "spec": {
+            "warmPoolRef": {"name": pool},
+            "lifecycle": {
+                "shutdownPolicy": "Delete",
+                "shutdownTime": ends.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            },
+        },
     }
 
 
@@ -88,6 +116,9 @@ def pod(name: str, namespace: str, image: str) -> dict[str, Any]:
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
+            # The recorder's 60 s to finish its files (supervisord's
+            # stopwaitsecs), after the others' 10 s.
+            "terminationGracePeriodSeconds": 90,
             "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
             "initContainers": [
                 {

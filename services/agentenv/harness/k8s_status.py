@@ -10,7 +10,7 @@ from typing import Any, Literal, NamedTuple
 
 from agentenv.harness.computer import ComputerError
 
-__all__ = ["RBAC", "Progress", "progress", "refusal", "short"]
+__all__ = ["RBAC", "Progress", "claim_progress", "progress", "refusal", "short"]
 
 #: What the harness's user or service account needs in the namespace.
 RBAC = (
@@ -105,6 +105,40 @@ def progress(found: Mapping[str, Any]) -> Progress:
     if phase == "Running":
         return Progress("waiting", "running, not ready yet (the readiness probe on /readyz)")
     return Progress("waiting", phase.lower())
+
+
+# A claim's Ready reasons (agent-sandbox v0.5.6) that waiting does not mend:
+# the pool or its template is missing, the claim was refused, or it ended.
+_CLAIM_FAILED = {
+    "WarmPoolNotFound": "deploy the pool first: kubectl apply -k deploy/kubernetes/pool",
+    "TemplateNotFound": "deploy its SandboxTemplate: kubectl apply -k deploy/kubernetes/pool",
+    "InvalidMetadata": "the claim's labels or annotations were refused",
+    "EnvVarsInjectionRejected": "the pool's template refuses a claim's environment",
+    "ClaimExpired": "its shutdown time passed",
+    "SandboxExpired": "its sandbox expired",
+}
+
+
+def claim_progress(found: Mapping[str, Any]) -> Progress:
+    """Where a SandboxClaim (agent-sandbox's, as the API serves it) is: ready
+    when its condition Ready is True and it names its sandbox; failed for the
+    reasons waiting does not mend; else waiting (a cold start included)."""
+    name = (found.get("metadata") or {}).get("name", "the claim")
+    status = found.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    if ready is None:
+        return Progress("waiting", "not taken up by agent-sandbox's controller yet")
+    reason, message = ready.get("reason") or "", short(ready.get("message"))
+    if reason in _CLAIM_FAILED:
+        return Progress(
+            "failed",
+            f"the claim {name} failed ({reason}: {message}): {_CLAIM_FAILED[reason]}",
+        )
+    if ready.get("status") == "True":
+        if (status.get("sandbox") or {}).get("name"):
+            return Progress("ready", "ready")
+        return Progress("waiting", "ready, its sandbox not named yet")
+    return Progress("waiting", f"{reason}: {message}" if message else reason or "not ready")
 
 
 def refusal(exc: Any, doing: str) -> ComputerError:
