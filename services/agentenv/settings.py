@@ -95,6 +95,9 @@ class Settings:
     #: user name -> the scope they act in (their own name unless grouped).
     scopes: Mapping[str, str] = field(default_factory=dict)
     control_token: str | None = None
+    #: A token that reads ``/metrics`` and nothing else (AGENTENV_METRICS_TOKEN):
+    #: what a fleet's Prometheus holds instead of the control token.
+    metrics_token: str | None = None
     #: The control token was made for this boot, not configured: control ops
     #: are open to callers (a developer's machine). Set by launch/supervisord.sh.
     control_open: bool = False
@@ -466,6 +469,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         users=users,
         scopes=scopes,
         control_token=env.get("AGENTENV_CONTROL_TOKEN") or None,
+        metrics_token=env.get("AGENTENV_METRICS_TOKEN") or None,
         control_open=env.get("AGENTENV_CONTROL_OPEN") == "1",
         allowed_hosts=_set(env, "AGENTENV_ALLOWED_HOSTS"),
         allowed_origins=_set(env, "AGENTENV_ALLOWED_ORIGINS"),

@@ -19,6 +19,7 @@ from tests.support.stack import NativeStack
 from tests.support.timing import wait_for
 
 CONTROL = "metrics-control-token-12"
+READER = "metrics-reader-token-34"
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +31,7 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NativeStack]:
         "AGENTENV_QUEUE_LENGTH": "1",
         "AGENTENV_QUEUE_WAIT_S": "3",
         "AGENTENV_CONTROL_TOKEN": CONTROL,
+        "AGENTENV_METRICS_TOKEN": READER,
         "AGENTENV_USERS": "alice:alice-token-1,bob:bob-token-2",
     }
     with NativeStack(tmp_path_factory.mktemp("limited"), extra_env=env) as stack:
@@ -64,6 +66,30 @@ def test_metrics_take_the_control_token(limited: NativeStack) -> None:
         timeout=30,
     )
     assert relay.status_code == 403 and "app's /metrics" in relay.text
+
+
+def test_the_metrics_token_reads_metrics_and_nothing_else(limited: NativeStack) -> None:
+    """What a fleet's Prometheus holds (AGENTENV_METRICS_TOKEN) instead of the
+    control token, which could do anything on every computer."""
+    reader = {"Authorization": f"Bearer {READER}"}
+    read = requests.get(limited.app_http + "/metrics", headers=reader, timeout=30)
+    assert read.status_code == 200 and "agentenv_cdp_queue_length" in read.text, read.text[:300]
+    assert "not answering" not in read.text
+    for path in ("/v1/browser/tabs/list", "/v1/browser/data/reset", "/v1/browser-recording/end"):
+        op = requests.post(limited.app_http + path, json={}, headers=reader, timeout=30)
+        assert op.status_code == 401, (path, op.status_code, op.text)
+    mcp = requests.post(limited.app_http + "/mcp", json={}, headers=reader, timeout=30)
+    assert mcp.status_code == 401, mcp.status_code
+    relay = requests.get(limited.relay_http + "/json/list", headers=reader, timeout=30)
+    assert relay.status_code == 401, relay.status_code
+
+    async def connect() -> int:
+        async with aiohttp.ClientSession() as http:
+            with pytest.raises(aiohttp.WSServerHandshakeError) as caught:
+                await http.ws_connect(_ws(limited, READER))
+            return caught.value.status
+
+    assert asyncio.run(connect()) == 401
 
 
 def test_counts_move_with_what_agents_do(limited: NativeStack, site: Site, tmp_path: Path) -> None:

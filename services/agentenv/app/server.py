@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -38,7 +39,7 @@ from aiohttp import web
 from aiohttp_asgi import ASGIResource
 
 import agentenv
-from agentenv.access import Identity, check_host, check_origin
+from agentenv.access import Identity, bearer_token, check_host, check_origin
 from agentenv.app.browser import Browser, Browsers
 from agentenv.app.data_ops import data_op, log_op
 from agentenv.app.downloads import DownloadFile
@@ -295,11 +296,24 @@ async def recording_op(request: web.Request) -> web.Response:
     return await recorder_call(request.app, op, await read_body(request, BODY_LIMIT))
 
 
+def _same(a: str, b: str) -> bool:
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+def _metrics_reader(request: web.Request) -> bool:
+    """Whether the caller holds the metrics token (compared in constant time)."""
+    wanted = request.app[settings_key].metrics_token
+    sent = bearer_token(request.headers.get("Authorization"))
+    return wanted is not None and sent is not None and _same(sent, wanted)
+
+
 async def metrics(request: web.Request) -> web.Response:
     """The computer's counts (Prometheus' text format): the app server's, the
     relay's and the recorder's, fetched with the control token. A program that
-    does not answer is named in a comment; the others still are."""
-    require_control(request)
+    does not answer is named in a comment; the others still are. The
+    metrics token (AGENTENV_METRICS_TOKEN) reads this and nothing else."""
+    if not _metrics_reader(request):
+        require_control(request)
     app = request.app
     settings = app[settings_key]
     state = app[mcp_key]
