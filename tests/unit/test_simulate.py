@@ -33,8 +33,8 @@ def test_no_task_is_lost() -> None:
         Fleet(k=4, pool=2, max_machines=6, queue_limit=50, queue_timeout_s=5.0),
         Load(tasks=3000, rate=20.0, seed=3),
     )
-    assert out.completed > 0 and out.failed > 0 and out.refused > 0 and out.retried > 0
     assert out.completed + out.failed + out.refused == out.submitted == 3000
+    assert out.completed > 0 and out.failed > 0 and out.refused > 0 and out.retried > 0
 
 
 def test_a_task_fails_only_after_its_retry() -> None:
@@ -46,6 +46,24 @@ def test_a_task_fails_only_after_its_retry() -> None:
     assert out.failed <= out.retried
     once = simulate(CRASHING, dataclasses.replace(fleet, retries=0), Load(3000, 8.0, seed=5))
     assert once.retried == 0 and once.failed > 0
+
+
+def test_a_crash_fails_only_its_machines_tasks_and_they_run_again_elsewhere() -> None:
+    # Back at once, and every other scope busy: its own machine is the first
+    # place a retry could go.
+    figures = dataclasses.replace(CRASHING, chromium_restart_s=0.0)
+    fleet = Fleet(k=4, pool=6, max_machines=6, queue_timeout_s=math.inf, queue_limit=10**6)
+    out = simulate(figures, fleet, Load(tasks=3000, rate=8.0, seed=5))
+    placed = set(out.placed)
+    lost = [(machine, ids) for machine, ids in out.lost if ids]
+    assert len(lost) > 5
+    for machine, ids in lost:
+        assert len(ids) <= fleet.k
+        for task, attempt in ids:
+            # It was running there, and its retry ran on another machine.
+            assert (task, attempt, machine) in placed
+            retry = [m for t, a, m in out.placed if t == task and a == attempt + 1]
+            assert attempt == fleet.retries or (retry and retry[0] != machine)
 
 
 def test_the_queue_bound_is_kept() -> None:

@@ -167,6 +167,10 @@ class Outcome:
     #: The most tasks one machine ever held at once.
     peak_on_machine: int = 0
     samples: list[Sample] = field(default_factory=list)
+    #: Where each attempt ran: (task, attempt, machine), as results.jsonl says.
+    placed: list[tuple[int, int, int]] = field(default_factory=list)
+    #: Each crash: its machine and the (task, attempt) in flight on it.
+    lost: list[tuple[int, list[tuple[int, int]]]] = field(default_factory=list)
 
     @property
     def throughput(self) -> float:
@@ -264,6 +268,7 @@ class _Sim:
         self.retry_queue: dict[int, _Task] = {}
         self.queue: dict[int, _Task] = {}
         self.running = 0
+        self.arrived = 0
         # Kept as they change, not counted at each event.
         self.free = 0
         self.live = 0
@@ -372,6 +377,7 @@ class _Sim:
                 self.free -= 1
                 self.out.waits.append(self.now - task.queued_at)
                 task.machine, task.step = machine.id, 0
+                self.out.placed.append((task.id, task.attempt, machine.id))
                 machine.tasks.add(task)
                 self.running += 1
                 self.out.peak_on_machine = max(self.out.peak_on_machine, len(machine.tasks))
@@ -388,6 +394,7 @@ class _Sim:
         self.out.crashes += 1
         self.catch_up(machine)
         lost = sorted(machine.tasks, key=lambda t: t.id)
+        self.out.lost.append((machine.id, [(t.id, t.attempt) for t in lost]))
         machine.tasks.clear()
         machine.bursting.clear()
         machine.epoch += 1
@@ -424,6 +431,14 @@ class _Sim:
                 self.stop(machine)
                 extra -= 1
 
+    def idle(self) -> bool:
+        return (
+            self.arrived == self.load.tasks
+            and not self.running
+            and not self.queue
+            and not self.retry_queue
+        )
+
     def resolved(self) -> int:
         return self.out.completed + self.out.failed + self.out.refused
 
@@ -440,6 +455,8 @@ class _Sim:
         self.at(0.0, _SCALE)
         while self.events and self.resolved() < self.load.tasks:
             self.now, kind, _, args = heapq.heappop(self.events)
+            if kind == _SCALE and self.idle():
+                break  # Every task arrived and none is left: ends a run that lost one.
             self.handle(kind, args)
         self.out.makespan_s = self.now
         self.out.machine_s = sum(
@@ -451,6 +468,7 @@ class _Sim:
         if kind == _ARRIVE:
             task = args[0]
             assert isinstance(task, _Task)
+            self.arrived += 1
             self.admit(task)
         elif kind == _READY:
             machine, epoch = args
