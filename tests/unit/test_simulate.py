@@ -89,7 +89,8 @@ def test_a_wait_past_its_timeout_is_refused() -> None:
 
 
 def test_the_scaling_formula_counts_running_tasks() -> None:
-    # docker-selenium #2808: sessions running and none queued asked for no nodes.
+    # Counting the queue alone (issue 41 cites docker-selenium #2808) would ask
+    # for no machine here, with 16 tasks running and none waiting.
     assert target_machines(queued=0, running=16, k=4, margin=1.0) == 4
     assert target_machines(queued=3, running=5, k=4, margin=1.0) == 2
     assert target_machines(queued=1, running=0, k=4, margin=1.25) == 2

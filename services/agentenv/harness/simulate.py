@@ -11,6 +11,8 @@ What it models:
   waits, first come first served; past ``queue_limit`` queued, or after
   ``queue_timeout_s`` of waiting, it is refused (the computer's 429 with
   ``Retry-After``). A refused task is not sent again: the model counts it.
+  A retry, already admitted, is queued whatever the bound (so the queue can
+  pass it by the retries in it); one that waits past the timeout has failed.
 - **Placement**: a queued task goes to the ready machine with the most tasks
   that still has a free scope (packing, so idle machines can be stopped).
 - **A task**: its scope opened (``scope_open_s``), then ``steps`` steps, each
@@ -25,8 +27,8 @@ What it models:
 - **Autoscaling**: every ``scale_interval_s`` the fleet is set to
   ``target_machines(queued, running, k, margin)`` = ceil(ceil((queued +
   running) / k) * margin) machines, within ``[pool, max_machines]``. Running
-  tasks count as well as queued ones (docker-selenium #2808 counted only the
-  queue, and shrank nodes under running sessions). New machines are ready
+  tasks count as well as queued ones (the failure issue 41 cites from
+  docker-selenium #2808 is counting the queue alone). New machines are ready
   ``computer_start_s`` later; only idle machines are stopped.
 - **Crashes**: each ready machine's Chromium dies at ``crashes_per_hour``
   (a Poisson process). Only the tasks in flight on it fail; each is retried
@@ -36,7 +38,7 @@ What it models:
 What it does not model: the relay's single event loop (one agent's flood
 slows another's commands beyond what cores explain: ``bench fairness``), the
 network between agents and computers, memory pressure (memory is counted,
-never short: a computer of K scopes is checked to fit), a cloud's VM start
+``computer_mib``, never short), a cloud's VM start
 (the provisioning delay is a computer's start on a node already running),
 clients that send a refused task again, and tasks whose work varies by site.
 """
@@ -203,8 +205,9 @@ def computer_mib(figures: Figures, k: int) -> float:
 
 def target_machines(queued: int, running: int, k: int, margin: float) -> int:
     """The machines the autoscaler asks for: ceil(ceil((queued + running) / k)
-    * margin). Running tasks count: counting only the queue (docker-selenium
-    #2808) asks for none while every scope is busy and the queue is empty."""
+    * margin). Running tasks count: counting the queue alone (the failure
+    issue 41 cites from docker-selenium #2808) asks for none while every scope
+    is busy and nothing waits."""
     return math.ceil(math.ceil((queued + running) / k) * margin)
 
 
