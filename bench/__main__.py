@@ -1,6 +1,6 @@
 """``python -m bench [NAME ...]``: log, log-filed, relay, mcp, recorder, viewer, live,
-container, fleet, density, fairness, video, har, verify (default: every one, in
-that order). Each is the module of its name (``log-filed``: ``bench.log_filed``),
+container, fleet, density, fairness, video, har, verify, simulate (default:
+every one, in that order). Each is the module of its name (``log-filed``: ``bench.log_filed``),
 whose ``run()`` returns the figures it prints."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ NAMES = (
     "video",
     "har",
     "verify",
+    "simulate",
 )
 
 
