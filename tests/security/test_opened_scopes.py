@@ -28,7 +28,7 @@ import pytest
 import requests
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser, Playwright, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
 from tests.security.attacks import Agent, agent, attempt, by, clean, entries
@@ -75,7 +75,7 @@ def cdp(pc: Computer, made: dict[str, Any]) -> str:
     return f"ws://{pc.relay_address}/devtools/{path}"
 
 
-def connect(pw: Any, pc: Computer, made: dict[str, Any]) -> Browser:
+def connect(pw: Playwright, pc: Computer, made: dict[str, Any]) -> Browser:
     url = f"{cdp(pc, made)}?token={made['token']}"
     return pw.chromium.connect_over_cdp(url, timeout=deadline(30) * 1000)
 
