@@ -7,6 +7,9 @@ Shared by the relay and the app server, which check callers the same way.
   clients such as Puppeteer fetch it bare and it reveals no tab or secret.
 - With no users configured, the user is ``?user=``, else ``default``.
 - The control token is always recognised and makes the caller ``agentenv``.
+- A scope opened on demand (``scopes/open``) has a token the relay minted:
+  it makes the caller the scope's name, as a fixed user's makes them theirs
+  (:mod:`agentenv.opened`). Scopes that may be opened need tokens as users do.
 - ``Host`` must be an IP literal, ``localhost`` or an allowed name, so a DNS
   rebinding page cannot reach the relay under a name it controls. The host
   is never echoed back in an error.
@@ -24,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 from agentenv.errors import Refusal
+from agentenv.opened import opened_of
 from agentenv.settings import AGENTENV_USER, Settings
 
 __all__ = [
@@ -89,20 +93,28 @@ def identify(
         for name, known in settings.users.items():
             if _matches(token, known) and found is None:
                 found = Identity(name)
+        if settings.max_scopes:
+            scope = opened_of(settings.scopes_file).scope_of(token)
+            if scope is not None and found is None:
+                found = Identity(scope)
         if found is not None:
             return found
-        if settings.users or (settings.control_token is not None and not settings.control_open):
+        if settings.tokens_required or (
+            settings.control_token is not None and not settings.control_open
+        ):
             raise AccessDenied(
-                "unknown token: use a token from AGENTENV_USERS (as "
-                "'Authorization: Bearer <token>' or '?token=<token>')",
+                "unknown token: use a token from AGENTENV_USERS or scopes/open (as "
+                "'Authorization: Bearer <token>' or '?token=<token>'); a closed scope's "
+                "token is revoked",
                 status=401,
             )
-    if settings.users:
+    if settings.tokens_required:
         if open_path:
             return Identity(DEFAULT_USER)
         raise AccessDenied(
             "a token is required: send 'Authorization: Bearer <token>' or add "
-            "'?token=<token>' to the URL (tokens are set in AGENTENV_USERS)",
+            "'?token=<token>' to the URL (tokens are set in AGENTENV_USERS, or given by "
+            "scopes/open)",
             status=401,
         )
     if user_param is not None:

@@ -94,6 +94,10 @@ class Settings:
     users: Mapping[str, str] = field(default_factory=dict)
     #: user name -> the scope they act in (their own name unless grouped).
     scopes: Mapping[str, str] = field(default_factory=dict)
+    #: Scopes the control token may open on demand (``scopes/open``) at once,
+    #: beside the fixed ones of ``users`` (0: none may be opened). Any above 0
+    #: makes the computer one of scopes from its start (:attr:`scoped`).
+    max_scopes: int = 0
     control_token: str | None = None
     #: A token that reads ``/metrics`` and nothing else (AGENTENV_METRICS_TOKEN):
     #: what a fleet's Prometheus holds instead of the control token.
@@ -187,11 +191,39 @@ class Settings:
     @property
     def mcp_share(self) -> int:
         """Playwright MCPs one caller may have: ``mcp_sessions_per_caller``,
-        and with users configured no more than their share of ``mcp_sessions``."""
+        and with users configured (or scopes opened on demand) no more than
+        their share of ``mcp_sessions``: each fixed user and each scope that
+        may be opened counts as one caller."""
         share = self.mcp_sessions_per_caller
-        if self.users:
-            share = min(share, max(1, self.mcp_sessions // len(self.users)))
+        callers = len(self.users) + self.max_scopes
+        if callers:
+            share = min(share, max(1, self.mcp_sessions // callers))
         return min(share, self.mcp_sessions)
+
+    @property
+    def tokens_required(self) -> bool:
+        """Whether every caller needs a token: users are configured, or scopes
+        may be opened on demand (whose tokens the relay mints)."""
+        return bool(self.users) or self.max_scopes > 0
+
+    @property
+    def scoped(self) -> bool:
+        """Whether scopes are browser contexts of their own: two fixed scopes
+        or more, or any scope may be opened on demand (then from the start, so
+        no client ever sees a browser that later splits)."""
+        return len(set(self.scopes.values())) >= 2 or self.max_scopes > 0
+
+    @property
+    def scope_capacity(self) -> int:
+        """The most scopes the computer may hold at once: the fixed ones and
+        those that may be opened (what a scope's share is counted from)."""
+        return len(set(self.scopes.values())) + self.max_scopes
+
+    @property
+    def scopes_file(self) -> Path:
+        """The scopes opened on demand and their tokens' digests
+        (:mod:`agentenv.opened`), beside the key: the service user's alone."""
+        return self.key_dir / "scopes.json"
 
     @property
     def chromium_http(self) -> str:
@@ -233,13 +265,14 @@ class Settings:
 
     @property
     def auth_enabled(self) -> bool:
-        return bool(self.users) or self.control_token is not None
+        return self.tokens_required or self.control_token is not None
 
     @property
     def scope_folders(self) -> frozenset[str]:
-        """The scopes' downloads folders' names (none on a computer of one scope)."""
+        """The fixed scopes' downloads folders' names (none on a computer of
+        one scope); a scope opened on demand gets its own as it opens."""
         names = set(self.scopes.values())
-        return frozenset(scope_folder(n) for n in names) if len(names) >= 2 else frozenset()
+        return frozenset(scope_folder(n) for n in names) if self.scoped else frozenset()
 
     def downloads_for(self, scope: str | None) -> Path:
         """The downloads folder of ``scope``: a folder of its own inside the
@@ -247,7 +280,7 @@ class Settings:
         page, or reads, what another scope downloaded); the downloads folder
         itself on a computer of one scope, and for None (the control token,
         which sees every scope)."""
-        if scope is None or not self.scope_folders:
+        if scope is None or not self.scoped:
             return self.downloads_dir
         return self.downloads_dir / scope_folder(scope)
 
@@ -386,6 +419,7 @@ _PARSED: dict[str, Callable[[Mapping[str, str], str, Any], Any]] = {
     "origin_storage_bytes": _non_negative,
     "scope_storage_bytes": _non_negative,
     "scope_download_bytes": _non_negative,
+    "max_scopes": _non_negative,
     "log_user_max_bytes": _non_negative,
     "log_user_bytes_per_minute": _non_negative,
     "mcp_idle_s": _seconds,
@@ -454,7 +488,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             users[name] = token
         scopes.update(parse_scopes(text, "AGENTENV_USERS_FILE"))
     defaults = Settings()
-    return Settings(
+    settings = Settings(
         name=env.get("AGENTENV_NAME") or defaults.name,
         log_dir=Path(env.get("AGENTENV_LOG_DIR") or defaults.log_dir),
         profile_dir=Path(env.get("AGENTENV_PROFILE_DIR") or defaults.profile_dir),
@@ -478,3 +512,9 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         ),
         **_read(env, defaults),
     )
+    if settings.max_scopes and (settings.control_token is None or settings.control_open):
+        raise SettingsError(
+            "AGENTENV_MAX_SCOPES: scopes opened on demand need AGENTENV_CONTROL_TOKEN set "
+            "(only the control token opens them); set it, or AGENTENV_MAX_SCOPES=0"
+        )
+    return settings

@@ -39,7 +39,9 @@ def _actions(target: Computer, after: int, **match: object) -> list[dict[str, ob
 
 def test_a_role_header_never_renames_an_agent(target: Computer) -> None:
     before = attempt(target)
-    tab = target.op("tabs/open", {"url": SITE + "/"})["id"]
+    # In alice's scope, named: the home scope's on a computer of fixed users,
+    # her own when she is a scope opened on demand (test_scopes_opened.py).
+    tab = target.op("tabs/open", {"url": SITE + "/", "scope": "alice"})["id"]
     target.op(
         "navigate",
         {"url": SITE + "/next", "tab": tab},
@@ -54,7 +56,7 @@ def test_a_role_header_never_renames_an_agent(target: Computer) -> None:
     # The harness (control token) drives for a role: the role is the name.
     target.op("input/move", {"x": 6, "y": 6}, headers={"AgentEnv-Role": "carol"})
     assert any(a["who"] == "carol" for a in _actions(target, before, op="input/move"))
-    target.op("tabs/close", {"id": tab})
+    target.op("tabs/close", {"id": tab, "scope": "alice"})
 
 
 async def test_a_user_query_parameter_never_renames_a_cdp_agent(target: Computer) -> None:

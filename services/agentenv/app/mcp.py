@@ -243,7 +243,7 @@ class McpProxy:
         #: The link a caller's tool calls begin their actions on: one of the
         #: caller's scope, so the entry carries it (two scopes or more).
         self.scoped = scoped or (lambda who: link)
-        scopes = Scopes(settings.scopes)
+        scopes = Scopes.of(settings)
         #: The scope a caller acts in (None: a computer of one scope or none).
         self.scope_of: Callable[[str], str | None] = lambda who: scopes.name_for(Identity(who))
         self.sessions: dict[str, PlaywrightSession] = {}
@@ -340,7 +340,7 @@ class McpProxy:
             named = role(headers.get("agentenv-role"))
         except ToolCallError:
             named = None  # a malformed role names nobody
-        return caller_of(identity, named, None, users=bool(self.settings.users))
+        return caller_of(identity, named, None, users=self.settings.tokens_required)
 
     async def end(self, key: str) -> None:
         session = self.sessions.pop(key, None)
@@ -383,6 +383,22 @@ class McpProxy:
                 self.owners.pop(key, None)
                 self.unused.pop(key, None)
         return sum(1 for owner in self.owners.values() if owner == who)
+
+    async def end_caller(self, who: str) -> int:
+        """End every MCP session of ``who`` (a scope closed or reset): its
+        transport sessions and its Playwright MCPs; how many of the latter."""
+        live = self._live() or {}
+        for key in [k for k, owner in self.owners.items() if owner == who]:
+            self.owners.pop(key, None)
+            self.unused.pop(key, None)
+            transport = live.pop(key, None)
+            if transport is not None:
+                with contextlib.suppress(Exception):  # it may be ending already
+                    await transport.terminate()
+        mine = [key for key, session in self.sessions.items() if session.caller.who == who]
+        for key in mine:
+            await self.end(key)
+        return len(mine)
 
     async def expire_unused(self, now: float) -> None:
         """End transport sessions that saw no request after their opening one."""

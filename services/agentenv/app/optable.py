@@ -15,7 +15,7 @@ from agentenv.app.caller import Caller
 from agentenv.http import BODY_LIMIT
 from agentenv.protocol import browser as wire
 
-__all__ = ["BODY_LIMIT", "DATA_OPS", "OPS", "Op", "all_ops"]
+__all__ = ["BODY_LIMIT", "DATA_OPS", "OPS", "SCOPE_OPS", "Op", "all_ops"]
 
 
 Handler = Callable[[Browser, Any, Caller], Awaitable[Any]]
@@ -56,7 +56,10 @@ OPS: dict[str, Op] = {
 
 DATA_OPS = ("data/get", "data/add", "data/reset")
 
+#: The scopes opened on demand (control token; app/scope_ops.py).
+SCOPE_OPS = ("scopes/open", "scopes/close", "scopes/reset", "scopes/list")
+
 
 def all_ops() -> list[str]:
     """Every browser/v1 op the app server answers, as the card lists them."""
-    return [*OPS, "log", *DATA_OPS]
+    return [*OPS, "log", *DATA_OPS, *SCOPE_OPS]

@@ -68,7 +68,7 @@ def require_control(request: web.Request) -> Identity:
     settings = request.app[settings_key]
     identity = caller(request)
     if identity.control or (
-        (settings.control_token is None or settings.control_open) and not settings.users
+        (settings.control_token is None or settings.control_open) and not settings.tokens_required
     ):
         return identity  # the harness, or a developer's open computer
     if settings.control_token is None:
@@ -89,7 +89,7 @@ def acting_caller(request: web.Request, identity: Identity) -> Caller:
         role = toolcall.role(request.headers.get("AgentEnv-Role"))
     except toolcall.ToolCallError as exc:
         raise OpError(400, str(exc)) from None
-    users = bool(request.app[settings_key].users)
+    users = request.app[settings_key].tokens_required
     return caller_of(identity, role, tool, users=users)
 
 

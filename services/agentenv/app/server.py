@@ -47,7 +47,7 @@ from agentenv.app.errors import OpError, failure
 from agentenv.app.live import PAGE as LIVE_PAGE
 from agentenv.app.live import Live
 from agentenv.app.mcp_loader import McpState, mcp_door, serve_mcp
-from agentenv.app.optable import DATA_OPS, OPS, all_ops
+from agentenv.app.optable import DATA_OPS, OPS, SCOPE_OPS, all_ops
 from agentenv.app.peers import control_headers, recorder_call, recorder_url, relay_url
 from agentenv.app.pixels import Image
 from agentenv.app.requests import (
@@ -67,6 +67,7 @@ from agentenv.app.requests import (
     scopes_key,
     settings_key,
 )
+from agentenv.app.scope_ops import scope_op
 from agentenv.http import (
     BODY_LIMIT,
     BodyError,
@@ -222,6 +223,8 @@ async def card(request: web.Request) -> web.Response:
                 limits={
                     "mcp_sessions": settings.mcp_sessions,
                     "mcp_sessions_per_caller": settings.mcp_share,
+                    # Scopes opened on demand at once (scopes/open; 0: none).
+                    "max_scopes": settings.max_scopes,
                 },
             ),
             BROWSER_RECORDING_V1: Extension(
@@ -261,6 +264,9 @@ async def browser_op(request: web.Request) -> web.StreamResponse:
             return await log_op(request)
         if name in DATA_OPS:
             return await data_op(request, name)
+        if name in SCOPE_OPS:
+            identity = require_control(request)
+            return await scope_op(request, name, acting_caller(request, identity))
         op = OPS.get(name)
         if op is None:
             raise OpError(404, f"unknown op {name!r}: browser/v1 serves {', '.join(all_ops())}")
@@ -369,7 +375,7 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     app[client_key] = aiohttp.ClientSession()
     # Ops act in the home scope unless told otherwise (relay/scopes.py):
     # with one scope, everywhere.
-    scopes = app[scopes_key] = Scopes(settings.scopes)
+    scopes = app[scopes_key] = Scopes.of(settings)
     home = scopes.home if scopes.isolated else None
     link = BrowserLink(settings, app[client_key], home)
 

@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentenv.opened import MINTED
+
 __all__ = [
     "DOORS",
     "MAX_HELD",
@@ -118,6 +120,7 @@ def claimed(
         hit = False
         for token in tokens:  # no early exit: timing says nothing of which
             hit |= hmac.compare_digest(value.encode(), token.encode())
+        hit |= MINTED.search(value) is not None  # a scope's token, open or revoked
         kept[key] = "withheld" if hit else _printable(value, _NAME_LONGEST)
     return kept
 

@@ -29,9 +29,14 @@ __all__ = [
     "LocalStorageGet",
     "LocalStorageSet",
     "Navigate",
+    "ScopeList",
     "ScopeName",
     "ScopeOnly",
+    "ScopeOpened",
+    "ScopeRef",
+    "ScopeState",
     "Scoped",
+    "ScopesOpen",
     "Screenshot",
     "Tab",
     "TabRef",
@@ -243,3 +248,47 @@ class InputType(Scoped):
 
 class InputKey(Scoped):
     keys: str = Field(min_length=1, max_length=200)
+
+
+class ScopesOpen(Inbound):
+    """``scopes/open`` (control token): a scope opened on demand, under
+    ``name`` (a scope's name as ``AGENTENV_USERS`` takes one), or one made up."""
+
+    name: ScopeName | None = None
+
+
+class ScopeRef(Inbound):
+    """``scopes/close``, ``scopes/reset`` (control token): the scope opened on demand."""
+
+    scope: ScopeName
+
+
+class ScopeOpened(BaseModel):
+    """What ``scopes/open`` answers: the scope's name, its token (given here
+    once: the computer keeps only its digest), and where its agents connect
+    (the token goes as ``Authorization: Bearer`` or ``?token=``)."""
+
+    scope: str
+    token: str
+    cdp_url: str
+    mcp_url: str
+
+
+class ScopeState(BaseModel):
+    """One scope opened on demand, as ``scopes/list`` lists it."""
+
+    scope: str
+    #: When it opened, in seconds since the epoch.
+    opened: float
+    #: Its token is revoked and its close is under way.
+    closing: bool = False
+
+
+class ScopeList(BaseModel):
+    """What ``scopes/list`` answers: the scopes opened on demand, how many
+    may be open at once (``AGENTENV_MAX_SCOPES``), and the fixed scopes of
+    ``AGENTENV_USERS`` (which do not count against it)."""
+
+    scopes: list[ScopeState]
+    max_scopes: int
+    fixed: list[str]

@@ -24,6 +24,18 @@ params do not fit with a CDP error naming the field.
 - ``AgentEnv.authFailed``: a request the app server refused for its token
   (its ops, ``/mcp``, the live view): the relay writes it as the ``auth``
   line of its own failures, under the same bound (:mod:`agentenv.log.auth`).
+- ``AgentEnv.openScope {name?}`` → ``{scope, token}``: a scope opened on
+  demand, its browser context made with one blank tab, its token minted
+  (``scopes/open``; the answer is the only place the token is ever sent).
+- ``AgentEnv.revokeScope {scope}``: the first half of ``scopes/close``: its
+  token no longer admits anyone, its agents' connections are ended.
+- ``AgentEnv.closeScope {scope}``: the second half: every context it made
+  is disposed of, its remaining connections end, its downloads folder is
+  emptied, its storage quotas and log share are dropped, its name is free.
+- ``AgentEnv.resetScope {scope}``: that scope alone made new
+  (its connections ended, its contexts disposed of, its downloads emptied,
+  one blank tab in a fresh context); its token stays.
+- ``AgentEnv.scopes`` → ``{scopes, max_scopes}``: the scopes opened on demand.
 """
 
 from __future__ import annotations
@@ -39,17 +51,25 @@ __all__ = [
     "AuthFailed",
     "BeginAction",
     "Begun",
+    "CloseScope",
     "ControlParams",
     "ControlResult",
     "Done",
     "EndAction",
     "GuardMark",
     "Identified",
+    "ListScopes",
     "Name",
     "Open",
     "OpenEntries",
+    "OpenScope",
+    "OpenedScopes",
     "Reset",
+    "ResetScope",
     "Revoke",
+    "RevokeScope",
+    "ScopeListed",
+    "ScopeMade",
     "TabOrder",
     "Tabs",
     "Token",
@@ -150,6 +170,32 @@ class AuthFailed(ControlParams):
     )
 
 
+#: A scope's name on the wire (checked by the relay's rules, relay/opening.py).
+ScopeName = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class OpenScope(ControlParams):
+    """``AgentEnv.openScope``: a scope opened on demand (``name``: made up if none)."""
+
+    name: ScopeName | None = None
+
+
+class RevokeScope(ControlParams):
+    scope: ScopeName
+
+
+class CloseScope(ControlParams):
+    scope: ScopeName
+
+
+class ResetScope(ControlParams):
+    scope: ScopeName
+
+
+class ListScopes(ControlParams):
+    pass
+
+
 class ControlResult(BaseModel):
     """What an ``AgentEnv.*`` command answers (extra fields are not taken)."""
 
@@ -206,6 +252,29 @@ class Open(ControlResult):
     entries: dict[str, str | None]
 
 
+class ScopeMade(ControlResult):
+    """``AgentEnv.openScope``: the scope's name and its token (sent once, here)."""
+
+    scope: str
+    token: str
+
+
+class ScopeListed(ControlResult):
+    """One scope opened on demand: its name, when it opened (seconds since
+    the epoch), whether it is being closed."""
+
+    scope: str
+    opened: float
+    closing: bool = False
+
+
+class OpenedScopes(ControlResult):
+    """``AgentEnv.scopes``: the scopes opened on demand, and how many may be."""
+
+    scopes: list[ScopeListed]
+    max_scopes: StrictInt
+
+
 CONTROL_METHODS: dict[str, type[ControlParams]] = {
     "AgentEnv.beginAction": BeginAction,
     "AgentEnv.endAction": EndAction,
@@ -216,6 +285,11 @@ CONTROL_METHODS: dict[str, type[ControlParams]] = {
     "AgentEnv.revoke": Revoke,
     "AgentEnv.pending": OpenEntries,
     "AgentEnv.authFailed": AuthFailed,
+    "AgentEnv.openScope": OpenScope,
+    "AgentEnv.revokeScope": RevokeScope,
+    "AgentEnv.closeScope": CloseScope,
+    "AgentEnv.resetScope": ResetScope,
+    "AgentEnv.scopes": ListScopes,
 }
 
 #: Each method's result model.
@@ -229,4 +303,9 @@ CONTROL_RESULTS: dict[type[ControlParams], type[ControlResult]] = {
     Revoke: Done,
     OpenEntries: Open,
     AuthFailed: Done,
+    OpenScope: ScopeMade,
+    RevokeScope: Done,
+    CloseScope: Done,
+    ResetScope: Done,
+    ListScopes: OpenedScopes,
 }

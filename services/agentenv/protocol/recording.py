@@ -7,7 +7,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
@@ -168,6 +168,8 @@ class End(Inbound):
 
 class EndAll(Inbound):
     reason: Reason = "stopped"
+    #: Only the recordings of this scope (a scope being closed); every one if none.
+    scope: Annotated[str, Field(min_length=1, max_length=256)] | None = None
 
 
 FrameKind = Literal["first", "action", "last"]

@@ -74,7 +74,7 @@ class Recorder:
         self.link = link
         self.reader = reader
         self.http = http
-        self.scopes = Scopes(settings.scopes)
+        self.scopes = Scopes.of(settings)
         #: A link in each scope recorded (two scopes or more), made on first need.
         self.links: dict[str, BrowserLink] = {}
         self.recordings: dict[str, Recording] = {}
@@ -280,11 +280,15 @@ class Recorder:
                 return await recording.end(ask.reason, None)
         return await recording.end(ask.reason, ask.upload)
 
-    async def end_all(self, reason: str) -> list[Any]:
-        """End every open recording; one that fails does not stop the others
-        (it stays open, and a retry ends it)."""
+    async def end_all(self, reason: str, scope: str | None = None) -> list[Any]:
+        """End every open recording (of ``scope`` only, if named); one that
+        fails does not stop the others (it stays open, and a retry ends it)."""
         await self._caught_up()
-        open_ones = [r for r in self.recordings.values() if r.manifest is None]
+        open_ones = [
+            r
+            for r in self.recordings.values()
+            if r.manifest is None and (scope is None or r.scope == scope)
+        ]
         ended = await asyncio.gather(
             *(r.end(reason, None) for r in open_ones), return_exceptions=True
         )
@@ -360,7 +364,7 @@ async def end(request: web.Request) -> web.Response:
 
 async def end_all(request: web.Request) -> web.Response:
     ask: EndAll = await _body(request, EndAll)
-    manifests = await request.app[recorder_key].end_all(ask.reason)
+    manifests = await request.app[recorder_key].end_all(ask.reason, ask.scope)
     return web.json_response([m.model_dump(mode="json") for m in manifests])
 
 

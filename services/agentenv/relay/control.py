@@ -16,15 +16,23 @@ from agentenv.protocol.control import (
     AuthFailed,
     BeginAction,
     Begun,
+    CloseScope,
     ControlParams,
     ControlResult,
     Done,
     EndAction,
     Identified,
+    ListScopes,
     Open,
+    OpenedScopes,
     OpenEntries,
+    OpenScope,
     Reset,
+    ResetScope,
     Revoke,
+    RevokeScope,
+    ScopeListed,
+    ScopeMade,
     TabOrder,
     Tabs,
     Token,
@@ -68,6 +76,11 @@ class Control:
             Revoke: self._revoke,
             OpenEntries: self._pending,
             AuthFailed: self._auth_failed,
+            OpenScope: self._open_scope,
+            RevokeScope: self._revoke_scope,
+            CloseScope: self._close_scope,
+            ResetScope: self._reset_scope,
+            ListScopes: self._scopes,
         }
 
     async def run(self, params: ControlParams) -> ControlResult:
@@ -111,6 +124,9 @@ class Control:
         return Written(entry=self.logbook.reset(params.reason))
 
     async def _grant(self, params: TokenGrant) -> Token:
+        if self.watcher.openings.was_closed(params.who):
+            # A closed scope's MCP session still asking: it must not act in another.
+            raise ValueError("this scope was closed: no token is granted for it")
         return Token(token=self.granted.grant(self.state.number, params.who, params.tag))
 
     async def _pending(self, params: OpenEntries) -> Open:
@@ -129,3 +145,44 @@ class Control:
             named = {str(key): value for key, value in params.claimed.items()}
             self.auth.refused(Failure(params.door, params.source, params.path, params.why, named))
         return Done()
+
+    # -- scopes opened on demand (relay/opening.py) ---------------------------
+    # A refusal is a -32602 answer whose message is the op's: the app answers
+    # it with the status it starts with ("409: ...", relay/opening.py).
+
+    async def _open_scope(self, params: OpenScope) -> ScopeMade:
+        try:
+            name, token = await self.watcher.open_scope(params.name)
+        except RelayError as exc:
+            raise ValueError(f"{exc.status}: {exc.message}") from None
+        return ScopeMade(scope=name, token=token)
+
+    async def _revoke_scope(self, params: RevokeScope) -> Done:
+        try:
+            await self.watcher.revoke_scope(params.scope)
+        except RelayError as exc:
+            raise ValueError(f"{exc.status}: {exc.message}") from None
+        return Done()
+
+    async def _close_scope(self, params: CloseScope) -> Done:
+        try:
+            await self.watcher.close_scope(params.scope)
+        except RelayError as exc:
+            raise ValueError(f"{exc.status}: {exc.message}") from None
+        return Done()
+
+    async def _reset_scope(self, params: ResetScope) -> Done:
+        # No ``reset`` line: one forgets the sites every scope visited, which
+        # data/reset must still clear (app/data.py); the op is on the record.
+        try:
+            await self.watcher.reset_scope(params.scope)
+        except RelayError as exc:
+            raise ValueError(f"{exc.status}: {exc.message}") from None
+        return Done()
+
+    async def _scopes(self, params: ListScopes) -> OpenedScopes:
+        listed = [
+            ScopeListed(scope=s.name, opened=s.opened, closing=s.closing)
+            for s in self.watcher.openings.open.values()
+        ]
+        return OpenedScopes(scopes=listed, max_scopes=self.watcher.openings.max_scopes)

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -47,6 +48,22 @@ def _make_folder(folder: Path) -> None:
     folder.mkdir(exist_ok=True)
     with contextlib.suppress(OSError):  # one made before, by Chromium or by hand
         os.chmod(folder, 0o2770)
+
+
+def empty_folder(folder: Path) -> int:
+    """Remove everything in ``folder`` (a scope's downloads, when the scope is
+    closed or reset; the folder stays, where Chromium puts them); how many
+    entries went. Links are removed, never followed."""
+    removed = 0
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in os.scandir(folder):
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+                removed += 1
+    return removed
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -95,6 +112,17 @@ class Downloads:
         folders are measured anew."""
         self._downloading.clear()
         self._held.clear()
+
+    async def empty(self, scope: str) -> None:
+        """``scope``'s downloads folder emptied (off the loop), and its
+        downloads under way and measures forgotten (closed or reset)."""
+        for guid in [g for g, known in self._downloading.items() if known[0] == scope]:
+            del self._downloading[guid]
+        self._held.pop(scope, None)
+        folder = self.settings.downloads_for(scope)
+        if folder == self.settings.downloads_dir:  # never every scope's at once
+            return
+        await asyncio.get_running_loop().run_in_executor(None, empty_folder, folder)
 
     def make_folders(self) -> None:
         """Every scope's downloads folder, before any agent connects: no name
@@ -245,7 +273,9 @@ class Downloads:
             found = os.statvfs(self.settings.downloads_dir)
         except OSError:
             return 0
-        scopes = max(1, len(set(self.watcher.scopes.by_user.values())))
+        # Every scope that may be open at once, opened on demand too: a share
+        # does not shrink under a scope's downloads as others open.
+        scopes = max(1, self.settings.scope_capacity)
         return found.f_blocks * found.f_frsize // scopes
 
     def _held_by(self, scope: str) -> int:

@@ -15,7 +15,7 @@ from weakref import WeakKeyDictionary, WeakSet
 import aiohttp
 from aiohttp import web
 
-from agentenv.access import Identity, bearer_token, identify
+from agentenv.access import AccessDenied, Identity, bearer_token, identify
 from agentenv.admission import Gate
 from agentenv.metrics import RelayCounts
 from agentenv.relay import discovery
@@ -36,6 +36,7 @@ __all__ = [
     "client_address",
     "client_key",
     "client_state",
+    "controls_key",
     "gate_key",
     "granted_key",
     "http_entry",
@@ -59,6 +60,9 @@ client_key = web.AppKey("client", aiohttp.ClientSession)
 sockets_key: web.AppKey[WeakSet[web.WebSocketResponse]] = web.AppKey("sockets")
 #: Each open connection acting in a scope other than home, with its scope.
 in_scopes_key: web.AppKey[WeakKeyDictionary[web.WebSocketResponse, Scope]] = web.AppKey("in_scopes")
+#: Whether each such connection holds the control token (a link of the
+#: app's or the recorder's in that scope), which a scope's revocation keeps.
+controls_key: web.AppKey[WeakKeyDictionary[web.WebSocketResponse, bool]] = web.AppKey("controls")
 #: Agents' connections open or connecting, and those waiting for a place
 #: (AGENTENV_MAX_CONNECTIONS, AGENTENV_MAX_CONNECTIONS_PER_USER, the queue).
 gate_key = web.AppKey("gate", Gate)
@@ -92,6 +96,10 @@ def identity_of(request: web.Request, *, open_path: bool = False) -> Identity:
     token = token_of(request)
     granted = request.app[granted_key].get(token)
     if granted is not None:
+        if request.app[watcher_key].openings.was_closed(granted.identity.user):
+            # Granted for a scope since closed (its grants went with it; one
+            # in flight then is refused here): it must not act in another.
+            raise AccessDenied("unknown token: this scope was closed", status=401)
         return granted.identity
     return identify(settings, token, request.query.get("user"), open_path=open_path)
 
@@ -135,9 +143,11 @@ async def scope_of(request: web.Request, identity: Identity) -> Scope | None:
     name = watcher.scopes.name_for(identity)
     asked = request.headers.get("AgentEnv-Scope")
     if identity.control and asked and watcher.scopes.isolated:
-        if asked not in set(watcher.scopes.by_user.values()):
+        if asked not in watcher.scopes.names():
             raise RelayError(
-                f"no scope {asked[:64]!r}: AgentEnv-Scope names a scope of AGENTENV_USERS", 400
+                f"no scope {asked[:64]!r}: AgentEnv-Scope names a scope of AGENTENV_USERS "
+                "or one open (scopes/list)",
+                400,
             )
         name = asked
     return await watcher.scope(name) if name is not None else None

@@ -15,8 +15,13 @@ carries: ``Target.*`` by id, sessions, auto-attach, target discovery,
 ``Target.getTargets``/``getBrowserContexts``, the browser-level cookie,
 permission and download calls, and the HTTP discovery paths.
 
-With one scope (one user, or every user grouped into one), nothing is
-translated at all: with one agent on a computer nothing changes. Without
+A scope opened on demand (``scopes/open``, :mod:`agentenv.opened`) is one
+of its own: its name is its one user's, whose token the relay minted; it
+is made at once, and disposed of, context and all, when it is closed.
+
+With one scope (one user, or every user grouped into one) and none to be
+opened on demand, nothing is translated at all: with one agent on a
+computer nothing changes. Without
 users there are no scopes. The control token (the harness, the app, the
 recorder) sees every scope; Playwright MCP acts with a token granted for its
 caller, in the caller's scope.
@@ -29,11 +34,13 @@ learns nothing of what it cannot reach; the entry records the guard's rule
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv.access import Identity
+from agentenv.opened import opened_of
+from agentenv.settings import Settings
 
 __all__ = [
     "BY_CONTEXT",
@@ -110,48 +117,87 @@ class Scope:
         return isinstance(context, str) and (context == self.context or context in self.made)
 
 
+def _none() -> frozenset[str]:
+    return frozenset()
+
+
 @dataclass
 class Scopes:
-    """Every scope of the computer, made as their users first connect."""
+    """Every scope of the computer, made as their users first connect (a
+    scope opened on demand: as it opens)."""
 
     #: user -> the scope they act in (settings.scopes).
     by_user: Mapping[str, str] = field(default_factory=dict)
     made: dict[str, Scope] = field(default_factory=dict)
+    #: Whether scopes may be opened on demand (``AGENTENV_MAX_SCOPES``).
+    on_demand: bool = False
+    #: The names of the scopes opened on demand now (each its one user's).
+    opened: Callable[[], frozenset[str]] = _none
+
+    @classmethod
+    def of(cls, settings: Settings) -> Scopes:
+        """The computer's scopes: the fixed ones of ``AGENTENV_USERS``, and
+        those opened on demand as the open scopes' file says."""
+        if not settings.max_scopes:
+            return cls(settings.scopes)
+        return cls(settings.scopes, on_demand=True, opened=opened_of(settings.scopes_file).names)
 
     @property
     def home(self) -> str | None:
-        """The home scope's name (the first one listed), in Chromium's own context."""
+        """The home scope's name (the first one listed), in Chromium's own
+        context; None on a computer whose scopes are all opened on demand
+        (its default context is the control token's alone)."""
         return next(iter(self.by_user.values()), None)
 
     @property
     def isolated(self) -> bool:
-        """Whether scopes are browser contexts of their own (two scopes or more)."""
-        return len(set(self.by_user.values())) >= 2
+        """Whether scopes are browser contexts of their own (two fixed
+        scopes or more, or any may be opened on demand)."""
+        return self.on_demand or len(set(self.by_user.values())) >= 2
+
+    @property
+    def fixed(self) -> frozenset[str]:
+        """The scopes of ``AGENTENV_USERS``."""
+        return frozenset(self.by_user.values())
+
+    def names(self) -> frozenset[str]:
+        """Every scope now: the fixed ones and the open ones."""
+        return self.fixed | self.opened()
 
     def name_for(self, identity: Identity) -> str | None:
         """The scope a connection acts in; None when it sees every scope (the
         control token) or when there is no isolation."""
         if identity.control or not self.isolated:
             return None
+        fixed = self.by_user.get(identity.user)
+        if fixed is not None:
+            return fixed
+        if identity.user in self.opened():
+            return identity.user
         # A caller who is no user (the control token's own Playwright MCP, a
         # role it named) acts in the home scope, where the control token's
         # ops act: it makes no scope of its own.
-        return self.by_user.get(identity.user, self.home)
+        return self.home
 
     def users_of(self, scope: str | None) -> list[str]:
         """The users who act in ``scope``; for None (no isolation), every
         user: a computer of one scope is theirs together."""
         if scope is None:
             return [] if self.isolated else list(self.by_user)
-        return [user for user, theirs in self.by_user.items() if theirs == scope]
+        users = [user for user, theirs in self.by_user.items() if theirs == scope]
+        if not users and scope in self.opened():
+            return [scope]
+        return users
 
     def unknown(self, asked: str | None) -> str | None:
         """Why ``asked`` names no scope of this computer (None: it names one,
         or nothing): what an op or a recording that names it is told."""
-        names = set(self.by_user.values())
+        names = self.names()
         if asked is None or asked in names:
             return None
         known = ", ".join(sorted(names)) or "none: AGENTENV_USERS names no users"
+        if self.on_demand:
+            known += "; scopes/list lists the scopes opened on demand"
         return f"no scope {asked[:64]!r} on this computer (its scopes: {known})"
 
     def owner(self, context: object) -> Scope | None:
@@ -163,6 +209,11 @@ class Scopes:
     def forget(self) -> None:
         """Chromium went away, and every context with it."""
         self.made.clear()
+
+    def drop(self, name: str) -> Scope | None:
+        """The scope ``name`` (opened on demand) is closed or reset: it is
+        forgotten with every context it made, which the caller disposes of."""
+        return self.made.pop(name, None)
 
     def reset(self) -> None:
         """Every context but Chromium's own was disposed of (``data/reset``):

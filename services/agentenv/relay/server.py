@@ -57,6 +57,7 @@ from agentenv.relay.requests import (
     client_address,
     client_key,
     client_state,
+    controls_key,
     counts_key,
     gate_key,
     granted_key,
@@ -253,6 +254,7 @@ async def _bridge(
     sockets.add(client)
     if scope is not None and scope.name != watcher.scopes.home:
         request.app[in_scopes_key][client] = scope
+        request.app[controls_key][client] = identity.control
     log.info("conn %d: %s opened %s", state.number, identity.user, request.path)
     agent = not identity.control
     if agent:
@@ -323,6 +325,13 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     )
     watcher.after_reset = lambda: _close_reset(app)
 
+    async def end_connections(scope: str, agents_only: bool, why: str) -> None:
+        if agents_only:
+            app[granted_key].drop_user(scope)
+        await _close_scope(app, scope, agents_only, why)
+
+    watcher.end_connections = end_connections
+
     async def tick() -> None:
         while True:
             await asyncio.sleep(1.0)
@@ -357,6 +366,24 @@ async def _close_reset(app: web.Application) -> None:
                 message=b"data/reset disposed of this scope's browser: connect again",
             )
             for ws in stale
+        ),
+        return_exceptions=True,
+    )
+
+
+async def _close_scope(app: web.Application, scope: str, agents_only: bool, why: str) -> None:
+    """Close each connection acting in ``scope`` (its agents', or the control
+    token's links in it too), as a closed or reset scope's: the client reads
+    ``why``, and a token revoked cannot connect again."""
+    ending = [
+        ws
+        for ws, theirs in list(app[in_scopes_key].items())
+        if theirs.name == scope and not (agents_only and app[controls_key].get(ws, False))
+    ]
+    await asyncio.gather(
+        *(
+            ws.close(code=aiohttp.WSCloseCode.POLICY_VIOLATION, message=why.encode())
+            for ws in ending
         ),
         return_exceptions=True,
     )
@@ -408,6 +435,7 @@ def make_app(settings: Settings) -> web.Application:
     app[settings_key] = settings
     app[sockets_key] = WeakSet()
     app[in_scopes_key] = WeakKeyDictionary()
+    app[controls_key] = WeakKeyDictionary()
     app[numbers_key] = itertools.count(1)
     app[granted_key] = Granted()
     app[counts_key] = RelayCounts()

@@ -80,3 +80,8 @@ class Shares:
     def forget(self) -> None:
         """Every context went (Chromium restarted, or data/reset)."""
         self.given.clear()
+
+    def drop(self, scope: str) -> None:
+        """``scope``'s contexts went (it was closed or reset): its quotas
+        with them, so a scope opened again under its name starts with none."""
+        self.given.pop(scope, None)

@@ -47,5 +47,10 @@ class Granted:
         for token in [t for t, g in self.tokens.items() if g.owner == owner]:
             del self.tokens[token]
 
+    def drop_user(self, user: str) -> None:
+        """Every token granted for ``user`` (a scope that was closed) ends."""
+        for token in [t for t, g in self.tokens.items() if g.identity.user == user]:
+            del self.tokens[token]
+
     def get(self, token: str | None) -> GrantedToken | None:
         return self.tokens.get(token) if token else None

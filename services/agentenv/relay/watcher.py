@@ -34,12 +34,14 @@ import orjson
 
 from agentenv.access import Identity
 from agentenv.calls import Calls
+from agentenv.opened import opened_of
 from agentenv.protocol.urls import tab as is_tab
 from agentenv.relay.downloads import Downloads
-from agentenv.relay.errors import UpstreamError, WatcherError
+from agentenv.relay.errors import RelayError, UpstreamError, WatcherError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.once import once
 from agentenv.relay.oom import read_oom_kills, why_exited
+from agentenv.relay.opening import Openings, ScopeRefused
 from agentenv.relay.probes import Probes
 from agentenv.relay.quotas import Quotas
 from agentenv.relay.scopes import Scope, Scopes
@@ -81,10 +83,20 @@ class Watcher:
         #: A target's browser context (Chromium's browserContextId).
         self.contexts: dict[str, str] = {}
         #: The scopes, each with its browser context once a user connected.
-        self.scopes = Scopes(settings.scopes)
+        self.scopes = Scopes.of(settings)
         #: Run once data/reset has disposed of the scopes' contexts: the relay
         #: closes the connections still acting in them.
         self.after_reset: Callable[[], Awaitable[None]] | None = None
+        #: Ends the connections acting in a scope (the agents' only, or every
+        #: one, the control token's links in it too): set by the server.
+        self.end_connections: Callable[[str, bool, str], Awaitable[None]] | None = None
+        #: The scopes opened on demand, and the file every door reads them from.
+        self.openings = Openings.of(settings.max_scopes, settings.users, settings.scopes.values())
+        self.opened = opened_of(settings.scopes_file)
+        if settings.max_scopes:
+            # Scopes opened before the relay restarted stay open, their tokens
+            # good; their contexts are made again on their next connection.
+            self.openings.open.update(self.opened.scopes())
         self._making: dict[str, asyncio.Task[Scope]] = {}
         #: Chromium's own default browser context (the home scope's).
         self.default_context: str | None = None
@@ -203,6 +215,80 @@ class Watcher:
         self.quotas.shares.forget()  # every context but the default one went, and its data
         if self.after_reset is not None:
             await self.after_reset()
+
+    async def open_scope(self, asked: str | None) -> tuple[str, str]:
+        """``scopes/open``: a scope opened on demand, its context made with one
+        blank tab before it is handed out; its name and its token."""
+        name = self.openings.admit(asked)
+        _, token = self.openings.add(name)
+        self._write_opened()
+        try:
+            await self.take_context(name)
+        except RelayError:
+            self.openings.remove(name)
+            self._write_opened()
+            raise
+        return name, token
+
+    async def take_context(self, name: str) -> Scope:
+        """A fresh browser context with one blank tab for the scope ``name``:
+        made now (a pool of warm ones could hand one over here)."""
+        return await self.scope(name)
+
+    async def revoke_scope(self, name: str) -> None:
+        """The first half of ``scopes/close``: the scope's token admits no one
+        (every door reads the file again), its agents' connections end."""
+        self.openings.closing(name)
+        self._write_opened()
+        if self.end_connections is not None:
+            await self.end_connections(name, True, "this scope was closed")
+
+    async def close_scope(self, name: str) -> None:
+        """The second half of ``scopes/close``: every context it made disposed
+        of, every connection still in it ended, its downloads emptied, its
+        quotas and log share dropped; its name free again."""
+        self.openings.get(name)
+        await self.revoke_scope(name)
+        await self._clear_scope(name, "this scope was closed")
+        self.logbook.writer.spent.pop(name, None)
+        self.openings.remove(name)
+        self._write_opened()
+
+    async def reset_scope(self, name: str) -> None:
+        """``scopes/reset``: the scope made new, its token kept: its
+        connections ended, its contexts disposed of, its downloads emptied, its
+        quotas dropped, and a fresh context with one blank tab made."""
+        found = self.openings.get(name)
+        if found.closing:
+            raise ScopeRefused(f"scope: {name!r} is being closed: close it again", status=409)
+        await self._clear_scope(name, "this scope was reset: connect again")
+        await self.take_context(name)
+
+    async def _clear_scope(self, name: str, why: str) -> None:
+        if self.end_connections is not None:
+            await self.end_connections(name, False, why)
+        scope = self.scopes.drop(name)
+        if scope is not None:
+            for context in [scope.context, *sorted(scope.made)]:
+                if context != self.default_context:
+                    await self._own_command(
+                        "Target.disposeBrowserContext", {"browserContextId": context}
+                    )
+        self.quotas.shares.drop(name)
+        await self.downloads.empty(name)
+
+    def _write_opened(self) -> None:
+        try:
+            self.opened.write(self.openings.open)
+        except OSError as exc:
+            # Every door reads the file: one not written leaves a closed
+            # scope's token good at the app's, so the relay says so loudly.
+            log.error("the open scopes' file could not be written: %s", exc)
+            raise UpstreamError(
+                "the open scopes' file could not be written (the computer's run folder): "
+                "retry, or start a fresh computer",
+                500,
+            ) from None
 
     async def _make_scope(self, name: str) -> Scope:
         if name == self.scopes.home:
