@@ -99,6 +99,10 @@ class Admission:
         self.waiting[self._tickets] = _Waiter(key, now)
         return self._tickets
 
+    def hold(self, key: str) -> Place:
+        """A place taken whatever the bounds (what was open before a restart)."""
+        return self._take(key)
+
     def release(self, place: Place) -> list[tuple[int, Place]]:
         """Give a place back; the waiters let in, in queue order."""
         self.taken -= 1
@@ -172,12 +176,20 @@ class Gate:
         """A place for ``key``, held while the block runs. ``gone``: whether
         the waiting client went away (checked each second: it leaves the
         queue). Raises :class:`Full`."""
-        got = self.admission.ask(key, self.clock())
-        place = got if isinstance(got, Place) else await self._wait(got, gone)
+        place = await self.take(key, gone)
         try:
             yield place
         finally:
-            self._hand_on(self.admission.release(place))
+            self.give_back(place)
+
+    async def take(self, key: str, gone: Callable[[], bool] = lambda: False) -> Place:
+        """A place for ``key``, held until :meth:`give_back` (a scope's, from
+        its open to its close). Raises :class:`Full`."""
+        got = self.admission.ask(key, self.clock())
+        return got if isinstance(got, Place) else await self._wait(got, gone)
+
+    def give_back(self, place: Place) -> None:
+        self._hand_on(self.admission.release(place))
 
     async def _wait(self, ticket: int, gone: Callable[[], bool]) -> Place:
         future: asyncio.Future[Place] = asyncio.get_running_loop().create_future()

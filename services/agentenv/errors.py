@@ -52,6 +52,8 @@ class Refusal(AgentEnvError):
     names its usual status; a raise may give another."""
 
     status: int = 500
+    #: Headers of the answer besides the body's (``Retry-After`` on a 429).
+    headers: dict[str, str] | None = None
 
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)

@@ -64,7 +64,7 @@ def error_middleware(paths: Callable[[], str]) -> Callable[..., Awaitable[web.St
         try:
             return await handler(request)
         except Refusal as exc:
-            return error_response(exc.status, exc.message)
+            return error_response(exc.status, exc.message, exc.headers)
         except web.HTTPNotFound:
             return error_response(404, f"no such path here; this server has {paths()}")
         except web.HTTPMethodNotAllowed as exc:

@@ -10,6 +10,9 @@ scraped (no lock, no label lookup per command).
   ``agentenv_cdp_connections_refused_total`` (answered 429 past the queue),
   ``agentenv_cdp_connections_capacity``, ``agentenv_cdp_queue_length``,
   ``agentenv_cdp_queue_oldest_wait_seconds`` (:mod:`agentenv.admission`),
+  ``agentenv_scopes_open``, ``agentenv_scopes_capacity``,
+  ``agentenv_queue_length``, ``agentenv_queue_oldest_wait_seconds`` (the
+  ``scopes/open`` queue),
   ``agentenv_cdp_commands_total{acts}``, ``agentenv_guard_refusals_total{rule}``,
   ``agentenv_log_lines_total``, ``agentenv_log_bytes``,
   ``agentenv_log_full_refusals_total`` (past ``AGENTENV_LOG_MAX_BYTES``),
@@ -62,6 +65,13 @@ class RelayCounts:
     capacity: int = 0
     queued: Callable[[], int] = lambda: 0
     oldest_wait_s: Callable[[], float] = lambda: 0.0
+    #: Scopes opened on demand: open now, at most at once (AGENTENV_MAX_SCOPES),
+    #: and the ``scopes/open`` calls waiting for one to close: what an
+    #: autoscaler reads (deploy/kubernetes/prometheus/rules.yaml).
+    scopes_open: Callable[[], int] = lambda: 0
+    scopes_capacity: int = 0
+    scopes_queued: Callable[[], int] = lambda: 0
+    scopes_oldest_wait_s: Callable[[], float] = lambda: 0.0
 
     def refused_by(self, rule: str, count: int = 1) -> None:
         self.guard[rule] = self.guard.get(rule, 0) + count
@@ -92,6 +102,24 @@ class RelayCounts:
             "agentenv_cdp_queue_oldest_wait_seconds",
             "how long the first agent connection waiting has waited",
             value=self.oldest_wait_s(),
+        )
+        yield GaugeMetricFamily(
+            "agentenv_scopes_open", "scopes opened on demand, open now", value=self.scopes_open()
+        )
+        yield GaugeMetricFamily(
+            "agentenv_scopes_capacity",
+            "scopes this computer holds open at once (AGENTENV_MAX_SCOPES)",
+            value=self.scopes_capacity,
+        )
+        yield GaugeMetricFamily(
+            "agentenv_queue_length",
+            "scopes/open calls waiting for a scope to close",
+            value=self.scopes_queued(),
+        )
+        yield GaugeMetricFamily(
+            "agentenv_queue_oldest_wait_seconds",
+            "how long the first scopes/open call waiting has waited",
+            value=self.scopes_oldest_wait_s(),
         )
         commands = CounterMetricFamily(
             "agentenv_cdp_commands", "CDP commands on the record, by mark", labels=["acts"]

@@ -10,7 +10,8 @@ Playwright over CDP and the mcp SDK on /mcp with the minted tokens.
   under its name finds nothing of it: cookies, localStorage, downloads, tabs,
   history.
 - Only the control token opens, closes, lists or resets; names that collide
-  or climb out of the downloads folder are refused; past the cap, a clear 409.
+  or climb out of the downloads folder are refused; past the cap, an open
+  waits in the queue for a close, then 429 with Retry-After.
 - One scope's reset leaves another's state, and its connection, alone.
 - No minted token is ever written under /var/log/agentenv.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import aiohttp
@@ -30,6 +32,7 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Browser, Playwright, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.security.attacks import Agent, agent, attempt, by, clean, entries
 from tests.support.container import SITE, Computer, computer
@@ -49,7 +52,13 @@ class Minted:
 
 @pytest.fixture(scope="module")
 def pc(image: str) -> Iterator[Computer]:
-    env = {"AGENTENV_MAX_SCOPES": str(MAX_SCOPES), "AGENTENV_UPLOAD_ROOTS": RECORDINGS}
+    env = {
+        "AGENTENV_MAX_SCOPES": str(MAX_SCOPES),
+        "AGENTENV_UPLOAD_ROOTS": RECORDINGS,
+        # Past the cap one scopes/open waits, for at most 4 s.
+        "AGENTENV_QUEUE_LENGTH": "1",
+        "AGENTENV_QUEUE_WAIT_S": "4",
+    }
     with computer(image, users={"alice": "alice-token-5f1c"}, env=env) as running:
         running.serve_site()
         yield running
@@ -295,21 +304,61 @@ def test_names_that_collide_or_climb_out_are_refused(pc: Computer) -> None:
     assert not pc.op("scopes/list")["scopes"]
 
 
-def test_past_the_cap_opening_is_refused_and_the_card_shows_the_cap(pc: Computer) -> None:
+def _scrape(pc: Computer) -> dict[str, float]:
+    text = requests.get(pc.app + "/metrics", headers=pc.headers(None), timeout=10).text
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_past_the_cap_an_open_waits_for_a_close_then_429_and_the_card_shows_the_cap(
+    pc: Computer,
+) -> None:
     card = requests.get(pc.app + "/card", timeout=10).json()
     assert card["extensions"]["browser/v1"]["limits"]["max_scopes"] == MAX_SCOPES
     names = [open_scope(pc)["scope"] for _ in range(MAX_SCOPES)]
     listed = pc.op("scopes/list")
     assert sorted(s["scope"] for s in listed["scopes"]) == sorted(names)
     assert listed["max_scopes"] == MAX_SCOPES and listed["fixed"] == ["alice"]
-    refused = pc.op("scopes/open", {}, status=409)
-    assert f"AGENTENV_MAX_SCOPES={MAX_SCOPES}" in refused["error"]["message"]
-    # The fixed user is no opened scope: it still works beside a full computer.
-    assert pc.op("tabs/list", user="alice") is not None
-    close_scope(pc, names[0])
-    names[0] = open_scope(pc)["scope"]
+    seen = _scrape(pc)
+    assert seen["agentenv_scopes_open"] == MAX_SCOPES, seen
+    assert seen["agentenv_scopes_capacity"] == MAX_SCOPES and seen["agentenv_queue_length"] == 0
+
+    def ask() -> requests.Response:
+        return requests.post(
+            f"{pc.app}/v1/browser/scopes/open", json={}, headers=pc.headers(None), timeout=60
+        )
+
+    with ThreadPoolExecutor(2) as pool:
+        # One waits (the queue holds one); the next is told at once.
+        waiting = pool.submit(ask)
+        wait_for(lambda: _scrape(pc)["agentenv_queue_length"] == 1, "an open in the queue")
+        full = ask()
+        assert full.status_code == 429, full.text
+        assert 1 <= int(full.headers["Retry-After"]) <= 4, full.headers
+        said = full.json()["error"]["message"]
+        assert "all 3 scopes are taken (AGENTENV_MAX_SCOPES)" in said, said
+        assert "the queue is full" in said, said
+        # Its wait runs out: 429, saying so.
+        timed_out = waiting.result(timeout=deadline(30))
+        assert timed_out.status_code == 429, timed_out.text
+        assert "in the queue (AGENTENV_QUEUE_WAIT_S)" in timed_out.json()["error"]["message"]
+        # The fixed user is no opened scope: it still works beside a full computer.
+        assert pc.op("tabs/list", user="alice") is not None
+        # One waiting is let in when a scope closes.
+        waiting = pool.submit(ask)
+        wait_for(lambda: _scrape(pc)["agentenv_queue_length"] == 1, "an open in the queue again")
+        close_scope(pc, names[0])
+        let_in = waiting.result(timeout=deadline(30))
+    assert let_in.status_code == 200, let_in.text
+    made = let_in.json()
+    Minted.tokens.append(made["token"])
+    names[0] = made["scope"]
     for name in names:
         close_scope(pc, name)
+    assert _scrape(pc)["agentenv_scopes_open"] == 0
 
 
 async def test_one_scopes_reset_leaves_another_scopes_state_and_connection(

@@ -69,13 +69,21 @@ _REFUSED = re.compile(r"^(\d{3}): (.+)$", re.DOTALL)
 SCOPE_DEADLINE_S = 30.0
 
 
+#: How long the relay's queue says to wait, in its refusal's words.
+_RETRY = re.compile(r"\(retry after (\d+) s\)$")
+
+
 def _refusal(exc: BrowserError) -> OpError:
     """The op's answer for the relay's refusal (its status and words), or for
     a relay that did not answer (503)."""
     if isinstance(exc, CdpError) and exc.method.startswith("AgentEnv."):
         said = _REFUSED.match(exc.message.removeprefix(f"{exc.method}: "))
         if said is not None:
-            return OpError(int(said.group(1)), said.group(2))
+            refusal = OpError(int(said.group(1)), said.group(2))
+            wait = _RETRY.search(said.group(2))
+            if refusal.status == 429 and wait is not None:  # the queue's (agentenv.admission)
+                refusal.headers = {"Retry-After": wait.group(1)}
+            return refusal
     return OpError(503, f"the relay could not do it: {exc}; retry when /readyz says ready")
 
 
@@ -110,8 +118,11 @@ async def scope_op(request: web.Request, name: str, who: Caller) -> web.Response
         if name == "scopes/open":
             ask: ScopesOpen = parse(ScopesOpen, body)
             async with acting(home, who, name, ask):
+                # Past AGENTENV_MAX_SCOPES it waits in the relay's queue first.
                 made = await link.control(
-                    OpenScope(name=ask.name), ScopeMade, deadline_s=SCOPE_DEADLINE_S
+                    OpenScope(name=ask.name),
+                    ScopeMade,
+                    deadline_s=SCOPE_DEADLINE_S + app[settings_key].queue_wait_s,
                 )
             cdp, mcp = urls(request)
             opened = ScopeOpened(scope=made.scope, token=made.token, cdp_url=cdp, mcp_url=mcp)

@@ -62,9 +62,10 @@ class Openings:
         fixed = frozenset(users) | frozenset(scopes)
         return cls(max_scopes, fixed, frozenset(scope_folder(s) for s in scopes))
 
-    def admit(self, asked: str | None) -> str:
+    def admit(self, asked: str | None, cap: bool = True) -> str:
         """The name a scope may open under now; :class:`ScopeRefused` why not
-        (the one place that refuses: a queue for ``scopes/open`` wraps it)."""
+        (the one place that refuses; the queue for ``scopes/open``, in the
+        watcher, asks first without the cap, then with it once let in)."""
         if not self.max_scopes:
             raise ScopeRefused(
                 "no scope may be opened on this computer: start it with AGENTENV_MAX_SCOPES "
@@ -73,7 +74,7 @@ class Openings:
             )
         if asked is not None:
             self.check_name(asked)
-        if len(self.open) >= self.max_scopes:
+        if cap and len(self.open) >= self.max_scopes:
             raise ScopeRefused(
                 f"{len(self.open)} scopes are open, as many as this computer holds "
                 f"(AGENTENV_MAX_SCOPES={self.max_scopes}): close one with scopes/close, "

@@ -43,6 +43,7 @@ import orjson
 from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 
 from agentenv.log.cdp_params import redact_params
+from agentenv.protocol.control import ControlResult, OpenScope, ScopeMade
 from agentenv.protocol.log import ACTING
 from agentenv.relay import core, elements, password
 from agentenv.relay.auth_log import AuthLog
@@ -50,6 +51,7 @@ from agentenv.relay.causes import TAB_METHODS
 from agentenv.relay.commands import acts
 from agentenv.relay.control import Control
 from agentenv.relay.core import ClientState, Kind, Pending, Step
+from agentenv.relay.errors import RelayError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, COUNTED, InFlight, Meter
 from agentenv.relay.metered import MeteredReader
@@ -455,13 +457,30 @@ class _Bridge(ToClient):
         if step.control is None:
             await self._answer(step.error_answer())
             return
+        if isinstance(step.control, OpenScope):
+            # It may wait in the scopes' queue for a close, which comes on
+            # this same link: the link reads on meanwhile.
+            self.watcher.spawn(self._open_scope(step))
+            return
+        await self._control_run(step)
+
+    async def _open_scope(self, step: Step) -> None:
+        result = await self._control_run(step)
+        if self.client.closed and isinstance(result, ScopeMade):
+            # Nobody was told its token: a scope opened for no one closes again.
+            with contextlib.suppress(RelayError):
+                await self.watcher.close_scope(result.scope)
+
+    async def _control_run(self, step: Step) -> ControlResult | None:
+        assert step.control is not None
         try:
             result = await self.control.run(step.control)
         except ValueError as exc:
             step.code, step.error = -32602, f"{step.method}: {exc}"
             await self._answer(step.error_answer())
-            return
+            return None
         await self._answer({"id": step.call, "result": result.model_dump(mode="json")})
+        return result
 
 
 async def bridge(

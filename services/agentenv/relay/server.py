@@ -320,6 +320,11 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     auth = app[auth_key] = AuthLog(writer)
     watcher = Watcher(settings, app[client_key], logbook)
     app[watcher_key] = watcher
+    scopes = watcher.scope_gate
+    counts.scopes_open = lambda: len(watcher.openings.open)
+    counts.scopes_capacity = settings.max_scopes
+    counts.scopes_queued = scopes.admission.length
+    counts.scopes_oldest_wait_s = lambda: scopes.admission.oldest_wait(scopes.clock())
     app[shared_key] = Shared(
         logbook, watcher, app[granted_key], app[inflight_key], app[reading_key], auth
     )

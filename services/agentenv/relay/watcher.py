@@ -33,6 +33,7 @@ import aiohttp
 import orjson
 
 from agentenv.access import Identity
+from agentenv.admission import Admission, Full, Gate
 from agentenv.calls import Calls
 from agentenv.opened import opened_of
 from agentenv.protocol.urls import tab as is_tab
@@ -97,6 +98,19 @@ class Watcher:
             # Scopes opened before the relay restarted stay open, their tokens
             # good; their contexts are made again on their next connection.
             self.openings.open.update(self.opened.scopes())
+        #: Past AGENTENV_MAX_SCOPES, a scopes/open waits here for a close
+        #: (agentenv.admission): each open scope holds a place until closed.
+        self.scope_gate = Gate(
+            Admission(
+                capacity=settings.max_scopes,
+                per_key=0,
+                queue_length=settings.queue_length,
+                wait_s=settings.queue_wait_s,
+                what="scopes",
+                capacity_setting="AGENTENV_MAX_SCOPES",
+            )
+        )
+        self._places = {n: self.scope_gate.admission.hold(n) for n in self.openings.open}
         self._making: dict[str, asyncio.Task[Scope]] = {}
         #: Chromium's own default browser context (the home scope's).
         self.default_context: str | None = None
@@ -219,16 +233,34 @@ class Watcher:
     async def open_scope(self, asked: str | None) -> tuple[str, str]:
         """``scopes/open``: a scope opened on demand, its context made with one
         blank tab before it is handed out; its name and its token."""
-        name = self.openings.admit(asked)
-        _, token = self.openings.add(name)
-        self._write_opened()
+        self.openings.admit(asked, cap=False)  # a bad name is refused before any wait
         try:
+            place = await self.scope_gate.take(asked or "")
+        except Full as full:
+            raise ScopeRefused(f"{full.why} (retry after {full.retry_after} s)", 429) from None
+        try:
+            name = self.openings.admit(asked)  # the name again: another may have taken it
+            _, token = self.openings.add(name)
+        except BaseException:
+            self.scope_gate.give_back(place)
+            raise
+        self._places[name] = place
+        try:
+            self._write_opened()
             await self.take_context(name)
         except RelayError:
-            self.openings.remove(name)
-            self._write_opened()
+            self._removed(name)
+            with contextlib.suppress(RelayError):
+                self._write_opened()
             raise
         return name, token
+
+    def _removed(self, name: str) -> None:
+        """``name`` is no longer open: its place goes to the next waiting."""
+        self.openings.remove(name)
+        place = self._places.pop(name, None)
+        if place is not None:
+            self.scope_gate.give_back(place)
 
     async def take_context(self, name: str) -> Scope:
         """A fresh browser context with one blank tab for the scope ``name``:
@@ -251,7 +283,7 @@ class Watcher:
         await self.revoke_scope(name)
         await self._clear_scope(name, "this scope was closed")
         self.logbook.writer.spent.pop(name, None)
-        self.openings.remove(name)
+        self._removed(name)
         self._write_opened()
 
     async def reset_scope(self, name: str) -> None:
