@@ -129,19 +129,21 @@ def _sign_up(pc: Computer) -> None:
         browser.close()
 
 
-def _recorded(pc: Computer, shared: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """A recording of the sign-up with ``har: {bodies: true}``: its manifest
-    and every file it uploaded, by name."""
+def _recorded(
+    pc: Computer, shared: Path, scope: str | None
+) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """A recording of the sign-up with ``har: {bodies: true}`` (of ``scope``
+    alone, or the computer's): its manifest and every file it uploaded, by name."""
     prefix = shared / uuid.uuid4().hex[:8]
-    started = pc.recording(
-        "start",
-        {
-            "request_id": uuid.uuid4().hex,
-            "name": "sign-up",
-            "upload": {"url": f"file://{prefix}"},
-            "har": {"bodies": True},
-        },
-    )
+    asked: dict[str, Any] = {
+        "request_id": uuid.uuid4().hex,
+        "name": "sign-up",
+        "upload": {"url": f"file://{prefix}"},
+        "har": {"bodies": True},
+    }
+    if scope is not None:
+        asked["scope"] = scope
+    started = pc.recording("start", asked)
     _sign_up(pc)
     manifest = pc.recording("end", {"recording_id": started["recording_id"]})
     folder = prefix / str(started["recording_id"])
@@ -181,7 +183,13 @@ def _key_by_key(objects: dict[str, bytes]) -> dict[str, bytes]:
 def test_typed_secrets_are_in_no_byte_of_a_recording_with_bodies(
     pc: Computer, shared: Path
 ) -> None:
-    manifest, objects = _recorded(pc, shared)
+    no_typed_secret_in_a_recording(pc, shared, None)
+
+
+def no_typed_secret_in_a_recording(pc: Computer, shared: Path, scope: str | None) -> None:
+    """alice signs up while ``scope`` (or the whole computer) is recorded:
+    every request is in the HAR with its body, no secret in any byte."""
+    manifest, objects = _recorded(pc, shared, scope)
     assert {"log.jsonl", "network.har", "manifest.json", "start.json"} <= set(objects), objects
     assert any(name.startswith("frames/") for name in objects), sorted(objects)
     assert manifest["har"]["file"] == "network.har" and manifest["har"]["parts"], manifest["har"]

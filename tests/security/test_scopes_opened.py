@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -80,14 +81,16 @@ KINDS = ["fixed-and-opened", "opened"]
 
 
 @contextmanager
-def _opened(image: str, kind: str, env: dict[str, str] | None = None) -> Iterator[Computer]:
+def _opened(
+    image: str, kind: str, env: dict[str, str] | None = None, **kwargs: Any
+) -> Iterator[Computer]:
     """alice and bob, as the tests name them, bob (and alice) opened on demand."""
     fixed = {"alice": USERS["alice"]} if kind == "fixed-and-opened" else {}
     # Two may be opened, and eight Playwright MCPs: each caller's share of
     # them (the fixed users and the scopes that may be opened) is 2 or more,
     # as on the fixed users' computer the tests were written for.
     settings = {"AGENTENV_MAX_SCOPES": "2", "AGENTENV_MCP_SESSIONS": "8", **(env or {})}
-    with computer(image, users=fixed, env=settings) as running:
+    with computer(image, users=fixed, env=settings, **kwargs) as running:
         running.serve_site()
         for name in ("alice", "bob"):
             if name not in fixed:

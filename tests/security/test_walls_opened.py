@@ -13,6 +13,7 @@ with no fixed user at all, where alice and bob are scopes opened with
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +35,7 @@ from tests.security.test_extensions_and_targets import (
     test_agentenv_commands_need_the_control_token,
     test_commands_the_table_refuses_are_refused_with_their_reason,
 )
+from tests.security.test_har_bodies import no_typed_secret_in_a_recording, shared
 from tests.security.test_loopback import (
     test_a_fresh_tabs_blank_page_reaches_no_inner_port,
     test_a_page_at_the_computers_own_address_reaches_no_inner_port,
@@ -62,6 +64,7 @@ from tests.security.test_urls import (
 from tests.support.container import Computer
 
 __all__ = [
+    "shared",
     "test_a_binary_frame_closes_with_a_reason",
     "test_a_crafted_host_never_reaches_a_url_handed_back",
     "test_a_fresh_tabs_blank_page_reaches_no_inner_port",
@@ -102,3 +105,18 @@ def target(image: str) -> Iterator[Computer]:
     """alice and bob both opened on demand, on a computer with no fixed user."""
     with _opened(image, "opened") as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def recorded(image: str, shared: Path) -> Iterator[Computer]:
+    """As test_har_bodies.py's: alice opened, recordings may upload under ``shared``."""
+    env = {"AGENTENV_UPLOAD_ROOTS": str(shared)}
+    with _opened(image, "opened", env, shared=shared) as running:
+        yield running
+
+
+def test_typed_secrets_are_in_no_byte_of_an_opened_scopes_recording(
+    recorded: Computer, shared: Path
+) -> None:
+    """test_har_bodies.py's sign-up, alice an opened scope, her scope recorded."""
+    no_typed_secret_in_a_recording(recorded, shared, "alice")
