@@ -161,11 +161,9 @@ class Schedule:
         self.hosts[key] = host
         return host
 
-    def ready(self, old: str, key: str) -> None:
-        """The computer started as ``old`` is ready, known from now on as ``key``."""
-        host = self.hosts.pop(old)
-        host.key, host.state = key, "ready"
-        self.hosts[key] = host
+    def ready(self, key: str) -> None:
+        """The computer started as ``key`` is ready."""
+        self.hosts[key].state = "ready"
 
     def failed(self, key: str) -> None:
         """The provisioner could not give the computer started as ``key``."""
@@ -219,9 +217,10 @@ class Schedule:
 
 
 def attempt_status(status: str, broke: bool) -> str:
-    """An attempt's status: ``infrastructure`` whatever the task did when a
-    computer it ran on broke under it (its agent lost its browser), else ``status``."""
-    return "infrastructure" if broke else status
+    """An attempt's status: a task that failed when a computer it ran on
+    broke under it is an infrastructure failure (its agent lost its browser);
+    one done is done (its recording verified whole)."""
+    return "infrastructure" if broke and status == "failed" else status
 
 
 def retry(status: str, attempt: int, retries: int) -> bool:
