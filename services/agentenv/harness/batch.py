@@ -84,6 +84,8 @@ class Attempt:
     number: int
     avoid: frozenset[str]
     leases: list[tuple[str, ScopedComputer]] = field(default_factory=list)
+    #: The name of each computer it ran on, by key (kept: a broken one is gone after).
+    names: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -410,8 +412,7 @@ class Batch:
 
     def _where(self, attempt: Attempt) -> dict[str, Any]:
         """Which computer and scope(s) an attempt ran in, for results.jsonl (no token)."""
-        with self._lock:
-            names = [computer_name(self.hosts[k]) for k, _ in attempt.leases if k in self.hosts]
+        names = [attempt.names[k] for k, _ in attempt.leases]
         scopes = {a: s for _, scoped in attempt.leases for a, s in scoped.scopes.items()}
         return {
             "computer": ", ".join(dict.fromkeys(names)) or None,
@@ -460,6 +461,7 @@ class Batch:
                 self._give_back_drained()
                 raise
             attempt.leases.append((key, scoped))
+            attempt.names[key] = computer_name(host)
             return scoped
 
     def _reserve(
