@@ -171,3 +171,29 @@ def test_a_task_that_failed_on_a_computer_that_broke_is_infrastructure() -> None
     assert attempt_status("failed", broke=True) == "infrastructure"
     assert attempt_status("done", broke=True) == "done"
     assert attempt_status("failed", broke=False) == "failed"
+
+
+def test_a_tasks_steps_act_in_the_scopes_opened_for_its_agents() -> None:
+    from agentenv.harness.computer import ComputerError
+    from agentenv.harness.scoped import ScopedComputer
+
+    one = ScopedComputer("http://a", "http://c", scopes={"scripted": "s1"})
+    assert one._in(None) == "s1"  # the step names no agent: the task's one
+    assert one._in("scripted") == "s1"
+    with pytest.raises(ComputerError, match="no agent 'other'"):
+        one._in("other")  # never the home scope, nor another task's
+    two = ScopedComputer("http://a", "http://c", scopes={"a": "s1", "b": "s2"})
+    assert two._in("b") == "s2"
+    with pytest.raises(ComputerError, match="several agents"):
+        two._in(None)
+
+
+@pytest.mark.parametrize("whole", [["--reuse"], ["--store", "file"]])
+def test_k_above_one_with_a_computer_per_task_is_refused(
+    whole: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentenv.harness.cli import main
+
+    status = main(["run", "a.yaml", "b.yaml", *whole, "--scopes-per-computer", "2"])
+    assert status == 2
+    assert "--scopes-per-computer 1; nothing was deployed" in capsys.readouterr().err
