@@ -23,7 +23,18 @@ computer between its tasks: before the next task it is reset with
 ``data/reset`` (one blank tab; no cookies, granted permissions,
 downloads or HTTP cache; the storage of the origins the computer knows of
 cleared, every site the log saw since the last reset among them; the image
-keeps no history), and the pool stops it at the end. Ctrl-C cancels:
+keeps no history), and the pool stops it at the end.
+
+``--scopes-per-computer K`` (K > 1, the default 4) runs the tasks on scopes:
+a pool of ``ceil(parallel / K)`` computers from a
+:class:`~.provision.Provisioner`, each serving up to K tasks at once, where
+:class:`~.scheduling.Schedule` says (room counted and read from each
+computer's ``/metrics``); each task's agents get scopes opened for them
+(:func:`~.scoped.open_for`), closed when it ends. A computer whose Chromium
+restarted fails the tasks in flight on it as infrastructure; each is tried
+again on another computer (``retries``) and the broken one is given back to
+be replaced. Each result names its ``computer``, ``scope`` and ``attempts``.
+Ctrl-C cancels:
 each run stops its agent, ends its open recordings and stops the computers it
 started, and tasks not begun are not begun. Exit status: 0 every task done,
 1 one failed, 3 an infrastructure failure (or cancelled), 2 bad input.
