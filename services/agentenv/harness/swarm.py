@@ -70,9 +70,11 @@ def deploy_service(
     host: str = "127.0.0.1",
     agents: dict[str, str] | None = None,
     networks: list[str] | None = None,
+    settings: dict[str, str] | None = None,
 ) -> Computer:
     """Start a computer as a one-replica swarm service on ``networks`` (the run
-    store's overlay, ``--network``) and wait until it is ready."""
+    store's overlay, ``--network``), with more ``settings`` in its
+    environment, and wait until it is ready."""
     import docker
     from docker.types import EndpointSpec, Mount, Resources, RestartPolicy
 
@@ -83,7 +85,11 @@ def deploy_service(
         service = client.services.create(
             image or DEFAULT_IMAGE,
             name=name,
-            env=[f"AGENTENV_CONTROL_TOKEN={control}", f"AGENTENV_USERS={users_setting(agents)}"],
+            env=[
+                *(f"{k}={v}" for k, v in (settings or {}).items()),
+                f"AGENTENV_CONTROL_TOKEN={control}",
+                f"AGENTENV_USERS={users_setting(agents)}",
+            ],
             labels={HARNESS_LABEL: "1"},
             container_labels={HARNESS_LABEL: "1"},
             networks=list(networks or []),
