@@ -1,5 +1,5 @@
 """``python -m bench [NAME ...]``: log, log-filed, relay, mcp, recorder, viewer, live,
-container, fleet, density, fairness, video, har, verify, simulate (default:
+container, fleet, batch-scopes, density, fairness, video, har, verify, simulate (default:
 every one, in that order). Each is the module of its name (``log-filed``: ``bench.log_filed``),
 whose ``run()`` returns the figures it prints."""
 
@@ -21,6 +21,7 @@ NAMES = (
     "live",
     "container",
     "fleet",
+    "batch-scopes",
     "density",
     "fairness",
     "video",

@@ -93,7 +93,7 @@ async def test_a_pages_own_script_is_stopped_by_chromium(target: Computer) -> No
         )
         assert str(reads).startswith("refused"), reads
         await alice.call("Target.closeTarget", {"targetId": tab})
-    listed = target.op("tabs/list")
+    listed = target.op("tabs/list", user="alice")  # alice's tabs: the ones she may attach
     assert all("passwd" not in t["url"] and not t["url"].startswith("chrome:") for t in listed)
     # Whatever a page tried, no tab shows a local page's content.
     async with agent(target) as alice:

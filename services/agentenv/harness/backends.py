@@ -30,18 +30,30 @@ def start(
     namespace: str | None = None,
     kube_context: str | None = None,
     networks: list[str] | None = None,
+    settings: dict[str, str] | None = None,
 ) -> Computer:
     """Start a computer from ``image`` on ``backend`` for ``agents`` (name ->
     token), on the Docker ``networks`` (the run store's, ``--network``; not
-    for Kubernetes), and wait until it is ready; the caller stops it."""
+    for Kubernetes), with more ``settings`` in its environment (such as
+    ``AGENTENV_MAX_SCOPES``), and wait until it is ready; the caller stops it."""
     if backend == "swarm":
         from agentenv.harness.swarm import deploy_service
 
-        return deploy_service(image, agents=agents, networks=networks)
+        return deploy_service(image, agents=agents, networks=networks, settings=settings)
     if backend == "kubernetes":
         from agentenv.harness.kubernetes import deploy_pod
 
-        return deploy_pod(image, agents=agents, namespace=namespace, context=kube_context)
+        return deploy_pod(
+            image, agents=agents, namespace=namespace, context=kube_context, settings=settings
+        )
     if backend == "docker":
-        return deploy(image, None, None, artifacts=artifacts, agents=agents, networks=networks)
+        return deploy(
+            image,
+            None,
+            None,
+            artifacts=artifacts,
+            agents=agents,
+            networks=networks,
+            settings=settings,
+        )
     raise ValueError(f"no backend {backend!r}: one of {', '.join(BACKENDS)}")

@@ -32,8 +32,10 @@ started, and tasks not begun are not begun. Exit status: 0 every task done,
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
+import secrets
 import signal
 import sys
 import threading
@@ -47,17 +49,43 @@ from agentenv.harness.attest import results_fields
 from agentenv.harness.backends import start
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens
 from agentenv.harness.errors import HarnessError
-from agentenv.harness.fleet import Fleet
+from agentenv.harness.fleet import Fleet, samples
 from agentenv.harness.preflight import preflight
+from agentenv.harness.provision import EngineProvisioner, Provisioner
 from agentenv.harness.run_store import RunStore, StoreOptions, records, store_problem
 from agentenv.harness.runner import EXIT_INFRA, EXIT_OK, EXIT_TASK_FAILED, Run
+from agentenv.harness.scheduling import (
+    Schedule,
+    Start,
+    Use,
+    attempt_status,
+    pool_size,
+    retry,
+)
+from agentenv.harness.scoped import ScopedComputer, close_for, computer_name, open_for
 from agentenv.harness.steps import Task, TaskError, load_task
 from agentenv.protocol.browser import Empty
 
-__all__ = ["Batch", "Planned", "mind2web_task", "plan"]
+__all__ = ["DEFAULT_SCOPES_PER_COMPUTER", "Batch", "Planned", "mind2web_task", "plan"]
 
 TASK_SUFFIXES = (".yaml", ".yml", ".json")
 STATUS = {EXIT_OK: "done", EXIT_TASK_FAILED: "failed", EXIT_INFRA: "infrastructure"}
+#: ``--scopes-per-computer``'s default (docs/harness.md says why).
+DEFAULT_SCOPES_PER_COMPUTER = 4
+#: The longest a task waits for room on a computer of the pool.
+LEND_WAIT_S = 600.0
+
+
+@dataclass
+class Attempt:
+    """One try of a task on scopes: where it ran (schedule key, its scopes)."""
+
+    id: str
+    number: int
+    avoid: frozenset[str]
+    leases: list[tuple[str, ScopedComputer]] = field(default_factory=list)
+    #: The name of each computer it ran on, by key (kept: a broken one is gone after).
+    names: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -175,8 +203,43 @@ class Batch:
     resets: list[float] = field(default_factory=list)
     #: The computers' ``/metrics``, added up (the table's last line).
     fleet: Fleet = field(default_factory=Fleet)
+    #: K: tasks a computer serves at once, each in scopes of its own; 1 is a
+    #: computer per task (started by the run, or ``--reuse``'s pool).
+    scopes_per_computer: int = 1
+    #: Times a task that failed as infrastructure on scopes is tried again.
+    retries: int = 1
+    #: Where computers come from on scopes (default: :class:`EngineProvisioner`).
+    provisioner: Provisioner | None = None
+    schedule: Schedule | None = None
+    #: The pool on scopes: schedule key -> the computer.
+    hosts: dict[str, Computer] = field(default_factory=dict)
+    _room: threading.Condition | None = None
 
-    def _lend(self, image: str | None) -> Computer:
+    def __post_init__(self) -> None:
+        self._room = threading.Condition(self._lock)
+        if self.scopes_per_computer > 1:
+            most = max((len(p.task.agents()) or 1 for p in self.tasks), default=1)
+            if self.provisioner is None:
+                self.provisioner = EngineProvisioner(
+                    self.scopes_per_computer * most,
+                    self.backend,
+                    self.namespace,
+                    self.kube_context,
+                    networks=lambda: self._stores().networks(
+                        any(records(p.task) for p in self.tasks)
+                    ),
+                )
+            self.schedule = Schedule(
+                self.scopes_per_computer,
+                pool_size(self.parallel, self.scopes_per_computer),
+                self.provisioner.max_scopes,
+            )
+
+    @property
+    def on_scopes(self) -> bool:
+        return self.schedule is not None
+
+    def _lend(self, image: str | None, wanted: list[str] | None = None) -> Computer:
         """This worker's computer for ``image``: started the first time, reset after."""
         mine: dict[str | None, Computer] = self._local.__dict__.setdefault("computers", {})
         computer = mine.get(image)
@@ -237,9 +300,25 @@ class Batch:
         if self.stopping.is_set():
             self.results[planned.name] = {"task": planned.name, "status": "not run"}
             return
+        if self.on_scopes:
+            self._on_scopes(planned)
+            return
         folder = self.out / planned.name
         folder.mkdir(parents=True, exist_ok=True)
         began = time.monotonic()
+        run, status = self._run(planned, folder, self._lend if self.reuse else None)
+        took = time.monotonic() - began
+        with self._lock:
+            self.results[planned.name] = self._result(planned, run, status, took, folder)
+        self.say(f"{planned.name}: {STATUS.get(status, 'infrastructure')} in {took:.1f}s")
+
+    def _run(
+        self,
+        planned: Planned,
+        folder: Path,
+        lend: Any,
+    ) -> tuple[Run, int]:
+        """``planned`` run once in ``folder``, its terminal output in its run.log."""
         with open(folder / "run.log", "w") as log:
             run = Run(
                 planned.task,
@@ -247,7 +326,7 @@ class Batch:
                 stream=log,
                 store_options=self.store_options,
                 stores=self._stores(),
-                lend=self._lend if self.reuse else None,
+                lend=lend,
                 backend=self.backend,
                 namespace=self.namespace,
                 kube_context=self.kube_context,
@@ -260,26 +339,208 @@ class Batch:
             except Exception as exc:  # a bug in one task's run must not stop the others
                 log.write(f"the run failed: {type(exc).__name__}: {exc}\n")
                 status = EXIT_INFRA
-        took = time.monotonic() - began
         with self._lock:
             self.runs.pop(planned.name, None)
-            self.results[planned.name] = {
-                "task": planned.name,
-                "source": planned.source,
-                "status": STATUS.get(status, "infrastructure"),
-                "exit_status": status,
-                "seconds": round(took, 2),
-                "out": str(folder),
-                "answer": run.answer,
-                "failures": [
-                    f"{k}: {v.get('error')}"
-                    for k, v in run.metadata.get("steps", {}).items()
-                    if not v.get("ok", True)
-                ],
-                # The evidence of its recording (harness/attest.py).
-                **results_fields(run.metadata),
-            }
-        self.say(f"{planned.name}: {STATUS.get(status, 'infrastructure')} in {took:.1f}s")
+        return run, status
+
+    def _result(
+        self, planned: Planned, run: Run, status: int, took: float, folder: Path
+    ) -> dict[str, Any]:
+        return {
+            "task": planned.name,
+            "source": planned.source,
+            "status": STATUS.get(status, "infrastructure"),
+            "exit_status": status,
+            "seconds": round(took, 2),
+            "out": str(folder),
+            "answer": run.answer,
+            "failures": [
+                f"{k}: {v.get('error')}"
+                for k, v in run.metadata.get("steps", {}).items()
+                if not v.get("ok", True)
+            ],
+            # The evidence of its recording (harness/attest.py).
+            **results_fields(run.metadata),
+        }
+
+    # -- on scopes (--scopes-per-computer K) ---------------------------------------
+
+    def _on_scopes(self, planned: Planned) -> None:
+        """``planned`` in scopes of its own on a computer of the pool, tried
+        again on another after an infrastructure failure (``retries``)."""
+        folder = self.out / planned.name
+        avoid: frozenset[str] = frozenset()
+        attempts: list[dict[str, Any]] = []
+        began = time.monotonic()
+        number = 0
+        while True:
+            number += 1
+            if folder.exists():  # an earlier attempt's: kept beside, named by its number
+                folder.rename(self.out / f"{planned.name}.attempt-{number - 1}")
+                attempts[-1]["out"] = str(self.out / f"{planned.name}.attempt-{number - 1}")
+            folder.mkdir(parents=True, exist_ok=True)
+            attempt = Attempt(f"{planned.name}#{number}-{secrets.token_hex(3)}", number, avoid)
+            tried = time.monotonic()
+            run, status = self._run(planned, folder, functools.partial(self._place, attempt))
+            broke = self._let_go(attempt, run)
+            outcome = attempt_status(STATUS.get(status, "infrastructure"), broke)
+            where = self._where(attempt)
+            attempts.append(
+                {
+                    "attempt": number,
+                    "status": outcome,
+                    "exit_status": status,
+                    "seconds": round(time.monotonic() - tried, 2),
+                    **where,
+                    "computer_broke": broke,
+                    "out": str(folder),
+                }
+            )
+            if outcome != STATUS.get(status) and outcome == "infrastructure":
+                status = EXIT_INFRA
+            if self.stopping.is_set() or not retry(outcome, number, self.retries):
+                break
+            self.say(f"{planned.name}: infrastructure failure on {where['computer']}; trying again")
+            avoid = avoid | {key for key, _ in attempt.leases}
+        took = time.monotonic() - began
+        with self._lock:
+            result = self._result(planned, run, status, took, folder)
+            result.update(where, attempts=attempts)
+            self.results[planned.name] = result
+        shown = f" on {where['computer']}" if where["computer"] else ""
+        self.say(f"{planned.name}: {STATUS.get(status, 'infrastructure')} in {took:.1f}s{shown}")
+
+    def _where(self, attempt: Attempt) -> dict[str, Any]:
+        """Which computer and scope(s) an attempt ran in, for results.jsonl (no token)."""
+        names = [attempt.names[k] for k, _ in attempt.leases]
+        scopes = {a: s for _, scoped in attempt.leases for a, s in scoped.scopes.items()}
+        return {
+            "computer": ", ".join(dict.fromkeys(names)) or None,
+            "scope": ", ".join(scopes.values()) or None,
+            "scopes": scopes,
+        }
+
+    def _place(self, attempt: Attempt, image: str | None, agents: list[str]) -> Computer:
+        """A run's ``lend`` on scopes: a computer of the pool with room (waiting
+        for one, or starting one), and a scope opened there for each agent."""
+        assert self.schedule is not None and self.provisioner is not None
+        assert self._room is not None
+        need = len(agents) or 1
+        end = time.monotonic() + LEND_WAIT_S
+        while True:
+            key, start = self._reserve(attempt, image, need, end)
+            if start:
+                try:
+                    computer = self.provisioner.provide(image)
+                except Exception as exc:
+                    with self._room:
+                        self.schedule.failed(key)
+                        self._room.notify_all()
+                    raise ComputerError(f"no computer for the pool: {exc}") from None
+                with self._room:
+                    self.hosts[key] = computer
+                    self.schedule.ready(key)
+                    self._room.notify_all()
+            with self._room:
+                while key in self.schedule.hosts and self.schedule.hosts[key].state == "starting":
+                    self._room.wait(1.0)
+                    if time.monotonic() > end:
+                        self.schedule.end(key, attempt.id)
+                        raise ComputerError("the pool's computer did not start in time")
+                if key not in self.schedule.hosts:
+                    continue  # it failed to start: placed again
+                host = self.hosts[key]
+            try:
+                scoped = open_for(host, agents)
+            except ComputerError:
+                with self._room:
+                    self.schedule.end(key, attempt.id)
+                    if not host.ready():
+                        self.schedule.broke(key)
+                    self._room.notify_all()
+                self._give_back_drained()
+                raise
+            attempt.leases.append((key, scoped))
+            attempt.names[key] = computer_name(host)
+            return scoped
+
+    def _reserve(
+        self, attempt: Attempt, image: str | None, need: int, end: float
+    ) -> tuple[str, bool]:
+        """A computer of the pool with room held for ``attempt``: (its key,
+        whether the caller starts it)."""
+        assert self.schedule is not None and self._room is not None
+        with self._room:
+            while True:
+                if self.stopping.is_set():
+                    raise ComputerError("the batch is stopping: the task was not placed")
+                decision = self.schedule.place(need, image, attempt.avoid)
+                if isinstance(decision, Use):
+                    self.schedule.take(decision.key, attempt.id, need)
+                    return decision.key, False
+                if isinstance(decision, Start):
+                    key = f"computer-{secrets.token_hex(4)}"
+                    self.schedule.starting(key, image)
+                    self.schedule.take(key, attempt.id, need)
+                    return key, True
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise ComputerError(
+                        f"no computer of the pool had room for {LEND_WAIT_S:.0f} s "
+                        "(each serves --scopes-per-computer tasks)"
+                    )
+                self._room.wait(min(left, 2.0))
+
+    def _let_go(self, attempt: Attempt, run: Run) -> bool:
+        """Close an ended attempt's scopes and free its room; True when a
+        computer it ran on broke under it (its Chromium restarted, or it no
+        longer answers)."""
+        assert self.schedule is not None and self._room is not None
+        broke = False
+        for key, scoped in attempt.leases:
+            problems = close_for(scoped)
+            host = scoped.host
+            assert host is not None
+            text = host.metrics(timeout_s=10.0)
+            with self._room:
+                if text is None and not host.ready():
+                    self.schedule.broke(key)
+                elif text is not None:
+                    with contextlib.suppress(ValueError):
+                        if self.schedule.seen(key, samples(text)):
+                            self._broke_said(key)
+                broke = broke or self.schedule.is_broken(key)
+                self.schedule.end(key, attempt.id)
+                self._room.notify_all()
+            if problems and not broke:
+                run.say("; ".join(problems))
+        self._give_back_drained()
+        return broke
+
+    def _broke_said(self, key: str) -> None:
+        name = computer_name(self.hosts[key]) if key in self.hosts else key
+        # Under the lock: print straight, as say would.
+        print(
+            f"computer {name} broke (its Chromium restarted): its tasks in flight are "
+            "tried again elsewhere, and it is replaced",
+            file=self.stream or sys.stdout,
+            flush=True,
+        )
+
+    def _give_back_drained(self) -> None:
+        """Give back the broken computers no task runs on any more."""
+        assert self.schedule is not None and self.provisioner is not None
+        with self._lock:
+            gone = [self.hosts.pop(k, None) for k in self.schedule.drained()]
+        for computer in gone:
+            if computer is None:
+                continue
+            with contextlib.suppress(Exception):
+                self._last_counts(computer)
+            try:
+                self.provisioner.give_back(computer, True)
+            except Exception as exc:  # the engine's: report, go on
+                self.say(f"could not give back a broken computer: {exc}")
 
     def _last_counts(self, computer: Computer) -> None:
         """A computer's counts, read once more before it stops: its last word
@@ -289,13 +550,25 @@ class Batch:
             self.fleet.seen(computer.key, text, final=True)
 
     def _scrape(self) -> None:
-        """A round of ``/metrics`` from every computer running now."""
+        """A round of ``/metrics`` from every computer running now; on scopes,
+        the pool's room and health as they say."""
         with self._lock:
             live = {c.key: c for r in self.runs.values() for c in list(r.computers.values())}
             live.update((c.key, c) for c in self.pool)
+            pool = dict(self.hosts)
+            live.update((c.key, c) for c in pool.values())
         answers = {key: computer.metrics() for key, computer in live.items()}
         with self._lock:
             self.fleet.round(key for key, text in answers.items() if self.fleet.seen(key, text))
+            if self.schedule is not None and self._room is not None:
+                for key, computer in pool.items():
+                    text = answers.get(computer.key)
+                    if text is None:
+                        continue
+                    with contextlib.suppress(ValueError):
+                        if self.schedule.seen(key, samples(text)):
+                            self._broke_said(key)
+                self._room.notify_all()
 
     def _table(self) -> str:
         with self._lock:
@@ -309,7 +582,8 @@ class Batch:
 
     def run(self) -> int:
         self.out.mkdir(parents=True, exist_ok=True)
-        self.say(f"{len(self.tasks)} tasks, {self.parallel} at a time; results in {self.out}")
+        each = f", up to {self.scopes_per_computer} a computer" if self.on_scopes else ""
+        self.say(f"{len(self.tasks)} tasks, {self.parallel} at a time{each}; results in {self.out}")
         began = time.monotonic()
         pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="task")
         futures: list[Future[None]] = [pool.submit(self._one, p) for p in self.tasks]
@@ -343,6 +617,7 @@ class Batch:
                     computer.stop()
                 except Exception as exc:  # the docker SDK's: report, go on stopping
                     self.say(f"could not stop a computer: {exc}")
+            self._give_back_all()
             if self.stores is not None:
                 try:
                     self.stores.close()  # after the last computer: it leaves the network
@@ -351,6 +626,22 @@ class Batch:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
         return self._summary(time.monotonic() - began)
+
+    def _give_back_all(self) -> None:
+        """The end of a batch on scopes: every computer of the pool given back."""
+        if self.provisioner is None:
+            return
+        with self._lock:
+            pool = list(self.hosts.items())
+            self.hosts.clear()
+        for key, computer in pool:
+            with contextlib.suppress(Exception):
+                self._last_counts(computer)
+            broken = self.schedule is not None and self.schedule.is_broken(key)
+            try:
+                self.provisioner.give_back(computer, broken)
+            except Exception as exc:  # the engine's: report, go on stopping
+                self.say(f"could not stop a computer: {exc}")
 
     def _still_stopping(self, signum: int, frame: Any) -> None:
         self.say("still stopping: ending recordings and stopping computers (kill -9 leaves them)")

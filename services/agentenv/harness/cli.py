@@ -66,6 +66,22 @@ def main(argv: list[str] | None = None) -> int:
         help="keep each worker's computer between tasks, reset with data/reset",
     )
     run.add_argument(
+        "--scopes-per-computer",
+        type=int,
+        metavar="K",
+        help="tasks a computer of the batch's warm pool serves at once, each in scopes of "
+        "its own opened with scopes/open (default 4; 1: a computer per task, as with "
+        "--reuse or --store file)",
+    )
+    run.add_argument(
+        "--retries",
+        type=int,
+        default=1,
+        metavar="N",
+        help="on scopes, times a task that failed as infrastructure (its computer's "
+        "Chromium died, say) is tried again on another computer (default 1)",
+    )
+    run.add_argument(
         "--store",
         default="local",
         help="where recordings go: local (an S3 server for the run, the default), "
@@ -160,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         or args.tasks[0].suffix == ".jsonl"
         or args.reuse
         or args.backend != "docker"
+        or args.scopes_per_computer is not None
     ):
         return _batch(args)
     path = args.task if args.command == "check" else args.tasks[0]
@@ -206,6 +223,9 @@ def _batch(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    per_computer = _per_computer(args)
+    if per_computer is None:
+        return EXIT_BAD_INPUT
     try:
         tasks = plan(args.tasks, args.agent, args.image)
     except TaskError as exc:
@@ -221,11 +241,40 @@ def _batch(args: argparse.Namespace) -> int:
         namespace=args.namespace,
         kube_context=args.kube_context,
         store_options=_store_options(args),
+        scopes_per_computer=per_computer,
+        retries=args.retries,
     )
     problems = batch.problems()
     if problems:
         return _refused("the tasks", problems)
     return batch.run()
+
+
+def _per_computer(args: argparse.Namespace) -> int | None:
+    """K, the tasks a computer serves at once (None: refused, said why)."""
+    from agentenv.harness.batch import DEFAULT_SCOPES_PER_COMPUTER
+
+    asked: int | None = args.scopes_per_computer
+    if args.retries < 0:
+        print("agentenv: --retries takes 0 or more; nothing was deployed", file=sys.stderr)
+        return None
+    if asked is not None and asked < 1:
+        print(
+            "agentenv: --scopes-per-computer takes 1 or more; nothing was deployed",
+            file=sys.stderr,
+        )
+        return None
+    whole = "--reuse" if args.reuse else "--store file" if args.store == "file" else None
+    if whole is None:
+        return asked or DEFAULT_SCOPES_PER_COMPUTER
+    if asked is not None and asked > 1:
+        print(
+            f"agentenv: {whole} gives each task a computer of its own: drop it, or give "
+            "--scopes-per-computer 1; nothing was deployed",
+            file=sys.stderr,
+        )
+        return None
+    return 1
 
 
 def _refused(what: str, problems: list[str]) -> int:

@@ -212,13 +212,15 @@ def deploy(
     artifacts: Path | None = None,
     agents: dict[str, str] | None = None,
     networks: list[str] | None = None,
+    settings: dict[str, str] | None = None,
 ) -> Computer:
     """Start a computer from ``image`` (docker SDK) or attach to the one at ``url``.
 
     A computer started here gets ``artifacts`` (the run's folder) mounted at the
     same path, so recordings upload there under ``file://`` grants. An attached
     computer must see that path itself (or take S3 grants). It joins
-    ``networks`` (the run store's, ``--network``) instead of the default bridge.
+    ``networks`` (the run store's, ``--network``) instead of the default bridge,
+    with more ``settings`` in its environment (``AGENTENV_MAX_SCOPES``).
     """
     if url is not None:
         api = url.rstrip("/")
@@ -246,6 +248,7 @@ def deploy(
             **docker_kwargs(),
             ports={"9222/tcp": ("127.0.0.1", None), "8080/tcp": ("127.0.0.1", None)},
             environment={
+                **(settings or {}),
                 "AGENTENV_CONTROL_TOKEN": control,
                 # Agents prove their names with tokens: no token, no way in.
                 "AGENTENV_USERS": users_setting(agents),

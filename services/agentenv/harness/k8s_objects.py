@@ -96,7 +96,9 @@ def secret(name: str, control: str, users: str) -> dict[str, Any]:
     }
 
 
-def pod(name: str, namespace: str, image: str) -> dict[str, Any]:
+def pod(
+    name: str, namespace: str, image: str, settings: dict[str, str] | None = None
+) -> dict[str, Any]:
     """A computer's Pod: ``deploy/kubernetes/computer.yaml``'s, its tokens from
     the Secret ``name``, never restarted."""
     prepared = ["home-agentenv", "home-browser", "downloads", "log", "tmp", "run"]
@@ -167,6 +169,7 @@ def pod(name: str, namespace: str, image: str) -> dict[str, Any]:
                             "valueFrom": {"secretKeyRef": {"name": name, "key": "users"}},
                         },
                         {"name": "AGENTENV_ALLOWED_HOSTS", "value": allowed_hosts(name, namespace)},
+                        *({"name": k, "value": v} for k, v in (settings or {}).items()),
                     ],
                     "securityContext": {
                         # supervisord starts as root only to start each program as

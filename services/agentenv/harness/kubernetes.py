@@ -303,8 +303,10 @@ def deploy_pod(
     agents: dict[str, str] | None = None,
     namespace: str | None = None,
     context: str | None = None,
+    settings: dict[str, str] | None = None,
 ) -> Computer:
-    """Start a computer as a pod with its Secret and Service, and wait until it is ready."""
+    """Start a computer as a pod with its Secret and Service (more ``settings``
+    in its environment), and wait until it is ready."""
     cluster = connect(context, namespace)
     from kubernetes import client
 
@@ -316,7 +318,7 @@ def deploy_pod(
     control = secrets.token_urlsafe(24)
     steps: list[tuple[str, Callable[..., Any], dict[str, Any]]] = [
         ("secret", core.create_namespaced_secret, secret(name, control, users_setting(agents))),
-        ("pod", core.create_namespaced_pod, pod(name, ns, image)),
+        ("pod", core.create_namespaced_pod, pod(name, ns, image, settings)),
         ("service", core.create_namespaced_service, service(name)),
     ]
     try:

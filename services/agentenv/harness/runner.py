@@ -98,9 +98,11 @@ class Run:
     cancelled: threading.Event = field(default_factory=threading.Event)
     #: What runs now, for a batch's table.
     current: str = "starting"
-    #: A batch's pool (``--reuse``): lends a computer for an image, already
-    #: reset, instead of starting one; the pool stops it, not this run.
-    lend: Callable[[str | None], Computer] | None = None
+    #: A batch's pool (``--reuse``, ``--scopes-per-computer``): lends a
+    #: computer for an image and the env's agents, already reset or with a
+    #: scope opened for each agent, instead of starting one; the batch stops
+    #: it (or closes the scopes), not this run.
+    lend: Callable[[str | None, list[str]], Computer] | None = None
     #: Where computers start (:mod:`.backends`): ``docker``, ``swarm`` or
     #: ``kubernetes`` (in ``namespace`` through ``kube_context``).
     backend: str = "docker"
@@ -235,7 +237,7 @@ class Run:
         if step.url is not None:
             computer = deploy(None, step.url, step.token, step.cdp_url)
         elif self.lend is not None:
-            computer = self.lend(image)
+            computer = self.lend(image, self.task.agents(step.env_id))
         else:
             computer = start(
                 self.backend,

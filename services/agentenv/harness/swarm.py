@@ -102,9 +102,11 @@ def deploy_service(
     host: str = "127.0.0.1",
     agents: dict[str, str] | None = None,
     networks: list[str] | None = None,
+    settings: dict[str, str] | None = None,
 ) -> Computer:
     """Start a computer as a one-replica swarm service on ``networks`` (the run
-    store's overlay, ``--network``) and wait until it is ready."""
+    store's overlay, ``--network``), with more ``settings`` in its
+    environment, and wait until it is ready."""
     import docker
 
     control = secrets.token_urlsafe(24)
@@ -115,7 +117,11 @@ def deploy_service(
             image or DEFAULT_IMAGE,
             **service_spec(
                 name,
-                {"AGENTENV_CONTROL_TOKEN": control, "AGENTENV_USERS": users_setting(agents)},
+                {
+                    **(settings or {}),
+                    "AGENTENV_CONTROL_TOKEN": control,
+                    "AGENTENV_USERS": users_setting(agents),
+                },
                 networks,
             ),
         )

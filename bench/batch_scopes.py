@@ -1,0 +1,169 @@
+"""A batch on scopes against a computer per task, through ``agentenv run``'s Batch.
+
+32 scripted tasks (``bench.fleet``'s: a tab, a recording through the run's
+local store, a Playwright agent that clicks and types over CDP, the
+recording downloaded and verified), ``--parallel 8`` each time, at
+``--scopes-per-computer`` 1 (a computer started per task, today's batch),
+4 and 8, in turn in that order. For each:
+
+- tasks a minute, the batch's start to its end (the store's start included);
+- the computers' own CPU a task: each computer's cgroup CPU (as ``docker
+  stats`` counts it) read just before it stops, summed, over the tasks;
+- memory a running task: every second, the computers' cgroup memory (less
+  inactive file pages, as ``docker stats`` shows it) over the tasks in
+  flight then, the median of the seconds with all 8 in flight;
+- the agents' own CPU a task (the harness's children: each agent's Python
+  and the Playwright driver it starts), which no K changes.
+
+Needs a Docker engine and the image (make image); ``AGENTENV_TEST_IMAGE``
+names another.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import resource
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from agentenv.harness.batch import Batch, Planned
+from agentenv.harness.computer import Computer
+from agentenv.harness.steps import Task
+from bench import fleet
+from bench.stats import table
+
+IMAGE = os.environ.get("AGENTENV_TEST_IMAGE", fleet.IMAGE)
+TASKS = 32
+PARALLEL = 8
+KS = (1, 4, 8)
+
+
+def _task(agent: Path) -> Task:
+    """``bench.fleet``'s task, on ``IMAGE``."""
+    task = fleet._task(agent)
+    for version in task.envs["pc"].versions.values():
+        version.image = IMAGE
+    return task
+
+
+def _stats(container: Any) -> dict[str, Any]:
+    return dict(container.stats(stream=False, one_shot=True))
+
+
+def _memory_mib(stats: dict[str, Any]) -> float:
+    memory = stats["memory_stats"]
+    cache = memory.get("stats", {})
+    used = memory["usage"] - cache.get("inactive_file", cache.get("total_inactive_file", 0))
+    return float(used) / (1024 * 1024)
+
+
+class Counted(Batch):
+    """A batch that reads each computer's CPU just before it stops."""
+
+    cpu_s: float = 0.0
+
+    def _last_counts(self, computer: Computer) -> None:
+        if computer.container is not None:
+            stats = _stats(computer.container)
+            used = float(stats["cpu_stats"]["cpu_usage"]["total_usage"]) / 1e9
+            with self._lock:
+                self.cpu_s += used
+        super()._last_counts(computer)
+
+
+def _children_cpu_s() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _sample(batch: Counted, stop: threading.Event, per_task: list[float]) -> None:
+    """Every second: the computers' memory over the tasks in flight, when all are."""
+    import docker
+
+    client = docker.from_env()
+    while not stop.wait(1.0):
+        with batch._lock:
+            flying = len(batch.runs)
+        if flying < PARALLEL:
+            continue
+        try:
+            found = client.containers.list(filters={"label": "io.agentenv.harness=1"})
+            mine = [c for c in found if IMAGE in c.image.tags]
+            total = sum(_memory_mib(_stats(c)) for c in mine)
+        except Exception:  # a container going away mid-read: skip that second
+            continue
+        per_task.append(total / flying)
+
+
+def _batch(folder: Path, agent: Path, k: int) -> tuple[float, float, float, float]:
+    """Tasks a minute, computer CPU a task, memory a running task, agent CPU a task."""
+    tasks = [Planned(f"t{n:02d}", _task(agent), "bench") for n in range(TASKS)]
+    output = io.StringIO()
+    batch = Counted(tasks, folder / f"k{k}", PARALLEL, output, scopes_per_computer=k)
+    per_task: list[float] = []
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sample, args=(batch, stop, per_task), daemon=True)
+    agents = _children_cpu_s()
+    sampler.start()
+    began = time.monotonic()
+    try:
+        status = batch.run()
+    finally:
+        took = time.monotonic() - began
+        stop.set()
+        sampler.join(timeout=30)
+    if status != 0:
+        raise RuntimeError(f"the bench's tasks failed: {output.getvalue()[-3000:]}")
+    memory = statistics.median(per_task) if per_task else float("nan")
+    agent_cpu = (_children_cpu_s() - agents) / TASKS
+    return TASKS / took * 60, batch.cpu_s / TASKS, memory, agent_cpu
+
+
+def run() -> str:
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        agent = folder / "agent.py"
+        agent.write_text(fleet.AGENT)
+        found = {k: _batch(folder, agent, k) for k in KS}
+    one = found[1]
+    rows = []
+    for k, (rate, cpu, memory, agent_cpu) in found.items():
+        rows.append(
+            [
+                f"K = {k}" + (" (a computer per task)" if k == 1 else ""),
+                f"{rate:.1f}",
+                f"{rate / one[0]:.2f}x",
+                f"{cpu:.2f} s",
+                f"{one[1] / cpu:.2f}x",
+                f"{memory:.0f} MiB",
+                f"{one[2] / memory:.2f}x",
+                f"{agent_cpu:.2f} s",
+            ]
+        )
+    return table(
+        f"batch on scopes: {TASKS} scripted tasks with recordings, --parallel {PARALLEL}",
+        [
+            "scopes per computer",
+            "tasks a minute",
+            "vs K = 1",
+            "computer CPU a task",
+            "less than K = 1",
+            "memory a running task",
+            "less than K = 1",
+            "agent CPU a task",
+        ],
+        rows,
+    )
+
+
+def main() -> None:
+    print(run(), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""A task's share of a computer: scopes opened for its agents, as a :class:`Computer`.
+
+:func:`open_for` opens a scope with ``scopes/open`` (the control token) for
+each agent name a task gives a computer, and hands back a
+:class:`ScopedComputer`: the same computer as a run sees one it started for
+those agents. Its ``agents`` are the agents' minted tokens (so
+``browser_connect_cdp`` and ``run_agent`` give each agent its own scope's
+token), and every op, tab list, snapshot and recording start acts in the
+scope opened for the agent the step names (the only one when it names none),
+never in the computer's home scope nor another task's. :func:`close_for`
+closes them (``scopes/close``: the scope's recordings ended, its contexts
+disposed, its token revoked). The minted tokens are held in memory only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentenv.harness.computer import Computer, ComputerError
+from agentenv.protocol.browser import ScopeOpened, ScopeRef, ScopesOpen
+
+__all__ = ["ScopedComputer", "close_for", "computer_name", "open_for"]
+
+
+def computer_name(computer: Computer) -> str:
+    """A computer's name for results and the terminal: its container's (or
+    service's, pod's) name, else its address; never a token."""
+    name = getattr(computer.container, "name", None)
+    return name if isinstance(name, str) else computer.api
+
+
+@dataclass
+class ScopedComputer(Computer):
+    """A computer as one task sees it: its agents' scopes (see the module)."""
+
+    #: Agent name -> the scope opened for it.
+    scopes: dict[str, str] = field(default_factory=dict)
+    host: Computer | None = field(default=None, repr=False)
+
+    def _in(self, scope: str | None) -> str:
+        if scope is None:
+            if len(self.scopes) == 1:
+                return next(iter(self.scopes.values()))
+            raise ComputerError(
+                f"this computer has several agents ({', '.join(sorted(self.scopes))}): "
+                "name the step's agent:",
+                400,
+            )
+        found = self.scopes.get(scope)
+        if found is None:
+            raise ComputerError(
+                f"the task gave this computer no agent {scope!r}: its agents are "
+                f"{', '.join(sorted(self.scopes))}",
+                400,
+            )
+        return found
+
+    def op(self, op: str, model: type[BaseModel], /, **fields: Any) -> Any:
+        return super().op(op, model, **{**fields, "scope": self._in(fields.get("scope"))})
+
+    def data_get(self, scope: str | None = None) -> bytes:
+        return super().data_get(self._in(scope or None))
+
+    def recording(self, op: str, model: type[BaseModel], /, **fields: Any) -> Any:
+        if op == "start":
+            fields = {**fields, "scope": self._in(fields.get("scope"))}
+        return super().recording(op, model, **fields)
+
+    def stop(self) -> None:
+        """Nothing: the batch closes the task's scopes and gives the computer back."""
+
+
+def open_for(host: Computer, agents: list[str]) -> ScopedComputer:
+    """A scope opened on ``host`` for each of ``agents`` (``agent`` when
+    none); those opened already are closed again when one fails."""
+    scoped = ScopedComputer(
+        host.api, host.cdp, host.token, host.container, {}, host.card(), host.key, host=host
+    )
+    try:
+        for agent in agents or ["agent"]:
+            answer = host.op("scopes/open", ScopesOpen)
+            opened = ScopeOpened.model_validate(answer)
+            scoped.scopes[agent] = opened.scope
+            scoped.agents[agent] = opened.token
+    except BaseException:
+        close_for(scoped)
+        raise
+    return scoped
+
+
+def close_for(scoped: ScopedComputer) -> list[str]:
+    """Close every scope of ``scoped``; what could not be closed, as problems."""
+    problems: list[str] = []
+    if scoped.host is None:
+        return problems
+    for agent, scope in scoped.scopes.items():
+        try:
+            scoped.host.op("scopes/close", ScopeRef, scope=scope)
+        except ComputerError as exc:
+            problems.append(f"scope {scope} ({agent}) did not close: {exc}")
+    with contextlib.suppress(Exception):
+        scoped.agents.clear()  # the tokens are revoked: nothing to keep
+    return problems
