@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ import pytest
 from agentenv.harness.computer import Computer
 from agentenv.harness.swarm_pool import SwarmPool
 from agentenv.protocol.browser import Navigate, ScopeOnly, ScopeRef, ScopesOpen
+from tests.integration.test_batch import agentenv_run
 from tests.support.container import engine_objects
 from tests.support.timing import deadline, wait_for
 
@@ -161,3 +163,41 @@ def test_a_batch_provided_whole_computers_keeps_them_and_spares_grow_and_go(
     pool.give_back(first, broken=False)
     wait_for(_settles(pool, 1), "the pool to shrink to 1 after the batch", 180, 0.5)
     assert "broken" in "\n".join(pool.notes)
+
+
+def test_a_batch_on_scopes_through_agentenv_run_on_the_pool(
+    swarm: Any, image: str, tmp_path: Path
+) -> None:
+    """``agentenv run --backend swarm --scopes-per-computer 2 --parallel 6``:
+    the batch's computers are replicas of one service the pool grows (one at
+    the start, up to ceil(6 / 2) = 3 as the batch asks), every task done in a
+    scope of its own, and the service gone at the end."""
+    from tests.integration.test_batch_scopes import _results, _tasks
+
+    before = engine_objects()
+    folder = _tasks(image, tmp_path, 12, None)
+    out = tmp_path / "batch"
+    done = agentenv_run(
+        tmp_path,
+        str(folder),
+        "--backend",
+        "swarm",
+        "--parallel",
+        "6",
+        "--scopes-per-computer",
+        "2",
+        "--out",
+        str(out),
+        timeout_s=900,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    results = _results(out)
+    assert [r["status"] for r in results] == ["done"] * 12, results
+    computers = {r["computer"] for r in results}
+    assert 2 <= len(computers) <= 3, computers
+    assert swarm.services.list(filters={"label": "io.agentenv.harness=1"}) == []
+    wait_for(
+        lambda: not (engine_objects() - before),
+        "the swarm to remove the pool's containers and volumes",
+        timeout_s=60,
+    )

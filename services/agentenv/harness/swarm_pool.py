@@ -74,6 +74,7 @@ import contextlib
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,13 +126,18 @@ class SwarmPool:
         margin: float = MARGIN,
         interval_s: float = 1.0,
         host: str = "127.0.0.1",
-        networks: list[str] | None = None,
+        networks: list[str] | Callable[[], list[str]] | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
         wanted_computers(0, 0, k=k, margin=margin, least=least, most=most)  # checks the settings
         self.image = image or DEFAULT_IMAGE
         self.k, self.least, self.most, self.margin = k, least, most, margin
-        self.interval_s, self.host, self.networks = interval_s, host, list(networks or [])
+        #: ``AGENTENV_MAX_SCOPES`` of every replica: K (the provisioner's).
+        self.max_scopes = k
+        self.interval_s, self.host = interval_s, host
+        #: The Docker networks the replicas join (the run store's), or what
+        #: names them when the service starts (the store opens first).
+        self.networks = networks
         self.control = secrets.token_urlsafe(24)
         self.name = f"agentenv-pool-{secrets.token_hex(4)}"
         self.env = {
@@ -150,6 +156,7 @@ class SwarmPool:
         self._lock = threading.Condition()
         self._stop = threading.Event()
         self._ticking = threading.Lock()
+        self._starting = threading.Lock()
         self._thread: threading.Thread | None = None
         self._service: Any = None
         self._client: Any = None
@@ -206,15 +213,14 @@ class SwarmPool:
 
     # -- the batch's provisioner (agentenv.harness.provision.Provisioner) ---------
 
-    @property
-    def max_scopes(self) -> int:
-        """``AGENTENV_MAX_SCOPES`` of every replica: K."""
-        return self.k
-
     def provide(self, image: str | None, timeout_s: float = READY_S) -> Computer:
         """A ready replica lent whole (the batch opens its scopes itself): an
         idle warm one at once, else the next the scaler starts; waiting counts
         as K tasks queued."""
+        with self._starting:
+            if self._service is None:  # the first: the service starts from its image
+                self.image = image or self.image
+                self.start(timeout_s)
         if image is not None and image != self.image:
             raise ComputerError(
                 f"the pool {self.name} runs {self.image}, not {image}: start a pool of that image"
@@ -280,7 +286,13 @@ class SwarmPool:
             self._client = docker.from_env()
             self._here = str(self._client.info().get("Swarm", {}).get("NodeID") or "")
             self._service = self._client.services.create(
-                self.image, **service_spec(self.name, self.env, self.networks, self.least)
+                self.image,
+                **service_spec(
+                    self.name,
+                    self.env,
+                    self.networks() if callable(self.networks) else self.networks,
+                    self.least,
+                ),
             )
         except Exception as exc:  # the docker SDK's: not a swarm manager, image missing
             raise ComputerError(
