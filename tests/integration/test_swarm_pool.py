@@ -25,7 +25,6 @@ from agentenv.harness.computer import Computer
 from agentenv.harness.swarm_pool import SwarmPool
 from agentenv.protocol.browser import Navigate, ScopeOnly, ScopeRef, ScopesOpen
 from tests.integration.test_batch import agentenv_run
-from tests.support.container import engine_objects
 from tests.support.timing import deadline, wait_for
 
 #: Steps a task takes on its tab (each a navigation and a read back).
@@ -69,6 +68,11 @@ class Load:
                 with self.lock:
                     self.lost.append(f"{type(exc).__name__}: {exc}")
 
+    def finished(self, n: int) -> bool:
+        """``n`` tasks done; a lost one fails the wait at once, with the pool's story."""
+        assert not self.lost, (self.lost[:3], self.pool.notes)
+        return len(self.done) >= n
+
     def resize(self, n: int) -> None:
         """``n`` workers from now on (the ones let go finish their task first)."""
         while len(self.workers) > n:
@@ -86,6 +90,16 @@ class Load:
 def pool(swarm: Any, image: str) -> Iterator[SwarmPool]:
     with SwarmPool(image, k=2, least=1, most=3, margin=1.0, interval_s=0.5) as made:
         yield made.start(timeout_s=deadline(180))
+
+
+def _left(client: Any, service: str) -> list[str]:
+    """The containers of ``service`` (a prefix of its name) still on the engine
+    (this engine is shared: other tests' objects come and go meanwhile)."""
+    return [
+        c.attrs["Names"][0]
+        for c in client.containers.list(all=True, sparse=True)
+        if c.attrs.get("Labels", {}).get("com.docker.swarm.service.name", "").startswith(service)
+    ]
 
 
 def _settles(pool: SwarmPool, ready: int) -> Callable[[], bool]:
@@ -106,18 +120,17 @@ def test_the_pool_grows_and_shrinks_under_load_and_loses_no_task(
     drained, stopped and scaled away while the 4 keep working on the others;
     with no load it shrinks to 1. Every task ends done; the drained computers
     held no task when stopped; the service's spec followed."""
-    before = engine_objects()
     load = Load(pool)
     try:
         load.resize(6)
         wait_for(_settles(pool, 3), "the pool to grow to 3", timeout_s=240, interval_s=0.5)
         grown = len(load.done)
-        wait_for(lambda: len(load.done) >= grown + 12, "12 tasks on 3 computers", timeout_s=120)
+        wait_for(lambda: load.finished(grown + 12), "12 tasks on 3 computers", timeout_s=120)
 
         load.resize(4)
         wait_for(_settles(pool, 2), "the pool to shrink to 2 under load", 180, 0.5)
         shrunk = len(load.done)
-        wait_for(lambda: len(load.done) >= shrunk + 8, "8 tasks on 2 computers", timeout_s=120)
+        wait_for(lambda: load.finished(shrunk + 8), "8 tasks on 2 computers", timeout_s=120)
 
         load.resize(0)
         wait_for(_settles(pool, 1), "the pool to shrink to 1 with no load", 180, 0.5)
@@ -133,11 +146,7 @@ def test_the_pool_grows_and_shrinks_under_load_and_loses_no_task(
     assert spec == 1
     pool.close()
     assert swarm.services.list(filters={"name": pool.name}) == []
-    wait_for(
-        lambda: not (engine_objects() - before),
-        "the swarm to remove the pool's containers and volumes",
-        timeout_s=60,
-    )
+    wait_for(lambda: not _left(swarm, pool.name), "the swarm to remove the pool's containers", 60)
 
 
 def test_a_batch_provided_whole_computers_keeps_them_and_spares_grow_and_go(
@@ -174,7 +183,6 @@ def test_a_batch_on_scopes_through_agentenv_run_on_the_pool(
     scope of its own, and the service gone at the end."""
     from tests.integration.test_batch_scopes import _results, _tasks
 
-    before = engine_objects()
     folder = _tasks(image, tmp_path, 12, None)
     out = tmp_path / "batch"
     done = agentenv_run(
@@ -196,8 +204,4 @@ def test_a_batch_on_scopes_through_agentenv_run_on_the_pool(
     computers = {r["computer"] for r in results}
     assert 2 <= len(computers) <= 3, computers
     assert swarm.services.list(filters={"label": "io.agentenv.harness=1"}) == []
-    wait_for(
-        lambda: not (engine_objects() - before),
-        "the swarm to remove the pool's containers and volumes",
-        timeout_s=60,
-    )
+    wait_for(lambda: not _left(swarm, "agentenv-pool-"), "the pool's containers to go", 60)

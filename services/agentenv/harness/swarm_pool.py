@@ -398,8 +398,20 @@ class SwarmPool:
                 del self.replicas[key]  # removed by the swarm
 
     def _scale(self, replicas: int) -> None:
+        """``docker service scale``: the service's own spec sent back with only
+        its replicas changed. (The docker SDK's ``Service.scale`` rebuilds the
+        spec, and a spec that differs is a rolling update: every task
+        replaced, its computer killed under its tasks.)"""
         self._service.reload()
-        self._service.scale(replicas)
+        spec = self._service.attrs["Spec"]
+        spec["Mode"] = {"Replicated": {"Replicas": replicas}}
+        api = self._client.api
+        answer = api._post_json(
+            api._url("/services/{0}/update", self._service.id),
+            data=spec,
+            params={"version": self._service.version},
+        )
+        api._raise_for_status(answer)
         self.sizes.append(replicas)
 
     def tick(self) -> None:
