@@ -53,7 +53,9 @@ class Load:
             for step in range(STEPS):
                 url = f"about:blank#{name}-{step}"
                 agent.op("navigate", Navigate, url=url)
-                assert [t.url for t in agent.tabs()] == [url], (name, step)
+                # The tab's URL once the navigation commits (bounded: a busy
+                # machine may list it a moment later).
+                wait_for(lambda: [t.url for t in agent.tabs()] == [url], f"{name} at {url}", 20)
             computer.op("scopes/close", ScopeRef, scope=made["scope"])
         finally:
             self.pool.release(computer)
