@@ -55,7 +55,7 @@ class Load:
                 agent.op("navigate", Navigate, url=url)
                 # The tab's URL once the navigation commits (bounded: a busy
                 # machine may list it a moment later).
-                wait_for(lambda: [t.url for t in agent.tabs()] == [url], f"{name} at {url}", 20)
+                wait_for(lambda u=url: [t.url for t in agent.tabs()] == [u], f"{name} at {url}", 20)
             computer.op("scopes/close", ScopeRef, scope=made["scope"])
         finally:
             self.pool.release(computer)
