@@ -12,6 +12,7 @@ wrong answer) is a lost task.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +30,11 @@ from tests.support.timing import deadline, wait_for
 
 #: Steps a task takes on its tab (each a navigation and a read back).
 STEPS = 4
+
+
+def _at(agent: Computer, url: str) -> bool:
+    """Whether the scope's one tab is at ``url``."""
+    return [t.url for t in agent.tabs()] == [url]
 
 
 @dataclass
@@ -55,7 +61,7 @@ class Load:
                 agent.op("navigate", Navigate, url=url)
                 # The tab's URL once the navigation commits (bounded: a busy
                 # machine may list it a moment later).
-                wait_for(lambda u=url: [t.url for t in agent.tabs()] == [u], f"{name} at {url}", 20)
+                wait_for(functools.partial(_at, agent, url), f"{name} at {url}", 20)
             computer.op("scopes/close", ScopeRef, scope=made["scope"])
         finally:
             self.pool.release(computer)
