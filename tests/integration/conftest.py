@@ -56,3 +56,23 @@ def run_network(run_store: LocalStore) -> Any:
     import docker
 
     return docker.from_env().networks.get(str(run_store.network))
+
+
+@pytest.fixture(scope="module")
+def swarm(image: str) -> Iterator[Any]:
+    """This engine as a one-node swarm for a module (``docker swarm init``),
+    left at the end unless it was one before; the harness's services removed."""
+    import docker
+
+    client = docker.from_env()
+    state = client.info().get("Swarm", {}).get("LocalNodeState")
+    ours = state != "active"
+    if ours:
+        client.swarm.init(advertise_addr="127.0.0.1", listen_addr="127.0.0.1:2377")
+    try:
+        yield client
+    finally:
+        for service in client.services.list(filters={"label": "io.agentenv.harness=1"}):
+            service.remove()
+        if ours:
+            client.swarm.leave(force=True)

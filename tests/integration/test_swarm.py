@@ -9,33 +9,12 @@ leaves the swarm at the end (unless the engine was in one before).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.integration.test_batch import twenty_tasks
 from tests.support.container import engine_objects
 from tests.support.timing import wait_for
-
-
-@pytest.fixture(scope="module")
-def swarm(image: str) -> Iterator[Any]:
-    import docker
-
-    client = docker.from_env()
-    state = client.info().get("Swarm", {}).get("LocalNodeState")
-    ours = state != "active"
-    if ours:
-        client.swarm.init(advertise_addr="127.0.0.1", listen_addr="127.0.0.1:2377")
-    try:
-        yield client
-    finally:
-        for service in client.services.list(filters={"label": "io.agentenv.harness=1"}):
-            service.remove()
-        if ours:
-            client.swarm.leave(force=True)
 
 
 def test_twenty_tasks_on_swarm_services(swarm: Any, image: str, tmp_path: Path) -> None:

@@ -65,7 +65,10 @@ def engine_objects() -> set[str]:
     client = docker.from_env()
     label = {"label": "io.agentenv.harness"}  # computers (=1) and stores (=store)
     found = {f"volume {v.name}" for v in client.volumes.list()}
-    found |= {f"container {c.name}" for c in client.containers.list(all=True, filters=label)}
+    # sparse: the listing alone (no inspect of each, which fails for a container
+    # another test on this shared engine removed in between).
+    listed = client.containers.list(all=True, filters=label, sparse=True)
+    found |= {f"container {c.attrs['Names'][0].lstrip('/')}" for c in listed}
     found |= {f"network {n.name}" for n in client.networks.list(filters=label)}
     if client.info().get("Swarm", {}).get("LocalNodeState") == "active":
         found |= {f"service {s.name}" for s in client.services.list(filters=label)}

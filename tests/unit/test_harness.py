@@ -345,9 +345,12 @@ def test_a_swarm_service_takes_the_budgets_sizes() -> None:
     from agentenv.harness.hardening import MEMORY, SHM, size_bytes
 
     assert (size_bytes("64m"), size_bytes("3g"), size_bytes("512")) == (64 << 20, 3 << 30, 512)
-    source = inspect.getsource(swarm.deploy_service)
-    assert "size_bytes(SHM)" in source and "size_bytes(MEMORY)" in source
-    assert "1024**3" not in source
+    # The one spec every swarm computer takes (one-replica services and the pool's).
+    assert "service_spec(" in inspect.getsource(swarm.deploy_service)
+    spec = swarm.service_spec("x", {}, None)
+    (shm,) = spec["mounts"]
+    assert shm["Target"] == "/dev/shm" and shm["TmpfsOptions"]["SizeBytes"] == size_bytes(SHM)
+    assert spec["resources"]["Limits"]["MemoryBytes"] == size_bytes(MEMORY)
     assert size_bytes(SHM) < size_bytes(MEMORY)
 
 

@@ -230,6 +230,20 @@ class Batch:
         self._room = threading.Condition(self._lock)
         if self.scopes_per_computer > 1:
             most = max((len(p.task.agents()) or 1 for p in self.tasks), default=1)
+            if self.provisioner is None and self.backend == "swarm":
+                # One replicated service, scaled by the engine's replicas on
+                # the queue and the tasks running (agentenv.harness.swarm_pool).
+                from agentenv.harness.swarm_pool import SwarmPool
+
+                self.provisioner = SwarmPool(
+                    None,
+                    k=self.scopes_per_computer * most,
+                    least=1,
+                    most=pool_size(self.parallel, self.scopes_per_computer),
+                    networks=lambda: self._stores().networks(
+                        any(records(p.task) for p in self.tasks)
+                    ),
+                )
             if self.provisioner is None:
                 self.provisioner = EngineProvisioner(
                     self.scopes_per_computer * most,
@@ -629,6 +643,9 @@ class Batch:
                 except Exception as exc:  # the docker SDK's: report, go on stopping
                     self.say(f"could not stop a computer: {exc}")
             self._give_back_all()
+            closing = getattr(self.provisioner, "close", None)
+            if callable(closing):  # a pool of its own (Swarm's service): removed
+                closing()
             if self.stores is not None:
                 try:
                     self.stores.close()  # after the last computer: it leaves the network

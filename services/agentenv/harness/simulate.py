@@ -26,7 +26,9 @@ What it models:
   wait contention puts in front of an agent's command.
 - **Autoscaling**: every ``scale_interval_s`` the fleet is set to
   ``target_machines(queued, running, k, margin)`` = ceil(ceil((queued +
-  running) / k) * margin) machines, within ``[pool, max_machines]``. Running
+  running) / k) * margin) machines (:mod:`agentenv.harness.scaling`, the
+  formula's one home: the Swarm pool and the Kubernetes rules scale on it),
+  within ``[pool, max_machines]``. Running
   tasks count as well as queued ones (the failure issue 41 cites from
   docker-selenium #2808 is counting the queue alone). New machines are ready
   ``computer_start_s`` later; only idle machines are stopped.
@@ -51,6 +53,8 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from agentenv.harness.scaling import target_machines
 
 __all__ = [
     "Figures",
@@ -201,14 +205,6 @@ def computer_cpu_s(figures: Figures, k: int) -> float:
 def computer_mib(figures: Figures, k: int) -> float:
     """A computer's memory with ``k`` scopes open."""
     return figures.computer_mib + figures.scope_mib * k
-
-
-def target_machines(queued: int, running: int, k: int, margin: float) -> int:
-    """The machines the autoscaler asks for: ceil(ceil((queued + running) / k)
-    * margin). Running tasks count: counting the queue alone (the failure
-    issue 41 cites from docker-selenium #2808) asks for none while every scope
-    is busy and nothing waits."""
-    return math.ceil(math.ceil((queued + running) / k) * margin)
 
 
 def cost_usd(figures: Figures, outcome: Outcome) -> float:

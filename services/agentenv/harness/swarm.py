@@ -30,7 +30,7 @@ from agentenv.harness.computer import DEFAULT_IMAGE, Computer, ComputerError, us
 from agentenv.harness.engine import HARNESS_LABEL
 from agentenv.harness.hardening import CAPABILITIES, MEMORY, SHM, size_bytes
 
-__all__ = ["ServiceHandle", "deploy_service"]
+__all__ = ["ServiceHandle", "deploy_service", "service_spec"]
 
 #: How long the swarm may take to publish a new service's ports.
 PUBLISH_S = 60.0
@@ -46,6 +46,38 @@ class ServiceHandle:
         """Remove the service; the swarm removes its task's container with its
         anonymous volumes (``force`` and ``v`` are a container's, for one call)."""
         self.service.remove()
+
+
+def service_spec(
+    name: str, env: dict[str, str], networks: list[str] | None, replicas: int = 1
+) -> dict[str, Any]:
+    """The docker SDK's ``services.create`` keywords for computers named
+    ``name`` (``replicas`` of them) with ``env``: hardened as far as a service
+    can be here (the module's docstring), labelled as the harness's, never
+    restarted by the swarm, both ports published in host mode on ports the
+    node picks."""
+    from docker.types import EndpointSpec, Mount, Resources, RestartPolicy, ServiceMode
+
+    return {
+        "name": name,
+        "env": [f"{key}={value}" for key, value in env.items()],
+        "labels": {HARNESS_LABEL: "1"},
+        "container_labels": {HARNESS_LABEL: "1"},
+        "networks": list(networks or []),
+        "cap_drop": ["ALL"],
+        "cap_add": list(CAPABILITIES),
+        "init": True,
+        "mounts": [Mount("/dev/shm", None, type="tmpfs", tmpfs_size=size_bytes(SHM))],
+        "resources": Resources(mem_limit=size_bytes(MEMORY)),
+        "restart_policy": RestartPolicy(condition="none"),
+        "mode": ServiceMode("replicated", replicas=replicas),
+        "endpoint_spec": EndpointSpec(
+            ports=[
+                {"Protocol": "tcp", "TargetPort": 9222, "PublishMode": "host"},
+                {"Protocol": "tcp", "TargetPort": 8080, "PublishMode": "host"},
+            ]
+        ),
+    }
 
 
 def _published(client: Any, service: Any, target: int) -> tuple[str, int] | None:
@@ -76,7 +108,6 @@ def deploy_service(
     store's overlay, ``--network``), with more ``settings`` in its
     environment, and wait until it is ready."""
     import docker
-    from docker.types import EndpointSpec, Mount, Resources, RestartPolicy
 
     control = secrets.token_urlsafe(24)
     name = f"agentenv-{secrets.token_hex(6)}"
@@ -84,26 +115,14 @@ def deploy_service(
         client = docker.from_env()
         service = client.services.create(
             image or DEFAULT_IMAGE,
-            name=name,
-            env=[
-                *(f"{k}={v}" for k, v in (settings or {}).items()),
-                f"AGENTENV_CONTROL_TOKEN={control}",
-                f"AGENTENV_USERS={users_setting(agents)}",
-            ],
-            labels={HARNESS_LABEL: "1"},
-            container_labels={HARNESS_LABEL: "1"},
-            networks=list(networks or []),
-            cap_drop=["ALL"],
-            cap_add=list(CAPABILITIES),
-            init=True,
-            mounts=[Mount("/dev/shm", None, type="tmpfs", tmpfs_size=size_bytes(SHM))],
-            resources=Resources(mem_limit=size_bytes(MEMORY)),
-            restart_policy=RestartPolicy(condition="none"),
-            endpoint_spec=EndpointSpec(
-                ports=[
-                    {"Protocol": "tcp", "TargetPort": 9222, "PublishMode": "host"},
-                    {"Protocol": "tcp", "TargetPort": 8080, "PublishMode": "host"},
-                ]
+            **service_spec(
+                name,
+                {
+                    **(settings or {}),
+                    "AGENTENV_CONTROL_TOKEN": control,
+                    "AGENTENV_USERS": users_setting(agents),
+                },
+                networks,
             ),
         )
     except Exception as exc:  # the docker SDK's: not a swarm manager, image missing
