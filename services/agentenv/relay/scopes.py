@@ -50,7 +50,9 @@ __all__ = [
     "Scope",
     "Scopes",
     "contexts_answer",
+    "contexts_without",
     "targets_answer",
+    "targets_without",
 ]
 
 #: Commands naming a target by ``targetId``: only the scope's.
@@ -244,3 +246,26 @@ def contexts_answer(scope: Scope, result: Mapping[str, Any]) -> dict[str, Any]:
     if "defaultBrowserContextId" in result:
         out["defaultBrowserContextId"] = scope.context
     return out
+
+
+def targets_without(
+    withheld: Callable[[object], bool], result: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``Target.getTargets``'s result without the targets of a context
+    ``withheld`` names (a warm one no scope was handed yet: relay/warm.py)."""
+    infos = result.get("targetInfos")
+    kept = [
+        i
+        for i in (infos if isinstance(infos, list) else [])
+        if not (isinstance(i, Mapping) and withheld(i.get("browserContextId")))
+    ]
+    return {**result, "targetInfos": kept}
+
+
+def contexts_without(
+    withheld: Callable[[object], bool], result: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``Target.getBrowserContexts``'s result without the contexts ``withheld`` names."""
+    ids = result.get("browserContextIds")
+    kept = [c for c in (ids if isinstance(ids, list) else []) if not withheld(c)]
+    return {**result, "browserContextIds": kept}

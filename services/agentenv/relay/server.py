@@ -323,6 +323,8 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     scopes = watcher.scope_gate
     counts.scopes_open = lambda: len(watcher.openings.open)
     counts.scopes_capacity = settings.max_scopes
+    counts.scopes_warm = lambda: len(watcher.warm.ready)
+    counts.scopes_warm_target = watcher.warm.size
     counts.scopes_queued = scopes.admission.length
     counts.scopes_oldest_wait_s = lambda: scopes.admission.oldest_wait(scopes.clock())
     app[shared_key] = Shared(
