@@ -148,6 +148,9 @@ async def _upstream_ws_url(
 ) -> str:
     settings = request.app[settings_key]
     if kind == "browser":
+        known = request.app[watcher_key].browser_url
+        if known is not None:
+            return known  # the watcher's, while it is connected
         version = await upstream_json(request, "/json/version")
         url = version.get("webSocketDebuggerUrl") if isinstance(version, dict) else None
         if not isinstance(url, str):

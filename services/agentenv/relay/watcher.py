@@ -49,7 +49,7 @@ from agentenv.relay.probes import Probes
 from agentenv.relay.quotas import Quotas
 from agentenv.relay.scopes import Scope, Scopes
 from agentenv.relay.traces import Traces
-from agentenv.relay.warm import Warm, WarmPool
+from agentenv.relay.warm import REFILL_AFTER_TAKE_S, Warm, WarmPool
 from agentenv.relay.worlds import RelayWorlds
 from agentenv.settings import AGENTENV_USER, Settings
 
@@ -123,6 +123,9 @@ class Watcher:
         self._warm_held = 0
         #: Warm contexts of a lost connection, to dispose of on the next.
         self._warm_left: list[str] = []
+        #: Chromium's browser endpoint, as its /json/version said when the
+        #: watcher connected (a client's connection goes there, not asking again).
+        self.browser_url: str | None = None
         #: Chromium's own default browser context (the home scope's).
         self.default_context: str | None = None
         logbook.scope_of = self.scope_name
@@ -292,7 +295,9 @@ class Watcher:
             if self.warm.size:
                 log.info("warm scopes: none ready for scope %r; made now", name)
             return await self.scope(name)
-        self._warm_wake.set()
+        # Made again a moment later: a renderer starting now would slow the
+        # agent's first commands on the two cores it shares.
+        asyncio.get_running_loop().call_later(REFILL_AFTER_TAKE_S, self._warm_wake.set)
         scope = Scope(name, warm.context)
         self.scopes.made[name] = scope
         self.contexts[warm.tab] = warm.context
@@ -564,6 +569,7 @@ class Watcher:
 
     async def _watch(self) -> None:
         url = await self._browser_url()
+        self.browser_url = url
         async with self.http.ws_connect(
             url, max_msg_size=self.settings.max_message_bytes, compress=0, heartbeat=None
         ) as ws:
@@ -601,6 +607,7 @@ class Watcher:
                 # Chromium took them, or will be asked to on the next connection.
                 self._warm_left.extend(self.warm.reset())
                 self.connected.clear()
+                self.browser_url = None
                 self._ws = None
                 self.targets.clear()
                 self.parents.clear()
