@@ -16,8 +16,9 @@ carries: ``Target.*`` by id, sessions, auto-attach, target discovery,
 permission and download calls, and the HTTP discovery paths.
 
 A scope opened on demand (``scopes/open``, :mod:`agentenv.opened`) is one
-of its own: its name is its one user's, whose token the relay minted; it
-is made at once, and disposed of, context and all, when it is closed.
+of its own: its name is its one user's, whose token the relay minted; its
+context is handed over at once (a warm one made ahead, :mod:`agentenv.relay.warm`,
+which no scope holds until then), and disposed of when it is closed.
 
 With one scope (one user, or every user grouped into one) and none to be
 opened on demand, nothing is translated at all: with one agent on a
