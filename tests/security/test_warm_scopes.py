@@ -367,3 +367,21 @@ def test_a_relay_started_again_disposes_of_the_warm_contexts_it_left(pc: Compute
     made, context, _, _ = _opened(pc)
     assert context in again
     _close(pc, made["scope"])
+
+
+def test_after_chromium_restarts_the_pool_is_made_again_and_agents_connect(pc: Computer) -> None:
+    """Chromium's restart takes the warm contexts with it: new ones are made
+    on the watcher's next connection, and agents reach the new browser (the
+    relay sends them to the endpoint the watcher learnt again)."""
+    warm = _warm(pc)
+    pc.exec(*SUPERVISORCTL, "restart", "chromium")
+    wait_for(
+        lambda: requests.get(pc.app + "/readyz", timeout=5).status_code == 200,
+        "the computer to be ready again",
+        60,
+    )
+    again = _warm(pc)
+    assert not set(again) & set(warm), (warm, again)
+    made, context, _, _ = _opened(pc)
+    assert context in again
+    _close(pc, made["scope"])
