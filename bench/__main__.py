@@ -1,5 +1,5 @@
 """``python -m bench [NAME ...]``: log, log-filed, relay, mcp, recorder, viewer, live,
-container, fleet, batch-scopes, density, fairness, video, har, verify, simulate (default:
+container, ready, fleet, batch-scopes, density, fairness, video, har, verify, simulate (default:
 every one, in that order). Each is the module of its name (``log-filed``: ``bench.log_filed``),
 whose ``run()`` returns the figures it prints."""
 
@@ -20,6 +20,7 @@ NAMES = (
     "viewer",
     "live",
     "container",
+    "ready",
     "fleet",
     "batch-scopes",
     "density",

@@ -11,6 +11,7 @@ scraped (no lock, no label lookup per command).
   ``agentenv_cdp_connections_capacity``, ``agentenv_cdp_queue_length``,
   ``agentenv_cdp_queue_oldest_wait_seconds`` (:mod:`agentenv.admission`),
   ``agentenv_scopes_open``, ``agentenv_scopes_capacity``,
+  ``agentenv_scopes_warm``, ``agentenv_scopes_warm_target`` (warm scopes),
   ``agentenv_queue_length``, ``agentenv_queue_oldest_wait_seconds`` (the
   ``scopes/open`` queue),
   ``agentenv_cdp_commands_total{acts}``, ``agentenv_guard_refusals_total{rule}``,
@@ -72,6 +73,9 @@ class RelayCounts:
     scopes_capacity: int = 0
     scopes_queued: Callable[[], int] = lambda: 0
     scopes_oldest_wait_s: Callable[[], float] = lambda: 0.0
+    #: Warm scopes ready to hand over, and how many are kept (relay/warm.py).
+    scopes_warm: Callable[[], int] = lambda: 0
+    scopes_warm_target: int = 0
 
     def refused_by(self, rule: str, count: int = 1) -> None:
         self.guard[rule] = self.guard.get(rule, 0) + count
@@ -110,6 +114,16 @@ class RelayCounts:
             "agentenv_scopes_capacity",
             "scopes this computer holds open at once (AGENTENV_MAX_SCOPES)",
             value=self.scopes_capacity,
+        )
+        yield GaugeMetricFamily(
+            "agentenv_scopes_warm",
+            "warm scopes ready: scopes/open hands one over at once",
+            value=self.scopes_warm(),
+        )
+        yield GaugeMetricFamily(
+            "agentenv_scopes_warm_target",
+            "warm scopes kept ready (AGENTENV_WARM_SCOPES, at most AGENTENV_MAX_SCOPES)",
+            value=self.scopes_warm_target,
         )
         yield GaugeMetricFamily(
             "agentenv_queue_length",

@@ -40,6 +40,8 @@ from agentenv.errors import AgentEnvError
 __all__ = [
     "AGENTENV_USER",
     "PAGE_REFUSED_PORTS",
+    "WARM_SCOPES_MAX",
+    "WARM_SCOPE_MB",
     "Settings",
     "SettingsError",
     "load",
@@ -61,6 +63,15 @@ PAGE_REFUSED_PORTS = frozenset(
     {1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566}
     | {6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080}
 )
+
+
+#: What one warm scope holds of the container's memory: a scope's own cost
+#: as measured (28-30 MiB an added agent, bench density, 2026-12-04; a blank
+#: tab's context alone: bench ready).
+WARM_SCOPE_MB = 30
+#: The most warm scopes a computer keeps: 4 x 30 MiB = 120 MiB of the
+#: 128 MiB the memory budget sets aside for them (harness/hardening.py).
+WARM_SCOPES_MAX = 4
 
 
 class SettingsError(AgentEnvError, ValueError):
@@ -98,6 +109,12 @@ class Settings:
     #: beside the fixed ones of ``users`` (0: none may be opened). Any above 0
     #: makes the computer one of scopes from its start (:attr:`scoped`).
     max_scopes: int = 0
+    #: Warm scopes: browser contexts made ahead, each with its blank tab and
+    #: its renderer started, that ``scopes/open`` and ``scopes/reset`` hand
+    #: over at once (relay/warm.py); at most ``max_scopes`` are kept, none
+    #: where no scope may be opened. Each holds about :data:`WARM_SCOPE_MB`
+    #: of the memory budget, so at most :data:`WARM_SCOPES_MAX`.
+    warm_scopes: int = 2
     control_token: str | None = None
     #: A token that reads ``/metrics`` and nothing else (AGENTENV_METRICS_TOKEN):
     #: what a fleet's Prometheus holds instead of the control token.
@@ -201,6 +218,12 @@ class Settings:
         return min(share, self.mcp_sessions)
 
     @property
+    def warm_pool(self) -> int:
+        """How many warm scopes the relay keeps ready: ``warm_scopes``, no more
+        than may be open at once (``max_scopes``; 0 where none may be)."""
+        return min(self.warm_scopes, self.max_scopes)
+
+    @property
     def tokens_required(self) -> bool:
         """Whether every caller needs a token: users are configured, or scopes
         may be opened on demand (whose tokens the relay mints)."""
@@ -224,6 +247,12 @@ class Settings:
         """The scopes opened on demand and their tokens' digests
         (:mod:`agentenv.opened`), beside the key: the service user's alone."""
         return self.key_dir / "scopes.json"
+
+    @property
+    def warm_file(self) -> Path:
+        """The warm contexts the relay made and handed to no scope yet: a
+        relay started again disposes of its predecessor's (relay/warm.py)."""
+        return self.key_dir / "warm.json"
 
     @property
     def chromium_http(self) -> str:
@@ -420,6 +449,7 @@ _PARSED: dict[str, Callable[[Mapping[str, str], str, Any], Any]] = {
     "scope_storage_bytes": _non_negative,
     "scope_download_bytes": _non_negative,
     "max_scopes": _non_negative,
+    "warm_scopes": _non_negative,
     "log_user_max_bytes": _non_negative,
     "log_user_bytes_per_minute": _non_negative,
     "mcp_idle_s": _seconds,
@@ -512,6 +542,12 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         ),
         **_read(env, defaults),
     )
+    if settings.warm_scopes > WARM_SCOPES_MAX:
+        raise SettingsError(
+            f"AGENTENV_WARM_SCOPES must be 0 to {WARM_SCOPES_MAX}: each warm scope holds about "
+            f"{WARM_SCOPE_MB} MiB of the computer's memory budget (docs/fair-shares.md), "
+            f"got {settings.warm_scopes}"
+        )
     if settings.max_scopes and (settings.control_token is None or settings.control_open):
         raise SettingsError(
             "AGENTENV_MAX_SCOPES: scopes opened on demand need AGENTENV_CONTROL_TOKEN set "

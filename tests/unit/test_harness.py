@@ -336,6 +336,20 @@ def test_the_playwright_mcps_fit_the_memory_budget_whatever_the_users() -> None:
     assert Settings(mcp_sessions_per_caller=1).mcp_share == 1
 
 
+def test_the_warm_scopes_fit_the_memory_budget() -> None:
+    """Warm scopes are counted in the memory budget as the Playwright MCPs
+    are: the most a computer may keep, at a scope's measured cost, fit their
+    share, and an idle computer (254 MiB, bench/README.md) with every MCP
+    and every warm scope fits what the budget leaves Chromium and the
+    programs at least."""
+    from agentenv.harness.hardening import LEFT_FOR_PROGRAMS_MB, MCP_SHARE_MB, WARM_SHARE_MB
+    from agentenv.settings import WARM_SCOPE_MB, WARM_SCOPES_MAX, Settings
+
+    assert Settings().warm_scopes <= WARM_SCOPES_MAX
+    assert WARM_SCOPES_MAX * WARM_SCOPE_MB <= WARM_SHARE_MB
+    assert 254 + MCP_SHARE_MB + WARM_SHARE_MB <= LEFT_FOR_PROGRAMS_MB
+
+
 def test_a_swarm_service_takes_the_budgets_sizes() -> None:
     """The swarm backend's /dev/shm and memory limit are the budget's, not
     sizes of its own (it had a 1 GiB /dev/shm left from before the budget)."""

@@ -100,7 +100,7 @@ def test_every_numeric_setting_is_read_from_its_own_variable_and_checked() -> No
     control = {"AGENTENV_CONTROL_TOKEN": "c" * 32}  # AGENTENV_MAX_SCOPES needs one
     for field in _PARSED:
         key = f"AGENTENV_{field.upper()}"
-        wanted = "ERROR" if field == "log_level" else 7
+        wanted = {"log_level": "ERROR", "warm_scopes": 3}.get(field, 7)  # 7 warm: past the budget
         assert getattr(load({key: str(wanted), **control}), field) == wanted, key
         assert getattr(load({key: ""}), field) == getattr(defaults, field), key
         with pytest.raises(SettingsError) as raised:
@@ -121,3 +121,19 @@ def test_the_launch_scripts_defaults_are_the_settings_defaults() -> None:
                 assert str(getattr(defaults, field)) == value, (script.name, name)
                 checked += 1
     assert checked >= 2  # the downloads folder and Chromium's port, at least
+
+
+def test_warm_scopes_are_bounded_by_the_memory_budget_and_the_scopes_that_may_open() -> None:
+    """AGENTENV_WARM_SCOPES past what the budget sets aside is refused at
+    start, naming the variable; no more are kept than may be open at once,
+    and none where no scope may be opened."""
+    from agentenv.settings import WARM_SCOPES_MAX
+
+    control = {"AGENTENV_CONTROL_TOKEN": "c" * 32}
+    with pytest.raises(SettingsError) as raised:
+        load({"AGENTENV_WARM_SCOPES": str(WARM_SCOPES_MAX + 1), **control})
+    assert "AGENTENV_WARM_SCOPES" in str(raised.value) and "MiB" in str(raised.value)
+    assert load({"AGENTENV_WARM_SCOPES": str(WARM_SCOPES_MAX), **control}).warm_scopes == 4
+    assert load({}).warm_pool == 0  # AGENTENV_MAX_SCOPES=0: nothing to open, nothing kept
+    assert load({"AGENTENV_MAX_SCOPES": "1", **control}).warm_pool == 1
+    assert load({"AGENTENV_MAX_SCOPES": "8", **control}).warm_pool == load({}).warm_scopes == 2

@@ -39,6 +39,9 @@ process (Chromium's constant)                    switch lowers it
 of which the Playwright MCPs           384 MiB   a new MCP session is refused
 (``AGENTENV_MCP_SESSIONS``, 4, about             (503; one caller's share past
 96 MiB each)                                     its own: 429)
+and the warm scopes                    128 MiB   none past 4 (the setting is
+(``AGENTENV_WARM_SCOPES``, 2, about              refused at start)
+30 MiB each)
 =====================================  ========  ==============================
 
 Past the container's limit the kernel kills the process with the highest
@@ -76,6 +79,7 @@ __all__ = [
     "SERVICE_UID",
     "SHM",
     "TMPFS",
+    "WARM_SHARE_MB",
     "docker_kwargs",
     "size_bytes",
     "writable_by_the_computer",
@@ -118,6 +122,10 @@ PLAYWRIGHT_MCP_MB = 96
 #: What of LEFT_FOR_PROGRAMS_MB every Playwright MCP together may take
 #: (``AGENTENV_MCP_SESSIONS`` of them); the rest is Chromium's and the servers'.
 MCP_SHARE_MB = 400
+#: What of LEFT_FOR_PROGRAMS_MB warm scopes together may take (each about
+#: ``settings.WARM_SCOPE_MB``, at most ``settings.WARM_SCOPES_MAX``, of them:
+#: ``AGENTENV_WARM_SCOPES``); a unit test holds the sum.
+WARM_SHARE_MB = 128
 PIDS = 2048
 
 

@@ -105,6 +105,10 @@ class ClientState:
     scope: Scope | None = None
     #: A target's browser context, as the relay's watcher knows.
     context_of: Callable[[str], str | None] = field(default=lambda target: None, repr=False)
+    #: Whether a browser context is a warm one no scope was handed yet
+    #: (:mod:`agentenv.relay.warm`): no link sees or reaches it, the control
+    #: token's neither.
+    withheld: Callable[[object], bool] = field(default=lambda context: False, repr=False)
     #: The page of a tab-type target, when the watcher found it.
     tab_page: Callable[[str], str | None] = field(default=lambda target: None, repr=False)
     #: Targets this client was shown (their destruction is its news too).

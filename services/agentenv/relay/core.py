@@ -252,6 +252,9 @@ def receive(
         sent = verdict.params if verdict is not None and rewritten else params
         refused = _in_scope(state.scope, state, browser_level, method, sent, step)
         verdict = refused or verdict
+    elif state.scope is None and (verdict is None or rewritten):
+        sent = verdict.params if verdict is not None and rewritten else params
+        verdict = _warm(state, method, sent) or verdict
     if verdict is not None and not (verdict.action == "rewritten" and verdict.params is not None):
         step.kind, step.verdict = Kind.BLOCK, verdict
         return step
@@ -500,6 +503,23 @@ def _in_scope(
             "acts on no agent's browser; send it on a page's session, or use Storage.getCookies, "
             "setCookies or clearCookies (kept to your browser)",
         )
+    return None
+
+
+def _warm(state: ClientState, method: str, params: dict[str, Any] | None) -> guard.Verdict | None:
+    """A link that sees every scope (the control token's) reaches no warm
+    context before a scope is handed it (:mod:`agentenv.relay.warm`):
+    answered as Chromium answers an id it does not know, rule ``scope``."""
+    if not params:
+        return None
+    if method in scopes.BY_TARGET:
+        target = params.get("targetId")
+        if isinstance(target, str) and state.withheld(state.context_of(target)):
+            return _scope_verdict("No target with given id found", -32602)
+    elif method in scopes.BY_CONTEXT or method == "Target.disposeBrowserContext":
+        context = params.get("browserContextId")
+        if state.withheld(context):
+            return _scope_verdict("Failed to find browser context for id " + str(context)[:64])
     return None
 
 

@@ -172,6 +172,8 @@ def _from_chromium(state: ClientState, data: str) -> Downstream:
             return _paused_event(state, data)
         if state.scope is not None and data.startswith(_SCOPED_EVENTS):
             return _scoped_event(state, state.scope, data)
+        if data.startswith(_TARGET_EVENTS):  # a link that sees every scope
+            return _unwithheld_event(state, data)
         if state.scope is not None and data.startswith('{"method":"Tracing.'):
             # Chromium's trace holds every scope's events: never passed on.
             return Downstream(Down.DROP, ending=traces.event(state.traces, state.number, data))
@@ -235,6 +237,8 @@ def _read_result(
                 str(i.get("targetId")) for i in kept["targetInfos"] if isinstance(i, dict)
             )
             out.data = _answer(message, kept)
+        else:
+            out.data = _answer(message, scopes.targets_without(state.withheld, result))
     elif pending.method == "Browser.getWindowForTarget":
         window = result.get("windowId")
         if isinstance(window, int):
@@ -242,6 +246,8 @@ def _read_result(
     elif pending.method == "Target.getBrowserContexts":
         if scope is not None:
             out.data = _answer(message, scopes.contexts_answer(scope, result))
+        else:
+            out.data = _answer(message, scopes.contexts_without(state.withheld, result))
     elif pending.method == "Target.createBrowserContext":
         made = result.get("browserContextId")
         if scope is not None and isinstance(made, str):
@@ -325,6 +331,31 @@ def _scoped_event(state: ClientState, scope: Scope, data: str) -> Downstream:
             state.downloads.discard(guid)
         return _PASS
     return _PASS
+
+
+#: Target events a link that sees every scope is not passed for a warm
+#: context no scope was handed yet (relay/warm.py).
+_TARGET_EVENTS = (
+    '{"method":"Target.targetCreated"',
+    '{"method":"Target.targetInfoChanged"',
+    '{"method":"Target.targetDestroyed"',
+    '{"method":"Target.targetCrashed"',
+)
+
+
+def _unwithheld_event(state: ClientState, data: str) -> Downstream:
+    """A target event, not passed on if its target is a warm context's."""
+    found = _event(data)
+    if found is None:
+        return _PASS
+    _, params, _ = found
+    info = params.get("targetInfo")
+    if isinstance(info, dict):
+        context = info.get("browserContextId")
+    else:
+        target = params.get("targetId")
+        context = state.context_of(target) if isinstance(target, str) else None
+    return Downstream(Down.DROP) if state.withheld(context) else _PASS
 
 
 _CREATED = '{"method":"Runtime.executionContextCreated"'
@@ -433,8 +464,9 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
     target = target_info.get("targetId")
     kind, url = target_info.get("type"), target_info.get("url")
     parent = message.get("sessionId")
-    elsewhere = state.scope is not None and not state.scope.holds(
-        target_info.get("browserContextId")
+    made_in = target_info.get("browserContextId")
+    elsewhere = (
+        not state.scope.holds(made_in) if state.scope is not None else state.withheld(made_in)
     )
     if elsewhere or not guard.web_target(
         (kind, url) if isinstance(kind, str) and isinstance(url, str) else None

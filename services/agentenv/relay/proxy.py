@@ -72,6 +72,8 @@ LEFT_WAIT_S = 10.0
 
 
 #: A refused big message's id, session and method, read from its ends only.
+#: Listings of the browser: every link's answer leaves out warm contexts.
+_LISTINGS = frozenset({"Target.getTargets", "Target.getBrowserContexts"})
 _ID = re.compile(r'"id"\s*:\s*(\d{1,16})')
 _SESSION = re.compile(r'"sessionId"\s*:\s*"([0-9A-Za-z_.-]{1,128})"')
 _METHOD = re.compile(r'"method"\s*:\s*"([A-Za-z.]{1,100})"')
@@ -386,8 +388,11 @@ class _Bridge(ToClient):
         if step.method in TAB_METHODS:
             key = self.logbook.unlogged_command(step.method, step.params, step.tab)
             pending = Pending(key, step.method, step.params)
-        elif self.state.scope is not None and step.method in core.READ_FIRST:
-            # A scoped link's listing: its answer is kept to the scope (no entry).
+        elif step.method in core.READ_FIRST and (
+            self.state.scope is not None or step.method in _LISTINGS
+        ):
+            # A scoped link's listing: its answer is kept to the scope (no
+            # entry); every link's, without the warm contexts (relay/warm.py).
             pending = Pending(0, step.method, step.params)
         await self._send(step, pending)
 

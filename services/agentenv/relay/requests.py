@@ -154,8 +154,13 @@ async def scope_of(request: web.Request, identity: Identity) -> Scope | None:
 
 
 def in_scope(request: web.Request, scope: Scope | None, target: str) -> bool:
-    """Whether ``target`` is the scope's (any target, for no scope)."""
-    return scope is None or scope.holds(request.app[watcher_key].context_of(target))
+    """Whether ``target`` is the scope's (any target but a warm scope's,
+    for no scope: relay/warm.py)."""
+    watcher = request.app[watcher_key]
+    context = watcher.context_of(target)
+    if scope is None:
+        return not watcher.warm.withheld(context)
+    return scope.holds(context)
 
 
 def client_state(
@@ -183,6 +188,7 @@ def client_state(
         traces=watcher.traces,
         scope=scope,
         context_of=watcher.context_of,
+        withheld=watcher.warm.withheld,
         tab_page=watcher.tab_pages.get,
     )
 

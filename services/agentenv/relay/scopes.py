@@ -16,8 +16,9 @@ carries: ``Target.*`` by id, sessions, auto-attach, target discovery,
 permission and download calls, and the HTTP discovery paths.
 
 A scope opened on demand (``scopes/open``, :mod:`agentenv.opened`) is one
-of its own: its name is its one user's, whose token the relay minted; it
-is made at once, and disposed of, context and all, when it is closed.
+of its own: its name is its one user's, whose token the relay minted; its
+context is handed over at once (a warm one made ahead, :mod:`agentenv.relay.warm`,
+which no scope holds until then), and disposed of when it is closed.
 
 With one scope (one user, or every user grouped into one) and none to be
 opened on demand, nothing is translated at all: with one agent on a
@@ -50,7 +51,9 @@ __all__ = [
     "Scope",
     "Scopes",
     "contexts_answer",
+    "contexts_without",
     "targets_answer",
+    "targets_without",
 ]
 
 #: Commands naming a target by ``targetId``: only the scope's.
@@ -244,3 +247,26 @@ def contexts_answer(scope: Scope, result: Mapping[str, Any]) -> dict[str, Any]:
     if "defaultBrowserContextId" in result:
         out["defaultBrowserContextId"] = scope.context
     return out
+
+
+def targets_without(
+    withheld: Callable[[object], bool], result: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``Target.getTargets``'s result without the targets of a context
+    ``withheld`` names (a warm one no scope was handed yet: relay/warm.py)."""
+    infos = result.get("targetInfos")
+    kept = [
+        i
+        for i in (infos if isinstance(infos, list) else [])
+        if not (isinstance(i, Mapping) and withheld(i.get("browserContextId")))
+    ]
+    return {**result, "targetInfos": kept}
+
+
+def contexts_without(
+    withheld: Callable[[object], bool], result: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``Target.getBrowserContexts``'s result without the contexts ``withheld`` names."""
+    ids = result.get("browserContextIds")
+    kept = [c for c in (ids if isinstance(ids, list) else []) if not withheld(c)]
+    return {**result, "browserContextIds": kept}

@@ -148,6 +148,9 @@ async def _upstream_ws_url(
 ) -> str:
     settings = request.app[settings_key]
     if kind == "browser":
+        known = request.app[watcher_key].browser_url
+        if known is not None:
+            return known  # the watcher's, while it is connected
         version = await upstream_json(request, "/json/version")
         url = version.get("webSocketDebuggerUrl") if isinstance(version, dict) else None
         if not isinstance(url, str):
@@ -323,6 +326,8 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     scopes = watcher.scope_gate
     counts.scopes_open = lambda: len(watcher.openings.open)
     counts.scopes_capacity = settings.max_scopes
+    counts.scopes_warm = lambda: len(watcher.warm.ready)
+    counts.scopes_warm_target = watcher.warm.size
     counts.scopes_queued = scopes.admission.length
     counts.scopes_oldest_wait_s = lambda: scopes.admission.oldest_wait(scopes.clock())
     app[shared_key] = Shared(

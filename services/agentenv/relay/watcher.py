@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -47,6 +49,7 @@ from agentenv.relay.probes import Probes
 from agentenv.relay.quotas import Quotas
 from agentenv.relay.scopes import Scope, Scopes
 from agentenv.relay.traces import Traces
+from agentenv.relay.warm import REFILL_AFTER_TAKE_S, Warm, WarmPool
 from agentenv.relay.worlds import RelayWorlds
 from agentenv.settings import AGENTENV_USER, Settings
 
@@ -112,6 +115,17 @@ class Watcher:
         )
         self._places = {n: self.scope_gate.admission.hold(n) for n in self.openings.open}
         self._making: dict[str, asyncio.Task[Scope]] = {}
+        #: Warm scopes (relay/warm.py): contexts made ahead for scopes/open
+        #: and scopes/reset to hand over, refilled by :meth:`_keep_warm`.
+        self.warm = WarmPool(settings.warm_pool)
+        self._warm_wake = asyncio.Event()
+        #: Resets under way: no warm context is made meanwhile.
+        self._warm_held = 0
+        #: Warm contexts of a lost connection, to dispose of on the next.
+        self._warm_left: list[str] = []
+        #: Chromium's browser endpoint, as its /json/version said when the
+        #: watcher connected (a client's connection goes there, not asking again).
+        self.browser_url: str | None = None
         #: Chromium's own default browser context (the home scope's).
         self.default_context: str | None = None
         logbook.scope_of = self.scope_name
@@ -216,15 +230,23 @@ class Watcher:
         """``data/reset``: dispose of every browser context but Chromium's own
         (the ones agents made, and the scopes other than the home one, made
         again when their users next connect), each on the record."""
+        # Warm contexts go with the rest: none is made until every context is
+        # disposed of, and one being made now is thrown away when it comes.
+        self._warm_held += 1
         try:
-            found = await self.call("Target.getBrowserContexts", {}, deadline_s=10)
-        except (WatcherError, TimeoutError):
-            raise UpstreamError(NOT_ANSWERING) from None
-        for context in found.get("result", {}).get("browserContextIds", []):
-            if isinstance(context, str) and context != self.default_context:
-                await self._own_command(
-                    "Target.disposeBrowserContext", {"browserContextId": context}
-                )
+            self.warm.reset()
+            try:
+                found = await self.call("Target.getBrowserContexts", {}, deadline_s=10)
+            except (WatcherError, TimeoutError):
+                raise UpstreamError(NOT_ANSWERING) from None
+            for context in found.get("result", {}).get("browserContextIds", []):
+                if isinstance(context, str) and context != self.default_context:
+                    await self._own_command(
+                        "Target.disposeBrowserContext", {"browserContextId": context}
+                    )
+        finally:
+            self._warm_held -= 1
+            self._warm_wake.set()
         self.scopes.reset()
         self.quotas.shares.forget()  # every context but the default one went, and its data
         if self.after_reset is not None:
@@ -264,8 +286,157 @@ class Watcher:
 
     async def take_context(self, name: str) -> Scope:
         """A fresh browser context with one blank tab for the scope ``name``:
-        made now (a pool of warm ones could hand one over here)."""
-        return await self.scope(name)
+        a warm one handed over (relay/warm.py), its pool refilled in the
+        background; made now if none is ready."""
+        if name in self.scopes.made or name in self._making:
+            return await self.scope(name)  # a connection is making it already
+        warm = self.warm.take()
+        if warm is None:
+            if self.warm.size:
+                log.info("warm scopes: none ready for scope %r; made now", name)
+            return await self.scope(name)
+        # Made again a moment later: a renderer starting now would slow the
+        # agent's first commands on the two cores it shares.
+        asyncio.get_running_loop().call_later(REFILL_AFTER_TAKE_S, self._warm_wake.set)
+        scope = Scope(name, warm.context)
+        self.scopes.made[name] = scope
+        self.contexts[warm.tab] = warm.context
+        # Its first tab on the record as the scope's, as if made now (it was
+        # made ahead, on no one's record: no scope held it).
+        params = {"url": "about:blank", "browserContextId": warm.context}
+        entry = self.logbook.begin_command(
+            Identity(AGENTENV_USER, control=True), 0, None, "Target.createTarget", params, None
+        )
+        self.logbook.created(warm.tab, "about:blank", None, warm.context)
+        self.logbook.end_command(entry, True, None, opened=warm.tab)
+        try:
+            await self.downloads.set_for(scope)
+        except (WatcherError, TimeoutError, OSError) as exc:
+            log.warning("scope %r: could not set its downloads folder: %s", name, exc)
+        return scope
+
+    async def _keep_warm(self) -> None:
+        """Keep the warm pool full, one context at a time, for as long as the
+        watcher is connected: woken by a take, a spoiled context or a reset;
+        a failure is logged and tried again after a growing wait."""
+        await self._dispose_left()
+        while True:
+            self._warm_wake.clear()
+            self._write_warm()
+            if self.warm.wanted() and not self._warm_held:
+                wait = await self._make_warm()
+                if wait:
+                    await asyncio.sleep(wait)
+                continue
+            await self._warm_wake.wait()
+
+    async def _make_warm(self) -> float:
+        """Make one warm context: its blank tab, and its renderer started (the
+        tab answers a ``Runtime.evaluate``). How long to wait before the next
+        try (0 when it was made)."""
+        generation = self.warm.begin()
+        context: str | None = None
+        try:
+            made = await self.call("Target.createBrowserContext", {}, deadline_s=10)
+            found = made.get("result", {}).get("browserContextId")
+            if not isinstance(found, str):
+                raise WatcherError(f"no browser context: {made.get('error')}")
+            context = found
+            self.warm.named(generation, context)
+            opened = await self.call(
+                "Target.createTarget",
+                {"url": "about:blank", "browserContextId": context},
+                deadline_s=10,
+            )
+            tab = opened.get("result", {}).get("targetId")
+            if not isinstance(tab, str):
+                raise WatcherError(f"no tab: {opened.get('error')}")
+            self.contexts[tab] = context
+            await self._start_renderer(tab)
+        except (WatcherError, TimeoutError) as exc:
+            wait = self.warm.failed(generation, context)
+            log.warning("warm scopes: could not make one (%s); trying again in %.1f s", exc, wait)
+            if context is not None:
+                await self._dispose(context)
+            return wait
+        if not self.warm.made(generation, Warm(context, tab)):
+            await self._dispose(context)  # a reset came meanwhile, or its tab went
+        return 0.0
+
+    async def _start_renderer(self, tab: str) -> None:
+        """The tab's renderer started and its document ready: a session of
+        the watcher's evaluates a literal in it (nothing the page keeps), then
+        detaches, so the agent's first command finds it running."""
+        attached = await self.call(
+            "Target.attachToTarget", {"targetId": tab, "flatten": True}, deadline_s=10
+        )
+        session = attached.get("result", {}).get("sessionId")
+        if not isinstance(session, str):
+            raise WatcherError(f"could not attach to the tab: {attached.get('error')}")
+        try:
+            answer = await self.call(
+                "Runtime.evaluate", {"expression": "0"}, session=session, deadline_s=10
+            )
+            if "error" in answer:
+                raise WatcherError(f"the tab did not answer: {answer['error']}")
+        finally:
+            with contextlib.suppress(WatcherError, TimeoutError):
+                await self.call("Target.detachFromTarget", {"sessionId": session}, deadline_s=5)
+
+    async def _dispose(self, context: str) -> None:
+        """A warm context thrown away (bounded; a failure only logged)."""
+        try:
+            await self.call(
+                "Target.disposeBrowserContext", {"browserContextId": context}, deadline_s=10
+            )
+        except (WatcherError, TimeoutError) as exc:
+            log.warning("warm scopes: could not dispose of a context: %s", exc)
+
+    def _spoiled(self, context: str | None) -> None:
+        """A warm context's tab went, crashed or navigated: never handed over."""
+        if self.warm.spoiled(context):
+            assert context is not None
+            log.warning("warm scopes: a warm context's tab changed; disposed of, made again")
+            self.spawn(self._dispose(context))
+            self._warm_wake.set()
+
+    async def _dispose_left(self) -> None:
+        """Warm contexts a lost connection or a relay before this one left
+        (the warm file lists them): disposed of, never handed over."""
+        left = set(self._warm_left)
+        self._warm_left.clear()
+        try:
+            listed = json.loads(self.settings.warm_file.read_text())
+            left.update(c for c in listed if isinstance(c, str))
+        except (OSError, ValueError, TypeError):
+            pass
+        if not left:
+            return
+        try:
+            found = await self.call("Target.getBrowserContexts", {}, deadline_s=10)
+        except (WatcherError, TimeoutError):
+            self._warm_left.extend(left)
+            return
+        for context in found.get("result", {}).get("browserContextIds", []):
+            if context in left and context != self.default_context:
+                await self._own_command(
+                    "Target.disposeBrowserContext", {"browserContextId": context}
+                )
+
+    def _write_warm(self) -> None:
+        """The warm file: every warm context now, and those still to dispose of."""
+        if not self.warm.size and not self._warm_left:
+            return
+        path = self.settings.warm_file
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            part = path.with_name(path.name + ".part")
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                json.dump([*self.warm.contexts(), *self._warm_left], out)
+            os.replace(part, path)
+        except OSError as exc:
+            log.warning("warm scopes: could not write %s: %s", path, exc)
 
     async def revoke_scope(self, name: str) -> None:
         """The first half of ``scopes/close``: the scope's token admits no one
@@ -398,6 +569,7 @@ class Watcher:
 
     async def _watch(self) -> None:
         url = await self._browser_url()
+        self.browser_url = url
         async with self.http.ws_connect(
             url, max_msg_size=self.settings.max_message_bytes, compress=0, heartbeat=None
         ) as ws:
@@ -405,6 +577,7 @@ class Watcher:
             self._initial = not self._saw_exit
             reader = asyncio.create_task(self._read(ws))
             sharing = asyncio.create_task(self._every_few_seconds())
+            warming: asyncio.Task[None] | None = None
             try:
                 # Tab-type targets too (Chromium leaves them out by default):
                 # the guard refuses closing or activating one by its id.
@@ -418,14 +591,23 @@ class Watcher:
                 self.downloads.make_folders()
                 await self.downloads.set_for()
                 self.connected.set()
+                if self.warm.size or self._warm_left:
+                    warming = asyncio.create_task(self._keep_warm())
                 await reader
             finally:
                 reader.cancel()
                 sharing.cancel()
-                for done in (reader, sharing):
+                if warming is not None:
+                    warming.cancel()
+                for done in (reader, sharing, warming):
+                    if done is None:
+                        continue
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await done
+                # Chromium took them, or will be asked to on the next connection.
+                self._warm_left.extend(self.warm.reset())
                 self.connected.clear()
+                self.browser_url = None
                 self._ws = None
                 self.targets.clear()
                 self.parents.clear()
@@ -523,6 +705,10 @@ class Watcher:
             parent = info.get("parentId")
             if isinstance(parent, str) and parent:
                 self.parents[target] = parent
+            if self.warm.withheld(made_in):
+                if url not in ("", "about:blank"):
+                    self._spoiled(made_in)  # a warm tab only ever shows about:blank
+                return  # on no one's record until a scope is handed it
             if kind in ("page", "iframe") and self.settings.origin_storage_bytes:
                 self.quotas.bound(target, url)
             # Tabs are web pages: the browser's own UI (Chromium lists its
@@ -542,9 +728,14 @@ class Watcher:
             self.downloads.began(params)
         elif method == "Browser.downloadProgress":
             self.downloads.moved(params)
+        elif method == "Target.targetCrashed":
+            tab = params.get("targetId")
+            if isinstance(tab, str):
+                self._spoiled(self.contexts.get(tab))
         elif method == "Target.targetDestroyed":
             tab = params.get("targetId")
             if isinstance(tab, str):
+                self._spoiled(self.contexts.get(tab))
                 self.targets.pop(tab, None)
                 self.tab_pages.pop(tab, None)
                 self.parents.pop(tab, None)
