@@ -1,0 +1,132 @@
+"""Scopes opened on demand under attack at their edges (issue 41): what an
+agent holding an opened scope's token can do while its scope is closed or
+reset, and what the metrics token reaches. Against the built image with a
+fixed user (alice, the home scope), a control token, ``AGENTENV_MAX_SCOPES``,
+a metrics token, and one connection each (so a second one waits in the
+queue).
+
+- A connection waiting in the queue when its scope closes is refused once let
+  in: it lands neither in the closed scope, nor in a scope made again under
+  its name, nor in the home scope (alice's cookies, tabs).
+- A scope opened again under that name finds no context, cookie or tab of
+  what the waiting connection could have made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.security.attacks import agent, clean
+from tests.support.container import SITE, Computer, computer
+from tests.support.timing import deadline, wait_for
+
+ALICE_COOKIE = "alice-home-cookie-7301"
+QUEUED_COOKIE = "queued-after-close-4412"
+METRICS_TOKEN = "metrics-token-9d2e51c7"
+
+
+@pytest.fixture(scope="module")
+def pc(image: str) -> Iterator[Computer]:
+    env = {
+        "AGENTENV_MAX_SCOPES": "3",
+        "AGENTENV_MAX_CONNECTIONS_PER_USER": "1",
+        "AGENTENV_QUEUE_LENGTH": "4",
+        "AGENTENV_QUEUE_WAIT_S": "30",
+        "AGENTENV_METRICS_TOKEN": METRICS_TOKEN,
+    }
+    with computer(image, users={"alice": "alice-token-5f1c"}, env=env) as running:
+        running.serve_site()
+        yield running
+
+
+def _metric(pc: Computer, name: str) -> float:
+    text = requests.get(
+        pc.app + "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=10
+    ).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                return float(sample.value)
+    raise AssertionError(f"no {name} in /metrics")
+
+
+async def _queued(pc: Computer, token: str) -> tuple[int, list[dict[str, Any]]]:
+    """Connect as ``token`` (waiting in the queue), then, if let in, try to
+    read the browser it sees: the handshake's status, and the answers."""
+    url = f"ws://{pc.relay_address}/devtools/browser?token={token}"
+    answers: list[dict[str, Any]] = []
+    async with aiohttp.ClientSession() as http:
+        try:
+            ws = await http.ws_connect(url, max_msg_size=0)
+        except aiohttp.WSServerHandshakeError as exc:
+            return exc.status, answers
+        async with ws:
+            calls = [
+                ("Storage.getCookies", {}),
+                ("Target.getTargets", {}),
+                (
+                    "Storage.setCookies",
+                    {"cookies": [{"name": "q", "value": QUEUED_COOKIE, "url": SITE}]},
+                ),
+                ("Target.createBrowserContext", {}),
+            ]
+            for number, (method, params) in enumerate(calls, 1):
+                try:
+                    await ws.send_json({"id": number, "method": method, "params": params})
+                    while True:
+                        got = await ws.receive(timeout=deadline(10))
+                        if got.type is not aiohttp.WSMsgType.TEXT:
+                            return 101, answers
+                        message = got.json()
+                        if message.get("id") == number:
+                            answers.append(message)
+                            break
+                except (ConnectionError, aiohttp.ClientError, TimeoutError):
+                    return 101, answers
+        return 101, answers
+
+
+async def test_a_connection_queued_when_its_scope_closes_is_let_into_no_scope(
+    pc: Computer,
+) -> None:
+    made = pc.op("scopes/open", {"name": "queued"})
+    token = made["token"]
+    async with agent(pc, "alice") as alice:
+        await alice.call(
+            "Storage.setCookies",
+            {"cookies": [{"name": "a", "value": ALICE_COOKIE, "url": SITE}]},
+        )
+    pc.users["queued"] = token
+    async with agent(pc, "queued"):
+        # Its one connection is open: a second waits in the queue.
+        second = asyncio.create_task(_queued(pc, token))
+        await asyncio.to_thread(
+            wait_for,
+            lambda: _metric(pc, "agentenv_cdp_queue_length") == 1,
+            "the second connection in the queue",
+        )
+        await asyncio.to_thread(pc.op, "scopes/close", {"scope": "queued"})
+    status, answers = await asyncio.wait_for(second, deadline(60))
+    assert ALICE_COOKIE not in str(answers), "a closed scope's connection read alice's cookies"
+    worked = [a for a in answers if "result" in a]
+    assert not worked, (status, worked)
+    # The name opened again holds nothing the waiting connection could have made.
+    again = pc.op("scopes/open", {"name": "queued"})
+    pc.users["queued"] = again["token"]
+    async with agent(pc, "queued") as fresh:
+        contexts = (await fresh.call("Target.getBrowserContexts"))["result"]
+        assert contexts["browserContextIds"] == [], contexts
+        cookies = (await fresh.call("Storage.getCookies"))["result"]["cookies"]
+        assert cookies == [], cookies
+    async with agent(pc, "alice") as alice:
+        cookies = (await alice.call("Storage.getCookies"))["result"]["cookies"]
+        assert QUEUED_COOKIE not in str(cookies), cookies
+    pc.op("scopes/close", {"scope": "queued"})
+    clean(pc, token, again["token"])
