@@ -130,3 +130,32 @@ async def test_a_connection_queued_when_its_scope_closes_is_let_into_no_scope(
         assert QUEUED_COOKIE not in str(cookies), cookies
     pc.op("scopes/close", {"scope": "queued"})
     clean(pc, token, again["token"])
+
+
+def test_the_metrics_token_sent_as_a_name_is_withheld_from_the_auth_record(
+    pc: Computer,
+) -> None:
+    """A harness that put its metrics token where a name goes (``?user=``,
+    ``AgentEnv-Role``) with no token or a wrong one is refused (401), and the
+    ``auth`` line keeps the names it claimed: the metrics token is withheld
+    there, as every other token the computer knows is."""
+    refused = [
+        requests.get(f"{pc.relay}/json/list?user={METRICS_TOKEN}", timeout=10),
+        requests.post(
+            f"{pc.app}/v1/browser/tabs/list",
+            json={},
+            headers={"Authorization": "Bearer wrong-token-1", "AgentEnv-Role": METRICS_TOKEN},
+            timeout=10,
+        ),
+    ]
+    assert [r.status_code for r in refused] == [401, 401]
+
+    def recorded() -> list[Any] | None:
+        lines = [x["auth"] for x in pc.log()[0] if "auth" in x]
+        claims = [line.get("claimed", {}) for line in lines]
+        mine = [c for c in claims if {"user", "role"} & set(c)]
+        return mine if len(mine) >= 2 else None
+
+    claims = wait_for(recorded, "the two refusals on the record", timeout_s=20)
+    assert all(set(c.values()) == {"withheld"} for c in claims), "the metrics token was kept"
+    clean(pc, METRICS_TOKEN)
