@@ -159,3 +159,27 @@ def test_the_metrics_token_sent_as_a_name_is_withheld_from_the_auth_record(
     claims = wait_for(recorded, "the two refusals on the record", timeout_s=20)
     assert all(set(c.values()) == {"withheld"} for c in claims), "the metrics token was kept"
     clean(pc, METRICS_TOKEN)
+
+
+def test_an_open_whose_caller_went_away_while_queued_opens_no_scope_for_nobody(
+    pc: Computer,
+) -> None:
+    """Past AGENTENV_MAX_SCOPES a scopes/open waits; its caller gives up (its
+    own timeout) and goes. When a scope closes, the place is not spent on a
+    scope whose token no one was told: it would hold one of the computer's
+    scopes until someone found it in scopes/list."""
+    names = [pc.op("scopes/open")["scope"] for _ in range(3)]
+    with pytest.raises(requests.exceptions.ReadTimeout):
+        requests.post(
+            f"{pc.app}/v1/browser/scopes/open", json={}, headers=pc.headers(None), timeout=2
+        )
+    wait_for(lambda: _metric(pc, "agentenv_queue_length") == 1, "the open in the queue")
+    pc.op("scopes/close", {"scope": names.pop()})
+    wait_for(lambda: _metric(pc, "agentenv_queue_length") == 0, "the queue emptied")
+    wait_for(
+        lambda: sorted(s["scope"] for s in pc.op("scopes/list")["scopes"]) == sorted(names),
+        "no scope opened for the caller that went",
+        timeout_s=10,
+    )
+    for name in [s["scope"] for s in pc.op("scopes/list")["scopes"]]:
+        pc.op("scopes/close", {"scope": name})
