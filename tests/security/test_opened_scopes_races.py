@@ -183,3 +183,45 @@ def test_an_open_whose_caller_went_away_while_queued_opens_no_scope_for_nobody(
     )
     for name in [s["scope"] for s in pc.op("scopes/list")["scopes"]]:
         pc.op("scopes/close", {"scope": name})
+
+
+async def _slow_op(pc: Computer, op: str, token: str, body: bytes, go: asyncio.Event) -> bytes:
+    """An op whose body is sent in two parts: the headers and the first byte
+    now, the rest once ``go`` is set. What the app answered, whole."""
+    host, port = pc.app.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    head = (
+        f"POST /v1/browser/{op} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    writer.write(head + body[:1])
+    await writer.drain()
+    await go.wait()
+    writer.write(body[1:])
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(), deadline(30))
+    writer.close()
+    return answer
+
+
+async def test_an_op_whose_scope_closed_while_its_body_came_acts_in_no_other_scope(
+    pc: Computer,
+) -> None:
+    """An opened scope's agent starts an op (its token checked), sends its
+    body slowly, and the scope is closed meanwhile: the op must not act in
+    the home scope (alice's tabs) once the body is in, but be refused."""
+    async with agent(pc, "alice") as alice:
+        tab, _ = await alice.page(SITE + "/?alice-private-page")
+        made = pc.op("scopes/open", {"name": "slow"})
+        go = asyncio.Event()
+        slow = asyncio.create_task(_slow_op(pc, "tabs/list", made["token"], b"{}", go))
+        await asyncio.sleep(0.5)
+        await asyncio.to_thread(pc.op, "scopes/close", {"scope": "slow"})
+        go.set()
+        answer = await slow
+        await alice.call("Target.closeTarget", {"targetId": tab})
+    status = answer.split(b"\r\n", 1)[0]
+    assert b"alice-private-page" not in answer, "a closed scope's op listed alice's tabs"
+    assert b" 401 " in status, status
+    clean(pc, made["token"])
