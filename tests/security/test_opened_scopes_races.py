@@ -225,3 +225,38 @@ async def test_an_op_whose_scope_closed_while_its_body_came_acts_in_no_other_sco
     assert b"alice-private-page" not in answer, "a closed scope's op listed alice's tabs"
     assert b" 401 " in status, status
     clean(pc, made["token"])
+
+
+def _exported_log(pc: Computer, scope: str) -> bytes:
+    """The log in a ``data/get`` archive of ``scope`` (the task's export)."""
+    import io
+    import tarfile
+
+    archive = pc.op("data/get", {"scope": scope})
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        member = tar.extractfile("browser-log.jsonl")
+        assert member is not None
+        return member.read()
+
+
+async def test_the_export_of_a_scope_opened_again_holds_nothing_of_the_closed_ones_log(
+    pc: Computer,
+) -> None:
+    """A task's export (``data/get`` of its scope) carries its scope's own log
+    lines: a scope opened again under a closed one's name must not export the
+    closed scope's actions (the earlier task's pages, commands)."""
+    first = pc.op("scopes/open", {"name": "reused"})
+    pc.users["reused"] = first["token"]
+    async with agent(pc, "reused") as earlier:
+        await earlier.page(SITE + "/?earlier-tasks-page-5521")
+    assert b"earlier-tasks-page-5521" in _exported_log(pc, "reused")
+    pc.op("scopes/close", {"scope": "reused"})
+    again = pc.op("scopes/open", {"name": "reused"})
+    pc.users["reused"] = again["token"]
+    async with agent(pc, "reused") as later:
+        await later.page(SITE + "/?later-tasks-page")
+    exported = _exported_log(pc, "reused")
+    assert b"later-tasks-page" in exported
+    assert b"earlier-tasks-page-5521" not in exported, "the earlier scope's log was exported"
+    pc.op("scopes/close", {"scope": "reused"})
+    clean(pc, first["token"], again["token"])
