@@ -286,7 +286,7 @@ class Watcher:
         self.openings.get(name)
         await self.revoke_scope(name)
         await self._clear_scope(name, "this scope was closed")
-        self.logbook.writer.spent.pop(name, None)
+        self.logbook.writer.forget(name)
         self._removed(name)
         self._write_opened()
 
