@@ -10,6 +10,12 @@ queue).
   its name, nor in the home scope (alice's cookies, tabs).
 - A scope opened again under that name finds no context, cookie or tab of
   what the waiting connection could have made.
+- One let in from the queue after its scope closed altogether is refused:
+  it would have acted in the home scope, alice's.
+- An op whose scope closed while its body came is refused, not done in the
+  home scope; a scopes/open whose caller went away while it waited opens no
+  scope for no one; data/get of a scope opened again exports none of the
+  closed one's log; the metrics token is withheld from the auth record.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ METRICS_TOKEN = "metrics-token-9d2e51c7"
 def pc(image: str) -> Iterator[Computer]:
     env = {
         "AGENTENV_MAX_SCOPES": "3",
+        "AGENTENV_MAX_CONNECTIONS": "2",
         "AGENTENV_MAX_CONNECTIONS_PER_USER": "1",
         "AGENTENV_QUEUE_LENGTH": "4",
         "AGENTENV_QUEUE_WAIT_S": "30",
@@ -130,6 +137,37 @@ async def test_a_connection_queued_when_its_scope_closes_is_let_into_no_scope(
         assert QUEUED_COOKIE not in str(cookies), cookies
     pc.op("scopes/close", {"scope": "queued"})
     clean(pc, token, again["token"])
+
+
+async def test_a_connection_let_in_after_its_scope_closed_lands_in_no_scope(
+    pc: Computer,
+) -> None:
+    """A connection of an opened scope waits for a place of the computer's
+    (AGENTENV_MAX_CONNECTIONS, both held: alice's and another scope's); its
+    scope is closed, altogether; then a place frees and it is let in. It
+    must be refused, not put in the home scope (alice's browser)."""
+    late = pc.op("scopes/open", {"name": "late"})
+    other = pc.op("scopes/open", {"name": "other"})
+    pc.users["other"] = other["token"]
+    async with agent(pc, "alice") as alice:
+        await alice.call(
+            "Storage.setCookies",
+            {"cookies": [{"name": "a", "value": ALICE_COOKIE, "url": SITE}]},
+        )
+        async with agent(pc, "other"):
+            waiting = asyncio.create_task(_queued(pc, late["token"]))
+            await asyncio.to_thread(
+                wait_for,
+                lambda: _metric(pc, "agentenv_cdp_queue_length") == 1,
+                "late's connection in the queue",
+            )
+            await asyncio.to_thread(pc.op, "scopes/close", {"scope": "late"})
+        # other's connection ended: a place is free, and late's is let in.
+        status, answers = await asyncio.wait_for(waiting, deadline(60))
+    assert ALICE_COOKIE not in str(answers), "a closed scope's connection read alice's cookies"
+    assert status == 401 and not answers, (status, answers)
+    pc.op("scopes/close", {"scope": "other"})
+    clean(pc, late["token"], other["token"])
 
 
 def test_the_metrics_token_sent_as_a_name_is_withheld_from_the_auth_record(
