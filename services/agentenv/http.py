@@ -95,7 +95,11 @@ def auth_middleware(
                 sent = bearer_token(request.headers.get("Authorization")) or request.query.get(
                     "token"
                 )
-                known = [*settings.users.values(), settings.control_token or ""]
+                known = [
+                    *settings.users.values(),
+                    settings.control_token or "",
+                    settings.metrics_token or "",
+                ]
                 names = {
                     "user": request.query.get("user"),
                     "role": request.headers.get("AgentEnv-Role"),

@@ -67,7 +67,10 @@ DRAWN = ("Runtime.runScript", "Overlay.highlightRect", "Network.loadNetworkResou
 async def test_what_changes_a_page_is_acting_and_framed(target: Computer) -> None:
     before = attempt(target)
     started = target.recording(
-        "start", {"request_id": uuid.uuid4().hex, "upload": {"url": f"file://{ROOT}"}}
+        "start",
+        # alice's scope named: the home one here, one opened on demand in
+        # test_opened_more.py.
+        {"request_id": uuid.uuid4().hex, "scope": "alice", "upload": {"url": f"file://{ROOT}"}},
     )
     async with agent(target, "alice") as alice:
         tab, session = await alice.page(SITE + "/pay")

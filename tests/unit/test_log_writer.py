@@ -562,3 +562,21 @@ def test_a_tab_lines_share_in_a_shared_scope(tmp_path: Path) -> None:
     before = writer.spent["bob"]
     book.destroyed("P")
     assert writer.spent["bob"] > before
+
+
+def test_a_closed_scopes_share_is_forgotten_this_minute_too(tmp_path: Path) -> None:
+    """A scope closed (scopes/close) has its share forgotten whole: one
+    opened again under its name in the same minute starts from nothing, its
+    lines of this minute counted in full, not against the closed one's (a
+    share of this minute below zero would let it write past its budget)."""
+    mono, wall = Clock(), Clock()
+    mono.now, wall.now = 10.0, 1_790_000_010.0
+    w = LogWriter.open(tmp_path / "l.jsonl", clock=wall, monotonic=mono)
+    w.end(w.begin({"who": "task"}), ok=True)
+    mono.now, wall.now = 70.0, 1_790_000_070.0  # the next minute: its start remembered
+    w.end(w.begin({"who": "task"}), ok=True)
+    assert w.minute == 1 and 0 < w.spent_this_minute("task") < w.spent["task"]
+    w.forget("task")
+    assert "task" not in w.spent and w.spent_this_minute("task") == 0
+    w.end(w.begin({"who": "task"}), ok=True)
+    assert w.spent_this_minute("task") == w.spent["task"] > 0

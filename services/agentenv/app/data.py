@@ -31,7 +31,7 @@ from agentenv.log.reader import LogReader
 from agentenv.protocol.browser import Tab
 from agentenv.protocol.control import Reset, Written
 from agentenv.protocol.data import BrowserState, SavedTab
-from agentenv.protocol.log import action_of, parse_line, scope_of, tab_of
+from agentenv.protocol.log import LogLine, action_of, parse_line, scope_of, tab_of
 from agentenv.relay_link import BrowserError
 
 __all__ = [
@@ -281,8 +281,17 @@ def visited_since(reader: LogReader, after: int) -> set[str]:
         first += _RESET_CHUNK
 
 
-def whole_log(reader: LogReader, scope: str | None = None) -> bytes:
-    """Every line of the log; with ``scope``, only that scope's (protocol.log.scope_of)."""
+def _kept(line: LogLine, scope: str, since: str | None) -> bool:
+    if scope_of(line) != scope:
+        return False
+    at = line.get("at")
+    return since is None or (isinstance(at, str) and at >= since)
+
+
+def whole_log(reader: LogReader, scope: str | None = None, since: str | None = None) -> bytes:
+    """Every line of the log; with ``scope``, only that scope's (protocol.log.scope_of);
+    with ``since`` (an ``at``), only those written then or later: a scope
+    opened on demand exports none of an earlier scope of its name."""
     parts: list[bytes] = []
     last = 0
     while True:
@@ -291,6 +300,6 @@ def whole_log(reader: LogReader, scope: str | None = None) -> bytes:
             return b"".join(parts)
         kept = page.lines
         if scope is not None:
-            kept = [x for x in kept if scope_of(parse_line(x)) == scope]
+            kept = [x for x in kept if _kept(parse_line(x), scope, since)]
         parts.extend(line + b"\n" for line in kept)
         last = page.last

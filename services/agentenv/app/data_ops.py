@@ -26,6 +26,8 @@ from agentenv.app.requests import (
     settings_key,
 )
 from agentenv.http import BODY_LIMIT, read_body, read_json
+from agentenv.log.lines import iso_ms
+from agentenv.opened import opened_of
 from agentenv.protocol.browser import Empty, ScopeOnly
 from agentenv.protocol.data import ARCHIVE_LIMIT, ArchiveError, pack, unpack
 from agentenv.protocol.log import LogRequest, page_bytes
@@ -55,7 +57,13 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
         scopes = request.app[scopes_key]
         # The scope's own lines (two scopes or more): its browser's record only.
         only = (scope or scopes.home) if scopes.isolated else None
-        lines = await loop.run_in_executor(None, data.whole_log, request.app[reader_key], only)
+        # A scope opened on demand: its own lines since it opened, none of a
+        # closed scope that had its name (an earlier task's).
+        opened = opened_of(request.app[settings_key].scopes_file).scopes().get(only or "")
+        since = iso_ms(int(opened.opened * 1000)) if opened is not None else None
+        lines = await loop.run_in_executor(
+            None, data.whole_log, request.app[reader_key], only, since
+        )
         archive = await loop.run_in_executor(None, pack, saved, lines)
         return web.Response(
             body=archive,

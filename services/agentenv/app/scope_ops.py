@@ -124,6 +124,13 @@ async def scope_op(request: web.Request, name: str, who: Caller) -> web.Response
                     ScopeMade,
                     deadline_s=SCOPE_DEADLINE_S + app[settings_key].queue_wait_s,
                 )
+            if _gone(request):
+                # Its caller went while it waited in the queue: no one will
+                # be told its token, so it closes again, its place to the next.
+                await _close(app, made.scope)
+                raise OpError(
+                    408, "the caller went away while this scope opened: it was closed again"
+                )
             cdp, mcp = urls(request)
             opened = ScopeOpened(scope=made.scope, token=made.token, cdp_url=cdp, mcp_url=mcp)
             return web.json_response(opened.model_dump(mode="json"))
@@ -137,6 +144,12 @@ async def scope_op(request: web.Request, name: str, who: Caller) -> web.Response
         return web.json_response({"scope": ref.scope})
     except BrowserError as exc:
         raise _refusal(exc) from None
+
+
+def _gone(request: web.Request) -> bool:
+    """Whether the caller of ``request`` went away (closed its connection)."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 async def _close(app: web.Application, scope: str) -> None:

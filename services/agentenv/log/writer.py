@@ -314,6 +314,12 @@ class LogWriter:
         self._minute_ends = (self.minute + 1) * 60.0
         self._spent_before = dict(self.spent)
 
+    def forget(self, who: str) -> None:
+        """``who``'s share is dropped (a scope closed): its bytes, and what it
+        had spent when this minute began, so one of its name starts anew."""
+        self.spent.pop(who, None)
+        self._spent_before.pop(who, None)
+
     def spent_this_minute(self, who: str) -> int:
         """Bytes of ``who``'s action lines written in the current minute."""
         return self.spent.get(who, 0) - self._spent_before.get(who, 0)

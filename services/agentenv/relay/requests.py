@@ -140,6 +140,11 @@ async def scope_of(request: web.Request, identity: Identity) -> Scope | None:
     (None: it sees every scope, or the computer has one). The control token
     may name one (``AgentEnv-Scope``: the app's ops act in the home scope)."""
     watcher = request.app[watcher_key]
+    if not identity.control and watcher.openings.was_closed(identity.user):
+        # An agent of a scope closed since its token was checked (a
+        # connection that waited in the queue, a request in flight): it acts
+        # in no scope, neither its closed one nor the home one.
+        raise AccessDenied("unknown token: this scope was closed", status=401)
     name = watcher.scopes.name_for(identity)
     asked = request.headers.get("AgentEnv-Scope")
     if identity.control and asked and watcher.scopes.isolated:
@@ -151,6 +156,20 @@ async def scope_of(request: web.Request, identity: Identity) -> Scope | None:
             )
         name = asked
     return await watcher.scope(name) if name is not None else None
+
+
+def still_good(request: web.Request, identity: Identity, scope: Scope | None) -> bool:
+    """Whether a connection let in as ``identity`` in ``scope`` may go on now
+    (checked once it is on the list a close or reset ends): its token still
+    admits it as the same caller, and its scope was not closed or made new
+    (reset) while it was connecting."""
+    try:
+        again = identity_of(request)
+    except AccessDenied:
+        return False
+    if again != identity:
+        return False
+    return scope is None or request.app[watcher_key].scopes.made.get(scope.name) is scope
 
 
 def in_scope(request: web.Request, scope: Scope | None, target: str) -> bool:

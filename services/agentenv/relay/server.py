@@ -74,6 +74,7 @@ from agentenv.relay.requests import (
     settings_key,
     shared_key,
     sockets_key,
+    still_good,
     token_of,
     upstream_json,
     watcher_key,
@@ -258,6 +259,17 @@ async def _bridge(
     if scope is not None and scope.name != watcher.scopes.home:
         request.app[in_scopes_key][client] = scope
         request.app[controls_key][client] = identity.control
+    if not still_good(request, identity, scope):
+        # Its scope was closed or reset (or its token revoked) while it
+        # connected: a close that ended its scope's connections did not see
+        # this one yet, so it ends here, before any command of it is read.
+        sockets.discard(client)
+        await upstream.close()
+        await client.close(
+            code=aiohttp.WSCloseCode.POLICY_VIOLATION,
+            message=b"this scope was closed or reset while connecting: connect again",
+        )
+        return client
     log.info("conn %d: %s opened %s", state.number, identity.user, request.path)
     agent = not identity.control
     if agent:

@@ -224,6 +224,10 @@ class Watcher:
         found = self.scopes.made.get(name)
         if found is not None:
             return found
+        if self.openings.was_closed(name) and name not in self.openings.fixed:
+            # A scope being closed (or closed) gets no context again: one made
+            # now would outlive the close, into the next scope of its name.
+            raise ScopeRefused(f"scope: {name[:64]!r} was closed", status=404)
         return await once(self._making, name, self._make_scope)
 
     async def reset_scopes(self) -> None:
@@ -453,7 +457,7 @@ class Watcher:
         self.openings.get(name)
         await self.revoke_scope(name)
         await self._clear_scope(name, "this scope was closed")
-        self.logbook.writer.spent.pop(name, None)
+        self.logbook.writer.forget(name)
         self._removed(name)
         self._write_opened()
 
@@ -470,6 +474,11 @@ class Watcher:
     async def _clear_scope(self, name: str, why: str) -> None:
         if self.end_connections is not None:
             await self.end_connections(name, False, why)
+        making = self._making.get(name)
+        if making is not None:
+            # A context being made for it (a connection that came as it
+            # closed): made first, then disposed of with the rest.
+            await asyncio.wait([making], timeout=15)
         scope = self.scopes.drop(name)
         if scope is not None:
             for context in [scope.context, *sorted(scope.made)]:
