@@ -548,6 +548,15 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
             f"{WARM_SCOPE_MB} MiB of the computer's memory budget (docs/fair-shares.md), "
             f"got {settings.warm_scopes}"
         )
+    if settings.metrics_token is not None and (
+        settings.metrics_token == settings.control_token
+        or settings.metrics_token in settings.users.values()
+    ):
+        # The token would be the other's too: the scraper could do all it does.
+        raise SettingsError(
+            "AGENTENV_METRICS_TOKEN is the same as the control token or a user's token: "
+            "give the metrics reader a token of its own (it reads /metrics and nothing else)"
+        )
     if settings.max_scopes and (settings.control_token is None or settings.control_open):
         raise SettingsError(
             "AGENTENV_MAX_SCOPES: scopes opened on demand need AGENTENV_CONTROL_TOKEN set "

@@ -137,3 +137,18 @@ def test_warm_scopes_are_bounded_by_the_memory_budget_and_the_scopes_that_may_op
     assert load({}).warm_pool == 0  # AGENTENV_MAX_SCOPES=0: nothing to open, nothing kept
     assert load({"AGENTENV_MAX_SCOPES": "1", **control}).warm_pool == 1
     assert load({"AGENTENV_MAX_SCOPES": "8", **control}).warm_pool == load({}).warm_scopes == 2
+
+
+@pytest.mark.parametrize("same", ["control-5e7a9", "alice-3c1f2"])
+def test_the_metrics_token_is_a_token_of_its_own(same: str) -> None:
+    """A metrics token that is the control token or a user's would let the
+    scraper do what that token does: refused at start, the token unnamed."""
+    env = {
+        "AGENTENV_CONTROL_TOKEN": "control-5e7a9",
+        "AGENTENV_USERS": "alice:alice-3c1f2",
+        "AGENTENV_METRICS_TOKEN": same,
+    }
+    with pytest.raises(SettingsError, match="AGENTENV_METRICS_TOKEN") as raised:
+        load(env)
+    assert same not in str(raised.value)
+    assert load({**env, "AGENTENV_METRICS_TOKEN": "metrics-8d2b4"}).metrics_token == "metrics-8d2b4"
