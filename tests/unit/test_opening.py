@@ -201,3 +201,24 @@ def test_an_auth_line_withholds_a_minted_token_put_in_a_name() -> None:
     token = mint_token()
     kept = claimed({"user": token, "role": f"x{token}y"}, None, [])
     assert kept == {"user": "withheld", "role": "withheld"}
+
+
+def test_no_recording_starts_in_a_scope_being_closed(tmp_path: Path) -> None:
+    """Between the close's end of a scope's recordings and its name going,
+    a recording started in it would outlive it and record the next scope of
+    that name: the recorder refuses it (409), and records it while open."""
+    from agentenv.log.reader import LogReader
+    from agentenv.recorder.errors import Refused
+    from agentenv.recorder.server import Recorder
+    from agentenv.relay_link import BrowserLink
+
+    settings = _settings(tmp_path, AGENTENV_USERS="alice:alice-token")
+    recorder = Recorder(settings, BrowserLink(settings, None), LogReader(tmp_path / "log"))  # type: ignore[arg-type]
+    token = digest(mint_token())
+    Opened(settings.scopes_file).write({"t1": OpenedScope("t1", token, 1.0)})
+    assert recorder._scope("t1") == "t1"
+    Opened(settings.scopes_file).write({"t1": OpenedScope("t1", token, 1.0, closing=True)})
+    with pytest.raises(Refused) as refused:
+        recorder._scope("t1")
+    assert refused.value.status == 409 and "being closed" in str(refused.value)
+    assert recorder._scope("alice") == "alice"

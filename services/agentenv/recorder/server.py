@@ -35,6 +35,7 @@ from agentenv.http import BODY_LIMIT, error_middleware, read_json
 from agentenv.log.lines import iso
 from agentenv.log.reader import LogReader
 from agentenv.metrics import CONTENT_TYPE, RecorderCounts, render
+from agentenv.opened import opened_of
 from agentenv.process import log_dir
 from agentenv.protocol import problems
 from agentenv.protocol.log import parse_line
@@ -255,6 +256,16 @@ class Recorder:
         unknown = self.scopes.unknown(asked)
         if unknown is not None:
             raise Refused(400, f"scope: {unknown}")
+        if asked is not None and self.scopes.on_demand:
+            # A scope being closed has had its recordings ended (end_all) and
+            # is not yet gone: one started now would outlive it and record
+            # the next scope opened under its name.
+            found = opened_of(self.settings.scopes_file).scopes().get(asked)
+            if found is not None and found.closing:
+                raise Refused(
+                    409,
+                    f"scope: {asked!r} is being closed: record a scope that is open (scopes/list)",
+                )
         if not self.scopes.isolated:
             return None
         return asked or self.scopes.home
