@@ -11,7 +11,8 @@ recording downloaded and verified), ``--parallel 8`` each time, at
   stats`` counts it) read just before it stops, summed, over the tasks;
 - memory a running task: every second, the computers' cgroup memory (less
   inactive file pages, as ``docker stats`` shows it) over the tasks in
-  flight then, the median of the seconds with all 8 in flight;
+  flight on them then (at most K a computer up), the median of the seconds
+  with all 8 in flight;
 - the agents' own CPU a task (the harness's children: each agent's Python
   and the Playwright driver it starts), which no K changes.
 
@@ -81,8 +82,11 @@ def _children_cpu_s() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def _sample(batch: Counted, stop: threading.Event, per_task: list[float]) -> None:
-    """Every second: the computers' memory over the tasks in flight, when all are."""
+def _sample(batch: Counted, k: int, stop: threading.Event, per_task: list[float]) -> None:
+    """Every second: the computers' memory over the tasks in flight on them,
+    when all are in flight. A task whose computer is not up yet is not
+    counted (K = 1's computers start one per task: counted, they made a
+    running task look as light as half a computer)."""
     import docker
 
     client = docker.from_env()
@@ -97,7 +101,9 @@ def _sample(batch: Counted, stop: threading.Event, per_task: list[float]) -> Non
             total = sum(_memory_mib(_stats(c)) for c in mine)
         except Exception:  # a container going away mid-read: skip that second
             continue
-        per_task.append(total / flying)
+        served = min(flying, len(mine) * k)
+        if served:
+            per_task.append(total / served)
 
 
 def _batch(folder: Path, agent: Path, k: int) -> tuple[float, float, float, float]:
@@ -107,7 +113,7 @@ def _batch(folder: Path, agent: Path, k: int) -> tuple[float, float, float, floa
     batch = Counted(tasks, folder / f"k{k}", PARALLEL, output, scopes_per_computer=k)
     per_task: list[float] = []
     stop = threading.Event()
-    sampler = threading.Thread(target=_sample, args=(batch, stop, per_task), daemon=True)
+    sampler = threading.Thread(target=_sample, args=(batch, k, stop, per_task), daemon=True)
     agents = _children_cpu_s()
     sampler.start()
     began = time.monotonic()
