@@ -1,7 +1,7 @@
 """``python -m bench [NAME ...]``: log, log-filed, relay, mcp, recorder, viewer, live,
-container, ready, fleet, batch-scopes, density, fairness, video, har, verify, simulate (default:
-every one, in that order). Each is the module of its name (``log-filed``: ``bench.log_filed``),
-whose ``run()`` returns the figures it prints."""
+container, ready, fleet, batch-scopes, density, a-core, fairness, video, har, verify,
+simulate (default: every one, in that order). Each is the module of its name
+(``log-filed``: ``bench.log_filed``), whose ``run()`` returns the figures it prints."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ NAMES = (
     "fleet",
     "batch-scopes",
     "density",
+    "a-core",
     "fairness",
     "video",
     "har",
