@@ -36,7 +36,8 @@ from typing import Any
 
 import aiohttp
 
-from bench.ready import CONTROL, _op, _port, _ready
+from bench.container import _port
+from bench.ready import CONTROL, _op, _ready
 from bench.stats import percentile, table
 
 IMAGE = os.environ.get("AGENTENV_BENCH_IMAGE", "agentenv/browser:latest")

@@ -43,7 +43,8 @@ def _start(docker: Any) -> Any:
 
 
 def _port(container: Any, inside: int) -> int:
-    for _ in range(200):
+    """The host port published for ``inside`` (bounded: 5 s)."""
+    for _ in range(500):
         container.reload()
         bound = container.attrs["NetworkSettings"]["Ports"].get(f"{inside}/tcp")
         if bound:

@@ -37,6 +37,7 @@ from typing import Any
 import aiohttp
 
 from agentenv.harness.hardening import docker_kwargs
+from bench.container import _port
 from bench.stats import percentile, table
 
 IMAGE = os.environ.get("AGENTENV_BENCH_IMAGE", "agentenv/browser:latest")
@@ -61,16 +62,6 @@ def _start(docker: Any, warm: int | None) -> Any:
         ports={"9222/tcp": ("127.0.0.1", None), "8080/tcp": ("127.0.0.1", None)},
         **docker_kwargs(),
     )
-
-
-def _port(container: Any, inside: int) -> int:
-    for _ in range(500):
-        container.reload()
-        bound = container.attrs["NetworkSettings"]["Ports"].get(f"{inside}/tcp")
-        if bound:
-            return int(bound[0]["HostPort"])
-        time.sleep(0.01)
-    raise TimeoutError("no port published")
 
 
 async def _ready(http: aiohttp.ClientSession, app: int, deadline: float) -> float:
