@@ -13,14 +13,13 @@ import pytest
 import requests
 from playwright.sync_api import sync_playwright
 
-from tests.support.container import build, require_engine
+from tests.support.container import IMAGE_ARM64, build, require_engine
 from tests.support.mcp import initialize, raw_headers
 from tests.support.stack import free_port
 from tests.support.timing import deadline, wait_for
 
 pytestmark = pytest.mark.arm64
 
-IMAGE_ARM64 = os.environ.get("AGENTENV_TEST_IMAGE_ARM64", "agentenv/browser:latest-arm64")
 TOKEN = "arm64-user-token"
 
 

@@ -41,6 +41,7 @@ __all__ = [
 ]
 
 IMAGE = os.environ.get("AGENTENV_TEST_IMAGE", "agentenv/browser:latest")
+IMAGE_ARM64 = os.environ.get("AGENTENV_TEST_IMAGE_ARM64", f"{IMAGE}-arm64")
 #: The users and control token a secured computer is started with.
 USERS = {"alice": "alice-token-5f1c", "bob": "bob-token-9a2e"}
 CONTROL = "control-token-7d3b"
@@ -89,9 +90,13 @@ def require_engine() -> None:
 
 
 def build(arch: str) -> None:
+    """Build ``arch``'s image under the tag the tests run (``AGENTENV_TEST_IMAGE``
+    names it): built as build.sh's default tag, a test run on another tag would
+    rebuild and clobber ``agentenv/browser:latest`` from this tree."""
     done = subprocess.run(
         [str(ROOT / "scripts/build.sh"), arch],
         cwd=ROOT,
+        env={**os.environ, "IMAGE": IMAGE, "IMAGE_ARM64": IMAGE_ARM64},
         timeout=deadline(3600),
         capture_output=True,
         text=True,
