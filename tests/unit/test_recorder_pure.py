@@ -167,3 +167,65 @@ def test_mapped_and_metadata_addresses_are_refused() -> None:
         "100.100.100.200",
     ):
         assert not public_enough(host), host
+
+
+def test_every_s3_grant_shares_one_session_and_keeps_its_own_credentials() -> None:
+    """A boto3 session loads S3's service model (MiBs of parsed JSON): one
+    made per grant grew the recorder about 10 MiB a recording. Every grant's
+    client now comes from one session, which holds no grant's keys: each
+    client signs with its own grant's, and closing one leaves the other."""
+    from agentenv.recorder import grants
+
+    def grant(n: int) -> Grant:
+        return Grant(
+            url=f"s3://bucket-{n}/runs",
+            endpoint_url="http://store.example:9000",
+            access_key_id=f"AKIA{n}",
+            secret_access_key=f"secret-{n}",
+            session_token=f"token-{n}",
+        )
+
+    one, two = (uploader(grant(n), f"rec-{n}") for n in (1, 2))
+    assert isinstance(one, grants.S3Uploader) and isinstance(two, grants.S3Uploader)
+    assert one.client._loader is two.client._loader  # the model loaded once
+    models = [u.client.meta.service_model._service_description for u in (one, two)]
+    assert models[0] is models[1]
+    keys = [u.client._request_signer._credentials.get_frozen_credentials() for u in (one, two)]
+    assert [(k.access_key, k.secret_key, k.token) for k in keys] == [
+        ("AKIA1", "secret-1", "token-1"),
+        ("AKIA2", "secret-2", "token-2"),
+    ]
+    session = grants._SESSION
+    assert session is not None and session.get_credentials() is None  # no grant's keys
+    one.close()
+    assert two.client._endpoint.http_session is not None
+    assert two._key("x") == "runs/rec-2/x"
+
+
+async def test_ended_recordings_are_kept_for_their_manifest_up_to_a_bound(
+    tmp_path: Path,
+) -> None:
+    """A computer serving a batch ends thousands of recordings: the recorder
+    keeps the newest :data:`ENDED_KEPT` ended ones (a retried end answers
+    their manifest), never an open one, and forgets their start's request."""
+    from types import SimpleNamespace
+
+    from agentenv.log.reader import LogReader
+    from agentenv.recorder import server
+    from agentenv.relay_link import BrowserLink
+    from agentenv.settings import Settings
+
+    settings = Settings(log_dir=tmp_path)
+    recorder = server.Recorder(settings, BrowserLink(settings, None), LogReader(tmp_path / "x"))  # type: ignore[arg-type]
+    total = server.ENDED_KEPT + 5
+    for n in range(total):
+        ended = None if n in (0, total - 1) else {"manifest": n}
+        start = SimpleNamespace(request_id=f"req-{n}")
+        recorder.recordings[f"rec-{n}"] = SimpleNamespace(manifest=ended, start=start)  # type: ignore[assignment]
+        recorder.by_request[f"req-{n}"] = f"rec-{n}"
+    recorder._trim()
+    kept = list(recorder.recordings)
+    assert len(kept) == server.ENDED_KEPT + 2  # the two open ones, and the newest ended
+    assert kept[0] == "rec-0" and kept[-1] == f"rec-{total - 1}"  # open: never forgotten
+    assert "rec-1" not in kept and "rec-3" not in kept and "rec-4" in kept  # 259 ended: 3 go
+    assert set(recorder.by_request.values()) == set(kept)

@@ -17,6 +17,13 @@ Grants are checked on the computer (SPEC.md section 4):
   and key) before it answers: a store that cannot be reached or refuses the
   credentials fails the start, not the end.
 
+One boto3 session serves every grant (:func:`_session`): a session loads
+S3's service model, several MiB of parsed JSON, so one made per grant (two a
+recording: its start's, its end's) grew the recorder by about 10 MiB a
+recording. Clients are made from it with each grant's own credentials, one
+at a time on the event loop (a session is not thread-safe; its clients are),
+and an ended recording closes its own (:meth:`Listed.close`).
+
 A recording uploads through a :class:`Listed` uploader, which keeps the
 SHA-256 of each file it put (the manifest's ``files``) and notes it in the
 recording's journal (:mod:`agentenv.recorder.journal`).
@@ -27,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -69,6 +77,24 @@ class Uploader(Protocol):
 
     async def get(self, name: str) -> bytes: ...
 
+    def close(self) -> None: ...
+
+
+_SESSION: Any = None
+_SESSION_LOCK = threading.Lock()
+
+
+def _client(**kwargs: Any) -> Any:
+    """An S3 client from the recorder's one boto3 session (made on first
+    use; its service models loaded once), one at a time."""
+    global _SESSION
+    with _SESSION_LOCK:
+        if _SESSION is None:
+            import boto3
+
+            _SESSION = boto3.session.Session()
+        return _SESSION.client("s3", **kwargs)
+
 
 class Listed:
     """An uploader that keeps the hex SHA-256 of every file it put, by name
@@ -98,6 +124,10 @@ class Listed:
 
     async def get(self, name: str) -> bytes:
         return await self.inner.get(name)
+
+    def close(self) -> None:
+        """Let go of the store's client (its connections); put fails after."""
+        self.inner.close()
 
 
 class FolderUploader:
@@ -133,6 +163,9 @@ class FolderUploader:
     async def get(self, name: str) -> bytes:
         return await asyncio.to_thread((self.folder / name).read_bytes)
 
+    def close(self) -> None:
+        pass
+
 
 async def check_endpoint(grant: Grant) -> None:
     """Refuse an S3 endpoint whose name resolves to a link-local or metadata address."""
@@ -165,7 +198,6 @@ UNREACHABLE = frozenset(
 
 class S3Uploader:
     def __init__(self, grant: Grant, prefix: str) -> None:
-        import boto3
         from botocore.config import Config
 
         parts = urlsplit(grant.url)
@@ -173,8 +205,7 @@ class S3Uploader:
         self.prefix = prefix
         self.where = f"s3://{self.bucket}/{prefix}"
         self.endpoint = grant.endpoint_url
-        self.client: Any = boto3.session.Session().client(
-            "s3",
+        self.client: Any = _client(
             endpoint_url=grant.endpoint_url,
             region_name=grant.region or "us-east-1",
             aws_access_key_id=grant.access_key_id,
@@ -232,6 +263,9 @@ class S3Uploader:
         )
         body: bytes = await asyncio.to_thread(answer["Body"].read)
         return body
+
+    def close(self) -> None:
+        self.client.close()
 
 
 def uploader(grant: Grant, recording_id: str, roots: Sequence[Path] = ()) -> Uploader:

@@ -535,7 +535,17 @@ class Recording:
             if self.journal is not None:
                 await asyncio.to_thread(self.journal.remove)
             self.manifest = manifest
+            self._release()
             return manifest
+
+    def _release(self) -> None:
+        """Let go of what only a recording still going needs: the store's
+        client, the last pictures, the network log and the video. An ended
+        recording is kept for its manifest alone (a retried end answers it)."""
+        self.upload.close()
+        self._last_capture.clear()
+        self._shot_at.clear()
+        self.har, self.video, self.har_link = None, None, None
 
     def _facts(self) -> dict[str, Any]:
         """What the computer is, as start.json said (no key: signing adds it)."""

@@ -61,6 +61,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 #: How long an end reads the log to catch up with what was written before it.
 CATCH_UP_S = 2.0
+#: Ended recordings kept for a retried end (each is its manifest alone);
+#: past these, the oldest go, and an end retried for one is answered 404
+#: as after a restart (rebuild its manifest from the upload).
+ENDED_KEPT = 256
 
 
 class Recorder:
@@ -285,11 +289,22 @@ class Recorder:
     async def end(self, ask: End) -> Any:
         await self._caught_up()
         recording = self.recordings.get(ask.recording_id)
+        grant = ask.upload
         if recording is None:
             recording = await self._restore(ask)
             if recording.restored is not None:  # the restore opened the end's grant
-                return await recording.end(ask.reason, None)
-        return await recording.end(ask.reason, ask.upload)
+                grant = None
+        manifest = await recording.end(ask.reason, grant)
+        self._trim()
+        return manifest
+
+    def _trim(self) -> None:
+        """Forget the oldest ended recordings past :data:`ENDED_KEPT` (a
+        computer serving a batch ends thousands)."""
+        ended = [k for k, r in self.recordings.items() if r.manifest is not None]
+        for recording_id in ended[: max(0, len(ended) - ENDED_KEPT)]:
+            gone = self.recordings.pop(recording_id)
+            self.by_request.pop(gone.start.request_id, None)
 
     async def end_all(self, reason: str, scope: str | None = None) -> list[Any]:
         """End every open recording (of ``scope`` only, if named); one that
@@ -306,6 +321,13 @@ class Recorder:
         for recording, result in zip(open_ones, ended, strict=True):
             if isinstance(result, BaseException):
                 log.error("could not end %s: %s", recording.recording_id, result)
+        if scope is not None and all(not isinstance(m, BaseException) for m in ended):
+            # The scope is being closed: its link goes with it (made again
+            # should a scope of that name be opened and recorded later).
+            link = self.links.pop(scope, None)
+            if link is not None:
+                await link.close()
+        self._trim()
         return [m for m in ended if not isinstance(m, BaseException)]
 
 
