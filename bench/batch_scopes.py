@@ -14,7 +14,12 @@ recording downloaded and verified), ``--parallel 8`` each time, at
   flight on them then (at most K a computer up), the median of the seconds
   with all 8 in flight;
 - the agents' own CPU a task (the harness's children: each agent's Python
-  and the Playwright driver it starts), which no K changes.
+  and the Playwright driver it starts), which no K changes;
+- where a running task's memory goes: at the same seconds, each of the
+  computers' processes' PSS (read from the host's ``/proc``: a Linux engine
+  and a root harness; left out elsewhere), by program, over the tasks in
+  flight, the median of each (they need not add up to the cgroup's figure,
+  which counts a shared page once, for the first container to touch it).
 
 Needs a Docker engine and the image (make image); ``AGENTENV_TEST_IMAGE``
 names another.
@@ -77,12 +82,48 @@ class Counted(Batch):
         super()._last_counts(computer)
 
 
+#: The programs of a computer, as its processes' command lines name them.
+PROGRAMS = (
+    ("renderers", "--type=renderer"),
+    ("Chromium's GPU process", "--type=gpu-process"),
+    ("Chromium's other helpers", "--type="),
+    ("Chromium's browser process", "chromium"),
+    ("the recorder", "agentenv-recorder"),
+    ("the relay", "agentenv-relay"),
+    ("the app server", "agentenv-app"),
+    ("supervisord and the rest", ""),
+)
+
+
+def _anatomy(container: Any) -> dict[str, float] | None:
+    """Each program's PSS in MiB (its processes summed); None where the
+    host's ``/proc`` cannot be read (not Linux, or not root)."""
+    found: dict[str, float] = {}
+    try:
+        for row in container.top(ps_args="-o pid")["Processes"] or []:
+            pid = row[0]
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+            kib = next(int(x.split()[1]) for x in rollup.splitlines() if x.startswith("Pss:"))
+            name = next(n for n, mark in PROGRAMS if mark in command)
+            found[name] = found.get(name, 0.0) + kib / 1024
+    except (OSError, StopIteration, ValueError):
+        return None
+    return found
+
+
 def _children_cpu_s() -> float:
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
 
 
-def _sample(batch: Counted, k: int, stop: threading.Event, per_task: list[float]) -> None:
+def _sample(
+    batch: Counted,
+    k: int,
+    stop: threading.Event,
+    per_task: list[float],
+    anatomy: list[dict[str, float]],
+) -> None:
     """Every second: the computers' memory over the tasks in flight on them,
     when all are in flight. A task whose computer is not up yet is not
     counted (K = 1's computers start one per task: counted, they made a
@@ -99,21 +140,34 @@ def _sample(batch: Counted, k: int, stop: threading.Event, per_task: list[float]
             found = client.containers.list(filters={"label": "io.agentenv.harness=1"})
             mine = [c for c in found if IMAGE in c.image.tags]
             total = sum(_memory_mib(_stats(c)) for c in mine)
+            parts = [_anatomy(c) for c in mine]
         except Exception:  # a container going away mid-read: skip that second
             continue
         served = min(flying, len(mine) * k)
         if served:
             per_task.append(total / served)
+            if all(p is not None for p in parts):
+                names = {n for p in parts if p for n in p}
+                anatomy.append(
+                    {n: sum((p or {}).get(n, 0.0) for p in parts) / served for n in names}
+                )
 
 
-def _batch(folder: Path, agent: Path, k: int) -> tuple[float, float, float, float]:
-    """Tasks a minute, computer CPU a task, memory a running task, agent CPU a task."""
+Found = tuple[float, float, float, float, dict[str, float]]
+
+
+def _batch(folder: Path, agent: Path, k: int) -> Found:
+    """Tasks a minute, computer CPU a task, memory a running task, agent CPU
+    a task, and that memory by program (empty where it cannot be read)."""
     tasks = [Planned(f"t{n:02d}", _task(agent), "bench") for n in range(TASKS)]
     output = io.StringIO()
     batch = Counted(tasks, folder / f"k{k}", PARALLEL, output, scopes_per_computer=k)
     per_task: list[float] = []
+    anatomy: list[dict[str, float]] = []
     stop = threading.Event()
-    sampler = threading.Thread(target=_sample, args=(batch, k, stop, per_task), daemon=True)
+    sampler = threading.Thread(
+        target=_sample, args=(batch, k, stop, per_task, anatomy), daemon=True
+    )
     agents = _children_cpu_s()
     sampler.start()
     began = time.monotonic()
@@ -127,7 +181,9 @@ def _batch(folder: Path, agent: Path, k: int) -> tuple[float, float, float, floa
         raise RuntimeError(f"the bench's tasks failed: {output.getvalue()[-3000:]}")
     memory = statistics.median(per_task) if per_task else float("nan")
     agent_cpu = (_children_cpu_s() - agents) / TASKS
-    return TASKS / took * 60, batch.cpu_s / TASKS, memory, agent_cpu
+    names = {n for a in anatomy for n in a}
+    parts = {n: statistics.median(a.get(n, 0.0) for a in anatomy) for n in names}
+    return TASKS / took * 60, batch.cpu_s / TASKS, memory, agent_cpu, parts
 
 
 def run() -> str:
@@ -138,7 +194,7 @@ def run() -> str:
         found = {k: _batch(folder, agent, k) for k in KS}
     one = found[1]
     rows = []
-    for k, (rate, cpu, memory, agent_cpu) in found.items():
+    for k, (rate, cpu, memory, agent_cpu, _) in found.items():
         rows.append(
             [
                 f"K = {k}" + (" (a computer per task)" if k == 1 else ""),
@@ -151,6 +207,23 @@ def run() -> str:
                 f"{agent_cpu:.2f} s",
             ]
         )
+    return _table(rows) + _anatomy_table(found)
+
+
+def _anatomy_table(found: dict[int, Found]) -> str:
+    """A running task's memory by program (PSS), at each K."""
+    if not all(f[4] for f in found.values()):
+        return "\n(where the memory goes: the host's /proc could not be read)\n"
+    rows = [[name, *(f"{found[k][4].get(name, 0.0):.1f} MiB" for k in KS)] for name, _ in PROGRAMS]
+    rows.append(["all (PSS)", *(f"{sum(found[k][4].values()):.1f} MiB" for k in KS)])
+    return table(
+        "where a running task's memory goes (PSS a task in flight, by program)",
+        ["program", *(f"K = {k}" for k in KS)],
+        rows,
+    )
+
+
+def _table(rows: list[list[str]]) -> str:
     return table(
         f"batch on scopes: {TASKS} scripted tasks with recordings, --parallel {PARALLEL}",
         [
