@@ -1,6 +1,6 @@
 """A queue instead of a refusal: who may take one of a bounded number of
 places (agents' CDP connections on the relay; opened scopes on the app), and
-who waits for one (issue 41, SPEC.md section 6, "Capacity").
+who waits for one (issue 41, docs/spec.md section 6, "Capacity").
 
 Past the computer's capacity, or past one key's own share of it (a user's
 connections), a newcomer waits in a bounded FIFO queue for at most a wait

@@ -1,5 +1,5 @@
 """Scopes opened on demand (``scopes/open``) and their tokens, as every
-program that checks a token reads them (SPEC.md section 7; docs/decisions.md).
+program that checks a token reads them (docs/spec.md section 7; docs/decisions.md).
 
 The relay is the one writer: it mints a scope's token, hands it to the
 control token's op once, and keeps only its SHA-256 digest, written with

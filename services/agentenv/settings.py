@@ -7,7 +7,7 @@ stack (``make dev``) share one configuration.
 Users and tokens: ``AGENTENV_USERS`` holds ``name:token`` pairs separated by
 commas or whitespace; ``AGENTENV_USERS_FILE`` names a file of such pairs, one a
 line (``#`` comments allowed). A third field names the user's scope
-(``name:token:scope``, SPEC.md section 7): users of one scope share one
+(``name:token:scope``, docs/spec.md section 7): users of one scope share one
 browser; each user is a scope of their own by default. With a third field,
 the token is what lies between the first and the last colon.
 ``AGENTENV_CONTROL_TOKEN`` is the harness's token: it is accepted

@@ -1,4 +1,4 @@
-"""The action log, end to end on the native stack (SPEC.md section 1)."""
+"""The action log, end to end on the native stack (docs/spec.md section 1)."""
 
 from __future__ import annotations
 

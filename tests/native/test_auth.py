@@ -1,4 +1,4 @@
-"""Users and tokens, Host and Origin checks (SPEC.md section 2)."""
+"""Users and tokens, Host and Origin checks (docs/spec.md section 2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""browser/v1 ops on the native stack (SPEC.md section 3)."""
+"""browser/v1 ops on the native stack (docs/spec.md section 3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Recordings (SPEC.md section 4) on the native stack."""
+"""Recordings (docs/spec.md section 4) on the native stack."""
 
 from __future__ import annotations
 

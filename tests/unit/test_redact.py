@@ -1,4 +1,4 @@
-"""Every redaction shape of SPEC.md section 1."""
+"""Every redaction shape of docs/spec.md section 1."""
 
 from __future__ import annotations
 

@@ -134,7 +134,7 @@ class Browser:
 
 @dataclass
 class Browsers:
-    """The browser of each scope the ops act in (SPEC.md section 7).
+    """The browser of each scope the ops act in (docs/spec.md section 7).
 
     The home scope's is made at start (and is every op's on a computer of one
     scope, or none); another scope's on its first op, through relay links

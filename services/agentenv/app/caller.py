@@ -1,4 +1,4 @@
-"""Who an op or MCP call is on the record as (SPEC.md section 1, "Who is who"). No I/O.
+"""Who an op or MCP call is on the record as (docs/spec.md section 1, "Who is who"). No I/O.
 
 - With users configured, a name is proven by a token and nothing else: an
   agent's call is its token's user (``via: api``, or ``mcp`` with an

@@ -1,5 +1,5 @@
 """``downloads/list`` and ``downloads/get {name}``: the files an agent's
-browser downloaded, read back from the computer (SPEC.md section 3).
+browser downloaded, read back from the computer (docs/spec.md section 3).
 
 Each scope has its own downloads folder (``Settings.downloads_for``): an
 agent's token reads its own scope's, the control token the one it names.

@@ -1,5 +1,5 @@
 """browser/v1 ops: each op's body model, handler, who may call it, and the
-largest body it takes (SPEC.md section 3)."""
+largest body it takes (docs/spec.md section 3)."""
 
 from __future__ import annotations
 

@@ -97,7 +97,7 @@ def acting_caller(request: web.Request, identity: Identity) -> Caller:
 def op_scope(request: web.Request, identity: Identity, asked: str | None) -> str | None:
     """The scope an op acts in (None: the home scope, or the whole browser of a
     computer without scopes): the one the control token names, or the home
-    scope; for a user's token, its own scope (SPEC.md section 7)."""
+    scope; for a user's token, its own scope (docs/spec.md section 7)."""
     scopes = request.app[scopes_key]
     if not identity.control and scopes.on_demand and identity.user not in scopes.by_user:
         # An opened scope's agent, its token checked when the request came:

@@ -1,4 +1,4 @@
-"""The scope ops (control token; SPEC.md section 3): ``scopes/open``,
+"""The scope ops (control token; docs/spec.md section 3): ``scopes/open``,
 ``scopes/close``, ``scopes/reset``, ``scopes/list``.
 
 The relay decides and holds the scopes opened on demand (relay/opening.py;

@@ -1,4 +1,4 @@
-"""The harness: run a task of typed steps against browser computers (SPEC.md section 5).
+"""The harness: run a task of typed steps against browser computers (docs/spec.md section 5).
 
 Runs on the host (``agentenv run task.yaml``, or ``python -m agentenv``) and
 imports nothing of the computer but :mod:`agentenv.protocol`.

@@ -1,5 +1,5 @@
 """``agentenv verify RECORDING``, and the evidence a run keeps of each recording
-(SPEC.md section 7, "Attested runs").
+(docs/spec.md section 7, "Attested runs").
 
 :func:`verify` checks a recording (a folder, or its ``s3://…`` place, read
 with the standard AWS environment) against a key: ``--key`` (the computer's

@@ -1,4 +1,4 @@
-"""Many tasks, ``--parallel N`` at a time, each on its own computer (SPEC.md section 6).
+"""Many tasks, ``--parallel N`` at a time, each on its own computer (docs/spec.md section 6).
 
 ``agentenv run`` takes task files, folders of them, or a JSONL of
 Online-Mind2Web tasks (``task_id``, ``confirmed_task`` or ``task``,

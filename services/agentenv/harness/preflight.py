@@ -50,7 +50,7 @@ class Problem:
 
 def _check_agent(task: Task, step: Any, say: Callable[[str, str], None]) -> None:
     """A browser step says whose browser it acts in when the computer has two
-    agents or more (each is a scope of its own: SPEC.md section 7)."""
+    agents or more (each is a scope of its own: docs/spec.md section 7)."""
     if isinstance(step, BrowserConnectCdp):
         return
     agents = task.agents(step.env_id)

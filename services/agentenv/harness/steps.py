@@ -141,7 +141,7 @@ class StartBrowserRecording(_BrowserStep):
     max_frames: int | None = Field(None, ge=1)
     max_duration_s: float | None = Field(None, gt=0)
     #: A video of the agent's tab (``{fps}``), its network log (``{bodies}``),
-    #: and its downloads uploaded (SPEC.md section 4, "More in a recording").
+    #: and its downloads uploaded (docs/spec.md section 4, "More in a recording").
     video: VideoAsk | None = None
     har: HarAsk | None = None
     downloads: bool = False

@@ -1,6 +1,6 @@
 """Where a run's recordings go: an object store both the computer and the harness reach.
 
-``agentenv run --store …`` picks one (SPEC.md section 5, "The store"):
+``agentenv run --store …`` picks one (docs/spec.md section 5, "The store"):
 
 - ``local`` (the default): moto's S3 server as a container of its own
   (``agentenv/store``, :mod:`.storeserver`) for the run's length, on a

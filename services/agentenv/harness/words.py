@@ -1,4 +1,4 @@
-"""What an agent did, in the words a judge reads (SPEC.md section 5, "Exports").
+"""What an agent did, in the words a judge reads (docs/spec.md section 5, "Exports").
 
 One module for the Mind2Web export and the recording viewer. From a
 recording's log lines it says, in order: ``click "Sign in" (button)``,

@@ -1,4 +1,4 @@
-"""The action log: one JSON line per action and tab event (SPEC.md section 1).
+"""The action log: one JSON line per action and tab event (docs/spec.md section 1).
 
 Pure parts, free of I/O and unit-tested on their own (which CDP methods act
 and which read is the relay's protocol table, :mod:`agentenv.relay.commands`):

@@ -1,5 +1,5 @@
 """Failed authentication on the record: what an ``auth`` line says, and how
-many are written (SPEC.md section 1, ``auth``). No I/O.
+many are written (docs/spec.md section 1, ``auth``). No I/O.
 
 A request refused for its token (401: none, or one no user holds) at any of
 the computer's doors is a :class:`Failure`: when, from which address, at

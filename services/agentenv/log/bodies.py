@@ -1,4 +1,4 @@
-"""Request and response bodies as the record keeps them (SPEC.md section 7,
+"""Request and response bodies as the record keeps them (docs/spec.md section 7,
 ``har``), with the log's rules (:mod:`agentenv.log.redact`): one key rule
 (:func:`~agentenv.log.redact.credential_key`), one text rule
 (:func:`~agentenv.log.redact.redact_text`), one card rule.

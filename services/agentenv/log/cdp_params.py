@@ -82,7 +82,7 @@ def _withhold_fields(*fields: str, limit: int = 0, kind: str = "body") -> Rule:
 
 
 def _code(field: str) -> Rule:
-    """Code an agent runs: on the record with its source (SPEC.md section 1,
+    """Code an agent runs: on the record with its source (docs/spec.md section 1,
     "Acting or reading"), redacted; past :data:`CUT_AT` characters its first
     part, its length and the SHA-256 of the whole (so the script run can be
     told from any other, however it was padded)."""

@@ -1,4 +1,4 @@
-"""The log's line kinds and their encoding (SPEC.md section 1, "Line kinds").
+"""The log's line kinds and their encoding (docs/spec.md section 1, "Line kinds").
 
 Every line is ``{"seq": N, "at": "<UTC ISO 8601 ms>", "prev": "<hash>", <kind>:
 {...}}`` with ``seq`` first, so readers find a line's number without parsing

@@ -1,4 +1,4 @@
-"""Secrets out of every value before it reaches the log (SPEC.md section 1).
+"""Secrets out of every value before it reaches the log (docs/spec.md section 1).
 
 Pure functions. What goes:
 

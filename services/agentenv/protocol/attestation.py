@@ -1,4 +1,4 @@
-"""What makes a recording evidence (SPEC.md section 7, "Attested runs"): its
+"""What makes a recording evidence (docs/spec.md section 7, "Attested runs"): its
 manifest's signature and file hashes, checked without I/O.
 
 - **The key** is Ed25519. Its text form, on the card (``attestation.key``)

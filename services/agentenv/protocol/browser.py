@@ -1,4 +1,4 @@
-"""browser/v1 wire models (SPEC.md section 3): bodies of ``POST /v1/browser/<op>``.
+"""browser/v1 wire models (docs/spec.md section 3): bodies of ``POST /v1/browser/<op>``.
 
 Inbound models refuse unknown fields. Errors name the field, never its value
 (a cookie's value is a secret).
@@ -60,7 +60,7 @@ ScopeName = Annotated[str, Field(min_length=1, max_length=256)]
 
 
 class Scoped(Inbound):
-    """An op that acts in one scope (SPEC.md section 7): the control token
+    """An op that acts in one scope (docs/spec.md section 7): the control token
     names it with ``scope`` (the home scope when left out); a user's token
     acts in its own scope, and may name only that one."""
 

@@ -34,7 +34,7 @@ class Extension(BaseModel):
 
 
 class Attestation(BaseModel):
-    """How the computer signs its recordings (SPEC.md section 7)."""
+    """How the computer signs its recordings (docs/spec.md section 7)."""
 
     model_config = ConfigDict(extra="ignore")
 

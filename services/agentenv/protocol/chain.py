@@ -1,4 +1,4 @@
-"""The action log's hash chain, and its checks (SPEC.md section 7, "Attested runs").
+"""The action log's hash chain, and its checks (docs/spec.md section 7, "Attested runs").
 
 Pure: bytes in, problems out, so the harness's ``agentenv verify`` runs the
 same checks as the tests.

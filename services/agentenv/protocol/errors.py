@@ -1,5 +1,5 @@
-"""The error body every server of the computer answers with (SPEC.md section
-3), and how a guard's refusal reads (SPEC.md section 2).
+"""The error body every server of the computer answers with (docs/spec.md section
+3), and how a guard's refusal reads (docs/spec.md section 2).
 
 Every refusal of the computer's guards says ``<what> by agentenv guard
 <rule>: <why and what to do next>`` (``what``: blocked, rewritten,

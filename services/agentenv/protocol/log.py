@@ -1,5 +1,5 @@
 """The action log's lines, and ``log {after, limit}`` → ``{lines, last}``
-(SPEC.md sections 1 and 3).
+(docs/spec.md sections 1 and 3).
 
 A line is one of the kinds of :data:`LogLine`: ``{"seq", "at", "prev", <kind>:
 body}`` (``prev``: the hash chain, :mod:`agentenv.protocol.chain`).
@@ -56,7 +56,7 @@ __all__ = [
     "tab_of",
 ]
 
-#: An entry's mark (SPEC.md section 1, "Acting or reading"): ``reading``
+#: An entry's mark (docs/spec.md section 1, "Acting or reading"): ``reading``
 #: only what is shown unable to change any page, its pixels, its network
 #: or its storage; everything else ``acting``.
 Acts = Literal["acting", "reading"]
@@ -88,7 +88,7 @@ class Guard(TypedDict):
 
 @with_config(_OPEN)
 class ActionBody(TypedDict, total=False):
-    """An ``action`` line's body (SPEC.md section 1, ``action``)."""
+    """An ``action`` line's body (docs/spec.md section 1, ``action``)."""
 
     via: str  # cdp | mcp | api | agentenv
     who: str

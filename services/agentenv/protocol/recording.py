@@ -1,4 +1,4 @@
-"""browser-recording/v1 wire models (SPEC.md section 4)."""
+"""browser-recording/v1 wire models (docs/spec.md section 4)."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ class Start(Inbound):
     name: str | None = Field(None, max_length=200)
     max_frames: int | None = Field(None, ge=1, le=100_000)
     max_duration_s: float | None = Field(None, gt=0, le=7 * 24 * 3600)
-    #: The scope recorded (SPEC.md section 7): its tabs framed, its entries in
+    #: The scope recorded (docs/spec.md section 7): its tabs framed, its entries in
     #: the log slice. Left out: the home scope (every tab on a computer of one).
     scope: str | None = Field(None, min_length=1, max_length=256)
     #: Upload the files downloaded while it ran under ``downloads/`` (they
@@ -289,7 +289,7 @@ class BrowserRecordingManifest(BaseModel):
     #: what its run's first line chains from, and its last line's hash.
     chain_first: str | None = None
     chain_last: str | None = None
-    #: The evidence (SPEC.md section 7, :mod:`agentenv.protocol.attestation`):
+    #: The evidence (docs/spec.md section 7, :mod:`agentenv.protocol.attestation`):
     #: the hex SHA-256 of every file the recording uploaded, by name (every
     #: file but manifest.json); None in a manifest the harness rebuilt.
     files: dict[str, str] | None = None

@@ -1,4 +1,4 @@
-"""The recorder: ``browser-recording/v1`` (SPEC.md section 4).
+"""The recorder: ``browser-recording/v1`` (docs/spec.md section 4).
 
 A recording takes a frame at its start, one after each burst of agent
 actions settles, and one at its end, each keyed to the log entries it

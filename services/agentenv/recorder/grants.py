@@ -5,7 +5,7 @@ through boto3 (the maintained client, imported on first use), with the
 grant's endpoint, region and credentials; errors name the destination
 without credentials.
 
-Grants are checked on the computer (SPEC.md section 4):
+Grants are checked on the computer (docs/spec.md section 4):
 
 - a ``file:`` grant must be inside a folder the computer was told to allow
   (``AGENTENV_UPLOAD_ROOTS``; none by default in the image), after

@@ -1,4 +1,4 @@
-"""``network.har``: the recorded scope's requests, as HAR 1.2 (SPEC.md
+"""``network.har``: the recorded scope's requests, as HAR 1.2 (docs/spec.md
 section 4, "More in a recording"), with the log's secrets rules applied.
 
 How it stays out of the agents' way: the collector has a relay connection

@@ -1,6 +1,6 @@
 """A recording's journal: what its recorder wrote, so that a recorder killed
 mid-recording (supervisord restarts it) can still end the recording with a
-manifest the computer signs (SPEC.md section 4, "Rebuilt from the journal").
+manifest the computer signs (docs/spec.md section 4, "Rebuilt from the journal").
 
 **Where.** ``<AGENTENV_KEY_DIR>/journal/<recording_id>.jsonl``
 (:attr:`agentenv.settings.Settings.journal_dir`), beside the key, in the

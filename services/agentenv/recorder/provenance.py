@@ -1,5 +1,5 @@
 """What a recording says about the computer that made it, and its signature
-(SPEC.md section 7, "Attested runs").
+(docs/spec.md section 7, "Attested runs").
 
 - ``image_digest``: the digest of the computer's own files that its image
   carries (``launch/digest.sh`` at build, or install-native.sh): what the

@@ -1,5 +1,5 @@
 """What the action log says was typed into password fields, by tab: what the
-network log needs to decide which bodies to withhold whole (SPEC.md section
+network log needs to decide which bodies to withhold whole (docs/spec.md section
 7, ``har``; :mod:`agentenv.recorder.har` decides).
 
 Pure: fed the log's lines as written (bytes), in ``seq`` order, by the

@@ -1,4 +1,4 @@
-"""A recording's video (SPEC.md section 4, "More in a recording"): the tab
+"""A recording's video (docs/spec.md section 4, "More in a recording"): the tab
 the recorded agent acts in, as H.264 MP4 chunks on the log's clock.
 
 How: the recording's relay connection (the computer's own, not on the

@@ -1,4 +1,4 @@
-"""What caused each tab event (SPEC.md section 1, "Tab events"). No I/O.
+"""What caused each tab event (docs/spec.md section 1, "Tab events"). No I/O.
 
 :class:`Causes` is told about commands that may open, navigate or close tabs
 (as they are sent and answered), about acting entries (the latest on each

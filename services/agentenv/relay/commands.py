@@ -1,4 +1,4 @@
-"""Every CDP command of the shipped Chromium, classified (SPEC.md section 2).
+"""Every CDP command of the shipped Chromium, classified (docs/spec.md section 2).
 
 The first version kept an allowlist of what four clients' recorded traffic
 held, and every other client hit a wall that protected nothing: Stagehand's
@@ -24,7 +24,7 @@ A domain's default covers each of its commands in the pinned list, and
 list does not hold (a newer Chromium's, or a typo) is refused as
 ``unclassified``, and the test of the image fails until it is looked at.
 
-The same table says what each command does to the record (SPEC.md section
+The same table says what each command does to the record (docs/spec.md section
 1, "Acting or reading"): :data:`READING_COMMANDS` names, domain by domain, the
 commands that cannot change any page, its pixels, its network or its
 storage; :data:`ACTING_COMMANDS` names every other one of the pinned list.

@@ -1,5 +1,5 @@
 """The control token's ``AgentEnv.*`` commands on a relay connection
-(SPEC.md section 1): actions begun and ended, the tabs, a reset, granted
+(docs/spec.md section 1): actions begun and ended, the tabs, a reset, granted
 tokens, the entries still open, the app server's failed authentication.
 The proxy has parsed their params (:mod:`agentenv.protocol.control`); each
 answers a result or raises ``ValueError`` for a -32602 answer."""

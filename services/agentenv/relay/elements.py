@@ -1,4 +1,4 @@
-"""What a click lands on, for the words a judge reads (SPEC.md section 5).
+"""What a click lands on, for the words a judge reads (docs/spec.md section 5).
 
 While a recording is open, the relay asks a tab what element is at a mouse
 press's point before it sends the press (:func:`describe_expression`, run in

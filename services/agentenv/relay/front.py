@@ -1,4 +1,4 @@
-"""Which tab is in front, and which tabs are loading (SPEC.md section 2,
+"""Which tab is in front, and which tabs are loading (docs/spec.md section 2,
 ``AgentEnv.tabs``). No I/O.
 
 Chromium tells no client which tab is in front (and a page's visibility

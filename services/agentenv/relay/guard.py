@@ -1,4 +1,4 @@
-"""The guard: what an agent's command may do (SPEC.md section 2). No I/O.
+"""The guard: what an agent's command may do (docs/spec.md section 2). No I/O.
 
 Two checks, both on every connection:
 

@@ -1,4 +1,4 @@
-"""A command as Chromium will read it: its numbers and its V8 ids (SPEC.md
+"""A command as Chromium will read it: its numbers and its V8 ids (docs/spec.md
 section 2, "The relay forwards what it checked"). No I/O.
 
 The relay checks a command, then sends **its own serialization** of what it

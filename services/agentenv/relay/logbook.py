@@ -437,7 +437,7 @@ class Logbook:
 
     def _acted_on(self, action: Action, tab: str, url: str | None, where: bool) -> None:
         """An action that named no tab acted on ``tab`` (its command's): its
-        entry says so, so its frame is taken there (SPEC.md section 1); a script
+        entry says so, so its frame is taken there (docs/spec.md section 1); a script
         after its input does not move it (Playwright MCP reads every tab's title)."""
         if action.moved and not where:
             return

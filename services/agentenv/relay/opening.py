@@ -1,4 +1,4 @@
-"""Which scope may open, under which name (``scopes/open``; SPEC.md section 7). No I/O.
+"""Which scope may open, under which name (``scopes/open``; docs/spec.md section 7). No I/O.
 
 The relay keeps the scopes opened on demand here and writes them to the
 open scopes' file (:mod:`agentenv.opened`). A scope opens under a name

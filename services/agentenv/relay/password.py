@@ -1,4 +1,4 @@
-"""Typing into password fields never reaches the log (SPEC.md sections 1 and 2).
+"""Typing into password fields never reaches the log (docs/spec.md sections 1 and 2).
 
 Before a typing command is sent, the relay asks its tab whether the field it
 types into is a password field (:func:`check_expression`, run in the tab by

@@ -1,4 +1,4 @@
-"""Scopes: each agent's browser, inside the one Chromium (SPEC.md section 7).
+"""Scopes: each agent's browser, inside the one Chromium (docs/spec.md section 7).
 No I/O.
 
 With users configured in two scopes or more, each scope acts in a browser

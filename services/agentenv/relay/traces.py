@@ -1,5 +1,5 @@
 """Traces: the browser's one trace, one scope's at a time and of its own
-pages only (SPEC.md section 7). No I/O.
+pages only (docs/spec.md section 7). No I/O.
 
 Chromium keeps one trace for the whole browser: while one session traces,
 every other ``Tracing.start`` fails ("Tracing has already been started"), and

@@ -1,6 +1,6 @@
 """Warm scopes: browser contexts made ahead, each with its one blank tab and
 its renderer started, handed over by ``scopes/open`` and ``scopes/reset``
-(issue 41, item 2; SPEC.md section 7). No I/O.
+(issue 41, item 2; docs/spec.md section 7). No I/O.
 
 A fresh context with one tab answering its first ``Runtime.evaluate`` takes
 Chromium about 150-200 ms here: starting the tab's renderer is most of it.

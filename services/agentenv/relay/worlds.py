@@ -1,4 +1,4 @@
-"""The relay's own isolated worlds, kept out of every agent's reach (SPEC.md
+"""The relay's own isolated worlds, kept out of every agent's reach (docs/spec.md
 section 7, "The relay's own worlds"). No I/O.
 
 The password check and the naming of what a press lands on run as script in
