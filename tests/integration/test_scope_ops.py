@@ -119,8 +119,12 @@ def test_state_ops_act_in_the_scope_named(pc: Computer) -> None:
     pc.op("cookies/delete", {"scope": "bob"})
 
 
-def _walk(pc: Computer, user: str, colours: list[str], stop: threading.Event) -> None:
-    """``user``'s Playwright, clicking through ``colours`` a page at a time."""
+def _walk(
+    pc: Computer, user: str, colours: list[str], walked: threading.Event, stop: threading.Event
+) -> None:
+    """``user``'s Playwright, clicking through ``colours`` a page at a time
+    (each click a burst of its own: 1.5 s apart, past the recorder's quiet
+    time); ``walked`` set once the last page has loaded."""
     with sync_playwright() as pw:
         browser = pw.chromium.connect_over_cdp(browser_url(pc, user), timeout=deadline(30) * 1000)
         page = browser.contexts[0].pages[0]
@@ -130,7 +134,7 @@ def _walk(pc: Computer, user: str, colours: list[str], stop: threading.Event) ->
             time.sleep(1.5)
             page.click("#go")
             page.wait_for_load_state("load")
-        time.sleep(1.5)
+        walked.set()
         stop.wait(deadline(60))
         browser.close()
 
@@ -156,12 +160,15 @@ def test_a_recording_per_scope_holds_only_its_own(
         "alice": ["red", "green", "red"],
         "bob": ["blue", "yellow", "blue"],
     }
+    walked = {u: threading.Event() for u in walks}
     threads = [
-        threading.Thread(target=_walk, args=(pc, u, c, stop), daemon=True) for u, c in walks.items()
+        threading.Thread(target=_walk, args=(pc, u, c, walked[u], stop), daemon=True)
+        for u, c in walks.items()
     ]
     for thread in threads:
         thread.start()
-    time.sleep(7)
+    for user, done in walked.items():
+        assert done.wait(deadline(90)), f"{user}'s walk did not end"
     manifests = {
         u: pc.recording(
             "end",
@@ -327,7 +334,6 @@ def test_two_agents_in_one_shared_scope(
         assert opened["tab"] not in {t["id"] for t in shared.op("tabs/list", user="carol")}
         shared.op("navigate", {"url": SITE + "/c/blue?bob", "tab": opened["tab"]}, user="bob")
         shared.op("navigate", {"url": SITE + "/c/green?carol"}, user="carol")
-        time.sleep(2)
         manifest = shared.recording(
             "end",
             {"recording_id": started, "upload": run_store.grant(key, started_here=False)},
