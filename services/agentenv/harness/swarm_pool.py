@@ -151,8 +151,8 @@ class SwarmPool:
         self.notes: list[str] = []
         #: The replicas the service was set to, in order (the last is its spec's).
         self.sizes: list[int] = []
-        self._waiting = 0
-        self._wanting = 0
+        #: Waiting in :meth:`acquire` (``scope``) and :meth:`provide` (``whole``).
+        self._queued = {"scope": 0, "whole": 0}
         self._lock = threading.Condition()
         self._stop = threading.Event()
         self._ticking = threading.Lock()
@@ -169,28 +169,16 @@ class SwarmPool:
         """A ready computer with a free scope, its count taken (the fullest
         first: packing, so others empty and can leave); waits, counted as
         queued, at most ``timeout_s``."""
-        ends = time.monotonic() + timeout_s
-        with self._lock:
-            self._waiting += 1
-            try:
-                while True:
-                    free = [
-                        r for r in self.replicas.values() if r.state == "ready" and r.busy < self.k
-                    ]
-                    if free:
-                        chosen = max(free, key=lambda r: (r.busy, r.task))
-                        chosen.busy += 1
-                        assert chosen.computer is not None
-                        return chosen.computer
-                    left = ends - time.monotonic()
-                    if left <= 0 or self._stop.is_set():
-                        raise ComputerError(
-                            f"no computer of the pool {self.name} had a free scope in "
-                            f"{timeout_s:.0f} s (at most {self.most} of {self.k} scopes)"
-                        )
-                    self._lock.wait(min(left, 1.0))
-            finally:
-                self._waiting -= 1
+
+        def pick() -> Replica | None:
+            free = [r for r in self.replicas.values() if r.state == "ready" and r.busy < self.k]
+            if not free:
+                return None
+            chosen = max(free, key=lambda r: (r.busy, r.task))
+            chosen.busy += 1
+            return chosen
+
+        return self._wait_for(pick, "scope", timeout_s, f"a free scope (K = {self.k})")
 
     def release(self, computer: Computer) -> None:
         """The task on ``computer`` is over: its scope's place is free."""
@@ -225,30 +213,60 @@ class SwarmPool:
             raise ComputerError(
                 f"the pool {self.name} runs {self.image}, not {image}: start a pool of that image"
             )
+
+        def pick() -> Replica | None:
+            spare = [
+                r
+                for r in self.replicas.values()
+                if r.state == "ready" and not r.lent and r.busy == 0
+            ]
+            if not spare:
+                return None
+            chosen = min(spare, key=lambda r: r.task)
+            chosen.lent = True
+            return chosen
+
+        return self._wait_for(pick, "whole", timeout_s, "a computer to lend whole")
+
+    def _wait_for(
+        self, pick: Callable[[], Replica | None], kind: str, timeout_s: float, what: str
+    ) -> Computer:
+        """Wait (at most ``timeout_s``, counted as queued of ``kind``) until
+        ``pick``, called under the lock, takes a replica; its computer."""
         ends = time.monotonic() + timeout_s
         with self._lock:
-            self._wanting += 1
+            self._queued[kind] += 1
             try:
                 while True:
-                    spare = [
-                        r
-                        for r in self.replicas.values()
-                        if r.state == "ready" and not r.lent and r.busy == 0
-                    ]
-                    if spare:
-                        chosen = min(spare, key=lambda r: r.task)
-                        chosen.lent = True
-                        assert chosen.computer is not None
+                    chosen = pick()
+                    if chosen is not None:
+                        assert chosen.computer is not None  # ready: its computer is known
                         return chosen.computer
-                    left = ends - time.monotonic()
-                    if left <= 0 or self._stop.is_set():
+                    if self._stop.is_set():
                         raise ComputerError(
-                            f"the pool {self.name} had no computer ready in {timeout_s:.0f} s "
-                            f"(at most {self.most})"
+                            f"the pool {self.name} was closed while a task waited for {what}"
+                        )
+                    left = ends - time.monotonic()
+                    if left <= 0:
+                        raise ComputerError(
+                            f"the pool {self.name} had no {what} in {timeout_s:.0f} s "
+                            f"({self._story()}): give the pool more computers (most is "
+                            f"{self.most}) or a longer wait, or run fewer tasks at once"
                         )
                     self._lock.wait(min(left, 1.0))
             finally:
-                self._wanting -= 1
+                self._queued[kind] -= 1
+
+    def _story(self) -> str:
+        """The replicas by state, and the last thing the pool noted (under the lock)."""
+        states: dict[str, int] = {}
+        for replica in self.replicas.values():
+            states[replica.state] = states.get(replica.state, 0) + 1
+        busy = sum(r.busy for r in self.replicas.values())
+        lent = sum(1 for r in self.replicas.values() if r.lent)
+        shown = ", ".join(f"{n} {state}" for state, n in sorted(states.items())) or "no replica"
+        last = f"; last: {self.notes[-1]}" if self.notes else ""
+        return f"{shown}; {busy} scopes busy, {lent} lent whole{last}"
 
     def give_back(self, computer: Computer, broken: bool) -> None:
         """The batch is done with ``computer``: a spare again, or (``broken``)
@@ -268,7 +286,7 @@ class SwarmPool:
         fill), a batch waiting for one as K tasks queued."""
         with self._lock:
             lent = sum(1 for r in self.replicas.values() if r.lent)
-            queued = self._waiting + self.k * self._wanting
+            queued = self._queued["scope"] + self.k * self._queued["whole"]
             return queued, sum(r.busy for r in self.replicas.values()) + self.k * lent
 
     def ready(self) -> int:
