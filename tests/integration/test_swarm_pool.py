@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from agentenv.harness.computer import Computer
 from agentenv.harness.swarm_pool import Replica, SwarmPool
@@ -259,34 +260,76 @@ def test_a_batch_provided_whole_computers_keeps_them_and_spares_grow_and_go(
     assert "broken" in "\n".join(pool.notes)
 
 
+@dataclass
+class Replicas:
+    """The pool's service's replicas (its spec's, as the pool set them) while a
+    batch runs, read every half second; once they fall below the most seen,
+    ``go`` is made: the batch's last task waits for it."""
+
+    client: Any
+    go: Path
+    seen: list[int] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def watch(self) -> None:
+        while not self.stop.wait(0.5):
+            for service in self.client.services.list(filters={"label": "io.agentenv.harness=1"}):
+                if not service.name.startswith("agentenv-pool-"):
+                    continue
+                replicas = service.attrs["Spec"]["Mode"]["Replicated"]["Replicas"]
+                if not self.seen or self.seen[-1] != replicas:
+                    self.seen.append(replicas)
+            if self.seen and max(self.seen) >= 2 and self.seen[-1] < max(self.seen):
+                self.go.touch()
+
+
 def test_a_batch_on_scopes_through_agentenv_run_on_the_pool(
     swarm: Any, image: str, tmp_path: Path
 ) -> None:
     """``agentenv run --backend swarm --scopes-per-computer 2 --parallel 6``:
     the batch's computers are replicas of one service the pool grows (one at
     the start, up to ceil(6 / 2) = 3 as the batch asks), every task done in a
-    scope of its own, and the service gone at the end."""
-    from tests.integration.test_batch_scopes import _results, _tasks
+    scope of its own, and the service gone at the end. And the pool shrinks
+    as the batch's queue drains, before its end: the last task's agent waits
+    (bounded) until the service's replicas have fallen below the most they
+    were; with one task left, the batch gives back its idle computers and the
+    pool wants ceil(1 * 1.25) = 2 (it would fail, its agent timing out, if the
+    pool only shrank at the end)."""
+    from tests.integration.test_batch_scopes import _results, _task, _tasks
 
     folder = _tasks(image, tmp_path, 12, None)
+    go = tmp_path / "go"
+    last = folder / "task-11.yaml"
+    last.write_text(yaml.safe_dump(_task(image, "task-11", tmp_path / "marks", go)))
+    replicas = Replicas(swarm, go)
+    watching = threading.Thread(target=replicas.watch, daemon=True)
+    watching.start()
     out = tmp_path / "batch"
-    done = agentenv_run(
-        tmp_path,
-        str(folder),
-        "--backend",
-        "swarm",
-        "--parallel",
-        "6",
-        "--scopes-per-computer",
-        "2",
-        "--out",
-        str(out),
-        timeout_s=900,
-    )
+    try:
+        done = agentenv_run(
+            tmp_path,
+            str(folder),
+            "--backend",
+            "swarm",
+            "--parallel",
+            "6",
+            "--scopes-per-computer",
+            "2",
+            "--out",
+            str(out),
+            timeout_s=900,
+        )
+    finally:
+        replicas.stop.set()
+        watching.join(timeout=10)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     results = _results(out)
     assert [r["status"] for r in results] == ["done"] * 12, results
     computers = {r["computer"] for r in results}
     assert 2 <= len(computers) <= 3, computers
+    most = max(replicas.seen)
+    assert most >= 2 and replicas.seen.index(most) < len(replicas.seen) - 1, replicas.seen
+    assert go.exists(), replicas.seen
+    print(f"the service's replicas, as the pool set them: {replicas.seen}")
     assert swarm.services.list(filters={"label": "io.agentenv.harness=1"}) == []
     wait_for(lambda: not _left(swarm, "agentenv-pool-"), "the pool's containers to go", 60)
