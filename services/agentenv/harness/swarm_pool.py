@@ -47,8 +47,10 @@ pool makes the choice itself, and makes it the only one Swarm can take:
   its task is no longer running; the service never restarts a task
   (restart policy ``none``) and its slot stays, marked not to restart (1);
 - only then, with no replica starting (a starting task is not running
-  either, and would tie with the stopped ones in 2), it scales the service
-  down by exactly the stopped ones, which sort last (2, 3) and are removed.
+  either, and would tie with the stopped ones in 2; nor one lent before
+  Swarm lists its task running, see :meth:`SwarmPool._ports`), it scales the
+  service down by exactly the stopped ones, which sort last (2, 3) and are
+  removed.
 
 A replica whose container exited on its own (a crash) is scaled away the
 same way, and the next tick asks for a new one if the load wants it.
@@ -109,6 +111,9 @@ class Replica:
     lent: bool = False
     since: float = field(default_factory=time.monotonic)
     container: str = ""
+    #: Its task's state as Swarm lists it (``starting`` until the image's
+    #: first HEALTHCHECK passes, though it may be lent before: :meth:`SwarmPool._ports`).
+    observed: str = ""
 
 
 class SwarmPool:
@@ -381,6 +386,7 @@ class SwarmPool:
                     replica = Replica(task["ID"], str(task.get("NodeID") or ""))
                     self.replicas[task["ID"]] = replica
                 replica.node = str(task.get("NodeID") or replica.node)
+                replica.observed = state
                 replica.container = str(
                     status.get("ContainerStatus", {}).get("ContainerID") or replica.container
                 )
@@ -389,13 +395,8 @@ class SwarmPool:
                         self.notes.append(f"ended {task['ID'][:12]} on its own ({state})")
                     replica.state = "stopped"
                     self._lock.notify_all()
-            if replica.state == "starting" and state == "running" and replica.computer is None:
-                # The first a target lists (as swarm.py reads it): the engine
-                # lists a port once an address family, and 127.0.0.1 is the first's.
-                ports: dict[int, int] = {}
-                for port in status.get("PortStatus", {}).get("Ports") or []:
-                    if port.get("PublishedPort"):
-                        ports.setdefault(int(port["TargetPort"]), int(port["PublishedPort"]))
+            if replica.state == "starting" and replica.computer is None:
+                ports = self._ports(replica, state, status)
                 if ports.get(8080) and ports.get(9222):
                     at = self._node_address(replica.node)
                     replica.computer = Computer(
@@ -414,6 +415,33 @@ class SwarmPool:
             known = {t["ID"] for t in tasks}
             for key in [k for k, r in self.replicas.items() if k not in known]:
                 del self.replicas[key]  # removed by the swarm
+
+    def _ports(self, replica: Replica, state: str, status: dict[str, Any]) -> dict[int, int]:
+        """A replica's published ports (target -> host): from its task once
+        Swarm lists it running (any node); before, from its container on this
+        node. Swarm lists a task ``starting``, without its ports, until the
+        image's first HEALTHCHECK passes (every 5 s), while the engine
+        published them when the container started: read there, the computer
+        is lent at its own ``/readyz``, seconds sooner (``python -m bench
+        swarm-grow``)."""
+        ports: dict[int, int] = {}
+        if state == "running":
+            # The first a target lists (as swarm.py reads it): the engine
+            # lists a port once an address family, and 127.0.0.1 is the first's.
+            for port in status.get("PortStatus", {}).get("Ports") or []:
+                if port.get("PublishedPort"):
+                    ports.setdefault(int(port["TargetPort"]), int(port["PublishedPort"]))
+        elif state == "starting" and replica.container and replica.node == self._here:
+            try:
+                inspected = self._client.api.inspect_container(replica.container)
+            except Exception:  # the docker SDK's: gone or not yet there; the next reading
+                return {}
+            bound = inspected.get("NetworkSettings", {}).get("Ports") or {}
+            for target in (8080, 9222):
+                found = bound.get(f"{target}/tcp") or []
+                if found and found[0].get("HostPort"):
+                    ports[target] = int(found[0]["HostPort"])
+        return ports
 
     def _scale(self, replicas: int) -> None:
         """``docker service scale``: the service's own spec sent back with only
@@ -469,7 +497,10 @@ class SwarmPool:
         for replica in by["stopping"]:
             if time.monotonic() - replica.since > STOP_S:
                 self._kill_container(replica)
-        if by["stopped"] and not starting and not by["stopping"]:
+        # A replica lent before Swarm lists it running is not running to Swarm's
+        # sort either: it would tie with the stopped ones, so wait for it too.
+        unsettled = [r for r in by["ready"] + by["draining"] if r.observed != "running"]
+        if by["stopped"] and not starting and not by["stopping"] and not unsettled:
             # Only the stopped slots are not running: they are the ones removed.
             self._scale(slots - len(by["stopped"]))
             self.notes.append(f"shrank to {slots - len(by['stopped'])}")
