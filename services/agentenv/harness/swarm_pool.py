@@ -81,7 +81,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv.harness.computer import DEFAULT_IMAGE, Computer, ComputerError, users_setting
-from agentenv.harness.scaling import MARGIN, Member, drain_plan, wanted_computers
+from agentenv.harness.scaling import (
+    MARGIN,
+    Member,
+    drain_plan,
+    may_scale_down,
+    wanted_computers,
+)
 from agentenv.harness.swarm import service_spec
 
 __all__ = ["Replica", "SwarmPool"]
@@ -497,10 +503,8 @@ class SwarmPool:
         for replica in by["stopping"]:
             if time.monotonic() - replica.since > STOP_S:
                 self._kill_container(replica)
-        # A replica lent before Swarm lists it running is not running to Swarm's
-        # sort either: it would tie with the stopped ones, so wait for it too.
         unsettled = [r for r in by["ready"] + by["draining"] if r.observed != "running"]
-        if by["stopped"] and not starting and not by["stopping"] and not unsettled:
+        if may_scale_down(len(by["stopped"]), starting, len(by["stopping"]), len(unsettled)):
             # Only the stopped slots are not running: they are the ones removed.
             self._scale(slots - len(by["stopped"]))
             self.notes.append(f"shrank to {slots - len(by['stopped'])}")
