@@ -12,6 +12,7 @@ wrong answer) is a lost task.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import threading
 import time
@@ -21,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from agentenv.harness.computer import Computer
-from agentenv.harness.swarm_pool import SwarmPool
+from agentenv.harness.swarm_pool import Replica, SwarmPool
 from agentenv.protocol.browser import Navigate, ScopeOnly, ScopeRef, ScopesOpen
 from tests.integration.test_batch import agentenv_run
+from tests.support.cdp import RawCdp
 from tests.support.timing import deadline, wait_for
 
 #: Steps a task takes on its tab (each a navigation and a read back).
@@ -157,6 +160,81 @@ def test_the_pool_grows_and_shrinks_under_load_and_loses_no_task(
     wait_for(lambda: not _left(swarm, pool.name), "the swarm to remove the pool's containers", 60)
 
 
+def _draining(pool: SwarmPool) -> Replica | None:
+    found = [r for r in list(pool.replicas.values()) if r.state == "draining"]
+    return found[0] if found else None
+
+
+async def _serve(agent: Computer, name: str, seconds: float) -> int:
+    """The task on a scope: a CDP connection held open with the scope's own
+    token, answering, and its tab navigated and read back, for ``seconds``;
+    the rounds it made. Any failure (the computer stopped under it) raises."""
+    import aiohttp
+
+    url = agent.cdp.replace("http", "ws", 1) + "/devtools/browser"
+    loop = asyncio.get_running_loop()
+    ends = loop.time() + seconds
+    rounds = 0
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(url, headers={"Authorization": f"Bearer {agent.token}"}) as ws,
+    ):
+        cdp = RawCdp(ws)
+        while loop.time() < ends or rounds == 0:
+            got = await cdp.call("Target.getTargets")
+            assert "result" in got, got
+            target = f"about:blank#{name}-{rounds}"
+            await asyncio.to_thread(agent.op, "navigate", Navigate, url=target)
+            await asyncio.to_thread(
+                wait_for, functools.partial(_at, agent, target), f"{name} at {target}", 20
+            )
+            rounds += 1
+            await asyncio.sleep(0.2)
+    return rounds
+
+
+def test_a_drained_computer_serves_its_task_until_released_and_only_then_goes(
+    pool: SwarmPool, swarm: Any
+) -> None:
+    """The drain waits until its computer is idle. Three tasks at K = 2 want
+    two computers (the service grows for the third); one ends, and the two
+    left, one on each computer, want one: a computer is drained while its task
+    still holds a scope there. That task keeps working for a dozen of the
+    scaler's rounds (its CDP connection, held open with the scope's own token,
+    answers; its tab navigates), its container runs and the service stays at
+    2. Once the task ends and lets go, the computer is stopped and scaled
+    away, and the other one's task works on."""
+    first = pool.acquire(timeout_s=deadline(60))
+    second = pool.acquire(timeout_s=deadline(60))
+    assert first is second  # packed: the fullest first
+    third = pool.acquire(timeout_s=deadline(240))  # the scaler grows the service for it
+    assert third is not first
+    scopes = {id(c): c.op("scopes/open", ScopesOpen) for c in (first, third)}
+    pool.release(second)  # 2 tasks at K = 2: one computer wanted
+    replica = wait_for(functools.partial(_draining, pool), "a computer drained", 60, 0.1)
+    held = replica.computer
+    assert held is not None and held in (first, third), pool.notes
+    other = third if held is first else first
+    agent = Computer(held.api, held.cdp, scopes[id(held)]["token"])
+    rounds = asyncio.run(_serve(agent, "held", 12 * pool.interval_s))
+    assert rounds >= 3, rounds
+    notes = "\n".join(pool.notes)
+    assert replica.state == "draining", notes
+    assert swarm.containers.get(replica.container).status == "running", notes
+    assert pool.sizes[-1] == 2 and "stopping " not in notes, (pool.sizes, notes)
+
+    held.op("scopes/close", ScopeRef, scope=scopes[id(held)]["scope"])
+    pool.release(held)  # the task is over: now it goes
+    wait_for(_settles(pool, 1), "the drained computer to go", 120, 0.2)
+    assert [r.computer for r in pool.replicas.values()] == [other], pool.notes
+    assert f"stopping {replica.task[:12]}" in "\n".join(pool.notes), pool.notes
+    assert pool.sizes[-1] == 1, pool.sizes
+    survivor = Computer(other.api, other.cdp, scopes[id(other)]["token"])
+    assert asyncio.run(_serve(survivor, "other", 1.0)) >= 1
+    other.op("scopes/close", ScopeRef, scope=scopes[id(other)]["scope"])
+    pool.release(other)
+
+
 def test_a_batch_provided_whole_computers_keeps_them_and_spares_grow_and_go(
     pool: SwarmPool,
 ) -> None:
@@ -182,34 +260,76 @@ def test_a_batch_provided_whole_computers_keeps_them_and_spares_grow_and_go(
     assert "broken" in "\n".join(pool.notes)
 
 
+@dataclass
+class Replicas:
+    """The pool's service's replicas (its spec's, as the pool set them) while a
+    batch runs, read every half second; once they fall below the most seen,
+    ``go`` is made: the batch's last task waits for it."""
+
+    client: Any
+    go: Path
+    seen: list[int] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def watch(self) -> None:
+        while not self.stop.wait(0.5):
+            for service in self.client.services.list(filters={"label": "io.agentenv.harness=1"}):
+                if not service.name.startswith("agentenv-pool-"):
+                    continue
+                replicas = service.attrs["Spec"]["Mode"]["Replicated"]["Replicas"]
+                if not self.seen or self.seen[-1] != replicas:
+                    self.seen.append(replicas)
+            if self.seen and max(self.seen) >= 2 and self.seen[-1] < max(self.seen):
+                self.go.touch()
+
+
 def test_a_batch_on_scopes_through_agentenv_run_on_the_pool(
     swarm: Any, image: str, tmp_path: Path
 ) -> None:
     """``agentenv run --backend swarm --scopes-per-computer 2 --parallel 6``:
     the batch's computers are replicas of one service the pool grows (one at
     the start, up to ceil(6 / 2) = 3 as the batch asks), every task done in a
-    scope of its own, and the service gone at the end."""
-    from tests.integration.test_batch_scopes import _results, _tasks
+    scope of its own, and the service gone at the end. And the pool shrinks
+    as the batch's queue drains, before its end: the last task's agent waits
+    (bounded) until the service's replicas have fallen below the most they
+    were; with one task left, the batch gives back its idle computers and the
+    pool wants ceil(1 * 1.25) = 2 (it would fail, its agent timing out, if the
+    pool only shrank at the end)."""
+    from tests.integration.test_batch_scopes import _results, _task, _tasks
 
     folder = _tasks(image, tmp_path, 12, None)
+    go = tmp_path / "go"
+    last = folder / "task-11.yaml"
+    last.write_text(yaml.safe_dump(_task(image, "task-11", tmp_path / "marks", go)))
+    replicas = Replicas(swarm, go)
+    watching = threading.Thread(target=replicas.watch, daemon=True)
+    watching.start()
     out = tmp_path / "batch"
-    done = agentenv_run(
-        tmp_path,
-        str(folder),
-        "--backend",
-        "swarm",
-        "--parallel",
-        "6",
-        "--scopes-per-computer",
-        "2",
-        "--out",
-        str(out),
-        timeout_s=900,
-    )
+    try:
+        done = agentenv_run(
+            tmp_path,
+            str(folder),
+            "--backend",
+            "swarm",
+            "--parallel",
+            "6",
+            "--scopes-per-computer",
+            "2",
+            "--out",
+            str(out),
+            timeout_s=900,
+        )
+    finally:
+        replicas.stop.set()
+        watching.join(timeout=10)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     results = _results(out)
     assert [r["status"] for r in results] == ["done"] * 12, results
     computers = {r["computer"] for r in results}
     assert 2 <= len(computers) <= 3, computers
+    most = max(replicas.seen)
+    assert most >= 2 and replicas.seen.index(most) < len(replicas.seen) - 1, replicas.seen
+    assert go.exists(), replicas.seen
+    print(f"the service's replicas, as the pool set them: {replicas.seen}")
     assert swarm.services.list(filters={"label": "io.agentenv.harness=1"}) == []
     wait_for(lambda: not _left(swarm, "agentenv-pool-"), "the pool's containers to go", 60)

@@ -15,6 +15,7 @@ from agentenv.harness.scaling import (
     Member,
     ScalingError,
     drain_plan,
+    may_scale_down,
     target_machines,
     wanted_computers,
 )
@@ -120,3 +121,15 @@ def test_a_cut_that_would_leave_a_tie_waits() -> None:
     members = [Member(f"{n}{i}", n, 0) for n in ("a", "b") for i in range(2)]
     assert drain_plan(members, 3) == []
     assert sorted(drain_plan(members, 2)) == ["a0", "b0"]
+
+
+def test_a_scale_down_waits_until_the_stopped_replicas_alone_are_not_running() -> None:
+    """Swarm removes the slots it does not see running: the stopped ones must
+    be the only ones, or it may remove a starting or lent one instead."""
+    assert may_scale_down(stopped=1, starting=0, stopping=0, lent_not_running=0)
+    assert not may_scale_down(stopped=0, starting=0, stopping=0, lent_not_running=0)
+    assert not may_scale_down(stopped=1, starting=1, stopping=0, lent_not_running=0)
+    assert not may_scale_down(stopped=1, starting=0, stopping=1, lent_not_running=0)
+    # Lent at its own /readyz while Swarm still lists it starting (its first
+    # HEALTHCHECK not yet passed): it would tie with the stopped one.
+    assert not may_scale_down(stopped=1, starting=0, stopping=0, lent_not_running=1)

@@ -197,3 +197,29 @@ def test_k_above_one_with_a_computer_per_task_is_refused(
     status = main(["run", "a.yaml", "b.yaml", *whole, "--scopes-per-computer", "2"])
     assert status == 2
     assert "--scopes-per-computer 1; nothing was deployed" in capsys.readouterr().err
+
+
+def test_idle_computers_the_tasks_left_do_not_need_are_given_back() -> None:
+    schedule = _pool(k=2, parallel=6)
+    for key in ("a", "b", "c"):
+        _started(schedule, key)
+    schedule.take("a", "t1", 1)
+    schedule.take("b", "t2", 1)
+    # 6 tasks left want the whole pool: none is spare, busy or idle.
+    assert schedule.spare(6) == []
+    # 4 left (2 running, 2 waiting) want 2: the idle one goes.
+    assert schedule.spare(4) == ["c"]
+    assert "c" not in schedule.hosts
+    # 2 running want 1, but both are busy: none goes until one is idle.
+    assert schedule.spare(2) == []
+    schedule.end("b", "t2")
+    assert schedule.spare(1) == ["b"]
+    # A computer still starting or broken is never given back as a spare.
+    _started(schedule, "d")
+    schedule.starting("e", None)
+    schedule.broke("d")
+    schedule.end("a", "t1")
+    assert schedule.spare(0) == ["a"]
+    assert set(schedule.hosts) == {"d", "e"}
+    # A task placed after (a retry) starts one again.
+    assert schedule.place(1, None) == Start()

@@ -432,6 +432,7 @@ class Batch:
             result = self._result(planned, run, status, took, folder)
             result.update(where, attempts=attempts)
             self.results[planned.name] = result
+        self._give_back_spare()
         shown = f" on {where['computer']}" if where["computer"] else ""
         self.say(f"{planned.name}: {STATUS.get(status, 'infrastructure')} in {took:.1f}s{shown}")
 
@@ -566,6 +567,25 @@ class Batch:
                 self.provisioner.give_back(computer, True)
             except Exception as exc:  # the engine's: report, go on
                 self.say(f"could not give back a broken computer: {exc}")
+
+    def _give_back_spare(self) -> None:
+        """Give back the idle computers the tasks not yet finished do not need
+        (:meth:`.scheduling.Schedule.spare`): the pool shrinks as the queue drains."""
+        assert self.schedule is not None and self.provisioner is not None
+        with self._lock:
+            if self.stopping.is_set():
+                return  # the end's teardown gives back every computer
+            unfinished = len(self.tasks) - len(self.results)
+            gone = [self.hosts.pop(k, None) for k in self.schedule.spare(unfinished)]
+        for computer in gone:
+            if computer is None:
+                continue
+            with contextlib.suppress(Exception):
+                self._last_counts(computer)
+            try:
+                self.provisioner.give_back(computer, False)
+            except Exception as exc:  # the engine's: report, go on
+                self.say(f"could not give back a computer no task needs: {exc}")
 
     def _last_counts(self, computer: Computer) -> None:
         """A computer's counts, read once more before it stops: its last word

@@ -11,9 +11,10 @@ never starts or stops a computer itself. It asks a :class:`Provisioner`:
   starts, bounded; it raises :class:`~.computer.ComputerError` when it cannot
   give one (the batch fails the task waiting for it as infrastructure).
 - ``give_back(computer, broken)`` takes it back when the batch is done with
-  it: at the end of the batch (``broken=False``), or as soon as its last task
-  in flight has ended after it broke (``broken=True``: its Chromium restarted,
-  or it stopped answering). A provisioner may stop it, keep it warm for the
+  it: at the end of the batch, or earlier once it is idle and the tasks not
+  yet finished do not need it (``broken=False``: the queue draining), or as
+  soon as its last task in flight has ended after it broke (``broken=True``:
+  its Chromium restarted, or it stopped answering). A provisioner may stop it, keep it warm for the
   next ``provide``, or replace it in a pool of its own; the batch asks
   ``provide`` again for a replacement when it needs one.
 

@@ -34,6 +34,7 @@ __all__ = [
     "Member",
     "ScalingError",
     "drain_plan",
+    "may_scale_down",
     "target_machines",
     "wanted_computers",
 ]
@@ -105,3 +106,13 @@ def drain_plan(members: Sequence[Member], wanted: int) -> list[str]:
         group = sorted(by_node[node], key=lambda m: (m.busy, m.key))
         chosen.extend(m.key for m in group[: max(0, len(group) - level)])
     return chosen
+
+
+def may_scale_down(stopped: int, starting: int, stopping: int, lent_not_running: int) -> bool:
+    """Whether a pool may now scale its service down by its ``stopped``
+    replicas (drained, their containers ended): only when those are the only
+    slots Swarm does not see running. A replica starting, one whose container
+    is still stopping, or one lent before Swarm lists its task running (it is
+    ``starting`` to Swarm until the image's first HEALTHCHECK passes) would tie
+    with them in Swarm's sort, and might be removed in their place."""
+    return stopped > 0 and starting == 0 and stopping == 0 and lent_not_running == 0

@@ -24,6 +24,11 @@ went up) or that stopped answering is **broken**: it takes no task again;
 the tasks in flight on it fail as infrastructure (:func:`attempt_status`),
 each retried (:func:`retry`) on another computer, and it is given back to be
 replaced once its last task has ended (:meth:`Schedule.drained`).
+
+As the batch's queue drains near its end, a ready computer with no task that
+the tasks left do not need (:meth:`Schedule.spare`) is given back at once,
+rather than at the batch's end: an engine's pool (Swarm's service) shrinks
+under the batch.
 """
 
 from __future__ import annotations
@@ -211,6 +216,21 @@ class Schedule:
     def drained(self) -> list[str]:
         """Broken computers with no task left: to give back (forgotten here)."""
         found = [k for k, h in self.hosts.items() if h.state == "broken" and not h.tasks]
+        for key in found:
+            del self.hosts[key]
+        return found
+
+    def spare(self, unfinished: int) -> list[str]:
+        """Ready computers with no task that the work left does not need: the
+        ``unfinished`` tasks (waiting or running, retries included), K a
+        computer, want ceil(unfinished / K) computers, at most :attr:`most`;
+        the idle ones past that, forgotten here, to give back (the fewest
+        first by key). So the pool shrinks as the batch's queue drains, not
+        only at its end; a task placed later (a retry) starts one again."""
+        alive = [h for h in self.hosts.values() if h.state != "broken"]
+        wanted = min(self.most, math.ceil(max(0, unfinished) / self.per_computer))
+        idle = sorted(h.key for h in alive if h.state == "ready" and not h.tasks)
+        found = idle[: max(0, len(alive) - wanted)]
         for key in found:
             del self.hosts[key]
         return found

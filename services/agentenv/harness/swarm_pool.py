@@ -47,8 +47,10 @@ pool makes the choice itself, and makes it the only one Swarm can take:
   its task is no longer running; the service never restarts a task
   (restart policy ``none``) and its slot stays, marked not to restart (1);
 - only then, with no replica starting (a starting task is not running
-  either, and would tie with the stopped ones in 2), it scales the service
-  down by exactly the stopped ones, which sort last (2, 3) and are removed.
+  either, and would tie with the stopped ones in 2; nor one lent before
+  Swarm lists its task running, see :meth:`SwarmPool._ports`), it scales the
+  service down by exactly the stopped ones, which sort last (2, 3) and are
+  removed.
 
 A replica whose container exited on its own (a crash) is scaled away the
 same way, and the next tick asks for a new one if the load wants it.
@@ -79,7 +81,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv.harness.computer import DEFAULT_IMAGE, Computer, ComputerError, users_setting
-from agentenv.harness.scaling import MARGIN, Member, drain_plan, wanted_computers
+from agentenv.harness.scaling import (
+    MARGIN,
+    Member,
+    drain_plan,
+    may_scale_down,
+    wanted_computers,
+)
 from agentenv.harness.swarm import service_spec
 
 __all__ = ["Replica", "SwarmPool"]
@@ -109,6 +117,9 @@ class Replica:
     lent: bool = False
     since: float = field(default_factory=time.monotonic)
     container: str = ""
+    #: Its task's state as Swarm lists it (``starting`` until the image's
+    #: first HEALTHCHECK passes, though it may be lent before: :meth:`SwarmPool._ports`).
+    observed: str = ""
 
 
 class SwarmPool:
@@ -151,8 +162,8 @@ class SwarmPool:
         self.notes: list[str] = []
         #: The replicas the service was set to, in order (the last is its spec's).
         self.sizes: list[int] = []
-        self._waiting = 0
-        self._wanting = 0
+        #: Waiting in :meth:`acquire` (``scope``) and :meth:`provide` (``whole``).
+        self._queued = {"scope": 0, "whole": 0}
         self._lock = threading.Condition()
         self._stop = threading.Event()
         self._ticking = threading.Lock()
@@ -169,28 +180,16 @@ class SwarmPool:
         """A ready computer with a free scope, its count taken (the fullest
         first: packing, so others empty and can leave); waits, counted as
         queued, at most ``timeout_s``."""
-        ends = time.monotonic() + timeout_s
-        with self._lock:
-            self._waiting += 1
-            try:
-                while True:
-                    free = [
-                        r for r in self.replicas.values() if r.state == "ready" and r.busy < self.k
-                    ]
-                    if free:
-                        chosen = max(free, key=lambda r: (r.busy, r.task))
-                        chosen.busy += 1
-                        assert chosen.computer is not None
-                        return chosen.computer
-                    left = ends - time.monotonic()
-                    if left <= 0 or self._stop.is_set():
-                        raise ComputerError(
-                            f"no computer of the pool {self.name} had a free scope in "
-                            f"{timeout_s:.0f} s (at most {self.most} of {self.k} scopes)"
-                        )
-                    self._lock.wait(min(left, 1.0))
-            finally:
-                self._waiting -= 1
+
+        def pick() -> Replica | None:
+            free = [r for r in self.replicas.values() if r.state == "ready" and r.busy < self.k]
+            if not free:
+                return None
+            chosen = max(free, key=lambda r: (r.busy, r.task))
+            chosen.busy += 1
+            return chosen
+
+        return self._wait_for(pick, "scope", timeout_s, f"a free scope (K = {self.k})")
 
     def release(self, computer: Computer) -> None:
         """The task on ``computer`` is over: its scope's place is free."""
@@ -225,30 +224,60 @@ class SwarmPool:
             raise ComputerError(
                 f"the pool {self.name} runs {self.image}, not {image}: start a pool of that image"
             )
+
+        def pick() -> Replica | None:
+            spare = [
+                r
+                for r in self.replicas.values()
+                if r.state == "ready" and not r.lent and r.busy == 0
+            ]
+            if not spare:
+                return None
+            chosen = min(spare, key=lambda r: r.task)
+            chosen.lent = True
+            return chosen
+
+        return self._wait_for(pick, "whole", timeout_s, "a computer to lend whole")
+
+    def _wait_for(
+        self, pick: Callable[[], Replica | None], kind: str, timeout_s: float, what: str
+    ) -> Computer:
+        """Wait (at most ``timeout_s``, counted as queued of ``kind``) until
+        ``pick``, called under the lock, takes a replica; its computer."""
         ends = time.monotonic() + timeout_s
         with self._lock:
-            self._wanting += 1
+            self._queued[kind] += 1
             try:
                 while True:
-                    spare = [
-                        r
-                        for r in self.replicas.values()
-                        if r.state == "ready" and not r.lent and r.busy == 0
-                    ]
-                    if spare:
-                        chosen = min(spare, key=lambda r: r.task)
-                        chosen.lent = True
-                        assert chosen.computer is not None
+                    chosen = pick()
+                    if chosen is not None:
+                        assert chosen.computer is not None  # ready: its computer is known
                         return chosen.computer
-                    left = ends - time.monotonic()
-                    if left <= 0 or self._stop.is_set():
+                    if self._stop.is_set():
                         raise ComputerError(
-                            f"the pool {self.name} had no computer ready in {timeout_s:.0f} s "
-                            f"(at most {self.most})"
+                            f"the pool {self.name} was closed while a task waited for {what}"
+                        )
+                    left = ends - time.monotonic()
+                    if left <= 0:
+                        raise ComputerError(
+                            f"the pool {self.name} had no {what} in {timeout_s:.0f} s "
+                            f"({self._story()}): give the pool more computers (most is "
+                            f"{self.most}) or a longer wait, or run fewer tasks at once"
                         )
                     self._lock.wait(min(left, 1.0))
             finally:
-                self._wanting -= 1
+                self._queued[kind] -= 1
+
+    def _story(self) -> str:
+        """The replicas by state, and the last thing the pool noted (under the lock)."""
+        states: dict[str, int] = {}
+        for replica in self.replicas.values():
+            states[replica.state] = states.get(replica.state, 0) + 1
+        busy = sum(r.busy for r in self.replicas.values())
+        lent = sum(1 for r in self.replicas.values() if r.lent)
+        shown = ", ".join(f"{n} {state}" for state, n in sorted(states.items())) or "no replica"
+        last = f"; last: {self.notes[-1]}" if self.notes else ""
+        return f"{shown}; {busy} scopes busy, {lent} lent whole{last}"
 
     def give_back(self, computer: Computer, broken: bool) -> None:
         """The batch is done with ``computer``: a spare again, or (``broken``)
@@ -268,7 +297,7 @@ class SwarmPool:
         fill), a batch waiting for one as K tasks queued."""
         with self._lock:
             lent = sum(1 for r in self.replicas.values() if r.lent)
-            queued = self._waiting + self.k * self._wanting
+            queued = self._queued["scope"] + self.k * self._queued["whole"]
             return queued, sum(r.busy for r in self.replicas.values()) + self.k * lent
 
     def ready(self) -> int:
@@ -363,6 +392,7 @@ class SwarmPool:
                     replica = Replica(task["ID"], str(task.get("NodeID") or ""))
                     self.replicas[task["ID"]] = replica
                 replica.node = str(task.get("NodeID") or replica.node)
+                replica.observed = state
                 replica.container = str(
                     status.get("ContainerStatus", {}).get("ContainerID") or replica.container
                 )
@@ -371,13 +401,8 @@ class SwarmPool:
                         self.notes.append(f"ended {task['ID'][:12]} on its own ({state})")
                     replica.state = "stopped"
                     self._lock.notify_all()
-            if replica.state == "starting" and state == "running" and replica.computer is None:
-                # The first a target lists (as swarm.py reads it): the engine
-                # lists a port once an address family, and 127.0.0.1 is the first's.
-                ports: dict[int, int] = {}
-                for port in status.get("PortStatus", {}).get("Ports") or []:
-                    if port.get("PublishedPort"):
-                        ports.setdefault(int(port["TargetPort"]), int(port["PublishedPort"]))
+            if replica.state == "starting" and replica.computer is None:
+                ports = self._ports(replica, state, status)
                 if ports.get(8080) and ports.get(9222):
                     at = self._node_address(replica.node)
                     replica.computer = Computer(
@@ -396,6 +421,33 @@ class SwarmPool:
             known = {t["ID"] for t in tasks}
             for key in [k for k, r in self.replicas.items() if k not in known]:
                 del self.replicas[key]  # removed by the swarm
+
+    def _ports(self, replica: Replica, state: str, status: dict[str, Any]) -> dict[int, int]:
+        """A replica's published ports (target -> host): from its task once
+        Swarm lists it running (any node); before, from its container on this
+        node. Swarm lists a task ``starting``, without its ports, until the
+        image's first HEALTHCHECK passes (every 5 s), while the engine
+        published them when the container started: read there, the computer
+        is lent at its own ``/readyz``, seconds sooner (``python -m bench
+        swarm-grow``)."""
+        ports: dict[int, int] = {}
+        if state == "running":
+            # The first a target lists (as swarm.py reads it): the engine
+            # lists a port once an address family, and 127.0.0.1 is the first's.
+            for port in status.get("PortStatus", {}).get("Ports") or []:
+                if port.get("PublishedPort"):
+                    ports.setdefault(int(port["TargetPort"]), int(port["PublishedPort"]))
+        elif state == "starting" and replica.container and replica.node == self._here:
+            try:
+                inspected = self._client.api.inspect_container(replica.container)
+            except Exception:  # the docker SDK's: gone or not yet there; the next reading
+                return {}
+            bound = inspected.get("NetworkSettings", {}).get("Ports") or {}
+            for target in (8080, 9222):
+                found = bound.get(f"{target}/tcp") or []
+                if found and found[0].get("HostPort"):
+                    ports[target] = int(found[0]["HostPort"])
+        return ports
 
     def _scale(self, replicas: int) -> None:
         """``docker service scale``: the service's own spec sent back with only
@@ -451,7 +503,8 @@ class SwarmPool:
         for replica in by["stopping"]:
             if time.monotonic() - replica.since > STOP_S:
                 self._kill_container(replica)
-        if by["stopped"] and not starting and not by["stopping"]:
+        unsettled = [r for r in by["ready"] + by["draining"] if r.observed != "running"]
+        if may_scale_down(len(by["stopped"]), starting, len(by["stopping"]), len(unsettled)):
             # Only the stopped slots are not running: they are the ones removed.
             self._scale(slots - len(by["stopped"]))
             self.notes.append(f"shrank to {slots - len(by['stopped'])}")
