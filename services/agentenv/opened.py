@@ -26,7 +26,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MINTED", "TOKEN_PREFIX", "Opened", "OpenedScope", "digest", "mint_token", "opened_of"]
+__all__ = [
+    "MINTED",
+    "REVOKED",
+    "TOKEN_PREFIX",
+    "Opened",
+    "OpenedScope",
+    "digest",
+    "mint_token",
+    "opened_of",
+]
 
 log = logging.getLogger("agentenv.opened")
 
@@ -36,6 +45,11 @@ TOKEN_PREFIX = "scope-"
 #: A minted token's shape, found in any text (an ``auth`` line withholds a
 #: name that holds one, open, closed or never known).
 MINTED = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]{43}")
+
+
+#: The digest of a scope whose token was revoked while the scope stays open
+#: a moment (a restarted relay closing the scopes it found): no token has it.
+REVOKED = "revoked"
 
 
 def mint_token() -> str:

@@ -29,6 +29,7 @@ import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -37,7 +38,7 @@ import orjson
 from agentenv.access import Identity
 from agentenv.admission import Admission, Full, Gate
 from agentenv.calls import Calls
-from agentenv.opened import opened_of
+from agentenv.opened import REVOKED, opened_of
 from agentenv.protocol.urls import tab as is_tab
 from agentenv.relay.downloads import Downloads
 from agentenv.relay.errors import RelayError, UpstreamError, WatcherError
@@ -113,9 +114,10 @@ class Watcher:
             self.openings.open.update(left)
             self.left_open = sorted(left)
             for name in self.left_open:
-                # Revoked at every door at once (the file says closing); the
-                # rest of the close when Chromium answers.
-                self.openings.closing(name)
+                # Its token revoked at every door at once (a digest no token
+                # has); the close itself once Chromium answers, the scope
+                # still open until then so the recorder can end its recordings.
+                self.openings.open[name] = replace(left[name], digest=REVOKED)
             if self.left_open:
                 with contextlib.suppress(RelayError):  # said loudly; the doors read it again
                     self._write_opened()
@@ -480,14 +482,19 @@ class Watcher:
     async def _close_left(self) -> None:
         """Close the scopes a relay before this one opened, as ``scopes/close``
         does (docs/decisions.md: a restarted relay closes them): their tokens
-        were revoked at start and their contexts disposed of on the first
-        connection; now their open recordings end (asked of the recorder),
-        their downloads are emptied and their log shares dropped, each close
-        is written on the record with why, and their names are free."""
+        were revoked at start and the contexts the last relay made disposed
+        of on the first connection; now their open recordings end (asked of
+        the recorder, whose link makes the scope a context again to end them
+        in), then :meth:`close_scope` (that context disposed of, downloads
+        emptied, quotas and log share dropped, the name free), and each close
+        is written on the record with why."""
         for name in list(self.left_open):
             await self._end_recordings(name)
-            self.quotas.shares.drop(name)
-            await self.downloads.empty(name)
+            try:
+                await self.close_scope(name)
+            except RelayError as exc:
+                log.error("scope %r: could not be closed: %s; scopes/close closes it", name, exc)
+                continue
             self.logbook.writer.record(
                 "action",
                 {
@@ -500,12 +507,8 @@ class Watcher:
                     "why": RESTARTED,
                 },
             )
-            self.logbook.writer.forget(name)
-            self._removed(name)
             self.left_open.remove(name)
             log.warning("scope %r: closed (%s)", name, RESTARTED)
-        with contextlib.suppress(RelayError):
-            self._write_opened()
 
     async def _end_recordings(self, scope: str) -> None:
         """The recorder ends ``scope``'s open recordings, each with its
