@@ -7,8 +7,9 @@ the scope's name to :attr:`~agentenv.settings.Settings.scopes_file` (0600,
 in the folder the service user alone enters: Chromium's user cannot read
 it). The relay, the app server and the recorder read that file again
 whenever it changed (one ``stat`` a check), so a token the relay revoked is
-refused at every door at once, and a program that restarts knows every
-open scope. A token is 256 random bits: its digest finds it as well as the
+refused at every door at once, and an app server or recorder that
+restarts knows every open scope. A relay that restarts closes the scopes it
+finds there (it cannot know their contexts again: relay/watcher.py). A token is 256 random bits: its digest finds it as well as the
 token would, and is worth nothing to a reader of the file.
 """
 
