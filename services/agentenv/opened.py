@@ -9,8 +9,9 @@ it). The relay, the app server and the recorder read that file again
 whenever it changed (one ``stat`` a check), so a token the relay revoked is
 refused at every door at once, and an app server or recorder that
 restarts knows every open scope. A relay that restarts closes the scopes it
-finds there (it cannot know their contexts again: relay/watcher.py). A token is 256 random bits: its digest finds it as well as the
-token would, and is worth nothing to a reader of the file.
+finds there (it cannot know their contexts again: relay/watcher.py). A
+token is 256 random bits: its digest finds it as well as the token would,
+and is worth nothing to a reader of the file.
 """
 
 from __future__ import annotations
