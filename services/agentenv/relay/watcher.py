@@ -116,8 +116,9 @@ class Watcher:
             for name in self.left_open:
                 # Its token revoked at every door at once (a digest no token
                 # has); the close itself once Chromium answers, the scope
-                # still open until then so the recorder can end its recordings.
-                self.openings.open[name] = replace(left[name], digest=REVOKED)
+                # still open until then (one being closed as well) so the
+                # recorder's link can come into it and end its recordings.
+                self.openings.open[name] = replace(left[name], digest=REVOKED, closing=False)
             if self.left_open:
                 with contextlib.suppress(RelayError):  # said loudly; the doors read it again
                     self._write_opened()
