@@ -129,7 +129,7 @@ class FakeChromium:
             }
         elif method == "Target.disposeBrowserContext":
             with contextlib.suppress(ValueError):
-                self.contexts.remove(params.get("browserContextId"))
+                self.contexts.remove(str(params.get("browserContextId")))
         elif method == "Target.createTarget":
             target = f"OPENED{next(self._ids)}"
             info = target_info(target, params.get("url", "about:blank"))
