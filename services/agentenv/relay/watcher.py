@@ -106,9 +106,10 @@ class Watcher:
         #: Scopes a relay before this one opened (the file lists them): this
         #: one knows none of their contexts, so it closes them (:meth:`_close_left`).
         self.left_open: list[str] = []
-        #: Until the first connection to Chromium: every browser context but
-        #: its default one is a relay before this one's, none reachable now.
-        self._left_contexts = True
+        #: Until the first connection to Chromium, on a computer of scopes:
+        #: every browser context but its default one is a relay before this
+        #: one's, which no scope of this one holds (none reachable now).
+        self._left_contexts = self.scopes.isolated
         if settings.max_scopes:
             left = self.opened.scopes()
             self.openings.open.update(left)
