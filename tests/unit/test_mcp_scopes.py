@@ -127,3 +127,29 @@ def test_a_call_whose_scope_closed_meanwhile_acts_nowhere(tmp_path: Path) -> Non
         asyncio.run(proxy._call_tool(_ctx(token), params))
     assert refused.value.status == 401
     assert begun == [] and client.calls == []
+
+
+def test_no_playwright_mcp_is_started_for_a_session_whose_scope_closed(tmp_path: Path) -> None:
+    """A session's scope is being closed when its call's token has passed
+    the door: no Playwright MCP starts for it (one would connect to the
+    relay with a token granted for a scope no longer open)."""
+    proxy, opened, begun = _proxy(tmp_path)
+    token = mint_token()
+    opened.write({"t1": OpenedScope("t1", digest(token), 1.0)})
+    session = proxy._session_of(_ctx(token))
+    started: list[bool] = []
+
+    async def start() -> Client:
+        started.append(True)
+        return Client()
+
+    session.start = start  # type: ignore[method-assign,assignment]
+    # The door checked the token; the session is found; then the close began.
+    proxy._session_of = lambda ctx: session  # type: ignore[method-assign]
+    opened.write({"t1": OpenedScope("t1", digest(token), 1.0, closing=True)})
+    params = types.CallToolRequestParams(name="browser_navigate", arguments={"url": "about:blank"})
+    result = asyncio.run(proxy._call_tool(_ctx(token), params))
+    assert result.is_error and started == [] and begun == []
+    with pytest.raises(AccessDenied):
+        asyncio.run(proxy._list_tools(_ctx(token), None))
+    assert started == []

@@ -308,6 +308,11 @@ class McpProxy:
             raise AccessDenied("this MCP session belongs to another caller: start your own")
         return session
 
+    def _closed(self, session: PlaywrightSession) -> bool:
+        """Whether ``session`` was made by an opened scope's agent whose scope
+        is closing or closed now: it acts nowhere (relay/scopes.py ``closed``)."""
+        return session.opened is not None and not self.scopes.still_open(session.opened)
+
     def _key(self, headers: Any, who: str) -> str:
         """The Playwright MCP a request is served by (:meth:`_session_of`)."""
         key = headers.get("mcp-session-id")
@@ -446,12 +451,16 @@ class McpProxy:
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         session = self._session_of(ctx)
+        if self._closed(session):
+            raise AccessDenied(SCOPE_CLOSED, status=401)
         return types.ListToolsResult(tools=await session.tools())
 
     async def _call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         session = self._session_of(ctx)
+        if self._closed(session):  # no Playwright MCP is started for it either
+            return _error(SCOPE_CLOSED)
         who = session.caller
         name = params.name
         args = dict(params.arguments or {})
@@ -487,9 +496,9 @@ class McpProxy:
         typing = TYPING_ARGS.get(name)
         call = str(getattr(ctx, "request_id", None) or uuid.uuid4().hex)
         client = await session.start()
-        if session.opened is not None and not self.scopes.still_open(session.opened):
-            # Its scope closed while the call came (or since the session was
-            # made): the call acts nowhere, never in the home scope.
+        if self._closed(session):
+            # Its scope closed while the call came (Playwright MCP starting):
+            # the call acts nowhere, never in the home scope.
             return _error(SCOPE_CLOSED)
         try:
             async with self.scoped(session.scope).action(
