@@ -153,3 +153,12 @@ def test_no_playwright_mcp_is_started_for_a_session_whose_scope_closed(tmp_path:
     with pytest.raises(AccessDenied):
         asyncio.run(proxy._list_tools(_ctx(token), None))
     assert started == []
+
+
+def test_the_control_tokens_own_session_is_the_home_scopes(tmp_path: Path) -> None:
+    """Its workspace is the home scope's downloads folder, not the folder of
+    every scope's, and it is no opened scope's (never refused as closed)."""
+    proxy, _, _ = _proxy(tmp_path)
+    session = proxy._session_of(_ctx(CONTROL))
+    assert (session.scope, session.opened) == (None, None)
+    assert session.downloads == proxy.settings.downloads_for("alice")

@@ -294,7 +294,10 @@ class McpProxy:
             full = self.no_room(who.who)
             if full is not None:
                 raise AccessDenied(*full)
-            scope = self.scopes.name_for(identity)
+            # The control token's own MCP, or a role it named: where the relay
+            # puts the token granted for that name (the home scope, unless the
+            # name is a scope's).
+            scope = self.scopes.name_for(Identity(who.who) if identity.control else identity)
             opened = None if identity.control or identity.user in self.scopes.by_user else scope
             session = self.sessions[key] = PlaywrightSession(
                 self.settings,
