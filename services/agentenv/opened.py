@@ -7,9 +7,11 @@ the scope's name to :attr:`~agentenv.settings.Settings.scopes_file` (0600,
 in the folder the service user alone enters: Chromium's user cannot read
 it). The relay, the app server and the recorder read that file again
 whenever it changed (one ``stat`` a check), so a token the relay revoked is
-refused at every door at once, and a program that restarts knows every
-open scope. A token is 256 random bits: its digest finds it as well as the
-token would, and is worth nothing to a reader of the file.
+refused at every door at once, and an app server or recorder that
+restarts knows every open scope. A relay that restarts closes the scopes it
+finds there (it cannot know their contexts again: relay/watcher.py). A
+token is 256 random bits: its digest finds it as well as the token would,
+and is worth nothing to a reader of the file.
 """
 
 from __future__ import annotations
@@ -26,7 +28,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MINTED", "TOKEN_PREFIX", "Opened", "OpenedScope", "digest", "mint_token", "opened_of"]
+__all__ = [
+    "MINTED",
+    "REVOKED",
+    "TOKEN_PREFIX",
+    "Opened",
+    "OpenedScope",
+    "digest",
+    "mint_token",
+    "opened_of",
+]
 
 log = logging.getLogger("agentenv.opened")
 
@@ -36,6 +47,11 @@ TOKEN_PREFIX = "scope-"
 #: A minted token's shape, found in any text (an ``auth`` line withholds a
 #: name that holds one, open, closed or never known).
 MINTED = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]{43}")
+
+
+#: The digest of a scope whose token was revoked while the scope stays open
+#: a moment (a restarted relay closing the scopes it found): no token has it.
+REVOKED = "revoked"
 
 
 def mint_token() -> str:

@@ -98,6 +98,10 @@ class Settings:
     relay_port: int = 9222
     app_host: str = "0.0.0.0"
     app_port: int = 8080
+    #: The relay's port as the computer's callers reach it, when a port
+    #: mapping fixed at start publishes it on another (0: ``relay_port``):
+    #: ``scopes/open``'s ``cdp_url`` names it.
+    published_relay_port: int = 0
     recorder_port: int = 6667
     #: Extra Chromium flags (AGENTENV_CHROMIUM_FLAGS, read by launch/chromium.sh).
     chromium_flags: str = ""
@@ -431,6 +435,7 @@ _PARSED: dict[str, Callable[[Mapping[str, str], str, Any], Any]] = {
     "chromium_port": _int,
     "relay_port": _int,
     "app_port": _int,
+    "published_relay_port": _non_negative,
     "recorder_port": _int,
     "max_connections": _int,
     "max_connections_per_user": _non_negative,
@@ -556,6 +561,30 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         raise SettingsError(
             "AGENTENV_METRICS_TOKEN is the same as the control token or a user's token: "
             "give the metrics reader a token of its own (it reads /metrics and nothing else)"
+        )
+    if settings.published_relay_port > 65535:
+        raise SettingsError(
+            "AGENTENV_PUBLISHED_RELAY_PORT must be a port (1 to 65535), or 0 for the relay's own "
+            f"(AGENTENV_RELAY_PORT), got {settings.published_relay_port}"
+        )
+    share = settings.max_connections_per_user
+    if (
+        settings.max_connections
+        and (not share or share >= settings.max_connections)
+        and (settings.max_scopes or len(settings.users) >= 2)
+    ):
+        # One agent could hold every place: the others would wait, then get
+        # 429, for as long as it liked (docs/fair-shares.md).
+        fix = (
+            f"set AGENTENV_MAX_CONNECTIONS_PER_USER to {settings.max_connections - 1} or less, "
+            "or AGENTENV_MAX_CONNECTIONS higher"
+            if settings.max_connections >= 2
+            else "set AGENTENV_MAX_CONNECTIONS to 2 or more (0: no limit)"
+        )
+        raise SettingsError(
+            f"AGENTENV_MAX_CONNECTIONS={settings.max_connections} is not above one user's share "
+            f"(AGENTENV_MAX_CONNECTIONS_PER_USER={share or '0, no limit'}): on a computer of "
+            f"several users one agent could hold every place and starve the others; {fix}"
         )
     if settings.max_scopes and (settings.control_token is None or settings.control_open):
         raise SettingsError(

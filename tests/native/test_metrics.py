@@ -28,11 +28,13 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NativeStack]:
     at most 3 s, with a control token."""
     env = {
         "AGENTENV_MAX_CONNECTIONS": "2",
+        # Below the computer's two (one user's share may not hold every place).
+        "AGENTENV_MAX_CONNECTIONS_PER_USER": "1",
         "AGENTENV_QUEUE_LENGTH": "1",
         "AGENTENV_QUEUE_WAIT_S": "3",
         "AGENTENV_CONTROL_TOKEN": CONTROL,
         "AGENTENV_METRICS_TOKEN": READER,
-        "AGENTENV_USERS": "alice:alice-token-1,bob:bob-token-2",
+        "AGENTENV_USERS": "alice:alice-token-1,bob:bob-token-2,carol:carol-token-3",
     }
     with NativeStack(tmp_path_factory.mktemp("limited"), extra_env=env) as stack:
         yield stack
@@ -153,7 +155,7 @@ def test_agent_connections_past_the_limit_wait_in_the_queue_then_get_429(
     limited: NativeStack,
 ) -> None:
     upgrade = {
-        "Authorization": "Bearer alice-token-1",
+        "Authorization": "Bearer carol-token-3",
         "Connection": "Upgrade",
         "Upgrade": "websocket",
         "Sec-WebSocket-Version": "13",
@@ -165,7 +167,7 @@ def test_agent_connections_past_the_limit_wait_in_the_queue_then_get_429(
             first = await http.ws_connect(_ws(limited, "alice-token-1"))
             second = await http.ws_connect(_ws(limited, "bob-token-2"))
             # The third waits; while it does, the queue (one place) is full.
-            waiting = asyncio.ensure_future(http.ws_connect(_ws(limited, "alice-token-1")))
+            waiting = asyncio.ensure_future(http.ws_connect(_ws(limited, "carol-token-3")))
             await asyncio.to_thread(
                 wait_for,
                 lambda: _samples(limited)[("agentenv_cdp_queue_length", ())] == 1,
@@ -193,7 +195,7 @@ def test_agent_connections_past_the_limit_wait_in_the_queue_then_get_429(
             )
             assert listed.status_code == 200
             # One waiting is let in as soon as a place frees.
-            waiting = asyncio.ensure_future(http.ws_connect(_ws(limited, "alice-token-1")))
+            waiting = asyncio.ensure_future(http.ws_connect(_ws(limited, "carol-token-3")))
             await asyncio.to_thread(
                 wait_for,
                 lambda: _samples(limited)[("agentenv_cdp_queue_length", ())] == 1,

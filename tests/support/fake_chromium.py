@@ -9,6 +9,7 @@ and ends the connection with :meth:`drop` (Chromium exiting)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from types import TracebackType
 from typing import Any
@@ -48,6 +49,8 @@ class FakeChromium:
         self.socket: web.WebSocketResponse | None = None
         #: Set when a browser connection is open (cleared when it ends).
         self.connected = asyncio.Event()
+        #: Browser contexts besides the default one (disposed of on command).
+        self.contexts: list[str] = []
         self._ids = itertools.count(1)
         app = web.Application()
         app.router.add_get("/json/version", self._version)
@@ -120,7 +123,13 @@ class FakeChromium:
             for info in self.targets.values():
                 await self._send(ws, "Target.targetCreated", {"targetInfo": info})
         elif method == "Target.getBrowserContexts":
-            result = {"browserContextIds": [], "defaultBrowserContextId": self.CONTEXT}
+            result = {
+                "browserContextIds": list(self.contexts),
+                "defaultBrowserContextId": self.CONTEXT,
+            }
+        elif method == "Target.disposeBrowserContext":
+            with contextlib.suppress(ValueError):
+                self.contexts.remove(str(params.get("browserContextId")))
         elif method == "Target.createTarget":
             target = f"OPENED{next(self._ids)}"
             info = target_info(target, params.get("url", "about:blank"))

@@ -222,3 +222,24 @@ def test_no_recording_starts_in_a_scope_being_closed(tmp_path: Path) -> None:
         recorder._scope("t1")
     assert refused.value.status == 409 and "being closed" in str(refused.value)
     assert recorder._scope("alice") == "alice"
+
+
+def test_a_closed_scopes_agent_acts_in_no_scope_never_the_home_one(tmp_path: Path) -> None:
+    """``Scopes.closed``: an opened scope's agent whose scope is closing or
+    gone is told so (every door refuses it), where ``name_for`` alone would
+    put it in the home scope; a fixed user and the control token never are."""
+    settings = _settings(tmp_path, AGENTENV_USERS="alice:alice-token")
+    scopes = Scopes.of(settings)
+    opened = Opened(settings.scopes_file)
+    opened.write({"t1": OpenedScope("t1", digest(mint_token()), 1.0)})
+    assert not scopes.closed(Identity("t1"))
+    opened.write({"t1": OpenedScope("t1", digest(mint_token()), 1.0, closing=True)})
+    assert scopes.closed(Identity("t1"))
+    opened.write({})
+    assert scopes.closed(Identity("t1"))
+    assert scopes.name_for(Identity("t1")) == "alice"  # why every door asks closed first
+    assert not scopes.closed(Identity("alice"))
+    assert not scopes.closed(Identity("agentenv", control=True))
+    # No scope may be opened: nothing is ever closed.
+    plain = Scopes.of(load({"AGENTENV_USERS": "alice:a-token,bob:b-token"}))
+    assert not plain.closed(Identity("t1"))

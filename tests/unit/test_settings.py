@@ -152,3 +152,29 @@ def test_the_metrics_token_is_a_token_of_its_own(same: str) -> None:
         load(env)
     assert same not in str(raised.value)
     assert load({**env, "AGENTENV_METRICS_TOKEN": "metrics-8d2b4"}).metrics_token == "metrics-8d2b4"
+
+
+def test_a_users_connection_share_is_below_the_computers_connections() -> None:
+    """AGENTENV_MAX_CONNECTIONS at or under one user's share (16 by default,
+    or no limit) would let one agent hold every place on a computer of
+    several users: refused at start, both settings named."""
+    two = {"AGENTENV_USERS": "alice:alice-token,bob:bob-token"}
+    on_demand = {"AGENTENV_MAX_SCOPES": "4", "AGENTENV_CONTROL_TOKEN": "control-token-1"}
+    for several in (two, on_demand):
+        for connections, share in (("16", None), ("8", None), ("4", "4"), ("4", "0"), ("1", "1")):
+            env = {**several, "AGENTENV_MAX_CONNECTIONS": connections}
+            if share is not None:
+                env["AGENTENV_MAX_CONNECTIONS_PER_USER"] = share
+            with pytest.raises(SettingsError) as refused:
+                load(env)
+            said = str(refused.value)
+            assert "AGENTENV_MAX_CONNECTIONS=" in said, said
+            assert "AGENTENV_MAX_CONNECTIONS_PER_USER" in said, said
+        allowed = {**several, "AGENTENV_MAX_CONNECTIONS": "4"}
+        assert load({**allowed, "AGENTENV_MAX_CONNECTIONS_PER_USER": "3"}).max_connections == 4
+        assert load({**several, "AGENTENV_MAX_CONNECTIONS": "17"}).max_connections == 17
+        assert load({**several, "AGENTENV_MAX_CONNECTIONS": "0"}).max_connections == 0
+    # One user, or none: its share of every place starves no one.
+    assert load({"AGENTENV_MAX_CONNECTIONS": "2"}).max_connections == 2
+    one = {"AGENTENV_USERS": "alice:alice-token", "AGENTENV_MAX_CONNECTIONS": "2"}
+    assert load(one).max_connections_per_user == 16

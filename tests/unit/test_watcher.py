@@ -179,3 +179,57 @@ async def test_chromium_exiting_closes_every_tab_by_exit_and_the_watcher_comes_b
     )
     await watched.handled()
     assert watched.tabs()[-1]["id"] == "D" and watched.tabs()[-1]["event"] == "opened"
+
+
+async def test_a_restarted_relay_closes_the_scopes_opened_before_it(tmp_path: Path) -> None:
+    """The open scopes' file lists a scope a relay before this one opened, and
+    Chromium holds contexts that relay made: the new relay revokes the
+    scope's token before it connects, disposes of every context but the
+    default one on its first connection, and closes the scope, on the
+    record with why (the recorder, unreachable here, is only asked)."""
+    from agentenv.opened import REVOKED, Opened, OpenedScope, digest, forget_all, mint_token
+
+    forget_all()
+    token = mint_token()
+    settings = computer(tmp_path, max_scopes="2", warm_scopes="0")
+    settings.downloads_dir.mkdir(parents=True)
+    Opened(settings.scopes_file).write({"left": OpenedScope("left", digest(token), 1.0)})
+    async with FakeChromium() as chromium, aiohttp.ClientSession() as http:
+        chromium.contexts = ["LEFT-SCOPE", "LEFT-AGENTS"]
+        path = tmp_path / "browser-test.jsonl"
+        book = Logbook(LogWriter.open(path))
+        watcher = Watcher(
+            computer(tmp_path, max_scopes="2", warm_scopes="0", chromium_port=str(chromium.port)),
+            http,
+            book,
+        )
+        # Revoked at once, before any connection: no door takes the token.
+        assert Opened(settings.scopes_file).scope_of(token) is None
+        assert watcher.openings.open["left"].digest == REVOKED
+        running = asyncio.create_task(watcher.run())
+        try:
+            await asyncio.wait_for(watcher.connected.wait(), deadline(5))
+            for _ in range(200):
+                if not watcher.left_open:
+                    break
+                await asyncio.sleep(0.05)
+            assert not watcher.left_open
+            assert chromium.contexts == []
+            disposed = [
+                p["browserContextId"]
+                for m, p in chromium.received
+                if m == "Target.disposeBrowserContext"
+            ]
+            assert disposed == ["LEFT-SCOPE", "LEFT-AGENTS"]
+            assert Opened(settings.scopes_file).names() == frozenset()
+            assert watcher.openings.was_closed("left")
+            lines = [json.loads(x) for x in path.read_bytes().splitlines()]
+            closes = [x["action"] for x in lines if x.get("action", {}).get("op") == "scopes/close"]
+            assert [c["args"] for c in closes] == [{"scope": "left"}]
+            assert "relay restarted" in closes[0]["why"]
+            assert token not in path.read_text()
+        finally:
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            book.writer.close()

@@ -99,6 +99,12 @@ class PlaywrightSession:
     caller: Caller
     #: The caller's scope's downloads folder: Playwright MCP's workspace.
     downloads: Path | None = None
+    #: The scope its calls act in, fixed when it was made (None: the home
+    #: scope, or a computer of one scope).
+    scope: str | None = None
+    #: The scope opened on demand whose agent made it (None: a fixed user's
+    #: or the control token's): its calls are refused once that one closes.
+    opened: str | None = None
     tag: str = field(default_factory=lambda: f"mcp-{uuid.uuid4().hex[:12]}")
     token: str | None = None
     generation: int = -1
@@ -236,16 +242,15 @@ class McpProxy:
         self,
         settings: Settings,
         link: BrowserLink,
-        scoped: Callable[[str], BrowserLink] | None = None,
+        scoped: Callable[[str | None], BrowserLink] | None = None,
     ) -> None:
         self.settings = settings
         self.link = link
-        #: The link a caller's tool calls begin their actions on: one of the
-        #: caller's scope, so the entry carries it (two scopes or more).
-        self.scoped = scoped or (lambda who: link)
-        scopes = Scopes.of(settings)
-        #: The scope a caller acts in (None: a computer of one scope or none).
-        self.scope_of: Callable[[str], str | None] = lambda who: scopes.name_for(Identity(who))
+        #: The link a session's tool calls begin their actions on: one of the
+        #: session's scope (None: the home scope's), so the entry carries it.
+        self.scoped = scoped or (lambda scope: link)
+        #: Where each caller acts (relay/scopes.py), and which scopes are open.
+        self.scopes = Scopes.of(settings)
         self.sessions: dict[str, PlaywrightSession] = {}
         #: Mcp-Session-Id -> the caller who made it (initialize).
         self.owners: dict[str, str] = {}
@@ -281,20 +286,35 @@ class McpProxy:
         """
         request = getattr(ctx, "request", None)
         headers = getattr(request, "headers", None) or {}
-        who = self._caller(headers)
+        identity = self._identity(headers)
+        who = self._caller(headers, identity)
         key = self._key(headers, who.who)
         session = self.sessions.get(key)
         if session is None:
             full = self.no_room(who.who)
             if full is not None:
                 raise AccessDenied(*full)
-            downloads = self.settings.downloads_for(self.scope_of(who.who))
+            # The control token's own MCP, or a role it named: where the relay
+            # puts the token granted for that name (the home scope, unless the
+            # name is a scope's).
+            scope = self.scopes.name_for(Identity(who.who) if identity.control else identity)
+            opened = None if identity.control or identity.user in self.scopes.by_user else scope
             session = self.sessions[key] = PlaywrightSession(
-                self.settings, self.link, who, downloads=downloads
+                self.settings,
+                self.link,
+                who,
+                downloads=self.settings.downloads_for(scope),
+                scope=None if scope == self.scopes.home else scope,
+                opened=opened if self.scopes.on_demand else None,
             )
         elif session.caller.who != who.who:
             raise AccessDenied("this MCP session belongs to another caller: start your own")
         return session
+
+    def _closed(self, session: PlaywrightSession) -> bool:
+        """Whether ``session`` was made by an opened scope's agent whose scope
+        is closing or closed now: it acts nowhere (relay/scopes.py ``closed``)."""
+        return session.opened is not None and not self.scopes.still_open(session.opened)
 
     def _key(self, headers: Any, who: str) -> str:
         """The Playwright MCP a request is served by (:meth:`_session_of`)."""
@@ -333,9 +353,12 @@ class McpProxy:
             )
         return None
 
-    def _caller(self, headers: Any) -> Caller:
+    def _identity(self, headers: Any) -> Identity:
         token = bearer_token(headers.get("authorization")) or None
-        identity = identify(self.settings, token, None)
+        return identify(self.settings, token, None)
+
+    def _caller(self, headers: Any, identity: Identity | None = None) -> Caller:
+        identity = identity or self._identity(headers)
         try:
             named = role(headers.get("agentenv-role"))
         except ToolCallError:
@@ -431,12 +454,16 @@ class McpProxy:
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         session = self._session_of(ctx)
+        if self._closed(session):
+            raise AccessDenied(SCOPE_CLOSED, status=401)
         return types.ListToolsResult(tools=await session.tools())
 
     async def _call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         session = self._session_of(ctx)
+        if self._closed(session):  # no Playwright MCP is started for it either
+            return _error(SCOPE_CLOSED)
         who = session.caller
         name = params.name
         args = dict(params.arguments or {})
@@ -450,7 +477,7 @@ class McpProxy:
                     else "; tools/list shows them"
                 )
             )
-        downloads = str(self.settings.downloads_for(self.scope_of(who.who)))
+        downloads = str(session.downloads or self.settings.downloads_for(session.scope))
         own = str(session.folder or session.prepare())
         # What Playwright MCP writes goes to the session's own folder, never
         # the downloads folder: that one is Chromium's user's to write in,
@@ -472,8 +499,12 @@ class McpProxy:
         typing = TYPING_ARGS.get(name)
         call = str(getattr(ctx, "request_id", None) or uuid.uuid4().hex)
         client = await session.start()
+        if self._closed(session):
+            # Its scope closed while the call came (Playwright MCP starting):
+            # the call acts nowhere, never in the home scope.
+            return _error(SCOPE_CLOSED)
         try:
-            async with self.scoped(who.who).action(
+            async with self.scoped(session.scope).action(
                 via="mcp",
                 who=who.who,
                 role=who.role,
@@ -581,6 +612,13 @@ class McpProxy:
             reaper.cancel()
             for key in list(self.sessions):
                 await self.end(key)
+
+
+#: What a call of an opened scope's agent is told once its scope closed.
+SCOPE_CLOSED = (
+    "this scope was closed: its MCP sessions act nowhere (not in any other scope); "
+    "open a new one with scopes/open and call with its token"
+)
 
 
 def _error(message: str) -> types.CallToolResult:

@@ -50,7 +50,7 @@ async def serve_mcp(
     state: McpState,
     settings: Settings,
     link: BrowserLink,
-    scoped: Callable[[str], BrowserLink],
+    scoped: Callable[[str | None], BrowserLink],
 ) -> None:
     """Check Playwright MCP's runtime at boot; load the MCP server (the app's
     heaviest import) on the first /mcp request, and keep it running until the

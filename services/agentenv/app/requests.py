@@ -20,7 +20,6 @@ from agentenv.app.errors import OpError
 from agentenv.app.live import Live
 from agentenv.app.mcp_loader import McpState
 from agentenv.log.reader import LogReader
-from agentenv.opened import opened_of
 from agentenv.protocol import problems
 from agentenv.relay.scopes import Scopes
 from agentenv.relay_link import BrowserLink
@@ -99,13 +98,11 @@ def op_scope(request: web.Request, identity: Identity, asked: str | None) -> str
     computer without scopes): the one the control token names, or the home
     scope; for a user's token, its own scope (docs/spec.md section 7)."""
     scopes = request.app[scopes_key]
-    if not identity.control and scopes.on_demand and identity.user not in scopes.by_user:
+    if scopes.closed(identity):
         # An opened scope's agent, its token checked when the request came:
         # its scope may have closed since (while its body came). It acts in
         # no scope then: not in the home one, where name_for would put it.
-        live = opened_of(request.app[settings_key].scopes_file).scopes().get(identity.user)
-        if live is None or live.closing:
-            raise AccessDenied("unknown token: this scope was closed", status=401)
+        raise AccessDenied("unknown token: this scope was closed", status=401)
     own = scopes.name_for(identity)
     if own is not None and asked is not None and asked != own:
         # Whether the scope exists or not: an agent learns nothing of others.

@@ -23,6 +23,7 @@ import re
 import orjson
 from aiohttp import web
 
+from agentenv.access import check_host
 from agentenv.app.acting import acting
 from agentenv.app.caller import Caller
 from agentenv.app.errors import OpError
@@ -89,14 +90,25 @@ def _refusal(exc: BrowserError) -> OpError:
 
 def urls(request: web.Request) -> tuple[str, str]:
     """Where a scope's agents connect: the relay's browser endpoint at the
-    host this op was asked at (its port in the computer, which a port
-    mapping may change), and this server's ``/mcp``."""
+    host this op was asked at, and this server's ``/mcp`` at the address it
+    was asked at.
+
+    The host is the ``Host`` header as :func:`~agentenv.access.check_host`
+    passed it (an IP address, ``localhost`` or an ``AGENTENV_ALLOWED_HOSTS``
+    name, ``host[:port]`` and nothing else), normalized: no other text of the
+    request goes into a URL an agent then sends its token to. The relay's
+    port is ``AGENTENV_PUBLISHED_RELAY_PORT`` where a port mapping fixed at
+    start publishes it on another, else its port in the computer: the
+    computer cannot see a mapping, so a caller that published the relay on
+    a port chosen at run time (the harness: the engine's) connects at the
+    address it published, with the answer's token (harness/scoped.py)."""
     settings = request.app[settings_key]
-    host = request.host  # checked by the middleware: host[:port]
+    host = check_host(settings, request.headers.get("Host"))
     name = host[: host.rindex("]") + 1] if host.startswith("[") else host.rsplit(":", 1)[0]
+    port = settings.published_relay_port or settings.relay_port
     secure = request.headers.get("X-Forwarded-Proto", "").lower() == "https"
     ws, http = ("wss", "https") if secure else ("ws", "http")
-    return f"{ws}://{name}:{settings.relay_port}/devtools/browser", f"{http}://{host}/mcp"
+    return f"{ws}://{name}:{port}/devtools/browser", f"{http}://{host}/mcp"
 
 
 async def scope_op(request: web.Request, name: str, who: Caller) -> web.Response:

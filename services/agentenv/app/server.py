@@ -39,7 +39,7 @@ from aiohttp import web
 from aiohttp_asgi import ASGIResource
 
 import agentenv
-from agentenv.access import Identity, bearer_token, check_host, check_origin
+from agentenv.access import bearer_token, check_host, check_origin
 from agentenv.app.browser import Browser, Browsers
 from agentenv.app.data_ops import data_op, log_op
 from agentenv.app.downloads import DownloadFile
@@ -392,10 +392,12 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     app[lives_key] = {}
     state = app[mcp_key]
 
-    def scoped(user: str) -> BrowserLink:
-        """A link in ``user``'s scope (Playwright MCP's callers)."""
-        name = scopes.name_for(Identity(user))
-        return app[browsers_key].of(None if name == scopes.home else name).shared
+    def scoped(scope: str | None) -> BrowserLink:
+        """A link in ``scope`` (None: the home scope), where a Playwright MCP
+        session's calls act: the scope fixed when the session was made, never
+        looked up again by its caller's name (a closed scope's would be the
+        home scope's)."""
+        return app[browsers_key].of(None if scope == scopes.home else scope).shared
 
     loading = asyncio.create_task(serve_mcp(state, settings, link, scoped))
     yield

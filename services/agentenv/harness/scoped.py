@@ -10,6 +10,11 @@ scope opened for the agent the step names (the only one when it names none),
 never in the computer's home scope nor another task's. :func:`close_for`
 closes them (``scopes/close``: the scope's recordings ended, its contexts
 disposed, its token revoked). The minted tokens are held in memory only.
+
+The answer's ``cdp_url`` is not used: the computer names the relay's port
+in it as it was told (``AGENTENV_PUBLISHED_RELAY_PORT``), while the harness
+published it on a port the engine chose at run time and knows it
+(``Computer.cdp``); every agent connects there with its scope's token.
 """
 
 from __future__ import annotations

@@ -124,6 +124,10 @@ def _none() -> frozenset[str]:
     return frozenset()
 
 
+def _never(name: str) -> bool:
+    return False
+
+
 @dataclass
 class Scopes:
     """Every scope of the computer, made as their users first connect (a
@@ -136,6 +140,8 @@ class Scopes:
     on_demand: bool = False
     #: The names of the scopes opened on demand now (each its one user's).
     opened: Callable[[], frozenset[str]] = _none
+    #: Whether a scope opened on demand is open and not being closed.
+    still_open: Callable[[str], bool] = _never
 
     @classmethod
     def of(cls, settings: Settings) -> Scopes:
@@ -143,7 +149,13 @@ class Scopes:
         those opened on demand as the open scopes' file says."""
         if not settings.max_scopes:
             return cls(settings.scopes)
-        return cls(settings.scopes, on_demand=True, opened=opened_of(settings.scopes_file).names)
+        opened = opened_of(settings.scopes_file)
+
+        def still_open(name: str) -> bool:
+            found = opened.scopes().get(name)
+            return found is not None and not found.closing
+
+        return cls(settings.scopes, on_demand=True, opened=opened.names, still_open=still_open)
 
     @property
     def home(self) -> str | None:
@@ -181,6 +193,17 @@ class Scopes:
         # role it named) acts in the home scope, where the control token's
         # ops act: it makes no scope of its own.
         return self.home
+
+    def closed(self, identity: Identity) -> bool:
+        """Whether ``identity`` (as a token proved it) is the agent of a scope
+        opened on demand that is closed, or being closed, now. Such a caller
+        acts in no scope: not its closed one, not one opened again under its
+        name, and never the home scope, where :meth:`name_for` puts a caller
+        who is no user. Every door asks this before it acts for an agent
+        whose token was checked earlier (an op's body, an MCP call)."""
+        if identity.control or not self.on_demand or identity.user in self.by_user:
+            return False
+        return not self.still_open(identity.user)
 
     def users_of(self, scope: str | None) -> list[str]:
         """The users who act in ``scope``; for None (no isolation), every

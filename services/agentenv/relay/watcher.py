@@ -29,6 +29,7 @@ import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -37,7 +38,7 @@ import orjson
 from agentenv.access import Identity
 from agentenv.admission import Admission, Full, Gate
 from agentenv.calls import Calls
-from agentenv.opened import opened_of
+from agentenv.opened import REVOKED, opened_of
 from agentenv.protocol.urls import tab as is_tab
 from agentenv.relay.downloads import Downloads
 from agentenv.relay.errors import RelayError, UpstreamError, WatcherError
@@ -59,6 +60,11 @@ log = logging.getLogger("agentenv.relay.watcher")
 
 
 NOT_ANSWERING = "Chromium is not answering; retry when /readyz says ready"
+#: Why a restarted relay closed the scopes opened before it.
+RESTARTED = (
+    "the relay restarted: it closed the scopes opened before, whose browser contexts it "
+    "could not know again; open a new one with scopes/open"
+)
 #: How often a scope's storage quotas are shared out again.
 STORAGE_SHARE_S = 5.0
 #: Events of our sessions' Runtime domain that the watcher passes over unread.
@@ -97,10 +103,26 @@ class Watcher:
         #: The scopes opened on demand, and the file every door reads them from.
         self.openings = Openings.of(settings.max_scopes, settings.users, settings.scopes.values())
         self.opened = opened_of(settings.scopes_file)
+        #: Scopes a relay before this one opened (the file lists them): this
+        #: one knows none of their contexts, so it closes them (:meth:`_close_left`).
+        self.left_open: list[str] = []
+        #: Until the first connection to Chromium, on a computer of scopes:
+        #: every browser context but its default one is a relay before this
+        #: one's, which no scope of this one holds (none reachable now).
+        self._left_contexts = self.scopes.isolated
         if settings.max_scopes:
-            # Scopes opened before the relay restarted stay open, their tokens
-            # good; their contexts are made again on their next connection.
-            self.openings.open.update(self.opened.scopes())
+            left = self.opened.scopes()
+            self.openings.open.update(left)
+            self.left_open = sorted(left)
+            for name in self.left_open:
+                # Its token revoked at every door at once (a digest no token
+                # has); the close itself once Chromium answers, the scope
+                # still open until then (one being closed as well) so the
+                # recorder's link can come into it and end its recordings.
+                self.openings.open[name] = replace(left[name], digest=REVOKED, closing=False)
+            if self.left_open:
+                with contextlib.suppress(RelayError):  # said loudly; the doors read it again
+                    self._write_opened()
         #: Past AGENTENV_MAX_SCOPES, a scopes/open waits here for a close
         #: (agentenv.admission): each open scope holds a place until closed.
         self.scope_gate = Gate(
@@ -442,6 +464,73 @@ class Watcher:
         except OSError as exc:
             log.warning("warm scopes: could not write %s: %s", path, exc)
 
+    async def _dispose_left_contexts(self) -> None:
+        """On this relay's first connection to Chromium: every browser context
+        but Chromium's default one was made for a relay before this one (the
+        scopes it had made, their agents' contexts, its warm ones). No scope
+        of this relay holds any, so none is reachable: each is disposed of,
+        on the record, before any is made."""
+        try:
+            found = await self.call("Target.getBrowserContexts", {}, deadline_s=10)
+        except (WatcherError, TimeoutError):
+            return  # tried again on the next connection
+        for context in found.get("result", {}).get("browserContextIds", []):
+            if isinstance(context, str) and context != self.default_context:
+                await self._own_command(
+                    "Target.disposeBrowserContext", {"browserContextId": context}
+                )
+        self._left_contexts = False
+
+    async def _close_left(self) -> None:
+        """Close the scopes a relay before this one opened, as ``scopes/close``
+        does (docs/decisions.md: a restarted relay closes them): their tokens
+        were revoked at start and the contexts the last relay made disposed
+        of on the first connection; now their open recordings end (asked of
+        the recorder, whose link makes the scope a context again to end them
+        in), then :meth:`close_scope` (that context disposed of, downloads
+        emptied, quotas and log share dropped, the name free), and each close
+        is written on the record with why."""
+        for name in list(self.left_open):
+            await self._end_recordings(name)
+            try:
+                await self.close_scope(name)
+            except RelayError as exc:
+                log.error("scope %r: could not be closed: %s; scopes/close closes it", name, exc)
+                continue
+            self.logbook.writer.record(
+                "action",
+                {
+                    "via": "agentenv",
+                    "who": "agentenv",
+                    "op": "scopes/close",
+                    "args": {"scope": name},
+                    "acts": "acting",
+                    "ok": True,
+                    "why": RESTARTED,
+                },
+            )
+            self.left_open.remove(name)
+            log.warning("scope %r: closed (%s)", name, RESTARTED)
+
+    async def _end_recordings(self, scope: str) -> None:
+        """The recorder ends ``scope``'s open recordings, each with its
+        manifest, as ``scopes/close`` has it do (bounded; a failure is logged:
+        such a recording ends at its deadline)."""
+        url = f"http://127.0.0.1:{self.settings.recorder_port}/end_all"
+        token = self.settings.control_token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        try:
+            async with self.http.post(
+                url,
+                json={"reason": "stopped", "scope": scope},
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=60),
+            ) as answer:
+                if answer.status != 200:
+                    raise aiohttp.ClientError(f"status {answer.status}")
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            log.warning("scope %r: the recorder could not end its recordings: %s", scope, exc)
+
     async def revoke_scope(self, name: str) -> None:
         """The first half of ``scopes/close``: the scope's token admits no one
         (every door reads the file again), its agents' connections end."""
@@ -596,10 +685,14 @@ class Watcher:
                 contexts = await self.call("Target.getBrowserContexts", {}, deadline_s=10)
                 default = contexts.get("result", {}).get("defaultBrowserContextId")
                 self.default_context = default if isinstance(default, str) else None
+                if self._left_contexts:
+                    await self._dispose_left_contexts()
                 await self._find_front()
                 self.downloads.make_folders()
                 await self.downloads.set_for()
                 self.connected.set()
+                if self.left_open:
+                    self.spawn(self._close_left())
                 if self.warm.size or self._warm_left:
                     warming = asyncio.create_task(self._keep_warm())
                 await reader
