@@ -17,8 +17,9 @@ recording downloaded and verified), ``--parallel 8`` each time, at
   and the Playwright driver it starts), which no K changes;
 - where a running task's memory goes: at the same seconds, each of the
   computers' processes' PSS (read from the host's ``/proc``: a Linux engine
-  and a root harness; left out elsewhere), by program, over the tasks in
-  flight, the median of each (they need not add up to the cgroup's figure,
+  and a root harness; left out elsewhere), by program, of the computers that
+  are up (a K = 1 computer starting or stopping lacks programs), over the
+  tasks they can be serving, the median of each (they need not add up to the cgroup's figure,
   which counts a shared page once, for the first container to touch it).
 
 Needs a Docker engine and the image (make image); ``AGENTENV_TEST_IMAGE``
@@ -93,6 +94,8 @@ PROGRAMS = (
     ("the app server", "agentenv-app"),
     ("supervisord and the rest", ""),
 )
+#: The programs a computer that is up runs (one starting or stopping lacks some).
+UP = ("Chromium's browser process", "the recorder", "the relay", "the app server")
 
 
 def _anatomy(container: Any) -> dict[str, float] | None:
@@ -146,11 +149,13 @@ def _sample(
         served = min(flying, len(mine) * k)
         if served:
             per_task.append(total / served)
-            if all(p is not None for p in parts):
-                names = {n for p in parts if p for n in p}
-                anatomy.append(
-                    {n: sum((p or {}).get(n, 0.0) for p in parts) / served for n in names}
-                )
+        # By program: the computers that are up (Chromium and the three
+        # services running), over the tasks they can be serving.
+        up = [p for p in parts if p is not None and all(p.get(n) for n in UP)]
+        serving = min(flying, len(up) * k)
+        if serving and all(p is not None for p in parts):
+            names = {n for p in up for n in p}
+            anatomy.append({n: sum(p.get(n, 0.0) for p in up) / serving for n in names})
 
 
 Found = tuple[float, float, float, float, dict[str, float]]
