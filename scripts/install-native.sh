@@ -21,7 +21,7 @@
 # /etc/agentenv/control-token (root only) and /etc/agentenv/users (root and
 # the agentenv user), never printed; a second run keeps them, and says so if
 # it was given others. Other settings (AGENTENV_ALLOWED_HOSTS, ...: see the
-# README's settings) go in /etc/agentenv/agentenv.env, KEY=VALUE a line.
+# docs/settings.md) go in /etc/agentenv/agentenv.env, KEY=VALUE a line.
 #
 # With systemd running, the service is agentenv.service (enabled, started or
 # restarted after an upgrade, and waited on until /readyz answers). Without
@@ -125,7 +125,7 @@ if [ ! -e "$conf/agentenv.env" ]; then
     log "writing $conf/agentenv.env"
     cat >"$conf/agentenv.env" <<EOF
 # The browser computer's settings, KEY=VALUE a line, read literally by
-# $prefix/bin/agentenv-computer (see the README's settings table). The same
+# $prefix/bin/agentenv-computer (see docs/settings.md). The same
 # settings as the image's ENV (images/browser/Dockerfile). Tokens are not
 # here: $conf/control-token and $conf/users.
 AGENTENV_IMAGE_DIR=$prefix/image

@@ -189,7 +189,7 @@ def test_the_computers_own_commands_pass() -> None:
 def test_methods_the_table_refuses_are_blocked_with_their_reason(method: str, rule: str) -> None:
     verdict = check(method, {}, "/dl")
     assert verdict is not None and verdict.rule == rule and verdict.action == "blocked"
-    assert f"agentenv guard {rule}" in verdict.message and "README" in verdict.message
+    assert f"agentenv guard {rule}" in verdict.message and "docs/security.md" in verdict.message
     assert classify(method).why in verdict.message
 
 

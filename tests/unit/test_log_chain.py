@@ -55,7 +55,7 @@ def test_every_line_chains_from_the_one_written_before(tmp_path: Path) -> None:
     lines = _raw(path)
     assert len(lines) == 7
     assert ALGORITHM == "sha256-128" and GENESIS == "0" * 32
-    # As the README says a judge recomputes it: SHA-256 of the line and its
+    # As docs/security.md says a judge recomputes it: SHA-256 of the line and its
     # newline, its first 32 hex digits.
     previous = GENESIS
     for raw in lines:

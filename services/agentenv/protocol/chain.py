@@ -57,7 +57,7 @@ __all__ = [
     "recording_problems",
 ]
 
-#: The hash each line's ``prev`` holds (named in the README).
+#: The hash each line's ``prev`` holds (named in docs/security.md).
 ALGORITHM = "sha256-128"
 #: What the first line of a new log chains from.
 GENESIS = "0" * 32

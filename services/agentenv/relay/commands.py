@@ -588,7 +588,7 @@ def acts(method: str, params: Mapping[str, Any] | None) -> Acts:
 _UNCLASSIFIED = Command(
     REFUSED,
     f"not in the protocol of the Chromium this computer ships ({CHROMIUM}), so not "
-    "classified; see the README's security section",
+    "classified; see docs/security.md",
     "unclassified",
 )
 

@@ -482,7 +482,7 @@ def not_allowed(method: str) -> Verdict:
         command.rule,
         f"blocked by agentenv guard {command.rule}: {method[:100]}: {command.why}; "
         "agents may do on their pages what they could on their own Chromium, but not this "
-        "(see the README's security section)",
+        "(see docs/security.md)",
     )
 
 
