@@ -281,6 +281,11 @@ def _storage_left(lines: list[dict[str, Any]]) -> None:
     assert "QuotaExceededError" in told[0]["error"], told
 
 
+#: Set when Bob's scenario has run (an attack that holds something open
+#: through it waits for this, not for a time).
+_SCENARIO_OVER = threading.Event()
+
+
 async def _never_answered(pc: Computer) -> None:
     """A command Chromium never answers, held open through Bob's scenario."""
     async with agent(pc, "alice") as alice:
@@ -289,7 +294,8 @@ async def _never_answered(pc: Computer) -> None:
         await alice.ws.send_json(
             {"id": 99, "method": "Runtime.evaluate", "params": forever, "sessionId": session}
         )
-        await asyncio.sleep(20)
+        over = await asyncio.to_thread(_SCENARIO_OVER.wait, deadline(180))
+        assert over, "Bob's scenario did not end"
 
 
 def _never_answered_left(lines: list[dict[str, Any]]) -> None:
@@ -491,10 +497,14 @@ def test_one_hostile_agent_stops_no_one_else(
         except BaseException:  # reported below, where it was, with Bob's outcome
             failed.append(traceback.format_exc(limit=-4))
 
+    _SCENARIO_OVER.clear()
     thread = threading.Thread(target=hostile, daemon=True)
     thread.start()
     time.sleep(0.5)  # the attack under way first
-    _scenario(pc)
+    try:
+        _scenario(pc)
+    finally:
+        _SCENARIO_OVER.set()
     manifest = pc.recording(
         "end",
         {"recording_id": started, "upload": run_store.grant(key, started_here=False)},

@@ -31,6 +31,7 @@ from agentenv.protocol.browser import (
     CookiesSet,
     LocalStorageClear,
     LocalStorageSet,
+    Navigate,
     ScopeOnly,
     TabRef,
     TabsOpen,
@@ -58,6 +59,7 @@ CARD = Card(
                 "tabs/open",
                 "tabs/close",
                 "tabs/activate",
+                "navigate",
                 "cookies/set",
                 "cookies/delete",
                 "local_storage/set",
@@ -162,6 +164,7 @@ def test_each_step_sends_its_ops_model_as_dumped(tmp_path: Path) -> None:
         CookiesDelete(name="sid"),
         LocalStorageSet(origin="https://shop.example", items={}),
         LocalStorageClear(),
+        ScopeOnly(),  # the tabs it has: not only a blank one, so a tab is opened
         TabsOpen(url=SHOP),
         ScopeOnly(),
         TabRef(id="T1"),
@@ -171,6 +174,7 @@ def test_each_step_sends_its_ops_model_as_dumped(tmp_path: Path) -> None:
         {"cookies": [cookie]},
         {"name": "sid"},
         {"origin": "https://shop.example", "items": {}},  # as the computer reads it
+        {},
         {},
         {"url": SHOP},  # the model's defaults are not sent: the computer fills them in
         {},
@@ -182,6 +186,7 @@ def test_each_step_sends_its_ops_model_as_dumped(tmp_path: Path) -> None:
         "cookies/delete",
         "local_storage/set",
         "local_storage/clear",
+        "tabs/list",
         "tabs/open",
         "tabs/list",
         "tabs/close",
@@ -190,6 +195,42 @@ def test_each_step_sends_its_ops_model_as_dumped(tmp_path: Path) -> None:
     sent = computer.bodies()
     assert [path for path, _ in sent] == [f"/v1/browser/{op}" for op in ops]
     assert [body for _, body in sent] == [request_dump(m) for m in models] == literal
+
+
+def test_the_first_tab_step_shows_its_url_in_the_blank_tab_a_browser_starts_with(
+    tmp_path: Path,
+) -> None:
+    """A fresh computer or scope has one blank tab: the first
+    ``browser_open_tab`` shows its URL there (``navigate``, the blank tab's
+    id as the step's), so the agent's first page is the task's; a second
+    one, or one in the background, opens a tab."""
+    blank = {"id": "B1", "url": "about:blank", "title": "", "active": True}
+    computer = Wire(
+        {
+            "/v1/browser/tabs/list": [blank],
+            "/v1/browser/navigate": {"tab": "B1", "url": SHOP},
+            "/v1/browser/tabs/open": {"id": "T2"},
+        }
+    )
+    steps: list[dict[str, Any]] = [
+        {"type": "browser_open_tab", "url": SHOP},
+        {"type": "browser_open_tab", "url": SHOP + "next"},
+    ]
+    run, parsed = _run(tmp_path, [{"env_id": "shop", **s} for s in steps], computer)
+    assert [run._do(step) for step in parsed] == [{"tab": "B1"}, {"tab": "T2"}]
+    sent = computer.bodies()
+    assert [path for path, _ in sent] == [
+        "/v1/browser/tabs/list",
+        "/v1/browser/navigate",
+        "/v1/browser/tabs/open",
+    ]
+    assert sent[1][1] == request_dump(Navigate(url=SHOP, tab="B1"))
+    # In the background, the first one opens a tab too: the blank one stays in front.
+    computer = Wire({"/v1/browser/tabs/list": [blank], "/v1/browser/tabs/open": {"id": "T3"}})
+    steps = [{"type": "browser_open_tab", "url": SHOP, "background": True}]
+    run, parsed = _run(tmp_path / "bg", [{"env_id": "shop", **s} for s in steps], computer)
+    assert run._do(parsed[0]) == {"tab": "T3"}
+    assert [path for path, _ in computer.bodies()] == ["/v1/browser/tabs/open"]
 
 
 def test_a_scoped_recording_sends_start_and_end_as_their_models(tmp_path: Path) -> None:

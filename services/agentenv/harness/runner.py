@@ -52,12 +52,14 @@ from agentenv.harness.run_store import RunStore, StoreOptions, records
 from agentenv.harness.store import Store, StoreError, grant_seconds
 from agentenv.harness.urls import normalize
 from agentenv.protocol import browser as wire
-from agentenv.protocol.card import MissingOp
+from agentenv.protocol.card import BROWSER_V1, MissingOp
 from agentenv.protocol.recording import BrowserRecordingManifest, End, Start, rebuild
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INFRA", "EXIT_OK", "EXIT_TASK_FAILED", "Run"]
 
 EXIT_OK, EXIT_TASK_FAILED, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
+#: The page a browser, or a scope, starts with.
+BLANK = "about:blank"
 
 
 @dataclass
@@ -110,6 +112,9 @@ class Run:
     kube_context: str | None = None
     #: Called with each computer it started, just before it stops (a batch's last counts).
     before_stop: Callable[[Computer], None] | None = None
+    #: (env, scope) pairs a tab step has acted in: the first
+    #: ``browser_open_tab`` in each may use the blank tab it started with.
+    _tabbed: set[tuple[str | None, str | None]] = field(default_factory=set)
 
     def _stores(self) -> RunStore:
         if self.stores is None:
@@ -300,11 +305,27 @@ class Run:
         self._op(step, "local_storage/clear", wire.LocalStorageClear, origin=step.origin)
 
     def _browser_open_tab(self, step: s.BrowserOpenTab) -> dict[str, Any]:
+        """``tabs/open``; but a browser's first tab step, in a scope whose one
+        tab is the blank one it started with, shows ``url`` in that tab
+        (``navigate``): the agent's first page is its task's, not a blank
+        one beside it, and a warm scope's tab, its renderer started ahead,
+        is the one the task uses (no second renderer a task)."""
+        where = (step.env_id, self._scope(step))
+        first = where not in self._tabbed
+        self._tabbed.add(where)
+        computer = self._computer(step.env_id)
+        if first and not step.background and computer.card().serves(BROWSER_V1, "navigate"):
+            tabs = computer.tabs(where[1])
+            if len(tabs) == 1 and tabs[0].url == BLANK:
+                asked = {"url": step.url, "tab": tabs[0].id}
+                self._op(step, "navigate", wire.Navigate, **asked)
+                return {"tab": tabs[0].id}
         asked = {"url": step.url, "background": step.background}
         return {"tab": self._op(step, "tabs/open", wire.TabsOpen, **asked)["id"]}
 
     def _tab_at(self, step: Any, url: str) -> str:
         scope = self._scope(step)
+        self._tabbed.add((step.env_id, scope))
         tabs = self._computer(step.env_id).tabs(scope)
         wanted = normalize(url)
         found = [t for t in tabs if normalize(t.url) == wanted]
