@@ -9,7 +9,12 @@ recording downloaded and verified), ``--parallel 8`` each time, at
 - tasks a minute, the batch's start to its end (the store's start included);
 - the computers' own CPU a task: each computer's cgroup CPU (as ``docker
   stats`` counts it) read just before it stops, summed, over the tasks;
-- memory a running task: every second, the computers' cgroup memory (less
+- memory a running task, by PSS (below: the programs' sum) and by cgroup.
+  The cgroup figure charges a page the computers share (Chromium's and
+  Python's code) to the first to touch it, and at K = 1 counts computers
+  starting and stopping: it makes a computer per task look lighter than it
+  is, and PSS, each shared page split among its users, is the headline.
+  By cgroup: every second, the computers' cgroup memory (less
   inactive file pages, as ``docker stats`` shows it) over the tasks in
   flight on them then (at most K a computer up), the median of the seconds
   with all 8 in flight;
@@ -198,6 +203,7 @@ def run() -> str:
         agent.write_text(fleet.AGENT)
         found = {k: _batch(folder, agent, k) for k in KS}
     one = found[1]
+    pss = {k: sum(f[4].values()) for k, f in found.items()}
     rows = []
     for k, (rate, cpu, memory, agent_cpu, _) in found.items():
         rows.append(
@@ -207,8 +213,9 @@ def run() -> str:
                 f"{rate / one[0]:.2f}x",
                 f"{cpu:.2f} s",
                 f"{one[1] / cpu:.2f}x",
-                f"{memory:.0f} MiB",
-                f"{one[2] / memory:.2f}x",
+                f"{pss[k]:.0f} MiB" if pss[k] else "-",
+                f"{pss[1] / pss[k]:.2f}x" if pss[k] and pss[1] else "-",
+                f"{memory:.0f} MiB ({one[2] / memory:.2f}x)",
                 f"{agent_cpu:.2f} s",
             ]
         )
@@ -237,8 +244,9 @@ def _table(rows: list[list[str]]) -> str:
             "vs K = 1",
             "computer CPU a task",
             "less than K = 1",
-            "memory a running task",
+            "memory a running task (PSS)",
             "less than K = 1",
+            "cgroup memory a running task",
             "agent CPU a task",
         ],
         rows,
