@@ -555,37 +555,35 @@ class Batch:
 
     def _give_back_drained(self) -> None:
         """Give back the broken computers no task runs on any more."""
-        assert self.schedule is not None and self.provisioner is not None
+        assert self.schedule is not None
         with self._lock:
             gone = [self.hosts.pop(k, None) for k in self.schedule.drained()]
-        for computer in gone:
-            if computer is None:
-                continue
-            with contextlib.suppress(Exception):
-                self._last_counts(computer)
-            try:
-                self.provisioner.give_back(computer, True)
-            except Exception as exc:  # the engine's: report, go on
-                self.say(f"could not give back a broken computer: {exc}")
+        self._give_back(gone, True, "a broken computer")
 
     def _give_back_spare(self) -> None:
         """Give back the idle computers the tasks not yet finished do not need
         (:meth:`.scheduling.Schedule.spare`): the pool shrinks as the queue drains."""
-        assert self.schedule is not None and self.provisioner is not None
+        assert self.schedule is not None
         with self._lock:
             if self.stopping.is_set():
                 return  # the end's teardown gives back every computer
             unfinished = len(self.tasks) - len(self.results)
             gone = [self.hosts.pop(k, None) for k in self.schedule.spare(unfinished)]
+        self._give_back(gone, False, "a computer no task needs")
+
+    def _give_back(self, gone: list[Computer | None], broken: bool, what: str) -> None:
+        """Each of ``gone`` (taken out of ``hosts``) given back to the
+        provisioner, its last counts read first."""
+        assert self.provisioner is not None
         for computer in gone:
             if computer is None:
                 continue
             with contextlib.suppress(Exception):
                 self._last_counts(computer)
             try:
-                self.provisioner.give_back(computer, False)
+                self.provisioner.give_back(computer, broken)
             except Exception as exc:  # the engine's: report, go on
-                self.say(f"could not give back a computer no task needs: {exc}")
+                self.say(f"could not give back {what}: {exc}")
 
     def _last_counts(self, computer: Computer) -> None:
         """A computer's counts, read once more before it stops: its last word
