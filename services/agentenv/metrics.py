@@ -18,7 +18,7 @@ scraped (no lock, no label lookup per command).
   ``agentenv_log_lines_total``, ``agentenv_log_bytes``,
   ``agentenv_log_full_refusals_total`` (past ``AGENTENV_LOG_MAX_BYTES``),
   ``agentenv_log_write_seconds`` (one write in 256, timed: the latest),
-  ``agentenv_chromium_restarts_total``;
+  ``agentenv_chromium_restarts_total``, ``agentenv_storage_rounds_total``;
 - recorder: ``agentenv_frames_total{kind}``, ``agentenv_frames_missing_total``,
   ``agentenv_recordings_open``;
 - app server: ``agentenv_mcp_sessions``.
@@ -55,6 +55,9 @@ class RelayCounts:
     reading: int = 0
     guard: dict[str, int] = field(default_factory=dict)
     restarts: int = 0
+    #: Rounds of the watcher sharing each scope's storage quotas out again
+    #: (every few seconds), counted as each ends.
+    storage_rounds: int = 0
     #: The log's numbered lines so far, and its latest timed write, read when scraped.
     lines: Callable[[], int] = lambda: 0
     log_write_s: Callable[[], float] = lambda: 0.0
@@ -167,6 +170,12 @@ class RelayCounts:
             "agentenv_chromium_restarts",
             "times Chromium's connection ended",
             value=self.restarts,
+        )
+        yield CounterMetricFamily(
+            "agentenv_storage_rounds",
+            "rounds of the watcher sharing each scope's storage quotas out again from what "
+            "its origins use",
+            value=self.storage_rounds,
         )
 
 

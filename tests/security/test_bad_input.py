@@ -28,6 +28,15 @@ from tests.support.container import SITE, SUPERVISORCTL, Computer
 from tests.support.timing import deadline, wait_for
 
 
+def _storage_rounds(pc: Computer) -> int:
+    """The watcher's rounds of storage quotas shared out again so far."""
+    text = requests.get(pc.app + "/metrics", headers=pc.headers(None), timeout=10).text
+    for line in text.splitlines():
+        if line.startswith("agentenv_storage_rounds_total "):
+            return int(float(line.split()[1]))
+    raise AssertionError("no agentenv_storage_rounds_total in /metrics")
+
+
 def _moves_on(target: Computer, last: int) -> None:
     """The log moves on past the bad command at once (not after the 60 s an
     unfinished entry would hold it)."""
@@ -668,7 +677,14 @@ async def test_a_scopes_storage_is_bounded_over_its_origins(image: str) -> None:
                 # together no more than the scope's 256 MiB.
                 assert written <= 256, (round_, written)
                 if round_ == 0:
-                    await asyncio.sleep(6)  # the quotas shared out again
+                    # The quotas shared out again from what each now holds:
+                    # two rounds more than now, so a whole one began after
+                    # the last fill ended.
+                    rounds = _storage_rounds(pc)
+                    end = time.monotonic() + deadline(60)
+                    while _storage_rounds(pc) < rounds + 2:
+                        assert time.monotonic() < end, "the quotas were not shared out again"
+                        await asyncio.sleep(0.5)
 
 
 async def test_a_page_storing_from_its_first_moment_is_held_to_its_quota(image: str) -> None:

@@ -754,6 +754,7 @@ class Watcher:
             await asyncio.sleep(STORAGE_SHARE_S)
             self._oom_kills = read_oom_kills()
             await self.quotas.share()
+            self.logbook.counts.storage_rounds += 1
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` without waiting for it, kept until it ends."""
