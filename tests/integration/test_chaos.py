@@ -28,6 +28,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import requests
 from playwright.sync_api import sync_playwright
 
 from agentenv.harness.local_store import LocalStore
@@ -473,6 +474,25 @@ ATTACKS: dict[str, tuple[Callable[[Computer], Coroutine[Any, Any, None]], Eviden
 }
 
 
+def _under_way(pc: Computer, before: int, thread: threading.Thread) -> None:
+    """The attack is under way before Bob begins: Alice holds a connection or
+    an MCP session (Bob holds none yet), or has a line on the record, or the
+    attack is already over."""
+
+    def seen() -> bool:
+        lines = pc.op("log", {"after": before, "limit": 100})["lines"]
+        if not thread.is_alive() or any(x.get("action", {}).get("who") == "alice" for x in lines):
+            return True
+        text = requests.get(pc.app + "/metrics", headers=pc.headers(None), timeout=10).text
+        return any(
+            line.split()[-1] not in ("0", "0.0")
+            for line in text.splitlines()
+            if line.startswith(('agentenv_cdp_connections{kind="agent"}', "agentenv_mcp_sessions "))
+        )
+
+    wait_for(lambda: seen() or None, "the attack under way", timeout_s=30)
+
+
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_one_hostile_agent_stops_no_one_else(
     pc: Computer, run_store: LocalStore, tmp_path: Path, attack: str
@@ -500,7 +520,7 @@ def test_one_hostile_agent_stops_no_one_else(
     _SCENARIO_OVER.clear()
     thread = threading.Thread(target=hostile, daemon=True)
     thread.start()
-    time.sleep(0.5)  # the attack under way first
+    _under_way(pc, before, thread)
     try:
         _scenario(pc)
     finally:
