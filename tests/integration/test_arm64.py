@@ -120,4 +120,5 @@ def test_arm64_image_builds_and_answers_under_emulation() -> None:
             assert page.title() == "arm64"
             browser.close()
     finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=deadline(60))
+        # -v: the image's log volume goes with it (rm -f alone keeps it, --rm or not).
+        subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True, timeout=deadline(60))
