@@ -121,4 +121,6 @@ def test_arm64_image_builds_and_answers_under_emulation() -> None:
             browser.close()
     finally:
         # -v: the image's log volume goes with it (rm -f alone keeps it, --rm or not).
-        subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True, timeout=deadline(60))
+        subprocess.run(
+            ["docker", "rm", "-f", "-v", name], capture_output=True, timeout=deadline(60)
+        )
