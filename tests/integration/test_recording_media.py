@@ -45,9 +45,10 @@ import pytest
 import requests
 
 from agentenv.harness.local_store import LocalStore
+from agentenv.log.lines import seconds_of
 from agentenv.protocol.log import agent_act
 from agentenv.recorder.bursts import SETTLE_S
-from agentenv.recorder.video import CHUNK_S, seconds_of
+from agentenv.recorder.video import CHUNK_S
 from tests.security.attacks import agent
 from tests.support.container import CONTROL, SUPERVISORCTL, USERS, Computer, computer
 from tests.support.mcp import text

@@ -27,6 +27,7 @@ __all__ = [
     "iso",
     "iso_ms",
     "line",
+    "seconds_of",
     "seq_of",
 ]
 
@@ -70,6 +71,17 @@ def iso_ms(milli: int) -> str:
     text = f"{_second[1]}{milli % 1000:03d}Z"
     _milli[0], _milli[1] = milli, text
     return text
+
+
+def seconds_of(stamp: str | None) -> float | None:
+    """An ISO 8601 UTC time (``…Z``, :func:`iso`'s) as seconds since the
+    epoch; None for none, or for text that is not one."""
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def line(seq: int, at: str, kind: LineKind, body: dict[str, Any]) -> LogLine:

@@ -37,7 +37,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import orjson
@@ -46,11 +46,9 @@ from agentenv.paths import inside
 from agentenv.protocol.recording import Grant, public_enough
 from agentenv.recorder.errors import GrantError, UploadError
 
-if TYPE_CHECKING:
-    from agentenv.recorder.journal import Journal
-
 __all__ = [
     "START_FILE",
+    "FilesNoted",
     "GrantError",
     "Listed",
     "UploadError",
@@ -96,6 +94,13 @@ def _client(**kwargs: Any) -> Any:
         return _SESSION.client("s3", **kwargs)
 
 
+class FilesNoted(Protocol):
+    """Where each file uploaded is noted (the recording's
+    :class:`~agentenv.recorder.journal.Journal`)."""
+
+    def file(self, name: str, sha256: str, size: int, content_type: str) -> None: ...
+
+
 class Listed:
     """An uploader that keeps the hex SHA-256 of every file it put, by name
     (``files``, shared by the uploaders of one recording's grants): the
@@ -106,7 +111,7 @@ class Listed:
         self,
         inner: Uploader,
         files: dict[str, str] | None = None,
-        journal: Journal | None = None,
+        journal: FilesNoted | None = None,
     ) -> None:
         self.inner = inner
         self.where = inner.where

@@ -46,7 +46,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from agentenv.errors import AgentEnvError
-from agentenv.log.lines import iso
+from agentenv.log.lines import iso, seconds_of
 from agentenv.protocol.recording import (
     VIDEO_CHUNK_S,
     FrameEntry,
@@ -55,7 +55,6 @@ from agentenv.protocol.recording import (
     VideoEntry,
     rebuild,
 )
-from agentenv.recorder.video import seconds_of
 
 __all__ = [
     "JOURNAL_BYTES",

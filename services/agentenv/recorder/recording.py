@@ -22,7 +22,7 @@ from typing import Any
 
 from agentenv.calls import SESSION_GONE
 from agentenv.downloads import listed, opened
-from agentenv.log.lines import BROWSER_EXITED, iso
+from agentenv.log.lines import BROWSER_EXITED, iso, seconds_of
 from agentenv.log.reader import LogReader
 from agentenv.log.redact import redact_cut, redact_text
 from agentenv.metrics import RecorderCounts
@@ -48,7 +48,7 @@ from agentenv.recorder.har import Har
 from agentenv.recorder.journal import Journal, Journaled, start_line
 from agentenv.recorder.provenance import Provenance, sign_manifest
 from agentenv.recorder.typed import Typed
-from agentenv.recorder.video import Video, moves_video, seconds_of
+from agentenv.recorder.video import Video, moves_video
 from agentenv.relay_link import (
     CAPTURE_DEADLINE_S,
     SECOND_CAPTURE_S,

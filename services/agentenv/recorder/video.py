@@ -32,16 +32,16 @@ import io
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
+from agentenv.log.lines import iso
 from agentenv.protocol.log import ActionBody, says_where
 from agentenv.protocol.recording import VIDEO_CHUNK_S, VideoChunk, VideoEntry
 from agentenv.recorder.grants import Uploader, UploadError
 from agentenv.relay_link import BrowserError, BrowserLink
 
-__all__ = ["CHUNK_S", "SCALE", "Video", "moves_video", "seconds_of"]
+__all__ = ["CHUNK_S", "SCALE", "Video", "moves_video"]
 
 log = logging.getLogger("agentenv.recorder")
 
@@ -63,20 +63,6 @@ def moves_video(action: ActionBody) -> bool:
     if action.get("via") != "cdp":
         return True
     return isinstance(method, str) and says_where(method)
-
-
-def seconds_of(iso: str | None) -> float | None:
-    """An ISO 8601 UTC time (``…Z``) as seconds since the epoch."""
-    if not iso:
-        return None
-    try:
-        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -182,7 +168,7 @@ class Video:
             fps=self.fps,
             format="mp4",
             codec="h264",
-            start_at=_iso(self.started),
+            start_at=iso(self.started),
             seconds=round(max(0.0, ended - self.started), 3),
             chunks=self.chunks,
         )
@@ -311,8 +297,8 @@ class Video:
         self.chunks.append(
             VideoChunk(
                 file=name,
-                start_at=_iso(chunk.start),
-                end_at=_iso(end),
+                start_at=iso(chunk.start),
+                end_at=iso(end),
                 offset_s=round(chunk.start - self.started, 3),
                 frames=chunk.frames,
                 bytes=len(data),
