@@ -25,14 +25,12 @@ import shutil
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentenv.relay.errors import WatcherError
 from agentenv.relay.scopes import Scope
+from agentenv.relay.watching import Watching
 from agentenv.settings import AGENTENV_USER
-
-if TYPE_CHECKING:
-    from agentenv.relay.watcher import Watcher
 
 __all__ = ["Downloads"]
 
@@ -98,7 +96,7 @@ def _frame_ids(tree: Any) -> set[str]:
 class Downloads:
     """The downloads of every scope, as the watcher sees them."""
 
-    def __init__(self, watcher: Watcher) -> None:
+    def __init__(self, watcher: Watching) -> None:
         self.watcher = watcher
         self.settings = watcher.settings
         self.logbook = watcher.logbook

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 
@@ -27,9 +27,7 @@ from agentenv.relay.password import (
     host_verdict,
     verdict,
 )
-
-if TYPE_CHECKING:
-    from agentenv.relay.watcher import Watcher
+from agentenv.relay.watching import Watching
 
 __all__ = ["Probes"]
 
@@ -37,7 +35,7 @@ __all__ = ["Probes"]
 class Probes:
     """The watcher's sessions on tabs, and what it asks there."""
 
-    def __init__(self, watcher: Watcher) -> None:
+    def __init__(self, watcher: Watching) -> None:
         self.watcher = watcher
         self.sessions: dict[str, str] = {}  # tab -> our session
         self.tabs_of: dict[str, str] = {}  # our session -> its tab

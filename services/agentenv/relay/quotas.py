@@ -26,20 +26,17 @@ first transaction (docs/limits.md).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 
 from agentenv.relay.errors import WatcherError
 from agentenv.relay.once import once
 from agentenv.relay.storage import Key, Shares
+from agentenv.relay.watching import Watching
 from agentenv.settings import AGENTENV_USER
-
-if TYPE_CHECKING:
-    import asyncio
-
-    from agentenv.relay.watcher import Watcher
 
 __all__ = ["FULL_AT", "QUOTA_TOLD_S", "Quotas"]
 
@@ -64,7 +61,7 @@ class Quotas:
     """Each origin's quota, held by a session of the watcher's on a target
     that shows it."""
 
-    def __init__(self, watcher: Watcher) -> None:
+    def __init__(self, watcher: Watching) -> None:
         self.watcher = watcher
         settings = watcher.settings
         #: The quotas given, per scope.
