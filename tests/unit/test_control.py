@@ -12,8 +12,8 @@ from agentenv.protocol.control import OTHER_SCOPE, Open, OpenEntries
 from agentenv.relay.connection import ClientState
 from agentenv.relay.control import Control
 from agentenv.relay.logbook import Logbook
-from agentenv.relay.scopes import Scope
 from agentenv.relay.tokens import Granted
+from agentenv.scopes import Scope
 
 
 def _pending(book: Logbook, scope: Scope | None) -> Open:

@@ -1,6 +1,6 @@
 """Scopes opened on demand, without a browser: the names and the cap
 (relay/opening.py), the open scopes' file (agentenv/opened.py), and a minted
-token at the doors (access.identify) and in the scopes' table (relay/scopes.py)."""
+token at the doors (access.identify) and in the scopes' table (scopes.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from agentenv.access import AccessDenied, Identity, identify
 from agentenv.log.auth import claimed
 from agentenv.opened import MINTED, Opened, OpenedScope, digest, forget_all, mint_token
 from agentenv.relay.opening import Openings, ScopeRefused
-from agentenv.relay.scopes import Scopes
+from agentenv.scopes import Scopes
 from agentenv.settings import Settings, SettingsError, load
 
 CONTROL = "control-token-for-the-unit-tests"

@@ -13,7 +13,7 @@ from agentenv.access import Identity
 from agentenv.app.data import _empty_downloads
 from agentenv.relay import core
 from agentenv.relay.core import ClientState, Down, Kind, Pending, SessionInfo
-from agentenv.relay.scopes import Scope, Scopes
+from agentenv.scopes import Scope, Scopes
 from agentenv.settings import SettingsError, load, parse_scopes, parse_users, scope_folder
 
 DOWNLOADS = "/var/lib/agentenv/downloads"

@@ -22,8 +22,8 @@ import pytest
 from agentenv.access import Identity
 from agentenv.relay import core, traces
 from agentenv.relay.core import ClientState, Down, Kind, Pending, SessionInfo
-from agentenv.relay.scopes import Scope
 from agentenv.relay.traces import Ending, Trace, Traces
+from agentenv.scopes import Scope
 
 RECORDED = Path(__file__).parent / "traces" / "two-scopes.json.gz"
 DOWNLOADS = "/var/lib/agentenv/downloads"

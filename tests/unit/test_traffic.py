@@ -32,7 +32,7 @@ import pytest
 from agentenv.access import Identity
 from agentenv.relay import core, guard
 from agentenv.relay.core import ClientState, Down, Kind, Pending
-from agentenv.relay.scopes import Scope
+from agentenv.scopes import Scope
 from tests.support.traffic import load
 
 BOTH = Path(__file__).parent / "traffic" / "both"

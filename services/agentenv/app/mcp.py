@@ -55,8 +55,8 @@ from agentenv.log.argpaths import READ_ARGS, file_args, rooted
 from agentenv.paths import inside
 from agentenv.protocol.control import Done, Revoke, Token, TokenGrant
 from agentenv.protocol.log import ACTING, READING
-from agentenv.relay.scopes import Scopes
 from agentenv.relay_link import BrowserError, BrowserLink, CdpError
+from agentenv.scopes import Scopes
 from agentenv.settings import Settings
 
 __all__ = ["REMOVED", "TYPING_ARGS", "McpProxy"]
@@ -249,7 +249,7 @@ class McpProxy:
         #: The link a session's tool calls begin their actions on: one of the
         #: session's scope (None: the home scope's), so the entry carries it.
         self.scoped = scoped or (lambda scope: link)
-        #: Where each caller acts (relay/scopes.py), and which scopes are open.
+        #: Where each caller acts (scopes.py), and which scopes are open.
         self.scopes = Scopes.of(settings)
         self.sessions: dict[str, PlaywrightSession] = {}
         #: Mcp-Session-Id -> the caller who made it (initialize).
@@ -313,7 +313,7 @@ class McpProxy:
 
     def _closed(self, session: PlaywrightSession) -> bool:
         """Whether ``session`` was made by an opened scope's agent whose scope
-        is closing or closed now: it acts nowhere (relay/scopes.py ``closed``)."""
+        is closing or closed now: it acts nowhere (scopes.py ``closed``)."""
         return session.opened is not None and not self.scopes.still_open(session.opened)
 
     def _key(self, headers: Any, who: str) -> str:

@@ -21,8 +21,8 @@ from agentenv.app.live import Live
 from agentenv.app.mcp_loader import McpState
 from agentenv.log.reader import LogReader
 from agentenv.protocol import problems
-from agentenv.relay.scopes import Scopes
 from agentenv.relay_link import BrowserLink
+from agentenv.scopes import Scopes
 from agentenv.settings import Settings
 
 __all__ = [

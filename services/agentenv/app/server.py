@@ -87,8 +87,8 @@ from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Attestation
 from agentenv.protocol.control import AuthFailed, Done, Identified, Whoami
 from agentenv.protocol.data import ARCHIVE_LIMIT
 from agentenv.relay.pinned import CHROMIUM as PROTOCOL_TABLE
-from agentenv.relay.scopes import Scopes
 from agentenv.relay_link import BrowserError, BrowserLink, CdpError
+from agentenv.scopes import Scopes
 from agentenv.settings import Settings
 from agentenv.signing import SigningKeyError, computer_key
 
@@ -373,7 +373,7 @@ async def live_frame(request: web.Request) -> web.Response:
 async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[settings_key]
     app[client_key] = aiohttp.ClientSession()
-    # Ops act in the home scope unless told otherwise (relay/scopes.py):
+    # Ops act in the home scope unless told otherwise (scopes.py):
     # with one scope, everywhere.
     scopes = app[scopes_key] = Scopes.of(settings)
     home = scopes.home if scopes.isolated else None

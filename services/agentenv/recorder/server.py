@@ -46,8 +46,8 @@ from agentenv.recorder.journal import Journal, Journaled, prune, read_journal
 from agentenv.recorder.provenance import Provenance, provenance, signer_of
 from agentenv.recorder.recording import Recording
 from agentenv.recorder.typed import Typed
-from agentenv.relay.scopes import Scopes
 from agentenv.relay_link import BrowserError, BrowserLink
+from agentenv.scopes import Scopes
 from agentenv.settings import Settings
 
 __all__ = ["Recorder", "make_app"]

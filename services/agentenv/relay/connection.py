@@ -12,9 +12,9 @@ import orjson
 
 from agentenv.access import Identity
 from agentenv.relay.causes import Served, origin
-from agentenv.relay.scopes import Scope
 from agentenv.relay.traces import Traces
 from agentenv.relay.worlds import RelayWorlds
+from agentenv.scopes import Scope
 
 __all__ = [
     "IGNORE_CERTIFICATES",

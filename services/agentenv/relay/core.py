@@ -45,9 +45,10 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from agentenv import scopes
 from agentenv.protocol import MAX_DEPTH, problems, too_deep
 from agentenv.protocol.control import CONTROL_METHODS, ControlParams
-from agentenv.relay import guard, ids, password, scopes, traces
+from agentenv.relay import guard, ids, password, traces
 from agentenv.relay.connection import (
     IGNORE_CERTIFICATES,
     ClientState,
@@ -63,7 +64,7 @@ from agentenv.relay.downstream import (
     answer_first,
     from_upstream,
 )
-from agentenv.relay.scopes import Scope
+from agentenv.scopes import Scope
 
 __all__ = [
     "BY_TAB",
@@ -461,7 +462,7 @@ def _in_scope(
     params: dict[str, Any] | None,
     step: Step,
 ) -> guard.Verdict | None:
-    """The ``scope`` rule (:mod:`agentenv.relay.scopes`): what names another
+    """The ``scope`` rule (:mod:`agentenv.scopes`): what names another
     scope is answered as Chromium answers an id it does not know; what means
     the default context means the scope's."""
     if method in scopes.BY_TARGET:

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from agentenv.relay.errors import WatcherError
-from agentenv.relay.scopes import Scope
 from agentenv.relay.watching import Watching
+from agentenv.scopes import Scope
 from agentenv.settings import AGENTENV_USER
 
 __all__ = ["Downloads"]

@@ -20,7 +20,8 @@ from typing import Any
 
 import orjson
 
-from agentenv.relay import guard, scopes, traces
+from agentenv import scopes
+from agentenv.relay import guard, traces
 from agentenv.relay.connection import (
     MAX_PAUSED,
     WORKERS,
@@ -29,7 +30,7 @@ from agentenv.relay.connection import (
     SessionInfo,
     certificates_command,
 )
-from agentenv.relay.scopes import Scope
+from agentenv.scopes import Scope
 
 __all__ = ["MAX_FRAMES", "READ_FIRST", "Down", "Downstream", "answer_first", "from_upstream"]
 
@@ -88,7 +89,7 @@ READ_FIRST = frozenset(
         "Target.createTarget",
         "Browser.setDownloadBehavior",
         "Page.setDownloadBehavior",
-        # Kept to the sender's scope (agentenv.relay.scopes).
+        # Kept to the sender's scope (agentenv.scopes).
         "Browser.getWindowForTarget",
         "Target.getTargets",
         "Target.getBrowserContexts",

@@ -25,9 +25,9 @@ from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import InFlight
 from agentenv.relay.proxy import Shared
-from agentenv.relay.scopes import Scope
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
+from agentenv.scopes import Scope
 from agentenv.settings import Settings
 
 __all__ = [

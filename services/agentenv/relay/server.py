@@ -79,9 +79,9 @@ from agentenv.relay.requests import (
     upstream_json,
     watcher_key,
 )
-from agentenv.relay.scopes import Scope
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
+from agentenv.scopes import Scope
 from agentenv.settings import Settings, open_to_pages
 
 __all__ = ["make_app", "settings_key"]

@@ -48,10 +48,10 @@ from agentenv.relay.oom import read_oom_kills, why_exited
 from agentenv.relay.opening import Openings, ScopeRefused
 from agentenv.relay.probes import Probes
 from agentenv.relay.quotas import Quotas
-from agentenv.relay.scopes import Scope, Scopes
 from agentenv.relay.traces import Traces
 from agentenv.relay.warm import REFILL_AFTER_TAKE_S, Warm, WarmPool
 from agentenv.relay.worlds import RelayWorlds
+from agentenv.scopes import Scope, Scopes
 from agentenv.settings import AGENTENV_USER, Settings
 
 __all__ = ["Watcher"]

@@ -13,8 +13,8 @@ from collections.abc import Coroutine
 from typing import Any, Protocol
 
 from agentenv.relay.logbook import Logbook
-from agentenv.relay.scopes import Scopes
 from agentenv.relay.worlds import RelayWorlds
+from agentenv.scopes import Scopes
 from agentenv.settings import Settings
 
 __all__ = ["HeldSessions", "TabSessions", "Watching"]
