@@ -25,7 +25,7 @@ from agentenv.harness.attest import verify
 from agentenv.log.lines import seconds_of
 from agentenv.protocol.log import agent_act
 from agentenv.recorder.bursts import SETTLE_S
-from agentenv.recorder.recording import LOAD_WAIT_S
+from agentenv.recorder.camera import LOAD_WAIT_S
 from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.logfile import all_bytes, read_log
 from tests.support.mcp import client as mcp_client

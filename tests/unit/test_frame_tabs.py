@@ -1,5 +1,5 @@
-"""Which tab a frame shows when tabs close under it (recorder/recording.py
-``_picture``), against a browser whose tabs close as Chromium's do: the
+"""Which tab a frame shows when tabs close under it (recorder/camera.py
+``Camera.picture``), against a browser whose tabs close as Chromium's do: the
 page still listed while it answers "Not attached to an active page", its
 session ending, the relay's front tab naming a tab just closed. (The
 closing under a real capture is tests/native/test_recordings.py's.)"""
@@ -16,9 +16,8 @@ import pytest
 
 from agentenv.calls import SESSION_GONE
 from agentenv.protocol.control import TabOrder
-from agentenv.protocol.recording import Start
-from agentenv.recorder import recording as recording_module
-from agentenv.recorder.recording import Recording, _Aim
+from agentenv.recorder import camera as camera_module
+from agentenv.recorder.camera import Aim, Camera
 from agentenv.relay_link import CAPTURE_DEADLINE_S, BrowserError, BrowserLink, CdpError
 
 URLS = {"B": "https://busy.test/", "F": "https://front.test/"}
@@ -89,19 +88,13 @@ async def _front(browser: _Browser, session: str) -> dict[str, Any]:
     return await _picture("F")
 
 
-def _recording(browser: _Browser) -> Recording:
-    return Recording(
-        start=Start.model_construct(request_id="r"),  # type: ignore[call-arg]
-        link=browser,  # type: ignore[arg-type]
-        reader=None,  # type: ignore[arg-type]
-        upload=None,  # type: ignore[arg-type]
-        recording_id="tabs",
-    )
+def _camera(browser: _Browser) -> Camera:
+    return Camera(browser)  # type: ignore[arg-type]
 
 
-def _frame(browser: _Browser, aim: _Aim) -> bytes:
+def _frame(browser: _Browser, aim: Aim) -> bytes:
     """One frame's picture, ``aim`` left where the frame got."""
-    data, _ = asyncio.run(_recording(browser)._picture(aim, 0))
+    data, _ = asyncio.run(_camera(browser).picture(aim, 0))
     return data
 
 
@@ -114,7 +107,7 @@ def test_a_page_still_listed_while_it_closes_gives_way_to_the_front_tab() -> Non
         raise CdpError("Page.captureScreenshot", "Not attached to an active page", -32000)
 
     browser = _Browser("B", {"B": closing, "F": _front})
-    aim = _Aim("B")
+    aim = Aim("B")
     assert (_frame(browser, aim), aim.tab, aim.url) == (b"F", "F", URLS["F"])
 
 
@@ -127,7 +120,7 @@ def test_the_relays_front_tab_naming_the_closed_tab_is_asked_again() -> None:
         return {"error": SESSION_GONE}  # as the link answers it at the detach
 
     browser = _Browser("B", {"B": ended, "F": _front})
-    aim = _Aim("B")
+    aim = Aim("B")
     assert (_frame(browser, aim), aim.tab) == (b"F", "F") and browser.forgotten == []
 
 
@@ -141,9 +134,9 @@ def test_a_session_that_keeps_ending_under_an_open_tab_is_tried_anew_three_times
     async def ends(browser: _Browser, session: str) -> dict[str, Any]:
         return {"error": SESSION_GONE}
 
-    monkeypatch.setattr(recording_module, "_CLOSING_WAIT_S", 0.2)
+    monkeypatch.setattr(camera_module, "_CLOSING_WAIT_S", 0.2)
     browser = _Browser("B", {"B": ends, "F": _front})
-    aim = _Aim("B")
+    aim = Aim("B")
     with pytest.raises(BrowserError, match="closed under 3 captures"):
         _frame(browser, aim)
     assert [tab for tab, _ in browser.forgotten] == ["B", "B", "B"]
@@ -156,7 +149,7 @@ def test_one_frame_ends_within_its_time_whatever_its_tabs_do(
 ) -> None:
     """A capture that never answers is cut to the frame's time left, and no
     try begins past it: the frame ends inside what an end waits for it."""
-    monkeypatch.setattr(recording_module, "FRAME_WAIT_S", 3.0)
+    monkeypatch.setattr(camera_module, "FRAME_WAIT_S", 3.0)
 
     async def hangs(browser: _Browser, session: str) -> dict[str, Any]:
         await asyncio.sleep(browser.deadlines[-1])
@@ -165,7 +158,7 @@ def test_one_frame_ends_within_its_time_whatever_its_tabs_do(
     browser = _Browser("B", {"B": hangs, "F": _front})
     began = time.monotonic()
     with pytest.raises(BrowserError, match="no answer"):
-        _frame(browser, _Aim("B"))
+        _frame(browser, Aim("B"))
     assert time.monotonic() - began < 3.0 + 1.0
     assert browser.deadlines and all(d <= min(CAPTURE_DEADLINE_S, 3.0) for d in browser.deadlines)
 

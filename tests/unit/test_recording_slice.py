@@ -1,4 +1,4 @@
-"""A scoped recording's log slice (recorder/recording.py ``_log_slice``),
+"""A scoped recording's log slice (recorder/log_slice.py),
 against a real log file: another scope's entry that ends while the slice is
 read is never counted as missing (issue 22: 0 gaps under another agent's
 load)."""
@@ -12,8 +12,7 @@ from typing import Any
 from agentenv.log.reader import LogReader
 from agentenv.log.writer import LogWriter
 from agentenv.protocol.control import Open
-from agentenv.protocol.recording import Start
-from agentenv.recorder.recording import Recording
+from agentenv.recorder.log_slice import log_slice
 
 
 class _Link:
@@ -45,16 +44,8 @@ def test_another_scopes_entry_ending_mid_read_is_not_missing(tmp_path: Path) -> 
     bob = written("bob")
     end = written("bob")
     link = _Link(writer, alice)
-    recording = Recording(
-        start=Start.model_construct(request_id="r"),  # type: ignore[call-arg]
-        link=link,  # type: ignore[arg-type]
-        reader=LogReader(path),
-        upload=None,  # type: ignore[arg-type]
-        recording_id="slice",
-        scope="bob",
-        start_seq=start,
-    )
-    kept, missing, _ = asyncio.run(recording._log_slice(end))
+    sliced = asyncio.run(log_slice(LogReader(path), link, "bob", start, end))  # type: ignore[arg-type]
+    kept, missing = sliced.kept, sliced.missing
     assert link.asked == 2  # the race was run: Alice's entry ended between the asks
     assert missing == [], missing
     assert [line["seq"] for _, line in kept] == [start, bob, end]
