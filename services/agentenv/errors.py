@@ -9,7 +9,8 @@ every server answers with.
     │   ├── BodyError           a request body that cannot be taken (http.py): 400/413
     │   ├── RelayError          the relay's (relay/errors.py)
     │   │   ├── UpstreamError   Chromium did not answer or refused: 502/503/404
-    │   │   └── WatcherError    the relay's own connection to Chromium is down
+    │   │   ├── WatcherError    the relay's own connection to Chromium is down
+    │   │   └── ControlRefused  an AgentEnv.* command refused: a -32602 answer
     │   ├── OpError             an op refused or failed (app/errors.py)
     │   │   └── KeyError_       a key combination that names no key: 400
     │   ├── Refused             a recorder op refused (recorder/errors.py)

@@ -16,6 +16,7 @@ from agentenv.log.lines import encode, seq_of
 from agentenv.log.numbering import Numbering, recover
 from agentenv.log.reader import LogIndex, LogReader
 from agentenv.log.writer import LogWriter
+from agentenv.relay.errors import ControlRefused
 
 
 class Clock:
@@ -419,7 +420,7 @@ def test_a_users_log_budget_stops_that_user_only(tmp_path: Path) -> None:
     assert book.over_budget("bob") is None and book.over_budget("agentenv") is None
     for _ in range(3):
         book.budget_refused("alice", 7, "Page.navigate", said)
-    with pytest.raises(ValueError, match="log-budget"):
+    with pytest.raises(ControlRefused, match="log-budget"):
         book.begin_action(7, BeginAction(via="api", who="alice", op="navigate", acts="acting"))
     navigate("bob", 0)  # Bob's go on
     lines = [json.loads(x) for x in path.read_text().splitlines()]

@@ -2,7 +2,8 @@
 (docs/spec.md section 1): actions begun and ended, the tabs, a reset, granted
 tokens, the entries still open, the app server's failed authentication.
 The proxy has parsed their params (:mod:`agentenv.protocol.control`); each
-answers a result or raises ``ValueError`` for a -32602 answer."""
+answers a result or raises :class:`~agentenv.relay.errors.ControlRefused`
+for a -32602 answer."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ from agentenv.protocol.control import (
 )
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.connection import ClientState
-from agentenv.relay.errors import RelayError
+from agentenv.relay.errors import ControlRefused, RelayError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
@@ -118,7 +119,7 @@ class Control:
         try:
             await self.watcher.reset_scopes()
         except RelayError as exc:
-            raise ValueError(
+            raise ControlRefused(
                 f"the browser contexts could not be disposed of: {exc.message}"
             ) from None
         return Written(entry=self.logbook.reset(params.reason))
@@ -126,7 +127,7 @@ class Control:
     async def _grant(self, params: TokenGrant) -> Token:
         if self.watcher.openings.was_closed(params.who):
             # A closed scope's MCP session still asking: it must not act in another.
-            raise ValueError("this scope was closed: no token is granted for it")
+            raise ControlRefused("this scope was closed: no token is granted for it")
         return Token(token=self.granted.grant(self.state.number, params.who, params.tag))
 
     async def _pending(self, params: OpenEntries) -> Open:
@@ -154,21 +155,21 @@ class Control:
         try:
             name, token = await self.watcher.open_scope(params.name)
         except RelayError as exc:
-            raise ValueError(f"{exc.status}: {exc.message}") from None
+            raise ControlRefused(f"{exc.status}: {exc.message}") from None
         return ScopeMade(scope=name, token=token)
 
     async def _revoke_scope(self, params: RevokeScope) -> Done:
         try:
             await self.watcher.revoke_scope(params.scope)
         except RelayError as exc:
-            raise ValueError(f"{exc.status}: {exc.message}") from None
+            raise ControlRefused(f"{exc.status}: {exc.message}") from None
         return Done()
 
     async def _close_scope(self, params: CloseScope) -> Done:
         try:
             await self.watcher.close_scope(params.scope)
         except RelayError as exc:
-            raise ValueError(f"{exc.status}: {exc.message}") from None
+            raise ControlRefused(f"{exc.status}: {exc.message}") from None
         return Done()
 
     async def _reset_scope(self, params: ResetScope) -> Done:
@@ -177,7 +178,7 @@ class Control:
         try:
             await self.watcher.reset_scope(params.scope)
         except RelayError as exc:
-            raise ValueError(f"{exc.status}: {exc.message}") from None
+            raise ControlRefused(f"{exc.status}: {exc.message}") from None
         return Done()
 
     async def _scopes(self, params: ListScopes) -> OpenedScopes:

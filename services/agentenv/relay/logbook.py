@@ -27,6 +27,7 @@ from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.protocol.log import ACTING, READING, Acts, says_where
 from agentenv.relay.causes import TAB_METHODS, Causes, Served, TabCommand
 from agentenv.relay.commands import ACTING_WITH, acts, classify
+from agentenv.relay.errors import ControlRefused
 from agentenv.relay.log_budget import LogBudget, tab_share
 from agentenv.settings import Settings
 
@@ -388,13 +389,13 @@ class Logbook:
     def begin_action(self, owner: int, params: BeginAction, scope: str | None = None) -> int:
         """``AgentEnv.beginAction``: an action's entry, open until its end;
         ``scope``: the scope its connection acts in (two scopes or more).
-        Raises ValueError for an agent's action while the log is full."""
+        Raises ControlRefused for an agent's action while the log is full."""
         if params.via != "agentenv" and self.full:
-            raise ValueError(self.full_message())
+            raise ControlRefused(self.full_message())
         over = self.over_budget(params.who) if params.via != "agentenv" else None
         if over is not None:
             self.budget_refused(params.who, owner, params.op or params.tool or "action", over)
-            raise ValueError(over)
+            raise ControlRefused(over)
         fields: dict[str, Any] = {"via": params.via, "who": params.who}
         if scope is not None:
             fields["scope"] = scope
@@ -474,12 +475,12 @@ class Logbook:
             outer["target"] = found
 
     def end_action(self, owner: int, params: EndAction) -> None:
-        """``AgentEnv.endAction``; raises ValueError for an entry not open here."""
+        """``AgentEnv.endAction``; raises ControlRefused for an entry not open here."""
         entry = params.entry
         if entry not in self.actions:
-            raise ValueError("entry is not an open action (was the relay restarted?)")
+            raise ControlRefused("entry is not an open action (was the relay restarted?)")
         if self.actions[entry].owner != owner:
-            raise ValueError("entry was begun by another connection")
+            raise ControlRefused("entry was begun by another connection")
         action = self.actions.pop(entry)
         if action.typed and action.cleared and action.checked:
             fields = self.writer.fields(entry)

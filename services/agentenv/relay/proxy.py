@@ -51,7 +51,7 @@ from agentenv.relay.causes import TAB_METHODS
 from agentenv.relay.commands import acts
 from agentenv.relay.control import Control
 from agentenv.relay.core import ClientState, Kind, Pending, Step
-from agentenv.relay.errors import RelayError
+from agentenv.relay.errors import ControlRefused, RelayError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, COUNTED, InFlight, Meter
 from agentenv.relay.metered import MeteredReader
@@ -480,7 +480,7 @@ class _Bridge(ToClient):
         assert step.control is not None
         try:
             result = await self.control.run(step.control)
-        except ValueError as exc:
+        except ControlRefused as exc:
             step.code, step.error = -32602, f"{step.method}: {exc}"
             await self._answer(step.error_answer())
             return None

@@ -15,6 +15,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from agentenv.access import Identity
+from agentenv.relay.errors import ControlRefused
 
 __all__ = ["Granted", "GrantedToken"]
 
@@ -35,7 +36,7 @@ class Granted:
 
     def grant(self, owner: int, who: str, tag: str) -> str:
         if len(self.tokens) >= MAX_GRANTS:
-            raise ValueError(f"more than {MAX_GRANTS} granted tokens are live; revoke some")
+            raise ControlRefused(f"more than {MAX_GRANTS} granted tokens are live; revoke some")
         token = "granted-" + secrets.token_urlsafe(32)
         self.tokens[token] = GrantedToken(Identity(who), tag, owner)
         return token
