@@ -310,6 +310,7 @@ def test_answers_go_first_unless_the_relay_must_read_them_first() -> None:
     assert not core.answer_first(state, f'{{"id":{state.own_id()},"result":{{}}}}')
     read_first = (
         "Target.attachToTarget",
+        "Target.attachToBrowserTarget",
         "Target.createTarget",
         "Browser.setDownloadBehavior",
         "Page.setDownloadBehavior",

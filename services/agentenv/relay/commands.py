@@ -240,8 +240,12 @@ EXCEPTIONS: dict[str, Command] = {
     "Target.createTarget": _confined("a plain tab at a web URL"),
     "Target.createBrowserContext": _confined("no proxy, no universal network access"),
     "Target.setAutoAttach": _confined("never the browser's own UI"),
-    "Target.attachToBrowserTarget": _refused(
-        "a session on the browser target: the browser process itself"
+    # Playwright opens every CDP session through it (new_cdp_session,
+    # new_browser_cdp_session). The session has the browser's own session's
+    # powers, and the relay serves it exactly so: the same table, the same
+    # scope (Target.* kept to it, its events filtered), the same record.
+    "Target.attachToBrowserTarget": _confined(
+        "from the browser's own session only; served as that session is (relay.core)"
     ),
     "Target.exposeDevToolsProtocol": _refused("a CDP channel for a page, around the relay"),
     "Target.sendMessageToTarget": _refused("unflattened sessions, around the relay and its log"),

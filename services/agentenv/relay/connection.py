@@ -17,6 +17,7 @@ from agentenv.relay.worlds import RelayWorlds
 from agentenv.scopes import Scope
 
 __all__ = [
+    "BROWSER_TARGET",
     "IGNORE_CERTIFICATES",
     "MAX_PAUSED",
     "WORKERS",
@@ -29,6 +30,10 @@ __all__ = [
 #: Target types whose script serves pages from no tab of its own: what is
 #: sent there acts on the pages the worker serves.
 WORKERS = frozenset({"service_worker", "shared_worker"})
+#: Opens a session on the browser target: allowed only where the browser's
+#: own session is (it has its powers), and served as that session is
+#: (:attr:`SessionInfo.browser`).
+BROWSER_TARGET = "Target.attachToBrowserTarget"
 #: Paused requests a connection keeps the tab of (:attr:`ClientState.paused`).
 MAX_PAUSED = 10_000
 
@@ -59,6 +64,13 @@ class SessionInfo:
     #: The worker's own target id, on a service or shared worker's session:
     #: its acting commands count on the tabs it serves (:meth:`ClientState.served`).
     worker: str | None = None
+    #: A session on the browser target (``Target.attachToBrowserTarget``):
+    #: served exactly as the browser endpoint's own session, whose powers it
+    #: has (:meth:`ClientState.at_browser`).
+    browser: bool = False
+    #: The session it was attached on (None: the connection's own): Chromium
+    #: ends it, without a word, when that one detaches.
+    parent: str | None = None
 
 
 @dataclass
@@ -127,12 +139,23 @@ class ClientState:
     #: :data:`MAX_FRAMES`. A download from one is its news too.
     frames: dict[str, str] = field(default_factory=dict)
 
+    def at_browser(self, session: str | None) -> bool:
+        """Whether ``session`` is on the browser target: the browser
+        endpoint's own session (no ``sessionId``), or one the client opened
+        with ``Target.attachToBrowserTarget``. Every rule that reads the
+        browser's own session reads both alike: same table, same scope,
+        same record."""
+        if session is None:
+            return self.page is None
+        info = self.sessions.get(session)
+        return info is not None and info.browser
+
     def tab_of(self, session: str | None, method: str, params: dict[str, Any] | None) -> str | None:
         if params is not None and method.startswith("Target."):
             target = params.get("targetId")
             if isinstance(target, str):
                 return target
-        if session is not None:
+        if session is not None and not self.at_browser(session):
             info = self.sessions.get(session)
             return info.tab if info is not None else None
         if self.paused and self.page is None and params is not None and method[:6] == "Fetch.":
@@ -161,6 +184,17 @@ class ClientState:
             return self.page if self.page_own else None
         info = self.sessions.get(session)
         return info.tab if info is not None and info.own else None
+
+    def forget(self, session: str) -> list[str]:
+        """``session`` detached: it and every session attached through it
+        (Chromium ends those with it and says nothing of them) are gone.
+        The sessions forgotten, ``session`` first."""
+        gone = [session] if session in self.sessions else []
+        for name in gone:  # grows as children are found
+            gone += [s for s, i in self.sessions.items() if i.parent == name and s not in gone]
+        for name in gone:
+            del self.sessions[name]
+        return gone
 
     def own_id(self) -> int:
         call = self.next_own

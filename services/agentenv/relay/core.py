@@ -25,7 +25,10 @@ Client to Chromium:
    answers such a command without its ``sessionId``, so an answer could only
    be matched on its id, and a reused id made one command's answer end
    another's entry.
-4. The guard (:mod:`agentenv.relay.guard`): ``BLOCK`` or ``REWRITE``.
+4. The guard (:mod:`agentenv.relay.guard`): ``BLOCK`` or ``REWRITE``. A
+   session on the browser target (``Target.attachToBrowserTarget``, opened
+   only where the browser's own session is) is read as that session by
+   every rule (:meth:`ClientState.at_browser`): same table, same scope.
 5. ``Target.setAutoAttach`` is sent with a filter that leaves out the
    browser's own UI and other targets that are not web content.
 6. Else ``FORWARD``, with ``typing`` set when the password check must run
@@ -50,6 +53,7 @@ from agentenv.protocol import MAX_DEPTH, problems, too_deep
 from agentenv.protocol.control import CONTROL_METHODS, ControlParams
 from agentenv.relay import guard, ids, password, traces
 from agentenv.relay.connection import (
+    BROWSER_TARGET,
     IGNORE_CERTIFICATES,
     ClientState,
     Pending,
@@ -67,6 +71,7 @@ from agentenv.relay.downstream import (
 from agentenv.scopes import Scope
 
 __all__ = [
+    "BROWSER_TARGET",
     "BY_TAB",
     "MAX_FRAMES",
     "MAX_ID",
@@ -236,16 +241,20 @@ def receive(
     if info is not None and not info.web:
         step.kind, step.verdict = Kind.BLOCK, guard.web_target_verdict()
         return step
-    # The browser's own session: what is sent there reaches every scope's
-    # pages. With one scope there is no other to reach (a client may do what
-    # it could on its own Chromium); with two or more it is browser-wide.
-    browser_level = session is None and state.page is None and state.scope is not None
+    # The browser's own session (or one on the browser target, which has its
+    # powers): what is sent there reaches every scope's pages. With one scope
+    # there is no other to reach (a client may do what it could on its own
+    # Chromium); with two or more it is browser-wide.
+    at_browser = state.at_browser(session)
+    browser_level = at_browser and state.scope is not None
     if method == IGNORE_CERTIFICATES and browser_level:
         return _ignore_certificates(state, step, message)
     by_tab = _tab_target(state, method, params)
     if by_tab is not None:
         params = by_tab.params
     verdict = guard.check(method, params, downloads, targets, browser_level) or by_tab
+    if verdict is None and method == BROWSER_TARGET and not at_browser:
+        verdict = _browser_target_verdict()
     if verdict is None:
         verdict = _relay_world(state, session, method, params, step)
     rewritten = verdict is not None and verdict.action == "rewritten"
@@ -270,7 +279,13 @@ def receive(
         traced = _trace(state, state.scope, step, message)
         if traced is not None:
             return traced
-    if method in _CERTIFICATE_SETTINGS and session is not None and info is not None and info.web:
+    if (
+        method in _CERTIFICATE_SETTINGS
+        and session is not None
+        and info is not None
+        and info.web
+        and not info.browser
+    ):
         # One of its own live sessions (so bounded by them): left as it set it.
         state.certificates_own.add(session)
         state.certificates_told.discard(session)
@@ -294,6 +309,15 @@ def receive(
         step.typing = True
         step.point = password.drop_point(method, params)
     return step
+
+
+def _browser_target_verdict() -> guard.Verdict:
+    return guard.Verdict(
+        "not-allowed",
+        f"blocked by agentenv guard not-allowed: {BROWSER_TARGET} only on the browser's own "
+        "session or a session on the browser target (ws://HOST:PORT/devtools/browser), "
+        "never from a page's endpoint or session",
+    )
 
 
 def _trace(state: ClientState, scope: Scope, step: Step, message: dict[str, Any]) -> Step | None:

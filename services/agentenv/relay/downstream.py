@@ -1,14 +1,17 @@
 """What the relay does with each message from Chromium to one client. No I/O.
 
 Chromium to client: ``Target.attachedToTarget`` of a target that is not web
-content is dropped and its session detached (``DETACH``); other attach and
-detach events keep the session map, and a detach ends the commands still in
-flight on that session (Chromium never answers them once its target is
-gone); answers to the relay's own commands never reach the client
-(``DROP``); the client's answers end their entries. An answer is handed to
-the client before it is read (:func:`answer_first`) unless reading it changes
-how the relay treats what comes next (a new session, a new tab, the
-downloads folder): reading it is then off the agent's round trip.
+content is dropped and its session detached (``DETACH``), but for the
+browser target while the client's ``Target.attachToBrowserTarget`` is in
+flight (a session served as the browser's own); other attach and detach
+events keep the session map, and a detach ends the commands still in
+flight on that session and on every session attached through it (Chromium
+never answers them once its target is gone); answers to the relay's own
+commands never reach the client (``DROP``); the client's answers end their
+entries. An answer is handed to the client before it is read
+(:func:`answer_first`) unless reading it changes how the relay treats what
+comes next (a new session, a new tab, the downloads folder): reading it is
+then off the agent's round trip.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import orjson
 from agentenv import scopes
 from agentenv.relay import guard, traces
 from agentenv.relay.connection import (
+    BROWSER_TARGET,
     MAX_PAUSED,
     WORKERS,
     ClientState,
@@ -86,6 +90,7 @@ _PASS = Downstream(Down.PASS)
 READ_FIRST = frozenset(
     {
         "Target.attachToTarget",
+        BROWSER_TARGET,
         "Target.createTarget",
         "Browser.setDownloadBehavior",
         "Page.setDownloadBehavior",
@@ -260,7 +265,14 @@ def _read_result(
         if isinstance(new, str) and isinstance(target, str) and new not in state.sessions:
             known = state.kinds(target)
             kind = known[0] if known is not None else "page"
-            state.sessions[new] = _session_info(state.owner(target), target, kind)
+            info = _session_info(state.owner(target), target, kind)
+            info.parent = _parent(message)
+            state.sessions[new] = info
+    elif pending.method == BROWSER_TARGET:
+        # Chromium announced it first (Target.attachedToTarget); if it did not.
+        new = result.get("sessionId")
+        if isinstance(new, str) and new not in state.sessions:
+            state.sessions[new] = _browser_session(_parent(message))
     else:  # Browser. or Page.setDownloadBehavior
         state.downloads_changed = True
 
@@ -426,7 +438,7 @@ def _paused_event(state: ClientState, data: str) -> Downstream:
     that answers it (its entry names the tab). On a session, the session
     names the tab already."""
     message = _loads(data)
-    if not isinstance(message, dict) or message.get("sessionId") is not None:
+    if not isinstance(message, dict) or not state.at_browser(_parent(message)):
         return _PASS
     params = message.get("params") or {}
     request, frame = params.get("requestId"), params.get("frameId")
@@ -451,20 +463,28 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
     if not isinstance(session, str):
         return _PASS
     if message.get("method") == "Target.detachedFromTarget":
-        info = state.sessions.pop(session, None)
-        state.traces.let_go(state.number, session)  # Chromium ends its trace
-        state.certificates_own.discard(session)
-        state.certificates_told.discard(session)
+        info = state.sessions.get(session)
+        # Sessions attached through it end with it, and Chromium says nothing of them.
+        gone = state.forget(session) or [session]
+        for name in gone:
+            state.traces.let_go(state.number, name)  # Chromium ends its trace
+            state.certificates_own.discard(name)
+            state.certificates_told.discard(name)
         if info is not None and not info.web:
             return Downstream(Down.DROP)  # the relay's own detach: the client never saw it
-        orphans = [key for key in state.pending if key[0] == session]
+        orphans = [key for key in state.pending if key[0] in gone]
         if not orphans:
             return _PASS
         return Downstream(Down.PASS, orphans=[state.pending.pop(key) for key in orphans])
     target_info = params.get("targetInfo") or {}
     target = target_info.get("targetId")
     kind, url = target_info.get("type"), target_info.get("url")
-    parent = message.get("sessionId")
+    parent = _parent(message)
+    if kind == "browser" and _opening_browser_session(state, parent):
+        # The client's own Target.attachToBrowserTarget: a session with the
+        # powers of the browser's own, served as that one is (relay.core).
+        state.sessions[session] = _browser_session(parent)
+        return _PASS
     made_in = target_info.get("browserContextId")
     elsewhere = (
         not state.scope.holds(made_in) if state.scope is not None else state.withheld(made_in)
@@ -473,30 +493,53 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
         (kind, url) if isinstance(kind, str) and isinstance(url, str) else None
     ):
         # Not web content, or another scope's: the client never sees it.
-        state.sessions[session] = SessionInfo(target if isinstance(target, str) else None, False)
+        state.sessions[session] = SessionInfo(
+            target if isinstance(target, str) else None, False, parent=parent
+        )
         return Downstream(
             Down.DETACH,
             session=session,
-            parent=parent if isinstance(parent, str) else None,
+            parent=parent,
             resume=params.get("waitingForDebugger") is True,
         )
     if isinstance(target, str):
         state.visible.add(target)
-    if kind in ("page", "tab") or not isinstance(parent, str):
+    if kind in ("page", "tab") or state.at_browser(parent):
         tab = state.owner(target) if isinstance(target, str) else target
     else:  # a frame or worker inside a page: its tab is the page's
-        owner = state.sessions.get(parent)
+        owner = state.sessions.get(parent) if parent is not None else None
         tab = owner.tab if owner is not None else target
     info = _session_info(
         tab if isinstance(tab, str) else None,
         target if isinstance(target, str) else None,
         kind if isinstance(kind, str) else "",
     )
+    info.parent = parent
     state.sessions[session] = info
     if state.ignore_certificates and info.framed:
         state.certificates_told.add(session)
         return Downstream(Down.PASS, upstream=[certificates_command(state, session, True)])
     return _PASS
+
+
+def _parent(message: dict[str, Any]) -> str | None:
+    """The session a message of Chromium's came on (None: the connection's own)."""
+    session = message.get("sessionId")
+    return session if isinstance(session, str) else None
+
+
+def _opening_browser_session(state: ClientState, parent: str | None) -> bool:
+    """Whether the client's ``Target.attachToBrowserTarget`` on ``parent`` is
+    in flight (the guard let it through: ``parent`` is on the browser target)."""
+    return any(
+        key[0] == parent and pending.method == BROWSER_TARGET
+        for key, pending in state.pending.items()
+    )
+
+
+def _browser_session(parent: str | None) -> SessionInfo:
+    """A session on the browser target: no tab, no frames of its own."""
+    return SessionInfo(None, own=False, framed=False, browser=True, parent=parent)
 
 
 def _session_info(tab: str | None, target: str | None, kind: str) -> SessionInfo:

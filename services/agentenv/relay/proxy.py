@@ -74,6 +74,8 @@ LEFT_WAIT_S = 10.0
 #: A refused big message's id, session and method, read from its ends only.
 #: Listings of the browser: every link's answer leaves out warm contexts.
 _LISTINGS = frozenset({"Target.getTargets", "Target.getBrowserContexts"})
+#: What the relay reads the answer to on every link, the computer's own too.
+_READ_ALWAYS = _LISTINGS | {core.BROWSER_TARGET}
 _ID = re.compile(r'"id"\s*:\s*(\d{1,16})')
 _SESSION = re.compile(r'"sessionId"\s*:\s*"([0-9A-Za-z_.-]{1,128})"')
 _METHOD = re.compile(r'"method"\s*:\s*"([A-Za-z.]{1,100})"')
@@ -389,10 +391,11 @@ class _Bridge(ToClient):
             key = self.logbook.unlogged_command(step.method, step.params, step.tab)
             pending = Pending(key, step.method, step.params)
         elif step.method in core.READ_FIRST and (
-            self.state.scope is not None or step.method in _LISTINGS
+            self.state.scope is not None or step.method in _READ_ALWAYS
         ):
             # A scoped link's listing: its answer is kept to the scope (no
-            # entry); every link's, without the warm contexts (relay/warm.py).
+            # entry); every link's, without the warm contexts (relay/warm.py);
+            # a session on the browser target, known as one when it lands.
             pending = Pending(0, step.method, step.params)
         await self._send(step, pending)
 
