@@ -264,6 +264,88 @@ async def test_playwright_connect_over_cdp(c: Computer, way: str, tmp_path: Path
     clean(c)
 
 
+async def test_playwright_cdp_sessions_are_kept_to_the_scope(c: Computer) -> None:
+    """Playwright's `new_cdp_session(page)` and `new_browser_cdp_session()`
+    (both opened through Target.attachToBrowserTarget): the page's session
+    answers, the browser's lists and reaches only alice's scope (bob's page
+    open beside it is neither listed nor reachable), a command the table
+    refuses stays refused there, and every command is on alice's record."""
+    before = _mark(c)
+    async with agent(c, "bob") as bob, async_playwright() as pw:
+        theirs, _ = await bob.page(SITE + "/next")
+        browser = await pw.chromium.connect_over_cdp(
+            c.relay, headers={"Authorization": f"Bearer {c.token('alice')}"}
+        )
+        context = browser.contexts[0]
+        page = await context.new_page()
+        await page.goto(SITE + "/")
+        session = await context.new_cdp_session(page)
+        title = await session.send(
+            "Runtime.evaluate", {"expression": "document.title", "returnByValue": True}
+        )
+        assert title["result"]["value"] == "Start", title
+        document = await session.send("DOM.getDocument", {"depth": 2})
+        assert document["root"]["nodeName"] == "#document", document
+        tree = await session.send("Accessibility.getFullAXTree")
+        assert any(n.get("name", {}).get("value") == "Next page" for n in tree["nodes"]), tree
+        mine = (await session.send("Target.getTargetInfo"))["targetInfo"]
+        await session.detach()
+
+        whole = await browser.new_browser_cdp_session()
+        seen: list[str] = []
+        whole.on("Target.targetCreated", lambda e: seen.append(e["targetInfo"]["targetId"]))
+        listed = (await whole.send("Target.getTargets"))["targetInfos"]
+        ids = {t["targetId"] for t in listed}
+        assert mine["targetId"] in ids and theirs not in ids, listed
+        assert {t["browserContextId"] for t in listed} == {mine["browserContextId"]}, listed
+        await whole.send("Target.setDiscoverTargets", {"discover": True})
+        await _eventually(
+            lambda: asyncio.sleep(0, mine["targetId"] in seen), "alice's page's event", 10
+        )
+        assert theirs not in seen, seen
+        with pytest.raises(Exception, match="No target with given id found"):
+            await whole.send("Target.attachToTarget", {"targetId": theirs, "flatten": True})
+        with pytest.raises(Exception, match="guard not-allowed"):
+            await whole.send("Browser.getBrowserCommandLine")
+        # A tab it opens is alice's; bob's connection never hears of it.
+        made = await whole.send("Target.createTarget", {"url": SITE + "/next"})
+        info = await whole.send("Target.getTargetInfo", {"targetId": made["targetId"]})
+        assert info["targetInfo"]["browserContextId"] == mine["browserContextId"], info
+        bobs = (await bob.call("Target.getTargets"))["result"]["targetInfos"]
+        assert made["targetId"] not in {t["targetId"] for t in bobs}, bobs
+        await whole.send("Target.closeTarget", {"targetId": made["targetId"]})
+        await whole.detach()
+        await page.close()
+        await browser.close()
+
+    def recorded(lines: list[dict[str, Any]]) -> bool:
+        return all(
+            _cdp_of(lines, "alice", m)
+            for m in (
+                "Target.attachToBrowserTarget",
+                "Runtime.evaluate",
+                "DOM.getDocument",
+                "Accessibility.getFullAXTree",
+                "Target.getTargets",
+                "Target.setDiscoverTargets",
+                "Browser.getBrowserCommandLine",
+                "Target.closeTarget",
+            )
+        )
+
+    lines = _logged(c, before, "alice's CDP sessions' commands", recorded)
+    # The attach to bob's page (a reading command: its params are not kept).
+    tried = [a for a in _cdp_of(lines, "alice", "Target.attachToTarget") if a.get("guard")]
+    assert [a["guard"] for a in tried] == [{"rule": "scope", "action": "blocked"}], tried
+    refused = _cdp_of(lines, "alice", "Browser.getBrowserCommandLine")
+    assert refused[0]["guard"]["rule"] == "not-allowed", refused
+    assert all(a["ok"] for a in _cdp_of(lines, "alice", "Accessibility.getFullAXTree"))
+    opened = _cdp_of(lines, "alice", "Target.createTarget", url=SITE + "/next")
+    assert opened and opened[0]["scope"] == "alice" and opened[0]["ok"], opened
+    assert not [a for a in _actions(lines) if a.get("who") == "bob" and a.get("guard")]
+    clean(c)
+
+
 # -- 2. Puppeteer ----------------------------------------------------------------------
 
 
@@ -353,6 +435,7 @@ async def test_puppeteer_accept_insecure_certs_is_kept_to_its_scope(c: Computer,
 
 NODE22 = ROOT / "build/clients/node22"
 PLAYWRIGHT_NODE = ROOT / "tests/clients/playwright_session.mjs"
+PLAYWRIGHT_NODE_SESSIONS = ROOT / "tests/clients/playwright_cdp_sessions.mjs"
 
 
 @pytest.fixture(scope="module")
@@ -417,6 +500,55 @@ def test_playwright_for_node_with_tracing(c: Computer, node22: str, tmp_path: Pa
     assert all(g == {"action": "rewritten", "rule": "download-folder"} for g in guarded), guarded
     _only(lines, "alice")
     clean(c, "playwright-node-cookie")
+
+
+async def test_playwright_for_node_cdp_sessions_are_kept_to_the_scope(
+    c: Computer, node22: str
+) -> None:
+    """Playwright for Node's `newCDPSession(page)` and `newBrowserCDPSession()`
+    as alice, with bob's page open beside them (tests/clients/playwright_cdp_sessions.mjs)."""
+    before = _mark(c)
+    async with agent(c, "bob") as bob:
+        theirs, _ = await bob.page(SITE + "/next")
+        script = [node22, str(PLAYWRIGHT_NODE_SESSIONS), c.relay, c.token("alice"), SITE, theirs]
+        done = await asyncio.to_thread(_run, script, 120)
+        assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        bobs = (await bob.call("Target.getTargets"))["result"]["targetInfos"]
+    assert result["version"] == "1.65.1", result
+    assert result["title"] == "Start" and result["document"] == "#document", result
+    assert "Next page" in result["axNames"], result
+    mine = result["mine"]
+    listed = {t["targetId"] for t in result["listed"]}
+    assert mine["targetId"] in listed and theirs not in listed, result
+    assert {t["browserContextId"] for t in result["listed"]} == {mine["browserContextId"]}
+    assert mine["targetId"] in result["heard"] and theirs not in result["heard"], result
+    assert "No target with given id found" in (result["attachOther"] or ""), result
+    assert "guard not-allowed" in (result["commandLine"] or ""), result
+    assert result["made"]["browserContextId"] == mine["browserContextId"], result
+    assert result["made"]["targetId"] not in {t["targetId"] for t in bobs}, bobs
+
+    def recorded(lines: list[dict[str, Any]]) -> bool:
+        return all(
+            _cdp_of(lines, "alice", m)
+            for m in (
+                "Target.attachToBrowserTarget",
+                "Runtime.evaluate",
+                "DOM.getDocument",
+                "Accessibility.getFullAXTree",
+                "Target.setDiscoverTargets",
+                "Browser.getBrowserCommandLine",
+                "Target.closeTarget",
+            )
+        )
+
+    lines = _logged(c, before, "alice's Node CDP sessions' commands", recorded)
+    tried = [a for a in _cdp_of(lines, "alice", "Target.attachToTarget") if a.get("guard")]
+    assert [a["guard"] for a in tried] == [{"rule": "scope", "action": "blocked"}], tried
+    refused = _cdp_of(lines, "alice", "Browser.getBrowserCommandLine")
+    assert refused[0]["guard"]["rule"] == "not-allowed", refused
+    assert _cdp_of(lines, "alice", "Target.createTarget", url=SITE + "/next")
+    clean(c)
 
 
 def test_stagehand_locators_fill_type_and_click(c: Computer, node: str) -> None:

@@ -246,3 +246,124 @@ async def test_another_scope_cannot_clear_the_home_scopes_storage(target: Comput
         await alice.call("Target.closeTarget", {"targetId": tab})
     guarded(target, before, "Storage.clearDataForOrigin", "browser-wide", who="bob")
     clean(target)
+
+
+async def test_a_session_on_the_browser_target_is_kept_to_the_scope(target: Computer) -> None:
+    """Target.attachToBrowserTarget (how Playwright opens its CDP sessions)
+    gives a session with the browser's own session's powers: the relay serves
+    it as that one. Bob's, with Alice's home-scope tab open and a new one
+    made while he auto-attaches there, sees and reaches nothing of hers, the
+    browser-wide and refused commands stay refused on it, its detach ends
+    the sessions made through it, and all of it is on Bob's record."""
+    before = attempt(target)
+    async with agent(target, "alice") as alice, agent(target, "bob") as bob:
+        hers, her_session = await alice.page(SITE + "/?alice")
+        mine = await _open(bob, SITE + "/next?bob")
+        opened = await bob.call("Target.attachToBrowserTarget")
+        whole = opened["result"]["sessionId"]
+        announced = [e for e in bob.events if e.get("method") == "Target.attachedToTarget"]
+        assert announced[-1]["params"]["targetInfo"]["type"] == "browser", announced
+        assert announced[-1]["params"]["sessionId"] == whole
+
+        listed = await bob.call("Target.getTargets", {}, whole)
+        assert mine in _targets(listed) and hers not in _targets(listed), listed
+        contexts = (await bob.call("Target.getBrowserContexts", {}, whole))["result"]
+        assert contexts["browserContextIds"] == [], contexts
+        await bob.call("Target.setDiscoverTargets", {"discover": True}, whole)
+        await bob.call(
+            "Target.setAutoAttach",
+            {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
+            whole,
+        )
+        # Alice's new tab is not held by Bob's auto-attach, nor announced to him.
+        later = await _open(alice, SITE + "/next?alice-later")
+        attached = await alice.call("Target.attachToTarget", {"targetId": later, "flatten": True})
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline(20)
+        check = "document.readyState"
+        while await alice.evaluate(attached["result"]["sessionId"], check) != "complete":
+            assert loop.time() < end, "Alice's tab never loaded: Bob's auto-attach held it"
+            await asyncio.sleep(0.05)
+        await bob.call("Browser.getVersion", {}, whole)  # its events came before this
+        on_whole = [e for e in bob.events if e.get("sessionId") == whole and "params" in e]
+        heard = {e["params"].get("targetInfo", {}).get("targetId") for e in on_whole}
+        assert mine in heard and hers not in heard and later not in heard, heard
+        children = [
+            e["params"]["sessionId"]
+            for e in on_whole
+            if e["method"] == "Target.attachedToTarget"
+            and e["params"]["targetInfo"]["targetId"] == mine
+        ]
+        assert children, on_whole
+        assert await bob.evaluate(children[0], "location.search") == "?bob"
+
+        for method, params, told in (
+            ("Target.attachToTarget", {"targetId": hers, "flatten": True}, "No target with given"),
+            ("Target.closeTarget", {"targetId": hers}, "No target with given id found"),
+            ("Target.attachToTarget", {"targetId": mine}, "guard unwrapped-only"),
+            ("Browser.getBrowserCommandLine", {}, "guard not-allowed"),
+            ("Target.sendMessageToTarget", {"message": "{}", "sessionId": "S"}, "not-allowed"),
+            ("Fetch.enable", {"patterns": [{"urlPattern": "*"}]}, "guard browser-wide"),
+            ("Storage.clearDataForOrigin", {"origin": SITE, "storageTypes": "all"}, "browser-wide"),
+            ("Network.getAllCookies", {}, "guard browser-wide"),
+        ):
+            answer = await bob.call(method, params, whole)
+            assert told in answer["error"]["message"], (method, answer)
+            assert answer["sessionId"] == whole, answer
+        # A tab it opens is Bob's: in the context of his own tab, not Alice's.
+        made = (await bob.call("Target.createTarget", {"url": SITE + "/?bob"}, whole))["result"]
+        contexts = set()
+        for tab in (made["targetId"], mine):
+            info = await bob.call("Target.getTargetInfo", {"targetId": tab}, whole)
+            contexts.add(info["result"]["targetInfo"]["browserContextId"])
+        assert len(contexts) == 1, contexts
+        assert made["targetId"] not in _targets(await alice.call("Target.getTargets"))
+        # A page's session opens no session on the browser target.
+        _, page_session = await bob.page(SITE + "/?bob-page")
+        refused = await bob.call("Target.attachToBrowserTarget", {}, page_session)
+        assert "guard not-allowed" in refused["error"]["message"], refused
+
+        await bob.call("Target.detachFromTarget", {"sessionId": whole})
+        for gone in (whole, children[0]):
+            answer = await bob.call("Runtime.evaluate", {"expression": "1"}, gone)
+            assert answer["error"]["code"] == -32001, answer
+        # Alice's tabs were never touched.
+        assert await alice.evaluate(her_session, "location.search") == "?alice"
+    guarded(target, before, "Browser.getBrowserCommandLine", "not-allowed", who="bob")
+    guarded(target, before, "Target.attachToBrowserTarget", "not-allowed", who="bob")
+    lines, _ = target.log(before)
+    bobs = [x["action"] for x in lines if x.get("action", {}).get("who") == "bob"]
+    rules = [(a["method"], (a.get("guard") or {}).get("rule")) for a in bobs]
+    assert ("Target.attachToTarget", "scope") in rules, rules
+    assert ("Target.closeTarget", "scope") in rules, rules
+    methods = {a["method"] for a in bobs}
+    assert {"Target.attachToBrowserTarget", "Target.setAutoAttach", "Target.getTargets"} <= methods
+    assert {a.get("scope") for a in bobs} == {"bob"}, bobs
+    clean(target)
+
+
+async def test_the_control_tokens_session_on_the_browser_target_sees_every_scope(
+    target: Computer,
+) -> None:
+    """The control token's link sees every scope: so does its session on the
+    browser target, opened off the record (the computer's own command)."""
+    async with (
+        agent(target, "alice") as alice,
+        agent(target, "bob") as bob,
+        aiohttp.ClientSession() as http,
+        http.ws_connect(
+            requests.get(target.relay + "/json/version", timeout=10).json()["webSocketDebuggerUrl"],
+            headers=target.headers(),
+            max_msg_size=0,
+        ) as ws,
+    ):
+        control = Agent(ws)
+        hers, theirs = await _open(alice, SITE + "/?a"), await _open(bob, SITE + "/?b")
+        whole = (await control.call("Target.attachToBrowserTarget"))["result"]["sessionId"]
+        listed = await control.call("Target.getTargets", {}, whole)
+        assert {hers, theirs} <= _targets(listed), listed
+        await control.call("Target.detachFromTarget", {"sessionId": whole})
+        gone = await control.call("Target.getTargets", {}, whole)
+        assert gone["error"]["code"] == -32001, gone
+        for who, tab in ((alice, hers), (bob, theirs)):
+            await who.call("Target.closeTarget", {"targetId": tab})
