@@ -18,10 +18,12 @@ scraped (no lock, no label lookup per command).
   ``agentenv_log_lines_total``, ``agentenv_log_bytes``,
   ``agentenv_log_full_refusals_total`` (past ``AGENTENV_LOG_MAX_BYTES``),
   ``agentenv_log_write_seconds`` (one write in 256, timed: the latest),
-  ``agentenv_chromium_restarts_total``, ``agentenv_storage_rounds_total``;
+  ``agentenv_chromium_restarts_total``, ``agentenv_storage_rounds_total``,
+  ``agentenv_relay_start_time_seconds``
+  (when this relay process started: a batch on scopes sees it restarted);
 - recorder: ``agentenv_frames_total{kind}``, ``agentenv_frames_missing_total``,
   ``agentenv_recordings_open``;
-- app server: ``agentenv_mcp_sessions``.
+- app server: ``agentenv_mcp_sessions``, ``agentenv_app_start_time_seconds``.
 
 The other side, a batch's sums over the computers it scrapes, is the
 harness's :class:`agentenv.harness.fleet.Fleet`.
@@ -29,6 +31,7 @@ harness's :class:`agentenv.harness.fleet.Fleet`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -79,6 +82,10 @@ class RelayCounts:
     #: Warm scopes ready to hand over, and how many are kept (relay/warm.py).
     scopes_warm: Callable[[], int] = lambda: 0
     scopes_warm_target: int = 0
+    #: When this relay process started (seconds since the epoch): a relay
+    #: that restarts closes the scopes opened before it, so a reader that
+    #: sees it change knows the tasks in them lost their browser.
+    started: float = field(default_factory=time.time)
 
     def refused_by(self, rule: str, count: int = 1) -> None:
         self.guard[rule] = self.guard.get(rule, 0) + count
@@ -177,6 +184,11 @@ class RelayCounts:
             "its origins use",
             value=self.storage_rounds,
         )
+        yield GaugeMetricFamily(
+            "agentenv_relay_start_time_seconds",
+            "when this relay process started, seconds since the epoch",
+            value=self.started,
+        )
 
 
 @dataclass(eq=False)
@@ -201,10 +213,18 @@ class RecorderCounts:
 @dataclass(eq=False)
 class AppCounts:
     sessions: Callable[[], int] = lambda: 0
+    #: When this app server process started (seconds since the epoch): MCP
+    #: sessions and ops in flight do not outlive it.
+    started: float = field(default_factory=time.time)
 
     def collect(self) -> Iterator[Metric]:
         yield GaugeMetricFamily(
             "agentenv_mcp_sessions", "Playwright MCP sessions running", value=self.sessions()
+        )
+        yield GaugeMetricFamily(
+            "agentenv_app_start_time_seconds",
+            "when this app server process started, seconds since the epoch",
+            value=self.started,
         )
 
 

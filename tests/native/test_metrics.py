@@ -149,6 +149,9 @@ def test_counts_move_with_what_agents_do(limited: NativeStack, site: Site, tmp_p
     assert after[("agentenv_cdp_connections", (("kind", "agent"),))] == 0
     assert after[("agentenv_recordings_open", ())] == 0
     assert ("agentenv_mcp_sessions", ()) in after
+    # When the relay and the app started: a batch on scopes sees either restart.
+    for started in ("agentenv_relay_start_time_seconds", "agentenv_app_start_time_seconds"):
+        assert after[(started, ())] == before[(started, ())] > 0
 
 
 def test_agent_connections_past_the_limit_wait_in_the_queue_then_get_429(

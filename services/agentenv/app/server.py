@@ -30,6 +30,7 @@ import contextlib
 import hmac
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -96,6 +97,8 @@ log = logging.getLogger("agentenv.app")
 
 #: The computer's public key on the card (made on the first card, kept).
 attestation_key = web.AppKey("attestation", dict[str, str])
+#: When this app server started (its /metrics' agentenv_app_start_time_seconds).
+started_key = web.AppKey("started", float)
 
 __all__ = ["Readiness", "make_app", "readiness"]
 
@@ -323,7 +326,10 @@ async def metrics(request: web.Request) -> web.Response:
     app = request.app
     settings = app[settings_key]
     state = app[mcp_key]
-    counts = AppCounts(sessions=lambda: len(state.proxy.sessions) if state.proxy else 0)
+    counts = AppCounts(
+        sessions=lambda: len(state.proxy.sessions) if state.proxy else 0,
+        started=app[started_key],
+    )
     parts = [render(counts)]
     headers = control_headers(settings)
     for name, url in (
@@ -448,6 +454,7 @@ def make_app(settings: Settings) -> web.Application:
     app.middlewares.extend([error_middleware(_paths), recorded, _checks])
     app[settings_key] = settings
     app[attestation_key] = {}
+    app[started_key] = time.time()
     folder, _ = log_dir(settings)
     app[reader_key] = LogReader(folder / settings.log_file.name)
     app.cleanup_ctx.append(_client_ctx)
