@@ -539,7 +539,9 @@ class Batch:
                 self.schedule.end(key, attempt.id)
                 self._room.notify_all()
             if problems and not broke:
-                run.say("; ".join(problems))
+                # The run has ended and closed its stream: its run.log, appended to.
+                with open(run.out / "run.log", "a") as log:
+                    print("; ".join(problems), file=log)
         self._give_back_drained()
         return broke
 
