@@ -4,9 +4,11 @@ Eight scripted tasks run four at a time on a pool of two computers (K = 2),
 each task in a scope of its own opened with ``scopes/open``, recorded through
 the run's store and exported for the judge; ``results.jsonl`` names the
 computer and scope each ran in, and no file the batch wrote holds a token.
-Then Chromium is killed on one computer while both hold two tasks: its two
-fail as infrastructure and are tried again on another computer, where they
-succeed; the other two never notice.
+Then Chromium, or the relay, is killed on one computer while both hold two
+tasks: its two fail as infrastructure and are tried again on another
+computer, where they succeed; the other two never notice. (A relay that
+restarts closes every scope opened before it and counts Chromium's restarts
+from 0 again: its /metrics' start time is what tells the batch.)
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import pytest
 import yaml
 
 from tests.integration.test_batch import agentenv_run
@@ -148,8 +151,9 @@ def _computers(image: str) -> list[Any]:
     return [c for c in found if image in c.image.tags]
 
 
-def test_a_computer_whose_chromium_dies_fails_only_its_tasks_and_they_run_again(
-    image: str, tmp_path: Path
+@pytest.mark.parametrize("program", ["chromium", "relay"])
+def test_a_computer_whose_chromium_or_relay_dies_fails_only_its_tasks_and_they_run_again(
+    image: str, tmp_path: Path, program: str
 ) -> None:
     go = tmp_path / "go"
     folder = _tasks(image, tmp_path, 4, go)
@@ -172,7 +176,8 @@ def test_a_computer_whose_chromium_dies_fails_only_its_tasks_and_they_run_again(
         computers = [c for c in _computers(image) if c.status == "running"]
         assert len(computers) == 2, [c.name for c in computers]
         killed = computers[0]
-        pid = killed.exec_run([*SUPERVISORCTL, "pid", "chromium"]).output.decode().strip()
+        pid = killed.exec_run([*SUPERVISORCTL, "pid", program]).output.decode().strip()
+        assert pid.isdigit() and int(pid) > 0, pid
         assert killed.exec_run(["kill", "-9", pid]).exit_code == 0
         go.touch()
         output, _ = batch.communicate(timeout=deadline(600))
@@ -181,7 +186,8 @@ def test_a_computer_whose_chromium_dies_fails_only_its_tasks_and_they_run_again(
             batch.kill()
             batch.wait()
     assert batch.returncode == 0, output[-6000:]
-    assert f"computer {killed.name} broke" in output, output[-4000:]
+    why = {"chromium": "its Chromium restarted", "relay": "its relay restarted"}[program]
+    assert f"computer {killed.name} broke ({why})" in output, output[-4000:]
     results = _results(out)
     assert [r["status"] for r in results] == ["done"] * 4, results
     on_killed = [r for r in results if r["attempts"][0]["computer"] == killed.name]

@@ -14,18 +14,29 @@ from agentenv.harness.scheduling import (
     attempt_status,
     pool_size,
     retry,
+    whole,
 )
-from agentenv.metrics import RelayCounts, render
+from agentenv.metrics import AppCounts, RelayCounts, render
 
 
-def _metrics(open_: int, capacity: int, queued: int = 0, restarts: int = 0) -> str:
-    relay = RelayCounts(
+def _metrics(
+    open_: int,
+    capacity: int,
+    queued: int = 0,
+    restarts: int = 0,
+    relay: float = 1000.0,
+    app: float = 999.0,
+) -> str:
+    """A computer's /metrics: its relay's counts (started at ``relay``) and
+    its app server's (started at ``app``)."""
+    counts = RelayCounts(
         scopes_open=lambda: open_,
         scopes_capacity=capacity,
         scopes_queued=lambda: queued,
         restarts=restarts,
+        started=relay,
     )
-    return render(relay).decode()
+    return (render(counts) + render(AppCounts(started=app))).decode()
 
 
 def _pool(k: int = 4, parallel: int = 8, capacity: int | None = None) -> Schedule:
@@ -79,7 +90,7 @@ def test_never_past_the_capacity_its_metrics_say() -> None:
     """The computer says it holds 2 scopes (K is 4): a third task waits."""
     schedule = _pool(k=4, parallel=4)
     _started(schedule, "a")
-    assert not schedule.seen("a", samples(_metrics(open_=0, capacity=2)))
+    assert schedule.seen("a", samples(_metrics(open_=0, capacity=2))) is None
     schedule.take("a", "t1", 1)
     schedule.take("a", "t2", 1)
     assert schedule.place(1, None) == Wait()
@@ -124,8 +135,9 @@ def test_a_computer_whose_chromium_restarted_is_broken_and_replaced() -> None:
     for task in ("t1", "t2"):
         schedule.take("a", task, 1)
     schedule.take("b", "t3", 1)
-    assert not schedule.seen("a", samples(_metrics(open_=2, capacity=2, restarts=0)))
-    assert schedule.seen("a", samples(_metrics(open_=0, capacity=2, restarts=1)))
+    assert schedule.seen("a", samples(_metrics(open_=2, capacity=2, restarts=0))) is None
+    why = schedule.seen("a", samples(_metrics(open_=0, capacity=2, restarts=1)))
+    assert why == "its Chromium restarted"
     assert schedule.is_broken("a")
     # No task goes there again; its replacement starts at once (it no longer counts).
     assert schedule.place(1, None) == Use("b")
@@ -139,11 +151,53 @@ def test_a_computer_whose_chromium_restarted_is_broken_and_replaced() -> None:
     assert "a" not in schedule.hosts
 
 
+@pytest.mark.parametrize(
+    ("program", "why"), [("relay", "its relay restarted"), ("app", "its app server restarted")]
+)
+def test_a_computer_whose_relay_or_app_restarted_is_broken(program: str, why: str) -> None:
+    """A relay that restarts closes the scopes opened before it (their tokens
+    answer 401), and starts its count of Chromium restarts from 0 again; an
+    app server's MCP sessions die with it: the start time says so."""
+    schedule = _pool(k=2, parallel=4)
+    _started(schedule, "a")
+    _started(schedule, "b")
+    schedule.take("a", "t1", 1)
+    first = samples(_metrics(open_=1, capacity=2, restarts=1))
+    assert schedule.seen("a", first) is None
+    assert schedule.seen("a", samples(_metrics(open_=1, capacity=2, restarts=1))) is None
+    assert not schedule.is_broken("a")
+    later = {"relay": 1000.0, "app": 999.0, program: 2000.0}
+    restarted = _metrics(open_=0, capacity=2, restarts=0, relay=later["relay"], app=later["app"])
+    assert schedule.seen("a", samples(restarted)) == why
+    assert schedule.is_broken("a")
+    assert schedule.place(1, None) == Use("b")
+    schedule.end("a", "t1")
+    assert schedule.drained() == ["a"]
+
+
+def test_a_reading_without_the_relays_counts_changes_nothing() -> None:
+    """The app names a relay that does not answer (restarting) in a comment
+    and gives its own counts: not a whole reading, so neither the room nor
+    the start times are taken from it."""
+    schedule = _pool(k=2, parallel=2, capacity=4)
+    _started(schedule, "a")
+    assert schedule.seen("a", samples(_metrics(open_=3, capacity=4))) is None
+    partial = samples("# the relay is not answering\n" + render(AppCounts(started=999.0)).decode())
+    assert not whole(partial)
+    assert schedule.seen("a", partial) is None
+    assert not schedule.is_broken("a")
+    assert schedule.hosts["a"].open_seen == 3.0
+    assert not schedule.hosts["a"].room(2, 2)  # 3 of 4 open, as last read whole
+    assert schedule.seen("a", samples(_metrics(open_=3, capacity=4, relay=3000.0))) == (
+        "its relay restarted"
+    )
+
+
 def test_a_restart_before_the_first_reading_is_not_counted() -> None:
     schedule = _pool()
     _started(schedule, "a")
-    assert not schedule.seen("a", samples(_metrics(open_=0, capacity=4, restarts=2)))
-    assert not schedule.seen("a", samples(_metrics(open_=0, capacity=4, restarts=2)))
+    assert schedule.seen("a", samples(_metrics(open_=0, capacity=4, restarts=2))) is None
+    assert schedule.seen("a", samples(_metrics(open_=0, capacity=4, restarts=2))) is None
     assert not schedule.is_broken("a")
 
 

@@ -30,11 +30,13 @@ a pool of ``ceil(parallel / K)`` computers from a
 :class:`~.provision.Provisioner`, each serving up to K tasks at once, where
 :class:`~.scheduling.Schedule` says (room counted and read from each
 computer's ``/metrics``); each task's agents get scopes opened for them
-(:func:`~.scoped.open_for`), closed when it ends. A computer whose Chromium
-restarted fails the tasks in flight on it as infrastructure; each is tried
-again on another computer (``retries``) and the broken one is given back to
-be replaced. Each result names its ``computer``, ``scope`` and ``attempts``.
-Ctrl-C cancels:
+(:func:`~.scoped.open_for`), closed when it ends. A computer whose Chromium,
+relay or app server restarted (its ``/metrics``: Chromium's restart count
+went up, or the relay's or app's start time changed; a relay that restarts
+closes every scope opened before it, their tokens answering 401) fails the
+tasks in flight on it as infrastructure; each is tried again on another
+computer (``retries``) and the broken one is given back to be replaced.
+Each result names its ``computer``, ``scope`` and ``attempts``. Ctrl-C cancels:
 each run stops its agent, ends its open recordings and stops the computers it
 started, and tasks not begun are not begun. Exit status: 0 every task done,
 1 one failed, 3 an infrastructure failure (or cancelled), 2 bad input.
@@ -51,6 +53,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +63,7 @@ from agentenv.harness.attest import results_fields
 from agentenv.harness.backends import start
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens
 from agentenv.harness.errors import HarnessError
-from agentenv.harness.fleet import Fleet, samples
+from agentenv.harness.fleet import Fleet, Sample, samples
 from agentenv.harness.preflight import preflight
 from agentenv.harness.provision import EngineProvisioner, Provisioner
 from agentenv.harness.run_store import RunStore, StoreOptions, records, store_problem
@@ -72,6 +75,7 @@ from agentenv.harness.scheduling import (
     attempt_status,
     pool_size,
     retry,
+    whole,
 )
 from agentenv.harness.scoped import ScopedComputer, close_for, computer_name, open_for
 from agentenv.harness.steps import Task, TaskError, load_task
@@ -85,6 +89,9 @@ STATUS = {EXIT_OK: "done", EXIT_TASK_FAILED: "failed", EXIT_INFRA: "infrastructu
 DEFAULT_SCOPES_PER_COMPUTER = 4
 #: The longest a task waits for room on a computer of the pool.
 LEND_WAIT_S = 600.0
+#: The longest an ended attempt's computer is read again while its relay does
+#: not answer (restarting); past it, the computer is broken.
+RELAY_BACK_S = 30.0
 
 
 @dataclass
@@ -519,22 +526,26 @@ class Batch:
 
     def _let_go(self, attempt: Attempt, run: Run) -> bool:
         """Close an ended attempt's scopes and free its room; True when a
-        computer it ran on broke under it (its Chromium restarted, or it no
-        longer answers)."""
+        computer it ran on broke under it (its Chromium, relay or app server
+        restarted, or it no longer answers)."""
         assert self.schedule is not None and self._room is not None
         broke = False
         for key, scoped in attempt.leases:
             problems = close_for(scoped)
             host = scoped.host
             assert host is not None
-            text = host.metrics(timeout_s=10.0)
+            found, answers = self._reading(host)
             with self._room:
-                if text is None and not host.ready():
+                if found is None and not answers:
                     self.schedule.broke(key)
-                elif text is not None:
-                    with contextlib.suppress(ValueError):
-                        if self.schedule.seen(key, samples(text)):
-                            self._broke_said(key)
+                elif found is not None and not whole(found):
+                    # Its relay did not answer for RELAY_BACK_S: it is not coming back.
+                    self.schedule.broke(key)
+                    self._broke_said(key, "its relay is not answering")
+                elif found is not None:
+                    why = self.schedule.seen(key, found)
+                    if why is not None:
+                        self._broke_said(key, why)
                 broke = broke or self.schedule.is_broken(key)
                 self.schedule.end(key, attempt.id)
                 self._room.notify_all()
@@ -545,11 +556,30 @@ class Batch:
         self._give_back_drained()
         return broke
 
-    def _broke_said(self, key: str) -> None:
+    @staticmethod
+    def _reading(host: Computer) -> tuple[Mapping[Sample, float] | None, bool]:
+        """``host``'s /metrics as an attempt ends, and whether it answers at all
+        (its /metrics or /readyz). A reading without its relay's counts (the
+        relay restarting: supervisord brings it back in about a second) is
+        read again until it has them, for at most :data:`RELAY_BACK_S`."""
+        end = time.monotonic() + RELAY_BACK_S
+        while True:
+            text = host.metrics(timeout_s=10.0)
+            found: Mapping[Sample, float] | None = None
+            if text is not None:
+                with contextlib.suppress(ValueError):
+                    found = samples(text)
+            if found is None:
+                return None, text is not None or host.ready()
+            if whole(found) or time.monotonic() > end:
+                return found, True
+            time.sleep(0.5)  # a bounded poll: the relay answers again or the deadline ends it
+
+    def _broke_said(self, key: str, why: str) -> None:
         name = computer_name(self.hosts[key]) if key in self.hosts else key
         # Under the lock: print straight, as say would.
         print(
-            f"computer {name} broke (its Chromium restarted): its tasks in flight are "
+            f"computer {name} broke ({why}): its tasks in flight are "
             "tried again elsewhere, and it is replaced",
             file=self.stream or sys.stdout,
             flush=True,
@@ -611,8 +641,9 @@ class Batch:
                     if text is None:
                         continue
                     with contextlib.suppress(ValueError):
-                        if self.schedule.seen(key, samples(text)):
-                            self._broke_said(key)
+                        why = self.schedule.seen(key, samples(text))
+                        if why is not None:
+                            self._broke_said(key, why)
                 self._room.notify_all()
 
     def _table(self) -> str:

@@ -20,7 +20,11 @@ batch's own when read) and the opens queued there (``agentenv_queue_length``),
 so the batch never opens past capacity.
 
 A computer whose Chromium restarted (``agentenv_chromium_restarts_total``
-went up) or that stopped answering is **broken**: it takes no task again;
+went up), whose relay or app server restarted (``agentenv_relay_start_time_seconds``
+or ``agentenv_app_start_time_seconds`` changed: a relay that restarts closes
+every scope opened before it, and their tokens answer 401; an app server's MCP
+sessions and ops in flight die with it) or that stopped answering is
+**broken**: it takes no task again;
 the tasks in flight on it fail as infrastructure (:func:`attempt_status`),
 each retried (:func:`retry`) on another computer, and it is given back to be
 replaced once its last task has ended (:meth:`Schedule.drained`).
@@ -49,12 +53,18 @@ __all__ = [
     "attempt_status",
     "pool_size",
     "retry",
+    "whole",
 ]
 
 SCOPES_OPEN = "agentenv_scopes_open"
 SCOPES_CAPACITY = "agentenv_scopes_capacity"
 QUEUE_LENGTH = "agentenv_queue_length"
 RESTARTS = "agentenv_chromium_restarts_total"
+RELAY_STARTED = "agentenv_relay_start_time_seconds"
+APP_STARTED = "agentenv_app_start_time_seconds"
+#: Each program whose start time a computer's /metrics gives, and what its
+#: change means (:meth:`Schedule.seen`).
+STARTED = {RELAY_STARTED: "its relay restarted", APP_STARTED: "its app server restarted"}
 
 
 def pool_size(parallel: int, per_computer: int) -> int:
@@ -86,6 +96,9 @@ class Host:
     ours_when_seen: int = 0
     #: Chromium restarts at its first reading: more later means it broke.
     restarts_at_first: float | None = None
+    #: Its programs' start times at its first reading (:data:`STARTED`): a
+    #: different one later means that program restarted under its tasks.
+    started_at_first: dict[str, float] = field(default_factory=dict)
 
     @property
     def scopes(self) -> int:
@@ -184,24 +197,23 @@ class Schedule:
         if host is not None:
             host.tasks.pop(attempt, None)
 
-    def seen(self, key: str, found: Mapping[Sample, float] | None) -> bool:
-        """What ``key``'s /metrics answered (None: it did not answer). True
-        when this reading shows it broken: its Chromium restarted."""
+    def seen(self, key: str, found: Mapping[Sample, float] | None) -> str | None:
+        """What ``key``'s /metrics answered (None: it did not answer). When
+        this reading shows it broken, why (it is broken from now on): its
+        Chromium restarted, or its relay or app server did. A reading without
+        the relay's counts (the relay not answering the app: it may be
+        restarting) changes nothing: :func:`whole` says whether to read again."""
         host = self.hosts.get(key)
-        if host is None or found is None or host.state != "ready":
-            return False
+        if host is None or found is None or host.state != "ready" or not whole(found):
+            return None
         host.capacity_seen = _value(found, SCOPES_CAPACITY)
         host.open_seen = _value(found, SCOPES_OPEN) or 0.0
         host.queue_seen = _value(found, QUEUE_LENGTH) or 0.0
         host.ours_when_seen = host.scopes
-        restarts = _value(found, RESTARTS) or 0.0
-        if host.restarts_at_first is None:
-            host.restarts_at_first = restarts
-            return False
-        if restarts > host.restarts_at_first:
+        why = _restarted(host, found)
+        if why is not None:
             host.state = "broken"
-            return True
-        return False
+        return why
 
     def broke(self, key: str) -> None:
         """``key`` is broken (it stopped answering): no task goes there again."""
@@ -234,6 +246,34 @@ class Schedule:
         for key in found:
             del self.hosts[key]
         return found
+
+
+def whole(found: Mapping[Sample, float]) -> bool:
+    """Whether a computer's /metrics reading holds its relay's counts (the
+    app names a program that did not answer in a comment, and gives the rest)."""
+    return _value(found, SCOPES_CAPACITY) is not None
+
+
+def _restarted(host: Host, found: Mapping[Sample, float]) -> str | None:
+    """Why ``host`` broke since its first reading (that reading is kept as
+    the baseline), or None. A relay restart also starts its Chromium count
+    from 0 again: the start time, not that count, says so."""
+    restarts = _value(found, RESTARTS) or 0.0
+    first = host.restarts_at_first is None
+    if first:
+        host.restarts_at_first = restarts
+    why: str | None = None
+    for name, what in STARTED.items():
+        now = _value(found, name)
+        if now is None:
+            continue  # a computer that does not give it (an older image)
+        was = host.started_at_first.setdefault(name, now)
+        if now != was and why is None:
+            why = what
+    at_first = host.restarts_at_first
+    if why is None and not first and at_first is not None and restarts > at_first:
+        why = "its Chromium restarted"
+    return why
 
 
 def attempt_status(status: str, broke: bool) -> str:
