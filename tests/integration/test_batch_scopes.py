@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -151,10 +152,14 @@ def _computers(image: str) -> list[Any]:
     return [c for c in found if image in c.image.tags]
 
 
-@pytest.mark.parametrize("program", ["chromium", "relay"])
-def test_a_computer_whose_chromium_or_relay_dies_fails_only_its_tasks_and_they_run_again(
-    image: str, tmp_path: Path, program: str
-) -> None:
+def _kill_mid_task(
+    image: str, tmp_path: Path, program: str, before_go: Callable[[Any, str], None] | None = None
+) -> tuple[int, str, Any, Path]:
+    """Four tasks, K = 2, on two computers; once every agent is attached and
+    waiting, ``program`` is killed with -9 on one computer (supervisord
+    brings it back), ``before_go`` is called with it and the pid killed, and
+    the agents go on.
+    Returns the batch's exit status, its output, the computer and the out folder."""
     go = tmp_path / "go"
     folder = _tasks(image, tmp_path, 4, go)
     out = tmp_path / "batch"
@@ -176,16 +181,30 @@ def test_a_computer_whose_chromium_or_relay_dies_fails_only_its_tasks_and_they_r
         computers = [c for c in _computers(image) if c.status == "running"]
         assert len(computers) == 2, [c.name for c in computers]
         killed = computers[0]
-        pid = killed.exec_run([*SUPERVISORCTL, "pid", program]).output.decode().strip()
+        pid = _pid(killed, program)
         assert pid.isdigit() and int(pid) > 0, pid
         assert killed.exec_run(["kill", "-9", pid]).exit_code == 0
+        if before_go is not None:
+            before_go(killed, pid)
         go.touch()
         output, _ = batch.communicate(timeout=deadline(600))
     finally:
         if batch.poll() is None:
             batch.kill()
             batch.wait()
-    assert batch.returncode == 0, output[-6000:]
+    return batch.returncode, output, killed, out
+
+
+def _pid(computer: Any, program: str) -> str:
+    return str(computer.exec_run([*SUPERVISORCTL, "pid", program]).output.decode().strip())
+
+
+@pytest.mark.parametrize("program", ["chromium", "relay"])
+def test_a_computer_whose_chromium_or_relay_dies_fails_only_its_tasks_and_they_run_again(
+    image: str, tmp_path: Path, program: str
+) -> None:
+    returncode, output, killed, out = _kill_mid_task(image, tmp_path, program)
+    assert returncode == 0, output[-6000:]
     why = {"chromium": "its Chromium restarted", "relay": "its relay restarted"}[program]
     assert f"computer {killed.name} broke ({why})" in output, output[-4000:]
     results = _results(out)
@@ -201,5 +220,36 @@ def test_a_computer_whose_chromium_or_relay_dies_fails_only_its_tasks_and_they_r
         assert Path(first["out"]).name == f"{result['task']}.attempt-1"
     for result in others:
         assert [a["status"] for a in result["attempts"]] == ["done"], result
+    assert _tokens_in(out) == []
+    assert _computers(image) == []
+
+
+def test_a_computer_whose_app_server_restarted_is_replaced_and_its_done_tasks_stay_done(
+    image: str, tmp_path: Path
+) -> None:
+    """The app server killed and back (its scopes known again from the
+    relay's file) before the agents go on: they never notice (their CDP goes
+    to the relay), their tasks are done on their first attempt, and the
+    computer is still counted broken (its MCP sessions died: seen by the app's
+    start time alone, as nothing the tasks asked failed) and given back."""
+
+    def back(computer: Any, killed: str) -> None:
+        # Another app process runs, and its /readyz says ready.
+        ready = ["curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:8080/readyz"]
+        end = time.monotonic() + deadline(60)
+        while _pid(computer, "app") in (killed, "0") or computer.exec_run(ready).exit_code != 0:
+            assert time.monotonic() < end, "the app server did not come back"
+            time.sleep(0.2)
+
+    returncode, output, killed, out = _kill_mid_task(image, tmp_path, "app", back)
+    assert returncode == 0, output[-6000:]
+    assert f"computer {killed.name} broke (its app server restarted)" in output, output[-4000:]
+    results = _results(out)
+    assert [r["status"] for r in results] == ["done"] * 4, results
+    on_killed = [r for r in results if r["attempts"][0]["computer"] == killed.name]
+    assert len(on_killed) == 2, results
+    for result in on_killed:
+        (only,) = result["attempts"]
+        assert only["status"] == "done" and only["computer_broke"], only
     assert _tokens_in(out) == []
     assert _computers(image) == []
