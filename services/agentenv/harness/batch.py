@@ -664,7 +664,6 @@ class Batch:
         pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="task")
         futures: list[Future[None]] = [pool.submit(self._one, p) for p in self.tasks]
         shown = ""
-        previous: Any = None
         try:
             while not all(f.done() for f in futures):
                 self._scrape()
@@ -677,8 +676,11 @@ class Batch:
             self.say("cancelling: stopping agents, ending recordings, stopping computers ...")
             if threading.current_thread() is threading.main_thread():
                 # A second Ctrl-C must not cut the teardown short: computers
-                # would be left running.
-                previous = signal.signal(signal.SIGINT, self._still_stopping)
+                # would be left running. It stays so until the process ends:
+                # put back after the teardown, a Ctrl-C before the exit would
+                # turn the batch's exit code 3 into a KeyboardInterrupt
+                # (seen in CI, the second Ctrl-C landing as run returned).
+                signal.signal(signal.SIGINT, self._still_stopping)
             self.stopping.set()
             with self._lock:
                 for run in self.runs.values():
@@ -702,8 +704,6 @@ class Batch:
                     self.stores.close()  # after the last computer: it leaves the network
                 except HarnessError as exc:
                     self.say(str(exc))
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
         return self._summary(time.monotonic() - began)
 
     def _give_back_all(self) -> None:
