@@ -232,6 +232,8 @@ class Batch:
     #: The pool on scopes: schedule key -> the computer.
     hosts: dict[str, Computer] = field(default_factory=dict)
     _room: threading.Condition | None = None
+    #: Ctrl-Cs received (SIGINT, counted by the batch's handler).
+    _interrupts: int = 0
 
     def __post_init__(self) -> None:
         self._room = threading.Condition(self._lock)
@@ -657,36 +659,46 @@ class Batch:
         )
 
     def run(self) -> int:
+        """Run every task; the exit code. Ctrl-C (SIGINT, in the main thread)
+        cancels: the agents are stopped, recordings ended and computers
+        stopped. The handler is the batch's from the start, and never raises:
+        a KeyboardInterrupt raised wherever the main thread stood (inside the
+        cancelling itself, or as ``run`` returned) left computers running or
+        ended the process with -2 instead of exit code 3 (seen in CI). A
+        second Ctrl-C says it is still stopping; after a cancel the handler
+        stays until the process ends."""
         self.out.mkdir(parents=True, exist_ok=True)
         each = f", up to {self.scopes_per_computer} a computer" if self.on_scopes else ""
         self.say(f"{len(self.tasks)} tasks, {self.parallel} at a time{each}; results in {self.out}")
         began = time.monotonic()
+        previous: Any = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGINT, self._interrupted)
         pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="task")
         futures: list[Future[None]] = [pool.submit(self._one, p) for p in self.tasks]
         shown = ""
         try:
-            while not all(f.done() for f in futures):
-                self._scrape()
-                table = self._table()
-                if table != shown:
-                    self.say(table)
-                    shown = table
-                time.sleep(2.0)
-        except KeyboardInterrupt:
-            self.say("cancelling: stopping agents, ending recordings, stopping computers ...")
-            if threading.current_thread() is threading.main_thread():
-                # A second Ctrl-C must not cut the teardown short: computers
-                # would be left running. It stays so until the process ends:
-                # put back after the teardown, a Ctrl-C before the exit would
-                # turn the batch's exit code 3 into a KeyboardInterrupt
-                # (seen in CI, the second Ctrl-C landing as run returned).
-                signal.signal(signal.SIGINT, self._still_stopping)
-            self.stopping.set()
-            with self._lock:
-                for run in self.runs.values():
-                    run.cancelled.set()
-            for f in futures:
-                f.cancel()
+            try:
+                while not all(f.done() for f in futures) and not self._interrupts:
+                    self._scrape()
+                    table = self._table()
+                    if table != shown:
+                        self.say(table)
+                        shown = table
+                    for _ in range(8):  # 2 s, in steps a Ctrl-C is seen between
+                        if self._interrupts:
+                            break
+                        time.sleep(0.25)
+            except KeyboardInterrupt:  # the handler is not ours (not the main thread)
+                self._interrupts += 1
+            if self._interrupts:
+                self.say("cancelling: stopping agents, ending recordings, stopping computers ...")
+                self.stopping.set()
+                with self._lock:
+                    for run in self.runs.values():
+                        run.cancelled.set()
+                for f in futures:
+                    f.cancel()
         finally:
             pool.shutdown(wait=True)
             self._scrape()
@@ -704,6 +716,8 @@ class Batch:
                     self.stores.close()  # after the last computer: it leaves the network
                 except HarnessError as exc:
                     self.say(str(exc))
+            if previous is not None and not self._interrupts:
+                signal.signal(signal.SIGINT, previous)
         return self._summary(time.monotonic() - began)
 
     def _give_back_all(self) -> None:
@@ -722,8 +736,20 @@ class Batch:
             except Exception as exc:  # the engine's: report, go on stopping
                 self.say(f"could not stop a computer: {exc}")
 
-    def _still_stopping(self, signum: int, frame: Any) -> None:
-        self.say("still stopping: ending recordings and stopping computers (kill -9 leaves them)")
+    def _interrupted(self, signum: int, frame: Any) -> None:
+        """SIGINT: counted, read by ``run``'s loop. Nothing here takes a lock
+        (the main thread may hold it where the signal lands): the second
+        one's words are printed without, and dropped if the stream is busy
+        in this very thread."""
+        self._interrupts += 1
+        if self._interrupts > 1:
+            with contextlib.suppress(RuntimeError, OSError, ValueError):
+                print(
+                    "still stopping: ending recordings and stopping computers "
+                    "(kill -9 leaves them)",
+                    file=self.stream or sys.stdout,
+                    flush=True,
+                )
 
     def _summary(self, took: float) -> int:
         results = [
