@@ -6,6 +6,7 @@ was all it took to close or drive another agent's tab)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import aiohttp
@@ -104,6 +105,14 @@ async def test_two_scopes_see_and_reach_nothing_of_each_other(target: Computer) 
     assert {a.get("scope") for a in actions if a.get("who") == "bob"} == {"bob"}, actions
     refused = [a for a in actions if (a.get("guard") or {}).get("rule") == "scope"]
     assert len(refused) >= 5, refused
+    # Alice's refused lines name none of Bob's tabs, nor so their URLs.
+    alices = [a for a in actions if a.get("who") == "alice"]
+    assert {a["method"] for a in refused if a.get("who") == "alice"} >= {
+        "Target.attachToTarget",
+        "Target.closeTarget",
+    }, refused
+    assert theirs not in {a.get("tab") for a in alices}, alices
+    assert "next?bob" not in json.dumps(alices), alices
     # Tab lines say whose browser each tab is in.
     tabs = {(x["tab"]["id"], x["tab"].get("scope")) for x in lines if "tab" in x}
     assert (mine, "alice") in tabs and (theirs, "bob") in tabs, tabs

@@ -65,13 +65,28 @@ def test_another_scopes_target_is_unknown_to_a_client(method: str) -> None:
     assert step.verdict.rule == "scope"
     error = step.error_answer()["error"]
     assert error["message"] == "No target with given id found", error  # as Chromium says
+    # Its line names no tab: the logbook would write that tab's URL on it.
+    assert step.tab is None
     for own in ("T-ALICE", "T-ALICE-2"):
         assert send(state, method, {"targetId": own, "flatten": True}).kind is Kind.FORWARD
     # One the watcher has not heard of yet: refused (fail closed) unless this
     # client was shown it (a tab it just opened).
-    assert send(state, method, {"targetId": "T-NEW", "flatten": True}).kind is Kind.BLOCK
+    unheard = send(state, method, {"targetId": "T-NEW", "flatten": True})
+    assert unheard.kind is Kind.BLOCK and unheard.tab is None
     state.visible.add("T-NEW")
     assert send(state, method, {"targetId": "T-NEW", "flatten": True}).kind is Kind.FORWARD
+
+
+def test_a_refusal_by_the_guard_names_no_tab_of_another_scope() -> None:
+    """Refused before the scope is read (the guard's own table): the line
+    still names only the scope's tabs, never another's (with its URL)."""
+    state = alice()
+    theirs = send(state, "Target.exposeDevToolsProtocol", {"targetId": "T-BOB"})
+    assert theirs.kind is Kind.BLOCK and theirs.verdict is not None
+    assert theirs.verdict.rule != "scope", theirs.verdict  # the guard's, first
+    assert theirs.tab is None
+    own = send(state, "Target.exposeDevToolsProtocol", {"targetId": "T-ALICE"})
+    assert own.kind is Kind.BLOCK and own.tab == "T-ALICE"
 
 
 def test_a_new_tab_opens_in_the_scope() -> None:

@@ -267,6 +267,10 @@ def receive(
         verdict = _warm(state, method, sent) or verdict
     if verdict is not None and not (verdict.action == "rewritten" and verdict.params is not None):
         step.kind, step.verdict = Kind.BLOCK, verdict
+        if state.scope is not None and not _shown(state.scope, state, step.tab):
+            # A refusal naming another scope's tab is logged with no tab: its
+            # line would carry that tab's URL to this scope's log readers.
+            step.tab = None
         return step
     if session is not None and info is None:
         return _invalid(
@@ -478,6 +482,15 @@ def _unshown_frame(paused: bool) -> guard.Verdict:
     )
 
 
+def _shown(scope: Scope, state: ClientState, tab: str | None) -> bool:
+    """Whether ``tab`` may be named on a line of this client's: none, or one
+    of its scope's (by what the watcher knows, or shown to this client)."""
+    if tab is None:
+        return True
+    context = state.context_of(tab)
+    return scope.holds(context) if context is not None else tab in state.visible
+
+
 def _in_scope(
     scope: Scope,
     state: ClientState,
@@ -494,9 +507,7 @@ def _in_scope(
         if isinstance(target, str):
             # Fail closed: the scope's by what the watcher knows, or shown to
             # this client (a tab it just opened, before the watcher hears of it).
-            context = state.context_of(target)
-            mine = scope.holds(context) if context is not None else target in state.visible
-            if not mine:
+            if not _shown(scope, state, target):
                 return _scope_verdict("No target with given id found", -32602)
         return None
     if method in scopes.BY_CONTEXT:
