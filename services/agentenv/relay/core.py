@@ -504,11 +504,10 @@ def _in_scope(
     the default context means the scope's."""
     if method in scopes.BY_TARGET:
         target = params.get("targetId") if params else None
-        if isinstance(target, str):
-            # Fail closed: the scope's by what the watcher knows, or shown to
-            # this client (a tab it just opened, before the watcher hears of it).
-            if not _shown(scope, state, target):
-                return _scope_verdict("No target with given id found", -32602)
+        # Fail closed: the scope's by what the watcher knows, or shown to
+        # this client (a tab it just opened, before the watcher hears of it).
+        if isinstance(target, str) and not _shown(scope, state, target):
+            return _scope_verdict("No target with given id found", -32602)
         return None
     if method in scopes.BY_CONTEXT:
         context = params.get("browserContextId") if params else None
