@@ -43,6 +43,10 @@ AGENT = textwrap.dedent(
         account.wait_for_function("document.title !== 'Account'")
         if account.title() != "Signed in":
             sys.exit(f"the background tab is {account.title()!r}")
+        # What the browser_set_local_storage step set, as the site's pages read it.
+        cart = start.evaluate("localStorage.getItem('cart')")
+        if cart != "2":
+            sys.exit(f"the site's local storage holds cart={cart!r}")
         # The computer's view (Playwright emulates focus in every page it drives).
         import json, urllib.request
         listed = urllib.request.urlopen(urllib.request.Request(
