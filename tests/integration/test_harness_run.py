@@ -141,7 +141,16 @@ def test_a_whole_task(shop: dict[str, str], lab: Any, runs: Path, tmp_path: Path
                 "background": True,
             },
             {"type": "browser_connect_cdp", "env_id": "shop", "agent": "shopper"},
-            {"type": "start_browser_recording", "env_id": "shop", "name": "run1"},
+            {
+                # Asked for by the card's params: the harness checks the real
+                # card of the image lists each before it sends it.
+                "type": "start_browser_recording",
+                "env_id": "shop",
+                "name": "run1",
+                "video": {"fps": 2},
+                "har": {},
+                "downloads": True,
+            },
             {
                 "id": "agent",
                 "type": "run_agent",
@@ -181,6 +190,13 @@ def test_a_whole_task(shop: dict[str, str], lab: Any, runs: Path, tmp_path: Path
     recording = next(v for v in meta.values() if v["type"] == "end_browser_recording")
     assert recording["problems"] == []
     manifest = json.loads(Path(recording["artifacts"]["manifest"]).read_text())
+    # The video and network log the start asked for arrived.
+    folder = Path(recording["artifacts"]["manifest"]).parent
+    assert manifest["video"] is not None and manifest["video"]["chunks"], manifest["video"]
+    assert (folder / manifest["video"]["chunks"][0]["file"]).stat().st_size > 0
+    # (the agent's typing asks for nothing: the log is there, with no request)
+    assert manifest["har"]["file"] == "network.har", manifest["har"]
+    assert json.loads((folder / "network.har").read_text())["log"]["version"] == "1.2"
     kinds = [f["kind"] for f in manifest["frames"]]
     assert kinds[0] == "first" and kinds[-1] == "last" and "action" in kinds
     assert all(Path(p).read_bytes()[:2] == b"\xff\xd8" for p in recording["artifacts"]["frames"])
