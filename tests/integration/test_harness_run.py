@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import yaml
 
 from tests.support.container import PLAIN_S3, start_computer
@@ -243,6 +244,41 @@ def test_a_whole_task(shop: dict[str, str], lab: Any, runs: Path, tmp_path: Path
     for path in run.rglob("*"):
         if path.is_file() and not path.name.endswith(".tar.gz"):
             assert b"s3cr3t-cookie-42" not in path.read_bytes(), path
+
+
+def test_a_tab_at_an_idn_host_is_closed_by_its_url_as_written(
+    shop: dict[str, str], lab: Any, runs: Path, tmp_path: Path
+) -> None:
+    """Chromium shows ``faß.localhost`` as ``xn--fa-hia.localhost``; the step
+    names it as written and closes that tab (and only that one)."""
+    written = "http://faß.localhost:8000/other.html"
+    task = {
+        "envs": {"shop": {"versions": {1: {"browsers": ["main"]}}}},
+        "steps": [
+            {"type": "deploy_env", "env_id": "shop", "token": CONTROL, **shop},
+            {"id": "idn", "type": "browser_open_tab", "env_id": "shop", "url": written},
+            {"id": "other", "type": "browser_open_tab", "env_id": "shop", "url": f"{SITE}/"},
+            {"id": "close", "type": "browser_close_tab", "env_id": "shop", "url": written},
+        ],
+    }
+    done = _run(task, tmp_path, runs / "idn", "--network", lab.name)
+    assert done.returncode == 0, done.stdout + done.stderr
+    meta = json.loads((runs / "idn" / "metadata.json").read_text())["steps"]
+    assert meta["close"]["tab"] == meta["idn"]["tab"], meta
+    answer = requests.post(
+        shop["url"] + "/v1/browser/tabs/list",
+        json={},
+        headers={"Authorization": f"Bearer {CONTROL}"},
+        timeout=deadline(30),
+    )
+    open_tabs = {t["id"]: t["url"] for t in answer.json()}
+    assert meta["idn"]["tab"] not in open_tabs and meta["other"]["tab"] in open_tabs, open_tabs
+    requests.post(
+        shop["url"] + "/v1/browser/tabs/close",
+        json={"id": meta["other"]["tab"]},
+        headers={"Authorization": f"Bearer {CONTROL}"},
+        timeout=deadline(30),
+    ).raise_for_status()
 
 
 def test_a_close_naming_no_open_tab_fails_listing_them(
