@@ -7,27 +7,32 @@ recording arrives through the run's local store).
   from its journal (signed, whole up to the kill), and fails the run for the
   frames after it; one ended on the recorder's way down, for ending early;
 - a computer that cannot be reached at teardown: registered from the store;
-- a computer whose card lacks the recording extension fails the start by name.
+- a computer whose card lacks the recording extension fails the start by name;
+- an end that still lacks a log entry (``log_missing``) fails its step.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import requests
 import yaml
 
 from agentenv.harness.attest import verify
 from agentenv.harness.runner import EXIT_INFRA, EXIT_OK
+from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.container import SUPERVISORCTL, start_computer
 from tests.support.timing import deadline
 
@@ -328,3 +333,92 @@ def test_a_computer_without_the_recording_extension_fails_the_start_by_name(
         "the recording did not start: serves no browser-recording/v1 start: "
         "rebuild the image on a newer agentenv"
     )
+
+
+#: Says it is under way (``go``), then waits (bounded) until the test holds a
+#: command open (``held``): the command's entry is in the recording's range.
+HOLDER = """
+import pathlib, sys, time
+folder = pathlib.Path(sys.argv[1])
+(folder / "go").touch()
+end = time.monotonic() + 60
+while not (folder / "held").exists():
+    if time.monotonic() > end:
+        sys.exit("the test never held its command open")
+    time.sleep(0.05)
+"""
+
+
+def test_an_end_still_lacking_a_log_entry_fails_its_step(
+    image: str, lab: Any, tmp_path: Path
+) -> None:
+    """An agent's command Chromium never answers (a promise that never
+    settles) keeps its entry unwritten through the end's wait: the manifest
+    lists it in ``log_missing`` and the end step fails for it. (The control
+    token's own commands are not on the record: the agent is a user.)"""
+    env = {"AGENTENV_CONTROL_TOKEN": CONTROL, "AGENTENV_USERS": f"holder:{HOLDER_TOKEN}"}
+    container = start_computer(image, env, network=lab)
+    try:
+        _lacking(_attached(container), lab, tmp_path)
+    finally:
+        container.stop()
+
+
+HOLDER_TOKEN = "holder-token-6c2e"
+
+
+def _lacking(where: dict[str, str], lab: Any, tmp_path: Path) -> None:
+    release = threading.Event()
+    failed: list[BaseException] = []
+
+    async def hold() -> None:
+        end = time.monotonic() + deadline(120)
+        while not (tmp_path / "go").exists():
+            assert time.monotonic() < end, "the agent never began"
+            await asyncio.sleep(0.05)
+        url = browser_ws_url(where["cdp_url"], f"token={HOLDER_TOKEN}")
+        async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+            cdp = RawCdp(ws)
+            targets = (await cdp.call("Target.getTargets"))["result"]["targetInfos"]
+            page = next(t["targetId"] for t in targets if t["type"] == "page")
+            attached = await cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})
+            forever = {"expression": "new Promise(() => {})", "awaitPromise": True}
+            await ws.send_json(
+                {
+                    "id": 999,
+                    "method": "Runtime.evaluate",
+                    "params": forever,
+                    "sessionId": attached["result"]["sessionId"],
+                }
+            )
+            (tmp_path / "held").touch()
+            assert await asyncio.to_thread(release.wait, deadline(300)), "never released"
+
+    def holder() -> None:
+        try:
+            asyncio.run(hold())
+        except BaseException as exc:  # reported below
+            failed.append(exc)
+
+    thread = threading.Thread(target=holder, daemon=True)
+    thread.start()
+    task = [
+        _deploy(where),
+        {"id": "start", "type": "start_browser_recording", "env_id": "pc", "name": "r"},
+        {
+            "id": "agent",
+            "type": "run_agent",
+            "command": [sys.executable, "-c", HOLDER, str(tmp_path)],
+        },
+        {"id": "end", "type": "end_browser_recording", "env_id": "pc", "name": "r"},
+    ]
+    try:
+        done, out = _run(task, tmp_path, lab)
+    finally:
+        release.set()
+        thread.join(deadline(60))
+    assert not failed, failed
+    assert done.returncode == EXIT_INFRA, done.stdout + done.stderr
+    meta = json.loads((out / "metadata.json").read_text())["steps"]
+    assert meta["end"]["infrastructure"] is True
+    assert meta["end"]["error"] == "1 log entries missing", meta["end"]
