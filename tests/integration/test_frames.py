@@ -220,3 +220,53 @@ def test_pixel_ops_frames_show_each_page(pc: Computer, store: LocalStore, tmp_pa
 
     seen = _record(pc, store, "pixels", agent, tmp_path)
     assert seen["shown"] == ["yellow", "slow-orange"], seen["shown"]
+
+
+def test_a_popup_is_framed_not_the_front_tab(
+    pc: Computer, store: LocalStore, tmp_path: Path
+) -> None:
+    """The agent opens a popup, brings its opener to the front, then acts in
+    the popup: that act's frame shows the popup (green), not the front tab."""
+    opened = pc.op("tabs/open", {"url": "about:blank"})
+    fronts: list[str] = []
+    popups: list[str] = []
+    openers: list[str] = []
+
+    def agent() -> list[str]:
+        async def run() -> None:
+            from playwright.async_api import async_playwright
+
+            async with async_playwright() as pw:
+                browser = await pw.chromium.connect_over_cdp(
+                    f"{pc.relay}?token={pc.token('alice')}", timeout=deadline(60) * 1000
+                )
+                page = next(p for p in browser.contexts[0].pages if p.url == "about:blank")
+                await page.goto(_page("red", ""))
+                await asyncio.sleep(PAUSE_S)
+                async with page.expect_popup() as info:
+                    await page.evaluate("window.open('/c/blue?next=green')")
+                popup = await info.value
+                await popup.wait_for_load_state()
+                await page.bring_to_front()
+                await asyncio.sleep(PAUSE_S)
+                await popup.click("#go")  # blue -> green, in the popup
+                await asyncio.sleep(PAUSE_S)
+                tabs = pc.op("tabs/list")
+                fronts.extend(t["id"] for t in tabs if t["active"])
+                openers.extend(t["id"] for t in tabs if t["url"].startswith(SITE + "/c/red"))
+                popups.extend(t["id"] for t in tabs if t["url"].startswith(SITE + "/c/green"))
+                await browser.close()
+
+        asyncio.run(run())
+        return []
+
+    try:
+        seen = _record(pc, store, "popup", agent, tmp_path)
+    finally:
+        for tab in (opened["id"], *popups):
+            pc.op("tabs/close", {"id": tab})
+    assert len(popups) == len(openers) == 1 and fronts == openers, (fronts, openers, popups)
+    frames = [f for f in seen["manifest"]["frames"] if f["kind"] == "action"]
+    assert frames[-1]["tab"] == popups[0], frames
+    assert seen["shown"][-1] == "green", (seen["shown"], frames)
+
