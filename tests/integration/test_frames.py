@@ -28,6 +28,7 @@ import pytest
 from agentenv.harness.local_store import LocalStore
 from agentenv.protocol.log import agent_act
 from agentenv.recorder.bursts import SETTLE_S
+from agentenv.recorder.camera import LOAD_WAIT_S
 from tests.support.colours import SLOW_S, page_shown, serve_inside
 from tests.support.container import Computer, computer
 from tests.support.mcp import ref, ref_argument, text
@@ -270,3 +271,50 @@ def test_a_popup_is_framed_not_the_front_tab(
     assert frames[-1]["tab"] == popups[0], frames
     assert seen["shown"][-1] == "green", (seen["shown"], frames)
 
+
+def test_a_dialog_gives_its_tabs_last_picture_in_its_own_format(
+    pc: Computer, store: LocalStore, tmp_path: Path
+) -> None:
+    """While an alert keeps the page from painting (and from answering), the
+    frame of an act there is that tab's last capture, as it was: the same
+    bytes, and its format (``jpeg``, ``.jpg``), not a missing frame."""
+    opened = pc.op("tabs/open", {"url": "about:blank"})
+
+    def agent() -> list[str]:
+        async def run() -> None:
+            from playwright.async_api import Dialog, async_playwright
+
+            async with async_playwright() as pw:
+                browser = await pw.chromium.connect_over_cdp(
+                    f"{pc.relay}?token={pc.token('alice')}", timeout=deadline(60) * 1000
+                )
+                page = next(p for p in browser.contexts[0].pages if p.url == "about:blank")
+                await page.goto(_page("red", ""))
+                await asyncio.sleep(PAUSE_S)
+                shown: asyncio.Future[Dialog] = asyncio.get_running_loop().create_future()
+                page.on("dialog", lambda d: shown.set_result(d))  # left open until dismissed
+                await page.evaluate("setTimeout(() => alert('wait'), 0)")
+                dialog = await asyncio.wait_for(shown, deadline(30))
+                # The frame waits out its page's load check, then falls back.
+                await asyncio.sleep(PAUSE_S + LOAD_WAIT_S + 1.0)
+                await dialog.dismiss()
+                await asyncio.sleep(PAUSE_S)
+                await browser.close()
+
+        asyncio.run(run())
+        return []
+
+    seen = _record(pc, store, "dialog", agent, tmp_path)
+    pc.op("tabs/close", {"id": opened["id"]})
+    frames = [f for f in seen["manifest"]["frames"] if f["kind"] == "action"]
+    assert len(frames) == 3 and seen["shown"] == ["red"] * 3, (frames, seen["shown"])
+    under_dialog = frames[1]  # the alert's act: its page answers nothing
+    assert under_dialog["tab"] == frames[0]["tab"], frames  # the agent's page
+    before = [f for f in seen["manifest"]["frames"] if f["tab"] == under_dialog["tab"]]
+    last = before[before.index(under_dialog) - 1]  # that tab's capture before it
+    for frame in (last, under_dialog):
+        assert frame["error"] is None and frame["type"] == "jpeg", frame
+        assert frame["file"].endswith(".jpg"), frame
+    folder = tmp_path / seen["manifest"]["recording_id"]
+    picture = (folder / under_dialog["file"]).read_bytes()
+    assert picture == (folder / last["file"]).read_bytes()  # the last capture, as it was
