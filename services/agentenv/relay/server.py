@@ -317,9 +317,7 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
 async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     """The log writer, the watcher and the once-a-second tick."""
     settings = app[settings_key]
-    folder, warning = log_dir(settings)
-    if warning:
-        log.warning(warning)
+    folder, _ = log_dir(settings)  # its fallback's one warning: setup_logging's
     writer = LogWriter.open(folder / settings.log_file.name)
     counts = app[counts_key]
     counts.lines = lambda: writer.next_seq - 1
