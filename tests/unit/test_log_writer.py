@@ -17,6 +17,8 @@ from agentenv.log.numbering import Numbering, recover
 from agentenv.log.reader import LogIndex, LogReader
 from agentenv.log.writer import LogWriter
 from agentenv.relay.errors import ControlRefused
+from tests.support.stack import free_port
+from tests.support.timing import wait_for
 
 
 class Clock:
@@ -581,3 +583,48 @@ def test_a_closed_scopes_share_is_forgotten_this_minute_too(tmp_path: Path) -> N
     assert "task" not in w.spent and w.spent_this_minute("task") == 0
     w.end(w.begin({"who": "task"}), ok=True)
     assert w.spent_this_minute("task") == w.spent["task"] > 0
+
+
+def test_an_unwritable_log_folder_falls_back_to_the_working_folder_with_one_warning(
+    tmp_path: Path,
+) -> None:
+    """The relay started where its log folder cannot be made (a path under a
+    file: even root cannot) logs to ``.agentenv/`` in its working folder,
+    action log and program log both, and says so once."""
+    (tmp_path / "afile").write_text("")
+    wanted = tmp_path / "afile" / "log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTENV_")}
+    env.update(
+        AGENTENV_LOG_DIR=str(wanted),
+        AGENTENV_RUN_DIR=str(tmp_path / "run"),
+        AGENTENV_PROFILE_DIR=str(tmp_path / "profile"),
+        AGENTENV_DOWNLOADS_DIR=str(tmp_path / "downloads"),
+        AGENTENV_RELAY_HOST="127.0.0.1",
+        AGENTENV_RELAY_PORT=str(free_port()),
+        AGENTENV_CHROMIUM_PORT="6666",  # nothing there: the relay waits for it
+    )
+    fallback = tmp_path / ".agentenv"
+    relay = subprocess.Popen(
+        [sys.executable, "-m", "agentenv.relay"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for(
+            lambda: "writing the action log" in _text(fallback / "relay.log"),
+            "the relay to open its action log",
+            timeout_s=30,
+        )
+    finally:
+        relay.terminate()
+        _, err = relay.communicate(timeout=30)
+    warning = f"{wanted} cannot be written; logging to {fallback} instead"
+    assert err.decode().count(warning) == 1, err.decode()
+    assert _text(fallback / "relay.log").count(warning) == 1
+    assert (fallback / "browser-browser.jsonl").is_file() and not wanted.exists()
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
