@@ -24,6 +24,7 @@ token's user (`who`), and no token, password or cookie value is anywhere under
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import shutil
@@ -931,6 +932,50 @@ def test_pixel_ops_with_an_agents_token(c: Computer) -> None:
     assert entries[4]["acts"] == "reading"
     assert all(a["ok"] is True for a in entries), entries
     assert not [a for a in _actions(lines) if a.get("via") == "agentenv"]
+    clean(c)
+
+
+def test_a_tool_call_header_too_long_for_its_arguments_carries_tool_and_call(
+    c: Computer,
+) -> None:
+    """``AgentEnv-Tool-Call`` (docs/spec.md section 4, "Ops"): arguments that
+    encode to :data:`MAX_ARGS` characters ride in the header and are logged;
+    past it the header carries tool and call alone, which the app takes (a
+    header with them would pass its 8 KiB field limit) and logs without args."""
+    from agentenv.app.toolcall import MAX_ARGS, ToolCall, encode
+
+    def size(args: dict[str, Any]) -> int:
+        return len(base64.urlsafe_b64encode(json.dumps(args, separators=(",", ":")).encode()))
+
+    # The most arguments that fit, at MAX_ARGS characters or a few under (short
+    # values: the log cuts one over 2,000 characters).
+    fits: dict[str, Any] = {"action": "mouse_move", "notes": []}
+    while size({**fits, "notes": [*fits["notes"], "note-0000"]}) - 2 <= MAX_ARGS:
+        fits["notes"].append(f"note-{len(fits['notes']):04}")
+    too_long = {"action": "mouse_move", "notes": ["note"] * 1200}
+    carried = encode(ToolCall("computer", "call-fits", fits))
+    dropped = encode(ToolCall("computer", "call-long", too_long))
+    assert "; args=" in carried and len(carried.split("args=")[1]) > MAX_ARGS - 20, carried[:80]
+    before = _mark(c)
+    c.op("navigate", {"url": SITE + "/pixels"}, user="alice")
+    for header in (carried, dropped):
+        c.op(
+            "input/move",
+            {"x": 20, "y": 30},
+            user="alice",
+            headers={"AgentEnv-Tool-Call": header},
+        )
+    assert dropped == "tool=computer; call=call-long"
+
+    def calls(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [a for a in _actions(lines) if a.get("via") == "mcp" and a.get("who") == "alice"]
+
+    lines = _logged(c, before, "the two tool calls", lambda lines: len(calls(lines)) == 2)
+    first, second = calls(lines)
+    assert (first["tool"], first["call"], first["op"]) == ("computer", "call-fits", "input/move")
+    assert first["args"] == fits and first["ok"] is True
+    assert (second["tool"], second["call"], second["op"]) == ("computer", "call-long", "input/move")
+    assert second.get("args") is None and second["ok"] is True, second
     clean(c)
 
 
