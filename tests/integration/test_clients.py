@@ -265,6 +265,57 @@ async def test_playwright_connect_over_cdp(c: Computer, way: str, tmp_path: Path
     clean(c)
 
 
+#: A page that moves within its document: a fragment link and a pushState.
+MOVES = (
+    "<!doctype html><title>Moves</title><a id=part href='#part'>part</a>"
+    "<button id=push onclick=\"history.pushState({}, '', '/pushed')\">push</button>"
+)
+
+
+async def test_same_document_moves_are_credited_to_their_commands(c: Computer) -> None:
+    """A same-document navigation (a fragment, history.pushState, back to
+    either) is a navigated event like any other (docs/spec.md section 1, "Tab
+    events"): credited to the Page.navigate or Page.navigateToHistoryEntry
+    that asked for it, and to the click a pushState followed."""
+    origin = c.serve_folder(8023, "/tmp/moves", {"moves.html": MOVES})
+    start, part, pushed = origin + "/moves.html", origin + "/moves.html#part", origin + "/pushed"
+    before = _mark(c)
+    headers = {"Authorization": f"Bearer {c.token('alice')}"}
+    async with async_playwright() as pw:
+        browser = await pw.chromium.connect_over_cdp(c.relay, headers=headers)
+        page = await browser.contexts[0].new_page()
+        await page.goto(start)
+        await page.goto(part)  # same document: Chromium answers with no loader
+        await page.click("#push")
+        await page.wait_for_url(pushed)
+        await page.go_back()
+        await page.wait_for_url(part)
+        await page.close()
+        await browser.close()
+
+    def moves(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e for e in _tabs(lines) if e["event"] == "navigated" and e["url"] != "about:blank"]
+
+    lines = _logged(c, before, "alice's four moves", lambda lines: len(moves(lines)) >= 4)
+    entries = {a["seq"]: a for a in _actions(lines)}
+    first, fragment, push, back = moves(lines)[:4]
+    assert [e["url"] for e in (first, fragment, push, back)] == [start, part, pushed, part]
+
+    def command(event: dict[str, Any]) -> dict[str, Any]:
+        assert event["by"]["kind"] == "command" and event["by"]["who"] == "alice", event
+        return entries[event["by"]["entry"]]
+
+    assert command(first)["method"] == "Page.navigate" and command(first)["params"]["url"] == start
+    assert command(fragment)["method"] == "Page.navigate", fragment
+    assert command(fragment)["params"]["url"] == part
+    assert push["by"]["kind"] == "page", push
+    clicked = entries[push["by"]["after"]]
+    assert clicked["method"] == "Input.dispatchMouseEvent" and clicked["who"] == "alice", clicked
+    assert command(back)["method"] == "Page.navigateToHistoryEntry", back
+    _only(lines, "alice")
+    clean(c)
+
+
 async def test_playwright_cdp_sessions_are_kept_to_the_scope(c: Computer) -> None:
     """Playwright's `new_cdp_session(page)` and `new_browser_cdp_session()`
     (both opened through Target.attachToBrowserTarget): the page's session
