@@ -280,3 +280,66 @@ def test_a_file_tab_is_refused_and_nothing_changes(pc: Computer) -> None:
     assert cookies(pc, site)["kept"] == "before-1"
     assert pc.op("tabs/list") == tabs_before
     assert pc.op("local_storage/get", {"origin": site})["items"] == storage_before
+
+
+def _in_page(pc: Computer, tab: str, expression: str) -> Any:
+    """``expression``'s value in ``tab``, read on a control-token connection."""
+    import asyncio
+
+    import aiohttp
+
+    from tests.security.attacks import Agent
+
+    async def read() -> Any:
+        version = requests.get(pc.relay + "/json/version", timeout=deadline(10)).json()
+        async with (
+            aiohttp.ClientSession() as http,
+            http.ws_connect(version["webSocketDebuggerUrl"], headers=pc.headers()) as ws,
+        ):
+            cdp = Agent(ws)
+            attached = await cdp.call("Target.attachToTarget", {"targetId": tab, "flatten": True})
+            session = attached["result"]["sessionId"]
+            return await cdp.evaluate(session, expression)
+
+    return asyncio.run(read())
+
+
+def test_deleting_cookies_and_clearing_local_storage_leaves_nothing(pc: Computer) -> None:
+    """``browser_delete_cookies`` and ``browser_clear_local_storage`` with no
+    filter (``cookies/delete {}``, ``local_storage/clear {}``: docs/spec.md
+    sections 4 and 5) leave the page no cookie and no local storage item:
+    neither those the ops set (one on a path of its own) nor those the page
+    wrote itself."""
+    pc.op("data/reset")
+    pc.op(
+        "cookies/set",
+        {
+            "cookies": [
+                {"name": "op-cookie", "value": "1", "url": SITE},
+                {"name": "deep", "value": "2", "domain": "127.0.0.1", "path": "/next"},
+            ]
+        },
+    )
+    pc.op("local_storage/set", {"origin": SITE, "items": {"op-item": "1"}})
+    tab = pc.op("tabs/open", {"url": SITE + "/"})["id"]
+    wait_for(lambda: _in_page(pc, tab, "document.readyState") == "complete", "the page to load")
+    written = "document.cookie = 'page-cookie=3; path=/'; localStorage.setItem('page-item', '4');"
+    _in_page(pc, tab, written + "document.cookie")
+    assert _in_page(pc, tab, "localStorage.length") == 2
+    assert len(all_cookies(pc)) == 3
+
+    assert pc.op("cookies/delete", {})["deleted"] == 3
+    pc.op("local_storage/clear", {})
+
+    for url in (SITE + "/", SITE + "/next"):
+        pc.op("navigate", {"url": url, "tab": tab})
+        wait_for(
+            lambda url=url: (
+                _in_page(pc, tab, "location.href + document.readyState") == url + "complete"
+            ),
+            f"{url} to load",
+        )
+        assert _in_page(pc, tab, "document.cookie") == "", url
+        assert _in_page(pc, tab, "localStorage.length") == 0, url
+    assert all_cookies(pc) == []
+    pc.op("tabs/close", {"id": tab})
