@@ -102,14 +102,16 @@ class Browser:
             for p in found
         ]
 
-    async def active(self) -> str:
+    async def shown(self) -> str | None:
+        """The active tab, else the first, else None (no tab is open)."""
         tabs = await self.tabs()
-        for t in tabs:
-            if t.active:
-                return t.id
-        if tabs:
-            return tabs[0].id
-        raise OpError(409, "no tab is open: open one with tabs/open")
+        return next((t.id for t in tabs if t.active), tabs[0].id if tabs else None)
+
+    async def active(self) -> str:
+        tab = await self.shown()
+        if tab is None:
+            raise OpError(409, "no tab is open: open one with tabs/open")
+        return tab
 
     async def tab(self, tab: str | None) -> str:
         """``tab`` if it is open (404 otherwise), or the active tab."""

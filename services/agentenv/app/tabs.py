@@ -19,7 +19,8 @@ async def tabs_list(browser: Browser, body: ScopeOnly, caller: Caller) -> Any:
 
 
 async def tabs_open(browser: Browser, body: TabsOpen, caller: Caller) -> Any:
-    before = await browser.active() if body.background else None
+    # With no tab open there is none to stay behind: the tab just opens.
+    before = await browser.shown() if body.background else None
     switches = browser.switches
     async with acting(browser, caller, "tabs/open", body):
         params: dict[str, Any] = {"url": body.url or "about:blank"}
