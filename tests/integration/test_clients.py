@@ -986,6 +986,30 @@ def test_pixel_ops_with_an_agents_token(c: Computer) -> None:
     clean(c)
 
 
+def test_a_background_open_with_no_tab_open_opens_one(c: Computer) -> None:
+    """``tabs/open {background: true}`` keeps the active tab in front; with no
+    tab open there is none to keep, and the tab opens (it answered 409 "no tab
+    is open: open one with tabs/open")."""
+    for tab in c.op("tabs/list"):
+        c.op("tabs/close", {"id": tab["id"]})
+    assert c.op("tabs/list") == []
+    opened = c.op("tabs/open", {"url": SITE + "/next", "background": True})["id"]
+    listed = wait_for(
+        lambda: (lambda tabs: tabs if tabs and tabs[0]["url"] == SITE + "/next" else None)(
+            c.op("tabs/list")
+        ),
+        "the tab at its URL",
+        timeout_s=20,
+    )
+    assert [(t["id"], t["active"]) for t in listed] == [(opened, True)], listed
+    # Behind it, the next background tab stays behind.
+    behind = c.op("tabs/open", {"url": SITE + "/popup", "background": True})["id"]
+    assert [(t["id"], t["active"]) for t in c.op("tabs/list")] == [(opened, True), (behind, False)]
+    assert _page_value(c, behind, "document.visibilityState") == "hidden"
+    c.op("tabs/close", {"id": behind})
+    clean(c)
+
+
 def test_a_tool_call_header_too_long_for_its_arguments_carries_tool_and_call(
     c: Computer,
 ) -> None:
