@@ -304,6 +304,14 @@ def _in_page(pc: Computer, tab: str, expression: str) -> Any:
     return asyncio.run(read())
 
 
+def _loaded(pc: Computer, tab: str, url: str) -> None:
+    """Wait (bounded) until ``tab`` shows ``url``, loaded."""
+    done = url + "complete"
+    wait_for(
+        lambda: _in_page(pc, tab, "location.href + document.readyState") == done, f"{url} to load"
+    )
+
+
 def test_deleting_cookies_and_clearing_local_storage_leaves_nothing(pc: Computer) -> None:
     """``browser_delete_cookies`` and ``browser_clear_local_storage`` with no
     filter (``cookies/delete {}``, ``local_storage/clear {}``: docs/spec.md
@@ -333,12 +341,7 @@ def test_deleting_cookies_and_clearing_local_storage_leaves_nothing(pc: Computer
 
     for url in (SITE + "/", SITE + "/next"):
         pc.op("navigate", {"url": url, "tab": tab})
-        wait_for(
-            lambda url=url: (
-                _in_page(pc, tab, "location.href + document.readyState") == url + "complete"
-            ),
-            f"{url} to load",
-        )
+        _loaded(pc, tab, url)
         assert _in_page(pc, tab, "document.cookie") == "", url
         assert _in_page(pc, tab, "localStorage.length") == 0, url
     assert all_cookies(pc) == []
