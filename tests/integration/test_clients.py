@@ -17,7 +17,9 @@ token's user (`who`), and no token, password or cookie value is anywhere under
   scope, every step as on its own Chromium.
 - Raw CDP over aiohttp: `Authorization: Bearer` on the WebSocket upgrade.
 - The `mcp` SDK client through `/mcp` with a bearer token.
-- Pixel and navigation ops with an agent's token, and `AgentEnv-Role`.
+- Pixel and navigation ops with an agent's token, and `AgentEnv-Role`; a
+  tool-call header too long for its arguments; a background tabs/open.
+- Same-document moves credited to the commands that caused them.
 - What an agent's token cannot do: control ops, `AgentEnv.*` over CDP.
 """
 
