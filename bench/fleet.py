@@ -140,7 +140,7 @@ def _store_costs(recordings: int = 5) -> tuple[list[float], list[float], list[fl
                 )
                 starts.append(time.monotonic() - granted)
                 grants.append(granted - began)
-                computer.recording("end", End, recording_id=started["recording_id"])
+                computer.recording("end", End, recording_id=started.recording_id)
         finally:
             computer.stop()
     finally:

@@ -58,14 +58,14 @@ class Load:
         computer = self.pool.acquire(timeout_s=deadline(120))
         try:
             made = computer.op("scopes/open", ScopesOpen)
-            agent = Computer(computer.api, computer.cdp, made["token"])
+            agent = Computer(computer.api, computer.cdp, made.token)
             for step in range(STEPS):
                 url = f"about:blank#{name}-{step}"
                 agent.op("navigate", Navigate, url=url)
                 # The tab's URL once the navigation commits (bounded: a busy
                 # machine may list it a moment later).
                 wait_for(functools.partial(_at, agent, url), f"{name} at {url}", 20)
-            computer.op("scopes/close", ScopeRef, scope=made["scope"])
+            computer.op("scopes/close", ScopeRef, scope=made.scope)
         finally:
             self.pool.release(computer)
         with self.lock:
@@ -215,7 +215,7 @@ def test_a_drained_computer_serves_its_task_until_released_and_only_then_goes(
     held = replica.computer
     assert held is not None and held in (first, third), pool.notes
     other = third if held is first else first
-    agent = Computer(held.api, held.cdp, scopes[id(held)]["token"])
+    agent = Computer(held.api, held.cdp, scopes[id(held)].token)
     rounds = asyncio.run(_serve(agent, "held", 12 * pool.interval_s))
     assert rounds >= 3, rounds
     notes = "\n".join(pool.notes)
@@ -223,15 +223,15 @@ def test_a_drained_computer_serves_its_task_until_released_and_only_then_goes(
     assert swarm.containers.get(replica.container).status == "running", notes
     assert pool.sizes[-1] == 2 and "stopping " not in notes, (pool.sizes, notes)
 
-    held.op("scopes/close", ScopeRef, scope=scopes[id(held)]["scope"])
+    held.op("scopes/close", ScopeRef, scope=scopes[id(held)].scope)
     pool.release(held)  # the task is over: now it goes
     wait_for(_settles(pool, 1), "the drained computer to go", 120, 0.2)
     assert [r.computer for r in pool.replicas.values()] == [other], pool.notes
     assert f"stopping {replica.task[:12]}" in "\n".join(pool.notes), pool.notes
     assert pool.sizes[-1] == 1, pool.sizes
-    survivor = Computer(other.api, other.cdp, scopes[id(other)]["token"])
+    survivor = Computer(other.api, other.cdp, scopes[id(other)].token)
     assert asyncio.run(_serve(survivor, "other", 1.0)) >= 1
-    other.op("scopes/close", ScopeRef, scope=scopes[id(other)]["scope"])
+    other.op("scopes/close", ScopeRef, scope=scopes[id(other)].scope)
     pool.release(other)
 
 
@@ -252,8 +252,8 @@ def test_a_batch_provided_whole_computers_keeps_them_and_spares_grow_and_go(
         ready = {id(r.computer) for r in list(pool.replicas.values()) if r.state == "ready"}
         assert {id(first), id(second)} <= ready, pool.notes
         time.sleep(0.1)
-    first.op("tabs/list", ScopeOnly, scope=made["scope"])
-    first.op("scopes/close", ScopeRef, scope=made["scope"])
+    first.op("tabs/list", ScopeOnly, scope=made.scope)
+    first.op("scopes/close", ScopeRef, scope=made.scope)
     pool.give_back(second, broken=True)
     pool.give_back(first, broken=False)
     wait_for(_settles(pool, 1), "the pool to shrink to 1 after the batch", 180, 0.5)

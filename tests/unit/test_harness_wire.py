@@ -17,6 +17,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import ValidationError
 
+from agentenv.app.optable import DATA_OPS, OPS, SCOPE_OPS
+from agentenv.app.server import RECORDING_OPS
 from agentenv.harness import attest
 from agentenv.harness.batch import Batch
 from agentenv.harness.computer import Computer
@@ -25,6 +27,7 @@ from agentenv.harness.run_store import RunStore, StoreOptions
 from agentenv.harness.runner import Run
 from agentenv.harness.steps import Task
 from agentenv.protocol import problems, request_dump
+from agentenv.protocol.answers import ANSWERS, BINARY, RECORDING_ANSWERS
 from agentenv.protocol.attestation import key_text, sha256
 from agentenv.protocol.browser import (
     CookiesDelete,
@@ -304,8 +307,30 @@ def test_tabs_that_are_not_tabs_are_the_computers_failure(tmp_path: Path) -> Non
     )
     with pytest.raises(StepFailed) as failed:
         run._do(parsed[0])
-    assert failed.value.infrastructure and "answer is not one" in str(failed.value)
+    said = str(failed.value)
+    assert failed.value.infrastructure and "is not what this harness reads" in said
+    assert "0.url: Field required" in said and "of the same version" in said, said
     assert [p for p, _ in computer.bodies()] == ["/v1/browser/tabs/list"]  # no close
+
+
+def test_an_answer_its_model_does_not_read_is_the_computers_failure(tmp_path: Path) -> None:
+    """cookies/delete answering a count under another name (an older or
+    newer computer): the step fails as infrastructure, naming the field."""
+    computer = Wire({"/v1/browser/cookies/delete": {"removed": 2}})
+    run, parsed = _run(
+        tmp_path, [{"type": "browser_delete_cookies", "env_id": "shop", "name": "sid"}], computer
+    )
+    with pytest.raises(StepFailed) as failed:
+        run._do(parsed[0])
+    assert failed.value.infrastructure and "deleted: Field required" in str(failed.value)
+    computer.answers["/v1/browser/cookies/delete"] = {"deleted": 2, "said": "more"}
+    assert run._do(parsed[0]) == {"deleted": 2}  # a field it does not know passes
+
+
+def test_every_op_a_computer_serves_has_the_model_its_answer_is_read_by() -> None:
+    served = set(OPS) | set(DATA_OPS) | set(SCOPE_OPS) | {"log"}
+    assert served == set(ANSWERS) | BINARY and not set(ANSWERS) & BINARY
+    assert set(RECORDING_ANSWERS) == set(RECORDING_OPS)
 
 
 def test_a_run_alone_and_a_batch_make_the_same_store(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from agentenv.app.acting import acting, reading
 from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
+from agentenv.protocol.answers import CookiesDeleted, CookiesFound, OpDone
 from agentenv.protocol.browser import CookiesDelete, CookiesGet, CookiesSet
 
 __all__ = ["all_cookies", "cookies_delete", "cookies_get", "cookies_set", "settable"]
@@ -60,22 +61,22 @@ async def all_cookies(browser: Browser) -> list[dict[str, Any]]:
     return list((await browser.link.call("Storage.getCookies"))["cookies"])
 
 
-async def cookies_get(browser: Browser, body: CookiesGet, caller: Caller) -> Any:
+async def cookies_get(browser: Browser, body: CookiesGet, caller: Caller) -> CookiesFound:
     async with reading(browser, caller, "cookies/get", body, None):
         cookies = await all_cookies(browser)
     if body.urls:
         cookies = [c for c in cookies if any(matches(c, u) for u in body.urls)]
-    return {"cookies": cookies}
+    return CookiesFound(cookies=cookies)
 
 
-async def cookies_set(browser: Browser, body: CookiesSet, caller: Caller) -> Any:
+async def cookies_set(browser: Browser, body: CookiesSet, caller: Caller) -> OpDone:
     async with acting(browser, caller, "cookies/set", body):
         cookies = [c.model_dump(exclude_none=True) for c in body.cookies]
         await browser.link.call("Storage.setCookies", {"cookies": cookies})
-    return {}
+    return OpDone()
 
 
-async def cookies_delete(browser: Browser, body: CookiesDelete, caller: Caller) -> Any:
+async def cookies_delete(browser: Browser, body: CookiesDelete, caller: Caller) -> CookiesDeleted:
     def wanted(c: dict[str, Any]) -> bool:
         return (
             (body.name is None or c.get("name") == body.name)
@@ -96,4 +97,4 @@ async def cookies_delete(browser: Browser, body: CookiesDelete, caller: Caller) 
                     {"name": c["name"], "domain": c["domain"], "path": c.get("path", "/")},
                     session=session,
                 )
-    return {"deleted": len(doomed)}
+    return CookiesDeleted(deleted=len(doomed))

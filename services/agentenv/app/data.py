@@ -28,6 +28,7 @@ from agentenv.app.cookies import all_cookies, settable
 from agentenv.app.errors import OpError, failure
 from agentenv.app.storage import READ_ALL, WRITE_ALL, on_origin, origin
 from agentenv.log.reader import LogReader
+from agentenv.protocol.answers import DataAdded, DataReset
 from agentenv.protocol.browser import Tab
 from agentenv.protocol.control import Reset, Written
 from agentenv.protocol.data import BrowserState, SavedTab
@@ -91,7 +92,7 @@ async def state(browser: Browser) -> BrowserState:
     )
 
 
-async def restore(browser: Browser, saved: BrowserState, caller: Caller) -> Any:
+async def restore(browser: Browser, saved: BrowserState, caller: Caller) -> DataAdded:
     """data/add: cookies, local storage and tabs back as saved, or nothing."""
     cookies_before = await all_cookies(browser)
     storage_before = {at: await on_origin(browser, at, READ_ALL) for at in saved.local_storage}
@@ -117,11 +118,9 @@ async def restore(browser: Browser, saved: BrowserState, caller: Caller) -> Any:
         # a failure of the browser (failure() tells them apart).
         cause = failure(exc)
         raise OpError(cause.status, f"data/add restored nothing: {cause.message}") from None
-    return {
-        "cookies": len(saved.cookies),
-        "local_storage": len(saved.local_storage),
-        "tabs": len(saved.tabs),
-    }
+    return DataAdded(
+        cookies=len(saved.cookies), local_storage=len(saved.local_storage), tabs=len(saved.tabs)
+    )
 
 
 async def _put_back(
@@ -213,7 +212,7 @@ async def reset(
     caller: Caller,
     seen: set[str] | None = None,
     downloads: Downloads | None = None,
-) -> Any:
+) -> DataReset:
     """data/reset: one blank tab, no cookies, granted permissions, downloads
     or HTTP cache, and a reset line. The storage of every origin this
     computer knows of is cleared: its open tabs', those it wrote, and
@@ -260,7 +259,7 @@ async def reset(
         browser.switches += 1
         entry = (await link.control(Reset(reason="data/reset"), Written)).entry
         browser.reset_seq = entry
-    return {"tab": blank, "reset": entry, "origins_cleared": len(origins)}
+    return DataReset(tab=blank, reset=entry, origins_cleared=len(origins))
 
 
 #: Lines read at once when data/reset looks for the sites visited.

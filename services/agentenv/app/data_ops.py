@@ -15,6 +15,7 @@ from agentenv.app.errors import OpError
 from agentenv.app.peers import recorder_call
 from agentenv.app.requests import (
     acting_caller,
+    answer,
     browser_for,
     browser_key,
     browsers_key,
@@ -77,7 +78,7 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
         except ArchiveError as exc:
             raise OpError(400, str(exc)) from None
         into = browser_for(request, identity, request.query.get("scope"))
-        return web.json_response(await data.restore(into, state, who))
+        return answer("data/add", await data.restore(into, state, who))
     # data/reset: every scope (the contexts of scopes other than home are
     # disposed of, and made again on their next connection).
     parse(Empty, await read_json(request, BODY_LIMIT))
@@ -100,4 +101,4 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
     await request.app[browsers_key].forget_others()
     settings = request.app[settings_key]
     every = data.Downloads(str(settings.downloads_dir), settings.scope_folders)
-    return web.json_response(await data.reset(browser, who, seen, every))
+    return answer("data/reset", await data.reset(browser, who, seen, every))

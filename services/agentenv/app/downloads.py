@@ -24,7 +24,7 @@ from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
 from agentenv.app.errors import OpError
 from agentenv.downloads import listed, opened
-from agentenv.protocol.browser import DownloadsGet, ScopeOnly
+from agentenv.protocol.browser import Download, DownloadsGet, ScopeOnly
 
 __all__ = ["DownloadFile", "downloads_get", "downloads_list"]
 
@@ -45,10 +45,10 @@ def _open(folder: str, name: str) -> DownloadFile:
     return DownloadFile(found[0], name, found[1])
 
 
-async def downloads_list(browser: Browser, body: ScopeOnly, caller: Caller) -> Any:
+async def downloads_list(browser: Browser, body: ScopeOnly, caller: Caller) -> list[Download]:
     async with reading(browser, caller, "downloads/list", None, None):
         found = await asyncio.to_thread(listed, browser.downloads)
-    return [d.model_dump() for d in found]
+    return found
 
 
 async def downloads_get(browser: Browser, body: DownloadsGet, caller: Caller) -> Any:

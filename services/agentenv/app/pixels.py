@@ -14,6 +14,7 @@ from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
 from agentenv.app.errors import OpError
 from agentenv.app.keys import key_events
+from agentenv.protocol.answers import Navigated, OpDone
 from agentenv.protocol.browser import (
     InputClick,
     InputKey,
@@ -43,7 +44,7 @@ class Image:
     content_type: str
 
 
-async def navigate(browser: Browser, body: Navigate, caller: Caller) -> Any:
+async def navigate(browser: Browser, body: Navigate, caller: Caller) -> Navigated:
     tab = await browser.tab(body.tab)
     async with acting(browser, caller, "navigate", body, tab) as ctx:
         session = await browser.link.session(tab)
@@ -53,7 +54,7 @@ async def navigate(browser: Browser, body: Navigate, caller: Caller) -> Any:
         if result.get("errorText"):
             ctx.ok, ctx.error = False, str(result["errorText"])
             raise OpError(502, f"the navigation failed: {result['errorText']}")
-    return {"tab": tab, "url": body.url}
+    return Navigated(tab=tab, url=body.url)
 
 
 async def screenshot(browser: Browser, body: Screenshot, caller: Caller) -> Any:
@@ -70,14 +71,14 @@ async def _input(
     body: BaseModel,
     send: Callable[[str], Awaitable[None]],
     typing: list[str] | None = None,
-) -> Any:
+) -> OpDone:
     tab = await browser.active()
     async with acting(browser, caller, op, body, tab, typing=typing):
         await send(await browser.link.session(tab))
-    return {}
+    return OpDone()
 
 
-async def input_click(browser: Browser, body: InputClick, caller: Caller) -> Any:
+async def input_click(browser: Browser, body: InputClick, caller: Caller) -> OpDone:
     async def send(session: str) -> None:
         base = {"x": body.x, "y": body.y}
         await browser.link.call(
@@ -94,7 +95,7 @@ async def input_click(browser: Browser, body: InputClick, caller: Caller) -> Any
     return await _input(browser, caller, "input/click", body, send)
 
 
-async def input_move(browser: Browser, body: InputMove, caller: Caller) -> Any:
+async def input_move(browser: Browser, body: InputMove, caller: Caller) -> OpDone:
     async def send(session: str) -> None:
         await browser.link.call(
             "Input.dispatchMouseEvent",
@@ -105,7 +106,7 @@ async def input_move(browser: Browser, body: InputMove, caller: Caller) -> Any:
     return await _input(browser, caller, "input/move", body, send)
 
 
-async def input_scroll(browser: Browser, body: InputScroll, caller: Caller) -> Any:
+async def input_scroll(browser: Browser, body: InputScroll, caller: Caller) -> OpDone:
     async def send(session: str) -> None:
         await browser.link.call(
             "Input.dispatchMouseEvent",
@@ -116,14 +117,14 @@ async def input_scroll(browser: Browser, body: InputScroll, caller: Caller) -> A
     return await _input(browser, caller, "input/scroll", body, send)
 
 
-async def input_type(browser: Browser, body: InputType, caller: Caller) -> Any:
+async def input_type(browser: Browser, body: InputType, caller: Caller) -> OpDone:
     async def send(session: str) -> None:
         await browser.link.call("Input.insertText", {"text": body.text}, session=session)
 
     return await _input(browser, caller, "input/type", body, send, typing=["text"])
 
 
-async def input_key(browser: Browser, body: InputKey, caller: Caller) -> Any:
+async def input_key(browser: Browser, body: InputKey, caller: Caller) -> OpDone:
     events = key_events(body.keys)
 
     async def send(session: str) -> None:

@@ -1,8 +1,9 @@
 """What the app server's handlers read from a request: its keys (typed
 ``AppKey``s, set by :func:`agentenv.app.server.make_app`), who is calling
 (:func:`caller`, :func:`require_control`, :func:`acting_caller`), which scope
-and browser an op acts in (:func:`op_scope`, :func:`browser_for`), and a
-body as its model (:func:`parse`)."""
+and browser an op acts in (:func:`op_scope`, :func:`browser_for`), a
+body as its model (:func:`parse`), and an op's answer as its model writes it
+(:func:`answer`)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ from agentenv.app.live import Live
 from agentenv.app.mcp_loader import McpState
 from agentenv.log.reader import LogReader
 from agentenv.protocol import problems
+from agentenv.protocol.answers import ANSWERS
 from agentenv.relay_link import BrowserLink
 from agentenv.scopes import Scopes
 from agentenv.settings import Settings
 
 __all__ = [
     "acting_caller",
+    "answer",
     "browser_for",
     "browser_key",
     "browsers_key",
@@ -129,3 +132,10 @@ def parse(model: type[BaseModel], body: dict[str, Any]) -> Any:
         return model.model_validate(body)
     except ValidationError as exc:
         raise OpError(400, "; ".join(problems(exc))) from None
+
+
+def answer(op: str, result: Any) -> web.Response:
+    """``op``'s JSON answer, written by its model in
+    :data:`agentenv.protocol.answers.ANSWERS` (the table the harness reads
+    it back by)."""
+    return web.Response(body=ANSWERS[op].dump_json(result), content_type="application/json")

@@ -29,6 +29,7 @@ from agentenv.app.caller import Caller
 from agentenv.app.errors import OpError
 from agentenv.app.peers import recorder_call
 from agentenv.app.requests import (
+    answer,
     browser_key,
     browsers_key,
     link_key,
@@ -39,6 +40,7 @@ from agentenv.app.requests import (
     settings_key,
 )
 from agentenv.http import BODY_LIMIT, read_json
+from agentenv.protocol.answers import ScopeDone
 from agentenv.protocol.browser import (
     Empty,
     ScopeList,
@@ -126,7 +128,7 @@ async def scope_op(request: web.Request, name: str, who: Caller) -> web.Response
                 max_scopes=found.max_scopes,
                 fixed=sorted(app[scopes_key].fixed),
             )
-            return web.json_response(listed.model_dump(mode="json"))
+            return answer(name, listed)
         if name == "scopes/open":
             ask: ScopesOpen = parse(ScopesOpen, body)
             async with acting(home, who, name, ask):
@@ -145,7 +147,7 @@ async def scope_op(request: web.Request, name: str, who: Caller) -> web.Response
                 )
             cdp, mcp = urls(request)
             opened = ScopeOpened(scope=made.scope, token=made.token, cdp_url=cdp, mcp_url=mcp)
-            return web.json_response(opened.model_dump(mode="json"))
+            return answer(name, opened)
         ref: ScopeRef = parse(ScopeRef, body)
         async with acting(home, who, name, ref):
             if name == "scopes/close":
@@ -153,7 +155,7 @@ async def scope_op(request: web.Request, name: str, who: Caller) -> web.Response
             else:
                 await _forget(app, ref.scope)
                 await link.control(ResetScope(scope=ref.scope), Done, deadline_s=SCOPE_DEADLINE_S)
-        return web.json_response({"scope": ref.scope})
+        return answer(name, ScopeDone(scope=ref.scope))
     except BrowserError as exc:
         raise _refusal(exc) from None
 

@@ -53,6 +53,7 @@ from agentenv.app.peers import control_headers, recorder_call, recorder_url, rel
 from agentenv.app.pixels import Image
 from agentenv.app.requests import (
     acting_caller,
+    answer,
     browser_for,
     browser_key,
     browsers_key,
@@ -293,7 +294,7 @@ async def browser_op(request: web.Request) -> web.StreamResponse:
                 "X-Content-Type-Options": "nosniff",
             },
         )
-    return web.json_response(result)
+    return answer(name, result)
 
 
 async def recording_op(request: web.Request) -> web.Response:

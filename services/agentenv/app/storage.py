@@ -15,6 +15,7 @@ from agentenv.app.acting import acting, reading
 from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
 from agentenv.app.errors import OpError
+from agentenv.protocol.answers import LocalStorageItems, OpDone
 from agentenv.protocol.browser import LocalStorageClear, LocalStorageGet, LocalStorageSet
 from agentenv.relay_link import BrowserError
 
@@ -134,20 +135,23 @@ async def on_origin(
                 await browser.close(tab)
 
 
-async def local_storage_get(browser: Browser, body: LocalStorageGet, caller: Caller) -> Any:
+async def local_storage_get(
+    browser: Browser, body: LocalStorageGet, caller: Caller
+) -> LocalStorageItems:
     async with reading(browser, caller, "local_storage/get", body, None):
         items = await on_origin(browser, body.origin, READ_ALL)
-    return {"origin": body.origin, "items": orjson.loads(items) if isinstance(items, str) else {}}
+    found = orjson.loads(items) if isinstance(items, str) else {}
+    return LocalStorageItems(origin=body.origin, items=found)
 
 
-async def local_storage_set(browser: Browser, body: LocalStorageSet, caller: Caller) -> Any:
+async def local_storage_set(browser: Browser, body: LocalStorageSet, caller: Caller) -> OpDone:
     async with acting(browser, caller, "local_storage/set", body):
         await on_origin(browser, body.origin, WRITE_ALL, [body.items])
     browser.storage_origins.add(body.origin)
-    return {}
+    return OpDone()
 
 
-async def local_storage_clear(browser: Browser, body: LocalStorageClear, caller: Caller) -> Any:
+async def local_storage_clear(browser: Browser, body: LocalStorageClear, caller: Caller) -> OpDone:
     async with acting(browser, caller, "local_storage/clear", body):
         if body.origin is not None:
             await on_origin(browser, body.origin, "localStorage.clear()")
@@ -159,4 +163,4 @@ async def local_storage_clear(browser: Browser, body: LocalStorageClear, caller:
                     {"origin": found, "storageTypes": "local_storage"},
                     session=session,
                 )
-    return {}
+    return OpDone()

@@ -7,18 +7,19 @@ from typing import Any
 from agentenv.app.acting import acting, reading
 from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
-from agentenv.protocol.browser import ScopeOnly, TabRef, TabsOpen
+from agentenv.protocol.answers import OpDone, TabOpened
+from agentenv.protocol.browser import ScopeOnly, Tab, TabRef, TabsOpen
 from agentenv.relay_link import visible
 
 __all__ = ["tabs_activate", "tabs_close", "tabs_list", "tabs_open"]
 
 
-async def tabs_list(browser: Browser, body: ScopeOnly, caller: Caller) -> Any:
+async def tabs_list(browser: Browser, body: ScopeOnly, caller: Caller) -> list[Tab]:
     async with reading(browser, caller, "tabs/list", None, None):
-        return [t.model_dump() for t in await browser.tabs()]
+        return await browser.tabs()
 
 
-async def tabs_open(browser: Browser, body: TabsOpen, caller: Caller) -> Any:
+async def tabs_open(browser: Browser, body: TabsOpen, caller: Caller) -> TabOpened:
     # With no tab open there is none to stay behind: the tab just opens.
     before = await browser.shown() if body.background else None
     switches = browser.switches
@@ -34,20 +35,20 @@ async def tabs_open(browser: Browser, body: TabsOpen, caller: Caller) -> Any:
                 await browser.link.call("Target.activateTarget", {"targetId": before})
         else:
             browser.switches += 1
-    return {"id": tab}
+    return TabOpened(id=tab)
 
 
-async def tabs_close(browser: Browser, body: TabRef, caller: Caller) -> Any:
+async def tabs_close(browser: Browser, body: TabRef, caller: Caller) -> OpDone:
     tab = await browser.tab(body.id)
     async with acting(browser, caller, "tabs/close", body, tab):
         await browser.close(tab)
     browser.switches += 1
-    return {}
+    return OpDone()
 
 
-async def tabs_activate(browser: Browser, body: TabRef, caller: Caller) -> Any:
+async def tabs_activate(browser: Browser, body: TabRef, caller: Caller) -> OpDone:
     tab = await browser.tab(body.id)
     async with acting(browser, caller, "tabs/activate", body, tab):
         await browser.link.call("Target.activateTarget", {"targetId": tab})
     browser.switches += 1
-    return {}
+    return OpDone()

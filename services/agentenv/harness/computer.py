@@ -38,13 +38,13 @@ from agentenv.harness.engine import HARNESS_LABEL, engine_problem
 from agentenv.harness.errors import HarnessError
 from agentenv.harness.hardening import docker_kwargs, writable_by_the_computer
 from agentenv.protocol import problems, request_dump
+from agentenv.protocol.answers import ANSWERS, BINARY, RECORDING_ANSWERS
 from agentenv.protocol.browser import ScopeOnly, Tab
 from agentenv.protocol.card import BROWSER_RECORDING_V1, BROWSER_V1, Card
 
 __all__ = ["Computer", "ComputerError", "agent_tokens", "body", "deploy", "users_setting"]
 
 M = TypeVar("M", bound=BaseModel)
-T = TypeVar("T")
 
 DEFAULT_IMAGE = "agentenv/browser:latest"
 #: The most of a /metrics answer read (a computer's is a few KB).
@@ -68,15 +68,20 @@ def body(path: str, model: type[M], fields: dict[str, Any]) -> M:
         raise ComputerError(f"{path}: {'; '.join(problems(exc))}", 400) from None
 
 
-def answer(path: str, adapter: TypeAdapter[T], found: Any) -> T:
-    """``found``, what ``path`` answered, as the protocol reads it."""
+def read_answer(path: str, adapter: TypeAdapter[Any] | None, data: bytes) -> Any:
+    """What ``path`` answered, read by its model
+    (:mod:`agentenv.protocol.answers`); an answer the model does not read, or
+    an op with none, is a :class:`ComputerError` naming the likely cause."""
+    if adapter is None:
+        raise ComputerError(f"{path}: this harness does not know what the op answers")
     try:
-        return adapter.validate_python(found)
-    except ValidationError:
-        raise ComputerError(f"{path}: the computer's answer is not one") from None
-
-
-_TABS = TypeAdapter(list[Tab])
+        return adapter.validate_json(data)
+    except ValidationError as exc:
+        raise ComputerError(
+            f"{path}: the computer's answer is not what this harness reads "
+            f"({'; '.join(problems(exc))}): run a computer image and a harness "
+            "of the same version"
+        ) from None
 
 
 @dataclass
@@ -135,11 +140,14 @@ class Computer:
             self.card().require_param(BROWSER_V1, "scope")
         path = f"/v1/browser/{op}"
         data, kind = self._request(path, request_dump(body(path, model, fields)))
-        return json.loads(data) if kind.startswith("application/json") else data
+        if op in BINARY and not kind.startswith("application/json"):
+            return data
+        return read_answer(path, ANSWERS.get(op), data)
 
     def tabs(self, scope: str | None = None) -> list[Tab]:
         """tabs/list in ``scope``: its tabs, as :class:`Tab` reads them."""
-        return answer("/v1/browser/tabs/list", _TABS, self.op("tabs/list", ScopeOnly, scope=scope))
+        found: list[Tab] = self.op("tabs/list", ScopeOnly, scope=scope)
+        return found
 
     def data_get(self, scope: str | None = None) -> bytes:
         """data/get's archive; an empty ``scope`` is left out, as None is."""
@@ -156,7 +164,8 @@ class Computer:
             if fields.get(param) is not None:
                 self.card().require_param(BROWSER_RECORDING_V1, param)
         path = f"/v1/browser-recording/{op}"
-        return json.loads(self._request(path, request_dump(body(path, model, fields)))[0])
+        data = self._request(path, request_dump(body(path, model, fields)))[0]
+        return read_answer(path, RECORDING_ANSWERS.get(op), data)
 
     def metrics(self, timeout_s: float = 2.0) -> str | None:
         """``GET /metrics`` (Prometheus' text), or None when it does not answer."""

@@ -52,6 +52,7 @@ from agentenv.harness.run_store import RunStore, StoreOptions, records
 from agentenv.harness.store import Store, StoreError, grant_seconds
 from agentenv.harness.urls import normalize
 from agentenv.protocol import browser as wire
+from agentenv.protocol.answers import CookiesDeleted, RecordingStarted, TabOpened
 from agentenv.protocol.card import BROWSER_V1, MissingOp
 from agentenv.protocol.recording import BrowserRecordingManifest, End, Start, rebuild
 
@@ -295,7 +296,8 @@ class Run:
 
     def _browser_delete_cookies(self, step: s.BrowserDeleteCookies) -> dict[str, Any]:
         which = {"name": step.name, "domain": step.domain, "path": step.path}
-        return {"deleted": self._op(step, "cookies/delete", wire.CookiesDelete, **which)["deleted"]}
+        deleted: CookiesDeleted = self._op(step, "cookies/delete", wire.CookiesDelete, **which)
+        return {"deleted": deleted.deleted}
 
     def _browser_set_local_storage(self, step: s.BrowserSetLocalStorage) -> None:
         stored = {"origin": step.origin, "items": step.items}
@@ -321,7 +323,8 @@ class Run:
                 self._op(step, "navigate", wire.Navigate, **asked)
                 return {"tab": tabs[0].id}
         asked = {"url": step.url, "background": step.background}
-        return {"tab": self._op(step, "tabs/open", wire.TabsOpen, **asked)["id"]}
+        opened: TabOpened = self._op(step, "tabs/open", wire.TabsOpen, **asked)
+        return {"tab": opened.id}
 
     def _tab_at(self, step: Any, url: str) -> str:
         scope = self._scope(step)
@@ -376,7 +379,7 @@ class Run:
                 started_here=computer.container is not None,
                 seconds=grant_seconds(step.max_duration_s),
             )
-            started = computer.recording(
+            started: RecordingStarted = computer.recording(
                 "start",
                 Start,
                 request_id=f"{self.run_id}-{step.name}",
@@ -396,7 +399,7 @@ class Run:
                     f"the recording did not start: {exc}", infrastructure=True
                 ) from None
             return {"recording": None, "error": str(exc)}
-        recording_id = started["recording_id"]
+        recording_id = started.recording_id
         folder = (self.out / "recordings" / recording_id).resolve()
         self.recordings[step.name] = Recorded(
             step.name, step.env_id, recording_id, folder, key, step.fail_task_on_error
@@ -415,10 +418,9 @@ class Run:
         manifest: BrowserRecordingManifest | None = None
         try:
             grant = self.store.grant(recorded.key, started_here=computer.container is not None)
-            answer = computer.recording(
+            manifest = computer.recording(
                 "end", End, recording_id=recorded.recording_id, upload=grant, reason=reason
             )
-            manifest = BrowserRecordingManifest.model_validate(answer)
         except ComputerError as exc:
             if not (exc.status == 404 or (unreachable_ok and exc.status is None)):
                 raise

@@ -87,8 +87,7 @@ def open_for(host: Computer, agents: list[str]) -> ScopedComputer:
     )
     try:
         for agent in agents or ["agent"]:
-            answer = host.op("scopes/open", ScopesOpen)
-            opened = ScopeOpened.model_validate(answer)
+            opened: ScopeOpened = host.op("scopes/open", ScopesOpen)
             scoped.scopes[agent] = opened.scope
             scoped.agents[agent] = opened.token
     except BaseException:

@@ -38,6 +38,7 @@ from agentenv.metrics import CONTENT_TYPE, RecorderCounts, render
 from agentenv.opened import opened_of
 from agentenv.process import log_dir
 from agentenv.protocol import problems
+from agentenv.protocol.answers import RECORDING_ANSWERS, RecordingStarted
 from agentenv.protocol.log import parse_line
 from agentenv.protocol.recording import End, EndAll, Grant, Start, new_recording_id
 from agentenv.recorder.errors import Refused
@@ -385,20 +386,28 @@ async def _checks(request: web.Request, handler: Handler) -> web.StreamResponse:
         raise Refused(502, str(exc)) from None
 
 
+def _answer(op: str, result: Any) -> web.Response:
+    """``op``'s answer, written by its model in
+    :data:`agentenv.protocol.answers.RECORDING_ANSWERS`."""
+    return web.Response(
+        body=RECORDING_ANSWERS[op].dump_json(result), content_type="application/json"
+    )
+
+
 async def start(request: web.Request) -> web.Response:
     recording = await request.app[recorder_key].start(await _body(request, Start))
-    return web.json_response({"recording_id": recording.recording_id})
+    return _answer("start", RecordingStarted(recording_id=recording.recording_id))
 
 
 async def end(request: web.Request) -> web.Response:
     manifest = await request.app[recorder_key].end(await _body(request, End))
-    return web.json_response(manifest.model_dump(mode="json"))
+    return _answer("end", manifest)
 
 
 async def end_all(request: web.Request) -> web.Response:
     ask: EndAll = await _body(request, EndAll)
     manifests = await request.app[recorder_key].end_all(ask.reason, ask.scope)
-    return web.json_response([m.model_dump(mode="json") for m in manifests])
+    return _answer("end_all", manifests)
 
 
 async def healthz(request: web.Request) -> web.Response:
