@@ -25,11 +25,11 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from agentenv.log.lines import encode, line
 from agentenv.log.reader import LogReader
 from agentenv.log.writer import LogWriter
+from agentenv.protocol.log import ActionBody
 from bench.stats import percentile, table
 
 N = 200_000
@@ -38,7 +38,7 @@ BIG = 1_000_000
 ROUNDS = 6
 
 
-def _fields(n: int) -> dict[str, Any]:
+def _fields(n: int) -> ActionBody:
     return {
         "via": "cdp",
         "who": "alice",

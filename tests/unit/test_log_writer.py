@@ -62,8 +62,8 @@ def test_numbers_taken_at_begin_lines_written_at_end(tmp_path: Path) -> None:
 def test_reader_holds_back_behind_an_open_action(tmp_path: Path) -> None:
     path = tmp_path / "l.jsonl"
     w = LogWriter.open(path)
-    a = w.begin({"n": 1})
-    b = w.begin({"n": 2})
+    a = w.begin({"conn": 1})
+    b = w.begin({"conn": 2})
     w.end(b, ok=True)
     r = LogReader(path)
     assert r.read(0).lines == [] and r.read(0).last == 0
@@ -100,16 +100,16 @@ def test_at_is_the_wall_clock_and_follows_its_steps(tmp_path: Path) -> None:
     mono, wall = Clock(), Clock()
     wall.now = 1_790_000_000.0  # 2026-09-21T14:13:20Z
     w = LogWriter.open(tmp_path / "l.jsonl", clock=wall, monotonic=mono)
-    w.end(w.begin({"n": 0}), ok=True)  # the first, before any check
+    w.end(w.begin({"conn": 0}), ok=True)  # the first, before any check
     mono.now += 1.2345
     wall.now += 1.2345
-    w.end(w.begin({"n": 1}), ok=True)
+    w.end(w.begin({"conn": 1}), ok=True)
     mono.now += 0.5
     wall.now += 0.5 + 3600  # and the wall clock is stepped an hour on
-    w.end(w.begin({"n": 2}), ok=True)  # not seen until the next check
+    w.end(w.begin({"conn": 2}), ok=True)  # not seen until the next check
     w.check_stalled()
-    w.end(w.begin({"n": 3}), ok=True)
-    w.end(w.begin({"n": 4}, now=mono.now - 2.0), ok=True)  # the caller's reading
+    w.end(w.begin({"conn": 3}), ok=True)
+    w.end(w.begin({"conn": 4}, now=mono.now - 2.0), ok=True)  # the caller's reading
     w.record("reset", {"reason": "r"})  # lines written at once: the same clock
     got = [line["at"] for line in _lines(tmp_path / "l.jsonl")]
     assert got == [
@@ -142,7 +142,7 @@ def test_restart_after_a_half_written_line(tmp_path: Path) -> None:
     path = tmp_path / "l.jsonl"
     w = LogWriter.open(path)
     for n in range(4):
-        w.begin({"n": n})
+        w.begin({"conn": n})
     w.end(1, ok=True)
     w.end(2, ok=True)
     w.end(4, ok=True)  # 3 was taken and never written: the writer "dies"
@@ -160,7 +160,7 @@ def test_restart_after_a_half_written_line(tmp_path: Path) -> None:
     assert (tmp_path / "l.jsonl.open").exists()  # while a writer has it open
     assert got[-1]["seq"] == 3 and got[-1]["lost"] == {"entry": 3}
     assert w2.size == path.stat().st_size  # the half line cut off, the lost line counted
-    assert w2.begin({"n": "after"}) == 6  # numbering carries on
+    assert w2.begin({"op": "after"}) == 6  # numbering carries on
     w2.end(6, ok=True)
     assert w2.size == path.stat().st_size
     page = LogReader(path).read(0)
@@ -192,12 +192,12 @@ def test_an_action_ended_after_it_was_written_unfinished_gets_an_outcome_once(
 ) -> None:
     mono = Clock()
     w = LogWriter.open(tmp_path / "l.jsonl", monotonic=mono, stalled_s=5)
-    slow, quick = w.begin({"n": 1}), w.begin({"n": 2})
+    slow, quick = w.begin({"conn": 1}), w.begin({"conn": 2})
     mono.now += 5
     assert w.check_stalled() == 2
     w.end(slow, ok=False, error="late")
     w.end(slow, ok=True)  # ended twice: nothing more is written
-    late = w.begin({"n": 3})
+    late = w.begin({"conn": 3})
     w.end(late, ok=True)  # a new action is not taken for unfinished
     w.end(quick, ok=True)
     got = _lines(tmp_path / "l.jsonl")
@@ -209,7 +209,7 @@ def test_an_action_ended_after_it_was_written_unfinished_gets_an_outcome_once(
         (5, "outcome"),
     ]
     assert got[2]["outcome"] == {"entry": 1, "ok": False, "error": "late"}
-    assert got[3]["action"] == {"n": 3, "ok": True}
+    assert got[3]["action"] == {"conn": 3, "ok": True}
     assert got[4]["outcome"] == {"entry": 2, "ok": True}
 
 
@@ -628,3 +628,30 @@ def test_an_unwritable_log_folder_falls_back_to_the_working_folder_with_one_warn
 
 def _text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+def test_an_open_line_changes_only_through_the_writer(tmp_path: Path) -> None:
+    """amend adds and drops fields of an open line, settle redacts its params
+    then; once written, amend says so and the written line stays as it was."""
+    path = tmp_path / "l.jsonl"
+    w = LogWriter.open(path)
+    secret = "hunter2-never-logged"
+    entry = w.begin(
+        {
+            "via": "cdp",
+            "method": "Page.navigate",
+            "url": "https://a.example/",
+            "params": ("Page.navigate", {"url": f"https://a.example/?token={secret}"}),
+        }
+    )
+    assert w.amend(entry, {"tab": "T2", "guard": {"rule": "r", "action": "rewrote"}}, drop=("url",))
+    w.settle(entry)
+    seen = w.fields(entry)
+    assert seen is not None and secret not in json.dumps(seen) and "params" in seen
+    w.end(entry, ok=True)
+    assert not w.amend(entry, {"tab": "T3"})
+    (written,) = _lines(path)
+    action = written["action"]
+    assert isinstance(action, dict)
+    assert action["tab"] == "T2" and "url" not in action and action["guard"]["action"] == "rewrote"
+    assert "params" in action and secret not in path.read_text()

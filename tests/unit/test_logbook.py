@@ -62,9 +62,9 @@ class Book:
         """The password check's verdict on a typing command, as ``_check_typing``
         takes it: only a "no" puts the text back."""
         if focus == "no":
-            fields = self.book.writer.fields(entry)
-            assert fields is not None
-            fields["params"] = redact_params(step.method, step.params)
+            assert self.book.writer.amend(
+                entry, {"params": redact_params(step.method, step.params)}
+            )
         self.book.typing_checked(state.number, state.tag, focus == "no", state.identity)
 
     def answer(self, entry: int, ok: bool = True, **more: Any) -> None:

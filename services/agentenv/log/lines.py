@@ -10,6 +10,7 @@ as an agent's own act, are wire models: :mod:`agentenv.protocol.log`.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -84,7 +85,7 @@ def seconds_of(stamp: str | None) -> float | None:
         return None
 
 
-def line(seq: int, at: str, kind: LineKind, body: dict[str, Any]) -> LogLine:
+def line(seq: int, at: str, kind: LineKind, body: Mapping[str, Any]) -> LogLine:
     return cast(LogLine, {"seq": seq, "at": at, kind: body})
 
 

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Mapping
 from hashlib import sha256
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -43,7 +43,7 @@ from agentenv.log.errors import LogError, LogLocked
 from agentenv.log.lines import PARAMS_MAX, bound, encode, iso_ms, line
 from agentenv.log.numbering import STALLED_S, Numbering, Recovery, recover
 from agentenv.protocol.chain import GENESIS, hash_written, line_hash
-from agentenv.protocol.log import LineKind
+from agentenv.protocol.log import ActionBody, LineKind
 
 __all__ = ["LogWriter"]
 
@@ -216,11 +216,13 @@ class LogWriter:
         finally:
             self.size += written
 
-    def begin(self, fields: dict[str, Any], now: float | None = None) -> int:
+    def begin(self, fields: ActionBody, now: float | None = None) -> int:
         """Take a number for an action that begins now (``now``: this writer's
         monotonic clock, if the caller has read it); its line comes at :meth:`end`.
 
-        ``fields`` stays the writer's: later changes to it are written too.
+        ``fields`` is the writer's from here: a caller changes the open line
+        only through :meth:`amend`, :meth:`settle` and :meth:`end`'s ``more``,
+        and :meth:`fields` shows it read-only.
         """
         if now is None:
             now = self.monotonic()
@@ -237,13 +239,36 @@ class LogWriter:
         numbering = self._numbering
         seq = numbering.next_seq
         numbering.next_seq = seq + 1
-        self._open[seq] = (now, self._at, fields)
+        self._open[seq] = (now, self._at, cast(dict[str, Any], fields))
         return seq
 
-    def fields(self, seq: int) -> dict[str, Any] | None:
-        """The fields of an open action, to add what becomes known later."""
-        entry = self._numbering.open.get(seq)
+    def fields(self, seq: int) -> Mapping[str, Any] | None:
+        """The fields of an open action, to read (None once written)."""
+        entry = self._open.get(seq)
         return entry[2] if entry else None
+
+    def amend(self, seq: int, changes: ActionBody, drop: tuple[str, ...] = ()) -> bool:
+        """Add to an open action's line what became known after it began
+        (the tab a command opened, what a press landed on, a guard's
+        rewrite), and take out the fields in ``drop``; False once written."""
+        entry = self._open.get(seq)
+        if entry is None:
+            return False
+        fields = entry[2]
+        for key in drop:
+            fields.pop(key, None)
+        fields.update(changes)
+        return True
+
+    def settle(self, seq: int) -> None:
+        """Redact an open action's params now, not when its line is written
+        (a big message's parsed form is not kept until Chromium answers; a
+        check that found the typing went into no password field)."""
+        entry = self._open.get(seq)
+        if entry is not None:
+            params = entry[2].get("params")
+            if type(params) is tuple:
+                entry[2]["params"] = redact_params(params[0], params[1])
 
     def end(
         self, seq: int, ok: bool, error: str | None = None, more: Mapping[str, Any] | None = None

@@ -9,22 +9,22 @@ events. No socket I/O here: only the log file.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from agentenv.access import Identity
 from agentenv.log.argpaths import restore_paths, withhold_path
-from agentenv.log.cdp_params import redact_params
 from agentenv.log.lines import BROWSER_EXITED
 from agentenv.log.redact import redact, redact_cut, redact_text
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import RelayCounts
 from agentenv.protocol.control import BeginAction, EndAction
-from agentenv.protocol.log import ACTING, READING, Acts, says_where
+from agentenv.protocol.log import ACTING, READING, ActionBody, Acts, Guard, says_where
 from agentenv.relay.causes import TAB_METHODS, Causes, Served, TabCommand
 from agentenv.relay.commands import ACTING_WITH, acts, classify
 from agentenv.relay.errors import ControlRefused
@@ -241,7 +241,7 @@ class Logbook:
             # The computer's connections act for the action they run in (a
             # Playwright MCP for an agent's tool call): its caller is who.
             identity = Identity(action.who, control=True)
-        fields: dict[str, Any] = {
+        fields: ActionBody = {
             "via": "cdp",
             "who": identity.user,
             "conn": conn,
@@ -330,11 +330,7 @@ class Logbook:
     def settle_params(self, entry: int) -> None:
         """Redact an open command's params now (a big message: its parsed
         form is not kept until Chromium answers)."""
-        fields = self.writer.fields(entry)
-        if fields is not None:
-            params = fields.get("params")
-            if type(params) is tuple:
-                fields["params"] = redact_params(params[0], params[1])
+        self.writer.settle(entry)
 
     def end_command(
         self,
@@ -350,24 +346,20 @@ class Logbook:
             if entry in self.causes.commands:
                 self._write_tabs(self.causes.answered(entry, ok, None, self.monotonic()))
             return
-        more: dict[str, Any] = {}
+        more: ActionBody = {}
         if guard is not None:
-            more["guard"] = guard
+            more["guard"] = cast(Guard, guard)
         if opened is not None:
-            fields = self.writer.fields(entry)
-            if fields is not None:
-                fields["tab"] = opened
-                url = self.causes.url(opened)
-                if url is not None:
-                    fields["url"] = self._safe_url(url)
+            more["tab"] = opened
+            url = self.causes.url(opened)
+            if url is not None:
+                more["url"] = self._safe_url(url)
         self.writer.end(entry, ok, redact_text(error[:4000])[:2000] if error else None, more)
         self._write_tabs(self.causes.answered(entry, ok, opened, self.monotonic()))
 
     def guarded(self, entry: int, guard: dict[str, str]) -> None:
         """Record what the guard did to a command still in flight (rewritten)."""
-        fields = self.writer.fields(entry)
-        if fields is not None:
-            fields["guard"] = guard
+        self.writer.amend(entry, {"guard": cast(Guard, guard)})
 
     def unlogged_command(
         self, method: str, params: Mapping[str, Any] | None, tab: str | None
@@ -396,15 +388,17 @@ class Logbook:
         if over is not None:
             self.budget_refused(params.who, owner, params.op or params.tool or "action", over)
             raise ControlRefused(over)
-        fields: dict[str, Any] = {"via": params.via, "who": params.who}
+        fields: ActionBody = {"via": params.via, "who": params.who}
         if scope is not None:
             fields["scope"] = scope
         if params.role is not None:
             fields["role"] = params.role
-        for key in ("tool", "call", "op"):
-            value = getattr(params, key)
-            if value is not None:
-                fields[key] = value
+        if params.tool is not None:
+            fields["tool"] = params.tool
+        if params.call is not None:
+            fields["call"] = params.call
+        if params.op is not None:
+            fields["op"] = params.op
         fields["acts"] = params.acts
         if params.tab is not None:
             fields["tab"] = params.tab
@@ -443,13 +437,10 @@ class Logbook:
         if action.moved and not where:
             return
         action.tab, action.moved = tab, action.moved or where
-        outer = self.writer.fields(action.entry)
-        if outer is not None:
-            outer["tab"] = tab
-            if url is not None:
-                outer["url"] = url
-            else:
-                outer.pop("url", None)
+        if url is not None:
+            self.writer.amend(action.entry, {"tab": tab, "url": url})
+        else:
+            self.writer.amend(action.entry, {"tab": tab}, drop=("url",))
 
     def _recording_moved(self, owner: int, params: BeginAction) -> None:
         if params.via != "agentenv" or not isinstance(params.args, dict):
@@ -468,11 +459,13 @@ class Logbook:
         fields = self.writer.fields(entry)
         if fields is None:
             return
-        fields["target"] = found
+        self.writer.amend(entry, {"target": found})
         within = fields.get("within")
-        outer = self.writer.fields(within) if isinstance(within, int) else None
+        if not isinstance(within, int):
+            return
+        outer = self.writer.fields(within)
         if outer is not None and "target" not in outer and outer.get("op") in _NAMED_OPS:
-            outer["target"] = found
+            self.writer.amend(within, {"target": found})
 
     def end_action(self, owner: int, params: EndAction) -> None:
         """``AgentEnv.endAction``; raises ControlRefused for an entry not open here."""
@@ -482,19 +475,20 @@ class Logbook:
         if self.actions[entry].owner != owner:
             raise ControlRefused("entry was begun by another connection")
         action = self.actions.pop(entry)
+        more: ActionBody = {}
         if action.typed and action.cleared and action.checked:
             fields = self.writer.fields(entry)
             if fields is not None and "args" in fields:
-                restore_paths(fields["args"], action.typed)
+                # Every check cleared: the typed text goes back, in a copy.
+                args = copy.deepcopy(fields["args"])
+                restore_paths(args, action.typed)
+                more["args"] = args
         error = params.error
         message = redact_text(error[:4000])[:2000] if error is not None else None
         if params.guard is not None:
-            fields = self.writer.fields(entry)
-            if fields is not None:
-                fields["guard"] = params.guard.model_dump()
-                rule = params.guard.rule
-                self.counts.refused_by(rule)
-        self.writer.end(entry, params.ok, message)
+            more["guard"] = cast(Guard, params.guard.model_dump())
+            self.counts.refused_by(params.guard.rule)
+        self.writer.end(entry, params.ok, message, more)
 
     def typing_checked(
         self, conn: int, tag: str | None, cleared: bool, identity: Identity | None = None

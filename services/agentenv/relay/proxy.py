@@ -411,9 +411,7 @@ class _Bridge(ToClient):
         if field is not None:
             self.logbook.target(entry, field)
         if focus == "no":
-            fields = self.logbook.writer.fields(entry)
-            if fields is not None:
-                fields["params"] = redact_params(step.method, step.params)
+            self.logbook.writer.amend(entry, {"params": redact_params(step.method, step.params)})
         state = self.state
         self.logbook.typing_checked(state.number, state.tag, focus == "no", state.identity)
 
