@@ -25,8 +25,8 @@ import time
 
 from agentenv.harness.simulate import (
     Figures,
-    Fleet,
     Load,
+    ModelFleet,
     computer_cpu_s,
     computer_mib,
     cost_usd,
@@ -54,7 +54,7 @@ def _fleet(figures: Figures) -> str:
     rows: list[list[str]] = []
     for k in KS:
         for pool in POOLS:
-            out = simulate(figures, Fleet(k=k, pool=pool, queue_limit=500), LOAD)
+            out = simulate(figures, ModelFleet(k=k, pool=pool, queue_limit=500), LOAD)
             rows.append(
                 [
                     str(k),

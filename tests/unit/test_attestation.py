@@ -23,7 +23,7 @@ from agentenv.protocol.attestation import (
     signed_manifest,
     signed_part,
 )
-from agentenv.protocol.chain import CHAIN_FILE, GENESIS, Run, chain_run, line_hash
+from agentenv.protocol.chain import CHAIN_FILE, GENESIS, ChainRun, chain_run, line_hash
 from agentenv.signing import SigningKeyError, computer_key
 
 
@@ -94,7 +94,7 @@ def test_what_is_signed_is_the_manifests_own_bytes_less_its_signature() -> None:
 # -- a recording, in memory ------------------------------------------------------------
 
 
-def _chained_log() -> tuple[bytes, Run]:
+def _chained_log() -> tuple[bytes, ChainRun]:
     """Two log lines as the writer chains them, and their run's chain file."""
     first = b'{"seq":1,"at":"t","prev":"' + GENESIS.encode() + b'","action":{}}'
     second = b'{"seq":2,"at":"t","prev":"' + line_hash(first).encode() + b'","action":{}}'

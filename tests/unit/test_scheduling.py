@@ -8,7 +8,7 @@ import pytest
 from agentenv.harness.fleet import samples
 from agentenv.harness.scheduling import (
     Schedule,
-    Start,
+    StartComputer,
     Use,
     Wait,
     attempt_status,
@@ -57,11 +57,11 @@ def test_the_pool_holds_ceil_parallel_over_k_computers() -> None:
 
 def test_tasks_start_computers_up_to_the_pool_then_share_them() -> None:
     schedule = _pool(k=2, parallel=4)
-    assert schedule.place(1, None) == Start()
+    assert schedule.place(1, None) == StartComputer()
     schedule.starting("a", None)
     schedule.take("a", "t1", 1)
     # The pool holds 2: the second task starts the second computer...
-    assert schedule.place(1, None) == Start()
+    assert schedule.place(1, None) == StartComputer()
     schedule.starting("b", None)
     schedule.take("b", "t2", 1)
     # ...and the third waits on one still starting, the fewest tasks first.
@@ -125,7 +125,7 @@ def test_a_task_of_several_agents_needs_a_scope_each() -> None:
 def test_computers_of_another_image_are_not_used() -> None:
     schedule = _pool(k=4, parallel=8)
     _started(schedule, "a", image="one")
-    assert schedule.place(1, "two") == Start()
+    assert schedule.place(1, "two") == StartComputer()
 
 
 def test_a_computer_whose_chromium_restarted_is_broken_and_replaced() -> None:
@@ -142,7 +142,7 @@ def test_a_computer_whose_chromium_restarted_is_broken_and_replaced() -> None:
     # No task goes there again; its replacement starts at once (it no longer counts).
     assert schedule.place(1, None) == Use("b")
     schedule.take("b", "t4", 1)
-    assert schedule.place(1, None) == Start()
+    assert schedule.place(1, None) == StartComputer()
     # Given back only when its last task in flight has ended.
     schedule.end("a", "t1")
     assert schedule.drained() == []
@@ -209,7 +209,7 @@ def test_a_retry_goes_to_another_computer() -> None:
     # The only computer is the one to avoid: another starts, past the pool's size.
     lone = _pool(k=4, parallel=4)
     _started(lone, "a")
-    assert lone.place(1, None, avoid=frozenset({"a"})) == Start()
+    assert lone.place(1, None, avoid=frozenset({"a"})) == StartComputer()
 
 
 def test_only_infrastructure_failures_are_tried_again() -> None:
@@ -276,4 +276,4 @@ def test_idle_computers_the_tasks_left_do_not_need_are_given_back() -> None:
     assert schedule.spare(0) == ["a"]
     assert set(schedule.hosts) == {"d", "e"}
     # A task placed after (a retry) starts one again.
-    assert schedule.place(1, None) == Start()
+    assert schedule.place(1, None) == StartComputer()

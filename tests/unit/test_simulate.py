@@ -12,8 +12,8 @@ import pytest
 
 from agentenv.harness.simulate import (
     Figures,
-    Fleet,
     Load,
+    ModelFleet,
     computer_cpu_s,
     scopes_per_core,
     simulate,
@@ -30,7 +30,7 @@ def test_no_task_is_lost() -> None:
     # way out is taken, and each task leaves by exactly one.
     out = simulate(
         CRASHING,
-        Fleet(k=4, pool=2, max_machines=6, queue_limit=50, queue_timeout_s=5.0),
+        ModelFleet(k=4, pool=2, max_machines=6, queue_limit=50, queue_timeout_s=5.0),
         Load(tasks=3000, rate=20.0, seed=3),
     )
     assert out.completed + out.failed + out.refused == out.submitted == 3000
@@ -40,7 +40,7 @@ def test_no_task_is_lost() -> None:
 def test_a_task_fails_only_after_its_retry() -> None:
     # With a queue that never gives up, a task fails only when it crashed on
     # two machines: every failure had been retried.
-    fleet = Fleet(k=4, pool=10, max_machines=10, queue_timeout_s=math.inf, queue_limit=10**6)
+    fleet = ModelFleet(k=4, pool=10, max_machines=10, queue_timeout_s=math.inf, queue_limit=10**6)
     out = simulate(CRASHING, fleet, Load(tasks=3000, rate=8.0, seed=5))
     assert out.crashes > 0 and out.retried > 0
     assert out.failed <= out.retried
@@ -52,7 +52,7 @@ def test_a_crash_fails_only_its_machines_tasks_and_they_run_again_elsewhere() ->
     # Back at once, and every other scope busy: its own machine is the first
     # place a retry could go.
     figures = dataclasses.replace(CRASHING, chromium_restart_s=0.0)
-    fleet = Fleet(k=4, pool=6, max_machines=6, queue_timeout_s=math.inf, queue_limit=10**6)
+    fleet = ModelFleet(k=4, pool=6, max_machines=6, queue_timeout_s=math.inf, queue_limit=10**6)
     out = simulate(figures, fleet, Load(tasks=3000, rate=8.0, seed=5))
     placed = set(out.placed)
     lost = [(machine, ids) for machine, ids in out.lost if ids]
@@ -69,7 +69,7 @@ def test_a_crash_fails_only_its_machines_tasks_and_they_run_again_elsewhere() ->
 def test_the_queue_bound_is_kept() -> None:
     out = simulate(
         FIGURES,
-        Fleet(k=2, pool=1, max_machines=2, queue_limit=40),
+        ModelFleet(k=2, pool=1, max_machines=2, queue_limit=40),
         Load(tasks=2000, rate=30.0, seed=2),
     )
     # It was reached (so the bound was tested), never passed, and what came
@@ -81,7 +81,7 @@ def test_the_queue_bound_is_kept() -> None:
 def test_a_wait_past_its_timeout_is_refused() -> None:
     out = simulate(
         FIGURES,
-        Fleet(k=1, pool=1, max_machines=1, queue_limit=10**6, queue_timeout_s=3.0),
+        ModelFleet(k=1, pool=1, max_machines=1, queue_limit=10**6, queue_timeout_s=3.0),
         Load(tasks=500, rate=5.0, seed=2),
     )
     assert out.refused > 0
@@ -98,7 +98,7 @@ def test_the_scaling_formula_counts_running_tasks() -> None:
 
 
 def test_the_autoscaler_keeps_machines_for_running_tasks() -> None:
-    fleet = Fleet(k=4, pool=0, max_machines=100, margin=1.0)
+    fleet = ModelFleet(k=4, pool=0, max_machines=100, margin=1.0)
     out = simulate(FIGURES, fleet, Load(tasks=2000, rate=10.0, seed=4))
     # The case #2808 gets wrong happened: tasks running, nothing queued.
     assert any(s.queued == 0 and s.running > 0 for s in out.samples)
@@ -108,7 +108,7 @@ def test_the_autoscaler_keeps_machines_for_running_tasks() -> None:
 
 
 def test_the_same_seed_gives_the_same_run() -> None:
-    fleet = Fleet(k=8, pool=3)
+    fleet = ModelFleet(k=8, pool=3)
     first = simulate(CRASHING, fleet, Load(tasks=2000, seed=7))
     again = simulate(CRASHING, fleet, Load(tasks=2000, seed=7))
     other = simulate(CRASHING, fleet, Load(tasks=2000, seed=8))
@@ -117,7 +117,7 @@ def test_the_same_seed_gives_the_same_run() -> None:
 
 
 def test_one_scope_a_computer_is_one_computer_a_task() -> None:
-    out = simulate(FIGURES, Fleet(k=1, pool=5, max_machines=40), Load(2000, rate=5.0, seed=1))
+    out = simulate(FIGURES, ModelFleet(k=1, pool=5, max_machines=40), Load(2000, rate=5.0, seed=1))
     assert out.completed == 2000
     assert out.peak_on_machine == 1
     # A task alone on its computer waits for no other's CPU.
@@ -137,13 +137,15 @@ def test_bursts_share_the_cores() -> None:
         crashes_per_hour=0.0,
         cpu_a_task=((1, 1.0), (2, 1.0)),
     )
-    out = simulate(figures, Fleet(k=2, pool=1, max_machines=1), Load(tasks=2, all_at_once=True))
+    out = simulate(
+        figures, ModelFleet(k=2, pool=1, max_machines=1), Load(tasks=2, all_at_once=True)
+    )
     assert out.added == pytest.approx([1.0, 1.0])
     assert out.makespan_s == pytest.approx(2.0)
     # On two cores they do not wait for each other.
     two = simulate(
         dataclasses.replace(figures, cores=2),
-        Fleet(k=2, pool=1, max_machines=1),
+        ModelFleet(k=2, pool=1, max_machines=1),
         Load(tasks=2, all_at_once=True),
     )
     assert two.added == [0.0, 0.0]
@@ -168,4 +170,4 @@ def test_more_think_time_holds_more_scopes() -> None:
 
 def test_a_fleet_without_scopes_is_refused() -> None:
     with pytest.raises(ValueError, match="k must be 1 or more"):
-        simulate(FIGURES, Fleet(k=0, pool=1), Load(tasks=1))
+        simulate(FIGURES, ModelFleet(k=0, pool=1), Load(tasks=1))

@@ -161,7 +161,7 @@ def test_a_stream_is_served_by_the_relay(recorded: dict[str, Any], packed: bool)
 
 
 def test_a_stream_reads_from_an_offset_and_cuts_on_characters() -> None:
-    stream = traces.Stream("aé€z".encode(), base64=False)
+    stream = traces.TraceStream("aé€z".encode(), base64=False)
     assert stream.read(None, 2) == {"data": "aé", "eof": False}  # not half of é
     assert stream.read(None, 1) == {"data": "€", "eof": False}
     assert stream.read(None, None) == {"data": "z", "eof": True}
@@ -191,7 +191,7 @@ class Clock:
 
 def _start(
     shared: Traces, number: int, session: str | None, scope: str, params: dict[str, Any]
-) -> traces.Command | None:
+) -> traces.TraceCommand | None:
     return traces.command(
         shared, number, "alice", scope, session, "T-A", 3, "Tracing.start", params
     )
@@ -293,9 +293,9 @@ def test_a_trace_needs_a_tab() -> None:
 
 def test_streams_are_read_and_closed_on_their_connection_only() -> None:
     shared = Traces()
-    handle = shared.keep_stream(7, traces.Stream(b"{}", base64=False))
+    handle = shared.keep_stream(7, traces.TraceStream(b"{}", base64=False))
 
-    def io(number: int, method: str, params: dict[str, Any]) -> traces.Command | None:
+    def io(number: int, method: str, params: dict[str, Any]) -> traces.TraceCommand | None:
         return traces.command(shared, number, "a", "alice", "S", "T", 1, method, params)
 
     assert io(7, "IO.read", {"handle": "1"}) is None  # Chromium's own stream
@@ -311,7 +311,7 @@ def test_streams_are_read_and_closed_on_their_connection_only() -> None:
 
 def test_a_connection_keeps_few_unread_streams() -> None:
     shared = Traces()
-    handles = [shared.keep_stream(7, traces.Stream(b"x", base64=False)) for _ in range(4)]
+    handles = [shared.keep_stream(7, traces.TraceStream(b"x", base64=False)) for _ in range(4)]
     assert [shared.stream(7, h) is not None for h in handles] == [False, False, True, True]
 
 
@@ -431,7 +431,9 @@ def test_a_holder_others_waited_on_waits_its_turn() -> None:
 def test_unread_streams_fit_one_budget_across_connections() -> None:
     shared = Traces()
     big = traces.STREAMS_BUDGET // 3 + 1
-    handles = [shared.keep_stream(n, traces.Stream(b"x" * big, base64=False)) for n in (1, 2, 3)]
+    handles = [
+        shared.keep_stream(n, traces.TraceStream(b"x" * big, base64=False)) for n in (1, 2, 3)
+    ]
     assert shared.stream(1, handles[0]) is None  # the oldest, let go
     assert shared.stream(2, handles[1]) is not None and shared.stream(3, handles[2]) is not None
 

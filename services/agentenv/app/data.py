@@ -38,7 +38,7 @@ from agentenv.relay_link import BrowserError
 __all__ = [
     "CLEARED_STORAGE",
     "MAX_RESET_ORIGINS",
-    "Downloads",
+    "ResetDownloads",
     "reset",
     "restore",
     "state",
@@ -150,7 +150,7 @@ async def _put_back(
 
 
 @dataclass(frozen=True)
-class Downloads:
+class ResetDownloads:
     """The downloads folder data/reset empties: every scope's, whose own
     folders (``keep``, inside it) stay, emptied, where Chromium puts them."""
 
@@ -211,7 +211,7 @@ async def reset(
     browser: Browser,
     caller: Caller,
     seen: set[str] | None = None,
-    downloads: Downloads | None = None,
+    downloads: ResetDownloads | None = None,
 ) -> DataReset:
     """data/reset: one blank tab, no cookies, granted permissions, downloads
     or HTTP cache, and a reset line. The storage of every origin this
@@ -233,7 +233,7 @@ async def reset(
                 await browser.close(page["targetId"])
         await link.call("Storage.clearCookies")
         await link.call("Browser.resetPermissions")
-        every = downloads or Downloads(browser.downloads)
+        every = downloads or ResetDownloads(browser.downloads)
         await asyncio.to_thread(_empty_downloads, every.folder, every.keep)
         # Storage.clearDataForOrigin answers only on a page's session.
         session = await link.session(blank)

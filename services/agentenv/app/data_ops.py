@@ -100,5 +100,5 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
         log.warning("data/reset: the recorder could not end its recordings")
     await request.app[browsers_key].forget_others()
     settings = request.app[settings_key]
-    every = data.Downloads(str(settings.downloads_dir), settings.scope_folders)
+    every = data.ResetDownloads(str(settings.downloads_dir), settings.scope_folders)
     return answer("data/reset", await data.reset(browser, who, seen, every))

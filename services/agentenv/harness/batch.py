@@ -70,7 +70,7 @@ from agentenv.harness.run_store import RunStore, StoreOptions, records, store_pr
 from agentenv.harness.runner import EXIT_INFRA, EXIT_OK, EXIT_TASK_FAILED, Run
 from agentenv.harness.scheduling import (
     Schedule,
-    Start,
+    StartComputer,
     Use,
     attempt_status,
     pool_size,
@@ -513,7 +513,7 @@ class Batch:
                 if isinstance(decision, Use):
                     self.schedule.take(decision.key, attempt.id, need)
                     return decision.key, False
-                if isinstance(decision, Start):
+                if isinstance(decision, StartComputer):
                     key = f"computer-{secrets.token_hex(4)}"
                     self.schedule.starting(key, image)
                     self.schedule.take(key, attempt.id, need)

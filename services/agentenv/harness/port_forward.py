@@ -12,10 +12,10 @@ from typing import Any, Protocol
 
 from agentenv.harness.k8s_status import refusal, short
 
-__all__ = ["ACCEPT_POLL_S", "Forward", "Stream", "pod_stream"]
+__all__ = ["ACCEPT_POLL_S", "Forward", "ForwardStream", "pod_stream"]
 
 
-class Stream(Protocol):
+class ForwardStream(Protocol):
     """What :class:`Forward` carries a connection to: a socket, or the
     client's port-forward socket."""
 
@@ -29,7 +29,9 @@ class Stream(Protocol):
 ACCEPT_POLL_S = 0.25
 
 
-def _carry(source: Stream, sink: Stream, ends: tuple[Stream, Stream]) -> None:
+def _carry(
+    source: ForwardStream, sink: ForwardStream, ends: tuple[ForwardStream, ForwardStream]
+) -> None:
     """Bytes from ``source`` to ``sink`` until either side ends; then both
     end (no half-close: HTTP and WebSocket clients do not use it)."""
     try:
@@ -53,14 +55,14 @@ class Forward:
     client's WebSocket connect takes no timeout) holds only that connection,
     which the caller's own timeout gives up on."""
 
-    def __init__(self, open_stream: Callable[[], Stream], name: str = "forward") -> None:
+    def __init__(self, open_stream: Callable[[], ForwardStream], name: str = "forward") -> None:
         self._open_stream = open_stream
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.settimeout(ACCEPT_POLL_S)
         self.port: int = self._listener.getsockname()[1]
         self.error: str | None = None
         self._lock = threading.Lock()
-        self._live: set[Stream] = set()
+        self._live: set[ForwardStream] = set()
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._accept, name=name, daemon=True)
         self._thread.start()
@@ -86,7 +88,7 @@ class Forward:
             threading.Thread(target=self._serve, args=(local,), daemon=True).start()
 
     def _serve(self, local: socket.socket) -> None:
-        remote: Stream | None = None
+        remote: ForwardStream | None = None
         try:
             try:
                 remote = self._open_stream()
@@ -123,10 +125,12 @@ class Forward:
         self._thread.join(2 * ACCEPT_POLL_S + 1.0)
 
 
-def pod_stream(configuration: Any, name: str, namespace: str, port: int) -> Callable[[], Stream]:
+def pod_stream(
+    configuration: Any, name: str, namespace: str, port: int
+) -> Callable[[], ForwardStream]:
     """A new port-forward to ``port`` of the pod, one per connection."""
 
-    def open_stream() -> Stream:
+    def open_stream() -> ForwardStream:
         from kubernetes import client
         from kubernetes.stream import portforward
 
@@ -144,7 +148,7 @@ def pod_stream(configuration: Any, name: str, namespace: str, port: int) -> Call
             raise refusal(exc, f"a port-forward to {name}:{port}") from None
         finally:
             api.close()
-        stream: Stream = forwarded.socket(port)
+        stream: ForwardStream = forwarded.socket(port)
         return stream
 
     return open_stream

@@ -47,7 +47,7 @@ from agentenv.harness.fleet import Sample
 __all__ = [
     "Host",
     "Schedule",
-    "Start",
+    "StartComputer",
     "Use",
     "Wait",
     "attempt_status",
@@ -125,7 +125,7 @@ class Use:
 
 
 @dataclass(frozen=True)
-class Start:
+class StartComputer:
     """Ask the provisioner for a new computer; the task goes on it."""
 
 
@@ -148,7 +148,7 @@ class Schedule:
 
     def place(
         self, scopes: int, image: str | None, avoid: frozenset[str] = frozenset()
-    ) -> Use | Start | Wait:
+    ) -> Use | StartComputer | Wait:
         """Where a task needing ``scopes`` scopes on ``image`` goes; ``avoid``
         the computers an earlier attempt of it failed on."""
         if scopes > self.capacity:
@@ -167,7 +167,7 @@ class Schedule:
             return Use(min(ready, key=lambda h: (len(h.tasks), h.key)).key)
         elsewhere = [h for h in alive if h.key not in avoid]
         if len(alive) < self.most or not elsewhere:
-            return Start()
+            return StartComputer()
         starting = [h for h in fits if h.state == "starting"]
         if starting:
             return Use(min(starting, key=lambda h: (len(h.tasks), h.key)).key)

@@ -58,8 +58,8 @@ from agentenv.harness.scaling import target_machines
 
 __all__ = [
     "Figures",
-    "Fleet",
     "Load",
+    "ModelFleet",
     "Outcome",
     "Sample",
     "computer_cpu_s",
@@ -118,7 +118,7 @@ class Figures:
 
 
 @dataclass(frozen=True)
-class Fleet:
+class ModelFleet:
     """How the harness runs its computers."""
 
     k: int
@@ -252,7 +252,7 @@ _ARRIVE, _READY, _OPENED, _BURST_END, _THINK_END, _CRASH, _TIMEOUT, _SCALE = ran
 
 
 class _Sim:
-    def __init__(self, figures: Figures, fleet: Fleet, load: Load) -> None:
+    def __init__(self, figures: Figures, fleet: ModelFleet, load: Load) -> None:
         if fleet.k < 1 or fleet.pool < 0 or fleet.max_machines < max(1, fleet.pool):
             raise ValueError(
                 f"fleet {fleet}: k must be 1 or more and 0 <= pool <= max_machines (max >= 1)"
@@ -528,7 +528,7 @@ class _Sim:
         self.dispatch()
 
 
-def simulate(figures: Figures, fleet: Fleet, load: Load) -> Outcome:
+def simulate(figures: Figures, fleet: ModelFleet, load: Load) -> Outcome:
     """Run ``load`` through ``fleet``; the same arguments give the same outcome."""
     return _Sim(figures, fleet, load).run()
 
@@ -554,7 +554,7 @@ def scopes_per_core(
         tasks = max(3000, 30 * k)
         out = simulate(
             figures,
-            Fleet(k=k, pool=1, max_machines=1, queue_limit=tasks, queue_timeout_s=math.inf),
+            ModelFleet(k=k, pool=1, max_machines=1, queue_limit=tasks, queue_timeout_s=math.inf),
             Load(tasks=tasks, seed=seed, all_at_once=True),
         )
         return _percentile(out.added, percentile)

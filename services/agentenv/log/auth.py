@@ -135,7 +135,7 @@ def door_of_app_path(path: str) -> Door:
 
 
 @dataclass
-class _Held:
+class _DoorsHeld:
     count: int = 0
     doors: set[str] = field(default_factory=set)
 
@@ -158,8 +158,8 @@ class AuthRecord:
     _window: int | None = None
     _written: dict[str | None, int] = field(default_factory=dict)
     _written_all: int = 0
-    _held: dict[str | None, _Held] = field(default_factory=dict)
-    _others: _Held = field(default_factory=_Held)  # held past max_held addresses
+    _held: dict[str | None, _DoorsHeld] = field(default_factory=dict)
+    _others: _DoorsHeld = field(default_factory=_DoorsHeld)  # held past max_held addresses
 
     def note(self, failure: Failure, now: float) -> list[dict[str, Any]]:
         out = self.due(now)
@@ -174,7 +174,7 @@ class AuthRecord:
         held = self._held.get(source)
         if held is None:
             full = len(self._held) >= self.max_held
-            held = self._others if full else self._held.setdefault(source, _Held())
+            held = self._others if full else self._held.setdefault(source, _DoorsHeld())
         held.count += 1
         held.doors.add(failure.door)
         return out
@@ -197,5 +197,5 @@ class AuthRecord:
         self._written.clear()
         self._written_all = 0
         self._held.clear()
-        self._others = _Held()
+        self._others = _DoorsHeld()
         return out

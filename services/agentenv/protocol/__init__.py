@@ -18,14 +18,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-__all__ = ["MAX_DEPTH", "dump", "problems", "request_dump", "too_deep"]
+__all__ = ["MAX_DEPTH", "Inbound", "dump", "problems", "request_dump", "too_deep"]
 
 #: How deep a JSON value from outside may nest (CDP params, tool-call
 #: arguments): no client sends more than a few levels, and the log must be
 #: able to walk and serialize what it keeps.
 MAX_DEPTH = 64
+
+
+class Inbound(BaseModel):
+    """What a program takes from outside: unknown fields refused."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 def dump(model: BaseModel) -> dict[str, Any]:

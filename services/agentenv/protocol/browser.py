@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import BaseModel, Field, StrictBool, field_validator, model_validator
+
+from agentenv.protocol import Inbound
 
 __all__ = [
     "INPUT_LIMIT",
@@ -44,10 +46,6 @@ __all__ = [
     "absolute_url",
     "origin_of",
 ]
-
-
-class Inbound(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class Empty(Inbound):

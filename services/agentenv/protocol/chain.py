@@ -45,8 +45,8 @@ __all__ = [
     "ALGORITHM",
     "CHAIN_FILE",
     "GENESIS",
+    "ChainRun",
     "Check",
-    "Run",
     "chain_run",
     "hash_written",
     "line_hash",
@@ -232,7 +232,7 @@ def log_problems(
 
 
 @dataclass(frozen=True)
-class Run:
+class ChainRun:
     """A recording's slice as the chain sees it: ``chain`` (the bytes of
     :data:`CHAIN_FILE`), what its first line chains from and its last line's
     hash (None, None for an empty run)."""
@@ -242,7 +242,7 @@ class Run:
     last: str | None
 
 
-def chain_run(run: Iterable[tuple[bytes, bool]]) -> Run:
+def chain_run(run: Iterable[tuple[bytes, bool]]) -> ChainRun:
     """:data:`CHAIN_FILE` for a run of the log file (each line as read, and
     whether the slice keeps it), in the order written."""
     out = []
@@ -259,7 +259,7 @@ def chain_run(run: Iterable[tuple[bytes, bool]]) -> Run:
             entry = {"seq": seq, "prev": prev, "hash": hashed}
         out.append(orjson.dumps(entry, option=orjson.OPT_APPEND_NEWLINE))
         last = hashed
-    return Run(b"".join(out), first, last)
+    return ChainRun(b"".join(out), first, last)
 
 
 def _head(raw: bytes) -> dict[str, Any] | None:

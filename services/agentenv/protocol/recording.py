@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, Field, StrictBool, field_validator
 
+from agentenv.protocol import Inbound
 from agentenv.protocol.chain import CHAIN_FILE
 
 __all__ = [
@@ -43,10 +44,6 @@ __all__ = [
 #: Why a recording ended.
 REASONS = ("completed", "failed", "cancelled", "timeout", "reset", "stopped", "max_duration")
 Reason = Literal["completed", "failed", "cancelled", "timeout", "reset", "stopped", "max_duration"]
-
-
-class Inbound(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 #: Host names of cloud metadata services (their addresses are link-local or listed).

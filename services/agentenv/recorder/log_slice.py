@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 
 from agentenv.log.reader import LogReader
-from agentenv.protocol.chain import Run, chain_run
+from agentenv.protocol.chain import ChainRun, chain_run
 from agentenv.protocol.control import Open, OpenEntries
 from agentenv.protocol.log import LogLine, parse_line, scope_of
 from agentenv.relay_link import BrowserLink
@@ -35,7 +35,7 @@ class LogSlice:
     #: The numbers from start to end with no line (and not another scope's).
     missing: list[int]
     #: The hash chain across the run of the file the lines are in.
-    chain: Run
+    chain: ChainRun
 
 
 async def log_slice(

@@ -166,7 +166,7 @@ class TabCommand:
 
 
 @dataclass
-class _Held:
+class _HeldEvent:
     event: Event
     until: float
     kind: str  # "opened" | "navigated"
@@ -177,7 +177,7 @@ class _Held:
 class Causes:
     tabs: dict[str, KnownTab] = field(default_factory=dict)
     commands: dict[int, TabCommand] = field(default_factory=dict)
-    held: list[_Held] = field(default_factory=list)
+    held: list[_HeldEvent] = field(default_factory=list)
     #: Which tab is in front, and which are loading (:mod:`agentenv.relay.front`).
     front: Front = field(default_factory=Front)
     #: The latest acting entry on any tab: its entry, when, and its tab.
@@ -332,17 +332,17 @@ class Causes:
     def _settle(self, event: Event, kind: str, now: float) -> list[Event]:
         tab = event["id"]
         if any(h.event["id"] == tab for h in self.held):
-            self.held.append(_Held(event, now + HOLD_S, kind, now))  # keep the tab's order
+            self.held.append(_HeldEvent(event, now + HOLD_S, kind, now))  # keep the tab's order
             return []
         by = self._match(event, kind, now, final=False, seen=now)
         if by is None:
-            self.held.append(_Held(event, now + HOLD_S, kind, now))
+            self.held.append(_HeldEvent(event, now + HOLD_S, kind, now))
             return []
         return [event | {"by": by}]
 
     def _release(self, now: float, force: bool, tab: str | None = None) -> list[Event]:
         out: list[Event] = []
-        still: list[_Held] = []
+        still: list[_HeldEvent] = []
         blocked: set[str] = set()
         for h in self.held:
             t = h.event["id"]
@@ -472,7 +472,7 @@ class Causes:
             after = _credited(self.tabs.get(info.opener))
         return {"kind": "page", "after": after}
 
-    def _fallback(self, held: _Held) -> dict[str, Any]:
+    def _fallback(self, held: _HeldEvent) -> dict[str, Any]:
         return self._page(self.tabs.get(held.event["id"]), opener=True)
 
 

@@ -51,13 +51,13 @@ __all__ = [
     "METHODS",
     "READ_BYTES",
     "STREAM_PREFIX",
-    "Command",
     "Ending",
     "Finished",
     "Holder",
     "Kept",
-    "Stream",
     "Trace",
+    "TraceCommand",
+    "TraceStream",
     "Traces",
     "command",
     "event",
@@ -167,7 +167,7 @@ class Holder:
 
 
 @dataclass
-class Stream:
+class TraceStream:
     """A finished trace served by the relay: ``IO.read`` pages through it."""
 
     data: bytes
@@ -220,7 +220,7 @@ class Finished:
 
     messages: list[str]
     complete: dict[str, Any]
-    stream: Stream | None = None
+    stream: TraceStream | None = None
 
     def deliver(self, traces: Traces, number: int) -> list[str]:
         """The messages connection ``number`` gets, its stream kept to read."""
@@ -230,7 +230,7 @@ class Finished:
 
 
 @dataclass
-class Command:
+class TraceCommand:
     """What the relay does with a scoped client's trace command (None from
     :func:`command`: forward it as sent)."""
 
@@ -274,7 +274,7 @@ class Traces:
         self.clock = clock
         self.holder: Holder | None = None
         #: connection number -> handle -> stream.
-        self.streams: dict[int, dict[str, Stream]] = {}
+        self.streams: dict[int, dict[str, TraceStream]] = {}
         self._handles = 0
         #: Scopes refused during the current hold (they wait their turn).
         self.waiting: set[str] = set()
@@ -393,7 +393,7 @@ class Traces:
 
     # -- streams ---------------------------------------------------------------
 
-    def keep_stream(self, number: int, stream: Stream) -> str:
+    def keep_stream(self, number: int, stream: TraceStream) -> str:
         self._handles += 1
         handle = f"{STREAM_PREFIX}{self._handles}"
         mine = self.streams.setdefault(number, {})
@@ -418,7 +418,7 @@ class Traces:
             del self.streams[number][handle]
             total -= size
 
-    def stream(self, number: int, handle: object) -> Stream | None:
+    def stream(self, number: int, handle: object) -> TraceStream | None:
         if not isinstance(handle, str):
             return None
         return self.streams.get(number, {}).get(handle)
@@ -437,7 +437,7 @@ def command(
     call: int,
     method: str,
     params: dict[str, Any] | None,
-) -> Command | None:
+) -> TraceCommand | None:
     """A scoped client's trace command (one of :data:`METHODS`), on its
     connection ``number``'s ``session`` (``tab``: the tab it is on)."""
     params = params or {}
@@ -447,21 +447,21 @@ def command(
             return None  # Chromium's own stream (a PDF, a response body)
         stream = traces.stream(number, handle)
         if stream is None:
-            return Command(error=(-32602, "Invalid stream handle"))
+            return TraceCommand(error=(-32602, "Invalid stream handle"))
         if method == "IO.close":
             traces.close(number, handle)
-            return Command(result={})
-        return Command(result=stream.read(params.get("offset"), params.get("size")))
+            return TraceCommand(result={})
+        return TraceCommand(result=stream.read(params.get("offset"), params.get("size")))
     refused = traces.held(number, session, scope)
     if refused is not None:
-        return Command(verdict=refused)
+        return TraceCommand(verdict=refused)
     if method != "Tracing.start" or traces.holding(number, session) is not None:
         return None  # the holder's own: Chromium answers as it does
     mode = params.get("transferMode", "ReportEvents")
     form = params.get("streamFormat", "json")
     packed = params.get("streamCompression", "none")
     if mode not in _TRANSFER_MODES or form not in _FORMATS or packed not in _COMPRESSIONS:
-        return Command(
+        return TraceCommand(
             error=(
                 -32602,
                 "Tracing.start: transferMode is ReportEvents or ReturnAsStream, streamFormat "
@@ -469,7 +469,7 @@ def command(
             )
         )
     if form == "proto":
-        return Command(
+        return TraceCommand(
             verdict=Verdict(
                 "trace",
                 "blocked by agentenv guard trace: a proto trace cannot be read by the relay, "
@@ -478,7 +478,7 @@ def command(
             )
         )
     if tab is None:
-        return Command(
+        return TraceCommand(
             verdict=Verdict(
                 "trace",
                 "blocked by agentenv guard trace: a trace is kept to the tab it is started "
@@ -490,7 +490,7 @@ def command(
     sent = {k: v for k, v in params.items() if k not in ("streamFormat", "streamCompression")}
     # Chromium hands the events to the relay, which keeps the tab's own.
     sent["transferMode"] = "ReportEvents"
-    return Command(params=sent)
+    return TraceCommand(params=sent)
 
 
 def _when(t: float) -> str:
@@ -679,7 +679,7 @@ def finish(ending: Ending) -> Finished:
         "streamCompression": "gzip" if trace.gzip else "none",
     }
     data = gzip.compress(body, 6) if trace.gzip else body
-    return Finished([], complete, Stream(data, base64=trace.gzip))
+    return Finished([], complete, TraceStream(data, base64=trace.gzip))
 
 
 def event(traces: Traces, number: int, data: str) -> Ending | None:
