@@ -122,9 +122,9 @@ def _idle_memory(docker: Any) -> tuple[float, dict[str, float]]:
         used = stats["usage"] - cache.get("inactive_file", cache.get("total_inactive_file", 0))
         starts = {}
         for program, module in (
-            ("relay", "agentenv.relay.server"),
-            ("app", "agentenv.app.server"),
-            ("recorder", "agentenv.recorder.server"),
+            ("relay", "agentenv.relay.relay_server"),
+            ("app", "agentenv.app.app_server"),
+            ("recorder", "agentenv.recorder.recorder_server"),
         ):
             code = f"import time; t = time.perf_counter(); import {module}; "
             code += "print(time.perf_counter() - t)"

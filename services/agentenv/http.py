@@ -17,7 +17,7 @@ from aiohttp import web
 from agentenv.access import AccessDenied, bearer_token
 from agentenv.errors import Refusal
 from agentenv.log.auth import Door, Failure, claimed
-from agentenv.protocol.errors import ErrorBody, ErrorDetail
+from agentenv.protocol.error_body import ErrorBody, ErrorDetail
 from agentenv.settings import Settings
 
 __all__ = [

@@ -19,7 +19,7 @@ from pathlib import Path
 from aiohttp import web
 
 from agentenv import settings as settings_module
-from agentenv.log.errors import LogError
+from agentenv.log.log_errors import LogError
 from agentenv.settings import Settings
 
 __all__ = ["log_dir", "main", "run_server", "setup_logging"]

@@ -34,7 +34,7 @@ from agentenv.protocol.control import (
     TabOrder,
     Tabs,
 )
-from agentenv.protocol.errors import guard_rule
+from agentenv.protocol.error_body import guard_rule
 from agentenv.protocol.urls import tab
 from agentenv.settings import Settings
 
@@ -66,7 +66,7 @@ class BrowserError(AgentEnvError):
 class CdpError(BrowserError):
     """Chromium (or the relay's guard) refused a command: its CDP error
     ``code`` and ``message``, and the guard's ``rule`` when a guard refused it
-    (:func:`agentenv.protocol.errors.guard_rule`)."""
+    (:func:`agentenv.protocol.error_body.guard_rule`)."""
 
     def __init__(self, method: str, message: str, code: int = 0) -> None:
         super().__init__(f"{method}: {message}")

@@ -175,7 +175,7 @@ class Settings:
     #: sizes its quota from the host's memory, not the container's.
     origin_storage_bytes: int = 128 * 1024**2
     #: A scope's storage, summed over its origins and contexts (0: no bound
-    #: but the origins'): relay/storage.py shares it out.
+    #: but the origins'): relay/storage_shares.py shares it out.
     scope_storage_bytes: int = 256 * 1024**2
     #: A scope's downloads, on a computer of two scopes or more (0: the
     #: downloads folder's size over the number of scopes): past it the

@@ -158,7 +158,7 @@ def test_json_new_reads_its_url_as_chromium_does() -> None:
 
 
 def test_target_ids_never_carry_a_path() -> None:
-    from agentenv.relay.requests import TARGET_ID
+    from agentenv.relay.relay_requests import TARGET_ID
 
     assert TARGET_ID.match("0A1B2C3D4E5F60718293A4B5C6D7E8F9")
     assert TARGET_ID.match("a95b08ff-5821-4322-9a0e-a8323de505c1")

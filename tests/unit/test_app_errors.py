@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agentenv.app.errors import OpError, failure
+from agentenv.app.app_errors import OpError, failure
 from agentenv.log.writer import LogWriter
-from agentenv.protocol.errors import guard_rule
+from agentenv.protocol.error_body import guard_rule
 from agentenv.relay import guard
 from agentenv.relay.log_budget import LogBudget
 from agentenv.relay.logbook import Logbook

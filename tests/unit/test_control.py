@@ -1,4 +1,4 @@
-"""The relay's ``AgentEnv.*`` answers (relay/control.py) that need no browser."""
+"""The relay's ``AgentEnv.*`` answers (relay/control_commands.py) that need no browser."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from agentenv.access import Identity
 from agentenv.log.writer import LogWriter
 from agentenv.protocol.control import OTHER_SCOPE, Open, OpenEntries
 from agentenv.relay.connection import ClientState
-from agentenv.relay.control import Control
+from agentenv.relay.control_commands import Control
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.tokens import Granted
 from agentenv.scopes import Scope

@@ -1,5 +1,5 @@
 """``downloads/list`` and ``downloads/get``: what they read, and what no name
-can reach (app/downloads.py; the op in the image: tests/integration)."""
+can reach (app/download_ops.py; the op in the image: tests/integration)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agentenv.app.downloads import _open
-from agentenv.app.errors import OpError
+from agentenv.app.app_errors import OpError
+from agentenv.app.download_ops import _open
 from agentenv.downloads import listed
 from agentenv.protocol.browser import DownloadsGet
 

@@ -401,7 +401,7 @@ async def test_the_recorders_follower_reads_typing_from_the_logs_first_line(
     follower reads the whole log for typing (lines before its start go to no
     recording), and says when it has."""
     from agentenv.log.reader import LogReader
-    from agentenv.recorder.server import Recorder
+    from agentenv.recorder.recorder_server import Recorder
     from agentenv.settings import Settings
     from tests.support.timing import wait_for
 

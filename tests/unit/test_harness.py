@@ -13,7 +13,7 @@ import yaml
 
 from agentenv.harness.preflight import preflight
 from agentenv.harness.steps import Task, TaskError, load_task
-from agentenv.harness.urls import normalize
+from agentenv.harness.url_compare import normalize
 
 ENVS = {
     "shop": {"versions": {1: {"browsers": ["main"]}, 2: {"browsers": []}}},

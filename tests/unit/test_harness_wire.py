@@ -17,12 +17,12 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import ValidationError
 
+from agentenv.app.app_server import RECORDING_OPS
 from agentenv.app.optable import DATA_OPS, OPS, SCOPE_OPS
-from agentenv.app.server import RECORDING_OPS
 from agentenv.harness import attest
 from agentenv.harness.batch import Batch
 from agentenv.harness.computer import Computer
-from agentenv.harness.errors import StepFailed
+from agentenv.harness.harness_errors import StepFailed
 from agentenv.harness.run_store import RunStore, StoreOptions
 from agentenv.harness.runner import Run
 from agentenv.harness.steps import Task
@@ -285,7 +285,7 @@ def test_a_scoped_recording_sends_start_and_end_as_their_models(tmp_path: Path) 
 def test_a_body_the_computer_would_refuse_is_its_400_and_is_not_sent(tmp_path: Path) -> None:
     """No cookie to set (preflight lets it by): the computer's model refuses
     it, so the harness does, in the words and with the status the computer's
-    answer would have (app/server.py's parse)."""
+    answer would have (app/app_server.py's parse)."""
     computer = Wire({})
     run, parsed = _run(
         tmp_path, [{"type": "browser_set_cookies", "env_id": "shop", "cookies": []}], computer

@@ -16,7 +16,6 @@ import pytest
 from agentenv.log.lines import iso
 from agentenv.protocol.recording import FrameEntry, FrameKind, Grant, Start, frame_file
 from agentenv.recorder import journal as j
-from agentenv.recorder.errors import UploadError
 from agentenv.recorder.grants import Listed, uploader
 from agentenv.recorder.journal import (
     KEPT,
@@ -28,6 +27,7 @@ from agentenv.recorder.journal import (
     read_journal,
     start_line,
 )
+from agentenv.recorder.recorder_errors import UploadError
 
 RID = "rec-0123456789abcdef"
 FACTS = {"image_digest": "sha256:" + "a" * 64, "chromium": "Chrome/150", "chromium_flags": ["-x"]}

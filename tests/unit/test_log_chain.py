@@ -275,7 +275,7 @@ def _two_scopes(path: Path) -> tuple[int, int]:
 
 
 def _slice(path: Path, first: int, last: int, scope: str | None) -> dict[str, bytes]:
-    """A recording's files as the recorder makes them (recorder/recording.py)."""
+    """A recording's files as the recorder makes them (recorder/recording_life.py)."""
     marked, kept = [], []
     for raw, ours in LogReader(path).read_run(first, last):
         line = parse_line(raw) if ours else None

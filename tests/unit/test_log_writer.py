@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from agentenv.log.errors import LogLocked
 from agentenv.log.lines import encode, seq_of
+from agentenv.log.log_errors import LogLocked
 from agentenv.log.numbering import Numbering, recover
 from agentenv.log.reader import LogIndex, LogReader
 from agentenv.log.writer import LogWriter
-from agentenv.relay.errors import ControlRefused
+from agentenv.relay.relay_errors import ControlRefused
 from tests.support.stack import free_port
 from tests.support.timing import wait_for
 
@@ -130,7 +130,7 @@ def test_second_writer_refused(tmp_path: Path) -> None:
     # Also from another process (flock is per open file description).
     code = (
         "import sys; from pathlib import Path; from agentenv.log.writer import LogWriter\n"
-        "from agentenv.log.errors import LogLocked\n"
+        "from agentenv.log.log_errors import LogLocked\n"
         f"try:\n LogWriter.open(Path({str(path)!r}))\nexcept LogLocked: sys.exit(3)"
     )
     assert subprocess.run([sys.executable, "-c", code], timeout=30).returncode == 3

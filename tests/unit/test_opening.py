@@ -208,8 +208,8 @@ def test_no_recording_starts_in_a_scope_being_closed(tmp_path: Path) -> None:
     a recording started in it would outlive it and record the next scope of
     that name: the recorder refuses it (409), and records it while open."""
     from agentenv.log.reader import LogReader
-    from agentenv.recorder.errors import Refused
-    from agentenv.recorder.server import Recorder
+    from agentenv.recorder.recorder_errors import Refused
+    from agentenv.recorder.recorder_server import Recorder
     from agentenv.relay_link import BrowserLink
 
     settings = _settings(tmp_path, AGENTENV_USERS="alice:alice-token")

@@ -211,7 +211,7 @@ async def test_ended_recordings_are_kept_for_their_manifest_up_to_a_bound(
     from types import SimpleNamespace
 
     from agentenv.log.reader import LogReader
-    from agentenv.recorder import server
+    from agentenv.recorder import recorder_server as server
     from agentenv.relay_link import BrowserLink
     from agentenv.settings import Settings
 

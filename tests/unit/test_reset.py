@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentenv.app.data import visited, visited_since
+from agentenv.app.browser_data import visited, visited_since
 from agentenv.log.reader import LogReader
 from agentenv.log.writer import LogWriter
 

@@ -21,12 +21,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from agentenv.app.app_server import make_app as make_app_server
 from agentenv.app.optable import all_ops
-from agentenv.app.server import make_app as make_app_server
 from agentenv.log.writer import LogWriter
-from agentenv.recorder.server import make_app as make_recorder
-from agentenv.relay.requests import watcher_key
-from agentenv.relay.server import make_app as make_relay
+from agentenv.recorder.recorder_server import make_app as make_recorder
+from agentenv.relay.relay_requests import watcher_key
+from agentenv.relay.relay_server import make_app as make_relay
 from agentenv.settings import Settings
 from tests.support.fake_chromium import FakeChromium, target_info
 from tests.support.servers import ALICE_TOKEN, CONTROL_TOKEN, Client, computer, serving

@@ -9,7 +9,7 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from agentenv.access import AccessDenied
-from agentenv.app.requests import settings_key
+from agentenv.app.app_requests import settings_key
 from agentenv.app.scope_ops import urls
 from agentenv.settings import SettingsError, load
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from agentenv.access import Identity
-from agentenv.app.data import _empty_downloads
+from agentenv.app.browser_data import _empty_downloads
 from agentenv.relay import core
 from agentenv.relay.core import ClientState, Down, Kind, Pending, SessionInfo
 from agentenv.scopes import Scope, Scopes

@@ -1,8 +1,8 @@
-"""Each scope's share of storage (relay/storage.py)."""
+"""Each scope's share of storage (relay/storage_shares.py)."""
 
 from __future__ import annotations
 
-from agentenv.relay.storage import Shares
+from agentenv.relay.storage_shares import Shares
 
 MIB = 1024 * 1024
 

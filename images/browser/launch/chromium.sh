@@ -84,7 +84,7 @@ for door in "${AGENTENV_RELAY_PORT:-9222}" "${AGENTENV_APP_PORT:-8080}" "$port" 
 done
 # And on the machine's own addresses (in a container, its address on the
 # engine's network, where the relay and the app listen too): what its name
-# resolves to, as the relay reads them (agentenv.relay.server.own_addresses).
+# resolves to, as the relay reads them (agentenv.relay.relay_server.own_addresses).
 own="$(getent ahosts "$(cat /proc/sys/kernel/hostname)" 2>/dev/null | awk '{print $1}' | sort -u || true)"
 for address in $own; do
     case "$address" in 127.* | ::1) continue ;; *:*) address="[$address]" ;; esac

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentenv import process
-from agentenv.app.server import make_app
+from agentenv.app.app_server import make_app
 
 __all__ = ["main"]
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
+from agentenv.app.op_browser import Browser
 from agentenv.log.argpaths import typed_paths
 from agentenv.relay_link import ActionContext
 

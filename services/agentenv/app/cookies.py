@@ -7,8 +7,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agentenv.app.acting import acting, reading
-from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
+from agentenv.app.op_browser import Browser
 from agentenv.protocol.answers import CookiesDeleted, CookiesFound, OpDone
 from agentenv.protocol.browser import CookiesDelete, CookiesGet, CookiesSet
 

@@ -1,7 +1,7 @@
 """The HTTP side of the ``log`` op and the data ops (``data/get``,
 ``data/add``, ``data/reset``; control token): reading the body, choosing the
 scope, running the file work off the event loop. What they do to the
-browser is :mod:`agentenv.app.data`."""
+browser is :mod:`agentenv.app.browser_data`."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import logging
 
 from aiohttp import web
 
-from agentenv.app import data
-from agentenv.app.errors import OpError
-from agentenv.app.peers import recorder_call
-from agentenv.app.requests import (
+from agentenv.app import browser_data
+from agentenv.app.app_errors import OpError
+from agentenv.app.app_requests import (
     acting_caller,
     answer,
     browser_for,
@@ -26,6 +25,7 @@ from agentenv.app.requests import (
     scopes_key,
     settings_key,
 )
+from agentenv.app.peers import recorder_call
 from agentenv.http import BODY_LIMIT, read_body, read_json
 from agentenv.log.lines import iso_ms
 from agentenv.opened import opened_of
@@ -54,7 +54,7 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
     if name == "data/get":
         ask: ScopeOnly = parse(ScopeOnly, await read_json(request, BODY_LIMIT))
         scope = op_scope(request, identity, ask.scope)
-        saved = await data.state(request.app[browsers_key].of(scope))
+        saved = await browser_data.state(request.app[browsers_key].of(scope))
         scopes = request.app[scopes_key]
         # The scope's own lines (two scopes or more): its browser's record only.
         only = (scope or scopes.home) if scopes.isolated else None
@@ -63,7 +63,7 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
         opened = opened_of(request.app[settings_key].scopes_file).scopes().get(only or "")
         since = iso_ms(int(opened.opened * 1000)) if opened is not None else None
         lines = await loop.run_in_executor(
-            None, data.whole_log, request.app[reader_key], only, since
+            None, browser_data.whole_log, request.app[reader_key], only, since
         )
         archive = await loop.run_in_executor(None, pack, saved, lines)
         return web.Response(
@@ -78,7 +78,7 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
         except ArchiveError as exc:
             raise OpError(400, str(exc)) from None
         into = browser_for(request, identity, request.query.get("scope"))
-        return answer("data/add", await data.restore(into, state, who))
+        return answer("data/add", await browser_data.restore(into, state, who))
     # data/reset: every scope (the contexts of scopes other than home are
     # disposed of, and made again on their next connection).
     parse(Empty, await read_json(request, BODY_LIMIT))
@@ -86,13 +86,13 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
     # The sites to clear first: a reset that would not clear them all is
     # refused before anything changes.
     seen = await loop.run_in_executor(
-        None, data.visited_since, request.app[reader_key], browser.reset_seq
+        None, browser_data.visited_since, request.app[reader_key], browser.reset_seq
     )
-    if len(seen) > data.MAX_RESET_ORIGINS:
+    if len(seen) > browser_data.MAX_RESET_ORIGINS:
         raise OpError(
             503,
             f"{len(seen)} sites were visited since the last reset, more than data/reset "
-            f"clears ({data.MAX_RESET_ORIGINS}): start a fresh computer for the next task",
+            f"clears ({browser_data.MAX_RESET_ORIGINS}): start a fresh computer for the next task",
         )
     # Open recordings end first, so their log and manifest upload.
     ended = await recorder_call(request.app, "end_all", b'{"reason": "reset"}')
@@ -100,5 +100,5 @@ async def data_op(request: web.Request, name: str) -> web.StreamResponse:
         log.warning("data/reset: the recorder could not end its recordings")
     await request.app[browsers_key].forget_others()
     settings = request.app[settings_key]
-    every = data.ResetDownloads(str(settings.downloads_dir), settings.scope_folders)
-    return answer("data/reset", await data.reset(browser, who, seen, every))
+    every = browser_data.ResetDownloads(str(settings.downloads_dir), settings.scope_folders)
+    return answer("data/reset", await browser_data.reset(browser, who, seen, every))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agentenv.app.errors import OpError
+from agentenv.app.app_errors import OpError
 
 __all__ = ["KeyError_", "key_events"]
 

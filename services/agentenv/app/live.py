@@ -23,8 +23,8 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from agentenv.app.browser import Browser
-from agentenv.app.errors import OpError
+from agentenv.app.app_errors import OpError
+from agentenv.app.op_browser import Browser
 from agentenv.relay_link import BrowserError, CdpError, active_tab, capture
 
 __all__ = ["FPS", "PAGE", "Live"]

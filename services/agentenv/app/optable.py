@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agentenv.app import cookies, downloads, pixels, storage, tabs
-from agentenv.app.browser import Browser
+from agentenv.app import cookies, download_ops, local_storage, pixels, tabs
 from agentenv.app.caller import Caller
+from agentenv.app.op_browser import Browser
 from agentenv.http import BODY_LIMIT
 from agentenv.protocol import browser as wire
 
@@ -40,9 +40,11 @@ OPS: dict[str, Op] = {
     "cookies/get": Op(wire.CookiesGet, cookies.cookies_get, control=True),
     "cookies/set": Op(wire.CookiesSet, cookies.cookies_set, control=True),
     "cookies/delete": Op(wire.CookiesDelete, cookies.cookies_delete, control=True),
-    "local_storage/get": Op(wire.LocalStorageGet, storage.local_storage_get, control=True),
-    "local_storage/set": Op(wire.LocalStorageSet, storage.local_storage_set, control=True),
-    "local_storage/clear": Op(wire.LocalStorageClear, storage.local_storage_clear, control=True),
+    "local_storage/get": Op(wire.LocalStorageGet, local_storage.local_storage_get, control=True),
+    "local_storage/set": Op(wire.LocalStorageSet, local_storage.local_storage_set, control=True),
+    "local_storage/clear": Op(
+        wire.LocalStorageClear, local_storage.local_storage_clear, control=True
+    ),
     "navigate": Op(wire.Navigate, pixels.navigate, control=False),
     "screenshot": Op(wire.Screenshot, pixels.screenshot, control=False),
     "input/click": Op(wire.InputClick, pixels.input_click, control=False),
@@ -50,8 +52,8 @@ OPS: dict[str, Op] = {
     "input/scroll": Op(wire.InputScroll, pixels.input_scroll, control=False),
     "input/type": Op(wire.InputType, pixels.input_type, control=False),
     "input/key": Op(wire.InputKey, pixels.input_key, control=False),
-    "downloads/list": Op(wire.ScopeOnly, downloads.downloads_list, control=False),
-    "downloads/get": Op(wire.DownloadsGet, downloads.downloads_get, control=False),
+    "downloads/list": Op(wire.ScopeOnly, download_ops.downloads_list, control=False),
+    "downloads/get": Op(wire.DownloadsGet, download_ops.downloads_get, control=False),
 }
 
 DATA_OPS = ("data/get", "data/add", "data/reset")

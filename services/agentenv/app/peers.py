@@ -7,8 +7,8 @@ from __future__ import annotations
 import aiohttp
 from aiohttp import web
 
-from agentenv.app.errors import OpError
-from agentenv.app.requests import client_key, settings_key
+from agentenv.app.app_errors import OpError
+from agentenv.app.app_requests import client_key, settings_key
 from agentenv.settings import Settings
 
 __all__ = ["control_headers", "recorder_call", "recorder_url", "relay_url"]

@@ -10,10 +10,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from agentenv.app.acting import acting, reading
-from agentenv.app.browser import Browser
+from agentenv.app.app_errors import OpError
 from agentenv.app.caller import Caller
-from agentenv.app.errors import OpError
 from agentenv.app.keys import key_events
+from agentenv.app.op_browser import Browser
 from agentenv.protocol.answers import Navigated, OpDone
 from agentenv.protocol.browser import (
     InputClick,

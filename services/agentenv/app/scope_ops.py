@@ -25,10 +25,8 @@ from aiohttp import web
 
 from agentenv.access import check_host
 from agentenv.app.acting import acting
-from agentenv.app.caller import Caller
-from agentenv.app.errors import OpError
-from agentenv.app.peers import recorder_call
-from agentenv.app.requests import (
+from agentenv.app.app_errors import OpError
+from agentenv.app.app_requests import (
     answer,
     browser_key,
     browsers_key,
@@ -39,6 +37,8 @@ from agentenv.app.requests import (
     scopes_key,
     settings_key,
 )
+from agentenv.app.caller import Caller
+from agentenv.app.peers import recorder_call
 from agentenv.http import BODY_LIMIT, read_json
 from agentenv.protocol.answers import ScopeDone
 from agentenv.protocol.browser import (

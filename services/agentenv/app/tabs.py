@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentenv.app.acting import acting, reading
-from agentenv.app.browser import Browser
 from agentenv.app.caller import Caller
+from agentenv.app.op_browser import Browser
 from agentenv.protocol.answers import OpDone, TabOpened
 from agentenv.protocol.browser import ScopeOnly, Tab, TabRef, TabsOpen
 from agentenv.relay_link import visible

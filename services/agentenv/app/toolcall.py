@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from agentenv.app.errors import AppError
+from agentenv.app.app_errors import AppError
 from agentenv.protocol import MAX_DEPTH, too_deep
 
 __all__ = ["MAX_ARGS", "ToolCall", "ToolCallError", "encode", "parse", "role"]

@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from agentenv.harness.errors import StepFailed
+from agentenv.harness.harness_errors import StepFailed
 
 __all__ = ["run_process"]
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from agentenv.harness.errors import HarnessError
+from agentenv.harness.harness_errors import HarnessError
 from agentenv.harness.store import download_recording, safe_name
 from agentenv.protocol.attestation import (
     KEY_PREFIX,

@@ -62,8 +62,8 @@ from typing import Any, TextIO
 from agentenv.harness.attest import results_fields
 from agentenv.harness.backends import start
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens
-from agentenv.harness.errors import HarnessError
 from agentenv.harness.fleet import Fleet, Sample, samples
+from agentenv.harness.harness_errors import HarnessError
 from agentenv.harness.preflight import preflight
 from agentenv.harness.provision import EngineProvisioner, Provisioner
 from agentenv.harness.run_store import RunStore, StoreOptions, records, store_problem

@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from agentenv.harness.engine import HARNESS_LABEL, engine_problem
-from agentenv.harness.errors import HarnessError
 from agentenv.harness.hardening import docker_kwargs, writable_by_the_computer
+from agentenv.harness.harness_errors import HarnessError
 from agentenv.protocol import problems, request_dump
 from agentenv.protocol.answers import ANSWERS, BINARY, RECORDING_ANSWERS
 from agentenv.protocol.browser import ScopeOnly, Tab

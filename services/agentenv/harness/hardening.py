@@ -54,7 +54,7 @@ the app and its Playwright MCPs, the recorder and the relay
 Inside Chromium, an origin's storage (IndexedDB, Cache Storage, OPFS) is
 held to ``AGENTENV_ORIGIN_STORAGE_BYTES`` and a scope's to
 ``AGENTENV_SCOPE_STORAGE_BYTES`` by the relay's watcher
-(:mod:`agentenv.relay.storage`): a scope other than home is an
+(:mod:`agentenv.relay.storage_shares`): a scope other than home is an
 off-the-record context whose storage lives in the browser process's memory,
 with a quota Chromium computes from the host's memory, not the container's.
 """

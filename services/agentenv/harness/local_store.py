@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from agentenv.harness.engine import HARNESS_LABEL, engine_problem
-from agentenv.harness.errors import HarnessError
+from agentenv.harness.harness_errors import HarnessError
 from agentenv.harness.store import (
     LOCAL_BUCKET,
     NETWORK_GONE_S,

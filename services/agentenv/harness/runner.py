@@ -44,13 +44,13 @@ from agentenv.harness import steps as s
 from agentenv.harness.agent_process import run_process
 from agentenv.harness.backends import start
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens, deploy
-from agentenv.harness.errors import StepFailed
+from agentenv.harness.harness_errors import StepFailed
 from agentenv.harness.local_store import LocalStore
 from agentenv.harness.loopback import Loopback, LoopbackError
 from agentenv.harness.mind2web import export
 from agentenv.harness.run_store import RunStore, StoreOptions, records
 from agentenv.harness.store import Store, StoreError, grant_seconds
-from agentenv.harness.urls import normalize
+from agentenv.harness.url_compare import normalize
 from agentenv.protocol import browser as wire
 from agentenv.protocol.answers import CookiesDeleted, RecordingStarted, TabOpened
 from agentenv.protocol.card import BROWSER_V1, MissingOp

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from agentenv.harness.errors import HarnessError
+from agentenv.harness.harness_errors import HarnessError
 from agentenv.protocol.recording import HarAsk, VideoAsk
 
 __all__ = [

@@ -64,8 +64,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from agentenv.harness.errors import HarnessError
 from agentenv.harness.hardening import writable_by_the_computer
+from agentenv.harness.harness_errors import HarnessError
 
 __all__ = [
     "GRANT_S",

@@ -1,7 +1,7 @@
 """The action log's single writer.
 
 - Opens the file ``O_WRONLY | O_APPEND`` and holds an ``fcntl`` lock on it: a
-  second writer gets :class:`~agentenv.log.errors.LogLocked`.
+  second writer gets :class:`~agentenv.log.log_errors.LogLocked`.
 - On open, recovers from a crash (:func:`~agentenv.log.numbering.recover`):
   a half-written last line is moved to ``<file>.partial`` and cut off,
   numbering carries on after the highest ``seq``, and each number taken and
@@ -39,8 +39,8 @@ from typing import Any, cast
 import orjson
 
 from agentenv.log.cdp_params import redact_params, resolved
-from agentenv.log.errors import LogError, LogLocked
 from agentenv.log.lines import PARAMS_MAX, bound, encode, iso_ms, line
+from agentenv.log.log_errors import LogError, LogLocked
 from agentenv.log.numbering import STALLED_S, Numbering, Recovery, recover
 from agentenv.protocol.chain import GENESIS, hash_written, line_hash
 from agentenv.protocol.log import ActionBody, LineKind

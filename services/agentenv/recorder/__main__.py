@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentenv import process
-from agentenv.recorder.server import make_app
+from agentenv.recorder.recorder_server import make_app
 
 __all__ = ["main"]
 

@@ -44,7 +44,7 @@ import orjson
 
 from agentenv.paths import inside
 from agentenv.protocol.recording import Grant, public_enough
-from agentenv.recorder.errors import GrantError, UploadError
+from agentenv.recorder.recorder_errors import GrantError, UploadError
 
 __all__ = [
     "START_FILE",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv.log.auth import AuthRecord, Failure
-from agentenv.log.errors import LogError
+from agentenv.log.log_errors import LogError
 from agentenv.log.writer import LogWriter
 
 __all__ = ["AuthLog"]

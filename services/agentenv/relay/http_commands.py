@@ -24,8 +24,8 @@ from aiohttp import web
 from agentenv.http import error_response
 from agentenv.relay import core, discovery
 from agentenv.relay.core import Kind, Step
-from agentenv.relay.errors import RelayError, UpstreamError
-from agentenv.relay.requests import (
+from agentenv.relay.relay_errors import RelayError, UpstreamError
+from agentenv.relay.relay_requests import (
     TARGET_ID,
     client_address,
     client_key,

@@ -27,8 +27,8 @@ from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.protocol.log import ACTING, READING, ActionBody, Acts, Guard, says_where
 from agentenv.relay.causes import TAB_METHODS, Causes, Served, TabCommand
 from agentenv.relay.commands import ACTING_WITH, acts, classify
-from agentenv.relay.errors import ControlRefused
 from agentenv.relay.log_budget import LogBudget, tab_share
+from agentenv.relay.relay_errors import ControlRefused
 from agentenv.settings import Settings
 
 __all__ = ["Action", "ActionScope", "Logbook", "used_params"]

@@ -7,7 +7,7 @@ connection with it. Two bounds now keep any one user's messages from
 costing the others:
 
 - a message is at most ``AGENTENV_AGENT_MESSAGE_BYTES`` (the connection is
-  closed, 1009, before it is held: :mod:`agentenv.relay.server`);
+  closed, 1009, before it is held: :mod:`agentenv.relay.relay_server`);
 - the big messages being handled at once are bounded per user
   (``AGENTENV_USER_INFLIGHT_BYTES``) and for the relay as a whole
   (``AGENTENV_RELAY_INFLIGHT_BYTES``): past either, the message is refused

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from agentenv.access import DEFAULT_USER
 from agentenv.opened import OpenedScope, digest, mint_token
-from agentenv.relay.errors import RelayError
+from agentenv.relay.relay_errors import RelayError
 from agentenv.settings import AGENTENV_USER, scope_folder
 
 __all__ = ["MAX_CLOSED", "Openings", "ScopeRefused"]

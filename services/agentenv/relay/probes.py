@@ -15,7 +15,6 @@ from typing import Any
 import aiohttp
 
 from agentenv.relay.elements import DESCRIBE_TIMEOUT_S, describe_expression, target
-from agentenv.relay.errors import WatcherError
 from agentenv.relay.once import once
 from agentenv.relay.password import (
     CHECK_TIMEOUT_S,
@@ -27,6 +26,7 @@ from agentenv.relay.password import (
     host_verdict,
     verdict,
 )
+from agentenv.relay.relay_errors import WatcherError
 from agentenv.relay.watching import Watching
 
 __all__ = ["Probes"]

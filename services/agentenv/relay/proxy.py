@@ -49,12 +49,12 @@ from agentenv.relay import core, elements, password
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.causes import TAB_METHODS
 from agentenv.relay.commands import acts
-from agentenv.relay.control import Control
+from agentenv.relay.control_commands import Control
 from agentenv.relay.core import ClientState, Kind, Pending, Step
-from agentenv.relay.errors import ControlRefused, RelayError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, COUNTED, InFlight, Meter
 from agentenv.relay.metered import MeteredReader
+from agentenv.relay.relay_errors import ControlRefused, RelayError
 from agentenv.relay.to_client import FAIR_TURN, ToClient
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher

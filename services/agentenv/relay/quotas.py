@@ -1,5 +1,5 @@
 """The quotas of every origin's storage, set through the watcher's own
-sessions (issue 22; :mod:`agentenv.relay.storage` says how much each gets).
+sessions (issue 22; :mod:`agentenv.relay.storage_shares` says how much each gets).
 
 As a page or an out-of-process frame opens an http(s) origin, a session of
 the watcher's own on that target sets ``Storage.overrideQuotaForOrigin`` and
@@ -32,9 +32,9 @@ from typing import Any
 
 import aiohttp
 
-from agentenv.relay.errors import WatcherError
 from agentenv.relay.once import once
-from agentenv.relay.storage import Key, Shares
+from agentenv.relay.relay_errors import WatcherError
+from agentenv.relay.storage_shares import Key, Shares
 from agentenv.relay.watching import Watching
 from agentenv.settings import AGENTENV_USER
 

@@ -17,7 +17,7 @@ import aiohttp
 import orjson
 from aiohttp import WSMsgType, web
 
-from agentenv.log.errors import LogError
+from agentenv.log.log_errors import LogError
 from agentenv.relay import core, traces
 from agentenv.relay.core import ClientState, Down, Pending
 from agentenv.relay.logbook import Logbook

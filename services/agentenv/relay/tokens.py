@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from agentenv.access import Identity
-from agentenv.relay.errors import ControlRefused
+from agentenv.relay.relay_errors import ControlRefused
 
 __all__ = ["Granted", "GrantedToken"]
 

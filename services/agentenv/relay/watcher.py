@@ -18,7 +18,7 @@ watcher reconnects as soon as Chromium answers again.
 Two parts hold their own state on its connection: each origin's storage
 quota, held by a session of its own on a target that shows the origin
 (:mod:`agentenv.relay.quotas`, issue 22), and each scope's downloads, their
-folder and their share of it (:mod:`agentenv.relay.downloads`).
+folder and their share of it (:mod:`agentenv.relay.scope_downloads`).
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ from agentenv.admission import Admission, Full, Gate
 from agentenv.calls import Calls
 from agentenv.opened import REVOKED, opened_of
 from agentenv.protocol.urls import tab as is_tab
-from agentenv.relay.downloads import Downloads
-from agentenv.relay.errors import RelayError, UpstreamError, WatcherError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.once import once
 from agentenv.relay.oom import read_oom_kills, why_exited
 from agentenv.relay.opening import Openings, ScopeRefused
 from agentenv.relay.probes import Probes
 from agentenv.relay.quotas import Quotas
+from agentenv.relay.relay_errors import RelayError, UpstreamError, WatcherError
+from agentenv.relay.scope_downloads import Downloads
 from agentenv.relay.traces import Traces
 from agentenv.relay.warm import REFILL_AFTER_TAKE_S, Warm, WarmPool
 from agentenv.relay.worlds import RelayWorlds

@@ -41,17 +41,8 @@ from aiohttp_asgi import ASGIResource
 
 import agentenv
 from agentenv.access import bearer_token, check_host, check_origin
-from agentenv.app.browser import Browser, Browsers
-from agentenv.app.data_ops import data_op, log_op
-from agentenv.app.downloads import DownloadFile
-from agentenv.app.errors import OpError, failure
-from agentenv.app.live import PAGE as LIVE_PAGE
-from agentenv.app.live import Live
-from agentenv.app.mcp_loader import McpState, mcp_door, serve_mcp
-from agentenv.app.optable import DATA_OPS, OPS, SCOPE_OPS, all_ops
-from agentenv.app.peers import control_headers, recorder_call, recorder_url, relay_url
-from agentenv.app.pixels import Image
-from agentenv.app.requests import (
+from agentenv.app.app_errors import OpError, failure
+from agentenv.app.app_requests import (
     acting_caller,
     answer,
     browser_for,
@@ -69,6 +60,15 @@ from agentenv.app.requests import (
     scopes_key,
     settings_key,
 )
+from agentenv.app.data_ops import data_op, log_op
+from agentenv.app.download_ops import DownloadFile
+from agentenv.app.live import PAGE as LIVE_PAGE
+from agentenv.app.live import Live
+from agentenv.app.mcp_loader import McpState, mcp_door, serve_mcp
+from agentenv.app.op_browser import Browser, Browsers
+from agentenv.app.optable import DATA_OPS, OPS, SCOPE_OPS, all_ops
+from agentenv.app.peers import control_headers, recorder_call, recorder_url, relay_url
+from agentenv.app.pixels import Image
 from agentenv.app.scope_ops import scope_op
 from agentenv.http import (
     BODY_LIMIT,

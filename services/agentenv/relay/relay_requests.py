@@ -1,5 +1,5 @@
 """What the relay's handlers read from a request and from the application:
-its keys (typed ``AppKey``s, set by :func:`agentenv.relay.server.make_app`),
+its keys (typed ``AppKey``s, set by :func:`agentenv.relay.relay_server.make_app`),
 who is calling, the address the client used, a call to Chromium's own HTTP
 endpoints, the scope the caller acts in, and the log entry for an HTTP call
 that acts."""
@@ -21,10 +21,10 @@ from agentenv.metrics import RelayCounts
 from agentenv.relay import discovery
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.connection import ClientState
-from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import InFlight
 from agentenv.relay.proxy import Shared
+from agentenv.relay.relay_errors import RelayError, UpstreamError
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
 from agentenv.scopes import Scope

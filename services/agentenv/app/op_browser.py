@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentenv.app.errors import OpError
+from agentenv.app.app_errors import OpError
 from agentenv.protocol.browser import Tab
 from agentenv.protocol.control import TabOrder, Tabs
 from agentenv.relay_link import BrowserLink, pages, visible

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from agentenv.app.acting import reading
-from agentenv.app.browser import Browser
+from agentenv.app.app_errors import OpError
 from agentenv.app.caller import Caller
-from agentenv.app.errors import OpError
+from agentenv.app.op_browser import Browser
 from agentenv.downloads import listed, opened
 from agentenv.protocol.browser import Download, DownloadsGet, ScopeOnly
 

@@ -32,7 +32,7 @@ class WatcherError(RelayError):
 
 
 class ControlRefused(RelayError):
-    """An ``AgentEnv.*`` command refused (:mod:`agentenv.relay.control`): its
+    """An ``AgentEnv.*`` command refused (:mod:`agentenv.relay.control_commands`): its
     connection is answered a -32602 error whose message is this one. A scope
     op's starts with the HTTP status the app answers it with ("409: ...")."""
 

@@ -27,14 +27,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from agentenv.relay.errors import WatcherError
+from agentenv.relay.relay_errors import WatcherError
 from agentenv.relay.watching import Watching
 from agentenv.scopes import Scope
 from agentenv.settings import AGENTENV_USER
 
 __all__ = ["Downloads"]
 
-log = logging.getLogger("agentenv.relay.downloads")
+log = logging.getLogger("agentenv.relay.scope_downloads")
 
 
 def _make_folder(folder: Path) -> None:

@@ -41,11 +41,11 @@ from agentenv.protocol import problems
 from agentenv.protocol.answers import RECORDING_ANSWERS, RecordingStarted
 from agentenv.protocol.log import parse_line
 from agentenv.protocol.recording import End, EndAll, Grant, Start, new_recording_id
-from agentenv.recorder.errors import Refused
 from agentenv.recorder.grants import Listed, open_grant, prove
 from agentenv.recorder.journal import Journal, Journaled, prune, read_journal
 from agentenv.recorder.provenance import Provenance, provenance, signer_of
-from agentenv.recorder.recording import Recording
+from agentenv.recorder.recorder_errors import Refused
+from agentenv.recorder.recording_life import Recording
 from agentenv.recorder.typed import Typed
 from agentenv.relay_link import BrowserError, BrowserLink
 from agentenv.scopes import Scopes

@@ -2,7 +2,7 @@
 (docs/spec.md section 1): actions begun and ended, the tabs, a reset, granted
 tokens, the entries still open, the app server's failed authentication.
 The proxy has parsed their params (:mod:`agentenv.protocol.control`); each
-answers a result or raises :class:`~agentenv.relay.errors.ControlRefused`
+answers a result or raises :class:`~agentenv.relay.relay_errors.ControlRefused`
 for a -32602 answer."""
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from agentenv.protocol.control import (
 )
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.connection import ClientState
-from agentenv.relay.errors import ControlRefused, RelayError
 from agentenv.relay.logbook import Logbook
+from agentenv.relay.relay_errors import ControlRefused, RelayError
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
 
@@ -174,7 +174,7 @@ class Control:
 
     async def _reset_scope(self, params: ResetScope) -> Done:
         # No ``reset`` line: one forgets the sites every scope visited, which
-        # data/reset must still clear (app/data.py); the op is on the record.
+        # data/reset must still clear (app/browser_data.py); the op is on the record.
         try:
             await self.watcher.reset_scope(params.scope)
         except RelayError as exc:

@@ -1,5 +1,5 @@
 """What the app server's handlers read from a request: its keys (typed
-``AppKey``s, set by :func:`agentenv.app.server.make_app`), who is calling
+``AppKey``s, set by :func:`agentenv.app.app_server.make_app`), who is calling
 (:func:`caller`, :func:`require_control`, :func:`acting_caller`), which scope
 and browser an op acts in (:func:`op_scope`, :func:`browser_for`), a
 body as its model (:func:`parse`), and an op's answer as its model writes it
@@ -15,11 +15,11 @@ from pydantic import BaseModel, ValidationError
 
 from agentenv.access import AccessDenied, Identity, bearer_token, identify
 from agentenv.app import toolcall
-from agentenv.app.browser import Browser, Browsers
+from agentenv.app.app_errors import OpError
 from agentenv.app.caller import Caller, caller_of
-from agentenv.app.errors import OpError
 from agentenv.app.live import Live
 from agentenv.app.mcp_loader import McpState
+from agentenv.app.op_browser import Browser, Browsers
 from agentenv.log.reader import LogReader
 from agentenv.protocol import problems
 from agentenv.protocol.answers import ANSWERS

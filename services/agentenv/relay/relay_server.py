@@ -14,7 +14,7 @@ web pages, never the browser's own UI, and discovery lists only those.
 
 The HTTP commands that act (``/json/new``, ``/json/close``, ``/json/activate``)
 are :mod:`agentenv.relay.http_commands`; what every handler reads from a
-request is :mod:`agentenv.relay.requests`.
+request is :mod:`agentenv.relay.relay_requests`.
 """
 
 from __future__ import annotations
@@ -45,13 +45,13 @@ from agentenv.protocol.urls import canonical_address, loopback
 from agentenv.relay import discovery, guard
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.connection import WORKERS
-from agentenv.relay.errors import RelayError, UpstreamError
 from agentenv.relay.http_commands import json_activate, json_close, json_new, json_new_get
 from agentenv.relay.log_budget import LogBudget
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import InFlight
 from agentenv.relay.proxy import Shared, bridge
-from agentenv.relay.requests import (
+from agentenv.relay.relay_errors import RelayError, UpstreamError
+from agentenv.relay.relay_requests import (
     TARGET_ID,
     auth_key,
     client_address,

@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 import orjson
 
 from agentenv.app.acting import acting, reading
-from agentenv.app.browser import Browser
+from agentenv.app.app_errors import OpError
 from agentenv.app.caller import Caller
-from agentenv.app.errors import OpError
+from agentenv.app.op_browser import Browser
 from agentenv.protocol.answers import LocalStorageItems, OpDone
 from agentenv.protocol.browser import LocalStorageClear, LocalStorageGet, LocalStorageSet
 from agentenv.relay_link import BrowserError

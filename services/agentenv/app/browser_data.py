@@ -22,11 +22,11 @@ from typing import Any
 import orjson
 
 from agentenv.app.acting import acting
-from agentenv.app.browser import Browser
+from agentenv.app.app_errors import OpError, failure
 from agentenv.app.caller import Caller
 from agentenv.app.cookies import all_cookies, settable
-from agentenv.app.errors import OpError, failure
-from agentenv.app.storage import READ_ALL, WRITE_ALL, on_origin, origin
+from agentenv.app.local_storage import READ_ALL, WRITE_ALL, on_origin, origin
+from agentenv.app.op_browser import Browser
 from agentenv.log.reader import LogReader
 from agentenv.protocol.answers import DataAdded, DataReset
 from agentenv.protocol.browser import Tab
@@ -47,7 +47,7 @@ __all__ = [
     "whole_log",
 ]
 
-log = logging.getLogger("agentenv.app.data")
+log = logging.getLogger("agentenv.app.browser_data")
 
 #: What data/reset clears per origin ("all" fails in headless Chromium).
 CLEARED_STORAGE = (
