@@ -85,9 +85,9 @@ def test_an_answer_handed_over_first_still_ends_its_entry(tmp_path: Path) -> Non
     bridge, book = _bridge(tmp_path, Chromium(answer), client)
     client.seen = lambda: list(bridge.state.pending)  # in flight when the client had it
     entry = _send(bridge, book, 1, "Runtime.evaluate", {"expression": "1"})
-    asyncio.run(bridge.to_client())
+    asyncio.run(bridge.down.run())
     assert client.sent == [(answer, [(None, 1)])]  # before the relay read it
-    assert not bridge.state.pending and bridge.settled.is_set()
+    assert not bridge.state.pending and bridge.down.settled.is_set()
     assert _log(tmp_path)[entry]["ok"] is True
 
 
@@ -106,7 +106,7 @@ def test_answers_that_change_what_comes_next_are_read_before_the_client_has_them
     _send(bridge, book, 1, "Target.attachToTarget", {"targetId": "T1", "flatten": True})
     _send(bridge, book, 2, "Page.setDownloadBehavior", {"behavior": "deny"})
     opened = _send(bridge, book, 3, "Target.createTarget", {"url": "about:blank"})
-    asyncio.run(bridge.to_client())
+    asyncio.run(bridge.down.run())
     assert [seen for _, seen in client.sent] == [(True, False, 2), (True, True, 1), (True, True, 0)]
     assert state.sessions["S9"].tab == "T1"
     assert _log(tmp_path)[opened]["tab"] == "T2"
@@ -119,8 +119,8 @@ def test_a_client_gone_under_a_send_still_has_every_answer_logged(tmp_path: Path
     )
     first = _send(bridge, book, 1, "Runtime.evaluate", {"expression": "1"})
     second = _send(bridge, book, 2, "DOM.describeNode", {"nodeId": 5})
-    asyncio.run(bridge.to_client())  # no exception: the loop reads on
-    assert bridge.client_gone and len(client.sent) == 1  # nothing more was tried
+    asyncio.run(bridge.down.run())  # no exception: the loop reads on
+    assert bridge.down.client_gone and len(client.sent) == 1  # nothing more was tried
     entries = _log(tmp_path)
     assert entries[first]["ok"] is True
     assert entries[second]["ok"] is False and entries[second]["error"] == "No node"

@@ -5,7 +5,7 @@ imports nothing of the computer but :mod:`agentenv.protocol`.
 
 - :mod:`.steps` — the task file: envs with versions, steps as one tagged union;
 - :mod:`.preflight` — every problem listed before anything deploys (no I/O);
-- :mod:`.urls` — tabs by URL, normalized as the browser does (no I/O);
+- :mod:`.url_compare` — tabs by URL, normalized as the browser does (no I/O);
 - :mod:`.computer` — a computer's API (each body its op's protocol model),
   deployed with the docker SDK or attached;
 - :mod:`.backends` — where computers start: Docker (:mod:`.engine`, hardened
@@ -24,7 +24,7 @@ imports nothing of the computer but :mod:`agentenv.protocol`.
 - :mod:`.runner` — the run: steps (one handler a step type), progress, artifacts,
   exit status, with :mod:`.agent_process` (an agent's process);
   :mod:`.batch` — many tasks at once, its computers' counts summed by
-  :mod:`.fleet`; :mod:`.cli`; :mod:`.errors`.
+  :mod:`.fleet`; :mod:`.cli`; :mod:`.harness_errors`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ and which read is the relay's protocol table, :mod:`agentenv.relay.commands`):
 - :mod:`.bodies` — request and response bodies as a recording's network log
   keeps them: what a page sends withheld unless shown harmless;
 - :mod:`.argpaths` — paths into arguments: typed text withheld and put back, files named;
-- :mod:`.errors` — the log's exceptions;
+- :mod:`.log_errors` — the log's exceptions;
 - :mod:`.lines` — the line kinds and their encoding;
 - :mod:`.numbering` — numbers taken at begin, stalled actions, restart recovery
   (the hash chain itself is :mod:`agentenv.protocol.chain`, which the harness

@@ -10,7 +10,7 @@ Inbound models refuse unknown fields; everything is serialized in one place
   :mod:`.attestation` — what makes a recording evidence: the key's text, what
   is signed, and the checks (no I/O);
 - :mod:`.control` — the ``AgentEnv.*`` commands and their results;
-- :mod:`.errors` — the error body; :mod:`.urls` — which URLs an agent may open;
+- :mod:`.error_body` — the error body; :mod:`.urls` — which URLs an agent may open;
 - :mod:`.chain` — the log's hash chain, and its checks (``agentenv verify``).
 """
 

@@ -14,12 +14,12 @@ manifest as it goes.
   the recording from it, with a manifest rebuilt (``rebuilt_why``) and signed;
 - :mod:`.provenance` — what the computer is (image digest, Chromium, key),
   and the one place a manifest is signed;
-- :mod:`.recording` — one recording's life (its screenshots are
+- :mod:`.recording_life` — one recording's life (its screenshots are
   :func:`agentenv.relay_link.capture`'s, never bringing a tab forward), with
   what a start may add: :mod:`.video` (the agent's tab as H.264 chunks) and
   :mod:`.har` (``network.har``, secrets out; :mod:`.typed`: what the log
   says was typed into password fields, by tab, for its bodies' window);
-- :mod:`.server` — the HTTP ops; :mod:`.errors`.
+- :mod:`.recorder_server` — the HTTP ops; :mod:`.recorder_errors`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ loaded, and a capture that survives its tab closing under it.
 
 Captures go through the relay as ``agentenv`` (:mod:`agentenv.relay_link`),
 so they are not on the record and never bring a tab to the front. A
-:class:`~.recording.Recording` owns one :class:`Camera` and decides when a
+:class:`~.recording_life.Recording` owns one :class:`Camera` and decides when a
 frame is taken (:mod:`.bursts`); this module decides what it shows.
 """
 

@@ -17,24 +17,24 @@ The connection's rules, without I/O:
   lands on (the expressions; the watcher runs them);
 - :mod:`.causes` — what caused each tab event; :mod:`.front` — which tab is
   in front, and which are loading;
-- :mod:`.memory`, :mod:`.storage` — the bytes held and the storage shares;
+- :mod:`.memory`, :mod:`.storage_shares` — the bytes held and the storage shares;
 - :mod:`.discovery` — ``/json/*`` answers rewritten to the relay's address;
 - :mod:`.tokens` — tokens granted for one agent's connection.
 
 The I/O around them:
 
-- :mod:`.server` — the aiohttp application: discovery over HTTP, CDP over
+- :mod:`.relay_server` — the aiohttp application: discovery over HTTP, CDP over
   WebSocket; :mod:`.http_commands` (``/json/new``, ``close``, ``activate``) and
-  :mod:`.requests` (its keys, and what handlers read from a request);
+  :mod:`.relay_requests` (its keys, and what handlers read from a request);
 - :mod:`.proxy` — one client bridged to its own upstream connection, with
-  :mod:`.to_client` (its Chromium-to-client loop), :mod:`.control` (the
+  :mod:`.to_client` (its Chromium-to-client loop), :mod:`.control_commands` (the
   ``AgentEnv.*`` commands) and :mod:`.metered` (its readers, counted);
 - :mod:`.logbook` — what the relay writes to the action log;
 - :mod:`.log_budget` — each user's share of the action log;
 - :mod:`.watcher` — the relay's own connection to Chromium, with
   :mod:`.probes` (the password check, what a press lands on), :mod:`.quotas`
-  (storage quotas) and :mod:`.downloads` (each scope's downloads);
-- :mod:`.once` — one run of a coroutine for every caller; :mod:`.errors`.
+  (storage quotas) and :mod:`.scope_downloads` (each scope's downloads);
+- :mod:`.once` — one run of a coroutine for every caller; :mod:`.relay_errors`.
 
 Who is who (tokens, ``Host`` and ``Origin``) is :mod:`agentenv.access`.
 """

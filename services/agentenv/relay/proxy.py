@@ -96,7 +96,7 @@ class Shared:
     auth: AuthLog | None = None
 
 
-class _Bridge(ToClient):
+class _Bridge:
     def __init__(
         self,
         client: web.WebSocketResponse,
@@ -121,10 +121,11 @@ class _Bridge(ToClient):
         self.watcher = watcher
         self.granted = granted
         self.downloads = downloads
-        self.answered = asyncio.Event()  # an answer came back
-        self.settled = asyncio.Event()  # nothing is in flight
         self.refused_binary = False
-        self.client_gone = False  # a send to the client failed: it left
+        #: Chromium to the client: its loop, and what it says back.
+        self.down = ToClient(
+            client, upstream, state, logbook, watcher, self.answers, self._over_memory
+        )
         #: The control token's AgentEnv.* commands.
         self.control = Control(state, logbook, watcher, granted, shared.auth)
 
@@ -429,7 +430,7 @@ class _Bridge(ToClient):
         key = (step.session, step.call if step.call is not None else -1)
         if pending is not None:
             self.state.pending[key] = pending
-            self.settled.clear()
+            self.down.settled.clear()
         try:
             await self.upstream.send_str(step.data)
         except (ConnectionError, RuntimeError, aiohttp.ClientError) as exc:
@@ -448,14 +449,14 @@ class _Bridge(ToClient):
         deadline = loop.time() + password.CHECK_TIMEOUT_S
         while True:
             # Cleared before the look: an answer after it sets it again.
-            self.answered.clear()
+            self.down.answered.clear()
             if not any(p.tab == tab and p.acting for p in self.state.pending.values()):
                 return
             left = deadline - loop.time()
             if left <= 0:
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.answered.wait(), left)
+                await asyncio.wait_for(self.down.answered.wait(), left)
 
     # -- AgentEnv.* ------------------------------------------------------------
 
@@ -515,14 +516,14 @@ async def _bridged(b: _Bridge, reading: InFlight | None, reads: Any) -> None:
     if reading is not None and not state.identity.control:
         b.meter(reads, getattr(getattr(upstream, "_conn", None), "protocol", None))
     to_upstream = asyncio.create_task(b.to_upstream(), name=f"conn{state.number}-up")
-    to_client = asyncio.create_task(b.to_client(), name=f"conn{state.number}-down")
+    to_client = asyncio.create_task(b.down.run(), name=f"conn{state.number}-down")
     try:
         done, _ = await asyncio.wait({to_upstream, to_client}, return_when=asyncio.FIRST_COMPLETED)
         if to_upstream in done and not to_client.done() and state.pending and b.over is None:
             # The client left: let Chromium answer what it was sent.
-            b.settled.clear()
+            b.down.settled.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(b.settled.wait(), LEFT_WAIT_S)
+                await asyncio.wait_for(b.down.settled.wait(), LEFT_WAIT_S)
     finally:
         for task in (to_upstream, to_client):
             task.cancel()
@@ -539,11 +540,11 @@ async def _bridged(b: _Bridge, reading: InFlight | None, reads: Any) -> None:
         with contextlib.suppress(Exception):
             b._disconnected(b.over)
     upstream_ended = (
-        to_client in done and not client.closed and not b.client_gone and b.over is None
+        to_client in done and not client.closed and not b.down.client_gone and b.over is None
     )
     try:
         if state.pending:
-            b.end_pending(
+            b.down.end_pending(
                 b.over
                 or (
                     "Chromium exited before answering"

@@ -2,8 +2,9 @@
 Chromium's messages as the core says (:func:`agentenv.relay.core.from_upstream`),
 answers ending their entries, most of them right after the client has them,
 the relay's own commands sent before a message the client could act on, and
-fair turns for every other connection. :class:`~agentenv.relay.proxy._Bridge`
-holds the state; this is its loop."""
+fair turns for every other connection. A class of its own: the bridge
+(:class:`~agentenv.relay.proxy._Bridge`) hands it what it needs and runs
+:meth:`ToClient.run` beside its client-to-Chromium loop."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -35,22 +37,34 @@ FAIR_TURN = 8
 
 
 class ToClient:
-    """Chromium to client, for a bridge with these attributes."""
+    """Chromium to client, for one bridged connection: the bridge
+    (:mod:`agentenv.relay.proxy`) makes it with what it reads and writes, and
+    reads back ``answered``, ``settled`` and ``client_gone``."""
 
-    client: web.WebSocketResponse
-    upstream: aiohttp.ClientWebSocketResponse
-    state: ClientState
-    logbook: Logbook
-    watcher: Watcher
-    answers: Meter
-    answered: asyncio.Event
-    settled: asyncio.Event
-    client_gone: bool
+    def __init__(
+        self,
+        client: web.WebSocketResponse,
+        upstream: aiohttp.ClientWebSocketResponse,
+        state: ClientState,
+        logbook: Logbook,
+        watcher: Watcher,
+        answers: Meter,
+        over_memory: Callable[[str], None],
+    ) -> None:
+        self.client = client
+        self.upstream = upstream
+        self.state = state
+        self.logbook = logbook
+        self.watcher = watcher
+        #: What Chromium answers this client, not yet whole.
+        self.answers = answers
+        #: The bridge's: the connection closed for memory, with this reason.
+        self._over_memory = over_memory
+        self.answered = asyncio.Event()  # an answer came back
+        self.settled = asyncio.Event()  # nothing is in flight
+        self.client_gone = False  # a send to the client failed: it left
 
-    def _over_memory(self, why: str) -> None:
-        raise NotImplementedError
-
-    async def to_client(self) -> None:
+    async def run(self) -> None:
         state = self.state
         turn = 0
         async for msg in self.upstream:

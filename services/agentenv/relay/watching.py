@@ -1,4 +1,4 @@
-"""What the watcher's parts (:mod:`.downloads`, :mod:`.quotas`,
+"""What the watcher's parts (:mod:`.scope_downloads`, :mod:`.quotas`,
 :mod:`.probes`) ask of the watcher: a protocol, so that each part imports
 this module and never :mod:`.watcher`, which makes them (no import circle).
 No I/O; :class:`~agentenv.relay.watcher.Watcher` is the one implementation.
