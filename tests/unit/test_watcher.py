@@ -205,15 +205,15 @@ async def test_a_restarted_relay_closes_the_scopes_opened_before_it(tmp_path: Pa
         )
         # Revoked at once, before any connection: no door takes the token.
         assert Opened(settings.scopes_file).scope_of(token) is None
-        assert watcher.openings.open["left"].digest == REVOKED
+        assert watcher.keeper.openings.open["left"].digest == REVOKED
         running = asyncio.create_task(watcher.run())
         try:
             await asyncio.wait_for(watcher.connected.wait(), deadline(5))
             for _ in range(200):
-                if not watcher.left_open:
+                if not watcher.keeper.left_open:
                     break
                 await asyncio.sleep(0.05)
-            assert not watcher.left_open
+            assert not watcher.keeper.left_open
             assert chromium.contexts == []
             disposed = [
                 p["browserContextId"]
@@ -222,7 +222,7 @@ async def test_a_restarted_relay_closes_the_scopes_opened_before_it(tmp_path: Pa
             ]
             assert disposed == ["LEFT-SCOPE", "LEFT-AGENTS"]
             assert Opened(settings.scopes_file).names() == frozenset()
-            assert watcher.openings.was_closed("left")
+            assert watcher.keeper.openings.was_closed("left")
             lines = [json.loads(x) for x in path.read_bytes().splitlines()]
             closes = [x["action"] for x in lines if x.get("action", {}).get("op") == "scopes/close"]
             assert [c["args"] for c in closes] == [{"scope": "left"}]

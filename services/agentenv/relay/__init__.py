@@ -33,7 +33,8 @@ The I/O around them:
 - :mod:`.log_budget` — each user's share of the action log;
 - :mod:`.watcher` — the relay's own connection to Chromium, with
   :mod:`.probes` (the password check, what a press lands on), :mod:`.quotas`
-  (storage quotas) and :mod:`.scope_downloads` (each scope's downloads);
+  (storage quotas), :mod:`.scope_downloads` (each scope's downloads) and
+  :mod:`.scope_keeper` (the scopes' contexts, opened and closed, warm ones);
 - :mod:`.once` — one run of a coroutine for every caller; :mod:`.relay_errors`.
 
 Who is who (tokens, ``Host`` and ``Origin``) is :mod:`agentenv.access`.

@@ -117,7 +117,7 @@ class Control:
         # Every context an agent made, and every scope but the home one (its
         # own tabs and data the app has just reset), goes with its tabs.
         try:
-            await self.watcher.reset_scopes()
+            await self.watcher.keeper.reset_scopes()
         except RelayError as exc:
             raise ControlRefused(
                 f"the browser contexts could not be disposed of: {exc.message}"
@@ -125,7 +125,7 @@ class Control:
         return Written(entry=self.logbook.reset(params.reason))
 
     async def _grant(self, params: TokenGrant) -> Token:
-        if self.watcher.openings.was_closed(params.who):
+        if self.watcher.keeper.openings.was_closed(params.who):
             # A closed scope's MCP session still asking: it must not act in another.
             raise ControlRefused("this scope was closed: no token is granted for it")
         return Token(token=self.granted.grant(self.state.number, params.who, params.tag))
@@ -153,21 +153,21 @@ class Control:
 
     async def _open_scope(self, params: OpenScope) -> ScopeMade:
         try:
-            name, token = await self.watcher.open_scope(params.name)
+            name, token = await self.watcher.keeper.open_scope(params.name)
         except RelayError as exc:
             raise ControlRefused(f"{exc.status}: {exc.message}") from None
         return ScopeMade(scope=name, token=token)
 
     async def _revoke_scope(self, params: RevokeScope) -> Done:
         try:
-            await self.watcher.revoke_scope(params.scope)
+            await self.watcher.keeper.revoke_scope(params.scope)
         except RelayError as exc:
             raise ControlRefused(f"{exc.status}: {exc.message}") from None
         return Done()
 
     async def _close_scope(self, params: CloseScope) -> Done:
         try:
-            await self.watcher.close_scope(params.scope)
+            await self.watcher.keeper.close_scope(params.scope)
         except RelayError as exc:
             raise ControlRefused(f"{exc.status}: {exc.message}") from None
         return Done()
@@ -176,7 +176,7 @@ class Control:
         # No ``reset`` line: one forgets the sites every scope visited, which
         # data/reset must still clear (app/browser_data.py); the op is on the record.
         try:
-            await self.watcher.reset_scope(params.scope)
+            await self.watcher.keeper.reset_scope(params.scope)
         except RelayError as exc:
             raise ControlRefused(f"{exc.status}: {exc.message}") from None
         return Done()
@@ -184,6 +184,6 @@ class Control:
     async def _scopes(self, params: ListScopes) -> OpenedScopes:
         listed = [
             ScopeListed(scope=s.name, opened=s.opened, closing=s.closing)
-            for s in self.watcher.openings.open.values()
+            for s in self.watcher.keeper.openings.open.values()
         ]
-        return OpenedScopes(scopes=listed, max_scopes=self.watcher.openings.max_scopes)
+        return OpenedScopes(scopes=listed, max_scopes=self.watcher.keeper.openings.max_scopes)

@@ -476,7 +476,7 @@ class _Bridge:
         if self.client.closed and isinstance(result, ScopeMade):
             # Nobody was told its token: a scope opened for no one closes again.
             with contextlib.suppress(RelayError):
-                await self.watcher.close_scope(result.scope)
+                await self.watcher.keeper.close_scope(result.scope)
 
     async def _control_run(self, step: Step) -> ControlResult | None:
         assert step.control is not None

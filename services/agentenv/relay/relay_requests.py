@@ -96,7 +96,7 @@ def identity_of(request: web.Request, *, open_path: bool = False) -> Identity:
     token = token_of(request)
     granted = request.app[granted_key].get(token)
     if granted is not None:
-        if request.app[watcher_key].openings.was_closed(granted.identity.user):
+        if request.app[watcher_key].keeper.openings.was_closed(granted.identity.user):
             # Granted for a scope since closed (its grants went with it; one
             # in flight then is refused here): it must not act in another.
             raise AccessDenied("unknown token: this scope was closed", status=401)
@@ -140,7 +140,7 @@ async def scope_of(request: web.Request, identity: Identity) -> Scope | None:
     (None: it sees every scope, or the computer has one). The control token
     may name one (``AgentEnv-Scope``: the app's ops act in the home scope)."""
     watcher = request.app[watcher_key]
-    if not identity.control and watcher.openings.was_closed(identity.user):
+    if not identity.control and watcher.keeper.openings.was_closed(identity.user):
         # An agent of a scope closed since its token was checked (a
         # connection that waited in the queue, a request in flight): it acts
         # in no scope, neither its closed one nor the home one.
@@ -155,7 +155,7 @@ async def scope_of(request: web.Request, identity: Identity) -> Scope | None:
                 400,
             )
         name = asked
-    return await watcher.scope(name) if name is not None else None
+    return await watcher.keeper.scope(name) if name is not None else None
 
 
 def still_good(request: web.Request, identity: Identity, scope: Scope | None) -> bool:
@@ -178,7 +178,7 @@ def in_scope(request: web.Request, scope: Scope | None, target: str) -> bool:
     watcher = request.app[watcher_key]
     context = watcher.context_of(target)
     if scope is None:
-        return not watcher.warm.withheld(context)
+        return not watcher.keeper.warm.withheld(context)
     return scope.holds(context)
 
 
@@ -207,7 +207,7 @@ def client_state(
         traces=watcher.traces,
         scope=scope,
         context_of=watcher.context_of,
-        withheld=watcher.warm.withheld,
+        withheld=watcher.keeper.warm.withheld,
         tab_page=watcher.tab_pages.get,
     )
 

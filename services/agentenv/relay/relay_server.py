@@ -333,11 +333,11 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     auth = app[auth_key] = AuthLog(writer)
     watcher = Watcher(settings, app[client_key], logbook)
     app[watcher_key] = watcher
-    scopes = watcher.scope_gate
-    counts.scopes_open = lambda: len(watcher.openings.open)
+    scopes = watcher.keeper.scope_gate
+    counts.scopes_open = lambda: len(watcher.keeper.openings.open)
     counts.scopes_capacity = settings.max_scopes
-    counts.scopes_warm = lambda: len(watcher.warm.ready)
-    counts.scopes_warm_target = watcher.warm.size
+    counts.scopes_warm = lambda: len(watcher.keeper.warm.ready)
+    counts.scopes_warm_target = watcher.keeper.warm.size
     counts.scopes_queued = scopes.admission.length
     counts.scopes_oldest_wait_s = lambda: scopes.admission.oldest_wait(scopes.clock())
     app[shared_key] = Shared(
