@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from agentenv.access import Identity
-from agentenv.relay import core, traces
+from agentenv.relay import core, trace_filter, traces
 from agentenv.relay.core import ClientState, Down, Kind, Pending, SessionInfo
 from agentenv.relay.traces import Ending, Trace, Traces
 from agentenv.scopes import Scope
@@ -42,7 +42,7 @@ def _bobs(info: dict[str, Any]) -> list[str]:
 
 def _kept(recorded: dict[str, Any]) -> list[dict[str, Any]]:
     info = recorded["info"]
-    kept = traces.keep_own([c.encode() for c in recorded["chunks"]], info["tA"])
+    kept = trace_filter.keep_own([c.encode() for c in recorded["chunks"]], info["tA"])
     return [e for chunk in kept.chunks for e in json.loads(chunk)]
 
 
@@ -70,7 +70,7 @@ def test_a_trace_keeps_the_traced_tabs_events_alone(recorded: dict[str, Any]) ->
     assert "SECRET-ALICE" in text and info["tA"] in text
     # Of the browser process, only what names her tab's frames.
     browser = {e["name"] for e in events if e["pid"] == info["browser_pid"]}
-    assert browser <= traces.BROWSER_KEPT | {"process_name", "thread_name"}, browser
+    assert browser <= trace_filter.BROWSER_KEPT | {"process_name", "thread_name"}, browser
     assert {"TracingStartedInBrowser", "FrameCommittedInBrowser", "Screenshot"} <= browser
     started = next(e for e in events if e["name"] == "TracingStartedInBrowser")
     frames = started["args"]["data"]["frames"]
@@ -105,13 +105,13 @@ def test_a_page_naming_its_marks_like_the_browser_gains_nothing(recorded: dict[s
     ]
     message = {"method": "Tracing.dataCollected", "params": {"value": fake}}
     chunks = [orjson.dumps(message), *(c.encode() for c in recorded["chunks"])]
-    kept = traces.keep_own(chunks, info["tA"])
+    kept = trace_filter.keep_own(chunks, info["tA"])
     assert info["bob_pid"] not in kept.renderers
     assert kept.browser == info["browser_pid"]
 
 
 def test_unreadable_chunks_are_dropped() -> None:
-    kept = traces.keep_own([b"{not json", b'{"params":{"value":"x"}}'], "T")
+    kept = trace_filter.keep_own([b"{not json", b'{"params":{"value":"x"}}'], "T")
     assert kept.chunks == [b"[]", b"[]"]
 
 
@@ -440,5 +440,5 @@ def test_unread_streams_fit_one_budget_across_connections() -> None:
 
 def test_the_filter_lets_each_chunk_go_once_read(recorded: dict[str, Any]) -> None:
     chunks = [c.encode() for c in recorded["chunks"]]
-    traces.keep_own(chunks, recorded["info"]["tA"])
+    trace_filter.keep_own(chunks, recorded["info"]["tA"])
     assert chunks == [b""] * len(chunks)
