@@ -11,13 +11,12 @@ import pytest
 from agentenv.log.cdp_params import redact_params
 from agentenv.log.redact import (
     REDACTED,
-    credential_key,
     cut,
     redact,
     redact_text,
-    secret_header,
     withheld,
 )
+from agentenv.log.secret_names import credential_key, secret_header
 
 SPEC_KEYS = (
     "token access_token id_token refresh_token key api_key apikey code code_verifier "

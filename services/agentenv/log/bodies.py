@@ -1,6 +1,6 @@
 """Request and response bodies as the record keeps them (docs/spec.md section 7,
 ``har``), with the log's rules (:mod:`agentenv.log.redact`): one key rule
-(:func:`~agentenv.log.redact.credential_key`), one text rule
+(:func:`~agentenv.log.secret_names.credential_key`), one text rule
 (:func:`~agentenv.log.redact.redact_text`), one card rule.
 
 **What a page sends is withheld unless shown harmless.** A body is read as
@@ -56,11 +56,11 @@ from urllib.parse import parse_qsl, quote_plus
 from agentenv.log.redact import (
     REDACTED,
     card_number,
-    credential_key,
     redact_cards,
     redact_text,
     withheld,
 )
+from agentenv.log.secret_names import credential_key
 
 __all__ = ["answered_body", "graphql", "sent_body", "sent_value"]
 

@@ -71,11 +71,9 @@ import orjson
 from agentenv.log.bodies import answered_body, sent_body
 from agentenv.log.redact import (
     REDACTED,
-    credential_key,
     redact_text,
-    secret_header,
-    secret_header_value,
 )
+from agentenv.log.secret_names import credential_key, secret_header, secret_header_value
 from agentenv.protocol.recording import HarEntry
 from agentenv.recorder.grants import Uploader, UploadError
 from agentenv.recorder.typed import Typed
