@@ -1,4 +1,4 @@
-"""A network log's entry as HAR 1.2 keeps it (recorder/har.entry): secrets
+"""A network log's entry as HAR 1.2 keeps it (recorder/har_entry.entry): secrets
 out of URLs, headers, cookies and bodies; phases from Chromium's timing."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from agentenv.recorder.har import BODY_CAP, _Request, entry
+from agentenv.recorder.har_entry import BODY_CAP, HarRequest, entry
 
 
-def _request(**more: object) -> _Request:
-    base = _Request(
+def _request(**more: object) -> HarRequest:
+    base = HarRequest(
         tab="T1",
         request={
             "method": "POST",
@@ -89,7 +89,7 @@ def test_a_failed_request_says_why() -> None:
 def test_what_a_page_controls_is_bounded() -> None:
     """A URL near Chromium's 2 MB limit, or thousands of headers, cost an
     entry a bounded size (a page once made one entry hold 200 MB)."""
-    from agentenv.recorder.har import HEADERS_CAP, QUERY_CAP, URL_CAP
+    from agentenv.recorder.har_entry import HEADERS_CAP, QUERY_CAP, URL_CAP
 
     big = _request()
     big.request = dict(
