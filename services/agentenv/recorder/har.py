@@ -15,7 +15,7 @@ Playwright's ``new_page`` and ``goto`` do, lost it before), at the cost of
 one round trip to the collector on a new tab. Its commands are the
 computer's own and are not on the action log.
 
-What is written (:func:`entry`): URLs and query values with credentials
+What is written (:func:`agentenv.recorder.har_entry.entry`): URLs and query values with credentials
 replaced; ``Cookie``, ``Set-Cookie``, ``Authorization`` and every secret
 header's value withheld; cookies by name only. Bodies only when the start
 asks (``har: {bodies: true}``), each cut to :data:`BODY_CAP`, by the rules of
