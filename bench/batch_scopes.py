@@ -43,9 +43,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentenv.harness.batch import Batch, Planned
+from agentenv.harness.batch import Batch
 from agentenv.harness.computer import Computer
 from agentenv.harness.steps import Task
+from agentenv.harness.task_sources import Planned
 from bench import fleet
 from bench.stats import table
 

@@ -25,10 +25,11 @@ import textwrap
 import time
 from pathlib import Path
 
-from agentenv.harness.batch import Batch, Planned
+from agentenv.harness.batch import Batch
 from agentenv.harness.computer import Computer, agent_tokens, deploy
 from agentenv.harness.local_store import start_container
 from agentenv.harness.steps import Task
+from agentenv.harness.task_sources import Planned
 from agentenv.protocol.browser import TabsOpen
 from agentenv.protocol.recording import End, Start
 from bench.stats import table

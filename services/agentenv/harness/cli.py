@@ -210,7 +210,8 @@ def _store_options(args: argparse.Namespace) -> StoreOptions:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    from agentenv.harness.batch import Batch, plan
+    from agentenv.harness.batch import Batch
+    from agentenv.harness.task_sources import plan
 
     if args.parallel < 1:
         print("agentenv: --parallel takes 1 or more", file=sys.stderr)
