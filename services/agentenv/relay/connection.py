@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import orjson
@@ -23,6 +24,7 @@ __all__ = [
     "WORKERS",
     "ClientState",
     "Pending",
+    "Recorded",
     "SessionInfo",
     "certificates_command",
 ]
@@ -38,15 +40,29 @@ BROWSER_TARGET = "Target.attachToBrowserTarget"
 MAX_PAUSED = 10_000
 
 
+class Recorded(Enum):
+    """What a command in flight is to the log: on the record (its answer ends
+    its entry), the computer's own off the record (its answer may still end a
+    tab event's cause, ``by: agentenv``), or the computer's own read whose
+    answer is only kept to the scope (no entry, no key)."""
+
+    LOGGED = "logged"
+    UNLOGGED = "unlogged"
+    KEPT = "kept"
+
+
 @dataclass
 class Pending:
     """A command sent to Chromium and not yet answered."""
 
-    entry: int  # its log entry (negative: the computer's own, not on the record)
+    #: Its log entry (:attr:`Recorded.LOGGED`), or its key for the tab events
+    #: it may cause (:attr:`Recorded.UNLOGGED`); 0 when neither.
+    entry: int
     method: str
     params: Any
     tab: str | None = None
     acting: bool = False
+    recorded: Recorded = Recorded.LOGGED
 
 
 @dataclass

@@ -21,6 +21,7 @@ from aiohttp import WSMsgType, web
 
 from agentenv.log.log_errors import LogError
 from agentenv.relay import core, traces
+from agentenv.relay.connection import Recorded
 from agentenv.relay.core import ClientState, Down, Pending
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, Meter
@@ -224,28 +225,25 @@ class ToClient:
         pending = down.pending
         assert pending is not None
         self.answered.set()
-        if pending.entry < 0:  # the computer's own, not on the record
+        if pending.recorded is Recorded.UNLOGGED:
             self.logbook.end_unlogged(pending.entry, down.ok, down.opened)
-            return
-        if pending.entry == 0:  # the computer's own, read but never logged
-            return
-        self.logbook.end_command(pending.entry, down.ok, down.error, opened=down.opened)
+        elif pending.recorded is Recorded.LOGGED:
+            self.logbook.end_command(pending.entry, down.ok, down.error, opened=down.opened)
+
+    def _failed(self, pending: Pending, why: str) -> None:
+        """A command Chromium will never answer: its entry ends as failed."""
+        if pending.recorded is Recorded.UNLOGGED:
+            self.logbook.end_unlogged(pending.entry, False)
+        elif pending.recorded is Recorded.LOGGED:
+            self.logbook.end_command(pending.entry, False, why)
 
     def _orphaned(self, pending: Pending) -> None:
         self.answered.set()  # it is in flight no more
-        if pending.entry < 0:
-            self.logbook.end_unlogged(pending.entry, False)
-        elif pending.entry > 0:
-            self.logbook.end_command(
-                pending.entry, False, "the target went away before Chromium answered"
-            )
+        self._failed(pending, "the target went away before Chromium answered")
 
     def end_pending(self, why: str) -> None:
         for pending in self.state.pending.values():
-            if pending.entry < 0:
-                self.logbook.end_unlogged(pending.entry, False)
-            elif pending.entry > 0:
-                self.logbook.end_command(pending.entry, False, why)
+            self._failed(pending, why)
         self.state.pending.clear()
         self.answered.set()
         self.settled.set()
