@@ -75,7 +75,17 @@ def test_a_recording_open_across_a_restart_notes_the_gap(
     )
     assert started.status_code == 200, started.text
     recording = started.json()["recording_id"]
+    exits_before = (stack.log_dir / "browser-browser.jsonl").read_text().count('"browser/exited"')
     os.kill(stack.pid("chromium"), signal.SIGKILL)
+
+    def exit_written() -> bool:
+        text = (stack.log_dir / "browser-browser.jsonl").read_text()
+        return text.count('"browser/exited"') > exits_before
+
+    # The end must come after the relay has seen the death, or the gap is,
+    # rightly, not this recording's: wait for the line, not for /readyz
+    # (which may still say ready from before the kill).
+    wait_for(exit_written, "the relay to write browser/exited", timeout_s=20)
     stack.wait_ready()
     ended = requests.post(rec + "/end", json={"recording_id": recording}, timeout=120)
     assert ended.status_code == 200, ended.text

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentenv.relay.oom import OomKills, oom_kills, read_oom_kills, why_exited
+from agentenv.relay.oom import RECENT_S, OomKills, OomWatch, oom_kills, read_oom_kills, why_exited
 
 #: cgroup v2's memory.events, as the kernel writes it.
 V2 = "low 0\nhigh 0\nmax 532\noom 1\noom_kill 1\noom_group_kill 0\n"
@@ -57,3 +57,23 @@ def test_read_from_a_cgroup_tree(tmp_path: Path) -> None:
     assert read_oom_kills(tmp_path) == OomKills(3, "memory.oom_control")
     (tmp_path / "memory.events").write_text(V2)
     assert read_oom_kills(tmp_path) == OomKills(1, "memory.events")
+
+
+def test_a_look_between_the_kill_and_the_exit_still_names_it() -> None:
+    """The periodic look fell after the kill and before the connection's
+    end (seen on a loaded machine): the exit still says out of memory."""
+    watch = OomWatch(last=OomKills(0, "memory.events"))
+    watch.looked(OomKills(1, "memory.events"), now=100.0)
+    why = watch.exited(OomKills(1, "memory.events"), now=101.0)
+    assert why is not None and "oom_kill 0 -> 1" in why
+
+
+def test_an_old_kill_is_not_named_and_a_rise_is_named_once() -> None:
+    watch = OomWatch(last=OomKills(0, "memory.events"))
+    watch.looked(OomKills(1, "memory.events"), now=100.0)
+    assert watch.exited(OomKills(1, "memory.events"), now=100.0 + RECENT_S + 1) is None
+    # A rise at the exit itself is named; the next exit, with no rise, is not.
+    assert watch.exited(OomKills(2, "memory.events"), now=200.0) is not None
+    assert watch.exited(OomKills(2, "memory.events"), now=201.0) is None
+    # No count at all (a kernel without it): nothing named.
+    assert OomWatch().exited(None, now=1.0) is None

@@ -11,20 +11,38 @@ that anything was killed, so they are not read as kills.
 
 :func:`oom_kills` reads the files' texts and :func:`why_exited` words a
 kill (no I/O); :func:`read_oom_kills` reads the files.
+
+:class:`OomWatch` holds what the relay has read. The count is read every few
+seconds so that an exit names only a kill that came after the last look;
+but a kill and the end of the connection it causes are not one moment, and
+a look can fall between them (seen on a loaded machine: the exit then said
+"killed or crashed"). So a rise the periodic look saw within
+:data:`RECENT_S` of the exit is named too: a kill for memory that close to
+the browser's end is its cause, or the pressure that led to it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CGROUP", "OomKills", "oom_kills", "read_oom_kills", "why_exited"]
+__all__ = [
+    "CGROUP",
+    "RECENT_S",
+    "OomKills",
+    "OomWatch",
+    "oom_kills",
+    "read_oom_kills",
+    "why_exited",
+]
 
 #: Where the container's cgroup file system is mounted.
 CGROUP = Path("/sys/fs/cgroup")
 #: The two files, each under :data:`CGROUP`: v2's, then v1's memory controller's.
 V2_EVENTS = "memory.events"
 V1_OOM_CONTROL = "memory/memory.oom_control"
+#: How long before an exit a rise in the count still names it (seconds).
+RECENT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -83,3 +101,28 @@ def why_exited(before: OomKills | None, after: OomKills | None) -> str | None:
         f"({after.source} oom_kill {before.count} -> {after.count}); the pages and "
         "programs together took more than the container's memory limit"
     )
+
+
+@dataclass
+class OomWatch:
+    """The count last read, and the last rise a look saw (pure: readings
+    and monotonic times are handed in)."""
+
+    last: OomKills | None = None
+    #: (before, after, when) of the last rise :meth:`looked` saw.
+    rise: tuple[OomKills, OomKills, float] | None = field(default=None)
+
+    def looked(self, kills: OomKills | None, now: float) -> None:
+        """A periodic reading, while Chromium runs."""
+        if self.last is not None and kills is not None and kills.count > self.last.count:
+            self.rise = (self.last, kills, now)
+        self.last = kills
+
+    def exited(self, kills: OomKills | None, now: float) -> str | None:
+        """Chromium's connection ended with ``kills`` read: why, if memory."""
+        why = why_exited(self.last, kills)
+        if why is None and self.rise is not None and now - self.rise[2] <= RECENT_S:
+            why = why_exited(self.rise[0], self.rise[1])
+        self.last = kills
+        self.rise = None
+        return why

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -39,7 +40,7 @@ from agentenv.calls import Calls
 from agentenv.protocol.urls import tab as is_tab
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.once import once
-from agentenv.relay.oom import read_oom_kills, why_exited
+from agentenv.relay.oom import OomWatch, read_oom_kills
 from agentenv.relay.probes import Probes
 from agentenv.relay.quotas import Quotas
 from agentenv.relay.relay_errors import UpstreamError, WatcherError
@@ -104,7 +105,7 @@ class Watcher:
         self._finding: dict[str, asyncio.Task[str | None]] = {}
         self._tab_finds: dict[str, asyncio.Future[str]] = {}  # our tab session -> its page
         #: The cgroup's OOM kills so far: one more when Chromium went says why.
-        self._oom_kills = read_oom_kills()
+        self._oom = OomWatch(last=read_oom_kills())
         #: Each scope's downloads and its share of the folder.
         self.downloads = Downloads(self)
         #: Each origin's storage quota, held by a session of ours.
@@ -288,9 +289,7 @@ class Watcher:
         # The browser connection ended: Chromium exited (or is restarting).
         self._saw_exit = True
         self.logbook.counts.restarts += 1
-        kills = read_oom_kills()
-        why = why_exited(self._oom_kills, kills)
-        self._oom_kills = kills
+        why = self._oom.exited(read_oom_kills(), time.monotonic())
         self.logbook.ended("exit", why)
         log.warning("Chromium's connection ended; tabs written as closed by exit")
 
@@ -317,7 +316,7 @@ class Watcher:
         after)."""
         while True:
             await asyncio.sleep(STORAGE_SHARE_S)
-            self._oom_kills = read_oom_kills()
+            self._oom.looked(read_oom_kills(), time.monotonic())
             await self.quotas.share()
             self.logbook.counts.storage_rounds += 1
 
