@@ -161,7 +161,7 @@ check() {
     temps+=("$tmp")
     if ! out="$(pip_isolated install --dry-run --ignore-installed --no-index \
         --find-links "$dir" --find-links "$dir/project" "${flags[@]}" --target "$tmp" \
-        -c "$dir/runtime.lock" agentenv 2>&1)"; then
+        -c "$dir/runtime.lock" "agentenv[computer]" 2>&1)"; then
         rm -rf "$tmp"
         printf '%s\n' "$out" | tail -n 20 >&2
         die "the wheelhouse $dir cannot install agentenv for linux/$arch (output above)" \
