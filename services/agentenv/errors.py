@@ -29,6 +29,7 @@ every server answers with.
     ├── KeyTextError            a key's text that is no Ed25519 key (protocol/attestation.py)
     ├── SigningKeyError         the computer's key cannot be made or read (signing.py)
     ├── LoopbackError           the harness's loopback door could not open (harness/loopback.py)
+    ├── BrowserGymError         a BrowserGym env that cannot run as asked (browsergym.py)
     └── HarnessError            the harness's (harness/harness_errors.py): TaskError, ComputerError,
                                 StepFailed, StoreError
 
