@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the real CDP clients that tests/clients/*.{js,py} drive (scripted,
-# no LLM): Puppeteer, chrome-devtools-mcp, Stagehand, browser-use and
-# Selenium, each pinned.
+# no LLM): Puppeteer, chrome-devtools-mcp, Stagehand, browser-use,
+# Selenium and BrowserGym, each pinned.
 #
-#   scripts/test-clients.sh [node|node22|browser-use|selenium|all]     (default: all)
+#   scripts/test-clients.sh [node|node22|browser-use|selenium|browsergym|all]   (default: all)
 #
 # Result, in build/clients/:
 #   node/          puppeteer-core and chrome-devtools-mcp from tests/clients/package.json and its
@@ -18,6 +18,10 @@
 #   selenium/      a Python venv with tests/clients/selenium.txt; Debian's
 #                  chromium-driver is installed when chromedriver is missing
 #                  (it matches Debian's chromium, the image's).
+#   browsergym/    a Python venv with tests/clients/browsergym.txt: agentenv
+#                  with its browsergym extra (editable, from this tree; its
+#                  Playwright 1.44 never meets .venv's 1.65), browsergym-miniwob
+#                  and the miniwob package's pages.
 #
 # Each part keeps a stamp holding the hash of its inputs: a second run with
 # nothing changed does nothing. Python: $PYTHON, else python3 (3.11 or newer).
@@ -26,6 +30,7 @@
 #   build/clients/browser-use/bin/python tests/clients/browser_use_session.py CDP-URL SITE-URL
 #   build/clients/selenium/bin/python tests/clients/selenium_session.py HOST:PORT SITE-URL
 #   build/clients/node22/node_modules/.bin/node tests/clients/playwright_session.mjs WS SITE
+#   build/clients/browsergym/bin/python tests/clients/browsergym_session.py   (reads its env)
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -33,9 +38,9 @@ set -euo pipefail
 want=all
 for arg in "$@"; do
     case "$arg" in
-        node | node22 | browser-use | selenium | all) want="$arg" ;;
-        -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
-        *) die "unknown argument '$arg'" "usage: scripts/test-clients.sh [node|node22|browser-use|selenium|all]" ;;
+        node | node22 | browser-use | selenium | browsergym | all) want="$arg" ;;
+        -h | --help) sed -n '2,33p' "$0"; exit 0 ;;
+        *) die "unknown argument '$arg'" "usage: scripts/test-clients.sh [node|node22|browser-use|selenium|browsergym|all]" ;;
     esac
 done
 
@@ -97,11 +102,12 @@ install_node22() {
     printf '%s\n' "$hash" >"$dir/.stamp"
 }
 
-# install_venv NAME REQUIREMENTS: a Python venv of its own in $out/NAME with
-# REQUIREMENTS installed (a stamp of their hash skips a second run).
+# install_venv NAME REQUIREMENTS [INPUT...]: a Python venv of its own in
+# $out/NAME with REQUIREMENTS installed (a stamp of their hash, and of the
+# other INPUTs', skips a second run).
 install_venv() {
     local name="$1" requirements="$2" dir="$out/$1" hash py="${PYTHON:-python3}"
-    hash="$(inputs_hash "$requirements")"
+    hash="$(inputs_hash "$requirements" "${@:3}")"
     if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$hash" ] &&
         [ -x "$dir/bin/python" ]; then
         return 0
@@ -137,10 +143,17 @@ install_selenium() {
     install_venv selenium "$src/selenium.txt"
 }
 
+# BrowserGym with agentenv's browsergym extra: agentenv is this tree's
+# (editable), so pyproject.toml's extras are an input too.
+install_browsergym() {
+    install_venv browsergym "$src/browsergym.txt" pyproject.toml
+}
+
 case "$want" in
     node) install_node ;;
     node22) install_node22 ;;
     browser-use) install_browser_use ;;
     selenium) install_selenium ;;
-    all) install_node; install_node22; install_browser_use; install_selenium ;;
+    browsergym) install_browsergym ;;
+    all) install_node; install_node22; install_browser_use; install_selenium; install_browsergym ;;
 esac

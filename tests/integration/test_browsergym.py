@@ -1,0 +1,229 @@
+"""BrowserGym's MiniWoB++ on an agentenv computer (issue 43, item 2), against
+the built image with users, a control token and scopes on demand.
+
+A scripted agent (tests/clients/browsergym_session.py, an oracle reading the
+DOM snapshot BrowserGym observes) plays :data:`TASKS` through
+``agentenv.browsergym`` and on BrowserGym's own local launch (Debian's
+Chromium, the image's version), in build/clients/browsergym (browsergym-core
+0.14.3, Playwright 1.44). MiniWoB++'s pages (the ``miniwob`` package's) are
+served at the same address on both sides: inside the computer and on the
+host.
+
+- Through agentenv every task scores 1.0 by BrowserGym's own reward code,
+  the same score and the same actions as on the local launch;
+- each env ran in a scope of its own (``scopes/open``), closed at
+  ``env.close()``, with a recording of its episode framing that scope;
+- the action log holds the episode's commands under the scope's name: the
+  observations (DOMSnapshot, the AXTree through a session on the browser
+  target, screenshots) and the actions (input events);
+- acting on what the goal does not name scores 0, and the same env's next
+  episode (a second reset: new connections, the same scope) scores 1.0;
+- no token in anything the runs printed, nor in the log.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentenv.harness.hardening import writable_by_the_computer
+from agentenv.opened import MINTED
+from tests.support.container import CONTROL, Computer, computer
+from tests.support.stack import ROOT
+from tests.support.timing import deadline
+
+#: The documented subset the scripted agent solves (docs/harness.md).
+TASKS = [
+    "click-button",
+    "click-link",
+    "enter-text",
+    "enter-password",
+    "focus-text",
+    "click-checkboxes",
+]
+#: Where each is acted on what its goal does not name.
+WRONG = ["click-button", "click-link", "enter-text"]
+SESSION = ROOT / "tests/clients/browsergym_session.py"
+PYTHON = ROOT / "build/clients/browsergym/bin/python"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def python() -> str:
+    """build/clients/browsergym's python (scripts/test-clients.sh browsergym)."""
+    done = subprocess.run(
+        [str(ROOT / "scripts/test-clients.sh"), "browsergym"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=deadline(1200),
+    )
+    if done.returncode != 0:
+        pytest.fail(f"scripts/test-clients.sh browsergym failed:\n{done.stderr[-3000:]}")
+    return str(PYTHON)
+
+
+@pytest.fixture(scope="module")
+def shared(python: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder mounted in the computer at its own path: MiniWoB++'s pages
+    (``html/``, copied from the miniwob package) and the recordings."""
+    found = subprocess.run(
+        [python, "-c", "import miniwob, pathlib; print(pathlib.Path(miniwob.__file__).parent)"],
+        capture_output=True,
+        text=True,
+        timeout=deadline(60),
+        check=True,
+    )
+    folder = tmp_path_factory.mktemp("browsergym")
+    folder.chmod(0o755)
+    shutil.copytree(Path(found.stdout.strip()) / "html", folder / "html")
+    writable_by_the_computer(folder / "recordings")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def c(image: str, shared: Path, port: int) -> Iterator[Computer]:
+    env = {"AGENTENV_MAX_SCOPES": "2", "AGENTENV_UPLOAD_ROOTS": str(shared)}
+    with computer(image, env=env, shared=shared) as running:
+        running.serve_folder(port, str(shared / "html"))
+        yield running
+
+
+@pytest.fixture(scope="module")
+def local_pages(shared: Path, port: int) -> Iterator[str]:
+    """The same pages on the host, at the same address as in the computer."""
+    handler = functools.partial(_Quiet, directory=str(shared / "html"))
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}/miniwob/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _session(
+    python: str, backend: str, tasks: list[str], env: dict[str, str], *extra: str
+) -> tuple[list[dict[str, Any]], str]:
+    """The session's episodes, and everything it printed."""
+    done = subprocess.run(
+        [python, str(SESSION), backend, ",".join(tasks), *extra],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=deadline(90 * len(tasks)),
+    )
+    printed = done.stdout + done.stderr
+    assert done.returncode == 0, (backend, done.returncode, printed[-3000:])
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [r["task"] for r in rows] == tasks, printed[-3000:]
+    return rows, printed
+
+
+def _on_agentenv(c: Computer, shared: Path, pages: str) -> dict[str, str]:
+    return {
+        "AGENTENV_API": c.app,
+        "AGENTENV_CDP": c.relay,
+        "AGENTENV_CONTROL_TOKEN": CONTROL,
+        "BROWSERGYM_UPLOAD": f"file://{shared / 'recordings'}",
+        "MINIWOB_URL": pages,
+    }
+
+
+def _no_token(printed: str) -> None:
+    assert CONTROL not in printed
+    assert MINTED.search(printed) is None, "a scope's token was printed"
+
+
+def test_a_scripted_agent_scores_on_agentenv_as_on_browsergyms_own_launch(
+    c: Computer, python: str, shared: Path, local_pages: str
+) -> None:
+    before = c.log()[1]
+    remote, printed = _session(python, "agentenv", TASKS, _on_agentenv(c, shared, local_pages))
+    _no_token(printed)
+    for row in remote:
+        assert row.get("error") is None, row
+        (played,) = row["episodes"]
+        assert played["reward"] == 1.0 and played["terminated"], row
+        # Its last observation had its AXTree and screenshot, through the relay.
+        observed = played["observed"]
+        assert observed["axtree_nodes"] > 5 and observed["screenshot"][2] == 3, row
+    scopes = [r["episodes"][0]["scope"] for r in remote]
+    assert all(scopes) and len(set(scopes)) == len(TASKS), scopes  # a scope per env
+    # Each env's scope closed at env.close().
+    assert c.op("scopes/list")["scopes"] == []
+    # A recording per episode, of its scope, framed.
+    for row, scope in zip(remote, scopes, strict=True):
+        (recording,) = row["recordings"]
+        assert recording["scope"] == scope and recording["frames"] >= 2, row
+        manifest = shared / "recordings" / recording["recording_id"] / "manifest.json"
+        assert json.loads(manifest.read_text())["scope"] == scope
+
+    local, printed = _session(
+        python, "local", TASKS, {"CHROMIUM": CHROMIUM, "MINIWOB_URL": local_pages}
+    )
+    _no_token(printed)
+    for mine, theirs in zip(remote, local, strict=True):
+        assert theirs.get("error") is None, theirs
+        (played,), (also,) = mine["episodes"], theirs["episodes"]
+        assert also["reward"] == 1.0, theirs
+        assert (played["goal"], played["actions"]) == (also["goal"], also["actions"])
+        print(f"{mine['task']}: {mine['seconds']} s on agentenv, {theirs['seconds']} s local")
+
+    # The episodes' commands, under each scope's name.
+    lines = c.settled_log(before)
+    actions = [line["action"] for line in lines if "action" in line]
+    for row, scope in zip(remote, scopes, strict=True):
+        methods = {a.get("method") for a in actions if a.get("scope") == scope}
+        for method in (
+            "DOMSnapshot.captureSnapshot",
+            "Accessibility.getFullAXTree",
+            "Page.captureScreenshot",
+            "Input.dispatchMouseEvent",
+        ):
+            assert method in methods, (row["task"], method, sorted(m for m in methods if m))
+    typed = [a for a in actions if a.get("method") == "Input.insertText"]
+    assert typed and {a.get("scope") for a in typed} <= set(scopes)
+    assert CONTROL.encode() not in c.all_log_bytes()
+
+
+def test_acting_on_what_the_goal_does_not_name_scores_0(
+    c: Computer, python: str, shared: Path, local_pages: str
+) -> None:
+    """Each env plays a wrong episode, then a right one after a second reset
+    (the same scope, a recording each)."""
+    rows, printed = _session(
+        python, "agentenv", WRONG, _on_agentenv(c, shared, local_pages), "--wrong"
+    )
+    _no_token(printed)
+    for row in rows:
+        assert row.get("error") is None, row
+        assert [e["reward"] for e in row["episodes"]] == [0.0, 1.0], row
+        (scope,) = {e["scope"] for e in row["episodes"]}
+        assert [r["scope"] for r in row["recordings"]] == [scope, scope], row
+    assert c.op("scopes/list")["scopes"] == []
