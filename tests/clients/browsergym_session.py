@@ -153,6 +153,42 @@ def plan(task: str, goal: str, dom: list[Element], wrong: bool) -> list[str]:
         if wrong:
             picked = [b for b in boxes if b not in picked]
         return [f'click("{b.bid}")' for b in picked] + [submit()]
+    if task == "click-option":
+        match = re.match(r"Select (.*) and click Submit\.", goal)
+        if match is None:
+            raise ValueError(f"a goal not understood: {goal!r}")
+        radios = [e for e in dom if e.tag == "input" and e.attrs.get("type") == "radio"]
+        pick = [r for r in radios if (r.parent is not None and r.parent.text == match.group(1))]
+        return [f'click("{one(pick, f"an option {match.group(1)!r}").bid}")', submit()]
+    if task == "click-test":
+        return [f'click("{one(buttons, "a button").bid}")']
+    if task == "click-test-2":
+        name = goal.removeprefix("Click button ").removesuffix(".")
+        return [f'click("{one([b for b in buttons if b.text == name], name).bid}")']
+    if task == "click-button-sequence":
+        names = re.findall(r"button (\w+)", goal)
+        return [f'click("{one([b for b in buttons if b.text == n], n).bid}")' for n in names]
+    if task == "click-dialog":
+        close = [b for b in buttons if b.attrs.get("title") == "Close"]
+        return [f'click("{one(close, "a close button").bid}")']
+    if task == "click-tab":
+        name = goal.removeprefix("Click on ").removesuffix(".")
+        tabs = [e for e in dom if e.attrs.get("role") == "tab" and e.text == name]
+        return [f'click("{one(tabs, f"a tab {name!r}").bid}")']
+    if task == "click-widget":
+        kind = quoted(goal)
+        widgets = [e for e in dom if e.attrs.get("data-type") == kind]
+        return [f'click("{one(widgets, f"a {kind} widget").bid}")']
+    if task == "click-collapsible":
+        headers = [e for e in dom if e.tag == "h3" and e.attrs.get("role") == "tab"]
+        return [f'click("{one(headers, "a section").bid}")', submit()]
+    if task == "enter-text-2":
+        case = re.search(r"in all (upper|lower) case", goal)
+        if case is None:
+            raise ValueError(f"a goal not understood: {goal!r}")
+        text = quoted(goal).upper() if case.group(1) == "upper" else quoted(goal).lower()
+        field_ = one([e for e in dom if e.tag == "input"], "a text field")
+        return [f"fill({json.dumps(field_.bid)}, {json.dumps(text)})", submit()]
     raise ValueError(f"no plan for {task}")
 
 

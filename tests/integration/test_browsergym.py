@@ -46,11 +46,20 @@ from tests.support.timing import deadline
 #: The documented subset the scripted agent solves (docs/harness.md).
 TASKS = [
     "click-button",
-    "click-link",
-    "enter-text",
-    "enter-password",
-    "focus-text",
+    "click-button-sequence",
     "click-checkboxes",
+    "click-collapsible",
+    "click-dialog",
+    "click-link",
+    "click-option",
+    "click-tab",
+    "click-test",
+    "click-test-2",
+    "click-widget",
+    "enter-password",
+    "enter-text",
+    "enter-text-2",
+    "focus-text",
 ]
 #: Where each is acted on what its goal does not name.
 WRONG = ["click-button", "click-link", "enter-text"]
