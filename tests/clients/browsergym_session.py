@@ -2,14 +2,16 @@
 BrowserGym's own local launch (tests/integration/test_browsergym.py).
 
     build/clients/browsergym/bin/python tests/clients/browsergym_session.py \
-        agentenv|local TASK[,TASK...] [--wrong]
+        agentenv|agentenv-user|local TASK[,TASK...] [--wrong]
 
 Runs in build/clients/browsergym (scripts/test-clients.sh browsergym):
 BrowserGym pins Playwright 1.44. Read from the environment, never the
 command line: ``MINIWOB_URL`` (the pages' base, ``.../miniwob/``);
 for ``agentenv``, ``AGENTENV_API``, ``AGENTENV_CDP``,
 ``AGENTENV_CONTROL_TOKEN`` and ``BROWSERGYM_UPLOAD`` (a ``file:///`` grant
-folder: a recording per episode); for ``local``, ``CHROMIUM`` (the
+folder: a recording per episode), each env in a scope it opens; for
+``agentenv-user``, the same and ``AGENTENV_AGENT_TOKEN``, user alice's (the
+env acts as alice, no scope opened); for ``local``, ``CHROMIUM`` (the
 executable every launch gets, the chat window's too: Playwright's own
 Chromium cannot be downloaded here).
 
@@ -205,6 +207,9 @@ def make_env(backend: str, task: str) -> Any:
         os.environ["AGENTENV_API"], os.environ["AGENTENV_CDP"], os.environ["AGENTENV_CONTROL_TOKEN"]
     )
     upload = {"url": os.environ["BROWSERGYM_UPLOAD"]}
+    if backend == "agentenv-user":  # the computer's user alice, no scope opened
+        computer.agents["alice"] = os.environ["AGENTENV_AGENT_TOKEN"]
+        return make(env_id, computer, scope=False, agent="alice", upload=upload, **kwargs)
     return make(env_id, computer, upload=upload, **kwargs)
 
 

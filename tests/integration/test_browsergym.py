@@ -18,6 +18,7 @@ host.
   target, screenshots) and the actions (input events);
 - acting on what the goal does not name scores 0, and the same env's next
   episode (a second reset: new connections, the same scope) scores 1.0;
+- with ``scope=False`` the env acts as the computer's user, in its scope;
 - no token in anything the runs printed, nor in the log.
 """
 
@@ -235,4 +236,22 @@ def test_acting_on_what_the_goal_does_not_name_scores_0(
         assert [e["reward"] for e in row["episodes"]] == [0.0, 1.0], row
         (scope,) = {e["scope"] for e in row["episodes"]}
         assert [r["scope"] for r in row["recordings"]] == [scope, scope], row
+    assert c.op("scopes/list")["scopes"] == []
+
+
+def test_an_env_acts_as_the_computers_user_without_a_scope_of_its_own(
+    c: Computer, python: str, shared: Path, local_pages: str
+) -> None:
+    """``scope=False``: the env connects with user alice's token, in alice's
+    scope, recorded there; no scope is opened."""
+    before = c.log()[1]
+    env = {**_on_agentenv(c, shared, local_pages), "AGENTENV_AGENT_TOKEN": c.token("alice")}
+    (row,), printed = _session(python, "agentenv-user", ["click-button"], env)
+    _no_token(printed)
+    assert c.token("alice") not in printed
+    assert row.get("error") is None and row["episodes"][0]["reward"] == 1.0, row
+    assert row["episodes"][0]["scope"] == "alice" and row["recordings"][0]["scope"] == "alice"
+    actions = [line["action"] for line in c.settled_log(before) if "action" in line]
+    clicks = [a for a in actions if a.get("method") == "Input.dispatchMouseEvent"]
+    assert clicks and {(a.get("who"), a.get("scope")) for a in clicks} == {("alice", "alice")}
     assert c.op("scopes/list")["scopes"] == []
