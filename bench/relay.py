@@ -14,12 +14,15 @@ import asyncio
 import contextlib
 import itertools
 import json
+import shlex
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -69,13 +72,40 @@ async def _attach(ws: aiohttp.ClientWebSocketResponse, target: str) -> Client:
 
 
 @contextlib.contextmanager
-def bare_relay(upstream_ws: str) -> Iterator[str]:
-    """The bare relay in a process of its own; its ws URL."""
+def bare_relay(upstream_ws: str, module: str = "bench.bare_relay") -> Iterator[str]:
+    """A bare relay (``bench.bare_relay``: aiohttp, ``bench.bare_picows``:
+    picows) in a process of its own; its ws URL."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bench.bare_relay", upstream_ws, str(port)],
-        cwd=Path(__file__).resolve().parents[1],
-    )
+    with _serving([sys.executable, "-m", module, upstream_ws, str(port)], port):
+        yield f"ws://127.0.0.1:{port}/"
+
+
+@contextlib.contextmanager
+def c_forwarder(upstream_ws: str) -> Iterator[str | None]:
+    """socat, a forwarder in C (a process a connection, ``TCP_NODELAY`` both
+    sides), copying the bytes of Chromium's WebSocket both ways: what any
+    relay must pay (two more sockets, two more wake-ups a round trip) with
+    nothing of its own. A WebSocket relay in C would add only the frames'
+    headers read (a client's frames are masked for Chromium already, and
+    Chromium's unmasked for the client). Its ws URL, or None without socat."""
+    if shutil.which("socat") is None:
+        yield None
+        return
+    upstream = urllib.parse.urlsplit(upstream_ws)
+    port = free_port()
+    command = [
+        "socat",
+        f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,nodelay",
+        f"TCP:{upstream.hostname}:{upstream.port},nodelay",
+    ]
+    with _serving(command, port):
+        yield f"ws://127.0.0.1:{port}{upstream.path}"
+
+
+@contextlib.contextmanager
+def _serving(command: list[str], port: int) -> Iterator[None]:
+    """``command`` run until the block ends, once ``port`` takes connections."""
+    process = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[1])
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -84,9 +114,9 @@ def bare_relay(upstream_ws: str) -> Iterator[str]:
                 break
             except OSError:
                 if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("the bare relay did not start") from None
+                    raise RuntimeError(f"{shlex.join(command[:3])} did not start") from None
                 time.sleep(0.05)
-        yield f"ws://127.0.0.1:{port}/"
+        yield
     finally:
         process.terminate()
         process.wait(10)
@@ -134,26 +164,49 @@ async def _flood(client: Client, n: int = FLOOD) -> float:
     return rate
 
 
+#: The routes a call takes, in the order of each turn: Chromium straight, the
+#: C forwarder (socat), the bare picows and aiohttp relays, and the relay,
+#: quiet (the computer's own connection, nothing logged) and logged.
+ROUTES = ("direct", "c", "picows", "bare", "quiet", "relay")
+NAMES = {
+    "direct": "direct",
+    "c": "a forwarder in C (socat: bytes only)",
+    "picows": "a bare picows relay (bench/bare_picows.py)",
+    "bare": "a bare aiohttp relay (bench/bare_relay.py)",
+    "quiet": "the relay, not logged",
+    "relay": "the relay (logged)",
+}
+
+
 async def run(small: int = 6000, shots: int = 60) -> str:
     control = "bench-control-token"
     with (
         Site() as site,
         tempfile.TemporaryDirectory() as folder,
         NativeStack(Path(folder), extra_env={"AGENTENV_CONTROL_TOKEN": control}) as stack,
+        contextlib.ExitStack() as processes,
     ):
         async with aiohttp.ClientSession() as http:
             async with http.put(stack.chromium_http + "/json/new?" + site.url + "/noise") as answer:
                 target = (await answer.json())["id"]
-            direct = await _open(http, stack.chromium_http, target)
-            relay = await _open(http, stack.relay_http, target)
             async with http.get(stack.chromium_http + "/json/version") as answer:
                 browser_ws = (await answer.json())["webSocketDebuggerUrl"]
-            bare_ctx = bare_relay(browser_ws)
-            bare_url = bare_ctx.__enter__()
-            bare = await _attach(await http.ws_connect(bare_url, max_msg_size=0), target)
+            clients: dict[str, Client] = {
+                "direct": await _open(http, stack.chromium_http, target),
+                "relay": await _open(http, stack.relay_http, target),
+            }
+            for key, url in (
+                ("c", processes.enter_context(c_forwarder(browser_ws))),
+                ("picows", processes.enter_context(bare_relay(browser_ws, "bench.bare_picows"))),
+                ("bare", processes.enter_context(bare_relay(browser_ws))),
+            ):
+                if url is not None:
+                    clients[key] = await _attach(await http.ws_connect(url, max_msg_size=0), target)
             # The computer's own connection, outside any action: the same relay
             # and hops, nothing logged. The anchor for what logging adds.
-            quiet = await _open(http, stack.relay_http, target, control)
+            clients["quiet"] = await _open(http, stack.relay_http, target, control)
+            routes = [key for key in ROUTES if key in clients]
+            direct = clients["direct"]
             for _ in range(200):  # the page has painted its canvas (bounded)
                 state = await direct.call("Runtime.evaluate", {"expression": "document.readyState"})
                 if state["result"]["result"]["value"] == "complete":
@@ -163,87 +216,105 @@ async def run(small: int = 6000, shots: int = 60) -> str:
                 "data"
             ]
             size_mb = len(shot) * 3 / 4 / 1e6
-            results: dict[str, list[float]] = {
-                k: [] for k in ("ed", "eb", "eq", "er", "sd", "sb", "sr")
-            }
-            for _ in range(10):  # warm up both
-                await direct.call("Runtime.evaluate", {"expression": "1"})
-                await bare.call("Runtime.evaluate", {"expression": "1"})
-                await relay.call("Runtime.evaluate", {"expression": "1"})
-                await quiet.call("Runtime.evaluate", {"expression": "1"})
-            # Small blocks for the evaluations (ten calls each, the four
-            # clients in turn), so a slow spell of the machine falls on all
-            # of them alike; the screenshots one each in turn (Chromium's own
-            # time for one drifts by several per cent within a run).
+            evaluate: dict[str, list[float]] = {key: [] for key in routes}
+            for _ in range(10):  # warm up all
+                for key in routes:
+                    await clients[key].call("Runtime.evaluate", {"expression": "1"})
+            # Small blocks for the evaluations (ten calls each, the routes in
+            # turn), so a slow spell of the machine falls on all of them alike;
+            # the screenshots one each in turn (Chromium's own time for one
+            # drifts by several per cent within a run).
             for _ in range(small // 10):
-                for key, client in (("ed", direct), ("eb", bare), ("eq", quiet), ("er", relay)):
-                    results[key] += await _time(client, "Runtime.evaluate", {"expression": "1"}, 10)
-            for _ in range(shots):
-                for key, client in (("sd", direct), ("sb", bare), ("sr", relay)):
-                    results[key] += await _time(
-                        client, "Page.captureScreenshot", {"format": "png"}, 1
+                for key in routes:
+                    evaluate[key] += await _time(
+                        clients[key], "Runtime.evaluate", {"expression": "1"}, 10
                     )
-            floods: dict[str, list[float]] = {"fd": [], "fb": [], "fr": []}
+            heavy = [key for key in ("direct", "picows", "bare", "relay") if key in clients]
+            shots_ms: dict[str, list[float]] = {key: [] for key in heavy}
+            for _ in range(shots):
+                for key in heavy:
+                    shots_ms[key] += await _time(
+                        clients[key], "Page.captureScreenshot", {"format": "png"}, 1
+                    )
+            floods: dict[str, list[float]] = {key: [] for key in heavy}
             for _ in range(5):  # in turn, so a slow spell falls on all alike
-                for key, client in (("fd", direct), ("fb", bare), ("fr", relay)):
-                    floods[key].append(await _flood(client))
-            await bare.ws.close()
-            bare_ctx.__exit__(None, None, None)
-            await direct.ws.close()
-            await quiet.ws.close()
-            await relay.ws.close()
-    ed, eb, eq, er, sd, sb, sr = (results[k] for k in ("ed", "eb", "eq", "er", "sd", "sb", "sr"))
-    rows = [
-        row("evaluate('1') direct", ed),
-        row("evaluate('1') via a bare forwarding relay", eb),
-        row("evaluate('1') via relay, not logged", eq),
-        row("evaluate('1') via relay (logged)", er),
-        row(f"screenshot {size_mb:.1f} MB direct", sd),
-        row(f"screenshot {size_mb:.1f} MB via the bare relay", sb),
-        row(f"screenshot {size_mb:.1f} MB via relay (logged)", sr),
-    ]
+                for key in heavy:
+                    floods[key].append(await _flood(clients[key]))
+            for client in clients.values():
+                await client.ws.close()
+    return (
+        _round_trips(evaluate, shots_ms, size_mb)
+        + _floods({key: statistics.median(rates) for key, rates in floods.items()})
+        + guard_cost()
+    )
+
+
+def _round_trips(
+    evaluate: dict[str, list[float]], shots: dict[str, list[float]], size_mb: float
+) -> str:
+    """Every route's p50 beside direct's and the floors', all from this run."""
+    p50 = {key: percentile(values, 50) for key, values in evaluate.items()}
+    added = {key: p50[key] - p50["direct"] for key in p50}
+    rows = [row(f"evaluate('1') {NAMES[key]}", values) for key, values in evaluate.items()]
+    rows += [row(f"screenshot {size_mb:.1f} MB {NAMES[key]}", v) for key, v in shots.items()]
     summary = [
         [
-            "relay vs bare relay, p50",
-            f"+{percentile(er, 50) - percentile(eb, 50):.3f} ms",
-            f"bare +{percentile(eb, 50) - percentile(ed, 50):.3f} ms over direct",
-            f"relay +{percentile(er, 50) - percentile(ed, 50):.3f} ms over direct",
-            "",
-        ],
-        ["logging adds, p50", f"{percentile(er, 50) - percentile(eq, 50):.3f} ms", "", "", ""],
-        [
-            "evaluate overhead p50",
-            f"{percentile(er, 50) - percentile(ed, 50):.3f} ms",
-            f"ratio p50 {percentile(er, 50) / percentile(ed, 50):.2f}x",
-            f"ratio p99 {percentile(er, 99) / percentile(ed, 99):.2f}x",
-            "",
-        ],
-        [
-            "screenshot overhead p50",
-            f"{percentile(sr, 50) - percentile(sd, 50):.3f} ms",
-            f"ratio p50 {percentile(sr, 50) / percentile(sd, 50):.3f}x",
-            f"ratio p99 {percentile(sr, 99) / percentile(sd, 99):.3f}x",
-            "",
-        ],
+            f"{NAMES[key]}: added p50 over direct",
+            f"{added[key]:+.3f} ms",
+            f"{p50[key] / p50['direct']:.2f}x direct",
+            f"{added[key] / added['picows']:.2f}x picows's added" if "picows" in added else "",
+            f"{added[key] / added['bare']:.2f}x aiohttp's added",
+        ]
+        for key in p50
+        if key != "direct"
     ]
-    fd, fb, fr = (statistics.median(floods[k]) for k in ("fd", "fb", "fr"))
-    flood = table(
-        f"a page's flood of {FLOOD:,} console events (median of 5 each, in turn)",
-        ["case", "messages a second", "vs the bare relay"],
-        [
-            ["direct", f"{fd:,.0f}", ""],
-            ["via a bare forwarding relay", f"{fb:,.0f}", "1.00x"],
-            ["via relay", f"{fr:,.0f}", f"{fr / fb:.2f}x"],
-        ],
-    )
-    return (
-        table(
-            "relay round trip (direct and a bare forwarding relay are the anchors)",
-            ["case", "p50", "p99", "mean", "n"],
-            rows + summary,
+    if "picows" in added:
+        gap = added["relay"] - added["picows"]
+        summary.append(
+            [
+                "the relay over the bare picows relay, p50",
+                f"{gap:+.3f} ms",
+                f"[goal: within 0.03 ms: {'met' if gap <= 0.03 else 'not met'}]",
+                f"over the bare aiohttp one {added['relay'] - added['bare']:+.3f} ms",
+                "",
+            ]
         )
-        + flood
-        + guard_cost()
+    summary.append(
+        [
+            "logging adds, p50",
+            f"{p50['relay'] - p50['quiet']:.3f} ms",
+            f"ratio p99 relay/direct {percentile(evaluate['relay'], 99) / percentile(evaluate['direct'], 99):.2f}x",  # noqa: E501
+            "",
+            "",
+        ]
+    )
+    shot50 = {key: percentile(values, 50) for key, values in shots.items()}
+    summary += [
+        [
+            f"screenshot {NAMES[key]}, p50",
+            f"{shot50[key] - shot50['direct']:+.3f} ms over direct",
+            f"{shot50[key] / shot50['direct']:.3f}x direct",
+            f"{shot50[key] / shot50['bare']:.3f}x the aiohttp relay",
+            "",
+        ]
+        for key in shot50
+        if key != "direct"
+    ]
+    return table(
+        "relay round trip (direct and the bare relays are the anchors, all from this run)",
+        ["case", "p50", "p99", "mean", "n"],
+        rows + summary,
+    )
+
+
+def _floods(rates: dict[str, float]) -> str:
+    return table(
+        f"a page's flood of {FLOOD:,} console events (median of 5 each, in turn)",
+        ["case", "messages a second", "vs the bare aiohttp relay"],
+        [
+            [NAMES[key], f"{rate:,.0f}", f"{rate / rates['bare']:.2f}x"]
+            for key, rate in rates.items()
+        ],
     )
 
 
