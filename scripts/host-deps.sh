@@ -10,6 +10,8 @@ missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-liberation)
 command -v supervisord >/dev/null 2>&1 || missing+=(supervisor)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+# The relay bench's forwarder in C (bench/relay.py: the physical floor).
+command -v socat >/dev/null 2>&1 || missing+=(socat)
 # kubectl renders the Kubernetes manifests (its built-in kustomize) for their
 # offline test; not every apt source has it, so its absence stops nothing.
 if ! command -v kubectl >/dev/null 2>&1; then
