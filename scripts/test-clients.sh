@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the real CDP clients that tests/clients/*.{js,py} drive (scripted,
 # no LLM): Puppeteer, chrome-devtools-mcp, Stagehand, browser-use,
-# Selenium and BrowserGym, each pinned.
+# Selenium and BrowserGym, each pinned; and the readers an export is scored
+# by (WebArena-Verified's evaluator).
 #
-#   scripts/test-clients.sh [node|node22|browser-use|selenium|browsergym|all]   (default: all)
+#   scripts/test-clients.sh [node|node22|browser-use|selenium|browsergym|webarena-verified|all]
+#   (default: all)
 #
 # Result, in build/clients/:
 #   node/          puppeteer-core and chrome-devtools-mcp from tests/clients/package.json and its
@@ -22,6 +24,8 @@
 #                  with its browsergym extra (editable, from this tree; its
 #                  Playwright 1.44 never meets .venv's 1.65), browsergym-miniwob
 #                  and the miniwob package's pages.
+#   webarena-verified/  a Python venv with tests/clients/webarena-verified.txt
+#                  (it pins pydantic 2.12.0 exactly, so it never shares .venv).
 #
 # Each part keeps a stamp holding the hash of its inputs: a second run with
 # nothing changed does nothing. Python: $PYTHON, else python3 (3.11 or newer).
@@ -31,6 +35,7 @@
 #   build/clients/selenium/bin/python tests/clients/selenium_session.py HOST:PORT SITE-URL
 #   build/clients/node22/node_modules/.bin/node tests/clients/playwright_session.mjs WS SITE
 #   build/clients/browsergym/bin/python tests/clients/browsergym_session.py   (reads its env)
+#   build/clients/webarena-verified/bin/webarena-verified eval-tasks --output-dir DIR --task-ids N
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -38,9 +43,10 @@ set -euo pipefail
 want=all
 for arg in "$@"; do
     case "$arg" in
-        node | node22 | browser-use | selenium | browsergym | all) want="$arg" ;;
-        -h | --help) sed -n '2,33p' "$0"; exit 0 ;;
-        *) die "unknown argument '$arg'" "usage: scripts/test-clients.sh [node|node22|browser-use|selenium|browsergym|all]" ;;
+        node | node22 | browser-use | selenium | browsergym | webarena-verified | all) want="$arg" ;;
+        -h | --help) sed -n '2,39p' "$0"; exit 0 ;;
+        *) die "unknown argument '$arg'" \
+            "usage: scripts/test-clients.sh [node|node22|browser-use|selenium|browsergym|webarena-verified|all]" ;;
     esac
 done
 
@@ -149,11 +155,19 @@ install_browsergym() {
     install_venv browsergym "$src/browsergym.txt" pyproject.toml
 }
 
+install_webarena_verified() {
+    install_venv webarena-verified "$src/webarena-verified.txt"
+}
+
 case "$want" in
     node) install_node ;;
     node22) install_node22 ;;
     browser-use) install_browser_use ;;
     selenium) install_selenium ;;
     browsergym) install_browsergym ;;
-    all) install_node; install_node22; install_browser_use; install_selenium; install_browsergym ;;
+    webarena-verified) install_webarena_verified ;;
+    all)
+        install_node; install_node22; install_browser_use; install_selenium
+        install_browsergym; install_webarena_verified
+        ;;
 esac

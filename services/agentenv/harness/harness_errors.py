@@ -5,7 +5,8 @@
     HarnessError
     ├── TaskError       the task file is wrong (preflight; nothing deployed): exit 2
     ├── ComputerError   a computer refused, failed or could not be reached: exit 3
-    └── StepFailed      a step failed (the agent's task, or infrastructure): exit 1 or 3
+    ├── StepFailed      a step failed (the agent's task, or infrastructure): exit 1 or 3
+    └── ExportError     an export cannot be written from what the run made (a step fails)
 
 Each is defined beside the code that raises it (steps, computer, store);
 StepFailed, which the runner and the agent's process raise, is here.

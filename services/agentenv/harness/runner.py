@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from agentenv.harness import attest
+from agentenv.harness import attest, webarena_verified
 from agentenv.harness import steps as s
 from agentenv.harness.agent_process import run_process
 from agentenv.harness.backends import start
@@ -49,7 +49,7 @@ from agentenv.harness.local_store import LocalStore
 from agentenv.harness.loopback import Loopback, LoopbackError
 from agentenv.harness.mind2web import export
 from agentenv.harness.run_store import RunStore, StoreOptions, records
-from agentenv.harness.store import Store, StoreError, grant_seconds
+from agentenv.harness.store import Store, StoreError, grant_seconds, safe_name
 from agentenv.harness.url_compare import normalize
 from agentenv.protocol import browser as wire
 from agentenv.protocol.answers import CookiesDeleted, RecordingStarted, TabOpened
@@ -219,6 +219,7 @@ class Run:
             s.RunAgent: self._run_agent,
             s.SnapshotEnv: self._snapshot_env,
             s.ExportMind2web: self._export_mind2web,
+            s.ExportWebarenaVerified: self._export_webarena_verified,
         }
 
     def _do(self, step: Any) -> dict[str, Any] | None:
@@ -577,6 +578,36 @@ class Run:
             step.reference_length,
             video=step.video,
         )
+        attest.write_attestation(target, self.metadata, recorded.recording_id)
+        return {"export": str(target)}
+
+    def _export_webarena_verified(self, step: s.ExportWebarenaVerified) -> dict[str, Any]:
+        recorded = self.recordings.get(step.recording)
+        if recorded is None or recorded.manifest is None:
+            raise StepFailed(
+                f"recording {step.recording!r} has not ended: end it before the export"
+            )
+        har = recorded.manifest.har
+        name = safe_name(har.file) if har is not None and har.file is not None else None
+        if name is None or not (recorded.folder / name).is_file():
+            raise StepFailed(
+                f"recording {step.recording!r} has no network.har: start it with har: {{}}"
+            )
+        try:
+            response = (
+                webarena_verified.parse_response(step.response)
+                if step.response is not None
+                else webarena_verified.response_from_answer(self.answer)
+            )
+            target = webarena_verified.export(
+                (recorded.folder / name).read_bytes(),
+                self.out / "webarena-verified",
+                step.task_id,
+                response,
+                step.sites,
+            )
+        except webarena_verified.ExportError as exc:
+            raise StepFailed(str(exc)) from None
         attest.write_attestation(target, self.metadata, recorded.recording_id)
         return {"export": str(target)}
 

@@ -178,6 +178,22 @@ class ExportMind2web(_Step):
     video: bool = False
 
 
+class ExportWebarenaVerified(_Step):
+    """WebArena-Verified's task folder from a recording made with ``har``
+    (:mod:`agentenv.harness.webarena_verified`)."""
+
+    type: Literal["export_webarena_verified"]
+    recording: str
+    #: The WebArena-Verified task's id: the folder's name.
+    task_id: int = Field(ge=0)
+    #: The agent's response in WebArena-Verified's schema; else the agent's
+    #: answer, read as that JSON.
+    response: dict[str, Any] | None = None
+    #: Each WebArena site's URL as the run reached it (``shopping`` and so
+    #: on), written to ``run_config.json`` for the evaluator.
+    sites: dict[str, str] = Field(default_factory=dict)
+
+
 Step = Annotated[
     DeployEnv
     | BrowserSetCookies
@@ -192,7 +208,8 @@ Step = Annotated[
     | EndBrowserRecording
     | RunAgent
     | SnapshotEnv
-    | ExportMind2web,
+    | ExportMind2web
+    | ExportWebarenaVerified,
     Field(discriminator="type"),
 ]
 
