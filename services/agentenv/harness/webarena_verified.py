@@ -37,7 +37,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentenv.harness.harness_errors import HarnessError
-from agentenv.log.redact import REDACTED, redact_text, secret_header, secret_header_value
+from agentenv.log.redact import REDACTED, redact_text
+from agentenv.log.secret_names import secret_header, secret_header_value
 
 __all__ = [
     "SITES",
