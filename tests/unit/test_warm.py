@@ -11,7 +11,7 @@ import orjson
 
 from agentenv.access import Identity
 from agentenv.relay import core
-from agentenv.relay.connection import Recorded
+from agentenv.relay.connection import InLog
 from agentenv.relay.core import ClientState, Down, Kind, Pending
 from agentenv.relay.warm import FAILURE_WAIT_MAX_S, FAILURE_WAIT_S, Warm, WarmPool
 
@@ -130,7 +130,7 @@ def _up(state: ClientState, message: dict[str, Any]) -> core.Downstream:
 
 
 def _answer(state: ClientState, method: str, result: dict[str, Any]) -> core.Downstream:
-    state.pending[(None, 3)] = Pending(0, method, {}, recorded=Recorded.KEPT)
+    state.pending[(None, 3)] = Pending(0, method, {}, in_log=InLog.KEPT)
     return _up(state, {"id": 3, "result": result})
 
 

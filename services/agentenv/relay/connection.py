@@ -23,8 +23,8 @@ __all__ = [
     "MAX_PAUSED",
     "WORKERS",
     "ClientState",
+    "InLog",
     "Pending",
-    "Recorded",
     "SessionInfo",
     "certificates_command",
 ]
@@ -40,7 +40,7 @@ BROWSER_TARGET = "Target.attachToBrowserTarget"
 MAX_PAUSED = 10_000
 
 
-class Recorded(Enum):
+class InLog(Enum):
     """What a command in flight is to the log: on the record (its answer ends
     its entry), the computer's own off the record (its answer may still end a
     tab event's cause, ``by: agentenv``), or the computer's own read whose
@@ -55,14 +55,14 @@ class Recorded(Enum):
 class Pending:
     """A command sent to Chromium and not yet answered."""
 
-    #: Its log entry (:attr:`Recorded.LOGGED`), or its key for the tab events
-    #: it may cause (:attr:`Recorded.UNLOGGED`); 0 when neither.
+    #: Its log entry (:attr:`InLog.LOGGED`), or its key for the tab events
+    #: it may cause (:attr:`InLog.UNLOGGED`); 0 when neither.
     entry: int
     method: str
     params: Any
     tab: str | None = None
     acting: bool = False
-    recorded: Recorded = Recorded.LOGGED
+    in_log: InLog = InLog.LOGGED
 
 
 @dataclass

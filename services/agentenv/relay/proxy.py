@@ -49,7 +49,7 @@ from agentenv.relay import core, elements, password
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.causes import TAB_METHODS
 from agentenv.relay.commands import acts
-from agentenv.relay.connection import Recorded
+from agentenv.relay.connection import InLog
 from agentenv.relay.control_commands import Control
 from agentenv.relay.core import ClientState, Kind, Pending, Step
 from agentenv.relay.logbook import Logbook
@@ -391,14 +391,14 @@ class _Bridge:
         pending: Pending | None = None
         if step.method in TAB_METHODS:
             key = self.logbook.unlogged_command(step.method, step.params, step.tab)
-            pending = Pending(key, step.method, step.params, recorded=Recorded.UNLOGGED)
+            pending = Pending(key, step.method, step.params, in_log=InLog.UNLOGGED)
         elif step.method in core.READ_FIRST and (
             self.state.scope is not None or step.method in _READ_ALWAYS
         ):
             # A scoped link's listing: its answer is kept to the scope (no
             # entry); every link's, without the warm contexts (relay/warm.py);
             # a session on the browser target, known as one when it lands.
-            pending = Pending(0, step.method, step.params, recorded=Recorded.KEPT)
+            pending = Pending(0, step.method, step.params, in_log=InLog.KEPT)
         await self._send(step, pending)
 
     async def _check_typing(self, step: Step, entry: int) -> None:
@@ -436,13 +436,13 @@ class _Bridge:
             await self.upstream.send_str(step.data)
         except (ConnectionError, RuntimeError, aiohttp.ClientError) as exc:
             self.state.pending.pop(key, None)
-            if pending is not None and pending.recorded is Recorded.LOGGED:
+            if pending is not None and pending.in_log is InLog.LOGGED:
                 self.logbook.end_command(pending.entry, False, f"could not send to Chromium: {exc}")
             raise
         if (
             step.kind is Kind.REWRITE
             and pending is not None
-            and pending.recorded is Recorded.LOGGED
+            and pending.in_log is InLog.LOGGED
             and step.verdict is not None
         ):
             self.logbook.guarded(pending.entry, step.verdict.as_entry())

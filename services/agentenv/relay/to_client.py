@@ -21,7 +21,7 @@ from aiohttp import WSMsgType, web
 
 from agentenv.log.log_errors import LogError
 from agentenv.relay import core, traces
-from agentenv.relay.connection import Recorded
+from agentenv.relay.connection import InLog
 from agentenv.relay.core import ClientState, Down, Pending
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, Meter
@@ -225,16 +225,16 @@ class ToClient:
         pending = down.pending
         assert pending is not None
         self.answered.set()
-        if pending.recorded is Recorded.UNLOGGED:
+        if pending.in_log is InLog.UNLOGGED:
             self.logbook.end_unlogged(pending.entry, down.ok, down.opened)
-        elif pending.recorded is Recorded.LOGGED:
+        elif pending.in_log is InLog.LOGGED:
             self.logbook.end_command(pending.entry, down.ok, down.error, opened=down.opened)
 
     def _failed(self, pending: Pending, why: str) -> None:
         """A command Chromium will never answer: its entry ends as failed."""
-        if pending.recorded is Recorded.UNLOGGED:
+        if pending.in_log is InLog.UNLOGGED:
             self.logbook.end_unlogged(pending.entry, False)
-        elif pending.recorded is Recorded.LOGGED:
+        elif pending.in_log is InLog.LOGGED:
             self.logbook.end_command(pending.entry, False, why)
 
     def _orphaned(self, pending: Pending) -> None:
