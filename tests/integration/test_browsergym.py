@@ -19,6 +19,12 @@ host.
 - acting on what the goal does not name scores 0, and the same env's next
   episode (a second reset: new connections, the same scope) scores 1.0;
 - with ``scope=False`` the env acts as the computer's user, in its scope;
+- ``agentenv run --browsergym miniwob`` (issue 43, item 3) plays the
+  documented sample (:data:`SAMPLE`: the 15 the agent solves and 15 it
+  gives up on) four at a time on scopes of the batch's computers, the pages
+  served by a container on the tests' network: each env's reward is
+  BrowserGym's, in results.jsonl beside its computer, scope and verified
+  recording;
 - no token in anything the runs printed, nor in the log.
 """
 
@@ -30,6 +36,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -62,6 +69,29 @@ TASKS = [
     "enter-text-2",
     "focus-text",
 ]
+#: Tasks the scripted agent has no plan for: it ends each at once (reward 0),
+#: and the env still resets, observes and scores through agentenv.
+GIVEN_UP = [
+    "ascending-numbers",
+    "bisect-angle",
+    "book-flight",
+    "buy-ticket",
+    "choose-date",
+    "choose-list",
+    "circle-center",
+    "click-color",
+    "click-menu",
+    "click-pie",
+    "click-scroll-list",
+    "click-shades",
+    "click-shape",
+    "copy-paste",
+    "count-shape",
+]
+#: The documented sample ``agentenv run --browsergym`` plays in CI (docs/harness.md).
+SAMPLE = TASKS + GIVEN_UP
+#: The agent as ``agentenv run --browsergym`` runs it.
+AGENT = ROOT / "tests/clients/miniwob_agent.py"
 #: Where each is acted on what its goal does not name.
 WRONG = ["click-button", "click-link", "enter-text"]
 SESSION = ROOT / "tests/clients/browsergym_session.py"
@@ -255,3 +285,83 @@ def test_an_env_acts_as_the_computers_user_without_a_scope_of_its_own(
     clicks = [a for a in actions if a.get("method") == "Input.dispatchMouseEvent"]
     assert clicks and {(a.get("who"), a.get("scope")) for a in clicks} == {("alice", "alice")}
     assert c.op("scopes/list")["scopes"] == []
+
+
+@pytest.fixture(scope="module")
+def miniwob_site(image: str, shared: Path, lab: Any) -> Iterator[str]:
+    """MiniWoB++'s pages served by a container on the tests' network (the
+    image's python3, the pages mounted read-only): what the batch's
+    computers, joining that network with ``--network``, load."""
+    import uuid
+
+    import docker
+
+    from tests.support.timing import wait_for
+
+    alias = f"miniwob-{uuid.uuid4().hex[:8]}"
+    client = docker.from_env()
+    container = client.containers.create(
+        image,
+        entrypoint=["python3", "-m", "http.server", "8000", "-d", "/srv"],
+        volumes={str(shared / "html"): {"bind": "/srv", "mode": "ro"}},
+        detach=True,
+    )
+    try:
+        lab.connect(container, aliases=[alias])
+        container.start()
+        probe = ["python3", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/')"]
+        wait_for(lambda: container.exec_run(probe).exit_code == 0, "the pages served", 60)
+        yield f"http://{alias}:8000/miniwob/"
+    finally:
+        container.remove(force=True)
+
+
+def test_agentenv_run_plays_the_miniwob_sample_on_scopes_with_browsergyms_rewards(
+    image: str, python: str, miniwob_site: str, lab: Any, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentenv",
+            "run",
+            *("--browsergym", "miniwob", "--browsergym-tasks", ",".join(SAMPLE)),
+            *("--browsergym-python", python, "--browsergym-seed", "7"),
+            *("--agent", f"{python} {AGENT}", "--image", image),
+            *("--parallel", "4", "--network", lab.name, "--out", str(out)),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "MINIWOB_URL": miniwob_site},
+        capture_output=True,
+        text=True,
+        timeout=deadline(1500),
+    )
+    printed = done.stdout + done.stderr
+    assert done.returncode == 0, printed[-4000:]
+    assert f"{len(SAMPLE)} done, 0 failed, 0 infrastructure" in done.stdout, printed[-4000:]
+    results = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    by_env = {r["source"].removeprefix("browsergym/miniwob."): r for r in results}
+    assert sorted(by_env) == sorted(SAMPLE)
+    for name, result in by_env.items():
+        # BrowserGym's reward: 1.0 where the oracle plays, 0.0 where it gave up
+        # (the same as on BrowserGym's own launch: the first test here).
+        assert result["reward"] == (1.0 if name in TASKS else 0.0), result
+        assert result["status"] == "done" and result["verified"] is True, result
+        assert result["scope"] and result["computer"], result
+        steps = json.loads((Path(result["out"]) / "metadata.json").read_text())["steps"]
+        episode = steps["episode"]
+        assert episode["env"] == f"browsergym/miniwob.{name}" and episode["seed"] == 7
+        assert episode["stopped"] in ("terminated", "the agent ended it"), episode
+        assert "actions" not in episode  # what an agent typed stays in the log alone
+        (manifest_file,) = Path(result["out"]).glob("recordings/*/manifest.json")
+        manifest = json.loads(manifest_file.read_text())
+        assert manifest["scope"] == result["scope"] and manifest["log"]["lines"] > 0, manifest
+    # Each env in a scope of its own, on fewer computers than tasks.
+    assert len({r["scope"] for r in results}) == len(SAMPLE)
+    assert len({r["computer"] for r in results}) < len(SAMPLE)
+    _no_token(printed)
+    written = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
+    assert (
+        CONTROL.encode() not in written and MINTED.search(written.decode(errors="replace")) is None
+    )

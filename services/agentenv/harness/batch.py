@@ -295,6 +295,8 @@ class Batch:
             "seconds": round(took, 2),
             "out": str(folder),
             "answer": run.answer,
+            # A BrowserGym episode's, as BrowserGym scored it (run_browsergym).
+            **({"reward": run.reward} if run.reward is not None else {}),
             "failures": [
                 f"{k}: {v.get('error')}"
                 for k, v in run.metadata.get("steps", {}).items()

@@ -19,6 +19,7 @@ from agentenv.harness.run_store import StoreOptions, store_problem
 from agentenv.harness.runner import EXIT_BAD_INPUT, Run
 from agentenv.harness.steps import TaskError, load_task
 from agentenv.harness.store import valid_store
+from agentenv.harness.task_sources import BrowserGymPlan, pick_envs
 
 __all__ = ["main"]
 
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         help="run tasks (JSON or YAML files, folders of them, or a JSONL of Online-Mind2Web "
         "tasks) and keep their artifacts",
     )
-    run.add_argument("tasks", type=Path, nargs="+", metavar="TASK")
+    run.add_argument("tasks", type=Path, nargs="*", metavar="TASK")
     run.add_argument("--out", type=Path, help="the run folder (default runs/<task>-<time>)")
     run.add_argument(
         "--parallel", type=int, default=1, metavar="N", help="tasks at once (default 1)"
@@ -43,7 +44,37 @@ def main(argv: list[str] | None = None) -> int:
         metavar="COMMAND",
         help="the agent for Online-Mind2Web tasks (gets AGENTENV_TASK and AGENTENV_CDP_URL)",
     )
-    run.add_argument("--image", help="the computer's image for Online-Mind2Web tasks")
+    run.add_argument(
+        "--image", help="the computer's image for Online-Mind2Web and BrowserGym tasks"
+    )
+    run.add_argument(
+        "--browsergym",
+        metavar="SUITE",
+        help="a task for each env of a BrowserGym suite (miniwob: browsergym/miniwob.*), "
+        "its agent --agent COMMAND (a JSON observation a line on its stdin, an action a "
+        "line on its stdout), its reward BrowserGym's, in results.jsonl",
+    )
+    run.add_argument(
+        "--browsergym-tasks",
+        metavar="NAMES",
+        help="only these envs of the suite, comma-separated (click-button,enter-text)",
+    )
+    run.add_argument(
+        "--browsergym-python",
+        metavar="PYTHON",
+        help="a Python with agentenv[browsergym] and the suite's package (default: "
+        "AGENTENV_BROWSERGYM_PYTHON, else this one)",
+    )
+    run.add_argument(
+        "--browsergym-seed", type=int, default=0, metavar="N", help="each episode's seed"
+    )
+    run.add_argument(
+        "--browsergym-max-steps",
+        type=int,
+        default=10,
+        metavar="N",
+        help="actions an episode may take (default 10)",
+    )
     run.add_argument(
         "--backend",
         choices=list(BACKENDS),
@@ -169,8 +200,15 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    if args.command == "run" and not args.tasks and not args.browsergym:
+        print(
+            "agentenv: name TASK files (or a folder, or a .jsonl), or --browsergym SUITE",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     if args.command == "run" and (
-        len(args.tasks) > 1
+        args.browsergym
+        or len(args.tasks) > 1
         or args.parallel != 1
         or args.tasks[0].is_dir()
         or args.tasks[0].suffix == ".jsonl"
@@ -228,7 +266,8 @@ def _batch(args: argparse.Namespace) -> int:
     if per_computer is None:
         return EXIT_BAD_INPUT
     try:
-        tasks = plan(args.tasks, args.agent, args.image)
+        gym = _browsergym(args) if args.browsergym else None
+        tasks = plan(args.tasks, args.agent, args.image, gym)
     except TaskError as exc:
         print(f"agentenv: {exc}; nothing was deployed", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -249,6 +288,48 @@ def _batch(args: argparse.Namespace) -> int:
     if problems:
         return _refused("the tasks", problems)
     return batch.run()
+
+
+def _browsergym(args: argparse.Namespace) -> BrowserGymPlan:
+    """``--browsergym SUITE``'s envs, as the driver lists them in the
+    BrowserGym Python (the harness's own may not have BrowserGym)."""
+    import os
+    import re
+    import subprocess
+
+    suite: str = args.browsergym
+    if not re.fullmatch(r"[a-z0-9_]+", suite):
+        raise TaskError(f"--browsergym {suite!r}: a suite is a name such as miniwob")
+    if args.browsergym_max_steps < 1:
+        raise TaskError("--browsergym-max-steps takes 1 or more")
+    python = (
+        args.browsergym_python or os.environ.get("AGENTENV_BROWSERGYM_PYTHON") or sys.executable
+    )
+    try:
+        listed = subprocess.run(
+            [python, "-m", "agentenv.browsergym_episode", "--list", suite],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TaskError(f"--browsergym: {python} did not list the suite: {exc}") from None
+    if listed.returncode != 0:
+        last = (listed.stderr.strip().splitlines() or ["no output"])[-1]
+        raise TaskError(
+            f"--browsergym {suite}: {python} could not list it ({last}); install "
+            f"agentenv[browsergym] and browsergym-{suite} there, or name another "
+            "with --browsergym-python"
+        )
+    names = [n for n in (args.browsergym_tasks or "").split(",") if n.strip()]
+    envs = pick_envs(suite, listed.stdout.split(), [n.strip() for n in names])
+    return BrowserGymPlan(
+        envs,
+        seed=args.browsergym_seed,
+        max_steps=args.browsergym_max_steps,
+        python=args.browsergym_python,
+    )
 
 
 def _per_computer(args: argparse.Namespace) -> int | None:

@@ -25,13 +25,14 @@ start, which have no model, by key.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -39,6 +40,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from agentenv.browsergym_episode import EXIT_ENV as EPISODE_ENV_FAILED
 from agentenv.harness import attest, webarena_verified
 from agentenv.harness import steps as s
 from agentenv.harness.agent_process import run_process
@@ -51,10 +53,14 @@ from agentenv.harness.mind2web import export
 from agentenv.harness.run_store import RunStore, StoreOptions, records
 from agentenv.harness.store import Store, StoreError, grant_seconds, safe_name
 from agentenv.harness.url_compare import normalize
+from agentenv.log.redact import redact_text
 from agentenv.protocol import browser as wire
 from agentenv.protocol.answers import CookiesDeleted, RecordingStarted, TabOpened
 from agentenv.protocol.card import BROWSER_V1, MissingOp
 from agentenv.protocol.recording import BrowserRecordingManifest, End, Start, rebuild
+
+#: What of a BrowserGym episode's result the step keeps (never its actions).
+EPISODE_FIELDS = ("env", "seed", "reward", "steps", "terminated", "truncated", "stopped", "error")
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INFRA", "EXIT_OK", "EXIT_TASK_FAILED", "Run"]
 
@@ -90,6 +96,8 @@ class Run:
     doors: dict[str, str] = field(default_factory=dict, repr=False)
     metadata: dict[str, Any] = field(default_factory=dict)
     answer: str | None = None
+    #: The last BrowserGym episode's reward (``run_browsergym``).
+    reward: float | None = None
     #: ``--store``, ``--store-*`` and ``--network`` (see :mod:`.store`).
     store_options: StoreOptions = field(default_factory=StoreOptions)
     #: A batch's store, shared by its tasks (None: the run opens its own at
@@ -217,6 +225,7 @@ class Run:
             s.StartBrowserRecording: self._start_browser_recording,
             s.EndBrowserRecording: self._end_browser_recording,
             s.RunAgent: self._run_agent,
+            s.RunBrowsergym: self._run_browsergym,
             s.SnapshotEnv: self._snapshot_env,
             s.ExportMind2web: self._export_mind2web,
             s.ExportWebarenaVerified: self._export_webarena_verified,
@@ -507,16 +516,61 @@ class Run:
         return next(iter(computer.agents.values()))
 
     def _run_agent(self, step: s.RunAgent) -> dict[str, Any]:
-        computer = (
-            self._computer(step.env_id)
-            if step.env_id
-            else next(iter(self.computers.values()), None)
-        )
         answer_file = self.out / f"agent-answer-{uuid.uuid4().hex[:6]}.txt"
         env = dict(os.environ, **step.env, AGENTENV_ANSWER_FILE=str(answer_file))
+        with self._agent_env(step.env_id, env):
+            return self._run(step, env, answer_file)
+
+    def _run_browsergym(self, step: s.RunBrowsergym) -> dict[str, Any]:
+        """One BrowserGym episode: the driver (in a Python with
+        ``agentenv[browsergym]``) plays it, the agent its child; the reward
+        is BrowserGym's, read from the driver's result file."""
+        result_file = self.out / f"browsergym-{uuid.uuid4().hex[:6]}.json"
+        env = dict(
+            os.environ,
+            **step.env,
+            AGENTENV_BROWSERGYM_ENV=step.gym_env,
+            AGENTENV_BROWSERGYM_MAX_STEPS=str(step.max_steps),
+            AGENTENV_BROWSERGYM_TURN_S=str(step.turn_s),
+            AGENTENV_BROWSERGYM_TASK_KWARGS=json.dumps(step.task_kwargs),
+            AGENTENV_BROWSERGYM_RESULT=str(result_file),
+        )
+        if step.seed is not None:
+            env["AGENTENV_BROWSERGYM_SEED"] = str(step.seed)
+        agent = step.command if isinstance(step.command, list) else ["/bin/sh", "-c", step.command]
+        python = step.python or os.environ.get("AGENTENV_BROWSERGYM_PYTHON") or sys.executable
+        command = [python, "-m", "agentenv.browsergym_episode", "--", *agent]
+        log = self.out / f"browsergym-{step.id or uuid.uuid4().hex[:6]}.log"
+        with self._agent_env(step.env_id, env):
+            status = run_process(command, env, log, step.timeout_s, self.cancelled)
+        try:
+            played = json.loads(result_file.read_text())
+        except (OSError, ValueError):
+            raise StepFailed(
+                f"the BrowserGym driver ({python}) left no result, status {status}: is "
+                f"agentenv[browsergym] installed there? (its output: {log})",
+                infrastructure=True,
+            ) from None
+        found = {k: played.get(k) for k in EPISODE_FIELDS}
+        if isinstance(found["error"], str):  # an exception's words: no credential in them
+            found["error"] = redact_text(found["error"])
+        self.reward = float(found["reward"] or 0.0)
+        if status != 0:
+            why = found["error"] or found["stopped"]
+            raise StepFailed(
+                f"the episode failed: {why} (its output: {log})",
+                infrastructure=status == EPISODE_ENV_FAILED,
+            )
+        return {"exit_status": 0, "output": str(log), **found}
+
+    @contextlib.contextmanager
+    def _agent_env(self, env_id: str | None, env: dict[str, str]) -> Iterator[None]:
+        """``env`` given the computer's addresses and the agent's token
+        (a loopback door's address too, open while the agent runs)."""
+        computer = self._computer(env_id) if env_id else next(iter(self.computers.values()), None)
         door: Loopback | None = None
         if computer is not None:
-            env_id = step.env_id or next(iter(self.computers))
+            env_id = env_id or next(iter(self.computers))
             env.update(
                 AGENTENV_CDP_URL=self.cdp_urls.get(env_id, computer.cdp),
                 AGENTENV_API_URL=computer.api,
@@ -539,7 +593,7 @@ class Run:
                 except LoopbackError as exc:
                     raise StepFailed(str(exc), infrastructure=True) from None
         try:
-            return self._run(step, env, answer_file)
+            yield
         finally:
             if door is not None:
                 door.close()

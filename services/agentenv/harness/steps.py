@@ -163,6 +163,28 @@ class RunAgent(_Step):
     browser: str | None = None
 
 
+class RunBrowsergym(_Step):
+    """One BrowserGym episode, its agent ``command``, scored by BrowserGym
+    (:mod:`agentenv.browsergym_episode`, run by ``python``)."""
+
+    type: Literal["run_browsergym"]
+    #: The env's registered id (``browsergym/miniwob.click-button``).
+    gym_env: str = Field(pattern=r"^browsergym/[A-Za-z0-9_]+\.[A-Za-z0-9_.-]+$")
+    command: list[str] | str
+    seed: int | None = Field(None, ge=0)
+    max_steps: int = Field(10, gt=0, le=1000)
+    #: How long the agent may take over one action (seconds).
+    turn_s: float = Field(60, gt=0)
+    task_kwargs: dict[str, Any] = Field(default_factory=dict)
+    #: A Python with ``agentenv[browsergym]``; default
+    #: ``AGENTENV_BROWSERGYM_PYTHON``, else the harness's own.
+    python: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(600, gt=0)
+    env_id: str | None = None
+    browser: str | None = None
+
+
 class SnapshotEnv(_BrowserStep):
     type: Literal["snapshot_env"]
 
@@ -207,6 +229,7 @@ Step = Annotated[
     | StartBrowserRecording
     | EndBrowserRecording
     | RunAgent
+    | RunBrowsergym
     | SnapshotEnv
     | ExportMind2web
     | ExportWebarenaVerified,

@@ -1,7 +1,8 @@
 """What a batch runs (``agentenv run`` with several sources): task files, a
-folder of them, and Online-Mind2Web's JSON lines made into tasks (open the
-site, record the agent, export for WebJudge), each with a name unique in
-the batch. No I/O but reading the sources.
+folder of them, Online-Mind2Web's JSON lines made into tasks (open the
+site, record the agent, export for WebJudge), and BrowserGym's envs made
+into tasks (record an episode, scored by BrowserGym), each with a name
+unique in the batch. No I/O but reading the sources.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ from typing import Any
 
 from agentenv.harness.steps import Task, TaskError, load_task
 
-__all__ = ["TASK_SUFFIXES", "Planned", "mind2web_task", "plan"]
+__all__ = [
+    "TASK_SUFFIXES",
+    "BrowserGymPlan",
+    "Planned",
+    "browsergym_task",
+    "mind2web_task",
+    "pick_envs",
+    "plan",
+]
 
 TASK_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -72,7 +81,69 @@ def mind2web_task(
         raise TaskError(f"{where}: {exc}") from None
 
 
-def plan(sources: list[Path], agent: str | None = None, image: str | None = None) -> list[Planned]:
+@dataclass(frozen=True)
+class BrowserGymPlan:
+    """``--browsergym SUITE``: its envs (as the driver listed them) and how
+    each episode runs."""
+
+    envs: tuple[str, ...]
+    seed: int = 0
+    max_steps: int = 10
+    python: str | None = None
+
+
+def pick_envs(suite: str, listed: list[str], names: list[str] | None) -> tuple[str, ...]:
+    """The envs of ``suite`` to run: every one listed, or those ``names``
+    picks (``click-button``, or the whole id); :class:`TaskError` for a name
+    the suite does not have."""
+    prefix = f"browsergym/{suite}."
+    known = [n for n in listed if n.startswith(prefix)]
+    if not known:
+        raise TaskError(
+            f"--browsergym {suite}: the suite has no envs (is browsergym-{suite} installed "
+            "beside agentenv[browsergym]?)"
+        )
+    if not names:
+        return tuple(known)
+    picked: list[str] = []
+    for name in names:
+        full = name if name.startswith(prefix) else prefix + name
+        if full not in known:
+            raise TaskError(f"--browsergym-tasks: {suite} has no {name!r}; it has e.g. {known[0]}")
+        picked.append(full)
+    return tuple(dict.fromkeys(picked))
+
+
+def browsergym_task(env: str, agent: str, image: str | None, how: BrowserGymPlan) -> Task:
+    """A task for one BrowserGym env: a computer (or a scope), the agent's
+    episode recorded, its reward BrowserGym's."""
+    episode: dict[str, Any] = {
+        "id": "episode",
+        "type": "run_browsergym",
+        "env_id": "gym",
+        "gym_env": env,
+        "command": agent,
+        "seed": how.seed,
+        "max_steps": how.max_steps,
+        **({"python": how.python} if how.python else {}),
+    }
+    steps: list[dict[str, Any]] = [
+        {"type": "deploy_env", "env_id": "gym", **({"image": image} if image else {})},
+        {"type": "browser_connect_cdp", "env_id": "gym", "agent": "agent"},
+        {"type": "start_browser_recording", "env_id": "gym", "name": "episode"},
+        episode,
+        {"type": "end_browser_recording", "env_id": "gym", "name": "episode"},
+    ]
+    raw = {"envs": {"gym": {"versions": {1: {"browsers": ["main"]}}}}, "steps": steps}
+    return Task.model_validate(raw)
+
+
+def plan(
+    sources: list[Path],
+    agent: str | None = None,
+    image: str | None = None,
+    browsergym: BrowserGymPlan | None = None,
+) -> list[Planned]:
     """The tasks named by ``sources``; :class:`TaskError` for the first bad one."""
     found: list[Planned] = []
     taken: set[str] = set()
@@ -107,4 +178,10 @@ def plan(sources: list[Path], agent: str | None = None, image: str | None = None
                 found.append(Planned(_name(task_id, taken), task, where))
         else:
             found.append(Planned(_name(source.stem, taken), load_task(source), str(source)))
+    if browsergym is not None:
+        if agent is None:
+            raise TaskError("--browsergym needs --agent COMMAND (it reads each turn on its stdin)")
+        for env in browsergym.envs:
+            task = browsergym_task(env, agent, image, browsergym)
+            found.append(Planned(_name(env.removeprefix("browsergym/"), taken), task, env))
     return found
