@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from browsergym_session import elements, plan  # noqa: E402
+from browsergym_session import elements, plan
 
 
 def main() -> int:

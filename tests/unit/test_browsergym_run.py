@@ -82,7 +82,7 @@ def test_the_agent_never_gets_the_result_file_nor_the_answer_file() -> None:
 
 
 def test_the_suite_whole_or_picked_by_name() -> None:
-    assert pick_envs("miniwob", LISTED + ["browsergym/other.x"], None) == tuple(LISTED)
+    assert pick_envs("miniwob", [*LISTED, "browsergym/other.x"], None) == tuple(LISTED)
     assert pick_envs("miniwob", LISTED, ["enter-text", "browsergym/miniwob.click-button"]) == (
         "browsergym/miniwob.enter-text",
         "browsergym/miniwob.click-button",
