@@ -1,6 +1,6 @@
 """``python -m bench [NAME ...]``: log, log-filed, relay, mcp, recorder, viewer, live,
 container, ready, swarm-grow, fleet, batch-scopes, density, a-core, fairness, video, har,
-verify, simulate (default: every one, in that order). Each is the module of its name
+verify, simulate, miniwob (default: every one, in that order). Each is the module of its name
 (``log-filed``: ``bench.log_filed``), whose ``run()`` returns the figures it prints."""
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ NAMES = (
     "har",
     "verify",
     "simulate",
+    "miniwob",
 )
 
 

@@ -48,48 +48,12 @@ import pytest
 from agentenv.harness.hardening import writable_by_the_computer
 from agentenv.opened import MINTED
 from tests.support.container import CONTROL, Computer, computer
+from tests.support.miniwob import SAMPLE, SOLVED
 from tests.support.stack import ROOT
 from tests.support.timing import deadline
 
 #: The documented subset the scripted agent solves (docs/harness.md).
-TASKS = [
-    "click-button",
-    "click-button-sequence",
-    "click-checkboxes",
-    "click-collapsible",
-    "click-dialog",
-    "click-link",
-    "click-option",
-    "click-tab",
-    "click-test",
-    "click-test-2",
-    "click-widget",
-    "enter-password",
-    "enter-text",
-    "enter-text-2",
-    "focus-text",
-]
-#: Tasks the scripted agent has no plan for: it ends each at once (reward 0),
-#: and the env still resets, observes and scores through agentenv.
-GIVEN_UP = [
-    "ascending-numbers",
-    "bisect-angle",
-    "book-flight",
-    "buy-ticket",
-    "choose-date",
-    "choose-list",
-    "circle-center",
-    "click-color",
-    "click-menu",
-    "click-pie",
-    "click-scroll-list",
-    "click-shades",
-    "click-shape",
-    "copy-paste",
-    "count-shape",
-]
-#: The documented sample ``agentenv run --browsergym`` plays in CI (docs/harness.md).
-SAMPLE = TASKS + GIVEN_UP
+TASKS = SOLVED
 #: The agent as ``agentenv run --browsergym`` runs it.
 AGENT = ROOT / "tests/clients/miniwob_agent.py"
 #: Where each is acted on what its goal does not name.

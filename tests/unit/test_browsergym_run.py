@@ -108,6 +108,12 @@ def test_each_env_is_a_recorded_episode_on_a_computer_or_a_scope() -> None:
     assert isinstance(episode, s.RunBrowsergym)
     assert (episode.gym_env, episode.seed, episode.max_steps) == (LISTED[0], 7, 5)
     assert episode.command == "python agent.py" and episode.python == "/opt/bg/bin/python"
+    bare = browsergym_task(LISTED[0], "a", None, BrowserGymPlan(tuple(LISTED), record=False))
+    assert [step.type for step in bare.steps] == [
+        "deploy_env",
+        "browser_connect_cdp",
+        "run_browsergym",
+    ]
     planned = plan([], "python agent.py", None, how)
     assert [p.name for p in planned] == [
         "miniwob.click-button",

@@ -66,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         "AGENTENV_BROWSERGYM_PYTHON, else this one)",
     )
     run.add_argument(
+        "--browsergym-record",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a recording of each episode (default; --no-browsergym-record measures its cost)",
+    )
+    run.add_argument(
         "--browsergym-seed", type=int, default=0, metavar="N", help="each episode's seed"
     )
     run.add_argument(
@@ -329,6 +335,7 @@ def _browsergym(args: argparse.Namespace) -> BrowserGymPlan:
         seed=args.browsergym_seed,
         max_steps=args.browsergym_max_steps,
         python=args.browsergym_python,
+        record=args.browsergym_record,
     )
 
 

@@ -90,6 +90,8 @@ class BrowserGymPlan:
     seed: int = 0
     max_steps: int = 10
     python: str | None = None
+    #: A recording of each episode (the default; off only to measure its cost).
+    record: bool = True
 
 
 def pick_envs(suite: str, listed: list[str], names: list[str] | None) -> tuple[str, ...]:
@@ -127,12 +129,14 @@ def browsergym_task(env: str, agent: str, image: str | None, how: BrowserGymPlan
         "max_steps": how.max_steps,
         **({"python": how.python} if how.python else {}),
     }
+    start = {"type": "start_browser_recording", "env_id": "gym", "name": "episode"}
+    end = {"type": "end_browser_recording", "env_id": "gym", "name": "episode"}
     steps: list[dict[str, Any]] = [
         {"type": "deploy_env", "env_id": "gym", **({"image": image} if image else {})},
         {"type": "browser_connect_cdp", "env_id": "gym", "agent": "agent"},
-        {"type": "start_browser_recording", "env_id": "gym", "name": "episode"},
+        *([start] if how.record else []),
         episode,
-        {"type": "end_browser_recording", "env_id": "gym", "name": "episode"},
+        *([end] if how.record else []),
     ]
     raw = {"envs": {"gym": {"versions": {1: {"browsers": ["main"]}}}}, "steps": steps}
     return Task.model_validate(raw)

@@ -1,0 +1,225 @@
+"""MiniWoB++ episodes a minute: ``agentenv run --browsergym`` against
+BrowserGym's own local launch, in the same run (issue 43, item 3's figures).
+
+The documented sample of 30 tasks (tests/support/miniwob.py: 15 the
+scripted oracle solves, 15 it gives up on at once), seed 7, four at a time
+each way, in turn:
+
+- **BrowserGym's own launch**: four processes of
+  tests/clients/browsergym_session.py ``local``, each playing a quarter of
+  the sample one env after another, each env launching Debian's Chromium
+  (BrowserGym's way: an env, a browser, and its chat window's), the pages
+  served on the host;
+- **agentenv, scopes** (``--parallel 4``, ``--scopes-per-computer 4``: one
+  warm computer), each episode recorded through the run's store, and the
+  same **without recordings** (``--no-browsergym-record``): the recording's
+  cost;
+- **agentenv, a computer per episode** (``--scopes-per-computer 1``).
+
+The agentenv runs' pages come from a container on a network of their own
+(``--network``). Episodes a minute: the sample over the wall time, the
+batch's start (its store, its computers) to its end; rewards are summed to
+show each way scored the same.
+
+Needs a Docker engine, the image (make image; ``AGENTENV_TEST_IMAGE``
+names another), Debian's chromium and build/clients/browsergym
+(scripts/test-clients.sh browsergym).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from bench import fleet
+from bench.stats import table
+from tests.support.miniwob import SAMPLE
+from tests.support.stack import ROOT
+
+IMAGE = os.environ.get("AGENTENV_TEST_IMAGE", fleet.IMAGE)
+PYTHON = ROOT / "build/clients/browsergym/bin/python"
+SESSION = ROOT / "tests/clients/browsergym_session.py"
+AGENT = ROOT / "tests/clients/miniwob_agent.py"
+PARALLEL = 4
+SEED = 7
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _html() -> Path:
+    found = subprocess.run(
+        [
+            str(PYTHON),
+            "-c",
+            "import miniwob, pathlib; print(pathlib.Path(miniwob.__file__).parent)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return Path(found.stdout.strip()) / "html"
+
+
+@contextmanager
+def _host_pages(html: Path) -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", port), functools.partial(_Quiet, directory=str(html))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}/miniwob/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def _site(html: Path) -> Iterator[tuple[str, str]]:
+    """The pages from a container on a network of its own: (network, MINIWOB_URL)."""
+    import docker
+
+    client = docker.from_env()
+    name = f"agentenv-bench-miniwob-{uuid.uuid4().hex[:8]}"
+    network = client.networks.create(name)
+    container = client.containers.create(
+        IMAGE,
+        entrypoint=["python3", "-m", "http.server", "8000", "-d", "/srv"],
+        volumes={str(html): {"bind": "/srv", "mode": "ro"}},
+        detach=True,
+    )
+    try:
+        network.connect(container, aliases=["miniwob"])
+        container.start()
+        probe = ["python3", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/')"]
+        end = time.monotonic() + 60
+        while container.exec_run(probe).exit_code != 0:
+            if time.monotonic() > end:
+                raise RuntimeError("the MiniWoB++ pages' container did not serve within 60 s")
+            time.sleep(0.2)
+        yield name, "http://miniwob:8000/miniwob/"
+    finally:
+        container.remove(force=True)
+        network.remove()
+
+
+def _local(pages: str) -> tuple[float, float]:
+    """BrowserGym's own launch, four processes: (seconds, rewards summed)."""
+    shares = [SAMPLE[i::PARALLEL] for i in range(PARALLEL)]
+    env = {**os.environ, "CHROMIUM": shutil.which("chromium") or "/usr/bin/chromium"}
+    env["MINIWOB_URL"] = pages
+    began = time.monotonic()
+    running = [
+        subprocess.Popen(
+            [str(PYTHON), str(SESSION), "local", ",".join(share)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        for share in shares
+    ]
+    rewards = 0.0
+    for process in running:
+        out, _ = process.communicate(timeout=1800)
+        for line in out.splitlines():
+            if line.startswith("{"):
+                rewards += sum(e.get("reward", 0.0) for e in json.loads(line)["episodes"])
+    return time.monotonic() - began, rewards
+
+
+def _agentenv(folder: Path, network: str, pages: str, *options: str) -> tuple[float, float]:
+    """One ``agentenv run --browsergym`` of the sample: (seconds, rewards summed)."""
+    out = folder / f"run-{uuid.uuid4().hex[:6]}"
+    began = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentenv",
+            "run",
+            *("--browsergym", "miniwob", "--browsergym-tasks", ",".join(SAMPLE)),
+            *("--browsergym-python", str(PYTHON), "--browsergym-seed", str(SEED)),
+            *("--agent", f"{PYTHON} {AGENT}", "--image", IMAGE),
+            *("--parallel", str(PARALLEL), "--network", network, "--out", str(out)),
+            *options,
+        ],
+        cwd=folder,
+        env={**os.environ, "MINIWOB_URL": pages},
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    took = time.monotonic() - began
+    if done.returncode != 0:
+        raise RuntimeError(f"agentenv run {' '.join(options)} failed:\n{done.stdout[-3000:]}")
+    results = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    return took, sum(r.get("reward", 0.0) for r in results)
+
+
+def run() -> str:
+    html = _html()
+    rows: list[list[str]] = []
+    with tempfile.TemporaryDirectory() as scratch, _site(html) as (network, pages):
+        folder = Path(scratch)
+        with _host_pages(html) as host_pages:
+            local = _local(host_pages)
+        found = {
+            "agentenv, scopes (K = 4), recorded": _agentenv(folder, network, pages),
+            "agentenv, scopes (K = 4), no recording": _agentenv(
+                folder, network, pages, "--no-browsergym-record"
+            ),
+            "agentenv, a computer per episode, recorded": _agentenv(
+                folder, network, pages, "--scopes-per-computer", "1"
+            ),
+        }
+    per_minute = len(SAMPLE) * 60 / local[0]
+    rows.append(
+        [
+            "BrowserGym's own launch",
+            f"{local[0]:.1f} s",
+            f"{per_minute:.1f}",
+            "1.00x",
+            f"{local[1]:g}",
+        ]
+    )
+    for name, (took, rewards) in found.items():
+        rate = len(SAMPLE) * 60 / took
+        rows.append(
+            [name, f"{took:.1f} s", f"{rate:.1f}", f"{rate / per_minute:.2f}x", f"{rewards:g}"]
+        )
+    return table(
+        f"MiniWoB++: the sample of {len(SAMPLE)} episodes, {PARALLEL} at a time, seed {SEED}",
+        ["route", "wall", "episodes a minute", "vs own launch", "rewards"],
+        rows,
+    )
+
+
+def main() -> None:
+    print(run(), flush=True)
+
+
+if __name__ == "__main__":
+    main()
