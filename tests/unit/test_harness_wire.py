@@ -9,6 +9,7 @@ model's dump and to the literal JSON, so that a change of either shows here.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,9 @@ from agentenv.harness.batch import Batch
 from agentenv.harness.computer import Computer
 from agentenv.harness.harness_errors import StepFailed
 from agentenv.harness.run_store import RunStore, StoreOptions
-from agentenv.harness.runner import Run
+from agentenv.harness.runner import EXIT_INFRA, Run
 from agentenv.harness.steps import Task
+from agentenv.harness.task_sources import Planned
 from agentenv.protocol import problems, request_dump
 from agentenv.protocol.answers import ANSWERS, BINARY, RECORDING_ANSWERS
 from agentenv.protocol.attestation import key_text, sha256
@@ -396,3 +398,30 @@ def test_a_card_from_a_newer_computer_is_read() -> None:
     )
     assert card.serves("browser/v1", "tabs/list")
     assert card.attestation is not None and card.attestation.key == "ed25519:AAAA"
+
+
+def test_a_task_whose_worker_raised_is_infrastructure_with_its_cause(tmp_path: Path) -> None:
+    """A bug or a full disk in one task's worker: it ran, so it is never
+    written "not run"; the batch says why and exits as infrastructure."""
+
+    class Broken(Batch):
+        def _one(self, planned: Planned) -> None:
+            if planned.name == "bad":
+                raise OSError(28, "No space left on device")
+            self.results[planned.name] = {"task": planned.name, "status": "done"}
+
+    task = Task.model_validate({"steps": [{"type": "run_agent", "command": ["true"]}]})
+    said = io.StringIO()
+    batch = Broken(
+        [Planned("good", task, "a.yaml"), Planned("bad", task, "b.yaml")],
+        tmp_path,
+        parallel=2,
+        stream=said,
+    )
+    assert batch.run() == EXIT_INFRA
+    results = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert results[0] == {"task": "good", "status": "done"}
+    assert results[1]["status"] == "infrastructure"
+    assert "OSError: [Errno 28] No space left on device" in results[1]["failures"][0]
+    assert "bad: infrastructure (the harness failed running it" in said.getvalue()
+    assert "1 done, 0 failed, 1 infrastructure, 0 not run" in said.getvalue()

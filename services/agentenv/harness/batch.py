@@ -610,6 +610,7 @@ class Batch:
                     f.cancel()
         finally:
             pool.shutdown(wait=True)
+            self._broke(futures)
             self._scrape()
             for computer in self.pool:
                 try:
@@ -628,6 +629,27 @@ class Batch:
             if previous is not None and not self._interrupts:
                 signal.signal(signal.SIGINT, previous)
         return self._summary(time.monotonic() - began)
+
+    def _broke(self, futures: list[Future[None]]) -> None:
+        """A task whose worker raised (a bug, a full disk) ran but has no
+        result: written as infrastructure with the cause, never "not run"."""
+        for planned, future in zip(self.tasks, futures, strict=True):
+            if future.cancelled() or not future.done():
+                continue
+            exc = future.exception()
+            if exc is None:
+                continue
+            why = f"the harness failed running it: {type(exc).__name__}: {exc}"
+            with self._lock:
+                found = self.results.get(planned.name)
+                if found is None or found.get("status") == "not run":
+                    self.results[planned.name] = {
+                        "task": planned.name,
+                        "source": planned.source,
+                        "status": "infrastructure",
+                        "failures": [why],
+                    }
+            self.say(f"{planned.name}: infrastructure ({why})")
 
     def _give_back_all(self) -> None:
         """The end of a batch on scopes: every computer of the pool given back."""
