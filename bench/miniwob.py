@@ -124,8 +124,9 @@ def _site(html: Path) -> Iterator[tuple[str, str]]:
         network.remove()
 
 
-def _local(pages: str) -> tuple[float, float]:
-    """BrowserGym's own launch, four processes: (seconds, rewards summed)."""
+def _local(pages: str) -> tuple[float, float, list[str]]:
+    """BrowserGym's own launch, four processes: (seconds, rewards summed,
+    the episodes that failed other than by the oracle giving up)."""
     shares = [SAMPLE[i::PARALLEL] for i in range(PARALLEL)]
     env = {**os.environ, "CHROMIUM": shutil.which("chromium") or "/usr/bin/chromium"}
     env["MINIWOB_URL"] = pages
@@ -141,13 +142,17 @@ def _local(pages: str) -> tuple[float, float]:
         )
         for share in shares
     ]
-    rewards = 0.0
+    rewards, failed = 0.0, []
     for process in running:
         out, _ = process.communicate(timeout=1800)
         for line in out.splitlines():
             if line.startswith("{"):
-                rewards += sum(e.get("reward", 0.0) for e in json.loads(line)["episodes"])
-    return time.monotonic() - began, rewards
+                row = json.loads(line)
+                rewards += sum(e.get("reward", 0.0) for e in row["episodes"])
+                error = row.get("error") or ""
+                if error and "no plan for" not in error:
+                    failed.append(f"{row['task']}: {error[:200]}")
+    return time.monotonic() - began, rewards, failed
 
 
 def _agentenv(folder: Path, network: str, pages: str, *options: str) -> tuple[float, float]:
@@ -210,11 +215,12 @@ def run() -> str:
         rows.append(
             [name, f"{took:.1f} s", f"{rate:.1f}", f"{rate / per_minute:.2f}x", f"{rewards:g}"]
         )
-    return table(
+    shown = table(
         f"MiniWoB++: the sample of {len(SAMPLE)} episodes, {PARALLEL} at a time, seed {SEED}",
         ["route", "wall", "episodes a minute", "vs own launch", "rewards"],
         rows,
     )
+    return shown + "".join(f"\nown launch, failed: {x}" for x in local[2])
 
 
 def main() -> None:
