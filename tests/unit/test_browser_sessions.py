@@ -15,6 +15,7 @@ from agentenv.relay import core
 from agentenv.relay.core import ClientState, Down, Kind, Pending, SessionInfo
 from agentenv.relay.pinned import COMMANDS
 from agentenv.scopes import Scope
+from tests.support.known import known
 
 DOWNLOADS = "/var/lib/agentenv/downloads"
 MINE, MADE, THEIRS = "CTX-ALICE", "CTX-ALICE-2", "CTX-BOB"
@@ -45,10 +46,10 @@ def _browser_attached(session: str = B, parent: str | None = None) -> dict[str, 
 def alice(control: bool = False) -> ClientState:
     """Alice's connection to the browser endpoint, with a page session ``S``."""
     if control:
-        state = ClientState(1, Identity("agentenv", control=True), context_of=CONTEXTS.get)
+        state = ClientState(1, Identity("agentenv", control=True), known=known(CONTEXTS))
     else:
         scope = Scope("alice", MINE, {MADE})
-        state = ClientState(7, Identity("alice"), scope=scope, context_of=CONTEXTS.get)
+        state = ClientState(7, Identity("alice"), scope=scope, known=known(CONTEXTS))
     state.sessions["S"] = SessionInfo("T-ALICE")
     return state
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from agentenv.relay.causes import CLAIM_WINDOW_S, HOLD_S, Causes, Served, TabCommand, origin
+from agentenv.relay.known import TargetSeen
 
 ALICE: dict[str, Any] = {"kind": "command", "via": "cdp", "who": "alice"}
 
@@ -336,8 +337,8 @@ def test_a_connection_knows_the_tabs_a_worker_serves() -> None:
 
     state = ClientState(7, Identity("alice"))
     kinds = {"T": ("page", "http://a.test/"), "W": ("service_worker", "http://a.test:81/sw.js")}
-    state.kinds = kinds.get
-    state.context_of = {"T": "C", "W": "C"}.get
+    for target, (kind, url) in kinds.items():
+        state.known.learn(TargetSeen(target, kind, url, "C"))
     for session, target, kind in (("ST", "T", "page"), ("SW", "W", "service_worker")):
         info = {"targetId": target, "type": kind, "url": kinds[target][1]}
         params = {"sessionId": session, "targetInfo": info}

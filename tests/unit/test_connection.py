@@ -8,6 +8,7 @@ import json
 from agentenv.access import Identity
 from agentenv.relay import core
 from agentenv.relay.connection import MAX_PAUSED, ClientState
+from agentenv.relay.known import TargetSeen
 
 
 def _paused(request: str, frame: str, session: str | None = None) -> str:
@@ -25,9 +26,8 @@ def test_a_request_paused_on_the_browsers_session_names_its_tab() -> None:
     no tab (4th red team, shared scope); it names the tab of the frame whose
     request it answers, an out-of-process frame's page included."""
     state = ClientState(7, Identity("alice"))
-    kinds = {"T": ("page", "http://a/"), "F": ("iframe", "http://b/")}
-    state.kinds = kinds.get
-    state.owner = lambda target: "T" if target == "F" else target
+    state.known.learn(TargetSeen("T", "page", "http://a/"))
+    state.known.learn(TargetSeen("F", "iframe", "http://b/", parent="T"))
     for request, frame in (("R1", "T"), ("R2", "F"), ("R3", "in-process-frame")):
         core.from_upstream(state, _paused(request, frame))
     core.from_upstream(state, _paused("R4", "T", session="S"))  # its session names the tab
@@ -43,7 +43,7 @@ def test_a_request_paused_on_the_browsers_session_names_its_tab() -> None:
 
 def test_a_page_endpoint_keeps_its_own_tab() -> None:
     state = ClientState(7, Identity("alice"), page="T")
-    state.kinds = {"T": ("page", "http://a/")}.get
+    state.known.learn(TargetSeen("T", "page", "http://a/"))
     core.from_upstream(state, _paused("R1", "T"))
     assert state.paused == {}
     fulfil = {"method": "Fetch.fulfillRequest", "params": {"requestId": "R1", "responseCode": 200}}

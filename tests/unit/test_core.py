@@ -13,6 +13,8 @@ from agentenv.access import Identity
 from agentenv.protocol.control import BeginAction, TokenGrant
 from agentenv.relay import core
 from agentenv.relay.core import ClientState, Down, Kind, Pending, SessionInfo
+from agentenv.relay.known import TargetSeen
+from tests.support.known import known
 from tests.support.traffic import CLIENTS
 
 TRAFFIC = Path(__file__).parent / "traffic"
@@ -112,8 +114,8 @@ def test_a_frames_navigate_and_a_workers_script_are_told_apart() -> None:
         "F": ("iframe", "https://b/"),
         "W": ("service_worker", ""),
     }
-    state.kinds = kinds.get
-    state.owner = lambda target: "T" if target == "F" else target
+    for target, (kind, url) in kinds.items():
+        state.known.learn(TargetSeen(target, kind, url, parent="T" if target == "F" else None))
     for session, target in (("ST", "T"), ("SF", "F"), ("SW", "W")):
         state.pending[(None, 1)] = Pending(9, "Target.attachToTarget", {"targetId": target})
         core.from_upstream(state, f'{{"id":1,"result":{{"sessionId":"{session}"}}}}')
@@ -419,7 +421,7 @@ def test_a_tab_type_targets_id_is_sent_as_its_pages() -> None:
     page (the log and the tabs name the page); unknown, it is refused."""
     pages = {"TAB-1": "PAGE-1"}
     kinds = {"TAB-1": ("tab", "about:blank"), "TAB-2": ("tab", "about:blank")}
-    state = ClientState(7, Identity("alice"), tab_page=pages.get, kinds=kinds.get)
+    state = ClientState(7, Identity("alice"), known=known(kinds=kinds, pages=pages))
     for call, method in enumerate(("Target.activateTarget", "Target.closeTarget"), start=1):
         message = {"id": call, "method": method, "params": {"targetId": "TAB-1"}}
         step = core.receive(state, json.dumps(message), DOWNLOADS, kinds.get)

@@ -15,6 +15,7 @@ from agentenv.relay import core
 from agentenv.relay.core import ClientState, Down, Kind, Pending, SessionInfo
 from agentenv.scopes import Scope, Scopes
 from agentenv.settings import SettingsError, load, parse_scopes, parse_users, scope_folder
+from tests.support.known import known
 
 DOWNLOADS = "/var/lib/agentenv/downloads"
 MINE, MADE, THEIRS = "CTX-ALICE", "CTX-ALICE-2", "CTX-BOB"
@@ -24,7 +25,7 @@ CONTEXTS = {"T-ALICE": MINE, "T-ALICE-2": MADE, "T-BOB": THEIRS}
 
 def alice() -> ClientState:
     scope = Scope("alice", MINE, {MADE})
-    state = ClientState(7, Identity("alice"), scope=scope, context_of=CONTEXTS.get)
+    state = ClientState(7, Identity("alice"), scope=scope, known=known(CONTEXTS))
     state.sessions["S"] = SessionInfo("T-ALICE")
     return state
 

@@ -32,6 +32,7 @@ import pytest
 from agentenv.access import Identity
 from agentenv.relay import core, guard
 from agentenv.relay.core import ClientState, Down, Kind, Pending
+from agentenv.relay.known import InContext, Known, PageOfTab, TargetSeen
 from agentenv.scopes import Scope
 from tests.support.traffic import load
 
@@ -53,29 +54,33 @@ def _infos(value: Any) -> Iterator[dict[str, Any]]:
 
 
 class Watcher:
-    """What the relay's watcher knows, learned from Chromium's messages."""
+    """What the relay's watcher knows, learned from Chromium's messages as
+    the relay's does: facts into a :class:`Known`."""
 
     def __init__(self) -> None:
-        self.contexts: dict[str, str] = {}
-        self.kinds: dict[str, tuple[str, str]] = {}
+        self.known = Known()
         self.attached: dict[str, str] = {}  # session -> its target
-        #: A tab-type target's page (the watcher finds it by attaching).
-        self.tab_pages: dict[str, str] = {}
 
     def learn(self, message: dict[str, Any]) -> None:
         for info in _infos(message):
             context = info.get("browserContextId")
-            if isinstance(context, str):
-                self.contexts[info["targetId"]] = context
-            self.kinds[info["targetId"]] = (str(info["type"]), str(info.get("url", "")))
+            seen = TargetSeen(
+                info["targetId"],
+                str(info["type"]),
+                str(info.get("url", "")),
+                context if isinstance(context, str) else None,
+            )
+            self.known.learn(seen)
         if message.get("method") != "Target.attachedToTarget":
             return
         params = message.get("params") or {}
         info = params.get("targetInfo") or {}
         self.attached[params.get("sessionId", "")] = info.get("targetId", "")
         parent = self.attached.get(message.get("sessionId", ""))
-        if parent and self.kinds.get(parent, ("",))[0] == "tab" and info.get("type") == "page":
-            self.tab_pages[parent] = info["targetId"]
+        parents = self.known.target(parent) if parent else None
+        if parent and parents is not None and parents[0] == "tab" and info.get("type") == "page":
+            # A tab-type target's page (the watcher finds it by attaching).
+            self.known.learn(PageOfTab(parent, info["targetId"]))
 
 
 def _wire(message: dict[str, Any]) -> str:
@@ -103,9 +108,7 @@ def _state(number: int, scope: Scope, watcher: Watcher) -> ClientState:
         number,
         Identity("alice"),
         scope=scope,
-        kinds=watcher.kinds.get,
-        context_of=watcher.contexts.get,
-        tab_page=watcher.tab_pages.get,
+        known=watcher.known,
     )
 
 
@@ -150,7 +153,7 @@ def test_in_its_own_scope_a_client_is_refused_nothing_and_loses_nothing(client: 
             continue  # through the relay the client never had this session
         if line["from"] == "client":
             commands += 1
-            step = core.receive(state, data, DOWNLOADS, watcher.kinds.get)
+            step = core.receive(state, data, DOWNLOADS, watcher.known.target)
             if step.kind not in (Kind.FORWARD, Kind.REWRITE):
                 refused.append((step.method, step.verdict or step.error))
             else:
@@ -183,7 +186,7 @@ def test_from_another_scope_nothing_of_the_recorded_browser_comes_through(client
     for line in lines:  # the watcher knows every target from the start
         if line["from"] == "chromium":
             watcher.learn(line["message"])
-    foreign = {t for t, c in watcher.contexts.items() if c == theirs}
+    foreign = {t for t in watcher.known.targets if watcher.known.context_of(t) == theirs}
     assert foreign, "the recording names no target"
     states: dict[str, ClientState] = {}
     sent: set[tuple[str, str | None, int]] = set()
@@ -198,7 +201,7 @@ def test_from_another_scope_nothing_of_the_recorded_browser_comes_through(client
         if _unseen(state, session):
             continue  # a session the client never got
         if line["from"] == "client":
-            step = core.receive(state, data, DOWNLOADS, watcher.kinds.get)
+            step = core.receive(state, data, DOWNLOADS, watcher.known.target)
             params = step.params or {}
             named = params.get("targetId") in foreign or params.get("browserContextId") == theirs
             if named:
@@ -218,7 +221,7 @@ def test_from_another_scope_nothing_of_the_recorded_browser_comes_through(client
             # rules sent the command with it); in the recording it is the
             # recorded browser's.
             foreign.discard(made)
-            watcher.contexts[made] = scope.context
+            watcher.known.learn(InContext(made, scope.context))
             continue
         names_theirs = any(t in data for t in foreign) or theirs in data
         if down.kind is Down.PASS:

@@ -14,6 +14,7 @@ from agentenv.relay import core
 from agentenv.relay.connection import InLog
 from agentenv.relay.core import ClientState, Down, Kind, Pending
 from agentenv.relay.warm import FAILURE_WAIT_MAX_S, FAILURE_WAIT_S, Warm, WarmPool
+from tests.support.known import known
 
 
 def _filled(pool: WarmPool, *names: str) -> None:
@@ -115,8 +116,7 @@ def _control() -> ClientState:
     return ClientState(
         9,
         Identity("agentenv", control=True),
-        context_of=contexts.get,
-        withheld=lambda context: context == WARM_CONTEXT,
+        known=known(contexts, withheld=lambda context: context == WARM_CONTEXT),
     )
 
 

@@ -4,7 +4,6 @@ Chromium to client). No I/O."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -13,6 +12,7 @@ import orjson
 
 from agentenv.access import Identity
 from agentenv.relay.causes import Served, origin
+from agentenv.relay.known import Known
 from agentenv.relay.traces import Traces
 from agentenv.relay.worlds import RelayWorlds
 from agentenv.scopes import Scope
@@ -114,11 +114,11 @@ class ClientState:
     certificates_own: set[str] = field(default_factory=set)
     #: Sessions the relay told to ignore certificate errors.
     certificates_told: set[str] = field(default_factory=set)
-    #: The tab a target belongs to (an iframe's page), as the relay's watcher
-    #: knows; a session attached straight to an iframe acts on that tab.
-    owner: Callable[[str], str] = field(default=lambda target: target, repr=False)
-    #: A target's (type, url), as the relay's watcher knows.
-    kinds: Callable[[str], tuple[str, str] | None] = field(default=lambda target: None, repr=False)
+    #: Chromium's targets as the watcher learned them (relay/known.py): a
+    #: target's type and URL, its tab (a session attached straight to an
+    #: iframe acts on that tab), its context, a tab-type target's page, and
+    #: the warm contexts no link sees or reaches, the control token's neither.
+    known: Known = field(default_factory=Known, repr=False)
     #: A page endpoint's target is its tab (not a frame of one).
     page_own: bool = True
     #: A page endpoint of a service or shared worker: the worker's target id.
@@ -131,14 +131,6 @@ class ClientState:
     resumed: set[str | None] = field(default_factory=set)
     #: The scope it acts in (None: it sees every scope, or there is one).
     scope: Scope | None = None
-    #: A target's browser context, as the relay's watcher knows.
-    context_of: Callable[[str], str | None] = field(default=lambda target: None, repr=False)
-    #: Whether a browser context is a warm one no scope was handed yet
-    #: (:mod:`agentenv.relay.warm`): no link sees or reaches it, the control
-    #: token's neither.
-    withheld: Callable[[object], bool] = field(default=lambda context: False, repr=False)
-    #: The page of a tab-type target, when the watcher found it.
-    tab_page: Callable[[str], str | None] = field(default=lambda target: None, repr=False)
     #: Targets this client was shown (their destruction is its news too).
     visible: set[str] = field(default_factory=set)
     #: Downloads this client was told of (their progress is its news too).
@@ -190,8 +182,8 @@ class ClientState:
             worker = info.worker if info is not None else None
         if worker is None:
             return None
-        known = self.kinds(worker)
-        return Served(self.context_of(worker), origin(known[1]) if known is not None else "")
+        known = self.known.target(worker)
+        return Served(self.known.context_of(worker), origin(known[1]) if known is not None else "")
 
     def own_tab(self, session: str | None) -> str | None:
         """The tab whose own target ``session`` is on (its page endpoint's, for

@@ -398,7 +398,7 @@ def _tab_target(
     if method not in BY_TAB or not params:
         return None
     target = params.get("targetId")
-    page = state.tab_page(target) if isinstance(target, str) else None
+    page = state.known.tab_page(target) if isinstance(target, str) else None
     if page is None:
         return None
     return guard.tab_target_verdict(params, page)
@@ -487,7 +487,7 @@ def _shown(scope: Scope, state: ClientState, tab: str | None) -> bool:
     of its scope's (by what the watcher knows, or shown to this client)."""
     if tab is None:
         return True
-    context = state.context_of(tab)
+    context = state.known.context_of(tab)
     return scope.holds(context) if context is not None else tab in state.visible
 
 
@@ -549,11 +549,11 @@ def _warm(state: ClientState, method: str, params: dict[str, Any] | None) -> gua
         return None
     if method in scopes.BY_TARGET:
         target = params.get("targetId")
-        if isinstance(target, str) and state.withheld(state.context_of(target)):
+        if isinstance(target, str) and state.known.withheld(state.known.context_of(target)):
             return _scope_verdict("No target with given id found", -32602)
     elif method in scopes.BY_CONTEXT or method == "Target.disposeBrowserContext":
         context = params.get("browserContextId")
-        if state.withheld(context):
+        if state.known.withheld(context):
             return _scope_verdict("Failed to find browser context for id " + str(context)[:64])
     return None
 

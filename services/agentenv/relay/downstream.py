@@ -244,7 +244,7 @@ def _read_result(
             )
             out.data = _answer(message, kept)
         else:
-            out.data = _answer(message, scopes.targets_without(state.withheld, result))
+            out.data = _answer(message, scopes.targets_without(state.known.withheld, result))
     elif pending.method == "Browser.getWindowForTarget":
         window = result.get("windowId")
         if isinstance(window, int):
@@ -253,7 +253,7 @@ def _read_result(
         if scope is not None:
             out.data = _answer(message, scopes.contexts_answer(scope, result))
         else:
-            out.data = _answer(message, scopes.contexts_without(state.withheld, result))
+            out.data = _answer(message, scopes.contexts_without(state.known.withheld, result))
     elif pending.method == "Target.createBrowserContext":
         made = result.get("browserContextId")
         if scope is not None and isinstance(made, str):
@@ -263,9 +263,9 @@ def _read_result(
         new = result.get("sessionId")
         target = pending.params.get("targetId") if isinstance(pending.params, dict) else None
         if isinstance(new, str) and isinstance(target, str) and new not in state.sessions:
-            known = state.kinds(target)
+            known = state.known.target(target)
             kind = known[0] if known is not None else "page"
-            info = _session_info(state.owner(target), target, kind)
+            info = _session_info(state.known.tab_of(target), target, kind)
             info.parent = _parent(message)
             state.sessions[new] = info
     elif pending.method == BROWSER_TARGET:
@@ -329,8 +329,8 @@ def _scoped_event(state: ClientState, scope: Scope, data: str) -> Downstream:
     if method == "Browser.downloadWillBegin":
         frame = params.get("frameId")
         if isinstance(frame, str):
-            tab = state.frames.get(frame) or state.owner(frame)
-            context = state.context_of(tab)
+            tab = state.frames.get(frame) or state.known.tab_of(frame)
+            context = state.known.context_of(tab)
         else:
             context = None
         if not scope.holds(context) or not isinstance(guid, str):
@@ -367,8 +367,8 @@ def _unwithheld_event(state: ClientState, data: str) -> Downstream:
         context = info.get("browserContextId")
     else:
         target = params.get("targetId")
-        context = state.context_of(target) if isinstance(target, str) else None
-    return Downstream(Down.DROP) if state.withheld(context) else _PASS
+        context = state.known.context_of(target) if isinstance(target, str) else None
+    return Downstream(Down.DROP) if state.known.withheld(context) else _PASS
 
 
 _CREATED = '{"method":"Runtime.executionContextCreated"'
@@ -444,8 +444,8 @@ def _paused_event(state: ClientState, data: str) -> Downstream:
     request, frame = params.get("requestId"), params.get("frameId")
     if not isinstance(request, str) or not isinstance(frame, str):
         return _PASS
-    tab = state.frames.get(frame) or state.owner(frame)
-    known = state.kinds(tab)
+    tab = state.frames.get(frame) or state.known.tab_of(frame)
+    known = state.known.target(tab)
     if known is not None and known[0] == "page":
         state.paused[request] = tab
         if len(state.paused) > MAX_PAUSED:
@@ -487,7 +487,7 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
         return _PASS
     made_in = target_info.get("browserContextId")
     elsewhere = (
-        not state.scope.holds(made_in) if state.scope is not None else state.withheld(made_in)
+        not state.scope.holds(made_in) if state.scope is not None else state.known.withheld(made_in)
     )
     if elsewhere or not guard.web_target(
         (kind, url) if isinstance(kind, str) and isinstance(url, str) else None
@@ -505,7 +505,7 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
     if isinstance(target, str):
         state.visible.add(target)
     if kind in ("page", "tab") or state.at_browser(parent):
-        tab = state.owner(target) if isinstance(target, str) else target
+        tab = state.known.tab_of(target) if isinstance(target, str) else target
     else:  # a frame or worker inside a page: its tab is the page's
         owner = state.sessions.get(parent) if parent is not None else None
         tab = owner.tab if owner is not None else target

@@ -97,7 +97,7 @@ class Quotas:
         for target, ours in list(self.sessions.items()):
             if ours == session:
                 del self.sessions[target]
-                self._unhost(target, self.watcher.contexts.get(target))
+                self._unhost(target, self.watcher.known.context_of(target))
         self._targets.pop(session, None)
 
     def context_made(self, session: str, params: dict[str, Any]) -> None:
@@ -118,7 +118,7 @@ class Quotas:
         if origin in done:
             return
         done.add(origin)
-        key = (self.watcher.contexts.get(target) or self.watcher.default_context or "", origin)
+        key = (self.watcher.known.context_of(target) or self.watcher.default_context or "", origin)
         self._hosts.setdefault(key, set()).add(target)
         self.watcher.spawn(self._override(target, key))
 
@@ -204,8 +204,9 @@ class Quotas:
             if host in self.sessions:
                 return self.sessions[host]
         context = key[0]
+        default = self.watcher.default_context or ""
         for shown, session in self.sessions.items():
-            if (self.watcher.contexts.get(shown) or self.watcher.default_context or "") == context:
+            if (self.watcher.known.context_of(shown) or default) == context:
                 return session
         return None
 
@@ -240,7 +241,7 @@ class Quotas:
             "Target.attachToTarget", {"targetId": target, "flatten": True}, deadline_s=5.0
         )
         session = answer.get("result", {}).get("sessionId")
-        if isinstance(session, str) and target in self.watcher.targets:
+        if isinstance(session, str) and self.watcher.known.target(target) is not None:
             self.sessions[target] = session
             self._targets[session] = target
             # Each frame's context, there already or made later, names its origin.

@@ -200,15 +200,11 @@ def client_state(
         identity,
         tag,
         page,
-        owner=watcher.tab_of,
-        kinds=watcher.target,
+        known=watcher.known,
         page_own=page_own,
         worlds=watcher.worlds,
         traces=watcher.traces,
         scope=scope,
-        context_of=watcher.context_of,
-        withheld=watcher.keeper.warm.withheld,
-        tab_page=watcher.tab_pages.get,
     )
 
 

@@ -175,7 +175,7 @@ class Downloads:
             return
         # A page's main frame has the page's id, an out-of-process frame its
         # target's; a frame in its page's process is found in the frame trees.
-        context = self.watcher.contexts.get(frame) if isinstance(frame, str) else None
+        context = self.watcher.known.context_of(frame) if isinstance(frame, str) else None
         if context is None and isinstance(frame, str):
             self._downloading[guid] = ("", None, 0)  # its scope is not known yet
             self.watcher.spawn(self._find_scope(guid, frame))
@@ -191,7 +191,7 @@ class Downloads:
         held = dict(self.watcher.quotas.sessions)
         for page, session in held.items():
             yield page, session
-        for page, (kind, _url) in list(self.watcher.targets.items()):
+        for page, (kind, _url) in list(self.watcher.known.targets.items()):
             if kind == "page" and page not in held:
                 with contextlib.suppress(WatcherError, TimeoutError):
                     probe = await self.watcher.probes.session(page)
@@ -206,7 +206,7 @@ class Downloads:
                     "Page.getFrameTree", {}, session=session, deadline_s=2.0
                 )
                 if frame in _frame_ids(tree.get("result", {}).get("frameTree")):
-                    context = self.watcher.contexts.get(page)
+                    context = self.watcher.known.context_of(page)
                     scope = self.watcher.scope_name(context) or self.watcher.scopes.home or ""
                     known = self._downloading.get(guid)
                     if known is not None:

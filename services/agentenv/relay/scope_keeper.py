@@ -25,6 +25,7 @@ import aiohttp
 from agentenv.access import Identity
 from agentenv.admission import Admission, Full, Gate
 from agentenv.opened import REVOKED, opened_of
+from agentenv.relay.known import InContext
 from agentenv.relay.once import once
 from agentenv.relay.opening import Openings, ScopeRefused
 from agentenv.relay.quotas import Quotas
@@ -218,7 +219,7 @@ class ScopeKeeper:
         asyncio.get_running_loop().call_later(REFILL_AFTER_TAKE_S, self._warm_wake.set)
         scope = Scope(name, warm.context)
         self.watcher.scopes.made[name] = scope
-        self.watcher.contexts[warm.tab] = warm.context
+        self.watcher.known.learn(InContext(warm.tab, warm.context))
         # Its first tab on the record as the scope's, as if made now (it was
         # made ahead, on no one's record: no scope held it).
         params = {"url": "about:blank", "browserContextId": warm.context}
@@ -269,7 +270,7 @@ class ScopeKeeper:
             tab = opened.get("result", {}).get("targetId")
             if not isinstance(tab, str):
                 raise WatcherError(f"no tab: {opened.get('error')}")
-            self.watcher.contexts[tab] = context
+            self.watcher.known.learn(InContext(tab, context))
             await self._start_renderer(tab)
         except (WatcherError, TimeoutError) as exc:
             wait = self.warm.failed(generation, context)
@@ -513,5 +514,5 @@ class ScopeKeeper:
         )
         opened = (answer or {}).get("result", {}).get("targetId")
         if isinstance(opened, str):
-            self.watcher.contexts[opened] = context
+            self.watcher.known.learn(InContext(opened, context))
         return scope

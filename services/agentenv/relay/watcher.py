@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import aiohttp
@@ -38,6 +38,7 @@ import orjson
 from agentenv.access import Identity
 from agentenv.calls import Calls
 from agentenv.protocol.urls import tab as is_tab
+from agentenv.relay.known import Gone, InContext, Known, Lost, PageOfTab, TargetSeen
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.once import once
 from agentenv.relay.oom import OomWatch, read_oom_kills
@@ -77,12 +78,9 @@ class Watcher:
         self._initial = True
         self._saw_exit = False
         self.connected = asyncio.Event()
-        #: Every target Chromium reported: id -> (type, url), for the guard.
-        self.targets: dict[str, tuple[str, str]] = {}
-        #: A target's parent target (Chromium's parentId): an iframe's page.
-        self.parents: dict[str, str] = {}
-        #: A target's browser context (Chromium's browserContextId).
-        self.contexts: dict[str, str] = {}
+        #: Chromium's targets, their tabs, contexts and pages, as facts
+        #: learned (relay/known.py): what every connection's rules read.
+        self.known = Known()
         #: The scopes, each with its browser context once a user connected.
         self.scopes = Scopes.of(settings)
         #: Run once data/reset has disposed of the scopes' contexts: the relay
@@ -99,9 +97,6 @@ class Watcher:
         logbook.scope_of = self.scope_name
         logbook.users_of = self.scopes.users_of
         self._tasks: set[asyncio.Task[Any]] = set()
-        #: A tab-type target's page (chromedriver's window handles are the
-        #: tab-type ids; the log and the tabs are the pages').
-        self.tab_pages: dict[str, str] = {}
         self._finding: dict[str, asyncio.Task[str | None]] = {}
         self._tab_finds: dict[str, asyncio.Future[str]] = {}  # our tab session -> its page
         #: The cgroup's OOM kills so far: one more when Chromium went says why.
@@ -114,15 +109,16 @@ class Watcher:
         self.probes = Probes(self)
         #: The scopes' contexts, opened, reset and closed, and the warm pool.
         self.keeper = ScopeKeeper(self)
+        self.known.warm = self.keeper.warm
 
     async def page_of_tab(self, tab: str) -> str | None:
         """The page of the tab-type target ``tab``, found once (bounded): the
         watcher attaches to the tab and hears its page attach. None if it is
         no tab-type target, or Chromium did not say in time."""
-        found = self.tab_pages.get(tab)
+        found = self.known.tab_page(tab)
         if found is not None:
             return found
-        known = self.targets.get(tab)
+        known = self.known.target(tab)
         if known is not None and known[0] != "tab":
             return None
         return await once(self._finding, tab, self._find_page)
@@ -153,26 +149,21 @@ class Watcher:
             self._tab_finds.pop(session, None)
             with contextlib.suppress(WatcherError, TimeoutError):
                 await self.call("Target.detachFromTarget", {"sessionId": session}, deadline_s=2.0)
-        self.tab_pages[tab] = page
+        self.known.learn(PageOfTab(tab, page))
         return page
 
     def tab_of(self, target: str) -> str:
-        """The tab a target belongs to (an iframe's page, through nested
-        frames), or the target itself when none is known."""
-        found = target
-        for _ in range(32):
-            info = self.targets.get(found)
-            if info is not None and is_tab(info):
-                return found
-            parent = self.parents.get(found)
-            if parent is None:
-                return target
-            found = parent
-        return target
+        """The tab a target belongs to (:meth:`Known.tab_of`)."""
+        return self.known.tab_of(target)
 
     def target(self, target: str) -> tuple[str, str] | None:
         """What the watcher knows of a target: ``(type, url)``, None if unknown."""
-        return self.targets.get(target)
+        return self.known.target(target)
+
+    @property
+    def targets(self) -> Mapping[str, tuple[str, str]]:
+        """Every target Chromium reported: id -> (type, url), read-only."""
+        return self.known.targets
 
     def scope_name(self, context: str | None) -> str | None:
         """The scope a browser context is, on computers of two scopes or
@@ -186,7 +177,7 @@ class Watcher:
 
     def context_of(self, target: str) -> str | None:
         """A target's browser context, None if unknown."""
-        return self.contexts.get(target)
+        return self.known.context_of(target)
 
     async def own_command(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
         """A command of the computer's own on the watcher's connection, on the
@@ -277,9 +268,7 @@ class Watcher:
                 self.connected.clear()
                 self.browser_url = None
                 self._ws = None
-                self.targets.clear()
-                self.parents.clear()
-                self.contexts.clear()
+                self.known.learn(Lost())
                 self.scopes.forget()
                 self.default_context = None
                 self._fail_calls("Chromium went away")
@@ -307,7 +296,7 @@ class Watcher:
             message = error.get("message") if isinstance(error, dict) else "no target id"
             raise UpstreamError(f"Chromium refused to open the tab: {message}", 502)
         if isinstance(context, str):
-            self.contexts[target] = context
+            self.known.learn(InContext(target, context))
         return target
 
     async def _every_few_seconds(self) -> None:
@@ -365,13 +354,17 @@ class Watcher:
             if not isinstance(target, str) or not isinstance(kind, str):
                 return
             url = str(info.get("url", ""))
-            self.targets[target] = (kind, url)
             made_in = info.get("browserContextId")
-            if isinstance(made_in, str):
-                self.contexts[target] = made_in
             parent = info.get("parentId")
-            if isinstance(parent, str) and parent:
-                self.parents[target] = parent
+            self.known.learn(
+                TargetSeen(
+                    target,
+                    kind,
+                    url,
+                    made_in if isinstance(made_in, str) else None,
+                    parent if isinstance(parent, str) else None,
+                )
+            )
             if self.keeper.warm.withheld(made_in):
                 if url not in ("", "about:blank"):
                     self.keeper.spoiled(made_in)  # a warm tab only ever shows about:blank
@@ -398,15 +391,13 @@ class Watcher:
         elif method == "Target.targetCrashed":
             tab = params.get("targetId")
             if isinstance(tab, str):
-                self.keeper.spoiled(self.contexts.get(tab))
+                self.keeper.spoiled(self.known.context_of(tab))
         elif method == "Target.targetDestroyed":
             tab = params.get("targetId")
             if isinstance(tab, str):
-                self.keeper.spoiled(self.contexts.get(tab))
-                self.targets.pop(tab, None)
-                self.tab_pages.pop(tab, None)
-                self.parents.pop(tab, None)
-                context = self.contexts.pop(tab, None)
+                context = self.known.context_of(tab)
+                self.keeper.spoiled(context)
+                self.known.learn(Gone(tab))
                 self.quotas.gone(tab, context)
                 self.probes.gone(tab)
                 if self.logbook.causes.url(tab) is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
+from agentenv.relay.known import Known
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.worlds import RelayWorlds
 from agentenv.scopes import Scopes
@@ -49,12 +50,8 @@ class Watching(Protocol):
     def scopes(self) -> Scopes: ...
 
     @property
-    def targets(self) -> dict[str, tuple[str, str]]:
-        """Every target: ``(type, url)`` by target id."""
-
-    @property
-    def contexts(self) -> dict[str, str]:
-        """Each target's browser context, by target id."""
+    def known(self) -> Known:
+        """Chromium's targets as learned (relay/known.py)."""
 
     @property
     def default_context(self) -> str | None: ...
