@@ -28,71 +28,40 @@ names another), Debian's chromium and build/clients/browsergym
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 from bench import fleet
 from bench.stats import table
-from tests.support.miniwob import SAMPLE
+from tests.support.miniwob import (
+    PARALLEL,
+    SAMPLE,
+    SEED,
+    html_of,
+    pages_here,
+    pages_on,
+    run_sample,
+)
 from tests.support.stack import ROOT
 
 IMAGE = os.environ.get("AGENTENV_TEST_IMAGE", fleet.IMAGE)
 PYTHON = ROOT / "build/clients/browsergym/bin/python"
 SESSION = ROOT / "tests/clients/browsergym_session.py"
-AGENT = ROOT / "tests/clients/miniwob_agent.py"
-PARALLEL = 4
-SEED = 7
 
 
-class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-def _html() -> Path:
-    found = subprocess.run(
-        [
-            str(PYTHON),
-            "-c",
-            "import miniwob, pathlib; print(pathlib.Path(miniwob.__file__).parent)",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return Path(found.stdout.strip()) / "html"
-
-
-@contextmanager
-def _host_pages(html: Path) -> Iterator[str]:
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    server = ThreadingHTTPServer(
-        ("127.0.0.1", port), functools.partial(_Quiet, directory=str(html))
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{port}/miniwob/"
-    finally:
-        server.shutdown()
-        server.server_close()
+        return int(s.getsockname()[1])
 
 
 @contextmanager
@@ -100,27 +69,11 @@ def _site(html: Path) -> Iterator[tuple[str, str]]:
     """The pages from a container on a network of its own: (network, MINIWOB_URL)."""
     import docker
 
-    client = docker.from_env()
-    name = f"agentenv-bench-miniwob-{uuid.uuid4().hex[:8]}"
-    network = client.networks.create(name)
-    container = client.containers.create(
-        IMAGE,
-        entrypoint=["python3", "-m", "http.server", "8000", "-d", "/srv"],
-        volumes={str(html): {"bind": "/srv", "mode": "ro"}},
-        detach=True,
-    )
+    network = docker.from_env().networks.create(f"agentenv-bench-miniwob-{uuid.uuid4().hex[:8]}")
     try:
-        network.connect(container, aliases=["miniwob"])
-        container.start()
-        probe = ["python3", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/')"]
-        end = time.monotonic() + 60
-        while container.exec_run(probe).exit_code != 0:
-            if time.monotonic() > end:
-                raise RuntimeError("the MiniWoB++ pages' container did not serve within 60 s")
-            time.sleep(0.2)
-        yield name, "http://miniwob:8000/miniwob/"
+        with pages_on(IMAGE, html, network) as pages:
+            yield str(network.name), pages
     finally:
-        container.remove(force=True)
         network.remove()
 
 
@@ -159,24 +112,7 @@ def _agentenv(folder: Path, network: str, pages: str, *options: str) -> tuple[fl
     """One ``agentenv run --browsergym`` of the sample: (seconds, rewards summed)."""
     out = folder / f"run-{uuid.uuid4().hex[:6]}"
     began = time.monotonic()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agentenv",
-            "run",
-            *("--browsergym", "miniwob", "--browsergym-tasks", ",".join(SAMPLE)),
-            *("--browsergym-python", str(PYTHON), "--browsergym-seed", str(SEED)),
-            *("--agent", f"{PYTHON} {AGENT}", "--image", IMAGE),
-            *("--parallel", str(PARALLEL), "--network", network, "--out", str(out)),
-            *options,
-        ],
-        cwd=folder,
-        env={**os.environ, "MINIWOB_URL": pages},
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
+    done = run_sample(str(PYTHON), IMAGE, network, pages, out, *options)
     took = time.monotonic() - began
     if done.returncode != 0:
         raise RuntimeError(f"agentenv run {' '.join(options)} failed:\n{done.stdout[-3000:]}")
@@ -185,11 +121,11 @@ def _agentenv(folder: Path, network: str, pages: str, *options: str) -> tuple[fl
 
 
 def run() -> str:
-    html = _html()
+    html = html_of(str(PYTHON))
     rows: list[list[str]] = []
     with tempfile.TemporaryDirectory() as scratch, _site(html) as (network, pages):
         folder = Path(scratch)
-        with _host_pages(html) as host_pages:
+        with pages_here(html, _free_port()) as host_pages:
             local = _local(host_pages)
         found = {
             "agentenv, scopes (K = 4), recorded": _agentenv(folder, network, pages),

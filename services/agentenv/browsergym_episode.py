@@ -63,6 +63,7 @@ __all__ = [
     "OBSERVED",
     "Episode",
     "agent_env",
+    "driver_python",
     "main",
     "observation_line",
     "read_action",
@@ -130,6 +131,12 @@ def read_action(line: str) -> str | None:
 def agent_env(env: Mapping[str, str]) -> dict[str, str]:
     """The agent's environment: the driver's, less the result's path and the answer file."""
     return {k: v for k, v in env.items() if k not in WITHHELD}
+
+
+def driver_python(given: str | None) -> str:
+    """The Python that runs episodes: ``given`` (``--browsergym-python``, a
+    step's ``python``), else ``AGENTENV_BROWSERGYM_PYTHON``, else this one."""
+    return given or os.environ.get("AGENTENV_BROWSERGYM_PYTHON") or sys.executable
 
 
 def _endpoint(cdp_url: str) -> str:
@@ -232,8 +239,7 @@ def _play(episode: Episode, agent: list[str], env: Mapping[str, str]) -> int:
                 break
     finally:
         made.close()
-        if process.stdin is not None:
-            process.stdin.close()
+        process.stdin.close()
         try:
             code = process.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -30,16 +30,12 @@ host.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
 import socket
 import subprocess
-import sys
-import threading
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +44,13 @@ import pytest
 from agentenv.harness.hardening import writable_by_the_computer
 from agentenv.opened import MINTED
 from tests.support.container import CONTROL, Computer, computer
-from tests.support.miniwob import SAMPLE, SOLVED
+from tests.support.installs import require
+from tests.support.miniwob import SAMPLE, SOLVED, html_of, pages_here, pages_on, run_sample
 from tests.support.stack import ROOT
 from tests.support.timing import deadline
 
 #: The documented subset the scripted agent solves (docs/harness.md).
 TASKS = SOLVED
-#: The agent as ``agentenv run --browsergym`` runs it.
-AGENT = ROOT / "tests/clients/miniwob_agent.py"
 #: Where each is acted on what its goal does not name.
 WRONG = ["click-button", "click-link", "enter-text"]
 SESSION = ROOT / "tests/clients/browsergym_session.py"
@@ -63,23 +58,10 @@ PYTHON = ROOT / "build/clients/browsergym/bin/python"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
-class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def python() -> str:
     """build/clients/browsergym's python (scripts/test-clients.sh browsergym)."""
-    done = subprocess.run(
-        [str(ROOT / "scripts/test-clients.sh"), "browsergym"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=deadline(1200),
-    )
-    if done.returncode != 0:
-        pytest.fail(f"scripts/test-clients.sh browsergym failed:\n{done.stderr[-3000:]}")
+    require("browsergym", timeout_s=1200)
     return str(PYTHON)
 
 
@@ -87,16 +69,9 @@ def python() -> str:
 def shared(python: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder mounted in the computer at its own path: MiniWoB++'s pages
     (``html/``, copied from the miniwob package) and the recordings."""
-    found = subprocess.run(
-        [python, "-c", "import miniwob, pathlib; print(pathlib.Path(miniwob.__file__).parent)"],
-        capture_output=True,
-        text=True,
-        timeout=deadline(60),
-        check=True,
-    )
     folder = tmp_path_factory.mktemp("browsergym")
     folder.chmod(0o755)
-    shutil.copytree(Path(found.stdout.strip()) / "html", folder / "html")
+    shutil.copytree(html_of(python), folder / "html")
     writable_by_the_computer(folder / "recordings")
     return folder
 
@@ -119,15 +94,8 @@ def c(image: str, shared: Path, port: int) -> Iterator[Computer]:
 @pytest.fixture(scope="module")
 def local_pages(shared: Path, port: int) -> Iterator[str]:
     """The same pages on the host, at the same address as in the computer."""
-    handler = functools.partial(_Quiet, directory=str(shared / "html"))
-    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{port}/miniwob/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with pages_here(shared / "html", port) as pages:
+        yield pages
 
 
 def _session(
@@ -253,54 +221,17 @@ def test_an_env_acts_as_the_computers_user_without_a_scope_of_its_own(
 
 @pytest.fixture(scope="module")
 def miniwob_site(image: str, shared: Path, lab: Any) -> Iterator[str]:
-    """MiniWoB++'s pages served by a container on the tests' network (the
-    image's python3, the pages mounted read-only): what the batch's
-    computers, joining that network with ``--network``, load."""
-    import uuid
-
-    import docker
-
-    from tests.support.timing import wait_for
-
-    alias = f"miniwob-{uuid.uuid4().hex[:8]}"
-    client = docker.from_env()
-    container = client.containers.create(
-        image,
-        entrypoint=["python3", "-m", "http.server", "8000", "-d", "/srv"],
-        volumes={str(shared / "html"): {"bind": "/srv", "mode": "ro"}},
-        detach=True,
-    )
-    try:
-        lab.connect(container, aliases=[alias])
-        container.start()
-        probe = ["python3", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/')"]
-        wait_for(lambda: container.exec_run(probe).exit_code == 0, "the pages served", 60)
-        yield f"http://{alias}:8000/miniwob/"
-    finally:
-        container.remove(force=True)
+    """MiniWoB++'s pages served by a container on the tests' network: what
+    the batch's computers, joining that network with ``--network``, load."""
+    with pages_on(image, shared / "html", lab) as pages:
+        yield pages
 
 
 def test_agentenv_run_plays_the_miniwob_sample_on_scopes_with_browsergyms_rewards(
     image: str, python: str, miniwob_site: str, lab: Any, tmp_path: Path
 ) -> None:
     out = tmp_path / "run"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agentenv",
-            "run",
-            *("--browsergym", "miniwob", "--browsergym-tasks", ",".join(SAMPLE)),
-            *("--browsergym-python", python, "--browsergym-seed", "7"),
-            *("--agent", f"{python} {AGENT}", "--image", image),
-            *("--parallel", "4", "--network", lab.name, "--out", str(out)),
-        ],
-        cwd=tmp_path,
-        env={**os.environ, "MINIWOB_URL": miniwob_site},
-        capture_output=True,
-        text=True,
-        timeout=deadline(1500),
-    )
+    done = run_sample(python, image, lab.name, miniwob_site, out)
     printed = done.stdout + done.stderr
     assert done.returncode == 0, printed[-4000:]
     assert f"{len(SAMPLE)} done, 0 failed, 0 infrastructure" in done.stdout, printed[-4000:]

@@ -43,6 +43,7 @@ from playwright.async_api import async_playwright
 
 from tests.security.attacks import Agent, agent, clean, guarded
 from tests.support.container import SITE, TLS_SITE, Computer, computer
+from tests.support.installs import installed
 from tests.support.mcp import ref, ref_argument, text
 from tests.support.stack import ROOT
 from tests.support.timing import deadline, wait_for
@@ -76,21 +77,10 @@ def c(image: str) -> Iterator[Computer]:
 # -- helpers -------------------------------------------------------------------------
 
 
-def _installed(part: str) -> subprocess.CompletedProcess[str]:
-    """scripts/test-clients.sh for one part (idempotent: a stamp skips a second run)."""
-    return subprocess.run(
-        [str(ROOT / "scripts/test-clients.sh"), part],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=deadline(900),
-    )
-
-
 @pytest.fixture(scope="module")
 def node() -> str:
     """`node` with puppeteer-core installed in build/clients/node."""
-    done = _installed("node")
+    done = installed("node")
     found = shutil.which("node")
     if done.returncode != 0:
         if found is None:
@@ -106,7 +96,7 @@ def node() -> str:
 @pytest.fixture(scope="module")
 def browser_use_python() -> str:
     """The python of build/clients/browser-use, with browser-use installed."""
-    done = _installed("browser-use")
+    done = installed("browser-use")
     if done.returncode != 0:
         pytest.fail(f"scripts/test-clients.sh browser-use failed:\n{done.stderr[-3000:]}")
     return str(BROWSER_USE_PYTHON)
@@ -495,7 +485,7 @@ PLAYWRIGHT_NODE_SESSIONS = ROOT / "tests/clients/playwright_cdp_sessions.mjs"
 @pytest.fixture(scope="module")
 def node22() -> str:
     """Node 22 from npm (build/clients/node22), with Puppeteer 25 and Playwright."""
-    done = _installed("node22")
+    done = installed("node22")
     if done.returncode != 0:
         pytest.fail(f"scripts/test-clients.sh node22 failed:\n{done.stderr[-3000:]}")
     return str(NODE22 / "node_modules/.bin/node")
@@ -679,7 +669,7 @@ def test_browser_use_cdp_url_with_a_token(c: Computer, browser_use_python: str) 
 @pytest.fixture(scope="module")
 def selenium_python() -> str:
     """The python of build/clients/selenium, and Debian's chromedriver."""
-    done = _installed("selenium")
+    done = installed("selenium")
     if done.returncode != 0:
         pytest.fail(f"scripts/test-clients.sh selenium failed:\n{done.stderr[-3000:]}")
     return str(SELENIUM_PYTHON)

@@ -17,7 +17,7 @@ import pytest
 import requests
 import yaml
 
-from tests.support.container import PLAIN_S3, start_computer
+from tests.support.container import PLAIN_S3, site_computer
 from tests.support.timing import deadline, wait_for
 
 CONTROL = "harness-control-token-31"
@@ -72,27 +72,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def shop(image: str, lab: Any) -> Iterator[dict[str, str]]:
-    """A computer the harness did not start, sharing no folder with it, on the
-    tests' network (``--network``: the run's store joins it)."""
-    env = {"AGENTENV_CONTROL_TOKEN": CONTROL}
-    container = start_computer(image, env, network=lab)
-    try:
-        files = " && ".join(
-            f"printf '%s' {json.dumps(html)} > /tmp/site/{name}" for name, html in PAGES.items()
-        )
-        serve = (
-            f"mkdir -p /tmp/site && {files} && cd /tmp/site && "
-            "setsid python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 < /dev/null &"
-        )
-        result = container.exec(["sh", "-c", serve])
-        assert result.exit_code == 0, result.output
-        host = container.get_container_host_ip()
-        yield {
-            "url": f"http://{host}:{container.get_exposed_port(8080)}",
-            "cdp_url": f"http://{host}:{container.get_exposed_port(9222)}",
-        }
-    finally:
-        container.stop()
+    """A computer the harness did not start, on the tests' network."""
+    with site_computer(image, lab, CONTROL, PAGES) as served:
+        yield served
 
 
 def _run(

@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.container import start_computer
+from tests.support.container import site_computer
+from tests.support.installs import require
 from tests.support.timing import deadline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,41 +75,15 @@ AGENT = textwrap.dedent(
 @pytest.fixture(scope="module")
 def evaluator() -> Path:
     """``webarena-verified`` in build/clients (scripts/test-clients.sh installs it)."""
-    done = subprocess.run(
-        [str(ROOT / "scripts/test-clients.sh"), "webarena-verified"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=deadline(900),
-    )
-    if done.returncode != 0:
-        pytest.fail(f"scripts/test-clients.sh webarena-verified failed:\n{done.stderr[-3000:]}")
+    require("webarena-verified")
     return EVALUATOR
 
 
 @pytest.fixture(scope="module")
 def shop(image: str, lab: Any) -> Iterator[dict[str, str]]:
     """A computer serving the stand-in site on its own loopback, on the tests' network."""
-    container = start_computer(image, {"AGENTENV_CONTROL_TOKEN": CONTROL}, network=lab)
-    try:
-        files = " && ".join(
-            f"mkdir -p /tmp/site/$(dirname {name}) && printf '%s' {json.dumps(html)}"
-            f" > /tmp/site/{name}"
-            for name, html in PAGES.items()
-        )
-        serve = (
-            f"{files} && cd /tmp/site && "
-            "setsid python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 < /dev/null &"
-        )
-        result = container.exec(["sh", "-c", serve])
-        assert result.exit_code == 0, result.output
-        host = container.get_container_host_ip()
-        yield {
-            "url": f"http://{host}:{container.get_exposed_port(8080)}",
-            "cdp_url": f"http://{host}:{container.get_exposed_port(9222)}",
-        }
-    finally:
-        container.stop()
+    with site_computer(image, lab, CONTROL, PAGES) as served:
+        yield served
 
 
 def _run(shop: dict[str, str], lab: Any, folder: Path, name: str, query: str) -> Path:

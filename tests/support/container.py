@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
 import subprocess
 import tarfile
@@ -139,6 +140,36 @@ def start_computer(
     if network is not None:
         container = container.with_network(network)
     return container.start()
+
+
+@contextmanager
+def site_computer(
+    image: str, network: Any, control: str, pages: dict[str, str]
+) -> Iterator[dict[str, str]]:
+    """A computer the harness did not start, sharing no folder with it, on
+    ``network`` (``--network``: the run's store joins it), with the control
+    token ``control``, serving ``pages`` (path -> text) on its own loopback
+    at :8000: its ``url`` (the app server) and ``cdp_url``."""
+    container = start_computer(image, {"AGENTENV_CONTROL_TOKEN": control}, network=network)
+    try:
+        files = " && ".join(
+            f"mkdir -p /tmp/site/$(dirname {name}) && printf '%s' {json.dumps(text)}"
+            f" > /tmp/site/{name}"
+            for name, text in pages.items()
+        )
+        serve = (
+            f"{files} && cd /tmp/site && "
+            "setsid python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 < /dev/null &"
+        )
+        result = container.exec(["sh", "-c", serve])
+        assert result.exit_code == 0, result.output
+        host = container.get_container_host_ip()
+        yield {
+            "url": f"http://{host}:{container.get_exposed_port(8080)}",
+            "cdp_url": f"http://{host}:{container.get_exposed_port(9222)}",
+        }
+    finally:
+        container.stop()
 
 
 @dataclass

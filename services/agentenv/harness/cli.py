@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from agentenv.browsergym_episode import driver_python
 from agentenv.harness.backends import BACKENDS
 from agentenv.harness.preflight import preflight
 from agentenv.harness.run_store import StoreOptions, store_problem
@@ -299,7 +300,6 @@ def _batch(args: argparse.Namespace) -> int:
 def _browsergym(args: argparse.Namespace) -> BrowserGymPlan:
     """``--browsergym SUITE``'s envs, as the driver lists them in the
     BrowserGym Python (the harness's own may not have BrowserGym)."""
-    import os
     import re
     import subprocess
 
@@ -308,9 +308,7 @@ def _browsergym(args: argparse.Namespace) -> BrowserGymPlan:
         raise TaskError(f"--browsergym {suite!r}: a suite is a name such as miniwob")
     if args.browsergym_max_steps < 1:
         raise TaskError("--browsergym-max-steps takes 1 or more")
-    python = (
-        args.browsergym_python or os.environ.get("AGENTENV_BROWSERGYM_PYTHON") or sys.executable
-    )
+    python = driver_python(args.browsergym_python)
     try:
         listed = subprocess.run(
             [python, "-m", "agentenv.browsergym_episode", "--list", suite],

@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel
 
 from agentenv.browsergym_episode import EXIT_ENV as EPISODE_ENV_FAILED
+from agentenv.browsergym_episode import driver_python
 from agentenv.harness import attest, webarena_verified
 from agentenv.harness import steps as s
 from agentenv.harness.agent_process import run_process
@@ -538,7 +539,7 @@ class Run:
         if step.seed is not None:
             env["AGENTENV_BROWSERGYM_SEED"] = str(step.seed)
         agent = step.command if isinstance(step.command, list) else ["/bin/sh", "-c", step.command]
-        python = step.python or os.environ.get("AGENTENV_BROWSERGYM_PYTHON") or sys.executable
+        python = driver_python(step.python)
         command = [python, "-m", "agentenv.browsergym_episode", "--", *agent]
         log = self.out / f"browsergym-{step.id or uuid.uuid4().hex[:6]}.log"
         with self._agent_env(step.env_id, env):

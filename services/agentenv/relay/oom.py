@@ -23,7 +23,7 @@ the browser's end is its cause, or the pressure that led to it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
@@ -110,7 +110,7 @@ class OomWatch:
 
     last: OomKills | None = None
     #: (before, after, when) of the last rise :meth:`looked` saw.
-    rise: tuple[OomKills, OomKills, float] | None = field(default=None)
+    rise: tuple[OomKills, OomKills, float] | None = None
 
     def looked(self, kills: OomKills | None, now: float) -> None:
         """A periodic reading, while Chromium runs."""

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import aiohttp
@@ -159,11 +159,6 @@ class Watcher:
     def target(self, target: str) -> tuple[str, str] | None:
         """What the watcher knows of a target: ``(type, url)``, None if unknown."""
         return self.known.target(target)
-
-    @property
-    def targets(self) -> Mapping[str, tuple[str, str]]:
-        """Every target Chromium reported: id -> (type, url), read-only."""
-        return self.known.targets
 
     def scope_name(self, context: str | None) -> str | None:
         """The scope a browser context is, on computers of two scopes or
