@@ -14,6 +14,7 @@ from 0 again: its /metrics' start time is what tells the batch.)
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import textwrap
@@ -190,8 +191,15 @@ def _kill_mid_task(
         output, _ = batch.communicate(timeout=deadline(600))
     finally:
         if batch.poll() is None:
-            batch.kill()
-            batch.wait()
+            # A failed check above: stop the batch as Ctrl-C does, so it
+            # stops the computers it started (a kill would leave them for
+            # the next tests' counts), and kill it only if that hangs.
+            batch.send_signal(signal.SIGINT)
+            try:
+                batch.wait(timeout=deadline(120))
+            except subprocess.TimeoutExpired:
+                batch.kill()
+                batch.wait()
     return batch.returncode, output, killed, out
 
 
