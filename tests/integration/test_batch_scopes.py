@@ -175,12 +175,18 @@ def _kill_mid_task(
     try:
         marks = tmp_path / "marks"
         end = time.monotonic() + deadline(300)
-        while len(list(marks.iterdir())) < 4:  # every agent is attached and waiting
-            assert batch.poll() is None, batch.communicate()[0][-4000:]
-            assert time.monotonic() < end, "the agents did not all begin"
+        # Every task's agent is attached and waiting on one of two running
+        # computers. (A mark is a task and a pid: under load a computer can
+        # break before the kill and its tasks begin again elsewhere, so the
+        # tasks are counted, not the marks, and the computers are waited for.)
+        while True:
+            assert batch.poll() is None, "the batch ended before its agents began"
+            tasks = {m.name.split(".")[0] for m in marks.iterdir()}
+            computers = [c for c in _computers(image) if c.status == "running"]
+            if len(tasks) == 4 and len(computers) == 2:
+                break
+            assert time.monotonic() < end, f"agents of {sorted(tasks)} on {len(computers)}"
             time.sleep(0.2)
-        computers = [c for c in _computers(image) if c.status == "running"]
-        assert len(computers) == 2, [c.name for c in computers]
         killed = computers[0]
         pid = _pid(killed, program)
         assert pid.isdigit() and int(pid) > 0, pid
@@ -189,17 +195,19 @@ def _kill_mid_task(
             before_go(killed, pid)
         go.touch()
         output, _ = batch.communicate(timeout=deadline(600))
-    finally:
+    except BaseException as failed:
+        # A failed check: stop the batch as Ctrl-C does, so it stops the
+        # computers it started (a kill would leave them for the next tests'
+        # counts), kill it only if that hangs, and show what it printed.
         if batch.poll() is None:
-            # A failed check above: stop the batch as Ctrl-C does, so it
-            # stops the computers it started (a kill would leave them for
-            # the next tests' counts), and kill it only if that hangs.
             batch.send_signal(signal.SIGINT)
-            try:
-                batch.wait(timeout=deadline(120))
-            except subprocess.TimeoutExpired:
-                batch.kill()
-                batch.wait()
+        try:
+            printed, _ = batch.communicate(timeout=deadline(120))
+        except subprocess.TimeoutExpired:
+            batch.kill()
+            printed, _ = batch.communicate()
+        failed.add_note("the batch printed:\n" + printed[-6000:])
+        raise
     return batch.returncode, output, killed, out
 
 
