@@ -18,8 +18,9 @@ from agentenv.log.lines import BROWSER_EXITED
 from agentenv.log.writer import LogWriter
 from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.relay import core, password
+from agentenv.relay.commands import UNUSED_KEPT
 from agentenv.relay.core import ClientState, Kind, Step
-from agentenv.relay.logbook import UNUSED_KEPT, Logbook
+from agentenv.relay.logbook import Logbook
 
 DOWNLOADS = "/var/lib/agentenv/downloads"
 ALICE = Identity("alice")

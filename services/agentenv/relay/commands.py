@@ -25,16 +25,8 @@ list does not hold (a newer Chromium's, or a typo) is refused as
 ``unclassified``, and the test of the image fails until it is looked at.
 
 The same table says what each command does to the record (docs/spec.md section
-1, "Acting or reading"): :data:`READING_COMMANDS` names, domain by domain, the
-commands that cannot change any page, its pixels, its network or its
-storage; :data:`ACTING_COMMANDS` names every other one of the pinned list.
-Every command is named in one of the two (a test fails on one named in
-neither), and a command named in neither acts: its line keeps its params
-(redacted), it is the latest act of its tab, and a recording frames after
-it. Code an agent runs is acting, wherever it runs (``Runtime.compileScript``,
-a breakpoint's condition, ``Debugger.evaluateOnCallFrame``, scripts added on
-load); so is whatever draws over the page (``Overlay.*`` highlights, find
-in page) or moves it (``DOM.scrollIntoViewIfNeeded``). Each command also
+1, "Acting or reading"), by :mod:`agentenv.relay.reading`'s two lists: a
+command named in neither acts. Each command also
 carries the names of the parameters it takes (:data:`agentenv.relay.pinned.PARAMS`):
 the log keeps only the size of others.
 
@@ -54,8 +46,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+import orjson
+
 from agentenv.protocol.log import ACTING, READING, Acts
+from agentenv.relay.causes import TAB_METHODS
 from agentenv.relay.pinned import CHROMIUM, COMMANDS, PARAMS
+from agentenv.relay.reading import ACTING_COMMANDS, ACTING_WITH, READING_COMMANDS
 
 __all__ = [
     "ACTING_COMMANDS",
@@ -65,12 +61,16 @@ __all__ = [
     "CONFINED",
     "DOMAINS",
     "EXCEPTIONS",
+    "METHOD_FACTS",
     "READING_COMMANDS",
     "REFUSED",
+    "UNUSED_KEPT",
     "Command",
+    "MethodFacts",
     "Standing",
     "acts",
     "classify",
+    "used_params",
 ]
 
 Standing = Literal["allowed", "confined", "refused"]
@@ -339,248 +339,6 @@ BROWSER_LEVEL = frozenset(
 )
 
 
-def _names(domain: str, names: str) -> frozenset[str]:
-    return frozenset(f"{domain}.{name}" for name in names.split())
-
-
-#: domain -> its commands that only read: none of them can change any page,
-#: its pixels, its network or its storage (what they start or stop is the
-#: agent's own view: events, tracking, sampling, snapshots).
-_READING: dict[str, str] = {
-    "Accessibility": "disable enable getAXNodeAndAncestors getChildAXNodes getFullAXTree "
-    "getPartialAXTree getRootAXNode queryAXTree",
-    "Ads": "getAdMetrics getAdScripts",
-    "Animation": "enable getCurrentTime getPlaybackRate resolveAnimation",
-    "Audits": "checkFormsIssues disable enable getEncodedResponse",
-    "Autofill": "disable enable",
-    "BackgroundService": "setRecording startObserving stopObserving",
-    "Browser": "getBrowserCommandLine getGlobalPrivacyControl getHistogram getHistograms "
-    "getVersion getWindowBounds getWindowForTarget",
-    "CSS": "collectClassNames enable getAnimatedStylesForNode getBackgroundColors "
-    "getComputedStyleForNode getEnvironmentVariables getInlineStylesForNode getLayersForNode "
-    "getLocationForSelector getLonghandProperties getMatchedStylesForNode getMediaQueries "
-    "getPlatformFontsForNode getStyleSheetText resolveValues startRuleUsageTracking "
-    "stopRuleUsageTracking takeComputedStyleUpdates takeCoverageDelta trackComputedStyleUpdates "
-    "trackComputedStyleUpdatesForNode",
-    "CacheStorage": "requestCacheNames requestCachedResponse requestEntries",
-    "Console": "clearMessages disable enable",
-    "CrashReportContext": "getEntries",
-    "DOM": "collectClassNamesFromSubtree describeNode discardSearchResults enable getAnchorElement "
-    "getAttributes getBoxModel getContainerForNode getContentQuads getDetachedDomNodes getDocument "
-    "getElementByRelation getFileInfo getFlattenedDocument getFrameOwner "
-    "getImplicitAnchorCandidates getNodeForLocation getNodeStackTraces getNodesForSubtreeByStyle "
-    "getOuterHTML getQueryingDescendantsForContainer getRelayoutBoundary getSearchResults "
-    "getTopLayerElements markUndoableState performSearch pushNodeByPathToFrontend "
-    "pushNodesByBackendIdsToFrontend querySelector querySelectorAll requestChildNodes requestNode "
-    "resolveNode setInspectedNode setNodeStackTracesEnabled",
-    "DOMDebugger": "getEventListeners",
-    "DOMSnapshot": "captureSnapshot disable enable getSnapshot",
-    "DOMStorage": "disable enable getDOMStorageItems",
-    "Debugger": "disassembleWasmModule enable getPossibleBreakpoints getScriptSource "
-    "getStackTrace getWasmBytecode nextWasmDisassemblyChunk searchInContent "
-    "setAsyncCallStackDepth setBlackboxExecutionContexts setBlackboxPatterns "
-    "setBlackboxedRanges",
-    "DeviceAccess": "disable enable",
-    "Emulation": "canEmulate getOverriddenSensorInformation getScreenInfos",
-    "Extensions": "getExtensions getStorageItems",
-    "FedCm": "disable enable",
-    "Fetch": "getResponseBody takeResponseBodyAsStream",
-    "FileSystem": "getDirectory",
-    "HeadlessExperimental": "disable enable",
-    "HeapProfiler": "addInspectedHeapObject disable enable getHeapObjectId getObjectByHeapObjectId "
-    "getSamplingProfile startSampling stopSampling",
-    "IO": "close read resolveBlob",
-    "IndexedDB": "disable enable getMetadata requestData requestDatabase requestDatabaseNames",
-    "Inspector": "disable enable",
-    "LayerTree": "compositingReasons disable enable loadSnapshot makeSnapshot profileSnapshot "
-    "releaseSnapshot replaySnapshot snapshotCommandLog",
-    "Log": "clear disable enable startViolationsReport stopViolationsReport",
-    "Media": "disable enable",
-    "Memory": "getAllTimeSamplingProfile getBrowserSamplingProfile getDOMCounters "
-    "getSamplingProfile startSampling stopSampling",
-    "Network": "canClearBrowserCache canClearBrowserCookies canEmulateNetworkConditions "
-    "configureDurableMessages enable enableDeviceBoundSessions enableReportingApi "
-    "fetchSchemefulSite getAllCookies getCertificate getCookies getRequestPostData getResponseBody "
-    "getSecurityIsolationStatus searchInResponseBody setAttachDebugStack streamResourceContent",
-    "Overlay": "enable getGridHighlightObjectsForTest getHighlightObjectForTest "
-    "getSourceOrderHighlightObjectForTest",
-    "PWA": "getOsAppState",
-    "Page": "captureScreenshot captureSnapshot createIsolatedWorld enable getAdScriptAncestry "
-    "getAnnotatedPageContent getAppId getAppManifest getFrameTree getInstallabilityErrors "
-    "getLayoutMetrics getManifestIcons getNavigationHistory getOriginTrials "
-    "getPermissionsPolicyState getResourceContent getResourceTree getSiblingSubApps getSubApps "
-    "screencastFrameAck searchInResource setLifecycleEventsEnabled startScreenRecording "
-    "startScreencast stopScreenRecording stopScreencast",
-    "Performance": "disable enable getMetrics setTimeDomain",
-    "PerformanceTimeline": "enable",
-    "Preload": "disable enable",
-    "Profiler": "disable enable getBestEffortCoverage setSamplingInterval start "
-    "startPreciseCoverage stop stopPreciseCoverage takePreciseCoverage",
-    # runIfWaitingForDebugger lets a new target go on as it would have
-    # without a debugger (the client's own waitForDebuggerOnStart held it).
-    "Runtime": "awaitPromise discardConsoleEntries enable getExceptionDetails getHeapUsage "
-    "getIsolateId getProperties globalLexicalScopeNames queryObjects releaseObject "
-    "releaseObjectGroup runIfWaitingForDebugger setAsyncCallStackDepth "
-    "setCustomObjectFormatterEnabled setMaxCallStackSizeToCapture",
-    "Schema": "getDomains",
-    "Security": "enable",
-    "ServiceWorker": "disable enable",
-    "Storage": "getCookies getPrivateVerificationTokens "
-    "getPrivateVerificationTokensIssuerConfigs getStorageKey getStorageKeyForFrame "
-    "getTrustTokens getUsageAndQuota setPrivateVerificationTokensTracking "
-    "setStorageBucketTracking trackCacheStorageForOrigin trackCacheStorageForStorageKey "
-    "trackIndexedDBForOrigin trackIndexedDBForStorageKey untrackCacheStorageForOrigin "
-    "untrackCacheStorageForStorageKey untrackIndexedDBForOrigin untrackIndexedDBForStorageKey",
-    "SystemInfo": "getFeatureState getInfo getProcessInfo",
-    "Target": "attachToBrowserTarget attachToTarget getBrowserContexts getDevToolsTarget "
-    "getTargetInfo getTargets setDiscoverTargets",
-    "Tracing": "end getCategories getTrackEventDescriptor recordClockSyncMarker "
-    "requestMemoryDump start",
-    "WebAudio": "disable enable getRealtimeData",
-    "WebAuthn": "getCredential getCredentials",
-    "WebMCP": "disable enable",
-}
-
-#: domain -> its commands that act (every one of the pinned list that is
-#: not in :data:`_READING`, named: a command named in neither fails a test).
-#: A domain's ``disable`` acts where it drops what its session set on the
-#: page (blocked URLs, highlights, forced states, bindings), and so does a
-#: session's detaching (its emulation goes: the page resizes).
-_ACTING: dict[str, str] = {
-    "Animation": "disable releaseAnimations seekAnimations setPaused setPlaybackRate setTiming",
-    "Autofill": "setAddresses trigger",
-    "BackgroundService": "clearEvents",
-    "BluetoothEmulation": "addCharacteristic addDescriptor addService disable enable "
-    "removeCharacteristic removeDescriptor removeService setSimulatedCentralState "
-    "simulateAdvertisement simulateCharacteristicOperationResponse "
-    "simulateDescriptorOperationResponse simulateGATTDisconnection "
-    "simulateGATTOperationResponse simulatePreconnectedPeripheral",
-    "Browser": "addMockCamera addPrivacySandboxEnrollmentOverride cancelDownload close crash "
-    "crashGpuProcess executeBrowserCommand grantPermissions resetPermissions setContentsSize "
-    "setDockTile setDownloadBehavior setGlobalPrivacyControl setPermission setWindowBounds",
-    "CSS": "addRule createStyleSheet disable forcePseudoState forceStartingStyle "
-    "setContainerQueryConditionText setContainerQueryText setEffectivePropertyValueForNode "
-    "setKeyframeKey setLocalFontsEnabled setMediaText setNavigationText "
-    "setPropertyRulePropertyName setRuleSelector setScopeText setStyleSheetText setStyleTexts "
-    "setSupportsText",
-    "CacheStorage": "deleteCache deleteEntry",
-    "Cast": "disable enable setSinkToUse startDesktopMirroring startTabMirroring stopCasting",
-    # Text markers and highlights draw over the page; scrolling moves it.
-    "DOM": "clearTextMarkers copyTo disable focus forceShowInterest forceShowPopover hideHighlight "
-    "highlightNode highlightRect moveTo redo removeAttribute removeNode scrollIntoViewIfNeeded "
-    "setAttributeValue setAttributesAsText setFileInputFiles setNodeName setNodeValue setOuterHTML "
-    "setTextMarker undo",
-    # A breakpoint stops the page's script where the agent chose.
-    "DOMDebugger": "removeDOMBreakpoint removeEventListenerBreakpoint "
-    "removeInstrumentationBreakpoint removeXHRBreakpoint setBreakOnCSPViolation "
-    "setDOMBreakpoint setEventListenerBreakpoint setInstrumentationBreakpoint setXHRBreakpoint",
-    "DOMStorage": "clear removeDOMStorageItem setDOMStorageItem",
-    # Conditions and evaluateOnCallFrame run code; pauses, steps and
-    # resumes decide when the page's own code runs.
-    "Debugger": "continueToLocation disable evaluateOnCallFrame pause pauseOnAsyncCall "
-    "removeBreakpoint restartFrame resume setBreakpoint setBreakpointByUrl "
-    "setBreakpointOnFunctionCall setBreakpointsActive setInstrumentationBreakpoint "
-    "setPauseOnExceptions setReturnValue setScriptSource setSkipAllPauses setVariableValue "
-    "stepInto stepOut stepOver",
-    "DeviceAccess": "cancelPrompt selectPrompt",
-    "DeviceOrientation": "clearDeviceOrientationOverride setDeviceOrientationOverride",
-    "DigitalCredentials": "setVirtualWalletBehavior",
-    "Emulation": "addScreen clearDeviceMetricsOverride clearDevicePostureOverride "
-    "clearDisplayFeaturesOverride clearGeolocationOverride clearIdleOverride removeScreen "
-    "resetPageScaleFactor setAutoDarkModeOverride setAutomationOverride "
-    "setCPUPerformanceOverride setCPUThrottlingRate setDataSaverOverride "
-    "setDefaultBackgroundColorOverride setDeviceMetricsOverride setDevicePostureOverride "
-    "setDisabledImageTypes setDisplayFeaturesOverride setDocumentCookieDisabled "
-    "setEmitTouchEventsForMouse setEmulatedMedia setEmulatedOSTextScale "
-    "setEmulatedVisionDeficiency setFocusEmulationEnabled setGeolocationOverride "
-    "setHardwareConcurrencyOverride setIdleOverride setLocaleOverride setNavigatorOverrides "
-    "setPageScaleFactor setPressureSourceOverrideEnabled setPressureStateOverride "
-    "setPrimaryScreen setSafeAreaInsetsOverride setScriptExecutionDisabled "
-    "setScrollbarsHidden setSensorOverrideEnabled setSensorOverrideReadings "
-    "setSmallViewportHeightDifferenceOverride setTimezoneOverride setTouchEmulationEnabled "
-    "setUserAgentOverride setVirtualKeyboardGeometryOverride setVirtualTimePolicy "
-    "setVisibleSize updateScreen",
-    "EventBreakpoints": "disable removeInstrumentationBreakpoint setInstrumentationBreakpoint",
-    "Extensions": "clearStorageItems loadUnpacked removeStorageItems setStorageItems "
-    "triggerAction uninstall",
-    "FedCm": "clickDialogButton dismissDialog openUrl resetCooldown selectAccount",
-    "Fetch": "continueRequest continueResponse continueWithAuth disable enable failRequest "
-    "fulfillRequest",
-    # Find in page highlights and scrolls to what it finds.
-    "FindInPage": "findFirst findNext findPrev stop",
-    "HeadlessExperimental": "beginFrame",
-    # A collection can run the page's finalizers.
-    "HeapProfiler": "collectGarbage startTrackingHeapObjects stopTrackingHeapObjects "
-    "takeHeapSnapshot",
-    "IndexedDB": "clearObjectStore deleteDatabase deleteObjectStoreEntries",
-    "Input": "cancelDragging dispatchDragEvent dispatchKeyEvent dispatchMouseEvent "
-    "dispatchTouchEvent emulateTouchFromMouseEvent imeSetComposition insertText "
-    "setIgnoreInputEvents setInterceptDrags synthesizePinchGesture synthesizeScrollGesture "
-    "synthesizeTapGesture",
-    "Memory": "forciblyPurgeJavaScriptMemory getDOMCountersForLeakDetection "
-    "prepareForLeakDetection setPressureNotificationsSuppressed simulatePressureNotification",
-    # loadNetworkResource: a request with the page's cookies.
-    "Network": "clearBrowserCache clearBrowserCookies deleteCookies deleteDeviceBoundSession "
-    "disable emulateNetworkConditions emulateNetworkConditionsByRule loadNetworkResource "
-    "overrideNetworkState replayXHR setBlockedURLs setBypassServiceWorker setCacheDisabled "
-    "setCookie setCookieControls setCookies setExtraHTTPHeaders setUserAgentOverride",
-    # Everything drawn over the page is in its frames and video.
-    "Overlay": "disable hideHighlight highlightFrame highlightNode highlightQuad highlightRect "
-    "highlightSourceOrder setInspectMode setPausedInDebuggerMessage setShowAdHighlights "
-    "setShowContainerQueryOverlays setShowDebugBorders setShowDisplayCutout setShowFPSCounter "
-    "setShowFlexOverlays setShowGridOverlays setShowHinge setShowHitTestBorders "
-    "setShowInspectedElementAnchor setShowIsolatedElements setShowLayoutShiftRegions "
-    "setShowPaintRects setShowScrollBottleneckRects setShowScrollSnapOverlays "
-    "setShowViewportSizeOnResize setShowWebVitals setShowWindowControlsOverlay",
-    "PWA": "changeAppUserSettings install launch launchFilesInApp openCurrentPageInApp uninstall",
-    # Printing runs the page's beforeprint handlers; a test report reaches
-    # its ReportingObserver; waitForDebugger holds it.
-    "Page": "addCompilationCache addScriptToEvaluateOnLoad addScriptToEvaluateOnNewDocument "
-    "bringToFront clearCompilationCache clearDeviceMetricsOverride clearDeviceOrientationOverride "
-    "clearGeolocationOverride close crash deleteCookie disable generateTestReport "
-    "handleJavaScriptDialog navigate navigateToHistoryEntry printToPDF produceCompilationCache "
-    "reload removeScriptToEvaluateOnLoad removeScriptToEvaluateOnNewDocument "
-    "resetNavigationHistory setAdBlockingEnabled setBypassCSP setDeviceMetricsOverride "
-    "setDeviceOrientationOverride setDocumentContent setDownloadBehavior setFontFamilies "
-    "setFontSizes setGeolocationOverride setInterceptFileChooserDialog setPrerenderingAllowed "
-    "setRPHRegistrationMode setSPCTransactionMode setTouchEmulationEnabled setWebLifecycleState "
-    "stopLoading waitForDebugger",
-    # A binding is a function on the page's global; compileScript's source
-    # is code the agent runs (runScript runs it).
-    "Runtime": "addBinding callFunctionOn compileScript disable evaluate removeBinding runScript "
-    "terminateExecution",
-    "Security": "disable handleCertificateError setIgnoreCertificateErrors "
-    "setOverrideCertificateErrors",
-    "ServiceWorker": "deliverPushMessage dispatchPeriodicSyncEvent dispatchSyncEvent "
-    "setForceUpdateOnPageLoad skipWaiting startWorker stopAllWorkers stopWorker unregister "
-    "updateRegistration",
-    "SmartCardEmulation": "disable enable reportBeginTransactionResult reportConnectResult "
-    "reportDataResult reportError reportEstablishContextResult reportGetStatusChangeResult "
-    "reportListReadersResult reportPlainResult reportReleaseContextResult reportStatusResult",
-    "Storage": "clearCookies clearDataForOrigin clearDataForStorageKey "
-    "clearPrivateVerificationTokens clearTrustTokens deletePrivateVerificationToken "
-    "deleteStorageBucket overrideQuotaForOrigin runBounceTrackingMitigations setCookies",
-    "Target": "activateTarget autoAttachRelated closeTarget createBrowserContext createTarget "
-    "detachFromTarget disposeBrowserContext exposeDevToolsProtocol openDevTools "
-    "sendMessageToTarget setAutoAttach setRemoteLocations",
-    "Tethering": "bind unbind",
-    # enable puts a virtual authenticator in place of the page's.
-    "WebAuthn": "addCredential addVirtualAuthenticator clearCredentials disable enable "
-    "removeCredential removeVirtualAuthenticator setAutomaticPresenceSimulation "
-    "setCredentialProperties setResponseOverrideBits setUserVerified",
-    "WebMCP": "cancelInvocation invokeTool",
-}
-
-#: Commands that only read (see :data:`_READING`).
-READING_COMMANDS = frozenset(c for d, names in _READING.items() for c in _names(d, names))
-#: Commands named as acting (see :data:`_ACTING`).
-ACTING_COMMANDS = frozenset(c for d, names in _ACTING.items() for c in _names(d, names))
-
-#: Reading commands that act with a parameter set: a screenshot beyond the
-#: viewport resizes the page for it (its resize handlers run).
-ACTING_WITH: dict[str, str] = {"Page.captureScreenshot": "captureBeyondViewport"}
-
-
 def acts(method: str, params: Mapping[str, Any] | None) -> Acts:
     """Whether this command, with these params, acts (:data:`ACTING_WITH`)."""
     mark = classify(method).acts
@@ -612,3 +370,48 @@ def classify(method: str) -> Command:
     whether it acts, and the parameters it takes. One not in the pinned
     protocol is refused as ``unclassified`` (and would act)."""
     return _TABLE.get(method, _UNCLASSIFIED)
+
+
+#: Parameters a command does not take are logged whole up to this many bytes
+#: (an attempt with a stale or made-up name stays readable), by size past it.
+UNUSED_KEPT = 1024
+
+
+def used_params(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``params`` with only what ``method`` takes (the pinned protocol's
+    names) when the rest is over :data:`UNUSED_KEPT` bytes: that is logged by
+    its count and size, never whole (Chromium ignores it, and whole it filled
+    the log: issue 22)."""
+    known = classify(method).params or frozenset()
+    unused = {k: v for k, v in params.items() if k not in known}
+    try:
+        size = len(orjson.dumps(unused))
+    except (TypeError, ValueError):  # nested too deep, or not JSON
+        size = -1
+    if 0 <= size <= UNUSED_KEPT:
+        return params
+    kept = {k: v for k, v in params.items() if k in known}
+    kept["unused"] = {"count": len(unused), "bytes": size}
+    return kept
+
+
+MethodFacts = tuple[Acts, bool, bool, frozenset[str] | None]
+
+
+class _Learnt(dict[str, MethodFacts]):
+    """What begin_command needs to know of a method, learnt at its first
+    use: its mark (acting or reading), whether it acts, whether it may open,
+    close, move or focus a tab, and the parameter names it takes (None: not
+    in the pinned protocol, so every one is kept)."""
+
+    def __missing__(self, method: str) -> MethodFacts:
+        if len(self) > 4096:  # a client inventing names: stay bounded
+            self.clear()
+        command = classify(method)  # the protocol table: a name it lacks acts
+        mark = command.acts
+        found = self[method] = (mark, mark == ACTING, method in TAB_METHODS, command.params)
+        return found
+
+
+#: Each method's facts, learnt at its first use (bounded).
+METHOD_FACTS = _Learnt()

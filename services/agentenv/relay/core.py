@@ -48,10 +48,9 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from agentenv import scopes
 from agentenv.protocol import MAX_DEPTH, problems, too_deep
 from agentenv.protocol.control import CONTROL_METHODS, ControlParams
-from agentenv.relay import guard, ids, password, traces
+from agentenv.relay import guard, ids, password, scope_rule, traces, world_rule
 from agentenv.relay.connection import (
     BROWSER_TARGET,
     IGNORE_CERTIFICATES,
@@ -137,7 +136,7 @@ class Step:
     scoped: dict[str, Any] | None = None
     #: It names an execution context while the relay is making its world in
     #: the tab (whose number is not known yet): wait for it, then check again
-    #: (:func:`relay_world_verdict`).
+    #: (:func:`~agentenv.relay.world_rule.relay_world_verdict`).
     hold: bool = False
     #: ANSWER: the relay's own commands to send to Chromium first (negative ids).
     upstream: list[str] = field(default_factory=list)
@@ -256,18 +255,21 @@ def receive(
     if verdict is None and method == BROWSER_TARGET and not at_browser:
         verdict = _browser_target_verdict()
     if verdict is None:
-        verdict = _relay_world(state, session, method, params, step)
+        verdict, step.hold = world_rule.relay_world(state, session, method, params)
     rewritten = verdict is not None and verdict.action == "rewritten"
     if state.scope is not None and (verdict is None or rewritten):
         sent = verdict.params if verdict is not None and rewritten else params
-        refused = _in_scope(state.scope, state, browser_level, method, sent, step)
-        verdict = refused or verdict
+        found = scope_rule.in_scope(state.scope, state, browser_level, method, sent)
+        if isinstance(found, dict):
+            step.scoped = found  # the scope's context for the default one
+        else:
+            verdict = found or verdict
     elif state.scope is None and (verdict is None or rewritten):
         sent = verdict.params if verdict is not None and rewritten else params
-        verdict = _warm(state, method, sent) or verdict
+        verdict = scope_rule.warm(state, method, sent) or verdict
     if verdict is not None and not (verdict.action == "rewritten" and verdict.params is not None):
         step.kind, step.verdict = Kind.BLOCK, verdict
-        if state.scope is not None and not _shown(state.scope, state, step.tab):
+        if state.scope is not None and not scope_rule.shown(state.scope, state, step.tab):
             # A refusal naming another scope's tab is logged with no tab: its
             # line would carry that tab's URL to this scope's log readers.
             step.tab = None
@@ -408,196 +410,6 @@ def _tab_target(
 BY_TAB = frozenset({"Target.activateTarget", "Target.closeTarget"})
 
 
-def _relay_world(
-    state: ClientState,
-    session: str | None,
-    method: str,
-    params: dict[str, Any] | None,
-    step: Step,
-) -> guard.Verdict | None:
-    """The ``relay-world`` rule (:mod:`agentenv.relay.worlds`)."""
-    worlds = state.worlds
-    tab = state.own_tab(session)
-    if method == "Target.detachFromTarget":
-        # A debugger leaving may end the pause for every client.
-        leaving = (params or {}).get("sessionId")
-        worlds.resumed(state.own_tab(leaving if isinstance(leaving, str) else session))
-    elif tab is not None and method in _PAUSE_METHODS:
-        frame = (params or {}).get("callFrameId")
-        shown = worlds.shown.get(tab)
-        if method in _RESUMING:
-            worlds.resumed(tab)  # its frames are gone for every client from now
-        elif (frame is not None or method == "Debugger.setReturnValue") and (
-            shown is None or (frame is not None and frame not in shown)
-        ):
-            return _unshown_frame(shown is not None)
-    if not worlds.any_in(tab):
-        return None
-    if method == "Debugger.setReturnValue" and session in state.resumed:
-        return relay_world_verdict("the pause")
-    if method in _HEAP_OBJECTS:
-        # A heap object id names any object of the renderer, the relay's
-        # world's included (its Function constructor runs code there).
-        return relay_world_verdict(f"{method} (a heap object may be the computer's own)")
-    named = worlds.named_in(tab, method, params)
-    if named is not None:
-        return unknown_id_verdict(method, *named)
-    if tab in worlds.making and worlds.names_a_context(method, params):
-        step.hold = True
-    return None
-
-
-#: Commands that name a frame of the current pause, or end it.
-_RESUMING = frozenset(
-    {
-        "Debugger.resume",
-        "Debugger.stepInto",
-        "Debugger.stepOut",
-        "Debugger.stepOver",
-        "Debugger.continueToLocation",
-        "Debugger.disable",
-    }
-)
-_PAUSE_METHODS = _RESUMING | {
-    "Debugger.evaluateOnCallFrame",
-    "Debugger.setVariableValue",
-    "Debugger.restartFrame",
-    "Debugger.setReturnValue",
-}
-
-
-def _unshown_frame(paused: bool) -> guard.Verdict:
-    """A call frame (or the pause's return value) no client was shown in the
-    pause now current on the tab: it may be a frame of the relay's own world
-    (its pauses are undone, never shown). Answered as Chromium answers a
-    frame it does not know, or a command sent while not paused."""
-    return guard.Verdict(
-        "relay-world",
-        "blocked by agentenv guard relay-world: a call frame of no pause shown to a client "
-        "(it may be the computer's own world's); name a frame of the Debugger.paused "
-        "you were sent, before you resume",
-        told="Could not find call frame with given id"
-        if paused
-        else "Can only perform operation while paused.",
-    )
-
-
-def _shown(scope: Scope, state: ClientState, tab: str | None) -> bool:
-    """Whether ``tab`` may be named on a line of this client's: none, or one
-    of its scope's (by what the watcher knows, or shown to this client)."""
-    if tab is None:
-        return True
-    context = state.known.context_of(tab)
-    return scope.holds(context) if context is not None else tab in state.visible
-
-
-def _in_scope(
-    scope: Scope,
-    state: ClientState,
-    browser_level: bool,
-    method: str,
-    params: dict[str, Any] | None,
-    step: Step,
-) -> guard.Verdict | None:
-    """The ``scope`` rule (:mod:`agentenv.scopes`): what names another
-    scope is answered as Chromium answers an id it does not know; what means
-    the default context means the scope's."""
-    if method in scopes.BY_TARGET:
-        target = params.get("targetId") if params else None
-        # Fail closed: the scope's by what the watcher knows, or shown to
-        # this client (a tab it just opened, before the watcher hears of it).
-        if isinstance(target, str) and not _shown(scope, state, target):
-            return _scope_verdict("No target with given id found", -32602)
-        return None
-    if method in scopes.BY_CONTEXT:
-        context = params.get("browserContextId") if params else None
-        if context is None:
-            step.scoped = {**(params or {}), "browserContextId": scope.context}
-        elif context is not None and not scope.holds(context):
-            return _scope_verdict("Failed to find browser context for id " + str(context)[:64])
-        return None
-    if method in scopes.BY_WINDOW:
-        # Window ids are small numbers: only one of its own tabs' windows.
-        window = params.get("windowId") if params else None
-        if window not in state.windows:
-            return _scope_verdict("Browser window not found", -32602)
-        return None
-    if method == "Target.disposeBrowserContext":
-        context = params.get("browserContextId") if params else None
-        if isinstance(context, str) and context in scope.made:
-            return None
-        if context == scope.context:
-            return _scope_verdict(
-                "the default browser context cannot be disposed; close its tabs instead"
-            )
-        return _scope_verdict("Failed to find context with id " + str(context)[:64])
-    if browser_level and method in scopes.NO_BROWSER_LEVEL:
-        return guard.Verdict(
-            "browser-wide",
-            f"blocked by agentenv guard browser-wide: {method} on the browser's own session "
-            "acts on no agent's browser; send it on a page's session, or use Storage.getCookies, "
-            "setCookies or clearCookies (kept to your browser)",
-        )
-    return None
-
-
-def _warm(state: ClientState, method: str, params: dict[str, Any] | None) -> guard.Verdict | None:
-    """A link that sees every scope (the control token's) reaches no warm
-    context before a scope is handed it (:mod:`agentenv.relay.warm`):
-    answered as Chromium answers an id it does not know, rule ``scope``."""
-    if not params:
-        return None
-    if method in scopes.BY_TARGET:
-        target = params.get("targetId")
-        if isinstance(target, str) and state.known.withheld(state.known.context_of(target)):
-            return _scope_verdict("No target with given id found", -32602)
-    elif method in scopes.BY_CONTEXT or method == "Target.disposeBrowserContext":
-        context = params.get("browserContextId")
-        if state.known.withheld(context):
-            return _scope_verdict("Failed to find browser context for id " + str(context)[:64])
-    return None
-
-
-def _scope_verdict(text: str, code: int = -32000) -> guard.Verdict:
-    return guard.Verdict("scope", text, code=code)
-
-
-#: Commands that turn a heap snapshot's object id into an object of any world.
-_HEAP_OBJECTS = frozenset(
-    {"HeapProfiler.addInspectedHeapObject", "HeapProfiler.getObjectByHeapObjectId"}
-)
-
-
-def unknown_id_verdict(method: str, named: str, value: object) -> guard.Verdict:
-    """A command naming the relay's own world by an id: on the record as the
-    guard's (rule ``relay-world``), answered as Chromium answers an id it
-    does not know, so that no answer tells an agent which number is the
-    world's (a refusal of its own, given exactly there, did)."""
-    code, told = _UNKNOWN_ANSWERS.get((method, named)) or _UNKNOWN_ANSWERS.get(
-        ("", named.rpartition(".")[2]), (-32000, "Cannot find context with specified id")
-    )
-    return guard.Verdict(
-        "relay-world",
-        f"blocked by agentenv guard relay-world: {named} names the computer's own world in "
-        "this tab; answered as Chromium answers an id it does not know",
-        code=code,
-        told=told.format(value=str(value)[:100]),
-    )
-
-
-#: How Chromium 156 answers an id it does not know, by (method, where) or by
-#: ("", the parameter's name); the default: an unknown context.
-_UNKNOWN_ANSWERS: dict[tuple[str, str], tuple[int, str]] = {
-    ("", "uniqueContextId"): (-32602, "uniqueContextId not found"),
-    ("Runtime.addBinding", "executionContextId"): (
-        -32602,
-        "Cannot find execution context with given executionContextId",
-    ),
-    ("", "scriptId"): (-32000, "No script with given id"),
-    ("Debugger.getScriptSource", "scriptId"): (-32000, "No script for id: {value}"),
-}
-
-
 def _malformed_id(where: str, kind: str) -> guard.Verdict:
     form = {
         "context": "an integer (as Runtime.executionContextCreated gives it)",
@@ -610,15 +422,6 @@ def _malformed_id(where: str, kind: str) -> guard.Verdict:
         f"blocked by agentenv guard malformed-id: params.{where} must be written as Chromium "
         f"writes it: {form}; send the id exactly as you received it",
         code=-32602,
-    )
-
-
-def relay_world_verdict(named: str) -> guard.Verdict:
-    return guard.Verdict(
-        "relay-world",
-        f"blocked by agentenv guard relay-world: {named} names the computer's own world in "
-        "this tab (where it checks for password fields); name your own contexts and objects, "
-        "as Runtime.executionContextCreated lists them",
     )
 
 

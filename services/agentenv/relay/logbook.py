@@ -15,8 +15,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import orjson
-
 from agentenv.access import Identity
 from agentenv.log.argpaths import restore_paths, withhold_path
 from agentenv.log.lines import BROWSER_EXITED
@@ -24,35 +22,14 @@ from agentenv.log.redact import redact, redact_cut, redact_text
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import RelayCounts
 from agentenv.protocol.control import BeginAction, EndAction
-from agentenv.protocol.log import ACTING, READING, ActionBody, Acts, Guard, says_where
+from agentenv.protocol.log import ACTING, READING, ActionBody, Guard, says_where
 from agentenv.relay.causes import TAB_METHODS, Causes, Served, TabCommand
-from agentenv.relay.commands import ACTING_WITH, acts, classify
+from agentenv.relay.commands import ACTING_WITH, METHOD_FACTS, acts, used_params
 from agentenv.relay.log_budget import LogBudget, tab_share
 from agentenv.relay.relay_errors import ControlRefused
 from agentenv.settings import Settings
 
-__all__ = ["Action", "ActionScope", "Logbook", "used_params"]
-
-_Facts = tuple[Acts, bool, bool, frozenset[str] | None]
-
-
-class _Learnt(dict[str, _Facts]):
-    """What begin_command needs to know of a method, learnt at its first
-    use: its mark (acting or reading), whether it acts, whether it may open,
-    close, move or focus a tab, and the parameter names it takes (None: not
-    in the pinned protocol, so every one is kept)."""
-
-    def __missing__(self, method: str) -> _Facts:
-        if len(self) > 4096:  # a client inventing names: stay bounded
-            self.clear()
-        command = classify(method)  # the protocol table: a name it lacks acts
-        mark = command.acts
-        found = self[method] = (mark, mark == ACTING, method in TAB_METHODS, command.params)
-        return found
-
-
-_METHODS = _Learnt()
-
+__all__ = ["Action", "ActionScope", "Logbook"]
 
 #: Commands after which their tab is gone: no action is framed on it.
 _GONE = frozenset({"Target.closeTarget", "Page.close"})
@@ -228,7 +205,7 @@ class Logbook:
         answered by the relay itself): it is on the record, but no tab event is
         its doing, so it is not the latest acting entry of any tab.
         """
-        mark, acting, tab_method, takes = _METHODS[method]
+        mark, acting, tab_method, takes = METHOD_FACTS[method]
         if not acting and method in ACTING_WITH and params:
             mark = acts(method, params)
             acting = mark == ACTING
@@ -586,29 +563,6 @@ class Logbook:
 
     def reset(self, reason: str) -> int:
         return self.writer.record("reset", {"reason": reason})
-
-
-#: Parameters a command does not take are logged whole up to this many bytes
-#: (an attempt with a stale or made-up name stays readable), by size past it.
-UNUSED_KEPT = 1024
-
-
-def used_params(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``params`` with only what ``method`` takes (the pinned protocol's
-    names) when the rest is over :data:`UNUSED_KEPT` bytes: that is logged by
-    its count and size, never whole (Chromium ignores it, and whole it filled
-    the log: issue 22)."""
-    known = classify(method).params or frozenset()
-    unused = {k: v for k, v in params.items() if k not in known}
-    try:
-        size = len(orjson.dumps(unused))
-    except (TypeError, ValueError):  # nested too deep, or not JSON
-        size = -1
-    if 0 <= size <= UNUSED_KEPT:
-        return params
-    kept = {k: v for k, v in params.items() if k in known}
-    kept["unused"] = {"count": len(unused), "bytes": size}
-    return kept
 
 
 def _scope(items: list[int | str]) -> ActionScope:

@@ -45,7 +45,7 @@ from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 from agentenv.log.cdp_params import redact_params
 from agentenv.protocol.control import ControlResult, OpenScope, ScopeMade
 from agentenv.protocol.log import ACTING
-from agentenv.relay import core, elements, password
+from agentenv.relay import core, elements, password, world_rule
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.causes import TAB_METHODS
 from agentenv.relay.commands import acts
@@ -363,10 +363,10 @@ class _Bridge:
         named = worlds.named_in(self.state.own_tab(step.session), step.method, step.params)
         if named is not None:
             step.kind = Kind.BLOCK
-            step.verdict = core.unknown_id_verdict(step.method, *named)
+            step.verdict = world_rule.unknown_id_verdict(step.method, *named)
         elif step.tab in worlds.making:
             step.kind = Kind.BLOCK
-            step.verdict = core.relay_world_verdict("the context")
+            step.verdict = world_rule.relay_world_verdict("the context")
 
     async def _kept(self, step: Step) -> None:
         """An ANSWER step: the relay's own commands that carry it out in the
