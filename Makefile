@@ -88,6 +88,7 @@ lint: venv
 	$(VENV)/bin/ruff check services tests bench
 	$(VENV)/bin/ruff format --check services tests bench
 	$(VENV)/bin/mypy services tests bench
+	$(VENV)/bin/python scripts/structure.py --strict
 
 clean:
 	rm -rf build .agentenv .pytest_cache .mypy_cache .ruff_cache

@@ -1,7 +1,13 @@
 """An agent's process, as ``run_agent`` runs it: in a session of its own (so
 stopping it stops what it started too), its output to a file, bounded by its
 step's timeout and by the run being cancelled; what it left running is
-stopped when it exits."""
+stopped when it exits.
+
+Its environment names the computer (``AGENTENV_CDP_URL``, ``AGENTENV_API_URL``,
+``AGENTENV_MCP_URL``) and its token (``AGENTENV_TOKEN``, for the app's ops and
+``/mcp``), and, for a client that takes only a host and port (chromedriver's
+``debuggerAddress``), a loopback door to the relay that adds the token
+(``AGENTENV_DEBUGGER_ADDRESS``, :mod:`.loopback`), open while it runs."""
 
 from __future__ import annotations
 
@@ -11,11 +17,15 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from agentenv.harness.computer import Computer
 from agentenv.harness.harness_errors import StepFailed
+from agentenv.harness.loopback import Loopback, LoopbackError
 
-__all__ = ["run_process"]
+__all__ = ["agent_addresses", "default_agent", "run_process"]
 
 #: How often the run looks at the agent and at a cancel.
 POLL_S = 0.2
@@ -47,3 +57,56 @@ def run_process(
     with contextlib.suppress(ProcessLookupError):  # what it left running
         os.killpg(agent.pid, signal.SIGKILL)
     return agent.returncode
+
+
+def default_agent(computer: Computer) -> str | None:
+    """The token of an agent run with no ``browser_connect_cdp`` before it: the
+    computer's one agent (``agent`` when the task names none); None on a
+    computer attached without agents' tokens."""
+    if not computer.agents:
+        return None
+    if len(computer.agents) > 1:
+        raise StepFailed(
+            "this computer has several agents ("
+            + ", ".join(sorted(computer.agents))
+            + "): say which one runs with a browser_connect_cdp step before run_agent"
+        )
+    return next(iter(computer.agents.values()))
+
+
+@contextlib.contextmanager
+def agent_addresses(
+    env: dict[str, str],
+    computer: Computer,
+    cdp: str | None,
+    token: str | None,
+    relay: str | None,
+) -> Iterator[None]:
+    """``env`` given ``computer``'s addresses: ``cdp`` (a ``browser_connect_cdp``'s
+    URL; None: the computer's one agent's), ``token`` (its agent's), and
+    ``relay`` (None: no loopback door is asked for)."""
+    env.update(
+        AGENTENV_CDP_URL=cdp or computer.cdp,
+        AGENTENV_API_URL=computer.api,
+        AGENTENV_MCP_URL=computer.api + "/mcp",
+    )
+    if token is None and cdp is None:
+        token = default_agent(computer)
+        if token is not None:
+            env["AGENTENV_CDP_URL"] = f"{computer.cdp}?token={token}"
+    if token is not None:  # for the app server's ops and /mcp: Bearer <token>
+        env["AGENTENV_TOKEN"] = token
+    door: Loopback | None = None
+    if relay is not None and token is None:  # a computer that takes no token
+        env["AGENTENV_DEBUGGER_ADDRESS"] = urlsplit(relay).netloc
+    elif relay is not None and token is not None:
+        door = Loopback(relay, token)
+        try:
+            env["AGENTENV_DEBUGGER_ADDRESS"] = door.open()
+        except LoopbackError as exc:
+            raise StepFailed(str(exc), infrastructure=True) from None
+    try:
+        yield
+    finally:
+        if door is not None:
+            door.close()

@@ -12,11 +12,12 @@ here; attaching to a running computer by URL is :func:`.computer.deploy`'s.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from agentenv.harness.computer import Computer, deploy
 
-__all__ = ["BACKENDS", "start"]
+__all__ = ["BACKENDS", "start", "stop_all"]
 
 BACKENDS = ("docker", "swarm", "kubernetes")
 
@@ -57,3 +58,23 @@ def start(
             settings=settings,
         )
     raise ValueError(f"no backend {backend!r}: one of {', '.join(BACKENDS)}")
+
+
+def stop_all(
+    computers: list[Computer], before_stop: Callable[[Computer], None] | None = None
+) -> list[str]:
+    """Stop each of ``computers`` (``before_stop`` first: a batch's last
+    counts); what went wrong, in words. Nothing is a reason to leave one
+    running: each is stopped whatever happened to the one before."""
+    failures: list[str] = []
+    for computer in computers:
+        if before_stop is not None:
+            try:
+                before_stop(computer)
+            except Exception as exc:  # never a reason to leave a computer running
+                failures.append(f"teardown: could not read a computer's counts: {exc}")
+        try:
+            computer.stop()
+        except Exception as exc:  # the docker SDK's: report, go on stopping
+            failures.append(f"teardown: could not stop a computer: {exc}")
+    return failures

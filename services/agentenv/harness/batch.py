@@ -18,12 +18,8 @@ failed, infrastructure, durations, the fleet's line) and
 ``<out>/results.jsonl``, a line per task, with the evidence of its recording
 (``image_digest``, ``chromium``, ``key``, ``guard_refusals``,
 ``manifest_sha256``: :func:`agentenv.harness.attest.results_fields`).
-``--reuse`` keeps each worker's
-computer between its tasks: before the next task it is reset with
-``data/reset`` (one blank tab; no cookies, granted permissions,
-downloads or HTTP cache; the storage of the origins the computer knows of
-cleared, every site the log saw since the last reset among them; the image
-keeps no history), and the pool stops it at the end.
+``--reuse`` keeps each worker's computer between its tasks, reset with
+``data/reset`` (:mod:`.reuse`).
 
 ``--scopes-per-computer K`` (K > 1, the default 4) runs the tasks on scopes:
 a pool of ``ceil(parallel / K)`` computers from a
@@ -46,27 +42,26 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import secrets
 import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentenv.harness.attest import results_fields
 from agentenv.harness.backends import start
+from agentenv.harness.batch_results import STATUS, broke_result, summary, table, task_result
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens
-from agentenv.harness.fleet import Fleet, Sample, samples
+from agentenv.harness.fleet import Fleet, samples
 from agentenv.harness.harness_errors import HarnessError
 from agentenv.harness.preflight import preflight
-from agentenv.harness.provision import EngineProvisioner, Provisioner
+from agentenv.harness.provision import Provisioner, pool_provisioner
+from agentenv.harness.reuse import Reused
 from agentenv.harness.run_store import RunStore, StoreOptions, records, store_problem
-from agentenv.harness.runner import EXIT_INFRA, EXIT_OK, EXIT_TASK_FAILED, Run
+from agentenv.harness.runner import EXIT_INFRA, Run
 from agentenv.harness.scheduling import (
     Schedule,
     StartComputer,
@@ -76,32 +71,22 @@ from agentenv.harness.scheduling import (
     retry,
     whole,
 )
-from agentenv.harness.scoped import ScopedComputer, close_for, computer_name, open_for
+from agentenv.harness.scoped import (
+    Attempt,
+    close_for,
+    computer_name,
+    ended_reading,
+    open_for,
+    where_ran,
+)
 from agentenv.harness.task_sources import Planned
-from agentenv.protocol.browser import Empty
 
 __all__ = ["DEFAULT_SCOPES_PER_COMPUTER", "Batch"]
 
-STATUS = {EXIT_OK: "done", EXIT_TASK_FAILED: "failed", EXIT_INFRA: "infrastructure"}
 #: ``--scopes-per-computer``'s default (docs/harness.md says why).
 DEFAULT_SCOPES_PER_COMPUTER = 4
 #: The longest a task waits for room on a computer of the pool.
 LEND_WAIT_S = 600.0
-#: The longest an ended attempt's computer is read again while its relay does
-#: not answer (restarting); past it, the computer is broken.
-RELAY_BACK_S = 30.0
-
-
-@dataclass
-class Attempt:
-    """One try of a task on scopes: where it ran (schedule key, its scopes)."""
-
-    id: str
-    number: int
-    avoid: frozenset[str]
-    leases: list[tuple[str, ScopedComputer]] = field(default_factory=list)
-    #: The name of each computer it ran on, by key (kept: a broken one is gone after).
-    names: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -123,9 +108,9 @@ class Batch:
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _local: threading.local = field(default_factory=threading.local)
+    #: ``--reuse``'s computers (each worker's, reset between its tasks).
     pool: list[Computer] = field(default_factory=list)
-    resets: list[float] = field(default_factory=list)
+    _reused: Reused | None = None
     #: The computers' ``/metrics``, added up (the table's last line).
     fleet: Fleet = field(default_factory=Fleet)
     #: K: tasks a computer serves at once, each in scopes of its own; 1 is a
@@ -144,26 +129,15 @@ class Batch:
 
     def __post_init__(self) -> None:
         self._room = threading.Condition(self._lock)
+        if self.reuse:
+            self._reused = Reused(self._start_reused, self.say, self._lock, self.pool)
         if self.scopes_per_computer > 1:
             most = max((len(p.task.agents()) or 1 for p in self.tasks), default=1)
-            if self.provisioner is None and self.backend == "swarm":
-                # One replicated service, scaled by the engine's replicas on
-                # the queue and the tasks running (agentenv.harness.swarm_pool).
-                from agentenv.harness.swarm_pool import SwarmPool
-
-                self.provisioner = SwarmPool(
-                    None,
-                    k=self.scopes_per_computer * most,
-                    least=1,
-                    most=pool_size(self.parallel, self.scopes_per_computer),
-                    networks=lambda: self._stores().networks(
-                        any(records(p.task) for p in self.tasks)
-                    ),
-                )
             if self.provisioner is None:
-                self.provisioner = EngineProvisioner(
-                    self.scopes_per_computer * most,
+                self.provisioner = pool_provisioner(
                     self.backend,
+                    self.scopes_per_computer * most,
+                    pool_size(self.parallel, self.scopes_per_computer),
                     self.namespace,
                     self.kube_context,
                     networks=lambda: self._stores().networks(
@@ -177,43 +151,26 @@ class Batch:
             )
 
     @property
+    def resets(self) -> list[float]:
+        """``--reuse``: each reset's seconds."""
+        return self._reused.resets if self._reused is not None else []
+
+    @property
     def on_scopes(self) -> bool:
         return self.schedule is not None
 
-    def _lend(self, image: str | None, wanted: list[str] | None = None) -> Computer:
-        """This worker's computer for ``image``: started the first time, reset after."""
-        mine: dict[str | None, Computer] = self._local.__dict__.setdefault("computers", {})
-        computer = mine.get(image)
-        if computer is None:
-            # Every agent any task connects: the computer serves them all in turn.
-            names = sorted({n for p in self.tasks for n in p.task.agents()})
-            agents = agent_tokens(names)
-            computer = start(
-                self.backend,
-                image,
-                agents,
-                namespace=self.namespace,
-                kube_context=self.kube_context,
-                networks=self._stores().networks(any(records(p.task) for p in self.tasks)),
-            )
-            mine[image] = computer
-            with self._lock:
-                self.pool.append(computer)
-            return computer
-        began = time.monotonic()
-        try:
-            computer.op("data/reset", Empty)
-            computer.wait_ready(60)
-        except ComputerError as exc:
-            # A computer that cannot be reset is not lent again: a fresh one instead.
-            self.say(f"a reused computer could not be reset ({exc}); starting another")
-            del mine[image]
-            with contextlib.suppress(Exception):
-                computer.stop()
-            return self._lend(image)
-        with self._lock:
-            self.resets.append(time.monotonic() - began)
-        return computer
+    def _start_reused(self, image: str | None) -> Computer:
+        """A computer for ``--reuse``: every agent any task connects (it
+        serves them all in turn)."""
+        names = sorted({n for p in self.tasks for n in p.task.agents()})
+        return start(
+            self.backend,
+            image,
+            agent_tokens(names),
+            namespace=self.namespace,
+            kube_context=self.kube_context,
+            networks=self._stores().networks(any(records(p.task) for p in self.tasks)),
+        )
 
     def say(self, text: str) -> None:
         with self._lock:
@@ -247,10 +204,11 @@ class Batch:
         folder = self.out / planned.name
         folder.mkdir(parents=True, exist_ok=True)
         began = time.monotonic()
-        run, status = self._run(planned, folder, self._lend if self.reuse else None)
+        lend = self._reused.lend if self._reused is not None else None
+        run, status = self._run(planned, folder, lend)
         took = time.monotonic() - began
         with self._lock:
-            self.results[planned.name] = self._result(planned, run, status, took, folder)
+            self.results[planned.name] = task_result(planned, run, status, took, folder)
         self.say(f"{planned.name}: {STATUS.get(status, 'infrastructure')} in {took:.1f}s")
 
     def _run(
@@ -284,28 +242,6 @@ class Batch:
             self.runs.pop(planned.name, None)
         return run, status
 
-    def _result(
-        self, planned: Planned, run: Run, status: int, took: float, folder: Path
-    ) -> dict[str, Any]:
-        return {
-            "task": planned.name,
-            "source": planned.source,
-            "status": STATUS.get(status, "infrastructure"),
-            "exit_status": status,
-            "seconds": round(took, 2),
-            "out": str(folder),
-            "answer": run.answer,
-            # A BrowserGym episode's, as BrowserGym scored it (run_browsergym).
-            **({"reward": run.reward} if run.reward is not None else {}),
-            "failures": [
-                f"{k}: {v.get('error')}"
-                for k, v in run.metadata.get("steps", {}).items()
-                if not v.get("ok", True)
-            ],
-            # The evidence of its recording (harness/attest.py).
-            **results_fields(run.metadata),
-        }
-
     # -- on scopes (--scopes-per-computer K) ---------------------------------------
 
     def _on_scopes(self, planned: Planned) -> None:
@@ -327,7 +263,7 @@ class Batch:
             run, status = self._run(planned, folder, functools.partial(self._place, attempt))
             broke = self._let_go(attempt, run)
             outcome = attempt_status(STATUS.get(status, "infrastructure"), broke)
-            where = self._where(attempt)
+            where = where_ran(attempt)
             attempts.append(
                 {
                     "attempt": number,
@@ -347,22 +283,12 @@ class Batch:
             avoid = avoid | {key for key, _ in attempt.leases}
         took = time.monotonic() - began
         with self._lock:
-            result = self._result(planned, run, status, took, folder)
+            result = task_result(planned, run, status, took, folder)
             result.update(where, attempts=attempts)
             self.results[planned.name] = result
         self._give_back_spare()
         shown = f" on {where['computer']}" if where["computer"] else ""
         self.say(f"{planned.name}: {STATUS.get(status, 'infrastructure')} in {took:.1f}s{shown}")
-
-    def _where(self, attempt: Attempt) -> dict[str, Any]:
-        """Which computer and scope(s) an attempt ran in, for results.jsonl (no token)."""
-        names = [attempt.names[k] for k, _ in attempt.leases]
-        scopes = {a: s for _, scoped in attempt.leases for a, s in scoped.scopes.items()}
-        return {
-            "computer": ", ".join(dict.fromkeys(names)) or None,
-            "scope": ", ".join(scopes.values()) or None,
-            "scopes": scopes,
-        }
 
     def _place(self, attempt: Attempt, image: str | None, agents: list[str]) -> Computer:
         """A run's ``lend`` on scopes: a computer of the pool with room (waiting
@@ -445,12 +371,12 @@ class Batch:
             problems = close_for(scoped)
             host = scoped.host
             assert host is not None
-            found, answers = self._reading(host)
+            found, answers = ended_reading(host)
             with self._room:
                 if found is None and not answers:
                     self.schedule.broke(key)
                 elif found is not None and not whole(found):
-                    # Its relay did not answer for RELAY_BACK_S: it is not coming back.
+                    # Its relay did not answer for scoped.RELAY_BACK_S: it is not coming back.
                     self.schedule.broke(key)
                     self._broke_said(key, "its relay is not answering")
                 elif found is not None:
@@ -466,25 +392,6 @@ class Batch:
                     print("; ".join(problems), file=log)
         self._give_back_drained()
         return broke
-
-    @staticmethod
-    def _reading(host: Computer) -> tuple[Mapping[Sample, float] | None, bool]:
-        """``host``'s /metrics as an attempt ends, and whether it answers at all
-        (its /metrics or /readyz). A reading without its relay's counts (the
-        relay restarting: supervisord brings it back in about a second) is
-        read again until it has them, for at most :data:`RELAY_BACK_S`."""
-        end = time.monotonic() + RELAY_BACK_S
-        while True:
-            text = host.metrics(timeout_s=10.0)
-            found: Mapping[Sample, float] | None = None
-            if text is not None:
-                with contextlib.suppress(ValueError):
-                    found = samples(text)
-            if found is None:
-                return None, text is not None or host.ready()
-            if whole(found) or time.monotonic() > end:
-                return found, True
-            time.sleep(0.5)  # a bounded poll: the relay answers again or the deadline ends it
 
     def _broke_said(self, key: str, why: str) -> None:
         name = computer_name(self.hosts[key]) if key in self.hosts else key
@@ -559,13 +466,9 @@ class Batch:
 
     def _table(self) -> str:
         with self._lock:
-            running = sorted(self.runs.items())
+            running = [(name, run.current) for name, run in sorted(self.runs.items())]
             done = len(self.results)
-            fleet = self.fleet.line()
-        rows = [f"  {name:<32} {run.current}" for name, run in running]
-        return "\n".join(
-            [f"running {len(running)}, finished {done} of {len(self.tasks)}:", *rows, fleet]
-        )
+        return table(running, done, len(self.tasks), self.fleet.line())
 
     def run(self) -> int:
         """Run every task; the exit code. Ctrl-C (SIGINT, in the main thread)
@@ -643,12 +546,7 @@ class Batch:
             with self._lock:
                 found = self.results.get(planned.name)
                 if found is None or found.get("status") == "not run":
-                    self.results[planned.name] = {
-                        "task": planned.name,
-                        "source": planned.source,
-                        "status": "infrastructure",
-                        "failures": [why],
-                    }
+                    self.results[planned.name] = broke_result(planned, why)
             self.say(f"{planned.name}: infrastructure ({why})")
 
     def _give_back_all(self) -> None:
@@ -686,26 +584,7 @@ class Batch:
         results = [
             self.results.get(p.name, {"task": p.name, "status": "not run"}) for p in self.tasks
         ]
-        with open(self.out / "results.jsonl", "w") as out:
-            for result in results:
-                out.write(json.dumps(result) + "\n")
-        counts: dict[str, int] = {}
-        for result in results:
-            counts[result["status"]] = counts.get(result["status"], 0) + 1
-        seconds = sorted(r["seconds"] for r in results if "seconds" in r)
-        middle = seconds[len(seconds) // 2] if seconds else 0.0
-        longest = seconds[-1] if seconds else 0.0
-        parts = ", ".join(
-            f"{counts.get(k, 0)} {k}" for k in ("done", "failed", "infrastructure", "not run")
-        )
-        self.say(
-            f"summary: {parts}; {len(results)} tasks in {took:.1f}s; per task median "
-            f"{middle:.1f}s, longest {longest:.1f}s; results in {self.out / 'results.jsonl'}"
-        )
-        self.say(self.fleet.line())
-        for result in results:
-            for failure in result.get("failures", []):
-                self.say(f"  {result['task']}: {failure}")
-        if counts.get("infrastructure") or counts.get("not run"):
-            return EXIT_INFRA
-        return EXIT_TASK_FAILED if counts.get("failed") else EXIT_OK
+        lines, status = summary(results, took, self.out / "results.jsonl", self.fleet.line())
+        for line in lines:
+            self.say(line)
+        return status

@@ -35,7 +35,7 @@ from typing import Protocol
 from agentenv.harness.backends import start
 from agentenv.harness.computer import Computer
 
-__all__ = ["EngineProvisioner", "Provisioner"]
+__all__ = ["EngineProvisioner", "Provisioner", "pool_provisioner"]
 
 
 class Provisioner(Protocol):
@@ -80,3 +80,22 @@ class EngineProvisioner:
 
     def give_back(self, computer: Computer, broken: bool) -> None:
         computer.stop()
+
+
+def pool_provisioner(
+    backend: str,
+    k: int,
+    most: int,
+    namespace: str | None,
+    kube_context: str | None,
+    networks: Callable[[], list[str]],
+) -> Provisioner:
+    """A batch's provisioner on ``backend``: on Swarm, one replicated service
+    scaled by the engine's replicas on the queue and the tasks running
+    (:mod:`.swarm_pool`, 1 to ``most`` computers); elsewhere a computer
+    started per ``provide``. ``k``: the scopes each computer takes."""
+    if backend == "swarm":
+        from agentenv.harness.swarm_pool import SwarmPool
+
+        return SwarmPool(None, k=k, least=1, most=most, networks=networks)
+    return EngineProvisioner(k, backend, namespace, kube_context, networks=networks)

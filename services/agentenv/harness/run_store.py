@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from agentenv.harness.engine import engine_problem
 from agentenv.harness.local_store import LocalStore, start_cluster, start_container
 from agentenv.harness.store import FolderStore, S3Store, Store, StoreError, valid_store
+from agentenv.protocol.recording import BrowserRecordingManifest, rebuild
 
 __all__ = [
     "RunStore",
@@ -27,6 +28,7 @@ __all__ = [
     "attaches",
     "open_store",
     "records",
+    "registered",
     "store_problem",
 ]
 
@@ -209,3 +211,20 @@ class RunStore:
             store, self._store = self._store, None
         if store is not None:
             store.close()
+
+
+def registered(folder: Path, recording_id: str, names: list[str]) -> BrowserRecordingManifest:
+    """A recording as the store held it, downloaded into ``folder`` (``names``):
+    its own manifest when it was uploaded (its recorder ended it on the way
+    down), else one rebuilt from the names."""
+    uploaded = folder / "manifest.json"
+    if "manifest.json" in names:
+        try:
+            found = BrowserRecordingManifest.model_validate_json(uploaded.read_bytes())
+        except ValueError:
+            found = None
+        if found is not None and found.recording_id == recording_id:
+            return found
+    log = folder / "log.jsonl"
+    lines = len(log.read_bytes().splitlines()) if log.exists() else None
+    return rebuild(recording_id, names, lines)

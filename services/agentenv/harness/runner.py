@@ -36,32 +36,25 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from agentenv.browsergym_episode import EXIT_ENV as EPISODE_ENV_FAILED
 from agentenv.browsergym_episode import driver_python
-from agentenv.harness import attest, webarena_verified
+from agentenv.harness import attest, exports
 from agentenv.harness import steps as s
-from agentenv.harness.agent_process import run_process
-from agentenv.harness.backends import start
+from agentenv.harness.agent_process import agent_addresses, run_process
+from agentenv.harness.backends import start, stop_all
+from agentenv.harness.browsergym_step import episode_env, episode_result, episode_status
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens, deploy
 from agentenv.harness.harness_errors import StepFailed
 from agentenv.harness.local_store import LocalStore
-from agentenv.harness.loopback import Loopback, LoopbackError
-from agentenv.harness.mind2web import export
-from agentenv.harness.run_store import RunStore, StoreOptions, records
-from agentenv.harness.store import Store, StoreError, grant_seconds, safe_name
+from agentenv.harness.run_store import RunStore, StoreOptions, records, registered
+from agentenv.harness.store import Store, StoreError, grant_seconds
 from agentenv.harness.url_compare import normalize
-from agentenv.log.redact import redact_text
 from agentenv.protocol import browser as wire
 from agentenv.protocol.answers import CookiesDeleted, RecordingStarted, TabOpened
 from agentenv.protocol.card import BROWSER_V1, MissingOp
-from agentenv.protocol.recording import BrowserRecordingManifest, End, Start, rebuild
-
-#: What of a BrowserGym episode's result the step keeps (never its actions).
-EPISODE_FIELDS = ("env", "seed", "reward", "steps", "terminated", "truncated", "stopped", "error")
+from agentenv.protocol.recording import BrowserRecordingManifest, End, Start
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INFRA", "EXIT_OK", "EXIT_TASK_FAILED", "Run"]
 
@@ -440,7 +433,7 @@ class Run:
             [f"the store holds {len(skipped)} object(s) no recording folder can"] if skipped else []
         )
         if manifest is None:
-            manifest = self._from_store(recorded, names)
+            manifest = registered(recorded.folder, recorded.recording_id, names)
             if manifest.reason is not None and manifest.reason != reason:
                 # Its recorder ended it on the way down (a restart): whole, but early.
                 problems.append(f"it ended before its end step ({manifest.reason})")
@@ -451,21 +444,6 @@ class Run:
         problems += attest.checked(self.metadata, recorded.recording_id, recorded.folder)
         recorded.manifest = manifest
         return manifest, problems
-
-    def _from_store(self, recorded: Recorded, names: list[str]) -> BrowserRecordingManifest:
-        """The recording as the store holds it: its own manifest when it was uploaded
-        (the recorder ended it on the way down), else rebuilt from the names."""
-        uploaded = recorded.folder / "manifest.json"
-        if "manifest.json" in names:
-            try:
-                found = BrowserRecordingManifest.model_validate_json(uploaded.read_bytes())
-            except ValueError:
-                found = None
-            if found is not None and found.recording_id == recorded.recording_id:
-                return found
-        log = recorded.folder / "log.jsonl"
-        lines = len(log.read_bytes().splitlines()) if log.exists() else None
-        return rebuild(recorded.recording_id, names, lines)
 
     def _end_browser_recording(self, step: s.EndBrowserRecording) -> dict[str, Any]:
         recorded = self.recordings.get(step.name)
@@ -502,20 +480,6 @@ class Run:
             "artifacts": artifacts,
         }
 
-    def _default_agent(self, computer: Computer) -> str | None:
-        """The token of an agent run with no ``browser_connect_cdp`` before it: the
-        computer's one agent (``agent`` when the task names none); None on a
-        computer attached without agents' tokens."""
-        if not computer.agents:
-            return None
-        if len(computer.agents) > 1:
-            raise StepFailed(
-                "this computer has several agents ("
-                + ", ".join(sorted(computer.agents))
-                + "): say which one runs with a browser_connect_cdp step before run_agent"
-            )
-        return next(iter(computer.agents.values()))
-
     def _run_agent(self, step: s.RunAgent) -> dict[str, Any]:
         answer_file = self.out / f"agent-answer-{uuid.uuid4().hex[:6]}.txt"
         env = dict(os.environ, **step.env, AGENTENV_ANSWER_FILE=str(answer_file))
@@ -527,77 +491,30 @@ class Run:
         ``agentenv[browsergym]``) plays it, the agent its child; the reward
         is BrowserGym's, read from the driver's result file."""
         result_file = self.out / f"browsergym-{uuid.uuid4().hex[:6]}.json"
-        env = dict(
-            os.environ,
-            **step.env,
-            AGENTENV_BROWSERGYM_ENV=step.gym_env,
-            AGENTENV_BROWSERGYM_MAX_STEPS=str(step.max_steps),
-            AGENTENV_BROWSERGYM_TURN_S=str(step.turn_s),
-            AGENTENV_BROWSERGYM_TASK_KWARGS=json.dumps(step.task_kwargs),
-            AGENTENV_BROWSERGYM_RESULT=str(result_file),
-        )
-        if step.seed is not None:
-            env["AGENTENV_BROWSERGYM_SEED"] = str(step.seed)
+        env = episode_env(step, result_file)
         agent = step.command if isinstance(step.command, list) else ["/bin/sh", "-c", step.command]
         python = driver_python(step.python)
         command = [python, "-m", "agentenv.browsergym_episode", "--", *agent]
         log = self.out / f"browsergym-{step.id or uuid.uuid4().hex[:6]}.log"
         with self._agent_env(step.env_id, env):
             status = run_process(command, env, log, step.timeout_s, self.cancelled)
-        try:
-            played = json.loads(result_file.read_text())
-        except (OSError, ValueError):
-            raise StepFailed(
-                f"the BrowserGym driver ({python}) left no result, status {status}: is "
-                f"agentenv[browsergym] installed there? (its output: {log})",
-                infrastructure=True,
-            ) from None
-        found = {k: played.get(k) for k in EPISODE_FIELDS}
-        if isinstance(found["error"], str):  # an exception's words: no credential in them
-            found["error"] = redact_text(found["error"])
+        found = episode_result(result_file, python, log, status)
         self.reward = float(found["reward"] or 0.0)
-        if status != 0:
-            why = found["error"] or found["stopped"]
-            raise StepFailed(
-                f"the episode failed: {why} (its output: {log})",
-                infrastructure=status == EPISODE_ENV_FAILED,
-            )
+        episode_status(found, status, log)
         return {"exit_status": 0, "output": str(log), **found}
 
     @contextlib.contextmanager
     def _agent_env(self, env_id: str | None, env: dict[str, str]) -> Iterator[None]:
-        """``env`` given the computer's addresses and the agent's token
-        (a loopback door's address too, open while the agent runs)."""
+        """``env`` given the computer's addresses and the agent's token (a
+        loopback door's address too, open while the agent runs)."""
         computer = self._computer(env_id) if env_id else next(iter(self.computers.values()), None)
-        door: Loopback | None = None
-        if computer is not None:
-            env_id = env_id or next(iter(self.computers))
-            env.update(
-                AGENTENV_CDP_URL=self.cdp_urls.get(env_id, computer.cdp),
-                AGENTENV_API_URL=computer.api,
-                AGENTENV_MCP_URL=computer.api + "/mcp",
-            )
-            token = self.agent_tokens.get(env_id)
-            if token is None and env_id not in self.cdp_urls:
-                token = self._default_agent(computer)
-                if token is not None:
-                    env["AGENTENV_CDP_URL"] = f"{computer.cdp}?token={token}"
-            if token is not None:  # for the app server's ops and /mcp: Bearer <token>
-                env["AGENTENV_TOKEN"] = token
-            relay = self.doors.get(env_id)
-            if relay is not None and token is None:  # a computer that takes no token
-                env["AGENTENV_DEBUGGER_ADDRESS"] = urlsplit(relay).netloc
-            elif relay is not None and token is not None:
-                door = Loopback(relay, token)
-                try:
-                    env["AGENTENV_DEBUGGER_ADDRESS"] = door.open()
-                except LoopbackError as exc:
-                    raise StepFailed(str(exc), infrastructure=True) from None
-        try:
+        if computer is None:
             yield
-        finally:
-            if door is not None:
-                door.close()
+            return
+        env_id = env_id or next(iter(self.computers))
+        cdp, token = self.cdp_urls.get(env_id), self.agent_tokens.get(env_id)
+        with agent_addresses(env, computer, cdp, token, self.doors.get(env_id)):
+            yield
 
     def _run(self, step: s.RunAgent, env: dict[str, str], answer_file: Path) -> dict[str, Any]:
         command = (
@@ -617,52 +534,22 @@ class Run:
         path.write_bytes(archive)
         return {"snapshot": str(path)}
 
-    def _export_mind2web(self, step: s.ExportMind2web) -> dict[str, Any]:
-        recorded = self.recordings.get(step.recording)
+    def _ended(self, name: str) -> tuple[Recorded, BrowserRecordingManifest]:
+        """A recording this run ended, and its manifest, for an export."""
+        recorded = self.recordings.get(name)
         if recorded is None or recorded.manifest is None:
-            raise StepFailed(
-                f"recording {step.recording!r} has not ended: end it before the export"
-            )
-        target = export(
-            recorded.manifest,
-            recorded.folder,
-            self.out / "mind2web",
-            step.task,
-            step.task_id,
-            step.agent_final_answer or self.answer,
-            step.reference_length,
-            video=step.video,
-        )
+            raise StepFailed(f"recording {name!r} has not ended: end it before the export")
+        return recorded, recorded.manifest
+
+    def _export_mind2web(self, step: s.ExportMind2web) -> dict[str, Any]:
+        recorded, manifest = self._ended(step.recording)
+        target = exports.mind2web_task(manifest, recorded.folder, self.out, step, self.answer)
         attest.write_attestation(target, self.metadata, recorded.recording_id)
         return {"export": str(target)}
 
     def _export_webarena_verified(self, step: s.ExportWebarenaVerified) -> dict[str, Any]:
-        recorded = self.recordings.get(step.recording)
-        if recorded is None or recorded.manifest is None:
-            raise StepFailed(
-                f"recording {step.recording!r} has not ended: end it before the export"
-            )
-        har = recorded.manifest.har
-        name = safe_name(har.file) if har is not None and har.file is not None else None
-        if name is None or not (recorded.folder / name).is_file():
-            raise StepFailed(
-                f"recording {step.recording!r} has no network.har: start it with har: {{}}"
-            )
-        try:
-            response = (
-                webarena_verified.parse_response(step.response)
-                if step.response is not None
-                else webarena_verified.response_from_answer(self.answer)
-            )
-            target = webarena_verified.export(
-                (recorded.folder / name).read_bytes(),
-                self.out / "webarena-verified",
-                step.task_id,
-                response,
-                step.sites,
-            )
-        except webarena_verified.ExportError as exc:
-            raise StepFailed(str(exc)) from None
+        recorded, manifest = self._ended(step.recording)
+        target = exports.webarena_run(manifest, recorded.folder, self.out, step, self.answer)
         attest.write_attestation(target, self.metadata, recorded.recording_id)
         return {"export": str(target)}
 
@@ -693,16 +580,7 @@ class Run:
             if problems:
                 failures.append(f"teardown: recording {recorded.name}: {'; '.join(problems)}")
                 whole = whole and not recorded.must_succeed
-        for computer in self.started_here:
-            if self.before_stop is not None:
-                try:
-                    self.before_stop(computer)
-                except Exception as exc:  # never a reason to leave a computer running
-                    failures.append(f"teardown: could not read a computer's counts: {exc}")
-            try:
-                computer.stop()
-            except Exception as exc:  # the docker SDK's: report, go on stopping
-                failures.append(f"teardown: could not stop a computer: {exc}")
+        failures += stop_all(self.started_here, self.before_stop)
         if self._own_store and self.stores is not None:
             try:
                 self.stores.close()

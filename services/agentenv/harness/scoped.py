@@ -20,15 +20,27 @@ published it on a port the engine chose at run time and knows it
 from __future__ import annotations
 
 import contextlib
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
 from agentenv.harness.computer import Computer, ComputerError
+from agentenv.harness.fleet import Sample, samples
+from agentenv.harness.scheduling import whole
 from agentenv.protocol.browser import ScopeOpened, ScopeRef, ScopesOpen
 
-__all__ = ["ScopedComputer", "close_for", "computer_name", "open_for"]
+__all__ = [
+    "Attempt",
+    "ScopedComputer",
+    "close_for",
+    "computer_name",
+    "ended_reading",
+    "open_for",
+    "where_ran",
+]
 
 
 def computer_name(computer: Computer) -> str:
@@ -109,3 +121,50 @@ def close_for(scoped: ScopedComputer) -> list[str]:
     with contextlib.suppress(Exception):
         scoped.agents.clear()  # the tokens are revoked: nothing to keep
     return problems
+
+
+@dataclass
+class Attempt:
+    """One try of a task on scopes: where it ran (schedule key, its scopes)."""
+
+    id: str
+    number: int
+    avoid: frozenset[str]
+    leases: list[tuple[str, ScopedComputer]] = field(default_factory=list)
+    #: The name of each computer it ran on, by key (kept: a broken one is gone after).
+    names: dict[str, str] = field(default_factory=dict)
+
+
+def where_ran(attempt: Attempt) -> dict[str, Any]:
+    """Which computer and scope(s) an attempt ran in, for results.jsonl (no token)."""
+    names = [attempt.names[k] for k, _ in attempt.leases]
+    scopes = {a: s for _, scoped in attempt.leases for a, s in scoped.scopes.items()}
+    return {
+        "computer": ", ".join(dict.fromkeys(names)) or None,
+        "scope": ", ".join(scopes.values()) or None,
+        "scopes": scopes,
+    }
+
+
+#: The longest an ended attempt's computer is read again while its relay does
+#: not answer (restarting); past it, the computer is broken.
+RELAY_BACK_S = 30.0
+
+
+def ended_reading(host: Computer) -> tuple[Mapping[Sample, float] | None, bool]:
+    """``host``'s /metrics as an attempt ends, and whether it answers at all
+    (its /metrics or /readyz). A reading without its relay's counts (the
+    relay restarting: supervisord brings it back in about a second) is
+    read again until it has them, for at most :data:`RELAY_BACK_S`."""
+    end = time.monotonic() + RELAY_BACK_S
+    while True:
+        text = host.metrics(timeout_s=10.0)
+        found: Mapping[Sample, float] | None = None
+        if text is not None:
+            with contextlib.suppress(ValueError):
+                found = samples(text)
+        if found is None:
+            return None, text is not None or host.ready()
+        if whole(found) or time.monotonic() > end:
+            return found, True
+        time.sleep(0.5)  # a bounded poll: the relay answers again or the deadline ends it
