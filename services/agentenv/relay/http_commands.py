@@ -23,7 +23,8 @@ from aiohttp import web
 
 from agentenv.http import error_response
 from agentenv.relay import core, discovery
-from agentenv.relay.core import Kind, Step
+from agentenv.relay.core import Step
+from agentenv.relay.decision import BAD_REQUEST, NOT_FOUND, Refuse, Send, decide
 from agentenv.relay.relay_errors import RelayError, UpstreamError
 from agentenv.relay.relay_requests import (
     TARGET_ID,
@@ -64,24 +65,24 @@ async def json_new_get(request: web.Request) -> web.Response:
 async def _read(request: web.Request, method: str, params: dict[str, Any]) -> tuple[Step, int]:
     """The command an HTTP call stands for, read by the core as a client's
     message on the browser's session (the guard and the scope walls decide, as
-    for any CDP client), and its entry begun. A refusal ends the entry and is
-    raised: 404 for another scope's target (as for one that does not exist),
-    403 for the guard's others, 400 for what is not a command; and, as for a
-    CDP client, an agent's command is refused once the log is full (503) or
-    its own share of it is spent (429)."""
+    for any CDP client), and its entry begun. A refusal is decided, answered
+    and recorded as for a CDP client (:func:`agentenv.relay.decision.decide`),
+    and raised with its HTTP status: 404 for another scope's target (as for
+    one that does not exist), 403 for the guard's others, 400 for what is not
+    a command, 503 when the log is full, 429 when the agent's share is spent."""
     identity = identity_of(request)
     settings = request.app[settings_key]
     logbook = request.app[logbook_key]
     watcher = request.app[watcher_key]
     scope = await scope_of(request, identity)
     state = client_state(request, identity, request.query.get("tag"), scope)
-    if not identity.control:  # an agent's command is written: the log's bounds first
-        refusal = logbook.log_refusal(identity.user, state.number, method)
-        if refusal is not None:
-            full, why = refusal
-            raise RelayError(why, 503 if full else 429)
+    # An agent's command is written: the log's bounds first, as for a CDP client.
+    room = None if identity.control else logbook.log_refusal(identity.user, state.number, method)
     data = orjson.dumps({"id": 1, "method": method, "params": params}).decode()
     step = core.receive(state, data, str(settings.downloads_dir), watcher.target)
+    decision = decide(step, False, room)
+    if isinstance(decision, Refuse) and not decision.logged:
+        raise RelayError(decision.why, decision.status)
     entry = logbook.begin_command(
         identity,
         state.number,
@@ -92,20 +93,18 @@ async def _read(request: web.Request, method: str, params: dict[str, Any]) -> tu
         scope=scope.name if scope is not None else None,
         sent=step.sent,
     )
-    if step.kind is Kind.BLOCK:
-        assert step.verdict is not None
-        verdict = step.verdict
-        logbook.counts.refused_by(verdict.rule)
-        logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
-        if verdict.rule == "scope":
+    if isinstance(decision, Refuse):
+        logbook.end_refused(entry, decision.why, decision.guard)
+        if decision.status == NOT_FOUND:  # as for a target that does not exist
             target = str(params.get("targetId", ""))[:64]
-            raise RelayError(f"no such target {target!r}: list pages with /json/list", 404)
-        raise RelayError(verdict.message, 403)
-    if not step.sent:
-        logbook.end_command(entry, False, step.error or "not a command the relay sends")
-        raise RelayError(step.error or f"{method} cannot be sent this way", 400)
-    if step.kind is Kind.REWRITE and step.verdict is not None:
-        logbook.guarded(entry, step.verdict.as_entry())  # sent as the guard rewrote it
+            raise RelayError(f"no such target {target!r}: list pages with /json/list", NOT_FOUND)
+        raise RelayError(decision.why, decision.status)
+    if not isinstance(decision, Send):
+        why = f"{method} cannot be sent this way"
+        logbook.end_command(entry, False, why)
+        raise RelayError(why, BAD_REQUEST)
+    if decision.guarded is not None:
+        logbook.guarded(entry, decision.guarded)  # sent as the guard rewrote it
     return step, entry
 
 

@@ -334,6 +334,13 @@ class Logbook:
         self.writer.end(entry, ok, redact_text(error[:4000])[:2000] if error else None, more)
         self._write_tabs(self.causes.answered(entry, ok, opened, self.monotonic()))
 
+    def end_refused(self, entry: int, why: str, guard: dict[str, str] | None) -> None:
+        """A refused command's entry ended (:class:`~agentenv.relay.decision.Refuse`):
+        the guard's refusal counted by its rule and marked on the entry."""
+        if guard is not None:
+            self.counts.refused_by(guard["rule"])
+        self.end_command(entry, False, why, guard=guard)
+
     def guarded(self, entry: int, guard: dict[str, str]) -> None:
         """Record what the guard did to a command still in flight (rewritten)."""
         self.writer.amend(entry, {"guard": cast(Guard, guard)})

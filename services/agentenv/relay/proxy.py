@@ -52,6 +52,7 @@ from agentenv.relay.commands import acts
 from agentenv.relay.connection import InLog
 from agentenv.relay.control_commands import Control
 from agentenv.relay.core import ClientState, Kind, Pending, Step
+from agentenv.relay.decision import AgentEnvCommand, Answered, Own, Refuse, decide
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, COUNTED, InFlight, Meter
 from agentenv.relay.metered import MeteredReader
@@ -280,31 +281,28 @@ class _Bridge:
             step = core.receive(state, data, self.downloads, self.watcher.target)
         if step.hold:
             await self._world_made(step)
-        kind = step.kind
-        if kind is Kind.CONTROL:
-            await self._control_command(step)
-            return
         # The computer's own command, outside any action: not on the record.
         own = state.identity.control and self.logbook.within(state.number, state.tag) is None
         # An agent's command would be written: not once the log is full, or
         # this user's share of it is spent (others' is not).
-        refusal = (
+        room = (
             None
-            if own
+            if own or step.kind is Kind.CONTROL
             else self.logbook.log_refusal(state.identity.user, state.number, step.method)
         )
-        if refusal is not None:
-            step.code, step.error = -32000, refusal[1]
-            await self._answer(step.error_answer())
+        decision = decide(step, own, room)
+        if isinstance(decision, AgentEnvCommand):
+            await self._control_command(step)
             return
-        if kind is Kind.INVALID:
-            self.logbook.end_command(self._entry(step), False, step.error)
-            await self._answer(step.error_answer())
+        if isinstance(decision, Refuse):
+            if decision.logged:
+                self.logbook.end_refused(self._entry(step), decision.why, decision.guard)
+            await self._answer(decision.answer)
             return
-        if own:
+        if isinstance(decision, Own):
             await self._own(step)
             return
-        if kind is Kind.ANSWER:
+        if isinstance(decision, Answered):
             entry = self._entry(step)
             try:
                 await self._kept(step)
@@ -312,16 +310,6 @@ class _Bridge:
                 self.logbook.end_command(entry, False, f"could not send to Chromium: {exc}")
                 raise
             self.logbook.end_command(entry, True)
-            return
-        if kind is Kind.BLOCK:
-            assert step.verdict is not None
-            rule = step.verdict.rule
-            self.logbook.counts.refused_by(rule)
-            entry = self._entry(step)
-            self.logbook.end_command(
-                entry, False, step.verdict.message, guard=step.verdict.as_entry()
-            )
-            await self._answer(step.error_answer())
             return
         typed = password.withhold_typing(step.method, step.params or {}) if step.typing else None
         entry = self._entry(step, typed)
@@ -338,10 +326,10 @@ class _Bridge:
             self.logbook.settle_params(entry)
             if step.method not in core.READ_FIRST:
                 params = None
-        await self._send(
-            step,
-            Pending(entry, step.method, params, step.tab, acts(step.method, step.params) == ACTING),
-        )
+        acting = acts(step.method, step.params) == ACTING
+        await self._send(step, Pending(entry, step.method, params, step.tab, acting))
+        if decision.guarded is not None:
+            self.logbook.guarded(entry, decision.guarded)  # sent as the guard rewrote it
 
     async def _found_tab_page(self, step: Step) -> bool:
         """A command refused for naming a tab-type target whose page the rules
@@ -382,9 +370,6 @@ class _Bridge:
 
     async def _own(self, step: Step) -> None:
         """The computer's own command, outside any action: not on the record."""
-        if step.kind is Kind.BLOCK:
-            await self._answer(step.error_answer())
-            return
         if step.kind is Kind.ANSWER:
             await self._kept(step)
             return
@@ -439,13 +424,6 @@ class _Bridge:
             if pending is not None and pending.in_log is InLog.LOGGED:
                 self.logbook.end_command(pending.entry, False, f"could not send to Chromium: {exc}")
             raise
-        if (
-            step.kind is Kind.REWRITE
-            and pending is not None
-            and pending.in_log is InLog.LOGGED
-            and step.verdict is not None
-        ):
-            self.logbook.guarded(pending.entry, step.verdict.as_entry())
 
     async def _earlier_answered(self, tab: str | None) -> None:
         """Wait (bounded) until this connection's earlier acting commands on the
