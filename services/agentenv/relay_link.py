@@ -34,6 +34,7 @@ from agentenv.protocol.control import (
     TabOrder,
     Tabs,
 )
+from agentenv.protocol.credentials import REVEAL
 from agentenv.protocol.error_body import guard_rule
 from agentenv.protocol.urls import tab
 from agentenv.settings import Settings
@@ -220,9 +221,10 @@ class BrowserLink:
         names for it (the relay answering something else is a BrowserError)."""
         assert CONTROL_RESULTS[type(params)] is answer, (type(params), answer)
         method = _CONTROL_METHOD[type(params)]
-        found = await self.call(
-            method, params.model_dump(mode="json", exclude_none=True), deadline_s=deadline_s
-        )
+        # REVEAL: a credential's values travel this hop in clear (and only
+        # this one: every other dump of them is masked, protocol/credentials.py).
+        sent = params.model_dump(mode="json", exclude_none=True, context=REVEAL)
+        found = await self.call(method, sent, deadline_s=deadline_s)
         try:
             return answer.model_validate(found)
         except ValidationError:

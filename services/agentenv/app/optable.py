@@ -9,11 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agentenv.app import cookies, download_ops, local_storage, pixels, tabs
+from agentenv.app import cookies, credential_ops, download_ops, local_storage, pixels, tabs
 from agentenv.app.caller import Caller
 from agentenv.app.op_browser import Browser
 from agentenv.http import BODY_LIMIT
 from agentenv.protocol import browser as wire
+from agentenv.protocol import credentials as vault
 
 __all__ = ["BODY_LIMIT", "DATA_OPS", "OPS", "SCOPE_OPS", "Op", "all_ops"]
 
@@ -54,6 +55,12 @@ OPS: dict[str, Op] = {
     "input/key": Op(wire.InputKey, pixels.input_key, control=False),
     "downloads/list": Op(wire.ScopeOnly, download_ops.downloads_list, control=False),
     "downloads/get": Op(wire.DownloadsGet, download_ops.downloads_get, control=False),
+    # The credential vault (app/credential_ops.py): set, list and clear are
+    # the harness's; a fill is an agent's, in its own scope.
+    "credentials/set": Op(vault.CredentialsSet, credential_ops.credentials_set, control=True),
+    "credentials/list": Op(wire.ScopeOnly, credential_ops.credentials_list, control=True),
+    "credentials/clear": Op(vault.CredentialsClear, credential_ops.credentials_clear, control=True),
+    "credentials/fill": Op(vault.CredentialsFill, credential_ops.credentials_fill, control=False),
 }
 
 DATA_OPS = ("data/get", "data/add", "data/reset")

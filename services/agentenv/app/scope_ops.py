@@ -61,7 +61,7 @@ from agentenv.protocol.control import (
 )
 from agentenv.relay_link import BrowserError, CdpError
 
-__all__ = ["scope_op", "urls"]
+__all__ = ["refusal", "scope_op", "urls"]
 
 log = logging.getLogger("agentenv.app")
 
@@ -76,7 +76,7 @@ SCOPE_DEADLINE_S = 30.0
 _RETRY = re.compile(r"\(retry after (\d+) s\)$")
 
 
-def _refusal(exc: BrowserError) -> OpError:
+def refusal(exc: BrowserError) -> OpError:
     """The op's answer for the relay's refusal (its status and words), or for
     a relay that did not answer (503)."""
     if isinstance(exc, CdpError) and exc.method.startswith("AgentEnv."):
@@ -157,7 +157,7 @@ async def scope_op(request: web.Request, name: str, who: Caller) -> web.Response
                 await link.control(ResetScope(scope=ref.scope), Done, deadline_s=SCOPE_DEADLINE_S)
         return answer(name, ScopeDone(scope=ref.scope))
     except BrowserError as exc:
-        raise _refusal(exc) from None
+        raise refusal(exc) from None
 
 
 def _gone(request: web.Request) -> bool:

@@ -20,6 +20,12 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from agentenv.protocol.browser import Download, ScopeList, ScopeOpened, Tab
+from agentenv.protocol.credentials import (
+    CredentialFilled,
+    CredentialInfo,
+    CredentialList,
+    CredentialsCleared,
+)
 from agentenv.protocol.log import LogPage
 from agentenv.protocol.recording import BrowserRecordingManifest
 
@@ -133,6 +139,10 @@ ANSWERS: dict[str, TypeAdapter[Any]] = {
     "scopes/close": TypeAdapter(ScopeDone),
     "scopes/reset": TypeAdapter(ScopeDone),
     "scopes/list": TypeAdapter(ScopeList),
+    "credentials/set": TypeAdapter(CredentialInfo),
+    "credentials/list": TypeAdapter(CredentialList),
+    "credentials/clear": TypeAdapter(CredentialsCleared),
+    "credentials/fill": TypeAdapter(CredentialFilled),
 }
 
 #: browser/v1 ops whose answer is bytes: an image, a file, an archive.

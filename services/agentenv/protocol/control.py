@@ -36,28 +36,69 @@ params do not fit with a CDP error naming the field.
   (its connections ended, its contexts disposed of, its downloads emptied,
   one blank tab in a fresh context); its token stays.
 - ``AgentEnv.scopes`` → ``{scopes, max_scopes}``: the scopes opened on demand.
+- ``AgentEnv.setCredential {name, origin, username, password, totp_secret?}``:
+  a credential put into the link's scope (``credentials/set``), held in the
+  relay's memory only (:mod:`agentenv.relay.vault`). The one command whose
+  params carry secrets: sent with :data:`agentenv.protocol.credentials.REVEAL`,
+  never logged, and refused without quoting them.
+- ``AgentEnv.listCredentials`` → ``{credentials: [{name, origin, fields}]}``.
+- ``AgentEnv.clearCredentials {name?}`` → ``{cleared}``.
+- ``AgentEnv.fillCredential {name, field, tab?}`` → ``{name, field, tab}``:
+  the relay types the value into the focused field of the tab, only where
+  the focused field's frame is of the credential's origin
+  (:mod:`agentenv.relay.filling`). The one ``AgentEnv.*`` command an agent's
+  own connection may send too (on the tab's session, ``tab`` left out: the
+  relay fills the tab of that session, in the agent's scope).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FieldSerializationInfo,
+    SecretStr,
+    StrictBool,
+    StrictInt,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+
+from agentenv.protocol.credentials import (
+    CredentialField,
+    CredentialInfo,
+    CredentialName,
+    SecretValue,
+    check_origin,
+    check_totp,
+    revealed,
+)
 
 __all__ = [
+    "AGENT_METHODS",
     "CONTROL_METHODS",
     "CONTROL_RESULTS",
     "OTHER_SCOPE",
     "AuthFailed",
     "BeginAction",
     "Begun",
+    "ClearCredentials",
     "CloseScope",
     "ControlParams",
     "ControlResult",
+    "Credentials",
+    "CredentialsCleared",
     "Done",
     "EndAction",
+    "FillCredential",
+    "Filled",
     "GuardMark",
     "Identified",
+    "ListCredentials",
     "ListScopes",
     "Name",
     "Open",
@@ -70,6 +111,7 @@ __all__ = [
     "RevokeScope",
     "ScopeListed",
     "ScopeMade",
+    "SetCredential",
     "TabOrder",
     "Tabs",
     "Token",
@@ -196,6 +238,52 @@ class ListScopes(ControlParams):
     pass
 
 
+class SetCredential(ControlParams):
+    """``AgentEnv.setCredential``: a credential into the link's scope. Its
+    values are :class:`~pydantic.SecretStr`; they are written out only when
+    dumped with :data:`~agentenv.protocol.credentials.REVEAL` (the app's
+    link, :meth:`agentenv.relay_link.BrowserLink.control`)."""
+
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+    name: CredentialName
+    origin: Annotated[str, Field(min_length=1, max_length=2048)]
+    username: SecretValue
+    password: SecretValue
+    totp_secret: SecretValue | None = None
+
+    @field_validator("origin")
+    @classmethod
+    def _origin(cls, value: str) -> str:
+        return check_origin(value)
+
+    @field_validator("totp_secret")
+    @classmethod
+    def _totp(cls, value: SecretStr | None) -> SecretStr | None:
+        return check_totp(value)
+
+    @field_serializer("username", "password", "totp_secret")
+    def _secret(self, value: SecretStr | None, info: FieldSerializationInfo) -> str | None:
+        return revealed(value, info)
+
+
+class ListCredentials(ControlParams):
+    pass
+
+
+class ClearCredentials(ControlParams):
+    name: CredentialName | None = None
+
+
+class FillCredential(ControlParams):
+    """``AgentEnv.fillCredential``: ``tab`` is the control link's to name
+    (the app's ``credentials/fill``); an agent sends it on the tab's session."""
+
+    name: CredentialName
+    field: CredentialField
+    tab: Name | None = None
+
+
 class ControlResult(BaseModel):
     """What an ``AgentEnv.*`` command answers (extra fields are not taken)."""
 
@@ -275,6 +363,26 @@ class OpenedScopes(ControlResult):
     max_scopes: StrictInt
 
 
+class Credentials(ControlResult):
+    """``AgentEnv.listCredentials``: names and origins, never a value."""
+
+    credentials: list[CredentialInfo]
+
+
+class CredentialsCleared(ControlResult):
+    """``AgentEnv.clearCredentials``: how many went."""
+
+    cleared: StrictInt
+
+
+class Filled(ControlResult):
+    """``AgentEnv.fillCredential``: what was typed where (never the value)."""
+
+    name: str
+    field: CredentialField
+    tab: str
+
+
 CONTROL_METHODS: dict[str, type[ControlParams]] = {
     "AgentEnv.beginAction": BeginAction,
     "AgentEnv.endAction": EndAction,
@@ -290,7 +398,14 @@ CONTROL_METHODS: dict[str, type[ControlParams]] = {
     "AgentEnv.closeScope": CloseScope,
     "AgentEnv.resetScope": ResetScope,
     "AgentEnv.scopes": ListScopes,
+    "AgentEnv.setCredential": SetCredential,
+    "AgentEnv.listCredentials": ListCredentials,
+    "AgentEnv.clearCredentials": ClearCredentials,
+    "AgentEnv.fillCredential": FillCredential,
 }
+
+#: The ``AgentEnv.*`` commands an agent's own connection may send too.
+AGENT_METHODS = frozenset({"AgentEnv.fillCredential"})
 
 #: Each method's result model.
 CONTROL_RESULTS: dict[type[ControlParams], type[ControlResult]] = {
@@ -308,4 +423,8 @@ CONTROL_RESULTS: dict[type[ControlParams], type[ControlResult]] = {
     CloseScope: Done,
     ResetScope: Done,
     ListScopes: OpenedScopes,
+    SetCredential: Done,
+    ListCredentials: Credentials,
+    ClearCredentials: CredentialsCleared,
+    FillCredential: Filled,
 }

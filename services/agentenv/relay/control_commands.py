@@ -17,12 +17,18 @@ from agentenv.protocol.control import (
     AuthFailed,
     BeginAction,
     Begun,
+    ClearCredentials,
     CloseScope,
     ControlParams,
     ControlResult,
+    Credentials,
+    CredentialsCleared,
     Done,
     EndAction,
+    FillCredential,
+    Filled,
     Identified,
+    ListCredentials,
     ListScopes,
     Open,
     OpenedScopes,
@@ -34,6 +40,7 @@ from agentenv.protocol.control import (
     RevokeScope,
     ScopeListed,
     ScopeMade,
+    SetCredential,
     TabOrder,
     Tabs,
     Token,
@@ -43,9 +50,11 @@ from agentenv.protocol.control import (
 )
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.connection import ClientState
+from agentenv.relay.filling import fill
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.relay_errors import ControlRefused, RelayError
 from agentenv.relay.tokens import Granted
+from agentenv.relay.vault import HOME, Credential, FillRefused
 from agentenv.relay.watcher import Watcher
 
 __all__ = ["Control"]
@@ -82,6 +91,10 @@ class Control:
             CloseScope: self._close_scope,
             ResetScope: self._reset_scope,
             ListScopes: self._scopes,
+            SetCredential: self._set_credential,
+            ListCredentials: self._credentials,
+            ClearCredentials: self._clear_credentials,
+            FillCredential: self._fill,
         }
 
     async def run(self, params: ControlParams) -> ControlResult:
@@ -187,3 +200,42 @@ class Control:
             for s in self.watcher.keeper.openings.open.values()
         ]
         return OpenedScopes(scopes=listed, max_scopes=self.watcher.keeper.openings.max_scopes)
+
+    # -- the credential vault (relay/vault.py) ---------------------------------
+    # Each acts in the link's scope (the app's link for the op's scope). A
+    # refusal is "<status>: <message>", as the scope ops' are; never a value.
+
+    def _vault_scope(self) -> str:
+        scope = self.state.scope
+        return scope.name if scope is not None else HOME
+
+    async def _set_credential(self, params: SetCredential) -> Done:
+        credential = Credential.of(
+            params.name, params.origin, params.username, params.password, params.totp_secret
+        )
+        try:
+            self.watcher.vault.set(self._vault_scope(), credential)
+        except FillRefused as exc:
+            raise ControlRefused(f"{exc.status}: {exc.message}") from None
+        return Done()
+
+    async def _credentials(self, params: ListCredentials) -> Credentials:
+        return Credentials(credentials=self.watcher.vault.listed(self._vault_scope()))
+
+    async def _clear_credentials(self, params: ClearCredentials) -> CredentialsCleared:
+        return CredentialsCleared(
+            cleared=self.watcher.vault.clear(self._vault_scope(), params.name)
+        )
+
+    async def _fill(self, params: FillCredential) -> Filled:
+        tab = params.tab
+        scope = self.state.scope
+        if tab is None:
+            raise ControlRefused("400: name the tab to fill (the scope's active tab)")
+        if scope is not None and not scope.holds(self.watcher.context_of(tab)):
+            raise ControlRefused("404: no such tab in this scope")
+        try:
+            await fill(self.watcher, self._vault_scope(), tab, params.name, params.field)
+        except FillRefused as exc:
+            raise ControlRefused(f"{exc.status}: {exc.message}") from None
+        return Filled(name=params.name, field=params.field, tab=tab)

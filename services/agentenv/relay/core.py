@@ -49,7 +49,7 @@ import orjson
 from pydantic import ValidationError
 
 from agentenv.protocol import MAX_DEPTH, problems, too_deep
-from agentenv.protocol.control import CONTROL_METHODS, ControlParams
+from agentenv.protocol.control import AGENT_METHODS, CONTROL_METHODS, ControlParams, FillCredential
 from agentenv.relay import guard, ids, password, scope_rule, traces, world_rule
 from agentenv.relay.connection import (
     BROWSER_TARGET,
@@ -426,6 +426,8 @@ def _malformed_id(where: str, kind: str) -> guard.Verdict:
 
 
 def _control(state: ClientState, step: Step) -> Step:
+    if not state.identity.control and step.method in AGENT_METHODS:
+        return _agent_control(state, step)
     if not state.identity.control:
         step.kind = Kind.BLOCK
         step.verdict = guard.Verdict(
@@ -445,4 +447,32 @@ def _control(state: ClientState, step: Step) -> Step:
     except ValidationError as exc:
         step.code = -32602
         step.error = f"{step.method}: {'; '.join(problems(exc, 'params'))}"
+    return step
+
+
+def _agent_control(state: ClientState, step: Step) -> Step:
+    """``AgentEnv.fillCredential`` from an agent: on a tab's session only (the
+    relay fills that tab, in the agent's scope), never naming a tab."""
+    step.kind = Kind.CONTROL
+    try:
+        parsed = FillCredential.model_validate(step.params or {})
+    except ValidationError as exc:
+        step.code = -32602
+        step.error = f"{step.method}: {'; '.join(problems(exc, 'params'))}"
+        return step
+    if parsed.tab is not None:
+        step.code = -32602
+        step.error = (
+            f"{step.method}: params.tab is not an agent's to name: send the command on the "
+            "session of the tab to fill (its sessionId), without tab"
+        )
+        return step
+    if step.tab is None:
+        step.code = -32602
+        step.error = (
+            f"{step.method}: send it on the session of the tab to fill (attach to the page "
+            "and use its sessionId), not on the browser's"
+        )
+        return step
+    step.control = parsed
     return step

@@ -28,6 +28,7 @@ from agentenv.relay.elements import DESCRIBE_FUNCTION, ELEMENT_AT_FUNCTION, name
 
 __all__ = [
     "CHECK_TIMEOUT_S",
+    "FOCUS_OF",
     "HOST_EXPRESSION",
     "Focus",
     "check_expression",
@@ -69,28 +70,42 @@ _CLASSIFY = r"""
   };
 """
 
+#: focusOf(): where the keys go, the focused element followed through open
+#: shadow roots and same-origin frames: ``{el}`` (null: nothing focused),
+#: ``{frame}`` (a frame this world cannot look into: another origin, or
+#: sandboxed), or ``{deep: true}``. The vault's fill reads it too
+#: (:mod:`agentenv.relay.vault`), so both find the same field.
+FOCUS_OF = r"""
+  const focusOf = () => {
+    let el = document.activeElement;
+    for (let depth = 0; el; depth++) {
+      // Deeper than this is not followed, so not cleared: the focus may be
+      // further down (a field under 33 open roots was read as its host).
+      if (depth >= 32) return {deep: true};
+      const inner = el.shadowRoot && el.shadowRoot.activeElement;
+      if (inner) { el = inner; continue; }
+      if (el.tagName === "IFRAME" || el.tagName === "FRAME") {
+        let doc = null;
+        try { doc = el.contentDocument; } catch (e) { return {frame: el}; }
+        if (!doc) return {frame: el};
+        el = doc.activeElement;
+        continue;
+      }
+      break;
+    }
+    return {el: el};
+  };
+"""
+
 _FOCUS = (
     "(() => {"
     + _CLASSIFY
     + "/*OUT*/"
+    + FOCUS_OF
     + r"""
-  let el = document.activeElement;
-  for (let depth = 0; el; depth++) {
-    // Deeper than this is not followed, so not cleared: the focus may be
-    // further down (a field under 33 open roots was read as its host).
-    if (depth >= 32) return "undecided";
-    const inner = el.shadowRoot && el.shadowRoot.activeElement;
-    if (inner) { el = inner; continue; }
-    if (el.tagName === "IFRAME" || el.tagName === "FRAME") {
-      let doc = null;
-      try { doc = el.contentDocument; } catch (e) { return "undecided"; }
-      if (!doc) return "undecided";
-      el = doc.activeElement;
-      continue;
-    }
-    break;
-  }
-  return out(el);
+  const found = focusOf();
+  if (!("el" in found)) return "undecided";
+  return out(found.el);
 })()"""
 )
 

@@ -202,6 +202,11 @@ class Probes:
         except (WatcherError, TimeoutError, aiohttp.ClientError, OSError):
             return None
 
+    async def ask(self, tab: str, expression: str, timeout_s: float) -> dict[str, Any] | None:
+        """``expression``'s answer in ``tab``'s main frame, in the relay's
+        world (the credential fill's check: :mod:`agentenv.relay.filling`)."""
+        return await self._evaluate(tab, expression, timeout_s)
+
     async def describe(self, tab: str | None, point: tuple[float, float]) -> dict[str, str] | None:
         """The role and name of the element at ``point`` in ``tab`` (a press
         while a recording is open), or None when the page cannot say in time."""

@@ -43,7 +43,7 @@ import orjson
 from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 
 from agentenv.log.cdp_params import redact_params
-from agentenv.protocol.control import ControlResult, OpenScope, ScopeMade
+from agentenv.protocol.control import ControlResult, FillCredential, Filled, OpenScope, ScopeMade
 from agentenv.protocol.log import ACTING
 from agentenv.relay import core, elements, password, world_rule
 from agentenv.relay.auth_log import AuthLog
@@ -53,12 +53,14 @@ from agentenv.relay.connection import InLog
 from agentenv.relay.control_commands import Control
 from agentenv.relay.core import ClientState, Kind, Pending, Step
 from agentenv.relay.decision import AgentEnvCommand, Answered, Own, Refuse, decide
+from agentenv.relay.filling import WITHHELD, fill
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, COUNTED, InFlight, Meter
 from agentenv.relay.metered import MeteredReader
 from agentenv.relay.relay_errors import ControlRefused, RelayError
 from agentenv.relay.to_client import FAIR_TURN, ToClient
 from agentenv.relay.tokens import Granted
+from agentenv.relay.vault import HOME, FillRefused
 from agentenv.relay.watcher import Watcher
 
 __all__ = ["BINARY_REFUSED", "BROWSER_GONE", "LEFT_WAIT_S", "Shared", "bridge"]
@@ -446,7 +448,12 @@ class _Bridge:
 
     async def _control_command(self, step: Step) -> None:
         if step.control is None:
+            if not self.state.identity.control:  # an agent's bad fill is on the record
+                self.logbook.end_command(self._entry(step), False, step.error)
             await self._answer(step.error_answer())
+            return
+        if not self.state.identity.control:
+            await self._agent_fill(step)  # the one an agent may send (core._agent_control)
             return
         if isinstance(step.control, OpenScope):
             # It may wait in the scopes' queue for a close, which comes on
@@ -454,6 +461,35 @@ class _Bridge:
             self.watcher.spawn(self._open_scope(step))
             return
         await self._control_run(step)
+
+    async def _agent_fill(self, step: Step) -> None:
+        """``AgentEnv.fillCredential`` on an agent's tab session: an entry like
+        any command's (its params the name and field, the value withheld),
+        the typing the relay's own (relay/filling.py), off every record."""
+        state = self.state
+        control = step.control
+        assert isinstance(control, FillCredential) and step.tab is not None
+        refused = self.logbook.log_refusal(state.identity.user, state.number, step.method)
+        if refused is not None:
+            step.code, step.error = -32000, refused[1]
+            await self._answer(step.error_answer())
+            return
+        typed = {"name": control.name, "field": control.field, "value": dict(WITHHELD)}
+        entry = self._entry(step, typed)
+        scope = state.scope.name if state.scope is not None else HOME
+        try:
+            await fill(self.watcher, scope, step.tab, control.name, control.field)
+        except FillRefused as exc:
+            self.logbook.end_command(entry, False, exc.message)
+            step.code, step.error = -32000, f"{step.method}: {exc.message}"
+            await self._answer(step.error_answer())
+            return
+        self.logbook.end_command(entry, True)
+        done = Filled(name=control.name, field=control.field, tab=step.tab)
+        answer: dict[str, Any] = {"id": step.call, "result": done.model_dump(mode="json")}
+        if step.session is not None:
+            answer["sessionId"] = step.session
+        await self._answer(answer)
 
     async def _open_scope(self, step: Step) -> None:
         result = await self._control_run(step)

@@ -31,6 +31,7 @@ from agentenv.relay.opening import Openings, ScopeRefused
 from agentenv.relay.quotas import Quotas
 from agentenv.relay.relay_errors import RelayError, UpstreamError, WatcherError
 from agentenv.relay.scope_downloads import Downloads
+from agentenv.relay.vault import Vault
 from agentenv.relay.warm import REFILL_AFTER_TAKE_S, Warm, WarmPool
 from agentenv.relay.watching import Watching
 from agentenv.scopes import Scope
@@ -59,6 +60,9 @@ class Keeping(Watching, Protocol):
 
     @property
     def quotas(self) -> Quotas: ...
+
+    @property
+    def vault(self) -> Vault: ...
 
     @property
     def after_reset(self) -> Callable[[], Awaitable[None]] | None: ...
@@ -167,6 +171,7 @@ class ScopeKeeper:
             self._warm_held -= 1
             self._warm_wake.set()
         self.watcher.scopes.reset()
+        self.watcher.vault.drop_all()  # every scope's credentials go with its data
         self.watcher.quotas.shares.forget()  # every context but the default one went, and its data
         if self.watcher.after_reset is not None:
             await self.watcher.after_reset()
@@ -471,6 +476,7 @@ class ScopeKeeper:
                         "Target.disposeBrowserContext", {"browserContextId": context}
                     )
         self.watcher.quotas.shares.drop(name)
+        self.watcher.vault.clear(name)  # a scope closed or made new holds no credential
         await self.watcher.downloads.empty(name)
 
     def _write_opened(self) -> None:

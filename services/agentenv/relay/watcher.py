@@ -48,6 +48,7 @@ from agentenv.relay.relay_errors import UpstreamError, WatcherError
 from agentenv.relay.scope_downloads import Downloads
 from agentenv.relay.scope_keeper import NOT_ANSWERING, ScopeKeeper
 from agentenv.relay.traces import Traces
+from agentenv.relay.vault import Vault
 from agentenv.relay.worlds import RelayWorlds
 from agentenv.scopes import Scopes
 from agentenv.settings import AGENTENV_USER, Settings
@@ -107,6 +108,8 @@ class Watcher:
         self.quotas = Quotas(self)
         #: The password check and what a press lands on, on sessions of ours.
         self.probes = Probes(self)
+        #: Each scope's credentials, in this process's memory only (vault.py).
+        self.vault = Vault()
         #: The scopes' contexts, opened, reset and closed, and the warm pool.
         self.keeper = ScopeKeeper(self)
         self.known.warm = self.keeper.warm
