@@ -1,0 +1,216 @@
+"""The credential vault in the built image (issue 45, item 1), with users and
+a control token: the control token sets a credential in Alice's scope, and
+Alice's own Playwright (``connect_over_cdp`` with her token) fills a local
+sign-in page's username, password and TOTP fields with
+``AgentEnv.fillCredential`` on a CDP session of the page, never holding a
+value. The page's own check sees the right ones (the TOTP code as the test
+makes it from the secret). A fill on a page of another origin, and into a
+frame of another origin inside a page of the right one, is refused, naming
+both origins. Bob's token cannot fill Alice's credential. Every byte the
+computer wrote under /var/log/agentenv, its process output, and what this
+test printed hold neither the password nor the TOTP secret, while the fill
+entries are there, the value withheld.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Page, sync_playwright
+
+from agentenv.totp import code, secret_bytes
+from tests.security.attacks import browser_url
+from tests.support.container import Computer, computer
+from tests.support.timing import deadline
+
+USERNAME = "alice.vault@bank.test"
+PASSWORD = "pw-Vault-7c41e9-never-seen"
+TOTP_SECRET = "KRUGS4ZAJFZSAQJAKRXXAUCTMVRXEZLU"  # base32, as a site's QR shows it
+
+BANK_PORT, EVIL_PORT = 8101, 8102
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _sign_in(evil: str) -> str:
+    """The bank's page: its own check compares what was typed with hashes of
+    the right username and password (the page never holds them), and keeps
+    the code typed for the test to compare."""
+    return f"""<!doctype html><title>bank</title>
+<form onsubmit="return false">
+<input id=username autocomplete=username>
+<input id=password type=password autocomplete=current-password>
+<input id=otp autocomplete=one-time-code inputmode=numeric>
+<button id=go>sign in</button>
+</form>
+<iframe id=other src="{evil}/field.html"></iframe>
+<script>
+const sha = async (t) => Array.from(new Uint8Array(await crypto.subtle.digest(
+  "SHA-256", new TextEncoder().encode(t)))).map(b => b.toString(16).padStart(2, "0")).join("");
+window.check = async () => ({{
+  username: await sha(document.getElementById("username").value) === "{_sha(USERNAME)}",
+  password: await sha(document.getElementById("password").value) === "{_sha(PASSWORD)}",
+  otp: document.getElementById("otp").value,
+}});
+</script>"""
+
+
+EVIL_FIELD = "<!doctype html><title>field</title><input id=steal type=password>"
+EVIL_PAGE = "<!doctype html><title>evil</title><input id=steal type=password autofocus>"
+
+
+@pytest.fixture(scope="module")
+def pc(image: str) -> Iterator[Computer]:
+    with computer(image) as running:
+        evil = running.serve_folder(
+            EVIL_PORT, "/tmp/evil", {"field.html": EVIL_FIELD, "index.html": EVIL_PAGE}
+        )
+        running.serve_folder(BANK_PORT, "/tmp/bank", {"signin.html": _sign_in(evil)})
+        yield running
+
+
+def _fill(page: Page, name: str, field: str) -> Any:
+    session = page.context.new_cdp_session(page)
+    try:
+        return session.send("AgentEnv.fillCredential", {"name": name, "field": field})
+    finally:
+        session.detach()
+
+
+def _refused(page: Page, name: str, field: str) -> str:
+    with pytest.raises(PlaywrightError) as refused:
+        _fill(page, name, field)
+    return str(refused.value)
+
+
+def _codes_now() -> set[str]:
+    """The codes a fill made about now may be (it may cross a 30 s step)."""
+    key = secret_bytes(TOTP_SECRET)
+    now = time.time()
+    return {code(key, now - 30), code(key, now), code(key, now + 1)}
+
+
+def test_an_agent_fills_without_seeing_and_only_on_its_origin(
+    pc: Computer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    bank = f"http://127.0.0.1:{BANK_PORT}"
+    evil = f"http://127.0.0.1:{EVIL_PORT}"
+    before = pc.log()[1]
+    made = pc.op(
+        "credentials/set",
+        {
+            "scope": "alice",
+            "name": "bank",
+            "origin": bank + "/",
+            "username": USERNAME,
+            "password": PASSWORD,
+            "totp_secret": TOTP_SECRET,
+        },
+    )
+    assert made == {"name": "bank", "origin": bank, "fields": ["username", "password", "totp"]}
+    listed = pc.op("credentials/list", {"scope": "alice"})
+    assert listed == {"credentials": [made]}
+    assert pc.op("credentials/list", {"scope": "bob"}) == {"credentials": []}
+    # An agent's token may not set, list or clear: the control token's ops.
+    pc.op("credentials/list", {}, user="alice", status=403)
+    with sync_playwright() as pw:
+        alice = pw.chromium.connect_over_cdp(browser_url(pc, "alice"), timeout=deadline(30) * 1000)
+        page = alice.contexts[0].pages[0]
+        page.goto(bank + "/signin.html")
+        page.focus("#username")
+        filled = _fill(page, "bank", "username")
+        assert filled["name"] == "bank" and filled["field"] == "username"
+        page.focus("#password")
+        _fill(page, "bank", "password")
+        page.focus("#otp")
+        _fill(page, "bank", "totp")
+        checked = page.evaluate("window.check()")
+        assert checked["username"] is True and checked["password"] is True, checked
+        assert checked["otp"] in _codes_now(), "the TOTP code typed is not RFC 6238's"
+
+        # Nothing focused, a button, an unknown name, a field with no secret.
+        page.focus("#go")
+        assert "does not take text" in _refused(page, "bank", "password")
+        page.evaluate("document.activeElement.blur()")
+        assert "no field is focused" in _refused(page, "bank", "password")
+        assert "no credential named 'nope'" in _refused(page, "nope", "password")
+
+        # A frame of another origin, focused inside the bank's own page.
+        page.frame_locator("#other").locator("#steal").focus()
+        said = _refused(page, "bank", "password")
+        assert "frame of another origin" in said and evil in said and bank in said, said
+        stolen = page.frame_locator("#other").locator("#steal").input_value()
+        assert stolen == ""
+
+        # Another origin's page, its field focused.
+        page.goto(evil + "/index.html")
+        page.focus("#steal")
+        said = _refused(page, "bank", "password")
+        assert f"origin is {evil}" in said and bank in said, said
+        assert page.input_value("#steal") == ""
+
+        # Bob's browser holds none of Alice's credentials.
+        bob = pw.chromium.connect_over_cdp(browser_url(pc, "bob"), timeout=deadline(30) * 1000)
+        bobs = bob.contexts[0].pages[0]
+        bobs.goto(bank + "/signin.html")
+        bobs.focus("#password")
+        assert "no credential named 'bank'" in _refused(bobs, "bank", "password")
+        assert bobs.input_value("#password") == ""
+        bob.close()
+
+        # The op does the same for an agent's token, in the active tab.
+        page.goto(bank + "/signin.html")
+        page.bring_to_front()
+        page.focus("#password")
+        done = pc.op("credentials/fill", {"name": "bank", "field": "password"}, user="alice")
+        assert done["name"] == "bank" and done["tab"]
+        assert page.evaluate("window.check()")["password"] is True
+        pc.op(
+            "credentials/fill",
+            {"scope": "bob", "name": "bank", "field": "password"},
+            user="alice",
+            status=403,
+        )
+        alice.close()
+
+    # Closed to everyone once cleared.
+    assert pc.op("credentials/clear", {"scope": "alice"}) == {"cleared": 1}
+    assert pc.op("credentials/list", {"scope": "alice"}) == {"credentials": []}
+
+    actions = [line["action"] for line in pc.settled_log(before) if "action" in line]
+    fills = [
+        a
+        for a in actions
+        if a.get("method") == "AgentEnv.fillCredential" or a.get("op") == "credentials/fill"
+    ]
+    ok = [f for f in fills if f.get("ok")]
+    assert len(ok) == 4, json.dumps(fills, indent=1)[:4000]
+    for entry in ok:
+        kept = entry.get("params") or entry.get("args")
+        assert kept["name"] == "bank" and kept["value"] == {"withheld": "password"}, entry
+        assert entry["who"] == "alice" and entry["tab"] and entry["url"].startswith(bank), entry
+    assert {(f.get("params") or f.get("args"))["field"] for f in ok} == {
+        "username",
+        "password",
+        "totp",
+    }
+    refused = [f for f in fills if not f.get("ok")]
+    assert any(evil in str(f.get("error")) for f in refused), refused
+
+    # Every byte: the log folder, the computer's process output, this test's own.
+    written = pc.all_log_bytes()
+    output = pc.container.get_wrapped_container().logs()
+    printed = capfd.readouterr()
+    for haystack in (written, output, (printed.out + printed.err).encode()):
+        assert PASSWORD.encode() not in haystack
+        assert TOTP_SECRET.encode() not in haystack
+        assert USERNAME.encode() not in haystack
+    assert b"AgentEnv.fillCredential" in written and b"credentials/fill" in written
