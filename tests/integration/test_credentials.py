@@ -214,3 +214,82 @@ def test_an_agent_fills_without_seeing_and_only_on_its_origin(
         assert TOTP_SECRET.encode() not in haystack
         assert USERNAME.encode() not in haystack
     assert b"AgentEnv.fillCredential" in written and b"credentials/fill" in written
+
+
+def test_a_bare_mcp_client_fills_with_the_tool(
+    pc: Computer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    import httpx2
+    from mcp.client.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.support.mcp import ref, ref_argument, text
+
+    bank = f"http://127.0.0.1:{BANK_PORT}"
+    evil = f"http://127.0.0.1:{EVIL_PORT}"
+    before = pc.log()[1]
+    body = {"name": "bank", "origin": bank, "username": USERNAME, "password": PASSWORD}
+    pc.op("credentials/set", {"scope": "alice", **body, "totp_secret": TOTP_SECRET})
+
+    async def run() -> list[str]:
+        said: list[str] = []
+        http = httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {pc.token('alice')}"}, timeout=deadline(120)
+        )
+        transport = streamable_http_client(pc.app + "/mcp", http_client=http)
+        async with http, Client(transport, read_timeout_seconds=deadline(120)) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert "fill_credential" in tools
+            argument = ref_argument(tools["browser_click"])
+            await client.call_tool("browser_navigate", {"url": evil + "/index.html"})
+            snapshot = text(await client.call_tool("browser_snapshot", {}))
+            clicked = await client.call_tool(
+                "browser_click", {"element": "field", argument: ref(snapshot, "textbox")}
+            )
+            assert not clicked.is_error, text(clicked)
+            refused = await client.call_tool(
+                "fill_credential", {"name": "bank", "field": "password"}
+            )
+            assert refused.is_error and evil in text(refused) and bank in text(refused)
+            said.append(text(refused))
+            bad = await client.call_tool("fill_credential", {"name": "bank", "field": "cvv"})
+            assert bad.is_error and "field" in text(bad)
+            went = await client.call_tool("browser_navigate", {"url": bank + "/signin.html"})
+            assert not went.is_error, text(went)
+            for index, field in enumerate(("username", "password")):
+                snapshot = text(await client.call_tool("browser_snapshot", {}))
+                target = [line for line in snapshot.splitlines() if "textbox" in line][index]
+                clicked = await client.call_tool(
+                    "browser_click", {"element": field, argument: ref(target, "textbox")}
+                )
+                assert not clicked.is_error, text(clicked)
+                filled = await client.call_tool("fill_credential", {"name": "bank", "field": field})
+                assert not filled.is_error, text(filled)
+                said.append(text(filled))
+        return said
+
+    said = asyncio.run(asyncio.wait_for(run(), deadline(240)))
+    with sync_playwright() as pw:
+        alice = pw.chromium.connect_over_cdp(browser_url(pc, "alice"), timeout=deadline(30) * 1000)
+        pages = [p for p in alice.contexts[0].pages if p.url.startswith(bank)]
+        assert pages, [p.url for p in alice.contexts[0].pages]
+        checked = pages[0].evaluate("window.check()")
+        assert checked["username"] is True and checked["password"] is True, checked
+        alice.close()
+    pc.op("credentials/clear", {"scope": "alice", "name": "bank"})
+
+    actions = [line["action"] for line in pc.settled_log(before) if "action" in line]
+    tools = [a for a in actions if a.get("tool") == "fill_credential"]
+    assert [a.get("ok") for a in tools] == [False, True, True], tools
+    for entry in tools:
+        assert entry["who"] == "alice" and entry["via"] == "mcp" and entry["tab"], entry
+        assert entry["args"]["value"] == {"withheld": "password"}, entry
+    written = pc.all_log_bytes() + pc.container.get_wrapped_container().logs()
+    printed = capfd.readouterr()
+    for haystack in (written, (printed.out + printed.err + "\n".join(said)).encode()):
+        assert PASSWORD.encode() not in haystack and TOTP_SECRET.encode() not in haystack
+    # The username is in no line either (a tool's result is never logged, and
+    # Playwright MCP's snapshot shows a filled text field: docs/limits.md).
+    assert USERNAME.encode() not in written

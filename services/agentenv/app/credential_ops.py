@@ -22,6 +22,7 @@ from agentenv.app.acting import acting, reading
 from agentenv.app.caller import Caller
 from agentenv.app.op_browser import Browser
 from agentenv.app.scope_ops import refusal
+from agentenv.protocol import Inbound
 from agentenv.protocol.control import (
     ClearCredentials,
     Credentials,
@@ -40,19 +41,22 @@ from agentenv.protocol.credentials import (
     CredentialFilled,
     CredentialInfo,
     CredentialList,
+    CredentialName,
     CredentialsClear,
     CredentialsCleared,
     CredentialsFill,
     CredentialsSet,
 )
-from agentenv.relay_link import BrowserError
+from agentenv.relay_link import BrowserError, BrowserLink
 
 __all__ = [
+    "FillArgs",
     "credentials_clear",
     "credentials_fill",
     "credentials_list",
     "credentials_set",
     "fill_args",
+    "fill_on_link",
 ]
 
 
@@ -134,4 +138,16 @@ async def credentials_fill(
 
 async def fill_on(browser: Browser, name: str, field: CredentialField, tab: str) -> Filled:
     """The relay's fill of ``tab`` on the browser's (scoped) control link."""
-    return await browser.link.control(FillCredential(name=name, field=field, tab=tab), Filled)
+    return await fill_on_link(browser.link, name, field, tab)
+
+
+async def fill_on_link(link: BrowserLink, name: str, field: CredentialField, tab: str) -> Filled:
+    """The relay's fill of ``tab`` on a control link of its scope."""
+    return await link.control(FillCredential(name=name, field=field, tab=tab), Filled)
+
+
+class FillArgs(Inbound):
+    """``fill_credential``'s arguments (the MCP tool)."""
+
+    name: CredentialName
+    field: CredentialField

@@ -16,7 +16,10 @@ allows): through ``aiohttp-asgi`` an SSE answer's events were not flushed to
 the client. No tool here streams progress, so nothing is lost.
 
 ``tools/list`` is Playwright MCP's list minus :data:`REMOVED` (tools that
-would break the computer), with the ``vision`` (x, y) tools. Each
+would break the computer), with the ``vision`` (x, y) tools, and the
+computer's own :data:`FILL_TOOL` (``fill_credential {name, field}``: the
+vault's fill of the focused field of the scope's active tab, served here,
+not by Playwright MCP: app/credential_ops.py). Each
 ``tools/call`` is an action (via ``mcp``, who as :mod:`agentenv.app.caller` says, the tool,
 the call id, the arguments redacted; acting unless ``readOnlyHint``) whose
 scope is that Playwright MCP's connection, so its CDP commands and the tab
@@ -39,20 +42,25 @@ import mcp_types as types
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
 
 from agentenv.access import AccessDenied, Identity, bearer_token, identify
 from agentenv.app.caller import Caller, caller_of
+from agentenv.app.credential_ops import FillArgs, fill_args, fill_on_link
 from agentenv.app.mcp_session import REMOVED, PlaywrightSession
+from agentenv.app.scope_ops import refusal
 from agentenv.app.toolcall import ToolCallError, role
 from agentenv.http import asgi_error
 from agentenv.log.argpaths import READ_ARGS, file_args, rooted
 from agentenv.paths import inside
+from agentenv.protocol import problems
+from agentenv.protocol.control import TabOrder, Tabs
 from agentenv.protocol.log import ACTING, READING
 from agentenv.relay_link import BrowserError, BrowserLink, CdpError
 from agentenv.scopes import Scopes
 from agentenv.settings import Settings
 
-__all__ = ["REMOVED", "TYPING_ARGS", "McpProxy"]
+__all__ = ["FILL_TOOL", "REMOVED", "TYPING_ARGS", "McpProxy"]
 
 log = logging.getLogger("agentenv.app.mcp")
 
@@ -73,6 +81,28 @@ TYPING_ARGS: dict[str, list[str]] = {
 # lives (mcp_unused_s). The SDK's own cap on transport sessions is every
 # caller's together (issue 22: one caller's 10,000 bare initialize calls
 # filled it for everyone, for the 30-minute expiry).
+
+#: The computer's own tool: a credential of the vault typed into the focused
+#: field of the scope's active tab (the one in front, where Playwright MCP
+#: acts once ``browser_tabs`` selected it), never shown to the agent.
+FILL_TOOL = types.Tool(
+    name="fill_credential",
+    description=(
+        "Type a stored credential's username, password or current TOTP code into the "
+        "focused field of the active tab, without seeing it. Focus (click) the field "
+        "first. Only works on a page of the credential's own origin."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "the credential's name"},
+            "field": {"type": "string", "enum": ["username", "password", "totp"]},
+        },
+        "required": ["name", "field"],
+        "additionalProperties": False,
+    },
+    annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False),
+)
 
 AsgiScope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -305,7 +335,7 @@ class McpProxy:
         session = self._session_of(ctx)
         if self._closed(session):
             raise AccessDenied(SCOPE_CLOSED, status=401)
-        return types.ListToolsResult(tools=await session.tools())
+        return types.ListToolsResult(tools=[*await session.tools(), FILL_TOOL])
 
     async def _call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
@@ -316,6 +346,8 @@ class McpProxy:
         who = session.caller
         name = params.name
         args = dict(params.arguments or {})
+        if name == FILL_TOOL.name:
+            return await self._fill(ctx, session, args)
         tools = {t.name: t for t in await session.tools()}
         if name in REMOVED or name not in tools:
             return _error(
@@ -379,6 +411,41 @@ class McpProxy:
         finally:
             session.used = time.monotonic()
         return result
+
+    async def _fill(
+        self, ctx: Any, session: PlaywrightSession, args: dict[str, Any]
+    ) -> types.CallToolResult:
+        """``fill_credential``: the vault's fill in the session's scope, on
+        its active tab; an action like any tool call's, its value withheld."""
+        try:
+            asked = FillArgs.model_validate(args)
+        except ValidationError as exc:
+            return _error(f"fill_credential: {'; '.join(problems(exc))}")
+        who = session.caller
+        call = str(getattr(ctx, "request_id", None) or uuid.uuid4().hex)
+        link = self.scoped(session.scope)
+        try:
+            tab = (await link.control(Tabs(), TabOrder)).active
+            if tab is None:
+                return _error("fill_credential: no tab is open in this browser")
+            async with link.action(
+                via="mcp",
+                who=who.who,
+                role=who.role,
+                tool=FILL_TOOL.name,
+                call=call,
+                args=fill_args(asked.name, asked.field),
+                tab=tab,
+                acts=ACTING,
+            ):
+                done = await fill_on_link(link, asked.name, asked.field, tab)
+        except BrowserError as exc:
+            said = refusal(exc)
+            return _error(f"fill_credential: {said.message}")
+        finally:
+            session.used = time.monotonic()
+        text = f"filled the {done.field} of credential {done.name!r} into the focused field"
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
     # -- ASGI ------------------------------------------------------------------------
 
