@@ -5,13 +5,16 @@ names none when it has several; a cookie that does not fit ``CookieToSet``
 (reported without its value); an origin that is not one; a URL that is not
 absolute; ``background`` that is not a boolean; a step that does not say
 which agent's browser it acts in on a computer of several agents (``agent:``),
-or names an agent no ``browser_connect_cdp`` connects. Each env is read at the
+or names an agent no ``browser_connect_cdp`` connects; a credential of
+``browser_set_credentials`` whose environment variables are not set, or
+whose values the computer would refuse (named by field, never quoted). Each env is read at the
 version the first ``deploy_env`` before the step pins, else the latest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,15 +28,18 @@ from agentenv.harness.steps import (
     BrowserConnectCdp,
     BrowserOpenTab,
     BrowserSetCookies,
+    BrowserSetCredentials,
     BrowserSetLocalStorage,
+    CredentialFromEnv,
     DeployEnv,
     EndBrowserRecording,
     Task,
 )
 from agentenv.protocol import problems as model_problems
 from agentenv.protocol.browser import CookieToSet, absolute_url, origin_of
+from agentenv.protocol.credentials import CredentialsSet
 
-__all__ = ["Problem", "preflight"]
+__all__ = ["Problem", "credential_values", "preflight"]
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,56 @@ def _check_agent(task: Task, step: Any, say: Callable[[str, str], None]) -> None
         )
 
 
-def preflight(task: Task) -> list[Problem]:
+def credential_values(
+    credential: CredentialFromEnv, environ: Mapping[str, str]
+) -> tuple[dict[str, str | None], list[str]]:
+    """A credential's values from ``environ`` (by the variables it names),
+    and the variables that are not set (names only, never a value)."""
+    named = {
+        "username": credential.username_env,
+        "password": credential.password_env,
+        "totp_secret": credential.totp_secret_env,
+    }
+    values: dict[str, str | None] = {}
+    missing: list[str] = []
+    for field, variable in named.items():
+        if variable is None:
+            values[field] = None
+            continue
+        value = environ.get(variable)
+        if not value:
+            missing.append(variable)
+        values[field] = value or None
+    return values, missing
+
+
+def _check_credentials(
+    step: BrowserSetCredentials, environ: Mapping[str, str], say: Callable[[str, str], None]
+) -> None:
+    seen: set[str] = set()
+    for index, credential in enumerate(step.credentials):
+        where = f"credentials.{index}"
+        if credential.name in seen:
+            say(f"{where}.name", f"credential {credential.name!r} is named twice")
+        seen.add(credential.name)
+        values, missing = credential_values(credential, environ)
+        for variable in missing:
+            say(where, f"environment variable {variable} is not set (or empty)")
+        body = {"name": credential.name, "origin": credential.origin, **values}
+        try:
+            CredentialsSet.model_validate({k: v for k, v in body.items() if v is not None})
+        except ValidationError as exc:
+            for problem in model_problems(exc, "", lower=True):  # never the value
+                field, _, what = problem.partition(": ")
+                if field in ("username", "password") and values.get(field) is None:
+                    continue  # said above: its variable is not set
+                say(f"{where}.{field}" if field else where, what)
+
+
+def preflight(task: Task, environ: Mapping[str, str] | None = None) -> list[Problem]:
+    """Every problem of ``task``; credentials' variables are looked up in
+    ``environ`` (the harness's own environment when None)."""
+    environ = os.environ if environ is None else environ
     problems: list[Problem] = []
     pinned: dict[str, int | None] = {}
     for number, step in enumerate(task.steps, start=1):
@@ -133,6 +188,8 @@ def preflight(task: Task) -> list[Problem]:
                 origin_of(step.origin)
             except ValueError as exc:
                 say("origin", str(exc))
+        if isinstance(step, BrowserSetCredentials):
+            _check_credentials(step, environ, say)
         if isinstance(step, BrowserOpenTab | BrowserCloseTab | BrowserActivateTab):
             try:
                 absolute_url(step.url)

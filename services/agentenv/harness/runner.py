@@ -48,12 +48,14 @@ from agentenv.harness.browsergym_step import episode_env, episode_result, episod
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens, deploy
 from agentenv.harness.harness_errors import StepFailed
 from agentenv.harness.local_store import LocalStore
+from agentenv.harness.preflight import credential_values
 from agentenv.harness.run_store import RunStore, StoreOptions, records, registered
 from agentenv.harness.store import Store, StoreError, grant_seconds
 from agentenv.harness.url_compare import normalize
 from agentenv.protocol import browser as wire
 from agentenv.protocol.answers import CookiesDeleted, RecordingStarted, TabOpened
 from agentenv.protocol.card import BROWSER_V1, MissingOp
+from agentenv.protocol.credentials import CredentialInfo, CredentialsSet
 from agentenv.protocol.recording import BrowserRecordingManifest, End, Start
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INFRA", "EXIT_OK", "EXIT_TASK_FAILED", "Run"]
@@ -212,6 +214,7 @@ class Run:
             s.BrowserDeleteCookies: self._browser_delete_cookies,
             s.BrowserSetLocalStorage: self._browser_set_local_storage,
             s.BrowserClearLocalStorage: self._browser_clear_local_storage,
+            s.BrowserSetCredentials: self._browser_set_credentials,
             s.BrowserOpenTab: self._browser_open_tab,
             s.BrowserCloseTab: self._browser_close_tab,
             s.BrowserActivateTab: self._browser_activate_tab,
@@ -309,6 +312,23 @@ class Run:
 
     def _browser_clear_local_storage(self, step: s.BrowserClearLocalStorage) -> None:
         self._op(step, "local_storage/clear", wire.LocalStorageClear, origin=step.origin)
+
+    def _browser_set_credentials(self, step: s.BrowserSetCredentials) -> dict[str, Any]:
+        """``credentials/set`` for each credential, its values read from the
+        environment variables the task names (never printed, never in the
+        run's metadata: what the step did is the names and origins)."""
+        done = []
+        for credential in step.credentials:
+            values, missing = credential_values(credential, os.environ)
+            if missing:
+                raise StepFailed(
+                    f"credential {credential.name!r}: environment variable "
+                    f"{', '.join(missing)} is not set (or empty)"
+                )
+            asked = {"name": credential.name, "origin": credential.origin, **values}
+            made: CredentialInfo = self._op(step, "credentials/set", CredentialsSet, **asked)
+            done.append({"name": made.name, "origin": made.origin, "fields": made.fields})
+        return {"credentials": done}
 
     def _browser_open_tab(self, step: s.BrowserOpenTab) -> dict[str, Any]:
         """``tabs/open``; but a browser's first tab step, in a scope whose one

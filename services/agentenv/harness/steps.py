@@ -26,6 +26,7 @@ from agentenv.protocol.recording import HarAsk, VideoAsk
 
 __all__ = [
     "BROWSER_STEPS",
+    "CredentialFromEnv",
     "EnvDefinition",
     "EnvVersion",
     "Step",
@@ -104,6 +105,24 @@ class BrowserSetLocalStorage(_BrowserStep):
 class BrowserClearLocalStorage(_BrowserStep):
     type: Literal["browser_clear_local_storage"]
     origin: str | None = None
+
+
+class CredentialFromEnv(BaseModel):
+    """One credential of ``browser_set_credentials``: its values are read from
+    the harness's environment variables named here, never written in the task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    origin: str
+    username_env: str
+    password_env: str
+    totp_secret_env: str | None = None
+
+
+class BrowserSetCredentials(_BrowserStep):
+    type: Literal["browser_set_credentials"]
+    credentials: list[CredentialFromEnv]
 
 
 class BrowserOpenTab(_BrowserStep):
@@ -222,6 +241,7 @@ Step = Annotated[
     | BrowserDeleteCookies
     | BrowserSetLocalStorage
     | BrowserClearLocalStorage
+    | BrowserSetCredentials
     | BrowserOpenTab
     | BrowserCloseTab
     | BrowserActivateTab
@@ -242,6 +262,7 @@ BROWSER_STEPS = (
     BrowserDeleteCookies,
     BrowserSetLocalStorage,
     BrowserClearLocalStorage,
+    BrowserSetCredentials,
     BrowserOpenTab,
     BrowserCloseTab,
     BrowserActivateTab,

@@ -43,7 +43,10 @@ def request_dump(model: BaseModel) -> dict[str, Any]:
     """A request as its sender named it: the fields it set, none of the
     defaults (so a newer harness's request means the same to an older
     computer, which refuses fields it does not know)."""
-    return model.model_dump(mode="json", exclude_none=True, exclude_unset=True)
+    # A credential's values are written out here, for the request (only a
+    # model that asks for it reveals: protocol/credentials.py).
+    reveal = {"agentenv_reveal": True}
+    return model.model_dump(mode="json", exclude_none=True, exclude_unset=True, context=reveal)
 
 
 def problems(exc: ValidationError, whole: str = "body", *, lower: bool = False) -> list[str]:

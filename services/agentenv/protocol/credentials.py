@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FieldSerializationInfo,
+    SecretStr,
+    field_serializer,
+    field_validator,
+)
 
 from agentenv.protocol.browser import Scoped, origin_of
 from agentenv.totp import secret_bytes
@@ -100,6 +108,11 @@ class CredentialsSet(Scoped):
     @classmethod
     def _origin(cls, value: str) -> str:
         return check_origin(value)
+
+    @field_serializer("username", "password", "totp_secret")
+    def _secret(self, value: SecretStr | None, info: FieldSerializationInfo) -> str | None:
+        # The harness's request (protocol.request_dump asks with REVEAL).
+        return revealed(value, info)
 
     @field_validator("totp_secret")
     @classmethod

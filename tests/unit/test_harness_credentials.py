@@ -1,0 +1,107 @@
+"""``browser_set_credentials`` (harness/steps.py, preflight.py, runner.py):
+values read from the environment variables a task names, sent once as
+``credentials/set``'s body, and never in the task, a problem, an error, the
+step's record or the run's metadata."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentenv.harness.harness_errors import StepFailed
+from agentenv.harness.preflight import preflight
+from agentenv.harness.steps import Task
+from agentenv.protocol.card import BROWSER_V1, Extension
+from tests.unit.test_harness_wire import CARD, Wire, _run
+
+PASSWORD = "pw-env-only-42c9"
+SECRET = "JBSWY3DPEHPK3PXP"
+ENV = {"BANK_USER": "alice", "BANK_PASSWORD": PASSWORD, "BANK_TOTP": SECRET}
+STEP = {
+    "type": "browser_set_credentials",
+    "env_id": "shop",
+    "credentials": [
+        {
+            "name": "bank",
+            "origin": "https://Bank.example:443/",
+            "username_env": "BANK_USER",
+            "password_env": "BANK_PASSWORD",
+            "totp_secret_env": "BANK_TOTP",
+        }
+    ],
+}
+
+
+def _task(step: dict[str, Any]) -> Task:
+    envs = {"shop": {"versions": {1: {"browsers": ["main"]}}}}
+    return Task.model_validate({"envs": envs, "steps": [step]})
+
+
+def test_preflight_passes_when_every_variable_is_set() -> None:
+    assert preflight(_task(STEP), ENV) == []
+
+
+def test_preflight_names_what_is_wrong_never_a_value() -> None:
+    bad = json.loads(json.dumps(STEP))
+    bad["credentials"][0]["origin"] = "bank.example"
+    bad["credentials"].append({**bad["credentials"][0], "password_env": "NOT_SET"})
+    env = {**ENV, "BANK_TOTP": PASSWORD + "!"}  # not base32
+    said = [str(p) for p in preflight(_task(bad), env)]
+    text = "\n".join(said)
+    assert "credentials.0.origin" in text and "must be an origin" in text
+    assert "credentials.1.name: credential 'bank' is named twice" in text
+    assert "environment variable NOT_SET is not set" in text
+    assert "credentials.0.totp_secret" in text and "base32" in text
+    assert PASSWORD not in text and "alice" not in text
+
+
+def test_the_step_sends_the_values_once_and_records_names_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for key, value in ENV.items():
+        monkeypatch.setenv(key, value)
+    ops = [*CARD.extensions[BROWSER_V1].ops, "credentials/set"]
+    computer = Wire(
+        {
+            "/v1/browser/credentials/set": {
+                "name": "bank",
+                "origin": "https://bank.example",
+                "fields": ["username", "password", "totp"],
+            }
+        }
+    )
+    computer._card = CARD.model_copy(
+        update={"extensions": {**CARD.extensions, BROWSER_V1: Extension(ops=ops, params=["scope"])}}
+    )
+    run, steps = _run(tmp_path, [STEP], computer)
+    done = run._do(steps[0])
+    assert done == {
+        "credentials": [
+            {
+                "name": "bank",
+                "origin": "https://bank.example",
+                "fields": ["username", "password", "totp"],
+            }
+        ]
+    }
+    [(path, body)] = computer.bodies()
+    assert path == "/v1/browser/credentials/set"
+    assert body == {
+        "name": "bank",
+        "origin": "https://bank.example",
+        "username": "alice",
+        "password": PASSWORD,
+        "totp_secret": SECRET,
+    }
+    # Nothing else the run holds or printed has a value.
+    held = repr(steps) + json.dumps(run.metadata, default=str) + str(done)
+    printed = capsys.readouterr()
+    for secret in (PASSWORD, SECRET):
+        assert secret not in held and secret not in printed.out + printed.err
+    monkeypatch.delenv("BANK_PASSWORD")
+    with pytest.raises(StepFailed) as refused:
+        run._do(steps[0])
+    assert "BANK_PASSWORD is not set" in str(refused.value)
