@@ -17,13 +17,16 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, sync_playwright
 
+from agentenv.harness.local_store import LocalStore
 from agentenv.totp import code, secret_bytes
 from tests.security.attacks import browser_url
 from tests.support.container import Computer, computer
@@ -60,6 +63,10 @@ window.check = async () => ({{
   password: await sha(document.getElementById("password").value) === "{_sha(PASSWORD)}",
   otp: document.getElementById("otp").value,
 }});
+window.send = () => fetch("/echo", {{method: "POST",
+  headers: {{"Content-Type": "application/json"}},
+  body: JSON.stringify({{note: document.getElementById("password").value,
+                         code: document.getElementById("otp").value}})}}).then(r => r.status);
 </script>"""
 
 
@@ -68,8 +75,9 @@ EVIL_PAGE = "<!doctype html><title>evil</title><input id=steal type=password aut
 
 
 @pytest.fixture(scope="module")
-def pc(image: str) -> Iterator[Computer]:
-    with computer(image) as running:
+def pc(image: str, run_network: Any) -> Iterator[Computer]:
+    env = {"AGENTENV_MAX_SCOPES": "2"}
+    with computer(image, env=env, network=run_network) as running:
         evil = running.serve_folder(
             EVIL_PORT, "/tmp/evil", {"field.html": EVIL_FIELD, "index.html": EVIL_PAGE}
         )
@@ -293,3 +301,63 @@ def test_a_bare_mcp_client_fills_with_the_tool(
     # The username is in no line either (a tool's result is never logged, and
     # Playwright MCP's snapshot shows a filled text field: docs/limits.md).
     assert USERNAME.encode() not in written
+
+
+def test_a_recording_holds_no_value_and_a_closed_scope_no_credential(
+    pc: Computer, run_store: LocalStore, tmp_path: Path
+) -> None:
+    """In a scope opened on demand: a recording with the network log's bodies
+    on, over fills and the page posting what they typed under a key that
+    names no credential (``note``): the fill's entry opens the typed-text
+    window, so no byte of the recording holds the password or the secret.
+    Closing the scope drops its credentials: a scope opened again under
+    its name holds none."""
+    import requests
+
+    bank = f"http://127.0.0.1:{BANK_PORT}"
+    opened = pc.op("scopes/open", {})
+    scope, token = opened["scope"], opened["token"]
+    body = {"name": "bank", "origin": bank, "username": USERNAME, "password": PASSWORD}
+    pc.op("credentials/set", {"scope": scope, **body, "totp_secret": TOTP_SECRET})
+    key = f"vault-{uuid.uuid4().hex[:8]}/{scope}"
+    started = pc.recording(
+        "start",
+        {
+            "request_id": uuid.uuid4().hex,
+            "upload": run_store.grant(key, started_here=False),
+            "scope": scope,
+            "har": {"bodies": True},
+        },
+    )["recording_id"]
+    version = requests.get(pc.relay + "/json/version", timeout=10).json()
+    with sync_playwright() as pw:
+        agent = pw.chromium.connect_over_cdp(
+            f"{version['webSocketDebuggerUrl']}?token={token}", timeout=deadline(30) * 1000
+        )
+        page = agent.contexts[0].pages[0]
+        page.goto(bank + "/signin.html")
+        page.focus("#password")
+        _fill(page, "bank", "password")
+        page.focus("#otp")
+        _fill(page, "bank", "totp")
+        assert page.evaluate("window.check()")["password"] is True
+        assert page.evaluate("window.send()") == 501  # http.server takes no POST; it was sent
+        agent.close()
+    pc.recording(
+        "end", {"recording_id": started, "upload": run_store.grant(key, started_here=False)}
+    )
+    folder = tmp_path / "recording"
+    names, skipped = run_store.fetch(key, started, folder)
+    assert skipped == [] and "network.har" in names, names
+    har = json.loads((folder / "network.har").read_text())
+    posted = [e for e in har["log"]["entries"] if e["request"]["url"].endswith("/echo")]
+    assert posted and "note" in posted[0]["request"]["postData"]["text"], posted
+    every = b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
+    assert PASSWORD.encode() not in every and TOTP_SECRET.encode() not in every
+    assert b"AgentEnv.fillCredential" in every
+
+    pc.op("scopes/close", {"scope": scope})
+    again = pc.op("scopes/open", {"name": scope})
+    assert again["scope"] == scope
+    assert pc.op("credentials/list", {"scope": scope}) == {"credentials": []}
+    pc.op("scopes/close", {"scope": scope})
