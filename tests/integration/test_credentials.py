@@ -181,6 +181,16 @@ def test_an_agent_fills_without_seeing_and_only_on_its_origin(
         done = pc.op("credentials/fill", {"name": "bank", "field": "password"}, user="alice")
         assert done["name"] == "bank" and done["tab"]
         assert page.evaluate("window.check()")["password"] is True
+        # Called as a tool call of the agent's own (AgentEnv-Tool-Call): the
+        # entry keeps the op's arguments, the marker too, not the header's.
+        page.focus("#username")
+        tool = "tool=my_fill; call=c1; args=e30"  # args: {}
+        pc.op(
+            "credentials/fill",
+            {"name": "bank", "field": "username"},
+            user="alice",
+            headers={"AgentEnv-Tool-Call": tool},
+        )
         pc.op(
             "credentials/fill",
             {"scope": "bob", "name": "bank", "field": "password"},
@@ -200,7 +210,7 @@ def test_an_agent_fills_without_seeing_and_only_on_its_origin(
         if a.get("method") == "AgentEnv.fillCredential" or a.get("op") == "credentials/fill"
     ]
     ok = [f for f in fills if f.get("ok")]
-    assert len(ok) == 4, json.dumps(fills, indent=1)[:4000]
+    assert len(ok) == 5, json.dumps(fills, indent=1)[:4000]
     for entry in ok:
         kept = entry.get("params") or entry.get("args")
         assert kept["name"] == "bank" and kept["value"] == {"withheld": "password"}, entry

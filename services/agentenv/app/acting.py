@@ -26,6 +26,7 @@ async def acting(
     tab: str | None = None,
     typing: list[str] | None = None,
     acts: str = "acting",
+    args: Any = None,
 ) -> AsyncIterator[ActionContext]:
     """An action entry around the op's commands.
 
@@ -33,15 +34,17 @@ async def acting(
     in them is found by value (they name it their own way). The op's commands
     go on a relay connection of its own for as long as it runs
     (:meth:`Browser.own_link`): the action's scope is that connection, so two
-    ops at once never take each other's commands.
+    ops at once never take each other's commands. ``args``, when given, is
+    what the entry keeps, for any caller.
     """
-    args: Any
-    if caller.tool is not None:
+    # An op that says what its entry keeps (``args``) has it kept whoever
+    # calls, a tool call too: the credential ops' values are never in it.
+    if args is None and caller.tool is not None:
         args = caller.tool.args
         if typing and args is not None and body is not None:
             typed = {getattr(body, t, None) for t in typing} - {None, ""}
             typing = typed_paths(args, typed)
-    else:
+    elif args is None:
         args = body.model_dump(mode="json", exclude_none=True) if body is not None else None
     async with (
         browser.own_link() as link,

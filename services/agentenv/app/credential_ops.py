@@ -22,7 +22,7 @@ from agentenv.app.acting import acting, reading
 from agentenv.app.caller import Caller
 from agentenv.app.op_browser import Browser
 from agentenv.app.scope_ops import refusal
-from agentenv.protocol import Inbound
+from agentenv.protocol import Inbound, dump
 from agentenv.protocol.control import (
     ClearCredentials,
     Credentials,
@@ -92,7 +92,7 @@ async def credentials_set(browser: Browser, body: CredentialsSet, caller: Caller
         totp_secret=body.totp_secret,
     )
     try:
-        async with acting(browser, caller, "credentials/set", logged):
+        async with acting(browser, caller, "credentials/set", None, args=dump(logged)):
             await browser.link.control(held, Done)
     except BrowserError as exc:
         raise refusal(exc) from None
@@ -129,7 +129,7 @@ async def credentials_fill(
     tab = await browser.active()
     logged = _Fill(scope=body.scope, **fill_args(body.name, body.field))
     try:
-        async with acting(browser, caller, "credentials/fill", logged, tab):
+        async with acting(browser, caller, "credentials/fill", None, tab, args=dump(logged)):
             done = await fill_on(browser, body.name, body.field, tab)
     except BrowserError as exc:
         raise refusal(exc) from None
