@@ -27,6 +27,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, sync_playwright
 
 from agentenv.harness.local_store import LocalStore
+from agentenv.relay.vault import WITHHELD_TEXT
 from agentenv.totp import code, secret_bytes
 from tests.security.attacks import browser_url
 from tests.support.container import Computer, computer
@@ -143,6 +144,14 @@ def test_an_agent_fills_without_seeing_and_only_on_its_origin(
         checked = page.evaluate("window.check()")
         assert checked["username"] is True and checked["password"] is True, checked
         assert checked["otp"] in _codes_now(), "the TOTP code typed is not RFC 6238's"
+        # The page has the password; the agent reading the field back does not
+        # (its text is withheld from what its connection is sent), but a
+        # script that transforms it first gets it out (docs/limits.md).
+        assert page.input_value("#password") == WITHHELD_TEXT
+        said = page.evaluate("[document.getElementById('password').value, document.title]")
+        assert said == [WITHHELD_TEXT, "bank"], said
+        reversed_ = page.evaluate("[...document.getElementById('password').value].reverse()")
+        assert "".join(reversed(reversed_)) == PASSWORD
 
         # Nothing focused, a button, an unknown name, a field with no secret.
         page.focus("#go")

@@ -17,7 +17,7 @@ from agentenv.protocol.control import CONTROL_METHODS, FillCredential, SetCreden
 from agentenv.protocol.credentials import REVEAL, CredentialsSet
 from agentenv.relay import core
 from agentenv.relay.core import ClientState, Kind, SessionInfo
-from agentenv.relay.vault import HOME, Credential, FillRefused, Vault, refusal
+from agentenv.relay.vault import HOME, WITHHELD_TEXT, Credential, FillRefused, Vault, refusal
 from agentenv.totp import code, hotp, secret_bytes
 
 PASSWORD = "correct horse battery staple"
@@ -230,3 +230,32 @@ def test_an_agent_may_fill_on_its_tab_session_only() -> None:
     for method in set(CONTROL_METHODS) - {"AgentEnv.fillCredential"}:
         step = _send(state, {"id": 4, "method": method, "params": {}, "sessionId": "S"})
         assert step.kind is Kind.BLOCK, method
+
+
+def test_a_filled_password_is_withheld_from_its_scopes_agents_until_cleared() -> None:
+    vault = Vault()
+    tricky = Credential.of(
+        "odd", "https://bank.example", SecretStr("u"), SecretStr('p<"é>&q'), None
+    )
+    vault.set("alice", tricky)
+    vault.set("alice", _credential())
+    answer = json.dumps({"id": 1, "result": {"result": {"type": "string", "value": PASSWORD}}})
+    assert vault.scrub("alice", answer) == answer  # set, not yet filled: nothing to withhold
+    vault.filled("alice", _credential(), "username")
+    vault.filled("alice", _credential(), "totp")
+    assert vault.scrub("alice", answer) == answer  # only a password is withheld
+    vault.filled("alice", _credential(), "password")
+    vault.filled("alice", tricky, "password")
+    scrubbed = vault.scrub("alice", answer)
+    assert PASSWORD not in scrubbed and WITHHELD_TEXT in scrubbed
+    assert json.loads(scrubbed)["result"]["result"]["value"] == WITHHELD_TEXT
+    assert vault.scrub("bob", answer) == answer  # another scope's agents: theirs is not there
+    # However JSON spells it (Chromium escapes some characters as \\uXXXX).
+    for text in (json.dumps('p<"é>&q'), json.dumps('p<"é>&q', ensure_ascii=False)):
+        assert vault.scrub("alice", text) == f'"{WITHHELD_TEXT}"', text
+    chromium = '"p\\u003C\\"\\u00e9\\u003E\\u0026q"'
+    assert vault.scrub("alice", chromium) == f'"{WITHHELD_TEXT}"'
+    vault.clear("alice", "bank")
+    assert vault.scrub("alice", answer) == answer
+    vault.drop_all()
+    assert vault.scrub("alice", json.dumps('p<"é>&q')) == json.dumps('p<"é>&q')

@@ -66,3 +66,4 @@ async def fill(watcher: _Watcher, scope: str, tab: str, name: str, which: Creden
     if "error" in typed:
         # Chromium's error names no text (it was the params, not the answer).
         raise FillRefused("Chromium refused to type into the tab: retry once it has loaded")
+    watcher.vault.filled(scope, credential, which)

@@ -60,7 +60,7 @@ from agentenv.relay.metered import MeteredReader
 from agentenv.relay.relay_errors import ControlRefused, RelayError
 from agentenv.relay.to_client import FAIR_TURN, ToClient
 from agentenv.relay.tokens import Granted
-from agentenv.relay.vault import HOME, FillRefused
+from agentenv.relay.vault import HOME, FillRefused, Vault
 from agentenv.relay.watcher import Watcher
 
 __all__ = ["BINARY_REFUSED", "BROWSER_GONE", "LEFT_WAIT_S", "Shared", "bridge"]
@@ -98,6 +98,8 @@ class Shared:
     reading: InFlight | None = None
     #: Failed authentication on the record (the app reports its own).
     auth: AuthLog | None = None
+    #: The credential vault: a password it filled is withheld from agents (vault.py).
+    vault: Vault | None = None
 
 
 class _Bridge:
@@ -130,6 +132,7 @@ class _Bridge:
         self.down = ToClient(
             client, upstream, state, logbook, watcher, self.answers, self._over_memory
         )
+        self.down.vault = shared.vault
         #: The control token's AgentEnv.* commands.
         self.control = Control(state, logbook, watcher, granted, shared.auth)
 

@@ -341,7 +341,13 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
     counts.scopes_queued = scopes.admission.length
     counts.scopes_oldest_wait_s = lambda: scopes.admission.oldest_wait(scopes.clock())
     app[shared_key] = Shared(
-        logbook, watcher, app[granted_key], app[inflight_key], app[reading_key], auth
+        logbook,
+        watcher,
+        app[granted_key],
+        app[inflight_key],
+        app[reading_key],
+        auth,
+        vault=watcher.vault,
     )
     watcher.after_reset = lambda: _close_reset(app)
 

@@ -25,6 +25,7 @@ from agentenv.relay.connection import InLog
 from agentenv.relay.core import ClientState, Down, Pending
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, Meter
+from agentenv.relay.vault import HOME, Vault
 from agentenv.relay.watcher import Watcher
 
 __all__ = ["FAIR_TURN", "ToClient"]
@@ -54,6 +55,8 @@ class ToClient:
     ) -> None:
         self.client = client
         self.upstream = upstream
+        #: The credential vault (None: no password is withheld).
+        self.vault: Vault | None = None
         self.state = state
         self.logbook = logbook
         self.watcher = watcher
@@ -142,6 +145,10 @@ class ToClient:
         goes on reading Chromium's answers so their entries end as answered."""
         if self.client_gone or self.client.closed:
             return
+        if isinstance(data, str) and self.vault is not None and not self.state.identity.control:
+            # A password the vault filled in this scope is not read back (vault.py).
+            scope = self.state.scope
+            data = self.vault.scrub(scope.name if scope is not None else HOME, data)
         try:
             if isinstance(data, str):
                 await self.client.send_str(data)

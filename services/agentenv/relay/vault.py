@@ -26,17 +26,25 @@ cannot look into (another origin, a sandboxed one) is refused, whatever the
 page around it is. The element must be editable: a text-like ``input``, a
 ``textarea``, or an editable element, none of them disabled or read-only.
 
+**Reading a password back** (:meth:`Vault.scrub`): once a credential's
+password was filled in a scope, the relay replaces its text, as JSON writes
+it, in every message Chromium sends that scope's agents' connections (an
+answer to ``Runtime.evaluate`` of the field's ``value``, a DOM read, a
+console event) with :data:`WITHHELD_TEXT`, until the credential is cleared
+or the scope closes. It is a byte match: a script that transforms the value
+first (``btoa``, reversing it) gets it out, and the username and TOTP codes
+are not matched (a page shows its user's name; a code is six digits).
+
 **What stays possible** (docs/limits.md): the value is the page's once
-typed, and the agent drives the page. An agent can read a field it had
-filled with ``Runtime.evaluate`` (or the DOM, or by moving the focus to a
-field of its own script's making on a page of the right origin) before the
-page's own code sends it; the relay does not withhold those reads. It keeps
-the value out of every op's answer, the log and the recording, and off
-every other origin.
+typed, and the agent drives the page: a transformed read, as above, or a
+field of its own script's making on a page of the right origin, focused and
+filled. The relay keeps the value out of every op's answer, the log and the
+recording, and off every other origin.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -54,6 +62,7 @@ from agentenv.totp import code, secret_bytes
 __all__ = [
     "FILL_EXPRESSION",
     "HOME",
+    "WITHHELD_TEXT",
     "Credential",
     "FillRefused",
     "Vault",
@@ -62,6 +71,21 @@ __all__ = [
 
 #: The vault's key for a computer with no scopes (or one): every link's.
 HOME = ""
+
+#: What an agent reads in place of a filled password (JSON-safe: no quote,
+#: no backslash).
+WITHHELD_TEXT = "(withheld by agentenv: a credential's password)"
+
+
+def _spellings(text: str) -> set[str]:
+    """``text`` as a JSON string's inside may spell it: as written plainly,
+    and with every non-ASCII character, or HTML's ``<``, ``>`` and ``&``
+    too, escaped as ``\\uXXXX`` (Chromium's writer escapes some of them)."""
+    plain = json.dumps(text, ensure_ascii=False)[1:-1]
+    ascii_only = json.dumps(text, ensure_ascii=True)[1:-1]
+    html = ascii_only.replace("<", "\\u003C").replace(">", "\\u003E").replace("&", "\\u0026")
+    lower = html.replace("\\u003C", "\\u003c").replace("\\u003E", "\\u003e")
+    return {plain, ascii_only, html, lower}
 
 
 class FillRefused(RelayError):
@@ -118,6 +142,28 @@ class Vault:
     def __init__(self, limit: int = MAX_CREDENTIALS) -> None:
         self._scopes: dict[str, dict[str, Credential]] = {}
         self.limit = limit
+        #: Each scope's passwords filled so far, by credential, as a JSON
+        #: string may spell them: what :meth:`scrub` withholds.
+        self._filled: dict[str, dict[str, frozenset[str]]] = {}
+
+    def filled(self, scope: str, credential: Credential, which: CredentialField) -> None:
+        """A fill of ``which`` was typed in ``scope``: a password is withheld
+        from that scope's agents from now on (:meth:`scrub`)."""
+        if which == "password":
+            text = credential.password.get_secret_value()
+            self._filled.setdefault(scope, {})[credential.name] = frozenset(_spellings(text))
+
+    def scrub(self, scope: str, data: str) -> str:
+        """``data`` (a message to an agent of ``scope``) with every password
+        filled there replaced by :data:`WITHHELD_TEXT`."""
+        held = self._filled.get(scope)
+        if not held:
+            return data
+        for spellings in held.values():
+            for needle in spellings:
+                if needle in data:
+                    data = data.replace(needle, WITHHELD_TEXT)
+        return data
 
     def __repr__(self) -> str:  # never the values, nor even the names
         return f"Vault({sum(len(c) for c in self._scopes.values())} credentials)"
@@ -149,6 +195,10 @@ class Vault:
     def clear(self, scope: str, name: str | None = None) -> int:
         """Drop one credential, or every one of ``scope``: how many went."""
         held = self._scopes.get(scope)
+        if name is None:
+            self._filled.pop(scope, None)
+        else:
+            self._filled.get(scope, {}).pop(name, None)
         if held is None:
             return 0
         if name is None:
@@ -162,6 +212,7 @@ class Vault:
     def drop_all(self) -> None:
         """``data/reset`` (or Chromium gone with every scope): nothing is kept."""
         self._scopes.clear()
+        self._filled.clear()
 
 
 #: What the fill asks the tab, in the relay's isolated world: the focused
