@@ -200,6 +200,7 @@ def test_an_agent_fills_without_seeing_and_only_on_its_origin(
             user="alice",
             headers={"AgentEnv-Tool-Call": tool},
         )
+        pc.op("credentials/fill", {"name": "nope", "field": "password"}, user="alice", status=404)
         pc.op(
             "credentials/fill",
             {"scope": "bob", "name": "bank", "field": "password"},

@@ -133,6 +133,7 @@ def test_the_vault_keeps_each_scope_apart_and_forgets_on_clear() -> None:
     with pytest.raises(FillRefused) as refused:
         vault.get("bob", "bank")
     assert "no credential named 'bank'" in refused.value.message
+    assert refused.value.status == 404
     vault.set("alice", _credential("two"))
     with pytest.raises(FillRefused):
         vault.set("alice", _credential("three"))  # past the bound

@@ -173,7 +173,8 @@ class Vault:
         if credential.name not in held and len(held) >= self.limit:
             raise FillRefused(
                 f"this scope holds {self.limit} credentials already, the most it may: "
-                "credentials/clear one first"
+                "credentials/clear one first",
+                409,
             )
         held[credential.name] = credential
 
@@ -181,7 +182,8 @@ class Vault:
         found = self._scopes.get(scope, {}).get(name)
         if found is None:
             raise FillRefused(
-                f"no credential named {name[:64]!r} in this scope: credentials/list names them"
+                f"no credential named {name[:64]!r} in this scope: credentials/list names them",
+                404,
             )
         return found
 
