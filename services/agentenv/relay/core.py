@@ -17,7 +17,9 @@ Client to Chromium:
    and an id not already in flight on that session. Otherwise: ``INVALID``,
    an error answer at once (the entry is written at once too).
 2. ``AgentEnv.*``: ``CONTROL`` with its params parsed (control token only;
-   from anyone else it is refused by the guard as ``not-allowed``).
+   from anyone else it is refused by the guard as ``not-allowed``, but
+   ``AgentEnv.fillCredential`` on a tab's session: the vault's fill of that
+   tab, :mod:`agentenv.relay.filling`).
 3. A command on a session the relay closed (attached to a target that is not
    web content) is refused (``not-a-web-target``); after the guard (4), one
    on a session this connection never attached, or that has detached, is

@@ -19,12 +19,12 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from agentenv.protocol.credentials import WITHHELD, CredentialField
+from agentenv.protocol.credentials import CredentialField
 from agentenv.relay.probes import Probes
 from agentenv.relay.relay_errors import WatcherError
 from agentenv.relay.vault import FILL_EXPRESSION, FillRefused, Vault, refusal
 
-__all__ = ["FILL_TIMEOUT_S", "WITHHELD", "fill"]
+__all__ = ["FILL_TIMEOUT_S", "fill"]
 
 #: How long the check and the typing may take, each.
 FILL_TIMEOUT_S = 3.0

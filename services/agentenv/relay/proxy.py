@@ -44,6 +44,7 @@ from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 
 from agentenv.log.cdp_params import redact_params
 from agentenv.protocol.control import ControlResult, FillCredential, Filled, OpenScope, ScopeMade
+from agentenv.protocol.credentials import WITHHELD
 from agentenv.protocol.log import ACTING
 from agentenv.relay import core, elements, password, world_rule
 from agentenv.relay.auth_log import AuthLog
@@ -53,7 +54,7 @@ from agentenv.relay.connection import InLog
 from agentenv.relay.control_commands import Control
 from agentenv.relay.core import ClientState, Kind, Pending, Step
 from agentenv.relay.decision import AgentEnvCommand, Answered, Own, Refuse, decide
-from agentenv.relay.filling import WITHHELD, fill
+from agentenv.relay.filling import fill
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, COUNTED, InFlight, Meter
 from agentenv.relay.metered import MeteredReader
