@@ -8,7 +8,7 @@ from typing import Any
 
 from agentenv.access import Identity
 from agentenv.relay import core
-from agentenv.relay.core import ClientState, Kind
+from agentenv.relay.core import ClientState, Kind, SessionInfo
 from agentenv.relay.decision import (
     AgentEnvCommand,
     Answered,
@@ -81,10 +81,18 @@ def test_another_scopes_target_is_not_found_to_an_http_command() -> None:
     assert decision.guard == {"rule": "scope", "action": "blocked"}
 
 
-def test_agentenv_commands_go_to_the_relay_before_the_logs_bounds() -> None:
+def test_agentenv_commands_go_to_the_relay_and_an_agents_fill_meets_the_logs_bounds() -> None:
     step = _step(_control(), {"id": 2, "method": "AgentEnv.endAction", "params": {}})
     assert step.kind is Kind.CONTROL
-    assert decide(step, False, FULL) == AgentEnvCommand()
+    assert decide(step, False, None) == AgentEnvCommand()
+    agent = _agent()
+    agent.sessions["S"] = SessionInfo("T-ALICE")
+    fill = {"id": 3, "method": "AgentEnv.fillCredential", "sessionId": "S"}
+    step = _step(agent, {**fill, "params": {"name": "bank", "field": "password"}})
+    assert step.kind is Kind.CONTROL and step.control is not None, step
+    assert decide(step, False, None) == AgentEnvCommand()
+    refused = decide(step, False, SPENT)
+    assert isinstance(refused, Refuse) and refused.status == 429 and not refused.logged
 
 
 def test_the_computers_own_command_is_sent_off_the_record() -> None:

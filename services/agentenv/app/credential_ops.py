@@ -25,15 +25,13 @@ from agentenv.app.scope_ops import refusal
 from agentenv.protocol import Inbound, dump
 from agentenv.protocol.control import (
     ClearCredentials,
+    ClearedCredentials,
     Credentials,
     Done,
     FillCredential,
     Filled,
     ListCredentials,
     SetCredential,
-)
-from agentenv.protocol.control import (
-    CredentialsCleared as ControlCleared,
 )
 from agentenv.protocol.credentials import (
     WITHHELD,
@@ -116,7 +114,7 @@ async def credentials_clear(
 ) -> CredentialsCleared:
     try:
         async with acting(browser, caller, "credentials/clear", body):
-            gone = await browser.link.control(ClearCredentials(name=body.name), ControlCleared)
+            gone = await browser.link.control(ClearCredentials(name=body.name), ClearedCredentials)
     except BrowserError as exc:
         raise refusal(exc) from None
     return CredentialsCleared(cleared=gone.cleared)

@@ -22,6 +22,7 @@ from agentenv.harness.store import FolderStore, S3Store, Store, StoreError, vali
 from agentenv.protocol.recording import BrowserRecordingManifest, rebuild
 
 __all__ = [
+    "Recorded",
     "RunStore",
     "StoreHolder",
     "StoreOptions",
@@ -211,6 +212,19 @@ class RunStore:
             store, self._store = self._store, None
         if store is not None:
             store.close()
+
+
+@dataclass
+class Recorded:
+    """A recording a run started: where it is kept in the store and downloaded to."""
+
+    name: str
+    env_id: str
+    recording_id: str
+    folder: Path
+    key: str  # its place in the store: <run_id>/<name>
+    must_succeed: bool = True  # the start's fail_task_on_error
+    manifest: BrowserRecordingManifest | None = None
 
 
 def registered(folder: Path, recording_id: str, names: list[str]) -> BrowserRecordingManifest:

@@ -49,9 +49,9 @@ from agentenv.harness.computer import Computer, ComputerError, agent_tokens, dep
 from agentenv.harness.harness_errors import StepFailed
 from agentenv.harness.local_store import LocalStore
 from agentenv.harness.preflight import credential_values
-from agentenv.harness.run_store import RunStore, StoreOptions, records, registered
+from agentenv.harness.run_store import Recorded, RunStore, StoreOptions, records, registered
 from agentenv.harness.store import Store, StoreError, grant_seconds
-from agentenv.harness.url_compare import normalize
+from agentenv.harness.url_compare import tab_showing
 from agentenv.protocol import browser as wire
 from agentenv.protocol.answers import CookiesDeleted, RecordingStarted, TabOpened
 from agentenv.protocol.card import BROWSER_V1, MissingOp
@@ -63,17 +63,6 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_INFRA", "EXIT_OK", "EXIT_TASK_FAILED", "Run"]
 EXIT_OK, EXIT_TASK_FAILED, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
 #: The page a browser, or a scope, starts with.
 BLANK = "about:blank"
-
-
-@dataclass
-class Recorded:
-    name: str
-    env_id: str
-    recording_id: str
-    folder: Path
-    key: str  # its place in the store: <run_id>/<name>
-    must_succeed: bool = True  # the start's fail_task_on_error
-    manifest: BrowserRecordingManifest | None = None
 
 
 @dataclass
@@ -353,14 +342,10 @@ class Run:
     def _tab_at(self, step: Any, url: str) -> str:
         scope = self._scope(step)
         self._tabbed.add((step.env_id, scope))
-        tabs = self._computer(step.env_id).tabs(scope)
-        wanted = normalize(url)
-        found = [t for t in tabs if normalize(t.url) == wanted]
-        if len(found) != 1:
-            shown = ", ".join(t.url for t in tabs) or "(none)"
-            what = "no tab shows" if not found else f"{len(found)} tabs show"
-            raise StepFailed(f"{what} {url}; the open tabs: {shown}")
-        return found[0].id
+        try:
+            return tab_showing(self._computer(step.env_id).tabs(scope), url)
+        except LookupError as exc:
+            raise StepFailed(str(exc)) from None
 
     def _browser_close_tab(self, step: s.BrowserCloseTab) -> dict[str, Any]:
         tab = self._tab_at(step, step.url)

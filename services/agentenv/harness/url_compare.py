@@ -7,11 +7,14 @@ default port dropped, ``/`` for an empty path.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 import idna
 
-__all__ = ["normalize"]
+from agentenv.protocol.browser import Tab
+
+__all__ = ["normalize", "tab_showing"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
@@ -44,3 +47,15 @@ def normalize(url: str) -> str:
         netloc = f"{userinfo}@{netloc}"
     path = parts.path or ("/" if scheme in _DEFAULT_PORTS else "")
     return urlunsplit((scheme, netloc, path, parts.query, parts.fragment))
+
+
+def tab_showing(tabs: Sequence[Tab], url: str) -> str:
+    """The id of the one tab of ``tabs`` showing ``url`` as the browser shows
+    it; LookupError, in words naming the open tabs, for none or several."""
+    wanted = normalize(url)
+    found = [t for t in tabs if normalize(t.url) == wanted]
+    if len(found) != 1:
+        shown = ", ".join(t.url for t in tabs) or "(none)"
+        what = "no tab shows" if not found else f"{len(found)} tabs show"
+        raise LookupError(f"{what} {url}; the open tabs: {shown}")
+    return found[0].id

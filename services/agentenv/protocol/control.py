@@ -87,11 +87,11 @@ __all__ = [
     "BeginAction",
     "Begun",
     "ClearCredentials",
+    "ClearedCredentials",
     "CloseScope",
     "ControlParams",
     "ControlResult",
     "Credentials",
-    "CredentialsCleared",
     "Done",
     "EndAction",
     "FillCredential",
@@ -369,7 +369,7 @@ class Credentials(ControlResult):
     credentials: list[CredentialInfo]
 
 
-class CredentialsCleared(ControlResult):
+class ClearedCredentials(ControlResult):
     """``AgentEnv.clearCredentials``: how many went."""
 
     cleared: StrictInt
@@ -425,6 +425,6 @@ CONTROL_RESULTS: dict[type[ControlParams], type[ControlResult]] = {
     ListScopes: OpenedScopes,
     SetCredential: Done,
     ListCredentials: Credentials,
-    ClearCredentials: CredentialsCleared,
+    ClearCredentials: ClearedCredentials,
     FillCredential: Filled,
 }

@@ -18,11 +18,11 @@ from agentenv.protocol.control import (
     BeginAction,
     Begun,
     ClearCredentials,
+    ClearedCredentials,
     CloseScope,
     ControlParams,
     ControlResult,
     Credentials,
-    CredentialsCleared,
     Done,
     EndAction,
     FillCredential,
@@ -222,8 +222,8 @@ class Control:
     async def _credentials(self, params: ListCredentials) -> Credentials:
         return Credentials(credentials=self.watcher.vault.listed(self._vault_scope()))
 
-    async def _clear_credentials(self, params: ClearCredentials) -> CredentialsCleared:
-        return CredentialsCleared(
+    async def _clear_credentials(self, params: ClearCredentials) -> ClearedCredentials:
+        return ClearedCredentials(
             cleared=self.watcher.vault.clear(self._vault_scope(), params.name)
         )
 

@@ -95,13 +95,16 @@ Decision = Refuse | AgentEnvCommand | Own | Answered | Send
 def decide(step: Step, own: bool, room: tuple[bool, str] | None) -> Decision:
     """What becomes of ``step`` (see the module). ``own``: the computer's own
     command; ``room``: why its sender may not write to the log now, ``(True,
-    why)`` when the log is full (None: it may)."""
-    if step.kind is Kind.CONTROL:
-        return AgentEnvCommand()
+    why)`` when the log is full (None: it may). The log's bound comes first,
+    an agent's ``AgentEnv.fillCredential`` too (its fill is an entry); a door
+    asks it for no control token's ``AgentEnv.*`` command (the computer's
+    own reports, never refused for the log)."""
     if room is not None:
         full, why = room
         answer = _error(step, -32000, why)
         return Refuse(answer, why, None, False, UNAVAILABLE if full else TOO_MANY)
+    if step.kind is Kind.CONTROL:
+        return AgentEnvCommand()
     if step.kind is Kind.INVALID:
         # On the record even from the computer's own link: it is not a command.
         return Refuse(step.error_answer(), step.error, None, True, BAD_REQUEST)

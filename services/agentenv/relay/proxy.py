@@ -293,7 +293,7 @@ class _Bridge:
         # this user's share of it is spent (others' is not).
         room = (
             None
-            if own or step.kind is Kind.CONTROL
+            if own or (step.kind is Kind.CONTROL and state.identity.control)
             else self.logbook.log_refusal(state.identity.user, state.number, step.method)
         )
         decision = decide(step, own, room)
@@ -473,11 +473,6 @@ class _Bridge:
         state = self.state
         control = step.control
         assert isinstance(control, FillCredential) and step.tab is not None
-        refused = self.logbook.log_refusal(state.identity.user, state.number, step.method)
-        if refused is not None:
-            step.code, step.error = -32000, refused[1]
-            await self._answer(step.error_answer())
-            return
         typed = {"name": control.name, "field": control.field, "value": dict(WITHHELD)}
         entry = self._entry(step, typed)
         scope = state.scope.name if state.scope is not None else HOME
