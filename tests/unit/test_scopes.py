@@ -11,7 +11,7 @@ import pytest
 
 from agentenv.access import Identity
 from agentenv.app.browser_data import _empty_downloads
-from agentenv.relay import core
+from agentenv.relay import core, scope_rule
 from agentenv.relay.core import ClientState, Down, Kind, Pending, SessionInfo
 from agentenv.scopes import Scope, Scopes
 from agentenv.settings import SettingsError, load, parse_scopes, parse_users, scope_folder
@@ -471,3 +471,38 @@ def test_an_answer_with_lone_surrogates_still_ends_its_command() -> None:
     own = state.own_id()
     assert not core.answer_first(state, f'{{"id": {own},"result":{{}}}}')
     assert core.from_upstream(state, f'{{"id": {own}, "result": {{}}}}').kind is Down.DROP
+
+
+def _listed(*targets: tuple[str, str, str]) -> list[dict[str, str]]:
+    return [{"id": i, "type": kind, "url": url} for i, kind, url in targets]
+
+
+LISTED = _listed(
+    ("T-ALICE", "page", "https://a.example/"),
+    ("T-BOB", "page", "https://b.example/"),
+    ("T-ALICE-2", "service_worker", "https://a.example/sw.js"),
+    ("T-UI", "page", "chrome://newtab/"),
+    ("T-WARM", "page", "about:blank"),
+)
+
+
+def test_json_list_shows_a_scope_its_own_web_targets_and_every_scope_no_warm_one() -> None:
+    contexts = {**CONTEXTS, "T-UI": MINE, "T-WARM": "CTX-WARM"}
+    found = known(contexts, withheld=lambda context: context == "CTX-WARM")
+    mine = scope_rule.listing(found, Scope("alice", MINE, {MADE}), LISTED)
+    assert [t["id"] for t in mine] == ["T-ALICE", "T-ALICE-2"]
+    every = scope_rule.listing(found, None, LISTED)
+    assert [t["id"] for t in every] == ["T-ALICE", "T-BOB", "T-ALICE-2"]
+    assert scope_rule.listing(found, None, {"not": "a list"}) == []
+
+
+def test_a_page_endpoint_of_another_scope_is_not_found_and_a_non_web_one_refused() -> None:
+    contexts = {**CONTEXTS, "T-UI": MINE}
+    found, scope = known(contexts), Scope("alice", MINE, {MADE})
+    assert scope_rule.page_endpoint(found, scope, LISTED, "T-ALICE") is None
+    for target in ("T-BOB", "T-NONE"):
+        refused = scope_rule.page_endpoint(found, scope, LISTED, target)
+        assert refused is not None and refused.rule == "scope", target
+        assert "list pages with /json/list" in refused.message
+    refused = scope_rule.page_endpoint(found, scope, LISTED, "T-UI")
+    assert refused is not None and refused.rule == "not-a-web-target"

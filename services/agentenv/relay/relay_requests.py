@@ -41,7 +41,6 @@ __all__ = [
     "granted_key",
     "http_entry",
     "identity_of",
-    "in_scope",
     "in_scopes_key",
     "inflight_key",
     "logbook_key",
@@ -170,16 +169,6 @@ def still_good(request: web.Request, identity: Identity, scope: Scope | None) ->
     if again != identity:
         return False
     return scope is None or request.app[watcher_key].scopes.made.get(scope.name) is scope
-
-
-def in_scope(request: web.Request, scope: Scope | None, target: str) -> bool:
-    """Whether ``target`` is the scope's (any target but a warm scope's,
-    for no scope: relay/warm.py)."""
-    watcher = request.app[watcher_key]
-    context = watcher.context_of(target)
-    if scope is None:
-        return not watcher.keeper.warm.withheld(context)
-    return scope.holds(context)
 
 
 def client_state(

@@ -24,7 +24,6 @@ import itertools
 import logging
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 from weakref import WeakKeyDictionary, WeakSet
 
 import aiohttp
@@ -42,7 +41,7 @@ from agentenv.log.writer import LogWriter
 from agentenv.metrics import CONTENT_TYPE, RelayCounts, render
 from agentenv.process import log_dir
 from agentenv.protocol.urls import canonical_address, loopback
-from agentenv.relay import discovery, guard
+from agentenv.relay import discovery, guard, scope_rule
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.connection import WORKERS
 from agentenv.relay.http_commands import json_activate, json_close, json_new, json_new_get
@@ -64,7 +63,6 @@ from agentenv.relay.relay_requests import (
     host_key,
     http_entry,
     identity_of,
-    in_scope,
     in_scopes_key,
     inflight_key,
     logbook_key,
@@ -114,22 +112,9 @@ async def _discovery(request: web.Request, path: str, *, open_path: bool = False
     body = await upstream_json(request, path)
     if path == "/json/list":
         scope = await scope_of(request, identity)
-        body = (
-            [
-                t
-                for t in body
-                if isinstance(t, dict) and _web(t) and in_scope(request, scope, str(t.get("id")))
-            ]
-            if isinstance(body, list)
-            else []
-        )
+        body = scope_rule.listing(request.app[watcher_key].known, scope, body)
     upstream = f"{settings.chromium_host}:{settings.chromium_port}"
     return web.json_response(discovery.rewrite(body, upstream, client_address(request)))
-
-
-def _web(target: dict[str, Any]) -> bool:
-    kind, url = target.get("type"), target.get("url")
-    return isinstance(kind, str) and isinstance(url, str) and guard.web_target((kind, url))
 
 
 async def json_version(request: web.Request) -> web.Response:
@@ -161,14 +146,13 @@ async def _upstream_ws_url(
         raise RelayError("no such page: ids are letters, digits and dashes (/json/list)", 404)
     # A page endpoint reaches web pages only: Chromium's own list says what it is.
     listed = await upstream_json(request, "/json/list")
-    found = next((t for t in listed if isinstance(t, dict) and t.get("id") == target), None)
-    if found is None or not in_scope(request, scope, target):
-        raise RelayError(f"no page {target[:64]!r}: list pages with /json/list", 404)
-    if not _web(found):
-        verdict = guard.web_target_verdict()
+    verdict = scope_rule.page_endpoint(request.app[watcher_key].known, scope, listed, target)
+    if verdict is not None and verdict.rule == "scope":
+        raise RelayError(verdict.message, 404)
+    if verdict is not None:
         logbook = request.app[logbook_key]
         entry = http_entry(request, identity, "Target.attachToTarget", {"targetId": target}, scope)
-        logbook.end_command(entry, False, verdict.message, guard=verdict.as_entry())
+        logbook.end_refused(entry, verdict.message, verdict.as_entry())
         raise RelayError(verdict.message, 403)
     return f"ws://{settings.chromium_host}:{settings.chromium_port}/devtools/page/{target}"
 

@@ -1,6 +1,7 @@
 """The ``scope`` rule: what one client may name when its token acts in a
 scope (:mod:`agentenv.scopes`), and what the control token may not name
-before a warm context is handed out (:mod:`agentenv.relay.warm`). No I/O.
+before a warm context is handed out (:mod:`agentenv.relay.warm`), on CDP
+and on the HTTP endpoints (``/json/list``, ``/devtools/page/<id>``). No I/O.
 
 What names another scope is answered as Chromium answers an id it does not
 know, so no answer tells a client that the id exists. The rule fails closed:
@@ -16,9 +17,10 @@ from typing import Any
 from agentenv import scopes
 from agentenv.relay import guard
 from agentenv.relay.connection import ClientState
+from agentenv.relay.known import Known
 from agentenv.scopes import Scope
 
-__all__ = ["in_scope", "scope_verdict", "shown", "warm"]
+__all__ = ["in_scope", "listing", "page_endpoint", "reaches", "scope_verdict", "shown", "warm"]
 
 
 def shown(scope: Scope, state: ClientState, tab: str | None) -> bool:
@@ -99,3 +101,48 @@ def warm(state: ClientState, method: str, params: dict[str, Any] | None) -> guar
 
 def scope_verdict(text: str, code: int = -32000) -> guard.Verdict:
     return guard.Verdict("scope", text, code=code)
+
+
+def reaches(known: Known, scope: Scope | None, target: str) -> bool:
+    """Whether a link acting in ``scope`` sees and reaches ``target``: one of
+    its scope's contexts; for a link of every scope (None), any target but a
+    warm context's no scope was handed."""
+    context = known.context_of(target)
+    if scope is None:
+        return not known.withheld(context)
+    return scope.holds(context)
+
+
+def _web(target: dict[str, Any]) -> bool:
+    kind, url = target.get("type"), target.get("url")
+    return isinstance(kind, str) and isinstance(url, str) and guard.web_target((kind, url))
+
+
+def listing(known: Known, scope: Scope | None, listed: object) -> list[dict[str, Any]]:
+    """Chromium's ``/json/list`` as a link of ``scope`` is shown it: the web
+    targets it reaches, nothing else (not JSON's list: nothing)."""
+    if not isinstance(listed, list):
+        return []
+    return [
+        t
+        for t in listed
+        if isinstance(t, dict) and _web(t) and reaches(known, scope, str(t.get("id")))
+    ]
+
+
+def page_endpoint(
+    known: Known, scope: Scope | None, listed: object, target: str
+) -> guard.Verdict | None:
+    """Whether a link of ``scope`` may open ``/devtools/page/<target>``, by
+    Chromium's own ``/json/list`` (``listed``): not listed, or not its
+    scope's, is refused as a page that does not exist (rule ``scope``, not on
+    the record: it names nothing the link may know); a target that is not web
+    content, by the guard (``not-a-web-target``, on the record)."""
+    found = None
+    if isinstance(listed, list):
+        found = next((t for t in listed if isinstance(t, dict) and t.get("id") == target), None)
+    if found is None or not reaches(known, scope, target):
+        return scope_verdict(f"no page {target[:64]!r}: list pages with /json/list")
+    if not _web(found):
+        return guard.web_target_verdict()
+    return None
