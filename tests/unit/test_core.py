@@ -415,6 +415,20 @@ def test_a_main_frame_loading_is_heard_for_recordings() -> None:
     assert down.loading == ("TAB2", True)
 
 
+def test_only_a_refusal_for_a_tab_type_target_asks_for_its_page() -> None:
+    kinds = {"TAB-1": ("tab", "about:blank"), "PAGE-1": ("page", "about:blank")}
+    state = ClientState(7, Identity("alice"), known=known(kinds=kinds))
+    close = {"id": 1, "method": "Target.closeTarget", "params": {"targetId": "TAB-1"}}
+    step = core.receive(state, json.dumps(close), DOWNLOADS, kinds.get)
+    assert step.kind is Kind.BLOCK and core.tab_page_wanted(step) == "TAB-1"
+    page = {**close, "params": {"targetId": "PAGE-1"}}
+    assert core.tab_page_wanted(core.receive(state, json.dumps(page), DOWNLOADS, kinds.get)) is None
+    other = {"id": 2, "method": "Target.attachToTarget", "params": {"targetId": "TAB-1"}}
+    assert (
+        core.tab_page_wanted(core.receive(state, json.dumps(other), DOWNLOADS, kinds.get)) is None
+    )
+
+
 def test_a_tab_type_targets_id_is_sent_as_its_pages() -> None:
     """chromedriver's window handles are tab-type ids: once the watcher found
     a tab's page, activating or closing it by the tab's id is sent for the

@@ -258,6 +258,32 @@ def test_a_command_naming_a_context_waits_while_the_world_is_made() -> None:
     assert not plain.hold
 
 
+def test_a_held_command_is_read_again_once_the_world_is_made_or_the_wait_ran_out() -> None:
+    """The number known: naming it is refused as an unknown id, another
+    passes; still unknown after the wait: refused, it might name the world."""
+    for number, expected in ((9, "relay-world"), (8, None)):
+        worlds = RelayWorlds()
+        state = connection(worlds)
+        worlds.begin(TAB)
+        step = send(state, "Runtime.evaluate", {"expression": "1", "contextId": 9})
+        assert step.hold
+        worlds.made(TAB, number)
+        core.world_made(state, step)
+        assert not step.hold
+        if expected is None:
+            assert step.kind is Kind.FORWARD and step.verdict is None, step
+        else:
+            assert step.kind is Kind.BLOCK and step.verdict is not None
+            assert step.verdict.rule == expected and step.verdict.told, step.verdict
+    worlds = RelayWorlds()
+    state = connection(worlds)
+    worlds.begin(TAB)
+    step = send(state, "Runtime.evaluate", {"expression": "1", "contextId": 9})
+    core.world_made(state, step)  # the wait ran out: still being made
+    assert step.kind is Kind.BLOCK and step.verdict is not None
+    assert step.verdict.rule == "relay-world" and "the context" in step.verdict.message
+
+
 def test_a_stale_number_is_forgotten_with_its_document() -> None:
     """A new renderer process numbers contexts from 1 again: the old world's
     number must not refuse the page's own context."""

@@ -88,6 +88,8 @@ __all__ = [
     "auto_attach_filter",
     "from_upstream",
     "receive",
+    "tab_page_wanted",
+    "world_made",
 ]
 
 #: The largest command id Chromium accepts (a 32-bit signed integer).
@@ -317,6 +319,27 @@ def receive(
         step.typing = True
         step.point = password.drop_point(method, params)
     return step
+
+
+def tab_page_wanted(step: Step) -> str | None:
+    """The tab-type target whose page the rules must know to read ``step``
+    again (chromedriver's window handles: :func:`_tab_target`), when it was
+    refused for naming one: the socket layer has the watcher find it
+    (bounded), then reads the message again. Only a refusal pays for this."""
+    verdict = step.verdict
+    if step.method not in BY_TAB or verdict is None or verdict.rule != "not-a-web-target":
+        return None
+    target = (step.params or {}).get("targetId")
+    return target if isinstance(target, str) else None
+
+
+def world_made(state: ClientState, step: Step) -> None:
+    """``step`` was held (:attr:`Step.hold`) until the relay's world in its
+    tab was made, or the wait ran out: the relay-world rule reads it again."""
+    step.hold = False
+    verdict = world_rule.after_making(state, step.session, step.tab, step.method, step.params)
+    if verdict is not None:
+        step.kind, step.verdict = Kind.BLOCK, verdict
 
 
 def _browser_target_verdict() -> guard.Verdict:

@@ -46,7 +46,7 @@ from agentenv.log.cdp_params import redact_params
 from agentenv.protocol.control import ControlResult, FillCredential, Filled, OpenScope, ScopeMade
 from agentenv.protocol.credentials import WITHHELD
 from agentenv.protocol.log import ACTING
-from agentenv.relay import core, elements, password, world_rule
+from agentenv.relay import core, elements, password
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.causes import TAB_METHODS
 from agentenv.relay.commands import acts
@@ -283,10 +283,13 @@ class _Bridge:
     async def _command(self, data: str) -> None:
         state = self.state
         step = core.receive(state, data, self.downloads, self.watcher.target)
-        if step.kind is Kind.BLOCK and await self._found_tab_page(step):
+        tab = core.tab_page_wanted(step)
+        if tab is not None and await self.watcher.page_of_tab(tab) is not None:
+            # Its page found (the watcher learned it): the rules read it again.
             step = core.receive(state, data, self.downloads, self.watcher.target)
-        if step.hold:
-            await self._world_made(step)
+        if step.hold:  # it names a context while the relay makes its world there
+            await self.watcher.probes.world_made(step.tab, password.CHECK_TIMEOUT_S)
+            core.world_made(state, step)
         # The computer's own command, outside any action: not on the record.
         own = state.identity.control and self.logbook.within(state.number, state.tag) is None
         # An agent's command would be written: not once the log is full, or
@@ -336,31 +339,6 @@ class _Bridge:
         await self._send(step, Pending(entry, step.method, params, step.tab, acting))
         if decision.guarded is not None:
             self.logbook.guarded(entry, decision.guarded)  # sent as the guard rewrote it
-
-    async def _found_tab_page(self, step: Step) -> bool:
-        """A command refused for naming a tab-type target whose page the rules
-        do not know yet (chromedriver's window handles): the watcher finds it
-        (bounded), and the rules read the command again (:func:`core._tab_target`).
-        Only a refusal pays for this."""
-        verdict = step.verdict
-        if step.method not in core.BY_TAB or verdict is None or verdict.rule != "not-a-web-target":
-            return False
-        target = (step.params or {}).get("targetId")
-        return isinstance(target, str) and await self.watcher.page_of_tab(target) is not None
-
-    async def _world_made(self, step: Step) -> None:
-        """A command naming a context while the relay makes its world in the
-        tab: wait (bounded) until the world's number is known, then check
-        again whether it names it."""
-        worlds = self.state.worlds
-        await self.watcher.probes.world_made(step.tab, password.CHECK_TIMEOUT_S)
-        named = worlds.named_in(self.state.own_tab(step.session), step.method, step.params)
-        if named is not None:
-            step.kind = Kind.BLOCK
-            step.verdict = world_rule.unknown_id_verdict(step.method, *named)
-        elif step.tab in worlds.making:
-            step.kind = Kind.BLOCK
-            step.verdict = world_rule.relay_world_verdict("the context")
 
     async def _kept(self, step: Step) -> None:
         """An ANSWER step: the relay's own commands that carry it out in the

@@ -17,7 +17,13 @@ from typing import Any
 from agentenv.relay import guard
 from agentenv.relay.connection import ClientState
 
-__all__ = ["relay_world", "relay_world_verdict", "unknown_id_verdict", "unshown_frame"]
+__all__ = [
+    "after_making",
+    "relay_world",
+    "relay_world_verdict",
+    "unknown_id_verdict",
+    "unshown_frame",
+]
 
 
 def relay_world(
@@ -53,6 +59,26 @@ def relay_world(
     if named is not None:
         return unknown_id_verdict(method, *named), False
     return None, tab in worlds.making and worlds.names_a_context(method, params)
+
+
+def after_making(
+    state: ClientState,
+    session: str | None,
+    tab: str | None,
+    method: str,
+    params: dict[str, Any] | None,
+) -> guard.Verdict | None:
+    """A command held while the relay made its world in ``tab``, read again
+    once the world's number is known (or the wait ran out): refused if it
+    names the world, or if the world is still being made (its number unknown,
+    it might)."""
+    worlds = state.worlds
+    named = worlds.named_in(state.own_tab(session), method, params)
+    if named is not None:
+        return unknown_id_verdict(method, *named)
+    if tab in worlds.making:
+        return relay_world_verdict("the context")
+    return None
 
 
 #: Commands that name a frame of the current pause, or end it.
