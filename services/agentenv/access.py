@@ -10,6 +10,10 @@ Shared by the relay and the app server, which check callers the same way.
 - A scope opened on demand (``scopes/open``) has a token the relay minted:
   it makes the caller the scope's name, as a fixed user's makes them theirs
   (:mod:`agentenv.opened`). Scopes that may be opened need tokens as users do.
+- A person's token (a user of ``role=human``) opens the live view of its
+  scope and no other door: at the relay, the ops and ``/mcp`` it is refused
+  (403), so everything a person does is on the record as theirs (``via:
+  human``) through the view's one input path (:mod:`agentenv.app.live_input`).
 - ``Host`` must be an IP literal, ``localhost`` or an allowed name, so a DNS
   rebinding page cannot reach the relay under a name it controls. The host
   is never echoed back in an error.
@@ -57,6 +61,8 @@ class Identity:
 
     user: str
     control: bool = False
+    #: A person (``role=human`` in ``AGENTENV_USERS``): the live view is their door.
+    human: bool = False
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -79,11 +85,25 @@ def identify(
     user_param: str | None,
     *,
     open_path: bool = False,
+    live: bool = False,
 ) -> Identity:
     """The identity a request acts as; raises :class:`AccessDenied`.
 
-    ``open_path`` marks paths that answer without a token (``/json/version``).
+    ``open_path`` marks paths that answer without a token (``/json/version``);
+    ``live`` the live view's paths, the only ones a person's token opens.
     """
+    found = _identify(settings, token, user_param, open_path)
+    if found.human and not live:
+        raise AccessDenied(
+            "a person's token (role=human) opens the live view only: use /live?token=…, "
+            "or an agent's token here"
+        )
+    return found
+
+
+def _identify(
+    settings: Settings, token: str | None, user_param: str | None, open_path: bool
+) -> Identity:
     if token is not None:
         found: Identity | None = None
         # Compare against every token, so timing tells nothing about which
@@ -92,7 +112,7 @@ def identify(
             found = Identity(AGENTENV_USER, control=True)
         for name, known in settings.users.items():
             if _matches(token, known) and found is None:
-                found = Identity(name)
+                found = Identity(name, human=name in settings.humans)
         if settings.max_scopes:
             scope = opened_of(settings.scopes_file).scope_of(token)
             if scope is not None and found is None:
@@ -193,9 +213,18 @@ def check_host(settings: Settings, host_header: str | None) -> str:
     return normal
 
 
-def check_origin(settings: Settings, origin: str | None) -> None:
-    """Refuse a browser ``Origin`` that is not allowed (none is fine)."""
+def check_origin(settings: Settings, origin: str | None, own_host: str | None = None) -> None:
+    """Refuse a browser ``Origin`` that is not allowed (none is fine).
+
+    ``own_host``: the ``Host`` of a request to a page's own door (the live
+    view's): an ``Origin`` of exactly ``http(s)://<that host>`` is the page
+    itself (its same-origin POST sends one) and is taken."""
     if origin is None:
+        return
+    if own_host is not None and origin.strip().lower() in (
+        f"http://{own_host.strip().lower()}",
+        f"https://{own_host.strip().lower()}",
+    ):
         return
     if "*" in settings.allowed_origins or origin.strip().lower() in settings.allowed_origins:
         return

@@ -9,7 +9,11 @@ commas or whitespace; ``AGENTENV_USERS_FILE`` names a file of such pairs, one a
 line (``#`` comments allowed). A third field names the user's scope
 (``name:token:scope``, docs/spec.md section 7): users of one scope share one
 browser; each user is a scope of their own by default. With a third field,
-the token is what lies between the first and the last colon.
+the token is what lies between the first and the last colon. A last field
+``role=human`` makes the user a person (``name:token:scope:role=human``): a
+person's token drives the live view of its scope and nothing else
+(:mod:`agentenv.access`; docs/spec.md section 6, "A person in the live view"). No scope holds an
+``=``, so no entry that was good before reads differently now.
 ``AGENTENV_CONTROL_TOKEN`` is the harness's token: it is accepted
 everywhere, as the user ``agentenv``. When none is configured,
 ``launch/supervisord.sh`` makes one for the boot and sets
@@ -45,7 +49,7 @@ __all__ = [
     "Settings",
     "SettingsError",
     "load",
-    "open_to_pages",
+    "parse_humans",
     "parse_scopes",
     "parse_users",
     "scope_folder",
@@ -109,6 +113,8 @@ class Settings:
     users: Mapping[str, str] = field(default_factory=dict)
     #: user name -> the scope they act in (their own name unless grouped).
     scopes: Mapping[str, str] = field(default_factory=dict)
+    #: The users who are people (``role=human``): they drive the live view only.
+    humans: frozenset[str] = frozenset()
     #: Scopes the control token may open on demand (``scopes/open``) at once,
     #: beside the fixed ones of ``users`` (0: none may be opened). Any above 0
     #: makes the computer one of scopes from its start (:attr:`scoped`).
@@ -333,26 +339,43 @@ def scope_folder(name: str) -> str:
     return "scope-" + hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
+#: The roles a user may have (``role=…``, the last field); ``agent`` is the default.
+_ROLES = ("agent", "human")
+
+
 def parse_users(text: str, source: str = "AGENTENV_USERS") -> dict[str, str]:
     """Parse ``name:token`` pairs; raise :class:`SettingsError` naming ``source``.
 
     The error never quotes a token.
     """
-    return {name: token for name, (token, _) in _entries(text, source).items()}
+    return {name: token for name, (token, _, _) in _entries(text, source).items()}
 
 
 def parse_scopes(text: str, source: str = "AGENTENV_USERS") -> dict[str, str]:
     """Each user's scope: the third field of ``name:token:scope``, else the name."""
-    return {name: scope for name, (_, scope) in _entries(text, source).items()}
+    return {name: scope for name, (_, scope, _) in _entries(text, source).items()}
 
 
-def _entries(text: str, source: str) -> dict[str, tuple[str, str]]:
-    users: dict[str, tuple[str, str]] = {}
+def parse_humans(text: str, source: str = "AGENTENV_USERS") -> frozenset[str]:
+    """The users whose last field is ``role=human``: people, not agents."""
+    return frozenset(n for n, (_, _, role) in _entries(text, source).items() if role == "human")
+
+
+def _entries(text: str, source: str) -> dict[str, tuple[str, str, str]]:
+    users: dict[str, tuple[str, str, str]] = {}
     # Comments first (a comment may hold commas of its own). A comment starts
     # a line or follows a space: a token may hold a "#".
     lines = (_COMMENT.split(raw, 1)[0] for raw in text.splitlines())
     pairs = [pair for line in lines for pair in line.replace(",", " ").split()]
     for number, pair in enumerate(pairs, start=1):
+        head, _, last = pair.rpartition(":")
+        role = "agent"
+        if last.startswith("role="):  # never a scope: a scope holds no "="
+            pair, role = head, last.removeprefix("role=")
+            if role not in _ROLES:
+                raise SettingsError(
+                    f"{source}: entry {number}'s role must be role=agent or role=human"
+                )
         name, sep, token = pair.partition(":")
         scope = name
         if token.count(":"):
@@ -374,7 +397,7 @@ def _entries(text: str, source: str) -> dict[str, tuple[str, str]]:
             )
         if name in users:
             raise SettingsError(f"{source}: user {name!r} is listed twice")
-        users[name] = (token, scope)
+        users[name] = (token, scope, role)
     return users
 
 
@@ -475,40 +498,16 @@ def _read(env: Mapping[str, str], defaults: Settings) -> dict[str, Any]:
     }
 
 
-def open_to_pages(settings: Settings) -> list[str]:
-    """Warnings for inner ports a page's script could send requests to."""
-    inner = {"AGENTENV_CHROMIUM_PORT": settings.chromium_port}
-    inner["AGENTENV_RECORDER_PORT"] = settings.recorder_port
-    warnings = [
-        f"{name}={port} is a port Chromium lets pages reach: a page's script "
-        f"(a fresh tab's about:blank) can send requests to it. Use one Chromium "
-        f"refuses, such as {Settings.chromium_port} or {Settings.recorder_port}"
-        for name, port in inner.items()
-        if port not in PAGE_REFUSED_PORTS
-    ]
-    if "--explicitly-allowed-ports" in settings.chromium_flags:
-        warnings.append(
-            "AGENTENV_CHROMIUM_FLAGS has --explicitly-allowed-ports: pages may reach the "
-            "ports it names, the computer's inner ports among them if listed"
-        )
-    if "--host-resolver-rules" in settings.chromium_flags:
-        warnings.append(
-            "AGENTENV_CHROMIUM_FLAGS has --host-resolver-rules: it replaces the rules that keep "
-            "pages off the computer's own ports on every loopback address (127.0.0.2, "
-            "[::ffff:127.0.0.1], ...); the policies still block navigations to 127.0.0.1, "
-            "localhost and [::1]"
-        )
-    return warnings
-
-
 def load(env: Mapping[str, str] | None = None) -> Settings:
     """Settings from ``env`` (default: the process environment)."""
     env = os.environ if env is None else env
     users: dict[str, str] = {}
     scopes: dict[str, str] = {}
+    humans: set[str] = set()
     if env.get("AGENTENV_USERS"):
         users.update(parse_users(env["AGENTENV_USERS"]))
         scopes.update(parse_scopes(env["AGENTENV_USERS"]))
+        humans.update(parse_humans(env["AGENTENV_USERS"]))
     users_file = env.get("AGENTENV_USERS_FILE")
     if users_file:
         try:
@@ -522,6 +521,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
                 raise SettingsError(f"user {name!r} is in both AGENTENV_USERS and its file")
             users[name] = token
         scopes.update(parse_scopes(text, "AGENTENV_USERS_FILE"))
+        humans.update(parse_humans(text, "AGENTENV_USERS_FILE"))
     defaults = Settings()
     settings = Settings(
         name=env.get("AGENTENV_NAME") or defaults.name,
@@ -537,6 +537,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         chromium_flags=env.get("AGENTENV_CHROMIUM_FLAGS", ""),
         users=users,
         scopes=scopes,
+        humans=frozenset(humans),
         control_token=env.get("AGENTENV_CONTROL_TOKEN") or None,
         metrics_token=env.get("AGENTENV_METRICS_TOKEN") or None,
         control_open=env.get("AGENTENV_CONTROL_OPEN") == "1",

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from agentenv.page_ports import open_to_pages
 from agentenv.protocol.card import BROWSER_V1, Card, Extension, MissingOp
-from agentenv.settings import _PARSED, SettingsError, load, open_to_pages, parse_users
+from agentenv.settings import _PARSED, SettingsError, load, parse_users
 
 
 def test_defaults() -> None:

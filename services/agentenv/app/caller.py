@@ -9,6 +9,8 @@
   agent's role, and the role becomes the name (``via: api``, or ``mcp``).
 - Without users configured (a developer's machine), the role names the
   caller, ``default`` without one.
+- A person (a user of ``role=human``, who acts through the live view only)
+  is ``via: human``, ``who``: their user; no header changes that.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ def caller_of(
     identity: Identity, role: str | None, tool: ToolCall | None, *, users: bool
 ) -> Caller:
     """The caller of a call made as ``identity`` with these headers."""
+    if identity.human:
+        return Caller("human", identity.user)
     agent: Via = "mcp" if tool is not None else "api"
     if identity.control:
         if role is None:

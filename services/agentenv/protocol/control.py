@@ -122,7 +122,7 @@ __all__ = [
 ]
 
 #: How an action came in (docs/spec.md section 1, ``via``).
-Via = Literal["mcp", "api", "agentenv"]
+Via = Literal["mcp", "api", "human", "agentenv"]
 #: A name in the log: who acted, a role, a tool, a call id.
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 

@@ -66,7 +66,8 @@ READING: Acts = "reading"
 LineKind = Literal["action", "tab", "reset", "outcome", "lost", "break", "auth"]
 LINE_KINDS: tuple[LineKind, ...] = ("action", "tab", "reset", "outcome", "lost", "break", "auth")
 
-#: The ways in an agent acts through (``agentenv`` is the computer's own).
+#: The ways in an agent acts through (``agentenv`` is the computer's own;
+#: ``human``, a person's acts through the live view, are no agent's).
 AGENT_VIAS = ("cdp", "mcp", "api")
 #: CDP commands that say where an agent acts, with every ``Input.*``: moving
 #: between pages and tabs (a client's set-up, scripts and emulation, which it
@@ -90,7 +91,7 @@ class Guard(TypedDict):
 class ActionBody(TypedDict, total=False):
     """An ``action`` line's body (docs/spec.md section 1, ``action``)."""
 
-    via: str  # cdp | mcp | api | agentenv
+    via: str  # cdp | mcp | api | human | agentenv
     who: str
     role: str
     conn: int

@@ -39,6 +39,7 @@ from agentenv.http import BODY_LIMIT, auth_middleware, error_middleware, error_r
 from agentenv.log.auth import Failure
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import CONTENT_TYPE, RelayCounts, render
+from agentenv.page_ports import open_to_pages
 from agentenv.process import log_dir
 from agentenv.protocol.urls import canonical_address, loopback
 from agentenv.relay import discovery, guard, scope_rule
@@ -80,7 +81,7 @@ from agentenv.relay.relay_requests import (
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
 from agentenv.scopes import Scope
-from agentenv.settings import Settings, open_to_pages
+from agentenv.settings import Settings
 
 __all__ = ["make_app", "settings_key"]
 
