@@ -349,15 +349,18 @@ def computer(
     control: str | None = CONTROL,
     env: dict[str, str] | None = None,
     scopes: dict[str, str] | None = None,
+    humans: frozenset[str] = frozenset(),
     **kwargs: Any,
 ) -> Iterator[Computer]:
     """A secured computer (users and a control token configured), stopped after.
-    ``scopes`` groups users (user -> scope); each is a scope of their own else."""
+    ``scopes`` groups users (user -> scope); each is a scope of their own else.
+    ``humans``: the users who are people (``role=human``)."""
     users = USERS if users is None else users
     settings = dict(env or {})
     if users:
         settings["AGENTENV_USERS"] = ",".join(
-            f"{u}:{t}:{scopes[u]}" if scopes and u in scopes else f"{u}:{t}"
+            (f"{u}:{t}:{scopes[u]}" if scopes and u in scopes else f"{u}:{t}")
+            + (":role=human" if u in humans else "")
             for u, t in users.items()
         )
     if control:

@@ -1,6 +1,7 @@
 """What the app server's handlers read from a request: its keys (typed
 ``AppKey``s, set by :func:`agentenv.app.app_server.make_app`), who is calling
-(:func:`caller`, :func:`require_control`, :func:`acting_caller`), which scope
+(:func:`caller`, :func:`live_caller`, :func:`require_control`,
+:func:`acting_caller`), which scope
 and browser an op acts in (:func:`op_scope`, :func:`browser_for`), a
 body as its model (:func:`parse`), and an op's answer as its model writes it
 (:func:`answer`)."""
@@ -36,6 +37,7 @@ __all__ = [
     "caller",
     "client_key",
     "link_key",
+    "live_caller",
     "lives_key",
     "mcp_key",
     "op_scope",
@@ -64,6 +66,12 @@ def _token(request: web.Request) -> str | None:
 
 def caller(request: web.Request) -> Identity:
     return identify(request.app[settings_key], _token(request), None)
+
+
+def live_caller(request: web.Request) -> Identity:
+    """Who watches or drives the live view: any token, a person's too (which
+    :func:`caller`, every other door's, refuses)."""
+    return identify(request.app[settings_key], _token(request), None, live=True)
 
 
 def require_control(request: web.Request) -> Identity:

@@ -13,6 +13,8 @@
   ``log``, ``data/*``.
 - ``POST /v1/browser-recording/<op>``: forwarded to the recorder.
 - ``/mcp``: Playwright MCP's tools (:mod:`agentenv.app.mcp`).
+- ``/live``, ``/live/frame``, ``/live/tabs``, ``/live/input``: the live view
+  (:mod:`agentenv.app.live_doors`).
 
 Every request passes the relay's ``Host`` and ``Origin`` checks. A request
 refused for its token (401) is reported to the relay, which writes it to the
@@ -53,7 +55,6 @@ from agentenv.app.app_requests import (
     link_key,
     lives_key,
     mcp_key,
-    op_scope,
     parse,
     reader_key,
     require_control,
@@ -62,8 +63,7 @@ from agentenv.app.app_requests import (
 )
 from agentenv.app.data_ops import data_op, log_op
 from agentenv.app.download_ops import DownloadFile
-from agentenv.app.live import PAGE as LIVE_PAGE
-from agentenv.app.live import Live
+from agentenv.app.live_doors import add_live_routes
 from agentenv.app.mcp_loader import McpState, mcp_door, serve_mcp
 from agentenv.app.op_browser import Browser, Browsers
 from agentenv.app.optable import DATA_OPS, OPS, SCOPE_OPS, all_ops
@@ -75,7 +75,6 @@ from agentenv.http import (
     BodyError,
     auth_middleware,
     error_middleware,
-    error_response,
     read_body,
     read_json,
 )
@@ -125,7 +124,8 @@ async def _checks(request: web.Request, handler: Handler) -> web.StreamResponse:
     raised here or below is answered by the error middleware around it."""
     settings = request.app[settings_key]
     check_host(settings, request.headers.get("Host"))
-    check_origin(settings, request.headers.get("Origin"))
+    own = request.headers.get("Host") if request.path.startswith("/live") else None
+    check_origin(settings, request.headers.get("Origin"), own_host=own)
     if request.path.startswith("/mcp"):
         caller(request)  # with users configured, MCP needs a token too
         if (request.content_length or 0) > BODY_LIMIT:
@@ -349,34 +349,6 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=b"".join(parts), headers={"Content-Type": CONTENT_TYPE})
 
 
-async def live_page(request: web.Request) -> web.Response:
-    """The live view's page (an agent's token or the control token)."""
-    caller(request)
-    return web.Response(
-        text=LIVE_PAGE,
-        content_type="text/html",
-        headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
-    )
-
-
-async def live_frame(request: web.Request) -> web.Response:
-    """The active tab now, as JPEG (captured only when asked): of the caller's
-    scope for an agent's token; of the home scope, or ``?scope=``, for the
-    control token."""
-    identity = caller(request)
-    scope = op_scope(request, identity, request.query.get("scope"))
-    browser = request.app[browsers_key].of(scope)
-    lives = request.app[lives_key]
-    live = lives.get(scope)
-    if live is None or live.browser is not browser:  # a scope's browser made again
-        live = lives[scope] = Live(browser)
-    try:
-        data = await live.frame()
-    except OpError as exc:
-        return error_response(exc.status, exc.message)
-    return web.Response(body=data, content_type="image/jpeg", headers={"Cache-Control": "no-store"})
-
-
 async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[settings_key]
     app[client_key] = aiohttp.ClientSession()
@@ -465,8 +437,7 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_post("/v1/browser/{op:.+}", browser_op)
     app.router.add_post("/v1/browser-recording/{op}", recording_op)
     app.router.add_get("/metrics", metrics)
-    app.router.add_get("/live", live_page)
-    app.router.add_get("/live/frame", live_frame)
+    add_live_routes(app)
 
     # /mcp: the mcp SDK's streamable HTTP app, mounted through aiohttp-asgi
     # (the MCP server itself loads on the first request: app/mcp_loader.py).

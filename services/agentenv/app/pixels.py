@@ -16,6 +16,7 @@ from agentenv.app.keys import key_events
 from agentenv.app.op_browser import Browser
 from agentenv.protocol.answers import Navigated, OpDone
 from agentenv.protocol.browser import (
+    InputButton,
     InputClick,
     InputKey,
     InputMove,
@@ -29,10 +30,12 @@ from agentenv.relay_link import capture
 __all__ = [
     "Image",
     "input_click",
+    "input_down",
     "input_key",
     "input_move",
     "input_scroll",
     "input_type",
+    "input_up",
     "navigate",
     "screenshot",
 ]
@@ -93,6 +96,31 @@ async def input_click(browser: Browser, body: InputClick, caller: Caller) -> OpD
                 )
 
     return await _input(browser, caller, "input/click", body, send)
+
+
+async def _button(browser: Browser, body: InputButton, caller: Caller, kind: str) -> OpDone:
+    async def send(session: str) -> None:
+        base = {"x": body.x, "y": body.y}
+        if kind == "mousePressed":  # where the press lands, as a pointer gets there first
+            await browser.link.call(
+                "Input.dispatchMouseEvent", {"type": "mouseMoved", **base}, session=session
+            )
+        await browser.link.call(
+            "Input.dispatchMouseEvent",
+            {"type": kind, **base, "button": body.button, "clickCount": body.clicks},
+            session=session,
+        )
+
+    op = "input/down" if kind == "mousePressed" else "input/up"
+    return await _input(browser, caller, op, body, send)
+
+
+async def input_down(browser: Browser, body: InputButton, caller: Caller) -> OpDone:
+    return await _button(browser, body, caller, "mousePressed")
+
+
+async def input_up(browser: Browser, body: InputButton, caller: Caller) -> OpDone:
+    return await _button(browser, body, caller, "mouseReleased")
 
 
 async def input_move(browser: Browser, body: InputMove, caller: Caller) -> OpDone:

@@ -188,6 +188,11 @@ def _api(action: ActionBody, typing: _Typing, out: list[str]) -> None:
         element = _element(action.get("target"))
         at = f"at ({_number(args.get('x')):.0f}, {_number(args.get('y')):.0f})"
         out.append(f"click {element}" if element else f"click {at}")
+    elif op in ("input/down", "input/up"):
+        element = _element(action.get("target")) if op == "input/down" else None
+        verb = "press the mouse" if op == "input/down" else "release the mouse"
+        at = f"at ({_number(args.get('x')):.0f}, {_number(args.get('y')):.0f})"
+        out.append(f"{verb} on {element}" if element else f"{verb} {at}")
     elif op == "input/key":
         out.append(f"press {args.get('keys')}")
     elif op == "input/scroll":

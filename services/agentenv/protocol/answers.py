@@ -129,6 +129,8 @@ ANSWERS: dict[str, TypeAdapter[Any]] = {
     "navigate": TypeAdapter(Navigated),
     "input/click": TypeAdapter(OpDone),
     "input/move": TypeAdapter(OpDone),
+    "input/down": TypeAdapter(OpDone),
+    "input/up": TypeAdapter(OpDone),
     "input/scroll": TypeAdapter(OpDone),
     "input/type": TypeAdapter(OpDone),
     "input/key": TypeAdapter(OpDone),

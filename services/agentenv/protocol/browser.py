@@ -22,6 +22,7 @@ __all__ = [
     "Download",
     "DownloadsGet",
     "Empty",
+    "InputButton",
     "InputClick",
     "InputKey",
     "InputMove",
@@ -222,6 +223,17 @@ INPUT_LIMIT = 1_000_000.0
 
 
 class InputClick(Scoped):
+    x: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
+    y: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
+    button: Literal["left", "right", "middle"] = "left"
+    clicks: int = Field(1, ge=1, le=3)
+
+
+class InputButton(Scoped):
+    """``input/down`` and ``input/up``: a button pressed or released at a
+    point (a drag, or a person's press and release in the live view);
+    ``clicks`` is the press's count (2: the second press of a double click)."""
+
     x: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
     y: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
     button: Literal["left", "right", "middle"] = "left"

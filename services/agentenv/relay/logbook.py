@@ -34,7 +34,7 @@ __all__ = ["Action", "ActionScope", "Logbook"]
 #: Commands after which their tab is gone: no action is framed on it.
 _GONE = frozenset({"Target.closeTarget", "Page.close"})
 #: Pixel ops whose entry takes the element their press or typing landed on.
-_NAMED_OPS = ("input/click", "input/type")
+_NAMED_OPS = ("input/click", "input/down", "input/type")
 
 log = logging.getLogger("agentenv.relay")
 

@@ -1,0 +1,149 @@
+"""The live view's doors: ``GET /live`` (the page), ``/live/frame`` (the
+active tab as JPEG), ``/live/tabs`` (the scope's tabs) and ``POST
+/live/input`` (a person's input).
+
+Who may do what:
+
+- Any token watches: an agent's its own scope, a person's (``role=human``)
+  theirs, the control token the home scope or ``?scope=``. Watching is off
+  the record (no entry, nothing changes in the browser).
+- Only a person's token sends input; every other token's view is read-only
+  and its input refused (403). A person's token opens no other door
+  (:func:`agentenv.access.identify`).
+- **One input path.** Each input is the pixel op a computer-use agent calls
+  (:data:`LIVE_OPS`: ``input/move``, ``input/down``, ``input/up``,
+  ``input/scroll``, ``input/key``, ``input/type``) or ``tabs/activate``,
+  called by the same handler with the person as the caller (``via: human``,
+  ``who``: their user; :mod:`agentenv.app.caller`). So the same scope check,
+  the same action entry, the same password check (typed text withheld until
+  the relay clears it: a password a person types is withheld as an agent's
+  is) and the same log budget apply.
+- A live input names no scope of its own (the view's ``?scope=`` does, and a
+  person's token is held to its own scope): ``scope`` in the body is refused.
+- The page's own ``fetch`` of an input is same-origin, and browsers send an
+  ``Origin`` with a POST: for the live view's paths, an ``Origin`` that is
+  this server's own host is taken (:func:`agentenv.access.check_origin`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from agentenv.app.app_errors import OpError, failure
+from agentenv.app.app_requests import (
+    browser_for,
+    browsers_key,
+    live_caller,
+    lives_key,
+    op_scope,
+    parse,
+)
+from agentenv.app.caller import caller_of
+from agentenv.app.live import Live
+from agentenv.app.live_page import live_page
+from agentenv.app.optable import OPS
+from agentenv.http import error_response, read_json
+from agentenv.relay_link import BrowserError
+
+__all__ = ["LIVE_INPUT_LIMIT", "LIVE_OPS", "add_live_routes", "live_op"]
+
+#: A live input's ``kind`` -> the op it is (docs/spec.md section 6, "Live view").
+LIVE_OPS = {
+    "move": "input/move",
+    "down": "input/down",
+    "up": "input/up",
+    "wheel": "input/scroll",
+    "key": "input/key",
+    "text": "input/type",
+    "tab": "tabs/activate",
+}
+#: The largest live input body (a paste of up to the op's 100,000 characters).
+LIVE_INPUT_LIMIT = 512 * 1024
+
+
+def live_op(body: dict[str, Any]) -> tuple[str, Any]:
+    """The op a live input is, and its body as that op's model; 400 for an
+    unknown kind, a ``scope`` (the view's address names it), or a bad field."""
+    fields = dict(body)
+    kind = fields.pop("kind", None)
+    op = LIVE_OPS.get(kind) if isinstance(kind, str) else None
+    if op is None:
+        raise OpError(400, f"kind must be one of {', '.join(LIVE_OPS)}")
+    if "scope" in fields:
+        raise OpError(400, "a live input names no scope: the view's ?scope= does")
+    return op, parse(OPS[op].model, fields)
+
+
+_PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+async def page(request: web.Request) -> web.Response:
+    """The live view's page: interactive for a person's token, read-only else."""
+    identity = live_caller(request)
+    return web.Response(
+        text=live_page(drives=identity.human), content_type="text/html", headers=_PAGE_HEADERS
+    )
+
+
+async def frame(request: web.Request) -> web.Response:
+    """The active tab now, as JPEG (captured only when asked): of the caller's
+    scope for a user's token; of the home scope, or ``?scope=``, for the
+    control token."""
+    identity = live_caller(request)
+    scope = op_scope(request, identity, request.query.get("scope"))
+    browser = request.app[browsers_key].of(scope)
+    lives = request.app[lives_key]
+    live = lives.get(scope)
+    if live is None or live.browser is not browser:  # a scope's browser made again
+        live = lives[scope] = Live(browser)
+    try:
+        data = await live.frame()
+    except OpError as exc:
+        return error_response(exc.status, exc.message)
+    return web.Response(body=data, content_type="image/jpeg", headers={"Cache-Control": "no-store"})
+
+
+async def tabs(request: web.Request) -> web.Response:
+    """The scope's tabs, the active one first (off the record, as watching is)."""
+    identity = live_caller(request)
+    browser = browser_for(request, identity, request.query.get("scope"))
+    try:
+        found = await browser.tabs()
+    except BrowserError as exc:
+        raise failure(exc) from None
+    return web.json_response({"tabs": [t.model_dump(mode="json") for t in found]})
+
+
+async def live_input(request: web.Request) -> web.Response:
+    """A person's input, as the op it is (:func:`live_op`), on the record as theirs."""
+    identity = live_caller(request)
+    if not identity.human:
+        raise OpError(
+            403,
+            "this token may only watch: input through the live view needs a person's "
+            "token (a user of role=human in AGENTENV_USERS)",
+        )
+    op, body = live_op(await read_json(request, LIVE_INPUT_LIMIT))
+    browser = browser_for(request, identity, request.query.get("scope"))
+    person = caller_of(identity, None, None, users=True)
+    handler = OPS[op].handler
+    try:
+        await handler(browser, body, person)
+    except BrowserError as exc:
+        raise failure(exc) from None
+    return web.json_response({"ok": True, "op": op})
+
+
+def add_live_routes(app: web.Application) -> None:
+    app.router.add_get("/live", page)
+    app.router.add_get("/live/frame", frame)
+    app.router.add_get("/live/tabs", tabs)
+    app.router.add_post("/live/input", live_input)

@@ -1,0 +1,172 @@
+"""A person steps in through the live view (issue 44, first slice), on the image.
+
+carol is a person (``role=human``) in alice's scope. A real Chromium
+(Playwright) opens ``/live`` with carol's token and does what a person
+does: clicks a sign-in form's fields in the picture, types a name, presses
+Tab, types a password, clicks the button, and switches tabs with the view's
+tab bar. The page signs in, and the log holds each input as ``via: human``,
+``who: carol``, with the name typed in plain words and the password nowhere
+in the log folder's bytes. alice's token (an agent's) gets a read-only view
+whose input is refused; carol's token opens no other door and no other scope.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from tests.support.container import CONTROL, Computer, computer
+from tests.support.timing import deadline, wait_for
+
+PORT = 8120
+USERS = {"alice": "alice-token-5f1c", "bob": "bob-token-9a2e", "carol": "carol-token-3e8d"}
+NAME = "carol-at-the-desk"
+PASSWORD = "Pz-7q!human-typed-4411"
+SECRET_B64 = base64.b64encode(PASSWORD.encode()).decode()
+# Fixed places, so the person's clicks land by the picture's pixels alone.
+FORM = f"""<!doctype html><title>sign in</title>
+<style>body {{ margin: 0 }} input, button {{ position: absolute; left: 40px; width: 400px;
+ height: 40px; font-size: 20px }}</style>
+<input id=user style="top: 40px" autocomplete=off>
+<input id=password type=password style="top: 120px" autocomplete=off>
+<button id=go style="top: 200px">sign in</button>
+<script>
+document.getElementById("go").onclick = () => {{
+  const ok = btoa(document.getElementById("password").value) === "{SECRET_B64}";
+  document.title = ok ? "welcome " + document.getElementById("user").value : "wrong password";
+}};
+</script>"""
+OTHER = "<!doctype html><title>second tab</title><p>another page"
+
+
+@pytest.fixture(scope="module")
+def pc(image: str) -> Iterator[Computer]:
+    with computer(
+        image,
+        users=USERS,
+        scopes={"alice": "shop", "carol": "shop"},
+        humans=frozenset({"carol"}),
+    ) as running:
+        running.serve_folder(PORT, "/tmp/form", {"signin.html": FORM, "other.html": OTHER})
+        yield running
+
+
+def _tabs(pc: Computer) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = pc.op("tabs/list", {"scope": "shop"})
+    return found
+
+
+def _live_input(pc: Computer, user: str, body: dict[str, Any], scope: str | None = None) -> int:
+    query = f"?scope={scope}" if scope else ""
+    answer = requests.post(
+        f"{pc.app}/live/input{query}", json=body, headers=pc.headers(user), timeout=deadline(30)
+    )
+    assert pc.token(user) not in answer.text
+    return answer.status_code
+
+
+def test_a_persons_token_opens_the_live_view_only(pc: Computer) -> None:
+    for path in ("/v1/browser/input/click", "/v1/browser/tabs/list"):
+        answer = requests.post(
+            pc.app + path, json={"x": 1, "y": 1}, headers=pc.headers("carol"), timeout=30
+        )
+        assert answer.status_code == 403, (path, answer.status_code)
+        assert "live view only" in answer.json()["error"]["message"]
+    relay = requests.get(pc.relay + "/json/list", headers=pc.headers("carol"), timeout=30)
+    assert relay.status_code == 403
+    assert (
+        requests.post(pc.app + "/mcp", json={}, headers=pc.headers("carol"), timeout=30).status_code
+        == 403
+    )
+    # Another scope's view: refused, whether it exists or not.
+    assert _live_input(pc, "carol", {"kind": "move", "x": 1, "y": 1}, scope="bob") == 403
+    # An agent's token and the control token only watch.
+    assert _live_input(pc, "alice", {"kind": "move", "x": 1, "y": 1}) == 403
+    answer = requests.post(
+        f"{pc.app}/live/input?scope=shop",
+        json={"kind": "move", "x": 1, "y": 1},
+        headers={"Authorization": f"Bearer {CONTROL}"},
+        timeout=30,
+    )
+    assert answer.status_code == 403
+
+
+def test_a_person_signs_in_through_the_view_on_the_record(pc: Computer) -> None:
+    from playwright.sync_api import sync_playwright
+
+    site = f"http://127.0.0.1:{PORT}"
+    pc.op("navigate", {"url": site + "/signin.html"}, user="alice")
+    wait_for(lambda: _tabs(pc)[0]["title"] == "sign in", "the form to load", timeout_s=30)
+    pc.op("tabs/open", {"scope": "shop", "url": site + "/other.html", "background": True})
+    _, before = pc.log()
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium"))
+        # A view smaller than the frame: the clicks are scaled back to its pixels.
+        page = browser.new_page(viewport={"width": 900, "height": 700})
+        page.goto(f"{pc.app}/live?token={pc.token('carol')}")
+        screen = page.locator("#screen")
+        wait_for(lambda: int(screen.get_attribute("data-frames") or 0) >= 2, "frames", 30)
+
+        def click_at(x: float, y: float) -> None:
+            box = screen.bounding_box()
+            assert box is not None
+            width, height = page.evaluate("[screen.naturalWidth, screen.naturalHeight]")
+            page.mouse.click(
+                box["x"] + x * box["width"] / width, box["y"] + y * box["height"] / height
+            )
+
+        def settled() -> bool:
+            return bool(page.evaluate("queue.length === 0 && !sending"))
+
+        click_at(240, 60)  # the name field
+        page.keyboard.type(NAME)
+        page.keyboard.press("Tab")  # to the password field, as a person would
+        page.keyboard.type(PASSWORD)
+        wait_for(settled, "the person's typing to be sent", timeout_s=30)
+        click_at(240, 220)  # sign in
+        wait_for(settled, "the click to be sent", timeout_s=30)
+        wait_for(
+            lambda: _tabs(pc)[0]["title"] == f"welcome {NAME}", "the page to sign in", timeout_s=30
+        )
+        assert page.evaluate("Number(screen.dataset.refused || 0)") == 0
+
+        # The tab bar: the second tab, by its button.
+        wait_for(lambda: page.locator("#tabs button").count() == 2, "the tab bar", timeout_s=30)
+        page.locator("#tabs button", has_text="second tab").click()
+        wait_for(settled, "the tab switch to be sent", timeout_s=30)
+        wait_for(
+            lambda: _tabs(pc)[0]["title"] == "second tab", "the view to switch tabs", timeout_s=30
+        )
+
+        # alice's view is read-only: a click there sends nothing.
+        page.goto(f"{pc.app}/live?token={pc.token('alice')}")
+        wait_for(lambda: int(screen.get_attribute("data-frames") or 0) >= 1, "alice's frames", 30)
+        screen.click()
+        page.keyboard.type("nothing")
+        assert page.evaluate("queue.length") == 0 and screen.get_attribute("data-sent") is None
+        assert page.locator("#tabs button").first.is_disabled()
+        browser.close()
+
+    lines, _ = pc.log(before)
+    acted = [x["action"] for x in lines if "action" in x and x["action"].get("within") is None]
+    people = [a for a in acted if a.get("via") == "human"]
+    assert people and all(a["who"] == "carol" and a.get("scope") == "shop" for a in people), people
+    ops = [a["op"] for a in people]
+    for op in ("input/down", "input/up", "input/type", "input/key", "tabs/activate"):
+        assert op in ops, (op, ops)
+    assert not [a for a in acted if a.get("who") == "alice" and a.get("op", "").startswith("input")]
+    typed = [a["args"]["text"] for a in people if a["op"] == "input/type"]
+    assert NAME in typed, typed  # a name is no secret
+    assert any(isinstance(t, dict) and t.get("withheld") for t in typed), typed
+    press = next(a for a in people if a["op"] == "input/down")
+    assert press["args"]["x"] == 240 and press["args"]["y"] == 60
+    # The password the person typed is nowhere in the log folder.
+    written = pc.all_log_bytes()
+    assert b'"via":"human"' in written
+    assert PASSWORD.encode() not in written
