@@ -213,6 +213,8 @@ class RecorderCounts:
 @dataclass(eq=False)
 class AppCounts:
     sessions: Callable[[], int] = lambda: 0
+    #: Scopes whose agent waits for a person (request_human).
+    waiting: Callable[[], int] = lambda: 0
     #: When this app server process started (seconds since the epoch): MCP
     #: sessions and ops in flight do not outlive it.
     started: float = field(default_factory=time.time)
@@ -220,6 +222,11 @@ class AppCounts:
     def collect(self) -> Iterator[Metric]:
         yield GaugeMetricFamily(
             "agentenv_mcp_sessions", "Playwright MCP sessions running", value=self.sessions()
+        )
+        yield GaugeMetricFamily(
+            "agentenv_human_requests_waiting",
+            "agents' requests for a person (request_human) waiting for an answer",
+            value=self.waiting(),
         )
         yield GaugeMetricFamily(
             "agentenv_app_start_time_seconds",

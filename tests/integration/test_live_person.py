@@ -8,6 +8,10 @@ tab bar. The page signs in, and the log holds each input as ``via: human``,
 ``who: carol``, with the name typed in plain words and the password nowhere
 in the log folder's bytes. alice's token (an agent's) gets a read-only view
 whose input is refused; carol's token opens no other door and no other scope.
+
+An agent asks for a person (``request_human``): the wait is bounded, a second
+request is refused, ``/metrics`` counts the waiting one, and carol hands back
+with ``done`` in the view, which answers the agent's call; both are entries.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import base64
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -170,3 +175,74 @@ def test_a_person_signs_in_through_the_view_on_the_record(pc: Computer) -> None:
     written = pc.all_log_bytes()
     assert b'"via":"human"' in written
     assert PASSWORD.encode() not in written
+
+
+def _metric(pc: Computer, name: str) -> float:
+    text = requests.get(pc.app + "/metrics", headers=pc.headers(), timeout=deadline(30)).text
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_an_agent_asks_for_a_person_who_hands_back(pc: Computer) -> None:
+    from playwright.sync_api import sync_playwright
+
+    _, before = pc.log()
+    # Bounded: no person answers in time, and the agent is told so.
+    timed_out = requests.post(
+        f"{pc.app}/v1/browser/request_human",
+        json={"reason": "nobody is there", "timeout_s": 1},
+        headers=pc.headers("alice"),
+        timeout=deadline(30),
+    )
+    assert timed_out.status_code == 504
+    assert "no person answered within 1 s" in timed_out.json()["error"]["message"]
+    # A word with no agent waiting: refused.
+    assert _live_input(pc, "carol", {"kind": "answer", "word": "done"}) == 409
+
+    with ThreadPoolExecutor(1) as pool:
+        asked = pool.submit(
+            requests.post,
+            f"{pc.app}/v1/browser/request_human",
+            json={"reason": "type the code on the card", "timeout_s": 120},
+            headers=pc.headers("alice"),
+            timeout=deadline(150),
+        )
+        wait_for(
+            lambda: _metric(pc, "agentenv_human_requests_waiting") == 1,
+            "/metrics to show the request",
+            timeout_s=30,
+        )
+        second = requests.post(
+            f"{pc.app}/v1/browser/request_human",
+            json={"reason": "me too"},
+            headers=pc.headers("alice"),
+            timeout=deadline(30),
+        )
+        assert second.status_code == 409
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=shutil.which("chromium"))
+            page = browser.new_page()
+            page.goto(f"{pc.app}/live?token={pc.token('carol')}")
+            banner = page.locator("#reason")
+            wait_for(lambda: "type the code on the card" in banner.inner_text(), "the banner", 30)
+            assert "alice asks for a person" in banner.inner_text()
+            page.locator("#done").click()
+            answer = asked.result(timeout=deadline(60))
+            browser.close()
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"word": "done", "who": "carol"}
+    assert _metric(pc, "agentenv_human_requests_waiting") == 0
+
+    lines, _ = pc.log(before)
+    acted = [x["action"] for x in lines if "action" in x]
+    requests_ = [a for a in acted if a.get("op") == "request_human"]
+    assert [(a["via"], a["who"], a["args"]["reason"]) for a in requests_] == [
+        ("api", "alice", "nobody is there"),
+        ("api", "alice", "type the code on the card"),
+    ]
+    words = [a for a in acted if a.get("op") == "human/answer"]
+    assert [(a["via"], a["who"], a["args"]) for a in words] == [
+        ("human", "carol", {"word": "done"})
+    ], words

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from pydantic import ValidationError
 
 from agentenv.access import AccessDenied, Identity, check_origin, identify
 from agentenv.app.app_errors import OpError
@@ -14,7 +15,14 @@ from agentenv.app.live_doors import LIVE_OPS, live_op
 from agentenv.app.live_page import live_page
 from agentenv.app.optable import OPS
 from agentenv.harness.words import words
-from agentenv.protocol.browser import InputButton, InputScroll, InputType, TabRef
+from agentenv.protocol.browser import (
+    HumanAnswer,
+    InputButton,
+    InputScroll,
+    InputType,
+    RequestHuman,
+    TabRef,
+)
 from agentenv.protocol.control import BeginAction
 from agentenv.protocol.log import read_lines
 from agentenv.settings import Settings, SettingsError, load, parse_humans, parse_scopes, parse_users
@@ -73,7 +81,7 @@ def test_a_person_is_via_human_whatever_the_headers() -> None:
 
 
 def test_each_live_input_is_an_agents_pixel_op() -> None:
-    assert set(LIVE_OPS.values()) <= set(OPS)
+    assert set(LIVE_OPS.values()) - set(OPS) == {"human/answer"}  # the rest are the ops
     op, body = live_op({"kind": "down", "x": 10, "y": 20, "button": "left", "clicks": 2})
     assert op == "input/down" and body == InputButton(x=10, y=20, clicks=2)
     op, body = live_op({"kind": "wheel", "x": 1, "y": 2, "dx": 0, "dy": 120})
@@ -141,3 +149,20 @@ def test_the_words_name_a_press_and_a_release() -> None:
         }
     )
     assert words(read_lines(person)) == []
+
+
+def test_a_persons_word_is_a_live_input_and_a_request_is_bounded() -> None:
+    assert live_op({"kind": "answer", "word": "done"}) == ("human/answer", HumanAnswer(word="done"))
+    _, body = live_op({"kind": "answer", "word": "cannot", "note": "no code came"})
+    assert body == HumanAnswer(word="cannot", note="no code came")
+    for bad in ({"kind": "answer", "word": "maybe"}, {"kind": "answer"}):
+        with pytest.raises(OpError):
+            live_op(bad)
+    assert RequestHuman(reason="a CAPTCHA").timeout_s == 300
+    for fields in (
+        {"reason": ""},
+        {"reason": "x", "timeout_s": 0},
+        {"reason": "x", "timeout_s": 3601},
+    ):
+        with pytest.raises(ValidationError):
+            RequestHuman.model_validate(fields)

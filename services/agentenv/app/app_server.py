@@ -329,6 +329,7 @@ async def metrics(request: web.Request) -> web.Response:
     state = app[mcp_key]
     counts = AppCounts(
         sessions=lambda: len(state.proxy.sessions) if state.proxy else 0,
+        waiting=app[browsers_key].waiting,
         started=app[started_key],
     )
     parts = [render(counts)]
@@ -378,7 +379,11 @@ async def _client_ctx(app: web.Application) -> AsyncIterator[None]:
         home scope's)."""
         return app[browsers_key].of(None if scope == scopes.home else scope).shared
 
-    loading = asyncio.create_task(serve_mcp(state, settings, link, scoped))
+    def browser_of(scope: str | None) -> Browser:
+        """The ops' browser of ``scope`` (request_human waits there)."""
+        return app[browsers_key].of(None if scope == scopes.home else scope)
+
+    loading = asyncio.create_task(serve_mcp(state, settings, link, scoped, browser_of))
     yield
     state.stop.set()
     if not state.loaded.is_set():

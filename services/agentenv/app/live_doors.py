@@ -12,7 +12,9 @@ Who may do what:
   (:func:`agentenv.access.identify`).
 - **One input path.** Each input is the pixel op a computer-use agent calls
   (:data:`LIVE_OPS`: ``input/move``, ``input/down``, ``input/up``,
-  ``input/scroll``, ``input/key``, ``input/type``) or ``tabs/activate``,
+  ``input/scroll``, ``input/key``, ``input/type``) or ``tabs/activate``
+  (or, for ``answer``, the person's word to an agent waiting for one:
+  :func:`agentenv.app.handoff.human_answer`),
   called by the same handler with the person as the caller (``via: human``,
   ``who``: their user; :mod:`agentenv.app.caller`). So the same scope check,
   the same action entry, the same password check (typed text withheld until
@@ -30,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
+from pydantic import BaseModel
 
 from agentenv.app.app_errors import OpError, failure
 from agentenv.app.app_requests import (
@@ -41,10 +44,12 @@ from agentenv.app.app_requests import (
     parse,
 )
 from agentenv.app.caller import caller_of
+from agentenv.app.handoff import human_answer
 from agentenv.app.live import Live
 from agentenv.app.live_page import live_page
-from agentenv.app.optable import OPS
+from agentenv.app.optable import OPS, Handler
 from agentenv.http import error_response, read_json
+from agentenv.protocol.browser import HumanAnswer
 from agentenv.relay_link import BrowserError
 
 __all__ = ["LIVE_INPUT_LIMIT", "LIVE_OPS", "add_live_routes", "live_op"]
@@ -58,6 +63,13 @@ LIVE_OPS = {
     "key": "input/key",
     "text": "input/type",
     "tab": "tabs/activate",
+    "answer": "human/answer",
+}
+#: What each live input is parsed as, and the handler it runs: the agents'
+#: ops', and the person's word to a waiting agent (app/handoff.py).
+_LIVE: dict[str, tuple[type[BaseModel], Handler]] = {
+    **{op: (OPS[op].model, OPS[op].handler) for op in LIVE_OPS.values() if op in OPS},
+    "human/answer": (HumanAnswer, human_answer),
 }
 #: The largest live input body (a paste of up to the op's 100,000 characters).
 LIVE_INPUT_LIMIT = 512 * 1024
@@ -73,7 +85,7 @@ def live_op(body: dict[str, Any]) -> tuple[str, Any]:
         raise OpError(400, f"kind must be one of {', '.join(LIVE_OPS)}")
     if "scope" in fields:
         raise OpError(400, "a live input names no scope: the view's ?scope= does")
-    return op, parse(OPS[op].model, fields)
+    return op, parse(_LIVE[op][0], fields)
 
 
 _PAGE_HEADERS = {
@@ -112,14 +124,26 @@ async def frame(request: web.Request) -> web.Response:
 
 
 async def tabs(request: web.Request) -> web.Response:
-    """The scope's tabs, the active one first (off the record, as watching is)."""
+    """The scope's tabs, the active one first, and an agent's request for a
+    person waiting there (off the record, as watching is)."""
     identity = live_caller(request)
     browser = browser_for(request, identity, request.query.get("scope"))
     try:
         found = await browser.tabs()
     except BrowserError as exc:
         raise failure(exc) from None
-    return web.json_response({"tabs": [t.model_dump(mode="json") for t in found]})
+    waiting = browser.waiting
+    asked = (
+        {
+            "reason": waiting.reason,
+            "who": waiting.who,
+            "since": waiting.since,
+            "until": waiting.until,
+        }
+        if waiting is not None and waiting.open
+        else None
+    )
+    return web.json_response({"tabs": [t.model_dump(mode="json") for t in found], "request": asked})
 
 
 async def live_input(request: web.Request) -> web.Response:
@@ -134,7 +158,7 @@ async def live_input(request: web.Request) -> web.Response:
     op, body = live_op(await read_json(request, LIVE_INPUT_LIMIT))
     browser = browser_for(request, identity, request.query.get("scope"))
     person = caller_of(identity, None, None, users=True)
-    handler = OPS[op].handler
+    handler = _LIVE[op][1]
     try:
         await handler(browser, body, person)
     except BrowserError as exc:

@@ -16,7 +16,9 @@ a person's token, their pointer, keys, text and paste sent as inputs.
   and the record is no stream of moves); printable keys gathered into
   ``text`` (sent after 300 ms of no typing, or before any other input);
   named keys and shortcuts as ``key`` (``ctrl+a``, ``shift+Tab``,
-  ``Enter``); a paste as ``text``; a click on a tab's button as ``tab``.
+  ``Enter``); a paste as ``text``; a click on a tab's button as ``tab``;
+  the person's word to an agent that asked for one (``request_human``,
+  shown above the picture with its reason, as text) as ``answer``.
 - Inputs are sent one at a time, in order (a queue); a move waiting in the
   queue is replaced by a later one.
 - The token comes as ``?token=``; the page drops it from its address bar
@@ -52,9 +54,12 @@ _PAGE = """<!doctype html>
  #screen.drives { cursor: crosshair; }
  #screen:focus { outline: 2px solid #4af; }
  #status { height: 24px; line-height: 24px; padding: 0 8px; }
+ #request { padding: 4px 8px; background: #553; }
 </style></head>
 <body>
 <div id="tabs"></div>
+<div id="request" hidden><span id="reason"></span>
+ <button id="done">done: hand back</button> <button id="cannot">cannot</button></div>
 <img id="screen" alt="the active tab" draggable="false">
 <div id="status">connecting…</div>
 <script>
@@ -69,6 +74,7 @@ const headers = token ? {Authorization: "Bearer " + token} : {};
 const screen = document.getElementById("screen");
 const status = document.getElementById("status");
 const bar = document.getElementById("tabs");
+const asking = document.getElementById("request");
 const every = 1000 / __FPS__;
 let frames = 0, sent = 0, refused = 0;
 
@@ -101,12 +107,15 @@ async function loop() {
 }
 async function tabs() {
   if (document.hidden) return;
-  let list;
+  let list, asked;
   try {
     const answer = await fetch("/live/tabs" + scoped, {headers, cache: "no-store"});
     if (!answer.ok) return;
-    list = (await answer.json()).tabs;
+    ({tabs: list, request: asked} = await answer.json());
   } catch (e) { return; }
+  asking.hidden = !asked;
+  document.getElementById("reason").textContent =  // text, never markup
+    asked ? asked.who + " asks for a person: " + asked.reason : "";
   bar.replaceChildren(...list.map((tab) => {
     const button = document.createElement("button");
     button.textContent = tab.title || tab.url || "(blank)";  // text, never markup
@@ -174,6 +183,13 @@ const NAMED = {
   ArrowUp: "ArrowUp", ArrowDown: "ArrowDown", ArrowLeft: "ArrowLeft", ArrowRight: "ArrowRight",
   Home: "Home", End: "End", PageUp: "PageUp", PageDown: "PageDown", Insert: "Insert", " ": "Space",
 };
+for (const word of ["done", "cannot"]) {
+  const button = document.getElementById(word);
+  button.disabled = !DRIVES;
+  button.addEventListener("click", () => {
+    flushText(); send({kind: "answer", word}); asking.hidden = true; screen.focus();
+  });
+}
 if (DRIVES) {
   screen.tabIndex = 0;
   screen.classList.add("drives");

@@ -19,7 +19,8 @@ the client. No tool here streams progress, so nothing is lost.
 would break the computer), with the ``vision`` (x, y) tools, and the
 computer's own :data:`FILL_TOOL` (``fill_credential {name, field}``: the
 vault's fill of the focused field of the scope's active tab, served here,
-not by Playwright MCP: app/credential_ops.py). Each
+not by Playwright MCP: app/credential_ops.py) and :data:`HUMAN_TOOL`
+(``request_human {reason, timeout_s?}``: app/handoff.py). Each
 ``tools/call`` is an action (via ``mcp``, who as :mod:`agentenv.app.caller` says, the tool,
 the call id, the arguments redacted; acting unless ``readOnlyHint``) whose
 scope is that Playwright MCP's connection, so its CDP commands and the tab
@@ -45,15 +46,19 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 
 from agentenv.access import AccessDenied, Identity, bearer_token, identify
+from agentenv.app.app_errors import OpError, failure
 from agentenv.app.caller import Caller, caller_of
 from agentenv.app.credential_ops import FillArgs, fill_args, fill_on_link
+from agentenv.app.handoff import request_human
 from agentenv.app.mcp_session import REMOVED, PlaywrightSession
+from agentenv.app.op_browser import Browser
 from agentenv.app.scope_ops import refusal
-from agentenv.app.toolcall import ToolCallError, role
+from agentenv.app.toolcall import ToolCall, ToolCallError, role
 from agentenv.http import asgi_error
 from agentenv.log.argpaths import READ_ARGS, file_args, rooted
 from agentenv.paths import inside
 from agentenv.protocol import problems
+from agentenv.protocol.browser import RequestHuman
 from agentenv.protocol.control import TabOrder, Tabs
 from agentenv.protocol.log import ACTING, READING
 from agentenv.relay_link import BrowserError, BrowserLink, CdpError
@@ -104,6 +109,26 @@ FILL_TOOL = types.Tool(
     annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False),
 )
 
+#: The computer's own tool: an agent asks a person to step in (app/handoff.py).
+HUMAN_TOOL = types.Tool(
+    name="request_human",
+    description=(
+        "Ask a person to step in (a CAPTCHA, a second factor, a page you cannot handle) and "
+        "wait for them to hand back: answers 'done' or 'cannot' and their note, or an error "
+        "when no person answered within timeout_s seconds."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "reason": {"type": "string", "description": "what the person should do, and why"},
+            "timeout_s": {"type": "number", "minimum": 1, "maximum": 3600, "default": 300},
+        },
+        "required": ["reason"],
+        "additionalProperties": False,
+    },
+    annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False),
+)
+
 AsgiScope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
@@ -122,9 +147,12 @@ class McpProxy:
         settings: Settings,
         link: BrowserLink,
         scoped: Callable[[str | None], BrowserLink] | None = None,
+        browser_of: Callable[[str | None], Browser] | None = None,
     ) -> None:
         self.settings = settings
         self.link = link
+        #: A session's scope's browser, as the ops see it (request_human waits there).
+        self.browser_of = browser_of
         #: The link a session's tool calls begin their actions on: one of the
         #: session's scope (None: the home scope's), so the entry carries it.
         self.scoped = scoped or (lambda scope: link)
@@ -335,7 +363,8 @@ class McpProxy:
         session = self._session_of(ctx)
         if self._closed(session):
             raise AccessDenied(SCOPE_CLOSED, status=401)
-        return types.ListToolsResult(tools=[*await session.tools(), FILL_TOOL])
+        own = [FILL_TOOL, HUMAN_TOOL] if self.browser_of is not None else [FILL_TOOL]
+        return types.ListToolsResult(tools=[*await session.tools(), *own])
 
     async def _call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
@@ -348,6 +377,8 @@ class McpProxy:
         args = dict(params.arguments or {})
         if name == FILL_TOOL.name:
             return await self._fill(ctx, session, args)
+        if name == HUMAN_TOOL.name and self.browser_of is not None:
+            return await self._ask(ctx, session, args, self.browser_of(session.scope))
         tools = {t.name: t for t in await session.tools()}
         if name in REMOVED or name not in tools:
             return _error(
@@ -445,6 +476,28 @@ class McpProxy:
         finally:
             session.used = time.monotonic()
         text = f"filled the {done.field} of credential {done.name!r} into the focused field"
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+    async def _ask(
+        self, ctx: Any, session: PlaywrightSession, args: dict[str, Any], browser: Browser
+    ) -> types.CallToolResult:
+        """``request_human``: the op's wait in the session's scope, on the
+        record as this tool call (app/handoff.py)."""
+        try:
+            asked = RequestHuman.model_validate({k: v for k, v in args.items() if k != "scope"})
+        except ValidationError as exc:
+            return _error(f"request_human: {'; '.join(problems(exc))}")
+        call = str(getattr(ctx, "request_id", None) or uuid.uuid4().hex)
+        who = session.caller
+        caller = Caller("mcp", who.who, who.role, ToolCall(HUMAN_TOOL.name, call, args))
+        try:
+            said = await request_human(browser, asked, caller)
+        except (OpError, BrowserError) as exc:
+            return _error(f"request_human: {failure(exc).message}")
+        finally:
+            session.used = time.monotonic()
+        note = f": {said.note}" if said.note else ""
+        text = f"{said.who} (a person) answered {said.word}{note}"
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
     # -- ASGI ------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentenv.app.op_browser import Browser
 from agentenv.app.runtime import runtime_problem
 from agentenv.http import asgi_error
 from agentenv.relay_link import BrowserLink
@@ -51,6 +52,7 @@ async def serve_mcp(
     settings: Settings,
     link: BrowserLink,
     scoped: Callable[[str | None], BrowserLink],
+    browser_of: Callable[[str | None], Browser] | None = None,
 ) -> None:
     """Check Playwright MCP's runtime at boot; load the MCP server (the app's
     heaviest import) on the first /mcp request, and keep it running until the
@@ -73,7 +75,7 @@ async def serve_mcp(
     if state.stop.is_set():
         return
     module = await asyncio.to_thread(importlib.import_module, "agentenv.app.mcp")
-    state.proxy = module.McpProxy(settings, link, scoped)
+    state.proxy = module.McpProxy(settings, link, scoped, browser_of)
     async with state.proxy.running():
         state.loaded.set()
         await state.stop.wait()

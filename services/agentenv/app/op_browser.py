@@ -23,11 +23,27 @@ from agentenv.protocol.browser import Tab
 from agentenv.protocol.control import TabOrder, Tabs
 from agentenv.relay_link import BrowserLink, pages, visible
 
-__all__ = ["IDLE_LINKS", "Browser", "Browsers"]
+__all__ = ["IDLE_LINKS", "Browser", "Browsers", "Waiting"]
 
 #: Idle op connections kept for the next ops (more are made when ops overlap).
 IDLE_LINKS = 4
 _op_link: ContextVar[BrowserLink | None] = ContextVar("agentenv_op_link", default=None)
+
+
+@dataclass
+class Waiting:
+    """An agent's request for a person, waiting in one scope (app/handoff.py):
+    ``answer`` takes the person's word, user and note."""
+
+    reason: str
+    who: str
+    since: float
+    until: float
+    answer: asyncio.Future[tuple[str, str, str | None]]
+
+    @property
+    def open(self) -> bool:
+        return not self.answer.done()
 
 
 @dataclass
@@ -47,6 +63,8 @@ class Browser:
     #: The log's number of the last data/reset: the sites visited since are
     #: read from the lines after it at the next (0: since the log began).
     reset_seq: int = 0
+    #: An agent's request for a person in this scope, while it waits.
+    waiting: Waiting | None = None
 
     @property
     def link(self) -> BrowserLink:
@@ -159,6 +177,11 @@ class Browsers:
         if found is None:
             found = self.others[scope] = self.make(scope)
         return found
+
+    def waiting(self) -> int:
+        """How many scopes' agents wait for a person now (``/metrics``)."""
+        every = [self.home, *self.others.values()]
+        return sum(1 for b in every if b.waiting is not None and b.waiting.open)
 
     async def forget_others(self) -> None:
         others, self.others = list(self.others.values()), {}

@@ -9,7 +9,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agentenv.app import cookies, credential_ops, download_ops, local_storage, pixels, tabs
+from agentenv.app import (
+    cookies,
+    credential_ops,
+    download_ops,
+    handoff,
+    local_storage,
+    pixels,
+    tabs,
+)
 from agentenv.app.caller import Caller
 from agentenv.app.op_browser import Browser
 from agentenv.http import BODY_LIMIT
@@ -55,6 +63,8 @@ OPS: dict[str, Op] = {
     "input/scroll": Op(wire.InputScroll, pixels.input_scroll, control=False),
     "input/type": Op(wire.InputType, pixels.input_type, control=False),
     "input/key": Op(wire.InputKey, pixels.input_key, control=False),
+    # An agent asks a person to step in, and waits for their word (app/handoff.py).
+    "request_human": Op(wire.RequestHuman, handoff.request_human, control=False),
     "downloads/list": Op(wire.ScopeOnly, download_ops.downloads_list, control=False),
     "downloads/get": Op(wire.DownloadsGet, download_ops.downloads_get, control=False),
     # The credential vault (app/credential_ops.py): set, list and clear are

@@ -37,6 +37,7 @@ __all__ = [
     "CookiesFound",
     "DataAdded",
     "DataReset",
+    "HumanAnswered",
     "LocalStorageItems",
     "Navigated",
     "OpDone",
@@ -48,6 +49,15 @@ __all__ = [
 
 class OpDone(BaseModel):
     """An op that says no more than that it was done: ``{}``."""
+
+
+class HumanAnswered(BaseModel):
+    """``request_human``: what the person said (``done`` or ``cannot``), who
+    they are, and their note."""
+
+    word: str
+    who: str
+    note: str | None = None
 
 
 class TabOpened(BaseModel):
@@ -134,6 +144,7 @@ ANSWERS: dict[str, TypeAdapter[Any]] = {
     "input/scroll": TypeAdapter(OpDone),
     "input/type": TypeAdapter(OpDone),
     "input/key": TypeAdapter(OpDone),
+    "request_human": TypeAdapter(HumanAnswered),
     "downloads/list": TypeAdapter(list[Download]),
     "data/add": TypeAdapter(DataAdded),
     "data/reset": TypeAdapter(DataReset),

@@ -22,6 +22,7 @@ __all__ = [
     "Download",
     "DownloadsGet",
     "Empty",
+    "HumanAnswer",
     "InputButton",
     "InputClick",
     "InputKey",
@@ -32,6 +33,7 @@ __all__ = [
     "LocalStorageGet",
     "LocalStorageSet",
     "Navigate",
+    "RequestHuman",
     "ScopeList",
     "ScopeName",
     "ScopeOnly",
@@ -238,6 +240,21 @@ class InputButton(Scoped):
     y: float = Field(ge=0, le=INPUT_LIMIT, allow_inf_nan=False)
     button: Literal["left", "right", "middle"] = "left"
     clicks: int = Field(1, ge=1, le=3)
+
+
+class RequestHuman(Scoped):
+    """``request_human``: an agent asks a person to step in, and waits (at most
+    ``timeout_s``) for their word."""
+
+    reason: str = Field(min_length=1, max_length=500)
+    timeout_s: float = Field(300.0, ge=1, le=3600, allow_inf_nan=False)
+
+
+class HumanAnswer(Inbound):
+    """A person's word, handing back through the live view (``kind: answer``)."""
+
+    word: Literal["done", "cannot"]
+    note: str | None = Field(None, max_length=500)
 
 
 class InputMove(Scoped):
