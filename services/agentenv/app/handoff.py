@@ -3,8 +3,9 @@ timeout_s?}``, answered when a person hands back through the live view.
 
 - **The request is on the record**: an action entry of the agent's (``op:
   request_human``, ``args: {reason, timeout_s}``), open while it waits and
-  ended when it is answered (ok), or not ok with why (no answer in time, the
-  agent's call went away). The person's word is an entry of theirs (``via:
+  ended when it is answered (ok), or not ok with why (no answer in time). An
+  agent whose HTTP call went away still holds the scope's one request until
+  its timeout (aiohttp does not cancel a handler whose client left). The person's word is an entry of theirs (``via:
   human``, ``op: human/answer``, ``args: {word, note}``); what they did
   meanwhile, their inputs, lies between the two.
 - **One request at a time a scope**: a second while one waits is 409; the
