@@ -233,7 +233,7 @@ def test_an_agent_asks_for_a_person_who_hands_back(pc: Computer) -> None:
             answer = asked.result(timeout=deadline(60))
             browser.close()
     assert answer.status_code == 200, answer.text
-    assert answer.json() == {"word": "done", "who": "carol"}
+    assert answer.json() == {"word": "done", "who": "carol", "note": None}
     assert _metric(pc, "agentenv_human_requests_waiting") == 0
 
     lines, _ = pc.log(before)

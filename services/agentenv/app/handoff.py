@@ -5,9 +5,10 @@ timeout_s?}``, answered when a person hands back through the live view.
   request_human``, ``args: {reason, timeout_s}``), open while it waits and
   ended when it is answered (ok), or not ok with why (no answer in time). An
   agent whose HTTP call went away still holds the scope's one request until
-  its timeout (aiohttp does not cancel a handler whose client left). The person's word is an entry of theirs (``via:
-  human``, ``op: human/answer``, ``args: {word, note}``); what they did
-  meanwhile, their inputs, lies between the two.
+  its timeout (aiohttp does not cancel a handler whose client left). The
+  person's word is an entry of theirs (``via: human``, ``op: human/answer``,
+  ``args: {word, note}``); what they did meanwhile, their inputs, lies
+  between the two.
 - **One request at a time a scope**: a second while one waits is 409; the
   first's reason is not echoed to the second caller (it may be another
   agent of the scope), only that one waits and since when.
@@ -16,7 +17,7 @@ timeout_s?}``, answered when a person hands back through the live view.
   sent after that is 409.
 - **The person's word**: ``done`` (handed back, the task can go on) or
   ``cannot`` (they could not either); both answer the agent's call with
-  ``{word, who, note?}``: the agent decides what ``cannot`` means for it.
+  ``{word, who, note}`` (``note`` null when none): the agent decides what ``cannot`` means for it.
 - The request takes no control away: the agent's other calls go on while it
   waits (issue 44's one-controller rule is not built yet).
 - ``/metrics``' ``agentenv_human_requests_waiting`` counts scopes whose agent
