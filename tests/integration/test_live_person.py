@@ -12,6 +12,7 @@ whose input is refused; carol's token opens no other door and no other scope.
 An agent asks for a person (``request_human``): the wait is bounded, a second
 request is refused, ``/metrics`` counts the waiting one, and carol hands back
 with ``done`` in the view, which answers the agent's call; both are entries.
+A hostile page's title and URL show in the view as text, never as markup.
 """
 
 from __future__ import annotations
@@ -300,3 +301,34 @@ def test_the_mcp_tool_waits_for_the_persons_word(pc: Computer) -> None:
     assert [(a["via"], a["who"], a["args"]) for a in word] == [
         ("human", "carol", {"word": "cannot", "note": "no puzzle"})
     ]
+
+
+HOSTILE = (
+    '<!doctype html><title>&lt;img src=x onerror="window.pwned=1"&gt;</title>'
+    "<script>history.replaceState(null, '', '/hostile.html?<script>window.pwned=2<' + '/script>')"
+    "</script><p>hostile"
+)
+
+
+def test_a_hostile_pages_title_and_url_are_text_in_the_view(pc: Computer) -> None:
+    from playwright.sync_api import sync_playwright
+
+    site = f"http://127.0.0.1:{PORT}"
+    pc.exec(
+        "sh",
+        "-c",
+        f"echo {base64.b64encode(HOSTILE.encode()).decode()} | base64 -d > /tmp/form/hostile.html",
+    )
+    pc.op("navigate", {"url": site + "/hostile.html"}, user="alice")
+    wait_for(lambda: "onerror" in _tabs(pc)[0]["title"], "the hostile page", timeout_s=30)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium"))
+        page = browser.new_page()
+        page.goto(f"{pc.app}/live?token={pc.token('carol')}")
+        shown = page.locator("#tabs button.active")
+        wait_for(lambda: shown.count() == 1 and "onerror" in shown.inner_text(), "the title", 30)
+        assert shown.inner_text() == '<img src=x onerror="window.pwned=1">'
+        assert "window.pwned=2" in (shown.get_attribute("title") or "")  # its URL, as text
+        assert page.evaluate("window.pwned") is None
+        assert page.locator("#tabs img, #tabs script").count() == 0
+        browser.close()
