@@ -13,6 +13,7 @@ An agent asks for a person (``request_human``): the wait is bounded, a second
 request is refused, ``/metrics`` counts the waiting one, and carol hands back
 with ``done`` in the view, which answers the agent's call; both are entries.
 A hostile page's title and URL show in the view as text, never as markup.
+While one person drives, a second person of the scope only watches.
 """
 
 from __future__ import annotations
@@ -30,7 +31,12 @@ from tests.support.container import CONTROL, Computer, computer
 from tests.support.timing import deadline, wait_for
 
 PORT = 8120
-USERS = {"alice": "alice-token-5f1c", "bob": "bob-token-9a2e", "carol": "carol-token-3e8d"}
+USERS = {
+    "alice": "alice-token-5f1c",
+    "bob": "bob-token-9a2e",
+    "carol": "carol-token-3e8d",
+    "dora": "dora-token-61aa",
+}
 NAME = "carol-at-the-desk"
 PASSWORD = "Pz-7q!human-typed-4411"
 SECRET_B64 = base64.b64encode(PASSWORD.encode()).decode()
@@ -55,8 +61,8 @@ def pc(image: str) -> Iterator[Computer]:
     with computer(
         image,
         users=USERS,
-        scopes={"alice": "shop", "carol": "shop"},
-        humans=frozenset({"carol"}),
+        scopes={"alice": "shop", "carol": "shop", "dora": "shop"},
+        humans=frozenset({"carol", "dora"}),
     ) as running:
         running.serve_folder(PORT, "/tmp/form", {"signin.html": FORM, "other.html": OTHER})
         yield running
@@ -332,3 +338,16 @@ def test_a_hostile_pages_title_and_url_are_text_in_the_view(pc: Computer) -> Non
         assert page.evaluate("window.pwned") is None
         assert page.locator("#tabs img, #tabs script").count() == 0
         browser.close()
+
+
+def test_one_person_drives_at_a_time(pc: Computer) -> None:
+    assert _live_input(pc, "carol", {"kind": "move", "x": 5, "y": 5}) == 200
+    answer = requests.post(
+        f"{pc.app}/live/input",
+        json={"kind": "move", "x": 6, "y": 6},
+        headers=pc.headers("dora"),
+        timeout=deadline(30),
+    )
+    assert answer.status_code == 409
+    assert "carol has control of this view" in answer.json()["error"]["message"]
+    assert _live_input(pc, "carol", {"kind": "move", "x": 7, "y": 7}) == 200

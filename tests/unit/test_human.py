@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from agentenv.access import AccessDenied, Identity, check_origin, identify
 from agentenv.app.app_errors import OpError
 from agentenv.app.caller import caller_of
-from agentenv.app.live_doors import LIVE_OPS, live_op
+from agentenv.app.live_doors import HOLD_S, LIVE_OPS, live_op, take_control
 from agentenv.app.live_page import live_page
 from agentenv.app.optable import OPS
 from agentenv.harness.words import words
@@ -166,3 +166,13 @@ def test_a_persons_word_is_a_live_input_and_a_request_is_bounded() -> None:
     ):
         with pytest.raises(ValidationError):
             RequestHuman.model_validate(fields)
+
+
+def test_one_person_holds_the_view_until_a_while_after_their_last_input() -> None:
+    held = take_control(None, "carol", 100.0)
+    assert held == ("carol", 100.0 + HOLD_S)
+    assert take_control(held, "carol", 110.0) == ("carol", 110.0 + HOLD_S)  # theirs again
+    with pytest.raises(OpError) as caught:
+        take_control(held, "dora", 100.0 + HOLD_S - 1)
+    assert caught.value.status == 409 and "carol has control" in caught.value.message
+    assert take_control(held, "dora", 100.0 + HOLD_S) == ("dora", 100.0 + 2 * HOLD_S)

@@ -20,6 +20,10 @@ Who may do what:
   the same action entry, the same password check (typed text withheld until
   the relay clears it: a password a person types is withheld as an agent's
   is) and the same log budget apply.
+- **One controller at a time.** A person's input holds the scope's view for
+  :data:`HOLD_S` seconds after it (:func:`take_control`); another person's
+  input meanwhile is 409, naming who holds it and for how long: they watch.
+  Handing back (``answer``) lets go at once.
 - A live input names no scope of its own (the view's ``?scope=`` does, and a
   person's token is held to its own scope): ``scope`` in the body is refused.
 - The page's own ``fetch`` of an input is same-origin, and browsers send an
@@ -29,6 +33,7 @@ Who may do what:
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aiohttp import web
@@ -52,7 +57,10 @@ from agentenv.http import error_response, read_json
 from agentenv.protocol.browser import HumanAnswer
 from agentenv.relay_link import BrowserError
 
-__all__ = ["LIVE_INPUT_LIMIT", "LIVE_OPS", "add_live_routes", "live_op"]
+__all__ = ["HOLD_S", "LIVE_INPUT_LIMIT", "LIVE_OPS", "add_live_routes", "live_op", "take_control"]
+
+#: How long a person's input keeps the view theirs (seconds after it).
+HOLD_S = 30.0
 
 #: A live input's ``kind`` -> the op it is (docs/spec.md section 6, "Live view").
 LIVE_OPS = {
@@ -86,6 +94,18 @@ def live_op(body: dict[str, Any]) -> tuple[str, Any]:
     if "scope" in fields:
         raise OpError(400, "a live input names no scope: the view's ?scope= does")
     return op, parse(_LIVE[op][0], fields)
+
+
+def take_control(held: tuple[str, float] | None, who: str, now: float) -> tuple[str, float]:
+    """The view's controller after ``who``'s input at ``now`` (monotonic
+    seconds); 409 while another person holds it."""
+    if held is not None and held[0] != who and held[1] > now:
+        raise OpError(
+            409,
+            f"{held[0]} has control of this view for {held[1] - now:.0f} s more "
+            f"({HOLD_S:.0f} s after their last input, or until they hand back): watch until then",
+        )
+    return (who, now + HOLD_S)
 
 
 _PAGE_HEADERS = {
@@ -158,11 +178,14 @@ async def live_input(request: web.Request) -> web.Response:
     op, body = live_op(await read_json(request, LIVE_INPUT_LIMIT))
     browser = browser_for(request, identity, request.query.get("scope"))
     person = caller_of(identity, None, None, users=True)
+    browser.controller = take_control(browser.controller, identity.user, time.monotonic())
     handler = _LIVE[op][1]
     try:
         await handler(browser, body, person)
     except BrowserError as exc:
         raise failure(exc) from None
+    if op == "human/answer" and browser.controller and browser.controller[0] == identity.user:
+        browser.controller = None  # handed back
     return web.json_response({"ok": True, "op": op})
 
 

@@ -65,6 +65,9 @@ class Browser:
     reset_seq: int = 0
     #: An agent's request for a person in this scope, while it waits.
     waiting: Waiting | None = None
+    #: The person driving this scope's live view, and until when (monotonic
+    #: seconds): app/live_doors.py's one controller at a time.
+    controller: tuple[str, float] | None = None
 
     @property
     def link(self) -> BrowserLink:
