@@ -19,7 +19,8 @@ timeout_s?}``, answered when a person hands back through the live view.
   ``cannot`` (they could not either); both answer the agent's call with
   ``{word, who, note}`` (``note`` null when none): the agent decides what ``cannot`` means for it.
 - The request takes no control away: the agent's other calls go on while it
-  waits (issue 44's one-controller rule is not built yet).
+  waits (holding an agent's acts while a person drives is not built; one
+  person at a time is: app/live_doors.py).
 - ``/metrics``' ``agentenv_human_requests_waiting`` counts scopes whose agent
   waits (:meth:`agentenv.app.op_browser.Browsers.waiting`); the live view
   shows the reason and the two words to a person of the scope.
