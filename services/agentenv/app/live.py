@@ -14,7 +14,8 @@ fetches ``/live/frame`` about :data:`FPS` times a second while it is shown,
 and stops when it is hidden or closed: the computer captures only while
 someone watches, and watchers at the same moment share one capture. A
 person driving the view sees the same rate: 5 frames a second (one every
-200 ms), so the effect of an input shows within about 200 to 400 ms.
+200 ms); the time from an input to the frame that shows it is not measured
+yet (issue 44's bench figure).
 
 A frame is the active tab (as the relay keeps it) captured as JPEG through
 the app's own relay connection: off the record, no domain enabled in any
