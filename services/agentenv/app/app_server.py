@@ -66,9 +66,10 @@ from agentenv.app.download_ops import DownloadFile
 from agentenv.app.live_doors import add_live_routes
 from agentenv.app.mcp_loader import McpState, mcp_door, serve_mcp
 from agentenv.app.op_browser import Browser, Browsers
-from agentenv.app.optable import DATA_OPS, OPS, SCOPE_OPS, all_ops
+from agentenv.app.optable import DATA_OPS, OPS, PROFILE_OPS, SCOPE_OPS, all_ops
 from agentenv.app.peers import control_headers, recorder_call, recorder_url, relay_url
 from agentenv.app.pixels import Image
+from agentenv.app.profile_ops import profile_op
 from agentenv.app.scope_ops import scope_op
 from agentenv.http import (
     BODY_LIMIT,
@@ -268,6 +269,8 @@ async def browser_op(request: web.Request) -> web.StreamResponse:
             return await log_op(request)
         if name in DATA_OPS:
             return await data_op(request, name)
+        if name in PROFILE_OPS:
+            return await profile_op(request, name)
         if name in SCOPE_OPS:
             identity = require_control(request)
             return await scope_op(request, name, acting_caller(request, identity))

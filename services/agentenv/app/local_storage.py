@@ -67,7 +67,7 @@ async def on_origin(
     browser: Browser, at: str, expression: str, arguments: list[Any] | None = None
 ) -> Any:
     """Evaluate ``expression`` in a hidden tab at origin ``at``, served blank;
-    with ``arguments``, call it (a function) with them.
+    with ``arguments``, call it (a function) with them. A promise is awaited.
 
     The tab loads nothing from the network: every request to the origin is
     answered with an empty page (Fetch), as Playwright's storage state
@@ -109,7 +109,7 @@ async def on_origin(
             if arguments is None:
                 result = await link.call(
                     "Runtime.evaluate",
-                    {"expression": expression, "returnByValue": True},
+                    {"expression": expression, "returnByValue": True, "awaitPromise": True},
                     session=session,
                 )
             else:
@@ -123,6 +123,7 @@ async def on_origin(
                         "objectId": window["result"]["objectId"],
                         "arguments": [{"value": a} for a in arguments],
                         "returnByValue": True,
+                        "awaitPromise": True,
                     },
                     session=session,
                 )

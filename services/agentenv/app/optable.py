@@ -24,7 +24,7 @@ from agentenv.http import BODY_LIMIT
 from agentenv.protocol import browser as wire
 from agentenv.protocol import credentials as vault
 
-__all__ = ["BODY_LIMIT", "DATA_OPS", "OPS", "SCOPE_OPS", "Op", "all_ops"]
+__all__ = ["BODY_LIMIT", "DATA_OPS", "OPS", "PROFILE_OPS", "SCOPE_OPS", "Op", "all_ops"]
 
 
 Handler = Callable[[Browser, Any, Caller], Awaitable[Any]]
@@ -77,10 +77,13 @@ OPS: dict[str, Op] = {
 
 DATA_OPS = ("data/get", "data/add", "data/reset")
 
+#: Named profiles (control token; app/profile_ops.py).
+PROFILE_OPS = ("profiles/save", "profiles/load")
+
 #: The scopes opened on demand (control token; app/scope_ops.py).
 SCOPE_OPS = ("scopes/open", "scopes/close", "scopes/reset", "scopes/list")
 
 
 def all_ops() -> list[str]:
     """Every browser/v1 op the app server answers, as the card lists them."""
-    return [*OPS, "log", *DATA_OPS, *SCOPE_OPS]
+    return [*OPS, "log", *DATA_OPS, *SCOPE_OPS, *PROFILE_OPS]

@@ -7,7 +7,8 @@ absolute; ``background`` that is not a boolean; a step that does not say
 which agent's browser it acts in on a computer of several agents (``agent:``),
 or names an agent no ``browser_connect_cdp`` connects; a credential of
 ``browser_set_credentials`` whose environment variables are not set, or
-whose values the computer would refuse (named by field, never quoted). Each env is read at the
+whose values the computer would refuse (named by field, never quoted); a
+profile step whose name is not one, or with no ``AGENTENV_PROFILE_KEY``. Each env is read at the
 version the first ``deploy_env`` before the step pins, else the latest.
 """
 
@@ -18,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from agentenv.harness.steps import (
     BROWSER_STEPS,
@@ -26,7 +27,9 @@ from agentenv.harness.steps import (
     BrowserClearLocalStorage,
     BrowserCloseTab,
     BrowserConnectCdp,
+    BrowserLoadProfile,
     BrowserOpenTab,
+    BrowserSaveProfile,
     BrowserSetCookies,
     BrowserSetCredentials,
     BrowserSetLocalStorage,
@@ -38,6 +41,11 @@ from agentenv.harness.steps import (
 from agentenv.protocol import problems as model_problems
 from agentenv.protocol.browser import CookieToSet, absolute_url, origin_of
 from agentenv.protocol.credentials import CredentialsSet
+from agentenv.protocol.profiles import ProfileName
+
+#: The profile sealing key's variable (agentenv.harness.profile_steps).
+KEY_ENV = "AGENTENV_PROFILE_KEY"
+_PROFILE_NAME: TypeAdapter[str] = TypeAdapter(ProfileName)
 
 __all__ = ["Problem", "credential_values", "preflight"]
 
@@ -126,6 +134,16 @@ def _check_credentials(
                 say(f"{where}.{field}" if field else where, what)
 
 
+def _check_profile(name: str, environ: Mapping[str, str], say: Callable[[str, str], None]) -> None:
+    """A profile step's name, and its key's variable (never its value)."""
+    try:
+        _PROFILE_NAME.validate_python(name)
+    except ValidationError:
+        say("name", "must be 1 to 100 letters, digits, '.', '_' or '-'")
+    if not environ.get(KEY_ENV, "").strip():
+        say("name", f"{KEY_ENV} is not set: profiles are sealed with a key the harness holds")
+
+
 def preflight(task: Task, environ: Mapping[str, str] | None = None) -> list[Problem]:
     """Every problem of ``task``; credentials' variables are looked up in
     ``environ`` (the harness's own environment when None)."""
@@ -190,6 +208,8 @@ def preflight(task: Task, environ: Mapping[str, str] | None = None) -> list[Prob
                 say("origin", str(exc))
         if isinstance(step, BrowserSetCredentials):
             _check_credentials(step, environ, say)
+        if isinstance(step, BrowserSaveProfile | BrowserLoadProfile):
+            _check_profile(step.name, environ, say)
         if isinstance(step, BrowserOpenTab | BrowserCloseTab | BrowserActivateTab):
             try:
                 absolute_url(step.url)

@@ -49,6 +49,7 @@ from agentenv.harness.computer import Computer, ComputerError, agent_tokens, dep
 from agentenv.harness.harness_errors import StepFailed
 from agentenv.harness.local_store import LocalStore
 from agentenv.harness.preflight import credential_values
+from agentenv.harness.profile_steps import load_profile, save_profile
 from agentenv.harness.run_store import Recorded, RunStore, StoreOptions, records, registered
 from agentenv.harness.store import Store, StoreError, grant_seconds
 from agentenv.harness.url_compare import tab_showing
@@ -204,6 +205,8 @@ class Run:
             s.BrowserSetLocalStorage: self._browser_set_local_storage,
             s.BrowserClearLocalStorage: self._browser_clear_local_storage,
             s.BrowserSetCredentials: self._browser_set_credentials,
+            s.BrowserSaveProfile: lambda st: save_profile(self._op, self.store, st, os.environ),
+            s.BrowserLoadProfile: lambda st: load_profile(self._op, self.store, st, os.environ),
             s.BrowserOpenTab: self._browser_open_tab,
             s.BrowserCloseTab: self._browser_close_tab,
             s.BrowserActivateTab: self._browser_activate_tab,

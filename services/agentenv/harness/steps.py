@@ -125,6 +125,21 @@ class BrowserSetCredentials(_BrowserStep):
     credentials: list[CredentialFromEnv]
 
 
+class BrowserSaveProfile(_BrowserStep):
+    """``profiles/save``: the scope's sign-in state, sealed with the key in the
+    harness's ``AGENTENV_PROFILE_KEY`` and kept in the run's store as ``name``."""
+
+    type: Literal["browser_save_profile"]
+    name: str
+
+
+class BrowserLoadProfile(_BrowserStep):
+    """``profiles/load``: profile ``name`` from the run's store into a fresh scope."""
+
+    type: Literal["browser_load_profile"]
+    name: str
+
+
 class BrowserOpenTab(_BrowserStep):
     type: Literal["browser_open_tab"]
     url: str
@@ -242,6 +257,8 @@ Step = Annotated[
     | BrowserSetLocalStorage
     | BrowserClearLocalStorage
     | BrowserSetCredentials
+    | BrowserSaveProfile
+    | BrowserLoadProfile
     | BrowserOpenTab
     | BrowserCloseTab
     | BrowserActivateTab
@@ -263,6 +280,8 @@ BROWSER_STEPS = (
     BrowserSetLocalStorage,
     BrowserClearLocalStorage,
     BrowserSetCredentials,
+    BrowserSaveProfile,
+    BrowserLoadProfile,
     BrowserOpenTab,
     BrowserCloseTab,
     BrowserActivateTab,

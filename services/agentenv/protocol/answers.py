@@ -27,6 +27,7 @@ from agentenv.protocol.credentials import (
     CredentialsCleared,
 )
 from agentenv.protocol.log import LogPage
+from agentenv.protocol.profiles import ProfileLoaded, ProfileSaved
 from agentenv.protocol.recording import BrowserRecordingManifest
 
 __all__ = [
@@ -156,6 +157,8 @@ ANSWERS: dict[str, TypeAdapter[Any]] = {
     "credentials/list": TypeAdapter(CredentialList),
     "credentials/clear": TypeAdapter(CredentialsCleared),
     "credentials/fill": TypeAdapter(CredentialFilled),
+    "profiles/save": TypeAdapter(ProfileSaved),
+    "profiles/load": TypeAdapter(ProfileLoaded),
 }
 
 #: browser/v1 ops whose answer is bytes: an image, a file, an archive.

@@ -1,0 +1,201 @@
+"""Named profiles' wire models (docs/spec.md section 3, "Profiles"): the
+bodies of ``profiles/save`` and ``profiles/load``, what they answer, and the
+profile document itself. No I/O.
+
+A profile is one JSON document holding a scope's sign-in state:
+
+- ``cookies``: every cookie of the scope's browser context, as
+  ``Storage.getCookies`` gives them (``Storage.setCookies`` takes them back);
+- ``origins``: per origin (``scheme://host[:port]``), its local storage items
+  and its IndexedDB databases: each database's name and version, each object
+  store's key path, key generator and indexes, and every record (key and
+  value). Values are JSON values only: a record holding a ``Date``, a
+  ``Blob``, an ``ArrayBuffer``, a ``Map`` or any other structured-clone type
+  JSON cannot carry makes the save fail naming the origin, database and
+  store (a profile that restores something else than was saved is worse
+  than none);
+- ``format`` (:data:`PROFILE_FORMAT`) and ``chromium`` (the major version
+  that saved it). The document is plain JSON read and written by page
+  scripts, so any Chromium loads it: loading refuses only another
+  ``format``, and keeps ``chromium`` to say where a profile came from.
+
+Not kept: session storage (it belongs to a tab, and a fresh scope has no tab
+of the profile's to give it back to), granted permissions (the relay keeps no
+record of them; a task grants them again with a browser step), HTTP cache,
+service workers, cache storage.
+
+Bounds: the document is at most :data:`PROFILE_LIMIT` bytes as JSON
+(:func:`bounded`). A save past it fails with 413 and saves nothing; the
+page script stops reading an origin as soon as its part passes the bound, so
+a site with a huge database costs no more than the bound to refuse. At most
+:data:`MAX_PROFILE_ORIGINS` origins are read.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from agentenv.protocol.browser import Scoped
+
+__all__ = [
+    "MAX_PROFILE_ORIGINS",
+    "PROFILE_FORMAT",
+    "PROFILE_LIMIT",
+    "IndexedDatabase",
+    "ObjectIndex",
+    "ObjectStore",
+    "OriginState",
+    "Profile",
+    "ProfileError",
+    "ProfileLoaded",
+    "ProfileName",
+    "ProfileSaved",
+    "ProfilesLoad",
+    "ProfilesSave",
+    "StoredRecord",
+    "bounded",
+    "profile_bytes",
+    "read_profile",
+]
+
+#: The document's format: a load of another is refused.
+PROFILE_FORMAT = 1
+#: The largest profile document, as JSON bytes (16 MiB).
+PROFILE_LIMIT = 16 * 1024 * 1024
+#: The most origins one profile holds (each costs a hidden tab to read).
+MAX_PROFILE_ORIGINS = 200
+
+#: A profile's name: letters, digits, ``.``, ``_`` and ``-``, as a store key
+#: part and a file name take it (no ``/``, no ``..``).
+ProfileName = Annotated[
+    str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
+]
+
+#: An IndexedDB key path: none (out-of-line keys), one path, or several.
+KeyPath = str | list[str] | None
+
+
+class ProfileError(ValueError):
+    """A profile document that cannot be used: too large, malformed, another format."""
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ObjectIndex(_Doc):
+    name: str
+    key_path: KeyPath
+    unique: bool = False
+    multi_entry: bool = False
+
+
+class StoredRecord(_Doc):
+    """One record: its key (JSON: a string, a number or an array of them) and value."""
+
+    key: Any
+    value: Any
+
+
+class ObjectStore(_Doc):
+    name: str
+    key_path: KeyPath = None
+    auto_increment: bool = False
+    indexes: list[ObjectIndex] = Field(default_factory=list)
+    records: list[StoredRecord] = Field(default_factory=list)
+
+
+class IndexedDatabase(_Doc):
+    name: str
+    version: int = Field(ge=1)
+    stores: list[ObjectStore] = Field(default_factory=list)
+
+
+class OriginState(_Doc):
+    """An origin's storage in a profile."""
+
+    local_storage: dict[str, str] = Field(default_factory=dict)
+    indexeddb: list[IndexedDatabase] = Field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.local_storage and not self.indexeddb
+
+
+class Profile(_Doc):
+    """A scope's sign-in state (the module's docstring says what is in it)."""
+
+    format: Literal[1] = 1  # PROFILE_FORMAT
+    chromium: int | None = None
+    cookies: list[dict[str, Any]] = Field(default_factory=list)
+    origins: dict[str, OriginState] = Field(default_factory=dict, max_length=MAX_PROFILE_ORIGINS)
+
+
+_PROFILE = TypeAdapter(Profile)
+
+
+def profile_bytes(profile: Profile) -> bytes:
+    """The document as JSON bytes (what is bounded and what is sealed)."""
+    return _PROFILE.dump_json(profile, exclude_none=True)
+
+
+def bounded(size: int, limit: int = PROFILE_LIMIT) -> None:
+    """Refuse a document of ``size`` bytes past ``limit``, naming it."""
+    if size > limit:
+        raise ProfileError(
+            f"the profile would be {size} bytes, more than the {limit} bytes a profile "
+            "holds: sign in with less stored, or clear what the site keeps that it "
+            "does not need"
+        )
+
+
+def read_profile(data: bytes, limit: int = PROFILE_LIMIT) -> Profile:
+    """A document back from bytes: bounded, then checked whole."""
+    bounded(len(data), limit)
+    try:
+        raw = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise ProfileError("the profile is not JSON") from None
+    if isinstance(raw, dict) and raw.get("format", PROFILE_FORMAT) != PROFILE_FORMAT:
+        raise ProfileError(
+            f"the profile has format {raw.get('format')!r}; this computer loads format "
+            f"{PROFILE_FORMAT}: save it again with this version"
+        )
+    try:
+        return _PROFILE.validate_python(raw)
+    except ValueError as exc:
+        raise ProfileError(f"the profile is malformed: {str(exc).splitlines()[0]}") from None
+
+
+class ProfilesSave(Scoped):
+    """``profiles/save`` (control token): the scope's sign-in state, answered
+    as a profile document named ``name``."""
+
+    name: ProfileName
+
+
+class ProfilesLoad(Scoped):
+    """``profiles/load`` (control token): ``profile`` restored into the scope,
+    which must be fresh (no cookie, and no storage in the profile's origins)."""
+
+    name: ProfileName
+    profile: Profile
+
+
+class ProfileSaved(BaseModel):
+    name: str
+    profile: Profile
+    cookies: int
+    origins: int
+    databases: int
+    bytes: int
+
+
+class ProfileLoaded(BaseModel):
+    name: str
+    cookies: int
+    origins: int
+    databases: int
