@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import ValidationError
 
 from agentenv.app.app_server import RECORDING_OPS
-from agentenv.app.optable import DATA_OPS, OPS, SCOPE_OPS
+from agentenv.app.optable import DATA_OPS, OPS, PROFILE_OPS, SCOPE_OPS
 from agentenv.harness import attest
 from agentenv.harness.batch import Batch
 from agentenv.harness.computer import Computer
@@ -330,7 +330,7 @@ def test_an_answer_its_model_does_not_read_is_the_computers_failure(tmp_path: Pa
 
 
 def test_every_op_a_computer_serves_has_the_model_its_answer_is_read_by() -> None:
-    served = set(OPS) | set(DATA_OPS) | set(SCOPE_OPS) | {"log"}
+    served = set(OPS) | set(DATA_OPS) | set(SCOPE_OPS) | set(PROFILE_OPS) | {"log"}
     assert served == set(ANSWERS) | BINARY and not set(ANSWERS) & BINARY
     assert set(RECORDING_ANSWERS) == set(RECORDING_OPS)
 

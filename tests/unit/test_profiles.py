@@ -108,7 +108,9 @@ def test_bounds_name_the_limit() -> None:
         bounded(PROFILE_LIMIT + 1)
     with pytest.raises(ProfileError, match="more than the 10 bytes"):
         read_profile(profile_bytes(_profile()), limit=10)
-    many = {f"http://h{n}.test": {} for n in range(MAX_PROFILE_ORIGINS + 1)}
+    many: dict[str, dict[str, object]] = {
+        f"http://h{n}.test": {} for n in range(MAX_PROFILE_ORIGINS + 1)
+    }
     with pytest.raises(ProfileError, match="malformed"):
         read_profile(profile_bytes(Profile()).replace(b'"origins":{}', _origins_json(many)))
 

@@ -1,0 +1,191 @@
+"""Named profiles in the built image (issue 45, item 2): a site that keeps its
+session in IndexedDB (and a cookie, and local storage) is signed in on one
+computer in Alice's scope; the harness's ``browser_save_profile`` (its own
+client of the computer, a ``file`` store in a folder of the test) saves it
+sealed; ``browser_load_profile`` loads it into Alice's fresh scope on a second
+computer, and the same page there shows the same session. A second load into
+that scope, now not fresh, is refused and changes nothing. Every byte the
+computers wrote under /var/log/agentenv, their process output, the harness's
+files and what this test printed hold neither the session token nor the
+cookie's value, while the ops' entries are there.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from agentenv.harness.computer import Computer as HarnessComputer
+from agentenv.harness.computer import ComputerError
+from agentenv.harness.preflight import KEY_ENV
+from agentenv.harness.profile_steps import load_profile, save_profile
+from agentenv.harness.steps import BrowserLoadProfile, BrowserSaveProfile
+from agentenv.harness.store import FolderStore
+from tests.security.attacks import browser_url
+from tests.support.container import Computer, computer
+from tests.support.timing import deadline
+
+SITE_PORT = 8201
+
+#: The site: signing in makes a session token in the page (never in the
+#: page's source or a URL), keeps it in IndexedDB only, sets a cookie of
+#: another random value, and the page says who is signed in from IndexedDB.
+APP = """<!doctype html><title>idb site</title>
+<p id=who>checking</p><button id=signin>sign in</button>
+<script>
+const open = () => new Promise((ok, no) => {
+  const r = indexedDB.open("auth", 3);
+  r.onupgradeneeded = () => {
+    const os = r.result.createObjectStore("session", {keyPath: "id"});
+    os.createIndex("by_user", "user");
+    r.result.createObjectStore("visits", {autoIncrement: true});
+  };
+  r.onsuccess = () => ok(r.result); r.onerror = () => no(r.error);
+});
+const done = (tx) => new Promise((ok, no) => { tx.oncomplete = ok; tx.onerror = no; });
+window.session = async () => {
+  const db = await open();
+  const got = await new Promise((ok) => {
+    const r = db.transaction("session").objectStore("session").get("me");
+    r.onsuccess = () => ok(r.result || null);
+  });
+  db.close();
+  return got;
+};
+window.signIn = async (user) => {
+  const db = await open();
+  const tx = db.transaction(["session", "visits"], "readwrite");
+  tx.objectStore("session").put({id: "me", user, token: "tok-" + crypto.randomUUID()});
+  tx.objectStore("visits").add({at: 1});
+  await done(tx);
+  db.close();
+  document.cookie = "sid=ck-" + crypto.randomUUID() + "; path=/; max-age=3600";
+  localStorage.setItem("last_user", user);
+  await show();
+};
+const show = async () => {
+  const s = await window.session();
+  document.getElementById("who").textContent = s ? "signed in as " + s.user : "signed out";
+};
+document.getElementById("signin").onclick = () => window.signIn("alice@site.test");
+show();
+</script>"""
+
+
+@pytest.fixture(scope="module")
+def pair(image: str) -> Iterator[tuple[Computer, Computer]]:
+    env = {"AGENTENV_MAX_SCOPES": "2"}
+    with computer(image, env=env) as first, computer(image, env=env) as second:
+        for pc in (first, second):
+            pc.serve_folder(SITE_PORT, "/tmp/idbsite", {"app.html": APP})
+        yield first, second
+
+
+def _harness_op(pc: Computer, scope: str) -> Any:
+    """The runner's op call, through the harness's own client of ``pc``."""
+    client = HarnessComputer(api=pc.app, cdp=pc.relay, token=pc.control)
+
+    def op(step: Any, name: str, model: type, **fields: Any) -> Any:
+        return client.op(name, model, scope=scope, **fields)
+
+    return op
+
+
+def _who(pc: Computer, user: str, url: str, sign_in: bool = False) -> tuple[str, Any, Any]:
+    """What the page says, its IndexedDB session and its cookie, in ``user``'s browser."""
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(browser_url(pc, user), timeout=deadline(30) * 1000)
+        context = browser.contexts[0]
+        page = context.pages[0] if context.pages else context.new_page()
+        page.goto(url)
+        if sign_in:
+            page.click("#signin")
+        settled = "startsWith('signed in')" if sign_in else "startsWith('signed')"
+        page.wait_for_function(
+            f"document.getElementById('who').textContent.{settled}",
+            timeout=deadline(15) * 1000,
+        )
+        said = page.inner_text("#who")
+        session = page.evaluate("window.session()")
+        cookie = next((c["value"] for c in context.cookies() if c["name"] == "sid"), None)
+        browser.close()
+    return said, session, cookie
+
+
+def test_a_profile_saved_on_one_computer_signs_in_on_another(
+    pair: tuple[Computer, Computer], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    first, second = pair
+    url = f"http://127.0.0.1:{SITE_PORT}/app.html"
+    before = [first.log()[1], second.log()[1]]
+    said, session, cookie = _who(first, "alice", url, sign_in=True)
+    assert said == "signed in as alice@site.test"
+    token = session["token"]
+    assert token.startswith("tok-") and cookie and cookie.startswith("ck-")
+
+    environ = {KEY_ENV: base64.b64encode(os.urandom(32)).decode()}
+    store = FolderStore(tmp_path)
+    saving = BrowserSaveProfile(type="browser_save_profile", env_id="e", name="site-login")
+    saved = save_profile(_harness_op(first, "alice"), store, saving, environ)
+    assert saved["cookies"] >= 1 and saved["origins"] == 1 and saved["databases"] == 1, saved
+
+    # The second computer's Alice: signed out before, the same session after.
+    assert _who(second, "alice", url)[0] == "signed out"
+    # Not fresh now (the check above opened the site, which made its database).
+    loading = BrowserLoadProfile(type="browser_load_profile", env_id="e", name="site-login")
+    with pytest.raises(ComputerError, match="fresh scope only") as refused:
+        load_profile(_harness_op(second, "alice"), store, loading, environ)
+    assert refused.value.status == 409
+    loaded = load_profile(_harness_op(second, "bob"), store, loading, environ)
+    assert loaded["databases"] == 1 and loaded["cookies"] >= 1, loaded
+    said, again, same_cookie = _who(second, "bob", url)
+    assert said == "signed in as alice@site.test"
+    assert again == session and same_cookie == cookie
+    local = second.op("local_storage/get", {"scope": "bob", "origin": url.rsplit("/", 1)[0]})
+    assert local["items"] == {"last_user": "alice@site.test"}
+    visits = (
+        "new Promise(ok => { const r = indexedDB.open('auth'); r.onsuccess = () => {"
+        " const q = r.result.transaction('visits').objectStore('visits').getAll();"
+        " q.onsuccess = () => ok(q.result); }; })"
+    )
+    with sync_playwright() as pw:
+        bob = pw.chromium.connect_over_cdp(browser_url(second, "bob"), timeout=deadline(30) * 1000)
+        page = bob.contexts[0].pages[0]
+        assert page.evaluate(visits) == [{"at": 1}]  # an out-of-line key's store too
+        bob.close()
+
+    # Loading again into Bob's scope, not fresh now: refused, nothing changed.
+    with pytest.raises(ComputerError, match="holds") as again_refused:
+        load_profile(_harness_op(second, "bob"), store, loading, environ)
+    assert again_refused.value.status == 409
+
+    for pc, after, op in (
+        (first, before[0], "profiles/save"),
+        (second, before[1], "profiles/load"),
+    ):
+        entries = [x["action"] for x in pc.settled_log(after) if "action" in x]
+        mine = [a for a in entries if a.get("op") == op and a.get("ok")]
+        assert mine and mine[0]["args"]["name"] == "site-login", entries
+        assert set(mine[0]["args"]) == {"scope", "name"}, mine[0]
+
+    # Every byte: both computers' log folders and output, the harness's files, this test's.
+    harness_files = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    assert harness_files, "the sealed profile is in the store's folder"
+    printed = capfd.readouterr()
+    haystacks = {
+        "first's log folder": first.all_log_bytes(),
+        "second's log folder": second.all_log_bytes(),
+        "first's output": first.container.get_wrapped_container().logs(),
+        "second's output": second.container.get_wrapped_container().logs(),
+        "the harness's files": harness_files,
+        "this test's output": (printed.out + printed.err).encode(),
+    }
+    for where, haystack in haystacks.items():
+        for secret in (token, cookie):
+            assert secret.encode() not in haystack, f"{secret[:4]}… found in {where}"
