@@ -102,6 +102,15 @@ def test_document_refuses_unknown_fields_another_format_and_bad_json() -> None:
         read_profile(b'{"origins": {"x": {"indexeddb": [{"name": "d", "version": 0}]}}}')
 
 
+@pytest.mark.parametrize(
+    "at",
+    ["javascript:alert(1)", "http://a.test/path", "http://u@a.test", "HTTP://A.test", "file:///x"],
+)
+def test_origins_are_origins(at: str) -> None:
+    with pytest.raises(ProfileError, match="scheme://host"):
+        read_profile(profile_bytes(Profile()).replace(b'"origins":{}', _origins_json({at: {}})))
+
+
 def test_bounds_name_the_limit() -> None:
     bounded(PROFILE_LIMIT)
     with pytest.raises(ProfileError, match=str(PROFILE_LIMIT)):

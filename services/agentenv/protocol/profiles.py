@@ -36,9 +36,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from agentenv.protocol.browser import Scoped
+from agentenv.protocol import problems
+from agentenv.protocol.browser import Scoped, origin_of
 
 __all__ = [
     "MAX_PROFILE_ORIGINS",
@@ -133,6 +134,20 @@ class Profile(_Doc):
     cookies: list[dict[str, Any]] = Field(default_factory=list)
     origins: dict[str, OriginState] = Field(default_factory=dict, max_length=MAX_PROFILE_ORIGINS)
 
+    @field_validator("origins")
+    @classmethod
+    def _origins(cls, value: dict[str, OriginState]) -> dict[str, OriginState]:
+        """Each key an origin as the browser writes it (``scheme://host[:port]``,
+        nothing more): a load opens a tab there."""
+        for at in value:
+            try:
+                same = origin_of(at) == at
+            except ValueError:
+                same = False
+            if not same:
+                raise ValueError("each origin must be scheme://host[:port], as saved")
+        return value
+
 
 _PROFILE = TypeAdapter(Profile)
 
@@ -166,8 +181,9 @@ def read_profile(data: bytes, limit: int = PROFILE_LIMIT) -> Profile:
         )
     try:
         return _PROFILE.validate_python(raw)
-    except ValueError as exc:
-        raise ProfileError(f"the profile is malformed: {str(exc).splitlines()[0]}") from None
+    except ValidationError as exc:
+        said = "; ".join(problems(exc, "profile")[:3])
+        raise ProfileError(f"the profile is malformed: {said}") from None
 
 
 class ProfilesSave(Scoped):
