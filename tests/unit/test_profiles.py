@@ -267,3 +267,51 @@ def test_preflight_names_the_key_and_bad_names(tmp_path: Path) -> None:
     assert (2, "name") in found and (3, "name") in found
     ok = {KEY_ENV: base64.b64encode(_key()).decode()}
     assert [(p.step, p.field) for p in preflight(task, ok)] == [(2, "name")]
+
+
+def test_run_profile_loads_before_the_agents_turn() -> None:
+    from agentenv.harness.profile_steps import with_profile
+    from agentenv.harness.steps import Task
+
+    task = Task.model_validate(
+        {
+            "envs": {"e": {"versions": {"1": {"browsers": ["main"]}}}},
+            "steps": [
+                {"type": "deploy_env", "env_id": "e"},
+                {"type": "browser_open_tab", "env_id": "e", "url": "http://a.test/"},
+                {"type": "run_agent", "command": ["true"]},
+                {"type": "run_agent", "command": ["true"]},
+            ],
+        }
+    )
+    types = [step.type for step in with_profile(task, "shop").steps]
+    assert types == [
+        "deploy_env",
+        "browser_open_tab",
+        "browser_load_profile",
+        "run_agent",
+        "run_agent",
+    ]
+    loaded = with_profile(task, "shop").steps[2]
+    assert isinstance(loaded, BrowserLoadProfile)
+    assert (loaded.env_id, loaded.name) == ("e", "shop")
+    alone = Task.model_validate({"steps": [{"type": "run_agent", "command": ["true"]}]})
+    assert with_profile(alone, "shop") == alone
+
+
+def test_run_profile_with_no_key_is_refused_before_anything_deploys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentenv.harness.cli import main
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    task_file = tmp_path / "task.yaml"
+    task_file.write_text(
+        "envs: {e: {versions: {1: {browsers: [main]}}}}\n"
+        "steps:\n"
+        "  - {type: deploy_env, env_id: e}\n"
+        "  - {type: run_agent, command: ['true']}\n"
+    )
+    code = main(["run", str(task_file), "--profile", "shop", "--out", str(tmp_path / "out")])
+    assert code != 0
+    assert KEY_ENV in capsys.readouterr().err

@@ -16,6 +16,7 @@ from pathlib import Path
 from agentenv.browsergym_episode import driver_python
 from agentenv.harness.backends import BACKENDS
 from agentenv.harness.preflight import preflight
+from agentenv.harness.profile_steps import with_profile
 from agentenv.harness.run_store import StoreOptions, store_problem
 from agentenv.harness.runner import EXIT_BAD_INPUT, Run
 from agentenv.harness.steps import TaskError, load_task
@@ -143,6 +144,12 @@ def main(argv: list[str] | None = None) -> int:
         help="an s3:// store's address as computers reach it, when not the harness's",
     )
     run.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="load profile NAME from the run's store into the agent's browser before its "
+        "turn (a browser_load_profile step; the key in AGENTENV_PROFILE_KEY)",
+    )
+    run.add_argument(
         "--network",
         metavar="NAME",
         help="a Docker network of this engine that the computers the run starts join, and "
@@ -223,6 +230,13 @@ def main(argv: list[str] | None = None) -> int:
         or args.backend != "docker"
         or args.scopes_per_computer is not None
     ):
+        if args.profile:
+            print(
+                "agentenv: --profile runs one task: for a batch, add a "
+                "browser_load_profile step to its tasks",
+                file=sys.stderr,
+            )
+            return EXIT_BAD_INPUT
         return _batch(args)
     path = args.task if args.command == "check" else args.tasks[0]
     try:
@@ -230,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     except TaskError as exc:
         print(f"agentenv: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.command == "run" and args.profile:
+        task = with_profile(task, args.profile)
     problems = [str(p) for p in preflight(task)]
     if args.command == "run":
         found = store_problem(_store_options(args), task, args.backend)

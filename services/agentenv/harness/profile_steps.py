@@ -69,6 +69,7 @@ __all__ = [
     "save_profile",
     "seal",
     "unseal",
+    "with_profile",
 ]
 
 #: A sealed profile's first bytes (format 1 of the sealing).
@@ -237,3 +238,25 @@ def load_profile(
         "origins": loaded.origins,
         "databases": loaded.databases,
     }
+
+
+def with_profile(task: s.Task, name: str) -> s.Task:
+    """``task`` with a ``browser_load_profile`` of ``name`` before its first
+    agent's turn (``agentenv run --profile NAME``): in the env that turn uses,
+    else the env deployed last before it. A task with no agent's turn, or no
+    env deployed before it, is left as it is (preflight has nothing to add).
+    """
+    steps = list(task.steps)
+    deployed: str | None = None
+    for at, step in enumerate(steps):
+        if isinstance(step, s.DeployEnv):
+            deployed = step.env_id
+        if isinstance(step, s.RunAgent | s.RunBrowsergym):
+            env_id = getattr(step, "env_id", None) or deployed
+            if env_id is None:
+                return task
+            load = s.BrowserLoadProfile(
+                type="browser_load_profile", id="profile", env_id=env_id, name=name
+            )
+            return task.model_copy(update={"steps": [*steps[:at], load, *steps[at:]]})
+    return task
