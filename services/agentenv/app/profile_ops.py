@@ -59,6 +59,7 @@ from agentenv.app.op_browser import Browser
 from agentenv.app.profile_scripts import CLEAR_ORIGIN, HELD, READ_ORIGIN, WRITE_ORIGIN
 from agentenv.http import BODY_LIMIT, read_json
 from agentenv.log.reader import LogReader
+from agentenv.protocol.browser import origin_of
 from agentenv.protocol.log import parse_line, scope_of
 from agentenv.protocol.profiles import (
     MAX_PROFILE_ORIGINS,
@@ -123,6 +124,15 @@ def _in_scope(raw: bytes, scope: str) -> bool:
         return False
 
 
+def _origins(found: set[str]) -> set[str]:
+    """``found`` as origins the way a profile keeps them (no default port)."""
+    kept = set()
+    for at in found:
+        with contextlib.suppress(ValueError):
+            kept.add(origin_of(at))
+    return kept
+
+
 def _logged(body: ProfilesSave | ProfilesLoad) -> dict[str, Any]:
     """What the record keeps of a profile op: the scope and the name."""
     return {k: v for k, v in (("scope", body.scope), ("name", body.name)) if v is not None}
@@ -165,7 +175,7 @@ async def save(
 ) -> ProfileSaved:
     """The scope's cookies and its origins' storage, as one bounded document."""
     async with acting(browser, caller, "profiles/save", None, acts="reading", args=_logged(body)):
-        origins = sorted(await tab_origins(browser) | browser.storage_origins | seen)
+        origins = sorted(_origins(await tab_origins(browser) | browser.storage_origins | seen))
         if len(origins) > MAX_PROFILE_ORIGINS:
             raise OpError(
                 413,
