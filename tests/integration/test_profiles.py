@@ -91,8 +91,8 @@ def _harness_op(pc: Computer, scope: str) -> Any:
     """The runner's op call, through the harness's own client of ``pc``."""
     client = HarnessComputer(api=pc.app, cdp=pc.relay, token=pc.control)
 
-    def op(step: Any, name: str, model: type, **fields: Any) -> Any:
-        return client.op(name, model, scope=scope, **fields)
+    def op(step: Any, which: str, model: type, /, **fields: Any) -> Any:
+        return client.op(which, model, scope=scope, **fields)
 
     return op
 
@@ -171,7 +171,7 @@ def test_a_profile_saved_on_one_computer_signs_in_on_another(
     ):
         entries = [x["action"] for x in pc.settled_log(after) if "action" in x]
         mine = [a for a in entries if a.get("op") == op and a.get("ok")]
-        assert mine and mine[0]["args"]["name"] == "site-login", entries
+        assert mine and mine[0].get("args", {}).get("name") == "site-login", mine[:1]
         assert set(mine[0]["args"]) == {"scope", "name"}, mine[0]
 
     # Every byte: both computers' log folders and output, the harness's files, this test's.

@@ -17,7 +17,8 @@ Decisions:
   the same rule as ``data/reset``'s). Each is read in a hidden tab served
   blank, by :data:`~agentenv.app.profile_scripts.READ_ORIGIN`; an origin
   holding nothing is left out of the document.
-- On the record: each op is an action whose arguments are the scope and the
+- On the record: each op is an action (acting: a save opens tabs, and a
+  reading entry keeps no arguments) whose arguments are the scope and the
   name, never the document. A load's cookies go through
   ``Storage.setCookies`` (the log withholds every cookie's value) and each
   origin's state as the one string argument of a ``Runtime.callFunctionOn``
@@ -174,7 +175,7 @@ async def save(
     browser: Browser, body: ProfilesSave, caller: Caller, seen: set[str]
 ) -> ProfileSaved:
     """The scope's cookies and its origins' storage, as one bounded document."""
-    async with acting(browser, caller, "profiles/save", None, acts="reading", args=_logged(body)):
+    async with acting(browser, caller, "profiles/save", None, args=_logged(body)):
         origins = sorted(_origins(await tab_origins(browser) | browser.storage_origins | seen))
         if len(origins) > MAX_PROFILE_ORIGINS:
             raise OpError(
