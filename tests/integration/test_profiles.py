@@ -189,3 +189,56 @@ def test_a_profile_saved_on_one_computer_signs_in_on_another(
     for where, haystack in haystacks.items():
         for secret in (token, cookie):
             assert secret.encode() not in haystack, f"{secret[:4]}… found in {where}"
+
+
+def test_a_load_that_fails_part_way_leaves_the_scope_as_it_was(
+    pair: tuple[Computer, Computer],
+) -> None:
+    """Bob's scope on the first computer, fresh: a profile whose IndexedDB
+    record cannot be written (no key at the store's key path) after its cookie
+    and local storage were, fails whole, and a save then finds nothing. A
+    record JSON cannot carry (a Date) fails a save, naming its store."""
+    first, _ = pair
+    at = f"http://127.0.0.1:{SITE_PORT}"
+    bad = {
+        "cookies": [{"name": "half", "value": "half-3c1d", "domain": "127.0.0.1", "path": "/"}],
+        "origins": {
+            at: {
+                "local_storage": {"half": "yes"},
+                "indexeddb": [
+                    {
+                        "name": "broken",
+                        "version": 1,
+                        "stores": [
+                            {"name": "s", "key_path": "id", "records": [{"key": 1, "value": {}}]}
+                        ],
+                    }
+                ],
+            }
+        },
+    }
+    said = first.op("profiles/load", {"scope": "bob", "name": "bad", "profile": bad}, status=502)
+    assert "restored nothing" in said["error"]["message"], said
+    assert first.op("cookies/get", {"scope": "bob"})["cookies"] == []
+    assert first.op("local_storage/get", {"scope": "bob", "origin": at})["items"] == {}
+    empty = first.op("profiles/save", {"scope": "bob", "name": "empty"})
+    assert (empty["cookies"], empty["origins"], empty["databases"]) == (0, 0, 0), empty
+
+    # Not a profile: another format, an origin that is not one.
+    first.op("profiles/load", {"scope": "bob", "name": "x", "profile": {"format": 2}}, status=400)
+    wrong = {"origins": {"javascript:alert(1)": {}}}
+    first.op("profiles/load", {"scope": "bob", "name": "x", "profile": wrong}, status=400)
+
+    with sync_playwright() as pw:
+        bob = pw.chromium.connect_over_cdp(browser_url(first, "bob"), timeout=deadline(30) * 1000)
+        page = bob.contexts[0].pages[0]
+        page.goto(f"{at}/app.html")
+        page.wait_for_function("document.getElementById('who').textContent === 'signed out'")
+        page.evaluate(
+            "new Promise(ok => { const r = indexedDB.open('auth', 3); r.onsuccess = () => {"
+            " const tx = r.result.transaction('visits', 'readwrite');"
+            " tx.objectStore('visits').add({at: new Date()}); tx.oncomplete = ok; }; })"
+        )
+        bob.close()
+    refused = first.op("profiles/save", {"scope": "bob", "name": "dated"}, status=422)
+    assert "'auth/visits'" in refused["error"]["message"], refused
