@@ -315,3 +315,30 @@ def test_run_profile_with_no_key_is_refused_before_anything_deploys(
     code = main(["run", str(task_file), "--profile", "shop", "--out", str(tmp_path / "out")])
     assert code != 0
     assert KEY_ENV in capsys.readouterr().err
+
+
+def test_a_save_reads_the_origins_its_own_scope_saw(tmp_path: Path) -> None:
+    from agentenv.app.profile_ops import seen_in_scope
+    from agentenv.log.reader import LogReader
+    from agentenv.log.writer import LogWriter
+
+    writer = LogWriter.open(tmp_path / "log.jsonl")
+    writer.record(
+        "tab", {"event": "navigated", "id": "A", "scope": "alice", "url": "https://a.test/x"}
+    )
+    writer.record(
+        "tab", {"event": "navigated", "id": "B", "scope": "bob", "url": "https://b.test/"}
+    )
+    writer.record(
+        "tab", {"event": "navigated", "id": "A", "scope": "alice", "url": "http://c.test:81/"}
+    )
+    writer.close()
+    reader = LogReader(tmp_path / "log.jsonl")
+    assert seen_in_scope(reader, 0, "alice") == {"https://a.test", "http://c.test:81"}
+    assert seen_in_scope(reader, 1, "alice") == {"http://c.test:81"}
+    assert seen_in_scope(reader, 0, "carol") == set()
+    assert seen_in_scope(reader, 0, None) == {
+        "https://a.test",
+        "https://b.test",
+        "http://c.test:81",
+    }

@@ -46,6 +46,7 @@ from agentenv.app.app_requests import (
     acting_caller,
     answer,
     browser_for,
+    browser_key,
     op_scope,
     parse,
     reader_key,
@@ -94,8 +95,10 @@ async def profile_op(request: web.Request, name: str) -> web.Response:
         scopes = request.app[scopes_key]
         only = (scope or scopes.home) if scopes.isolated else None
         browser = browser_for(request, identity, asked.scope)
+        # data/reset is every scope's: the home browser keeps its line.
+        since = request.app[browser_key].reset_seq
         seen = await asyncio.get_running_loop().run_in_executor(
-            None, seen_in_scope, request.app[reader_key], browser.reset_seq, only
+            None, seen_in_scope, request.app[reader_key], since, only
         )
         return answer(name, await save(browser, asked, who, seen))
     body: ProfilesLoad = parse(ProfilesLoad, await read_json(request, _LOAD_LIMIT))
