@@ -226,7 +226,7 @@ def test_a_load_that_fails_part_way_leaves_the_scope_as_it_was(
 
     # Not a profile: another format, an origin that is not one.
     first.op("profiles/load", {"scope": "bob", "name": "x", "profile": {"format": 2}}, status=400)
-    wrong = {"origins": {"javascript:alert(1)": {}}}
+    wrong: dict[str, Any] = {"origins": {"javascript:alert(1)": {}}}
     first.op("profiles/load", {"scope": "bob", "name": "x", "profile": wrong}, status=400)
 
     with sync_playwright() as pw:
