@@ -7,7 +7,9 @@ computer, and the same page there shows the same session. A second load into
 that scope, now not fresh, is refused and changes nothing. Every byte the
 computers wrote under /var/log/agentenv, their process output, the harness's
 files and what this test printed hold neither the session token nor the
-cookie's value, while the ops' entries are there.
+cookie's value, while the ops' entries are there. A load that fails part
+way leaves the scope as it was. And two ``agentenv run``s with an S3 store:
+one saves on the first computer, the next loads on the second.
 """
 
 from __future__ import annotations
@@ -242,3 +244,114 @@ def test_a_load_that_fails_part_way_leaves_the_scope_as_it_was(
         bob.close()
     refused = first.op("profiles/save", {"scope": "bob", "name": "dated"}, status=422)
     assert "'auth/visits'" in refused["error"]["message"], refused
+
+
+def test_agentenv_run_saves_in_one_run_and_loads_in_the_next_through_s3(
+    pair: tuple[Computer, Computer], store_image: str, tmp_path: Path
+) -> None:
+    """Two ``agentenv run``s, each attached to one computer, with ``--store
+    s3://…`` (moto, the harness's own credentials): the first saves Alice's
+    (home scope's) sign-in, the second, on the other computer after a
+    ``data/reset``, loads it; the site there shows the session. The bucket
+    holds only the sealed profile; the run folders and the runs' output hold
+    neither the token nor the cookie."""
+    import subprocess
+    import sys
+    import uuid
+
+    import boto3
+    import docker
+    import yaml
+
+    from tests.support.container import CONTROL, PLAIN_S3
+    from tests.support.timing import wait_for
+
+    first, second = pair
+    url = f"http://127.0.0.1:{SITE_PORT}/app.html"
+    _, session, cookie = _who(first, "alice", url, sign_in=True)
+    second.op("data/reset", {})
+    assert _who_fresh(second, url)
+    secret = f"harness-secret-{uuid.uuid4().hex}"
+    s3 = docker.from_env().containers.run(
+        store_image, detach=True, init=True, ports={"5000/tcp": ("127.0.0.1", None)}, **PLAIN_S3
+    )
+    try:
+        s3.reload()
+        endpoint = f"http://127.0.0.1:{s3.ports['5000/tcp'][0]['HostPort']}"
+        aws = {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "AKIAHARNESSOWN",
+            "AWS_SECRET_ACCESS_KEY": secret,
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+        bucket = boto3.session.Session(
+            aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=secret,
+            region_name="us-east-1",
+        ).client("s3", endpoint_url=endpoint)
+        wait_for(lambda: _lists(bucket), "the S3 server to answer", timeout_s=60)
+        bucket.create_bucket(Bucket="team")
+        environ = {**os.environ, **aws, KEY_ENV: base64.b64encode(os.urandom(32)).decode()}
+        outputs = []
+        for pc, step in ((first, "browser_save_profile"), (second, "browser_load_profile")):
+            task = {
+                "envs": {"e": {"versions": {1: {"browsers": ["main"]}}}},
+                "steps": [
+                    {
+                        "type": "deploy_env",
+                        "env_id": "e",
+                        "url": pc.app,
+                        "token": CONTROL,
+                        "cdp_url": pc.relay,
+                    },
+                    {"id": "profile", "type": step, "env_id": "e", "name": "site-login"},
+                ],
+            }
+            path = tmp_path / f"{step}.yaml"
+            path.write_text(yaml.safe_dump(task))
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "agentenv",
+                    "run",
+                    str(path),
+                    "--out",
+                    str(tmp_path / step),
+                    "--store",
+                    "s3://team/profiles-test",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=deadline(300),
+                env=environ,
+            )
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+            outputs.append(done.stdout + done.stderr)
+        keys = [o["Key"] for o in bucket.list_objects_v2(Bucket="team").get("Contents", [])]
+        assert keys == ["profiles-test/profiles/site-login.profile"], keys
+        sealed = bucket.get_object(Bucket="team", Key=keys[0])["Body"].read()
+    finally:
+        s3.remove(force=True, v=True)
+    said, again, same_cookie = _who(second, "alice", url)
+    assert said == "signed in as alice@site.test" and again == session and same_cookie == cookie
+    files = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    for haystack in (files, sealed, "".join(outputs).encode()):
+        for value in (session["token"], cookie):
+            assert value.encode() not in haystack
+
+
+def _who_fresh(pc: Computer, url: str) -> bool:
+    """Alice's scope holds no cookie and no storage of the site (without visiting it)."""
+    at = url.rsplit("/", 1)[0]
+    saved = pc.op("profiles/save", {"scope": "alice", "name": "probe"})
+    held = pc.op("local_storage/get", {"scope": "alice", "origin": at})["items"]
+    return bool(saved["cookies"] == 0 and saved["databases"] == 0 and held == {})
+
+
+def _lists(s3: Any) -> bool:
+    try:
+        s3.list_buckets()
+    except Exception:
+        return False
+    return True
