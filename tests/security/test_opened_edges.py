@@ -206,7 +206,7 @@ def test_connections_no_more_than_one_users_share_are_refused_at_start(image: st
             ready = None
         assert ready != 200
     finally:
-        container.remove(force=True)
+        container.remove(force=True, v=True)  # and its anonymous log volume
 
 
 def test_the_cdp_url_names_the_published_relay_port_and_an_agent_connects(image: str) -> None:
@@ -262,4 +262,4 @@ def test_the_cdp_url_names_the_published_relay_port_and_an_agent_connects(image:
             assert refused.status_code in (400, 403), (host, refused.status_code)
             assert "cdp_url" not in refused.text
     finally:
-        container.remove(force=True)
+        container.remove(force=True, v=True)  # and its anonymous log volume
