@@ -33,6 +33,7 @@ __all__ = [
     "Focus",
     "check_expression",
     "drop_point",
+    "evaluated_value",
     "field_named",
     "host_pending",
     "host_verdict",
@@ -172,7 +173,8 @@ def drop_point(method: str, params: Mapping[str, Any] | None) -> tuple[float, fl
     return None
 
 
-def _value(answer: object) -> object:
+def evaluated_value(answer: object) -> object:
+    """The value a ``Runtime.evaluate`` answer carries (None: none)."""
     if isinstance(answer, Mapping):
         outer = answer.get("result")
         inner = outer.get("result") if isinstance(outer, Mapping) else None
@@ -189,7 +191,7 @@ HOST_EXPRESSION = "this.__agentenvHost"
 def host_pending(answer: object) -> bool:
     """Whether a check's answer waits on Chromium saying whether the element
     hosts a closed shadow root (:func:`host_verdict`)."""
-    value = _value(answer)
+    value = evaluated_value(answer)
     if isinstance(value, Mapping):
         value = value.get("verdict")
     return value == "host"
@@ -212,7 +214,7 @@ def host_verdict(described: object) -> Focus:
 
 def verdict(answer: object) -> Focus:
     """A check's answer (the ``Runtime.evaluate`` answer message) as a verdict."""
-    value = _value(answer)
+    value = evaluated_value(answer)
     if isinstance(value, Mapping):
         value = value.get("verdict")
     if value == "password":
@@ -222,7 +224,7 @@ def verdict(answer: object) -> Focus:
 
 def field_named(answer: object) -> dict[str, str] | None:
     """The field a described check found (``check_expression(describe=True)``)."""
-    value = _value(answer)
+    value = evaluated_value(answer)
     return named(value.get("target")) if isinstance(value, Mapping) else None
 
 

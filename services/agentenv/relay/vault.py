@@ -55,7 +55,7 @@ from agentenv.protocol.credentials import (
     CredentialField,
     CredentialInfo,
 )
-from agentenv.relay.password import FOCUS_OF
+from agentenv.relay.password import FOCUS_OF, evaluated_value
 from agentenv.relay.relay_errors import RelayError
 from agentenv.totp import code, secret_bytes
 
@@ -252,19 +252,10 @@ FILL_EXPRESSION = (
 )
 
 
-def _value(answer: object) -> object:
-    if isinstance(answer, Mapping):
-        outer = answer.get("result")
-        inner = outer.get("result") if isinstance(outer, Mapping) else None
-        if isinstance(inner, Mapping):
-            return inner.get("value")
-    return None
-
-
 def refusal(answer: object, origin: str) -> str | None:
     """Why a fill for ``origin`` must not type, given the ``Runtime.evaluate``
     answer of :data:`FILL_EXPRESSION` (None: it may). Any doubt refuses."""
-    found = _value(answer)
+    found = evaluated_value(answer)
     if not isinstance(found, Mapping):
         return (
             "the tab did not say where its focus is (a page loading, or not answering): "
