@@ -75,9 +75,9 @@ from agentenv.harness.scoped import (
     Attempt,
     close_for,
     computer_name,
-    ended_reading,
     open_for,
     where_ran,
+    whole_reading,
 )
 from agentenv.harness.task_sources import Planned
 
@@ -307,9 +307,15 @@ class Batch:
                         self.schedule.failed(key)
                         self._room.notify_all()
                     raise ComputerError(f"no computer for the pool: {exc}") from None
+                # Its first reading, before any task runs on it: the baseline
+                # a Chromium restart is counted from. (Taken later, by the
+                # first scrape round or as an attempt ends, it could already
+                # hold the restart it should reveal.)
+                baseline, _ = whole_reading(computer)
                 with self._room:
                     self.hosts[key] = computer
                     self.schedule.ready(key)
+                    self.schedule.seen(key, baseline)
                     self._room.notify_all()
             with self._room:
                 while key in self.schedule.hosts and self.schedule.hosts[key].state == "starting":
@@ -371,7 +377,7 @@ class Batch:
             problems = close_for(scoped)
             host = scoped.host
             assert host is not None
-            found, answers = ended_reading(host)
+            found, answers = whole_reading(host)
             with self._room:
                 if found is None and not answers:
                     self.schedule.broke(key)

@@ -37,9 +37,9 @@ __all__ = [
     "ScopedComputer",
     "close_for",
     "computer_name",
-    "ended_reading",
     "open_for",
     "where_ran",
+    "whole_reading",
 ]
 
 
@@ -151,9 +151,10 @@ def where_ran(attempt: Attempt) -> dict[str, Any]:
 RELAY_BACK_S = 30.0
 
 
-def ended_reading(host: Computer) -> tuple[Mapping[Sample, float] | None, bool]:
-    """``host``'s /metrics as an attempt ends, and whether it answers at all
-    (its /metrics or /readyz). A reading without its relay's counts (the
+def whole_reading(host: Computer) -> tuple[Mapping[Sample, float] | None, bool]:
+    """``host``'s /metrics (as it joins the pool: the baseline its restarts
+    are counted from; as an attempt ends: whether it broke), and whether it
+    answers at all (its /metrics or /readyz). A reading without its relay's counts (the
     relay restarting: supervisord brings it back in about a second) is
     read again until it has them, for at most :data:`RELAY_BACK_S`."""
     end = time.monotonic() + RELAY_BACK_S
