@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
+from agentenv.harness.agent_process import withhold
 from agentenv.harness.harness_errors import StepFailed
 from agentenv.harness.preflight import preflight
+from agentenv.harness.runner import Run
 from agentenv.harness.steps import Task
 from agentenv.protocol.card import BROWSER_V1, Extension
-from tests.unit.test_harness_wire import CARD, Wire, _run
+from tests.unit.test_harness_wire import CARD, Stores, Wire, _run
 
 PASSWORD = "pw-env-only-42c9"
 SECRET = "JBSWY3DPEHPK3PXP"
@@ -105,3 +107,38 @@ def test_the_step_sends_the_values_once_and_records_names_only(
     with pytest.raises(StepFailed) as refused:
         run._do(steps[0])
     assert "BANK_PASSWORD is not set" in str(refused.value)
+
+
+def test_no_agent_is_given_a_credentials_variable_or_the_profile_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent runs with the harness's environment: the variables holding
+    credentials (its own task's, and another task's of the same batch) and
+    the profiles' key are not in it, while a variable of its own is."""
+
+    for key, value in ENV.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("OTHER_PASSWORD", "pw-another-task-7f1e")
+    monkeypatch.setenv("AGENTENV_PROFILE_KEY", "profile-key-3b8d")
+    monkeypatch.setenv("MODEL_API_KEY", "sk-the-agents-own")
+    other = json.loads(json.dumps(STEP))
+    other["credentials"][0]["password_env"] = "OTHER_PASSWORD"
+    withhold([_task(other)])  # as a batch registers its tasks before the first starts
+    envs = {"shop": {"versions": {1: {"browsers": ["main"]}}}}
+    agent = {"type": "run_agent", "command": ["env"], "env": {"OWN": "passed-on"}}
+    task = Task.model_validate({"envs": envs, "steps": [agent, STEP]})
+    run = Run(task, tmp_path, run_id="r1", stores=Stores(tmp_path))
+    done = run._do(task.steps[0])
+    assert done is not None
+    seen = Path(done["output"]).read_text()
+    assert "MODEL_API_KEY=sk-the-agents-own" in seen and "OWN=passed-on" in seen, seen
+    for name in (
+        "BANK_USER",
+        "BANK_PASSWORD",
+        "BANK_TOTP",
+        "OTHER_PASSWORD",
+        "AGENTENV_PROFILE_KEY",
+    ):
+        assert f"{name}=" not in seen, name
+    for value in (PASSWORD, SECRET, "pw-another-task-7f1e", "profile-key-3b8d"):
+        assert value not in seen

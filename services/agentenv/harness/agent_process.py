@@ -7,7 +7,16 @@ Its environment names the computer (``AGENTENV_CDP_URL``, ``AGENTENV_API_URL``,
 ``AGENTENV_MCP_URL``) and its token (``AGENTENV_TOKEN``, for the app's ops and
 ``/mcp``), and, for a client that takes only a host and port (chromedriver's
 ``debuggerAddress``), a loopback door to the relay that adds the token
-(``AGENTENV_DEBUGGER_ADDRESS``, :mod:`.loopback`), open while it runs."""
+(``AGENTENV_DEBUGGER_ADDRESS``, :mod:`.loopback`), open while it runs.
+
+The rest is the harness's own environment less what no agent may see
+(:func:`withheld`): the profiles' key (``AGENTENV_PROFILE_KEY``) and every
+variable a ``browser_set_credentials`` step names, of its own task and of
+every other task this process runs (a batch's tasks are registered before
+the first starts). The names come from the tasks, not from a pattern: a
+variable the agent needs (its model's API key) is passed on. What stays
+possible (an agent running as the harness's own OS user can read the
+harness's process): docs/limits.md."""
 
 from __future__ import annotations
 
@@ -17,18 +26,51 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from agentenv.harness.computer import Computer
 from agentenv.harness.harness_errors import StepFailed
 from agentenv.harness.loopback import Loopback, LoopbackError
+from agentenv.harness.preflight import KEY_ENV
+from agentenv.harness.steps import BrowserSetCredentials, Task
 
-__all__ = ["agent_addresses", "default_agent", "run_process"]
+__all__ = ["agent_addresses", "default_agent", "run_process", "withheld", "withhold"]
 
 #: How often the run looks at the agent and at a cancel.
 POLL_S = 0.2
+
+#: The variables no agent's process is given (:func:`withhold` adds a task's).
+_WITHHELD: set[str] = {KEY_ENV}
+_WITHHELD_LOCK = threading.Lock()
+
+
+def withhold(tasks: Iterable[Task]) -> None:
+    """Every variable ``tasks``' ``browser_set_credentials`` steps name, kept
+    from every agent this process starts from now on."""
+    names = {
+        name
+        for task in tasks
+        for step in task.steps
+        if isinstance(step, BrowserSetCredentials)
+        for credential in step.credentials
+        for name in (credential.username_env, credential.password_env, credential.totp_secret_env)
+        if name
+    }
+    with _WITHHELD_LOCK:
+        _WITHHELD.update(names)
+
+
+def withheld(env: dict[str, str], task: Task) -> dict[str, str]:
+    """``env`` (an agent of ``task``'s, changed in place) without the
+    withheld variables, ``task``'s own among them."""
+    withhold([task])
+    with _WITHHELD_LOCK:
+        names = set(_WITHHELD)
+    for name in names:
+        env.pop(name, None)
+    return env
 
 
 def run_process(

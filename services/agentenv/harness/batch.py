@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from agentenv.harness.agent_process import withhold
 from agentenv.harness.backends import start
 from agentenv.harness.batch_results import STATUS, broke_result, summary, table, task_result
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens
@@ -492,6 +493,7 @@ class Batch:
         previous: Any = None
         if threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGINT, self._interrupted)
+        withhold(p.task for p in self.tasks)  # no agent sees another task's credentials
         pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="task")
         futures: list[Future[None]] = [pool.submit(self._one, p) for p in self.tasks]
         shown = ""

@@ -42,7 +42,7 @@ from pydantic import BaseModel
 from agentenv.browsergym_episode import driver_python
 from agentenv.harness import attest, exports
 from agentenv.harness import steps as s
-from agentenv.harness.agent_process import agent_addresses, run_process
+from agentenv.harness.agent_process import agent_addresses, run_process, withheld
 from agentenv.harness.backends import start, stop_all
 from agentenv.harness.browsergym_step import episode_env, episode_result, episode_status
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens, deploy
@@ -514,7 +514,8 @@ class Run:
     @contextlib.contextmanager
     def _agent_env(self, env_id: str | None, env: dict[str, str]) -> Iterator[None]:
         """``env`` given the computer's addresses and the agent's token (a
-        loopback door's address too, open while the agent runs)."""
+        loopback door's address too, open while the agent runs), less the withheld."""
+        withheld(env, self.task)
         computer = self._computer(env_id) if env_id else next(iter(self.computers.values()), None)
         if computer is None:
             yield
