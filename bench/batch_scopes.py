@@ -25,7 +25,13 @@ recording downloaded and verified), ``--parallel 8`` each time, at
   and a root harness; left out elsewhere), by program, of the computers that
   are up (a K = 1 computer starting or stopping lacks programs), over the
   tasks they can be serving, the median of each (they need not add up to the cgroup's figure,
-  which counts a shared page once, for the first container to touch it).
+  which counts a shared page once, for the first container to touch it);
+- where the computers' CPU a task goes: as each computer stops, each of its
+  processes' user and system time with its ended children's (a closed
+  renderer's is its zygote's, under "other helpers"), from the host's
+  ``/proc``, by program, summed, over the tasks.
+
+``BENCH_KS`` (``1,8``, say) runs fewer Ks; the first is the ratios' base.
 
 Needs a Docker engine and the image (make image); ``AGENTENV_TEST_IMAGE``
 names another.
@@ -53,7 +59,8 @@ from bench.stats import table
 IMAGE = os.environ.get("AGENTENV_TEST_IMAGE", fleet.IMAGE)
 TASKS = 32
 PARALLEL = 8
-KS = (1, 4, 8)
+#: The K of each batch, in turn (``BENCH_KS``, e.g. ``1,8``, runs fewer).
+KS = tuple(int(k) for k in os.environ.get("BENCH_KS", "1,4,8").split(","))
 
 
 def _task(agent: Path) -> Task:
@@ -76,16 +83,29 @@ def _memory_mib(stats: dict[str, Any]) -> float:
 
 
 class Counted(Batch):
-    """A batch that reads each computer's CPU just before it stops."""
+    """A batch that reads each computer's CPU just before it stops: the
+    cgroup's, and each program's (where the host's ``/proc`` can be read)."""
 
     cpu_s: float = 0.0
+    #: CPU seconds by program, summed over the computers.
+    cpu_parts: dict[str, float] = {}
+    #: Some computer's processes could not be read (the parts are not whole).
+    cpu_unread: bool = False
 
     def _last_counts(self, computer: Computer) -> None:
         if computer.container is not None:
             stats = _stats(computer.container)
             used = float(stats["cpu_stats"]["cpu_usage"]["total_usage"]) / 1e9
+            parts = _cpu_anatomy(computer.container)
             with self._lock:
                 self.cpu_s += used
+                if parts is None:
+                    self.cpu_unread = True
+                else:
+                    mine = dict(self.cpu_parts)
+                    for name, seconds in parts.items():
+                        mine[name] = mine.get(name, 0.0) + seconds
+                    self.cpu_parts = mine
         super()._last_counts(computer)
 
 
@@ -116,6 +136,25 @@ def _anatomy(container: Any) -> dict[str, float] | None:
             kib = next(int(x.split()[1]) for x in rollup.splitlines() if x.startswith("Pss:"))
             name = next(n for n, mark in PROGRAMS if mark in command)
             found[name] = found.get(name, 0.0) + kib / 1024
+    except (OSError, StopIteration, ValueError):
+        return None
+    return found
+
+
+def _cpu_anatomy(container: Any) -> dict[str, float] | None:
+    """Each program's CPU seconds (user and system, with its children that
+    ended and were waited for: a renderer closed is its zygote's), its
+    processes summed; None where the host's ``/proc`` cannot be read."""
+    found: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        for row in container.top(ps_args="-o pid")["Processes"] or []:
+            pid = row[0]
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            seconds = sum(int(f) for f in fields[11:15]) / tick
+            name = next(n for n, mark in PROGRAMS if mark in command)
+            found[name] = found.get(name, 0.0) + seconds
     except (OSError, StopIteration, ValueError):
         return None
     return found
@@ -164,12 +203,13 @@ def _sample(
             anatomy.append({n: sum(p.get(n, 0.0) for p in up) / serving for n in names})
 
 
-Found = tuple[float, float, float, float, dict[str, float]]
+Found = tuple[float, float, float, float, dict[str, float], dict[str, float] | None]
 
 
 def _batch(folder: Path, agent: Path, k: int) -> Found:
     """Tasks a minute, computer CPU a task, memory a running task, agent CPU
-    a task, and that memory by program (empty where it cannot be read)."""
+    a task, that memory by program (empty where it cannot be read), and the
+    computers' CPU a task by program (None where it cannot be read)."""
     tasks = [Planned(f"t{n:02d}", _task(agent), "bench") for n in range(TASKS)]
     output = io.StringIO()
     batch = Counted(tasks, folder / f"k{k}", PARALLEL, output, scopes_per_computer=k)
@@ -194,7 +234,8 @@ def _batch(folder: Path, agent: Path, k: int) -> Found:
     agent_cpu = (_children_cpu_s() - agents) / TASKS
     names = {n for a in anatomy for n in a}
     parts = {n: statistics.median(a.get(n, 0.0) for a in anatomy) for n in names}
-    return TASKS / took * 60, batch.cpu_s / TASKS, memory, agent_cpu, parts
+    by_program = None if batch.cpu_unread else {n: v / TASKS for n, v in batch.cpu_parts.items()}
+    return TASKS / took * 60, batch.cpu_s / TASKS, memory, agent_cpu, parts, by_program
 
 
 def run() -> str:
@@ -203,10 +244,10 @@ def run() -> str:
         agent = folder / "agent.py"
         agent.write_text(fleet.AGENT)
         found = {k: _batch(folder, agent, k) for k in KS}
-    one = found[1]
+    one = found[KS[0]]
     pss = {k: sum(f[4].values()) for k, f in found.items()}
     rows = []
-    for k, (rate, cpu, memory, agent_cpu, _) in found.items():
+    for k, (rate, cpu, memory, agent_cpu, _, _) in found.items():
         rows.append(
             [
                 f"K = {k}" + (" (a computer per task)" if k == 1 else ""),
@@ -215,12 +256,26 @@ def run() -> str:
                 f"{cpu:.2f} s",
                 f"{one[1] / cpu:.2f}x",
                 f"{pss[k]:.0f} MiB" if pss[k] else "-",
-                f"{pss[1] / pss[k]:.2f}x" if pss[k] and pss[1] else "-",
+                f"{pss[KS[0]] / pss[k]:.2f}x" if pss[k] and pss[KS[0]] else "-",
                 f"{memory:.0f} MiB ({one[2] / memory:.2f}x)",
                 f"{agent_cpu:.2f} s",
             ]
         )
-    return _table(rows) + _anatomy_table(found)
+    return _table(rows) + _anatomy_table(found) + _cpu_table(found)
+
+
+def _cpu_table(found: dict[int, Found]) -> str:
+    """The computers' CPU a task by program, at each K."""
+    if not all(f[5] for f in found.values()):
+        return "\n(where the CPU goes: the host's /proc could not be read)\n"
+    parts = {k: f[5] or {} for k, f in found.items()}
+    rows = [[name, *(f"{parts[k].get(name, 0.0):.3f} s" for k in KS)] for name, _ in PROGRAMS]
+    rows.append(["all", *(f"{sum(parts[k].values()):.3f} s" for k in KS)])
+    return table(
+        "where the computers' CPU a task goes (by program, as each computer stops)",
+        ["program", *(f"K = {k}" for k in KS)],
+        rows,
+    )
 
 
 def _anatomy_table(found: dict[int, Found]) -> str:
