@@ -628,3 +628,80 @@ def test_two_agents_each_get_the_state_set_for_them(image: str, tmp_path: Path) 
     refused = _run(task, tmp_path, tmp_path / "refused")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "agent: env 'pc' has agents alice, bob" in refused.stdout + refused.stderr
+
+
+CREDENTIAL_AGENT = textwrap.dedent(
+    """
+    import os
+    from playwright.sync_api import sync_playwright
+
+    # Everything the agent was given, printed where the run keeps its output.
+    for name in sorted(os.environ):
+        print(f"{name}={os.environ[name]}")
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(os.environ["AGENTENV_CDP_URL"])
+        page = next(p for p in browser.contexts[0].pages if p.url.endswith("/index.html"))
+        page.focus("#q")
+        session = page.context.new_cdp_session(page)
+        asked = {"name": "shop", "field": "password"}
+        print("filled", session.send("AgentEnv.fillCredential", asked))
+        print("read back", page.input_value("#q"))
+        browser.close()
+    """
+)
+
+
+def test_an_agent_run_by_the_harness_fills_a_credential_it_was_never_given(
+    shop: dict[str, str], lab: Any, runs: Path, tmp_path: Path
+) -> None:
+    """``browser_set_credentials`` reads the harness's environment; the agent
+    it then runs gets none of those variables (issue 45), fills the field
+    with the credential, and no file of the run holds the value."""
+    password = f"pw-{uuid.uuid4().hex}"
+    (tmp_path / "agent.py").write_text(CREDENTIAL_AGENT)
+    deploy = {"type": "deploy_env", "env_id": "shop", "version": 1, "token": CONTROL, **shop}
+    credential = {
+        "name": "shop",
+        "origin": SITE,
+        "username_env": "SHOP_USER",
+        "password_env": "SHOP_PASSWORD",
+    }
+    task = {
+        "envs": {"shop": {"versions": {1: {"browsers": ["main"]}}}},
+        "steps": [
+            deploy,
+            {"type": "browser_set_credentials", "env_id": "shop", "credentials": [credential]},
+            {"type": "browser_open_tab", "env_id": "shop", "url": f"{SITE}/index.html"},
+            {
+                "id": "agent",
+                "type": "run_agent",
+                "command": [sys.executable, "agent.py"],
+                "timeout_s": 120,
+            },
+        ],
+    }
+    path = tmp_path / "task.yaml"
+    path.write_text(yaml.safe_dump(task))
+    run = runs / "credential"
+    env = dict(os.environ, SHOP_USER="shopper", SHOP_PASSWORD=password)
+    command = [sys.executable, "-m", "agentenv", "run", str(path), "--out", str(run)]
+    done = subprocess.run(
+        [*command, "--network", lab.name],
+        capture_output=True,
+        text=True,
+        timeout=deadline(600),
+        cwd=tmp_path,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = Path(json.loads((run / "metadata.json").read_text())["steps"]["agent"]["output"])
+    # (what a failure prints never holds the value)
+    output = said.read_text().replace(password, "<the password>")
+    # The agent ran with its environment printed, and filled the field.
+    assert "AGENTENV_CDP_URL=" in output and "filled {" in output, output
+    assert "read back (withheld by agentenv" in output, output
+    given = [name for name in ("SHOP_PASSWORD", "SHOP_USER") if f"{name}=" in output]
+    assert given == [], "the agent was given the credential's variables"
+    found = [p for p in run.rglob("*") if p.is_file() and password.encode() in p.read_bytes()]
+    assert found == [], "the password is in the run's files (not printed here)"
+    assert password not in done.stdout + done.stderr
