@@ -142,3 +142,48 @@ def test_no_agent_is_given_a_credentials_variable_or_the_profile_key(
         assert f"{name}=" not in seen, name
     for value in (PASSWORD, SECRET, "pw-another-task-7f1e", "profile-key-3b8d"):
         assert value not in seen
+
+
+def test_a_credential_is_read_from_a_file_the_task_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``file`` instead of the variables: a JSON object of the fields, read as
+    the step runs; a file missing, not JSON, of another shape or lacking the
+    password is named with what is wrong, never with what it holds."""
+    good = tmp_path / "bank.json"
+    good.write_text(json.dumps({"username": "alice", "password": PASSWORD, "totp_secret": SECRET}))
+    step = json.loads(json.dumps(STEP))
+    step["credentials"][0] = {"name": "bank", "origin": "https://bank.example", "file": str(good)}
+    assert preflight(_task(step), {}) == []
+    ops = [*CARD.extensions[BROWSER_V1].ops, "credentials/set"]
+    answer = {"name": "bank", "origin": "https://bank.example", "fields": ["username", "password"]}
+    computer = Wire({"/v1/browser/credentials/set": answer})
+    computer._card = CARD.model_copy(
+        update={"extensions": {**CARD.extensions, BROWSER_V1: Extension(ops=ops, params=["scope"])}}
+    )
+    run, steps = _run(tmp_path, [step], computer)
+    run._do(steps[0])
+    [(_, body)] = computer.bodies()
+    assert body["password"] == PASSWORD and body["totp_secret"] == SECRET
+    bad = {
+        "missing.json": None,
+        "not-json.json": PASSWORD + "{",
+        "a-list.json": json.dumps([PASSWORD]),
+        "no-password.json": json.dumps({"username": "alice"}),
+        "huge.json": json.dumps({"username": "a", "password": "x" * 70_000}),
+    }
+    said = []
+    for name, text in bad.items():
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        step["credentials"][0]["file"] = str(tmp_path / name)
+        said.append("\n".join(str(p) for p in preflight(_task(step), {})))
+    assert "No such file" in said[0], said[0]
+    assert "not JSON" in said[1] and "must be a JSON object" in said[2], said
+    assert "password is missing" in said[3] and "larger than 65536 bytes" in said[4], said
+    with pytest.raises(ValueError, match="either file or the"):
+        both = dict(step["credentials"][0], password_env="X")
+        Task.model_validate({**_task(step).model_dump(), "steps": [dict(step, credentials=[both])]})
+    printed = capsys.readouterr()
+    for text in [*said, printed.out, printed.err, json.dumps(run.metadata, default=str)]:
+        assert PASSWORD not in text and SECRET not in text

@@ -1,4 +1,5 @@
-"""Preflight: every problem of a task, listed before anything deploys (no I/O).
+"""Preflight: every problem of a task, listed before anything deploys (no I/O
+but reading a credentials file).
 
 A browser step whose env has no browser, names one the env does not have, or
 names none when it has several; a cookie that does not fit ``CookieToSet``
@@ -6,7 +7,8 @@ names none when it has several; a cookie that does not fit ``CookieToSet``
 absolute; ``background`` that is not a boolean; a step that does not say
 which agent's browser it acts in on a computer of several agents (``agent:``),
 or names an agent no ``browser_connect_cdp`` connects; a credential of
-``browser_set_credentials`` whose environment variables are not set, or
+``browser_set_credentials`` whose environment variables are not set (or
+whose file cannot be read, is not a JSON object of its fields, or lacks one), or
 whose values the computer would refuse (named by field, never quoted); a
 profile step whose name is not one, or with no ``AGENTENV_PROFILE_KEY``. Each env is read at the
 version the first ``deploy_env`` before the step pins, else the latest.
@@ -14,9 +16,11 @@ version the first ``deploy_env`` before the step pins, else the latest.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -45,6 +49,8 @@ from agentenv.protocol.profiles import ProfileName
 
 #: The profile sealing key's variable (agentenv.harness.profile_steps).
 KEY_ENV = "AGENTENV_PROFILE_KEY"
+#: The most a credentials file (``browser_set_credentials``'s ``file``) may hold.
+CREDENTIALS_FILE_LIMIT = 64 * 1024
 _PROFILE_NAME: TypeAdapter[str] = TypeAdapter(ProfileName)
 
 __all__ = ["Problem", "credential_values", "preflight"]
@@ -91,24 +97,60 @@ def _check_agent(task: Task, step: Any, say: Callable[[str, str], None]) -> None
 def credential_values(
     credential: CredentialFromEnv, environ: Mapping[str, str]
 ) -> tuple[dict[str, str | None], list[str]]:
-    """A credential's values from ``environ`` (by the variables it names),
-    and the variables that are not set (names only, never a value)."""
+    """A credential's values, from ``environ`` (by the variables it names) or
+    from its file, and what is wrong in reading them (names, never a value)."""
+    if credential.file is not None:
+        return _from_file(Path(credential.file))
     named = {
         "username": credential.username_env,
         "password": credential.password_env,
         "totp_secret": credential.totp_secret_env,
     }
     values: dict[str, str | None] = {}
-    missing: list[str] = []
+    problems: list[str] = []
     for field, variable in named.items():
         if variable is None:
             values[field] = None
             continue
         value = environ.get(variable)
         if not value:
-            missing.append(variable)
+            problems.append(f"environment variable {variable} is not set (or empty)")
         values[field] = value or None
-    return values, missing
+    return values, problems
+
+
+def _from_file(path: Path) -> tuple[dict[str, str | None], list[str]]:
+    """A credentials file's values: a JSON object of ``username``,
+    ``password`` and (optional) ``totp_secret`` strings, at most
+    :data:`CREDENTIALS_FILE_LIMIT` bytes; what is wrong says where, never
+    what the file holds (a parse error's words quote none of it)."""
+    empty: dict[str, str | None] = {"username": None, "password": None, "totp_secret": None}
+    try:
+        with path.open("rb") as f:
+            raw = f.read(CREDENTIALS_FILE_LIMIT + 1)
+    except OSError as exc:
+        return empty, [f"credentials file {path}: {exc.strerror or type(exc).__name__}"]
+    if len(raw) > CREDENTIALS_FILE_LIMIT:
+        return empty, [f"credentials file {path}: larger than {CREDENTIALS_FILE_LIMIT} bytes"]
+    shape = "a JSON object of strings: username, password and totp_secret (optional)"
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return empty, [f"credentials file {path}: not JSON; it must be {shape}"]
+    fields = set(empty)
+    if (
+        not isinstance(found, dict)
+        or not set(found) <= fields
+        or not all(isinstance(v, str) for v in found.values())
+    ):
+        return empty, [f"credentials file {path}: it must be {shape}"]
+    values: dict[str, str | None] = {f: found.get(f) or None for f in fields}
+    problems = [
+        f"credentials file {path}: {field} is missing (or empty)"
+        for field in ("username", "password")
+        if values[field] is None
+    ]
+    return values, problems
 
 
 def _check_credentials(
@@ -120,9 +162,9 @@ def _check_credentials(
         if credential.name in seen:
             say(f"{where}.name", f"credential {credential.name!r} is named twice")
         seen.add(credential.name)
-        values, missing = credential_values(credential, environ)
-        for variable in missing:
-            say(where, f"environment variable {variable} is not set (or empty)")
+        values, problems = credential_values(credential, environ)
+        for problem in problems:
+            say(where, problem)
         body = {"name": credential.name, "origin": credential.origin, **values}
         try:
             CredentialsSet.model_validate({k: v for k, v in body.items() if v is not None})
@@ -130,7 +172,7 @@ def _check_credentials(
             for problem in model_problems(exc, "", lower=True):  # never the value
                 field, _, what = problem.partition(": ")
                 if field in ("username", "password") and values.get(field) is None:
-                    continue  # said above: its variable is not set
+                    continue  # said above: its variable (or the file's field) is not set
                 say(f"{where}.{field}" if field else where, what)
 
 

@@ -311,12 +311,9 @@ class Run:
         run's metadata: what the step did is the names and origins)."""
         done = []
         for credential in step.credentials:
-            values, missing = credential_values(credential, os.environ)
-            if missing:
-                raise StepFailed(
-                    f"credential {credential.name!r}: environment variable "
-                    f"{', '.join(missing)} is not set (or empty)"
-                )
+            values, problems = credential_values(credential, os.environ)
+            if problems:
+                raise StepFailed(f"credential {credential.name!r}: {'; '.join(problems)}")
             asked = {"name": credential.name, "origin": credential.origin, **values}
             made: CredentialInfo = self._op(step, "credentials/set", CredentialsSet, **asked)
             done.append({"name": made.name, "origin": made.origin, "fields": made.fields})

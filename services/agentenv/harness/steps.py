@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from agentenv.harness.harness_errors import HarnessError
 from agentenv.protocol.recording import HarAsk, VideoAsk
@@ -109,15 +109,28 @@ class BrowserClearLocalStorage(_BrowserStep):
 
 class CredentialFromEnv(BaseModel):
     """One credential of ``browser_set_credentials``: its values are read from
-    the harness's environment variables named here, never written in the task."""
+    the harness's environment variables named here, or from ``file`` (a JSON
+    object: ``username``, ``password``, ``totp_secret`` optional; a path as
+    the harness's working directory resolves it), never written in the task.
+    One of the two: the variables, or the file."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str
     origin: str
-    username_env: str
-    password_env: str
+    username_env: str | None = None
+    password_env: str | None = None
     totp_secret_env: str | None = None
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CredentialFromEnv:
+        named = (self.username_env, self.password_env, self.totp_secret_env)
+        if self.file is not None and any(named):
+            raise ValueError("give either file or the *_env variables, not both")
+        if self.file is None and not (self.username_env and self.password_env):
+            raise ValueError("give username_env and password_env (or file)")
+        return self
 
 
 class BrowserSetCredentials(_BrowserStep):
