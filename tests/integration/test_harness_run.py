@@ -699,7 +699,7 @@ def test_an_agent_run_by_the_harness_fills_a_credential_it_was_never_given(
     output = said.read_text().replace(password, "<the password>")
     # The agent ran with its environment printed, and filled the field.
     assert "AGENTENV_CDP_URL=" in output and "filled {" in output, output
-    assert "read back (withheld by agentenv" in output, output
+    assert "(withheld by agentenv: a credential's password)" in output, output
     given = [name for name in ("SHOP_PASSWORD", "SHOP_USER") if f"{name}=" in output]
     assert given == [], "the agent was given the credential's variables"
     found = [p for p in run.rglob("*") if p.is_file() and password.encode() in p.read_bytes()]
