@@ -46,6 +46,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -266,29 +267,29 @@ def run() -> str:
 
 def _cpu_table(found: dict[int, Found]) -> str:
     """The computers' CPU a task by program, at each K."""
-    if not all(f[5] for f in found.values()):
-        return "\n(where the CPU goes: the host's /proc could not be read)\n"
-    parts = {k: f[5] or {} for k, f in found.items()}
-    rows = [[name, *(f"{parts[k].get(name, 0.0):.3f} s" for k in KS)] for name, _ in PROGRAMS]
-    rows.append(["all", *(f"{sum(parts[k].values()):.3f} s" for k in KS)])
-    return table(
-        "where the computers' CPU a task goes (by program, as each computer stops)",
-        ["program", *(f"K = {k}" for k in KS)],
-        rows,
-    )
+    parts = {k: f[5] for k, f in found.items()}
+    title = "where the computers' CPU a task goes (by program, as each computer stops)"
+    return _by_program(title, "CPU", parts, "{:.3f} s", "all")
 
 
 def _anatomy_table(found: dict[int, Found]) -> str:
     """A running task's memory by program (PSS), at each K."""
-    if not all(f[4] for f in found.values()):
-        return "\n(where the memory goes: the host's /proc could not be read)\n"
-    rows = [[name, *(f"{found[k][4].get(name, 0.0):.1f} MiB" for k in KS)] for name, _ in PROGRAMS]
-    rows.append(["all (PSS)", *(f"{sum(found[k][4].values()):.1f} MiB" for k in KS)])
-    return table(
-        "where a running task's memory goes (PSS a task in flight, by program)",
-        ["program", *(f"K = {k}" for k in KS)],
-        rows,
-    )
+    parts = {k: f[4] for k, f in found.items()}
+    title = "where a running task's memory goes (PSS a task in flight, by program)"
+    return _by_program(title, "memory", parts, "{:.1f} MiB", "all (PSS)")
+
+
+def _by_program(
+    title: str, what: str, parts: Mapping[int, dict[str, float] | None], form: str, total: str
+) -> str:
+    """A table of ``parts`` (each K's figure by program, None where the
+    host's ``/proc`` could not be read), a row a program and their sum."""
+    read = {k: p for k, p in parts.items() if p}
+    if len(read) < len(parts):
+        return f"\n(where the {what} goes: the host's /proc could not be read)\n"
+    rows = [[name, *(form.format(read[k].get(name, 0.0)) for k in KS)] for name, _ in PROGRAMS]
+    rows.append([total, *(form.format(sum(read[k].values())) for k in KS)])
+    return table(title, ["program", *(f"K = {k}" for k in KS)], rows)
 
 
 def _table(rows: list[list[str]]) -> str:
