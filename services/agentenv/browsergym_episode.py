@@ -103,6 +103,9 @@ class Episode:
     truncated: bool = False
     stopped: str = "not started"
     error: str | None = None
+    #: Steps whose action BrowserGym reported failing (``last_action_error``):
+    #: counted, never quoted (an error can echo what the agent typed).
+    action_errors: int = 0
 
 
 def _plain(value: Any) -> Any:
@@ -232,6 +235,7 @@ def _play(episode: Episode, agent: list[str], env: Mapping[str, str]) -> int:
                 status = EXIT_ENV
                 break
             episode.steps += 1
+            episode.action_errors += bool(obs.get("last_action_error"))
             episode.reward += float(reward)
             episode.terminated, episode.truncated = bool(terminated), bool(truncated)
             if terminated or truncated:

@@ -241,7 +241,7 @@ def test_agentenv_run_plays_the_miniwob_sample_on_scopes_with_browsergyms_reward
     for name, result in by_env.items():
         # BrowserGym's reward: 1.0 where the oracle plays, 0.0 where it gave up
         # (the same as on BrowserGym's own launch: the first test here).
-        assert result["reward"] == (1.0 if name in TASKS else 0.0), result
+        assert result["reward"] == (1.0 if name in TASKS else 0.0), (name, result["out"])
         assert result["status"] == "done" and result["verified"] is True, result
         assert result["scope"] and result["computer"], result
         steps = json.loads((Path(result["out"]) / "metadata.json").read_text())["steps"]
@@ -249,6 +249,7 @@ def test_agentenv_run_plays_the_miniwob_sample_on_scopes_with_browsergyms_reward
         assert episode["env"] == f"browsergym/miniwob.{name}" and episode["seed"] == 7
         assert episode["stopped"] in ("terminated", "the agent ended it"), episode
         assert "actions" not in episode  # what an agent typed stays in the log alone
+        assert isinstance(episode["action_errors"], int), episode  # counted, not quoted
         (manifest_file,) = Path(result["out"]).glob("recordings/*/manifest.json")
         manifest = json.loads(manifest_file.read_text())
         assert manifest["scope"] == result["scope"] and manifest["log"]["lines"] > 0, manifest

@@ -24,7 +24,17 @@ from agentenv.log.redact import redact_text
 __all__ = ["EPISODE_FIELDS", "episode_env", "episode_result", "episode_status"]
 
 #: What of a BrowserGym episode's result the step keeps (never its actions).
-EPISODE_FIELDS = ("env", "seed", "reward", "steps", "terminated", "truncated", "stopped", "error")
+EPISODE_FIELDS = (
+    "env",
+    "seed",
+    "reward",
+    "steps",
+    "terminated",
+    "truncated",
+    "stopped",
+    "error",
+    "action_errors",
+)
 
 
 def episode_env(step: s.RunBrowsergym, result_file: Path) -> dict[str, str]:
