@@ -45,7 +45,7 @@ def main() -> int:
                 actions = []
         if last and obs.get("last_action_error") and retried < RETRIES:
             retried += 1
-            print(f"miniwob_agent: {task}: playing {last} again", file=sys.stderr)
+            print(f"miniwob_agent: {task}: playing the failed action again", file=sys.stderr)
         else:
             last, retried = (actions.pop(0) if actions else ""), 0
         print(last, flush=True)
