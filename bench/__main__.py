@@ -1,7 +1,8 @@
 """``python -m bench [NAME ...]``: log, log-filed, relay, mcp, recorder, viewer, live,
-container, ready, swarm-grow, fleet, batch-scopes, density, a-core, fairness, video, har,
-verify, simulate, miniwob (default: every one, in that order). Each is the module of its name
-(``log-filed``: ``bench.log_filed``), whose ``run()`` returns the figures it prints."""
+container, ready, swarm-grow, fleet, batch-scopes, scope-memory, density, a-core, fairness,
+video, har, verify, simulate, miniwob (default: every one, in that order). Each is the module
+of its name (``log-filed``: ``bench.log_filed``), whose ``run()`` returns the figures it
+prints."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ NAMES = (
     "swarm-grow",
     "fleet",
     "batch-scopes",
+    "scope-memory",
     "density",
     "a-core",
     "fairness",
