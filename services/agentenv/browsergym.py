@@ -29,7 +29,12 @@ subclassed or patched beyond that hook (written against browsergym-core
 0.14.3, the version the extra pins).
 
 The scope is opened (``scopes/open``, the control token) at the first reset
-and closed (``scopes/close``) at :meth:`AgentenvBrowserEnv.close`; with
+and closed (``scopes/close``) at :meth:`AgentenvBrowserEnv.close`. An env
+never closed (a script that ends without ``env.close()``, an env dropped)
+still closes its scope when it is collected or the interpreter exits
+(``weakref.finalize``): a scope left open would hold one of the computer's
+``AGENTENV_MAX_SCOPES`` until the computer stops. Its recording is not
+ended then (the close of the scope ends it, ``reason`` ``stopped``). With
 ``scope=False`` the env acts as the computer's agent ``agent`` instead (a
 computer per env, started by ``deploy`` with that agent's token). With an
 ``upload`` grant each episode is a browser-recording/v1 recording of the
@@ -50,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -165,6 +171,7 @@ class AgentenvBrowserEnv(gym.Wrapper):  # type: ignore[misc]
         self._scoped: ScopedComputer | None = None
         self._recording: str | None = None
         self._episodes = 0
+        self._left_open: weakref.finalize[[ScopedComputer], AgentenvBrowserEnv] | None = None
 
     @property
     def scope(self) -> str | None:
@@ -184,6 +191,8 @@ class AgentenvBrowserEnv(gym.Wrapper):  # type: ignore[misc]
             return self.computer, token
         if self._scoped is None:
             self._scoped = open_for(self.computer, [self.agent])
+            # Never closed: closed when collected, or at the interpreter's exit.
+            self._left_open = weakref.finalize(self, _close_quietly, self._scoped)
         return self._scoped, self._scoped.agents[self.agent]
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
@@ -234,11 +243,21 @@ class AgentenvBrowserEnv(gym.Wrapper):  # type: ignore[misc]
                 self._end_recording("completed")
             except ComputerError as exc:
                 problems.append(f"the episode's recording did not end: {exc}")
+            if self._left_open is not None:
+                self._left_open.detach()
+                self._left_open = None
             if self._scoped is not None:
                 problems += close_for(self._scoped)
                 self._scoped = None
         if problems:
             raise BrowserGymError("; ".join(problems))
+
+
+def _close_quietly(scoped: ScopedComputer) -> None:
+    """An env's scope closed for an env never closed (its finalizer: at
+    collection or the interpreter's exit, where nothing may raise)."""
+    with contextlib.suppress(Exception):
+        close_for(scoped)
 
 
 def make(

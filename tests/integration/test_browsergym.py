@@ -219,6 +219,50 @@ def test_an_env_acts_as_the_computers_user_without_a_scope_of_its_own(
     assert c.op("scopes/list")["scopes"] == []
 
 
+#: An env reset and never closed: the script ends, its scope listed before it ends.
+LEFT_OPEN = """
+import json, sys
+sys.path.insert(0, "tests/clients")
+from browsergym_session import make_env
+from agentenv.protocol.browser import Empty
+env = make_env("agentenv", "click-button")
+env.reset(seed=7)
+listed = [s.scope for s in env.computer.op("scopes/list", Empty).scopes]
+print(json.dumps({"scope": env.scope, "listed": listed}))
+"""
+
+
+def test_an_env_never_closed_closes_its_scope_when_its_script_ends(
+    c: Computer, python: str, shared: Path, local_pages: str
+) -> None:
+    """A scope left open would hold one of AGENTENV_MAX_SCOPES until the
+    computer stops: the env's finalizer closes it at the interpreter's exit."""
+    before = c.log()[1]
+    done = subprocess.run(
+        [python, "-c", LEFT_OPEN],
+        cwd=ROOT,
+        env={**os.environ, **_on_agentenv(c, shared, local_pages)},
+        capture_output=True,
+        text=True,
+        timeout=deadline(120),
+    )
+    printed = done.stdout + done.stderr
+    _no_token(printed)
+    assert done.returncode == 0, printed[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["scope"] and seen["listed"] == [seen["scope"]], seen  # open while it ran
+    assert c.op("scopes/list")["scopes"] == []  # closed at its exit
+    closes = [
+        line["action"]
+        for line in c.settled_log(before)
+        if line.get("action", {}).get("op") == "scopes/close"
+    ]
+    assert [a.get("params", {}).get("scope") for a in closes] == [seen["scope"]], closes
+    # Its episode's recording was ended by the close, a manifest written.
+    manifests = [json.loads(m.read_text()) for m in (shared / "recordings").glob("*/manifest.json")]
+    assert [m for m in manifests if m["scope"] == seen["scope"]], "no manifest for its recording"
+
+
 @pytest.fixture(scope="module")
 def miniwob_site(image: str, shared: Path, lab: Any) -> Iterator[str]:
     """MiniWoB++'s pages served by a container on the tests' network: what
