@@ -257,7 +257,7 @@ def test_an_env_never_closed_closes_its_scope_when_its_script_ends(
         for line in c.settled_log(before)
         if line.get("action", {}).get("op") == "scopes/close"
     ]
-    assert [a.get("params", {}).get("scope") for a in closes] == [seen["scope"]], closes
+    assert [a.get("args", {}).get("scope") for a in closes] == [seen["scope"]], closes
     # Its episode's recording was ended by the close, a manifest written.
     manifests = [json.loads(m.read_text()) for m in (shared / "recordings").glob("*/manifest.json")]
     assert [m for m in manifests if m["scope"] == seen["scope"]], "no manifest for its recording"
