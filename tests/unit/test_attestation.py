@@ -269,6 +269,8 @@ def test_a_run_pins_verifies_and_reports_its_recordings(tmp_path: Path) -> None:
         "chromium_flags": None,
         "key": key_text(key),
         "guard_refusals": {},
+        "human_entries": 0,
+        "handoffs": 0,
         "manifest_sha256": sha256((folder / "manifest.json").read_bytes()),
         "verified": True,
     }

@@ -39,6 +39,7 @@ from agentenv.protocol.attestation import (
     sha256,
 )
 from agentenv.protocol.chain import recording_check
+from agentenv.protocol.handoffs import handoffs_in, human_entries
 from agentenv.protocol.log import LogLine, action_of, read_lines
 from agentenv.protocol.recording import RECORDING_ID
 
@@ -273,6 +274,9 @@ def evidence(folder: Path, key: str | None) -> dict[str, Any]:
         "chromium_flags": manifest.get("chromium_flags"),
         "key": key,
         "guard_refusals": guard_refusals(lines),
+        # A person's acts in it (issue 44): a grader can tell them from the agent's.
+        "human_entries": human_entries(lines),
+        "handoffs": len(handoffs_in(lines)),
         "manifest_sha256": sha256(data) if data is not None else None,
     }
 
@@ -327,7 +331,11 @@ def results_fields(metadata: Mapping[str, Any]) -> dict[str, Any]:
     if not found:
         return {}
     first = {k: v for k, v in found[0].items() if k != "recording"}
-    return {**first, "attestations": found} if len(found) > 1 else first
+    if len(found) == 1:
+        return first
+    # A person's entries over every recording of the task (each its own scope's, or its own span).
+    people = sum(int(x.get("human_entries") or 0) for x in found)
+    return {**first, "human_entries": people, "attestations": found}
 
 
 def write_attestation(target: Path, metadata: Mapping[str, Any], recording_id: str) -> None:

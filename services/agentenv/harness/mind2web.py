@@ -9,10 +9,16 @@
 
 and ``<out>/<task_id>/trajectory/NNNN.jpg``: one step per action frame, its
 ``action`` what the agent did in words (:mod:`.words`); the last step is
-``TASK_COMPLETE -> ANSWER: …``. A step's ``screenshot`` is the image's name
-relative to ``<task_id>/trajectory/``, as Online-Mind2Web's ``src/run.py``
-joins it (``os.path.join(trajectories_dir, task_id, "trajectory",
-step["screenshot"])``).
+``TASK_COMPLETE -> ANSWER: …``. A person's span (a handoff,
+:mod:`agentenv.protocol.handoffs`) is a step of its own where it happened,
+marked: its ``action`` begins ``A PERSON STEPPED IN`` (who asked and why,
+what the person did in words, the word they handed back with), its ``by``
+is ``human``; its picture is the first action frame after it. WebJudge
+reads the words, so a person's work is never taken for the agent's; a
+grader that excludes it drops the steps whose ``by`` is ``human``.
+A step's ``screenshot`` is the image's name relative to
+``<task_id>/trajectory/``, as Online-Mind2Web's ``src/run.py`` joins it
+(``os.path.join(trajectories_dir, task_id, "trajectory", step["screenshot"])``).
 """
 
 from __future__ import annotations
@@ -23,13 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from agentenv.harness.store import safe_name
-from agentenv.harness.words import describe
-from agentenv.protocol.log import agent_act, read_lines
-from agentenv.protocol.recording import BrowserRecordingManifest
+from agentenv.harness.words import describe, person_words
+from agentenv.protocol.handoffs import Handoff, handoffs_in
+from agentenv.protocol.log import LogLine, agent_act, read_lines
+from agentenv.protocol.recording import BrowserRecordingManifest, FrameEntry
 
-__all__ = ["SCHEMA_VERSION", "export"]
+__all__ = ["PERSON_STEP", "SCHEMA_VERSION", "export"]
 
 SCHEMA_VERSION = "online-mind2web-v2"
+#: How a person's step begins, in words a judge reads (its ``by`` is ``human``).
+PERSON_STEP = "A PERSON STEPPED IN"
+#: How much of an agent's reason for asking a person's step shows.
+REASON_SHOWN = 200
 
 
 def export(
@@ -54,26 +65,14 @@ def export(
     trajectory = target / "trajectory"
     trajectory.mkdir(parents=True, exist_ok=True)
     history: list[dict[str, Any]] = []
-    for frame in manifest.frames:
-        if frame.kind != "action" or frame.error:
-            continue
-        step = len(history)
-        name = f"{step:04d}.jpg"
+    shown: list[FrameEntry] = []  # each step's picture
+    for _, frame, step in _steps(manifest, lines, handoffs_in(found)):
+        name = f"{len(history):04d}.jpg"
         source = recording_folder / frame.file
         if source.exists():
             shutil.copyfile(source, trajectory / name)
-        entries = [lines[s] for s in frame.after if s in lines]
-        acts = [a for e in entries if (a := agent_act(e)) is not None]
-        history.append(
-            {
-                "step": step,
-                "screenshot": name,
-                "url": frame.url,
-                "action": describe(entries),
-                "action_status": "success" if all(a.get("ok") for a in acts) else "failed",
-                "thought": None,
-            }
-        )
+        history.append({"step": len(history), "screenshot": name, "url": frame.url, **step})
+        shown.append(frame)
     last = manifest.frames[-1] if manifest.frames else None
     final_step = len(history)
     final_name = f"{final_step:04d}.jpg"
@@ -99,9 +98,56 @@ def export(
     if reference_length is not None:
         result["reference_length"] = reference_length
     if video and manifest.video is not None:
-        result["video"] = _copy_video(manifest, recording_folder, target, history)
+        result["video"] = _copy_video(manifest, recording_folder, target, history, shown)
     (target / "result.json").write_text(json.dumps(result, indent=2))
     return target
+
+
+def _steps(
+    manifest: BrowserRecordingManifest, lines: dict[int, LogLine], handoffs: list[Handoff]
+) -> list[tuple[tuple[int, int], FrameEntry, dict[str, Any]]]:
+    """The history's steps before the answer, in the log's order: one an
+    action frame (the agent's burst it follows), and one a handoff (a
+    person's span, pictured by the first action frame after it, else the
+    recording's last), each with its order, picture and fields."""
+    frames = [f for f in manifest.frames if f.kind == "action" and not f.error]
+    steps: list[tuple[tuple[int, int], FrameEntry, dict[str, Any]]] = []
+    for frame in frames:
+        entries = [lines[s] for s in frame.after if s in lines]
+        acts = [a for e in entries if (a := agent_act(e)) is not None]
+        fields = {
+            "action": describe(entries),
+            "action_status": "success" if all(a.get("ok") for a in acts) else "failed",
+            "thought": None,
+        }
+        steps.append(((max(frame.after, default=0), 0), frame, fields))
+    pictures = [f for f in manifest.frames if not f.error]
+    for handoff in handoffs:
+        seqs = [s for s in (handoff.request, *handoff.entries, handoff.answer) if s is not None]
+        after = next((f for f in pictures if min(f.after, default=0) > max(seqs)), None)
+        picture = after or (pictures[-1] if pictures else None)
+        if picture is None:
+            continue
+        steps.append(((min(seqs), 1), picture, _person_step(handoff, lines)))
+    steps.sort(key=lambda x: x[0])
+    return steps
+
+
+def _person_step(handoff: Handoff, lines: dict[int, LogLine]) -> dict[str, Any]:
+    """A handoff as a history step, marked as a person's (docs/harness.md)."""
+    said = person_words(lines[s] for s in handoff.entries if s in lines)
+    asked = ""
+    if handoff.request is not None:
+        reason = (handoff.reason or "")[:REASON_SHOWN]
+        asked = f" (asked by {handoff.agent}: {reason!r})"
+    back = f"; handed back: {handoff.word}" if handoff.word else "; not handed back"
+    return {
+        "action": f"{PERSON_STEP}{asked}: {'; '.join(said) or '(no action)'}{back}",
+        "action_status": "failed" if handoff.word == "cannot" else "success",
+        "thought": None,
+        "by": "human",
+        "people": handoff.people,
+    }
 
 
 def _copy_video(
@@ -109,6 +155,7 @@ def _copy_video(
     recording_folder: Path,
     target: Path,
     history: list[dict[str, Any]],
+    shown: list[FrameEntry],
 ) -> list[dict[str, Any]]:
     """The video's chunks copied beside the export; each step its time."""
     assert manifest.video is not None
@@ -121,8 +168,7 @@ def _copy_video(
             continue
         shutil.copyfile(source, target / name)
         copied.append({"file": name, "offset_s": chunk.offset_s})
-    steps = [f for f in manifest.frames if f.kind == "action" and not f.error]
-    for step, frame in zip(history, steps, strict=False):
+    for step, frame in zip(history, shown, strict=False):
         at = manifest.video.frames_at.get(str(frame.index))
         if at is not None:
             step["video_time"] = at

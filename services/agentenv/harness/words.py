@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agentenv.protocol.log import ActionBody, LogLine, agent_act
+from agentenv.protocol.log import ActionBody, LogLine, action_of, agent_act
 
-__all__ = ["MASK", "SCRIPT_SHOWN", "describe", "step_words", "words"]
+__all__ = ["MASK", "SCRIPT_SHOWN", "describe", "person_words", "step_words", "words"]
 
 #: Commands that run an agent's code on the page, and where their code is.
 _SCRIPTS = {
@@ -290,6 +290,27 @@ def words(lines: Iterable[LogLine]) -> list[str]:
             _mcp(action, typing, out)
         elif via == "api":
             _api(action, typing, out)
+    typing.flush(out)
+    return out
+
+
+#: A person's ops that are no step: the pointer resting, and the word handing back.
+_PERSON_UNSAID = ("input/move", "human/answer")
+
+
+def person_words(lines: Iterable[LogLine]) -> list[str]:
+    """The steps of a person's entries among ``lines`` (``via: human``, the
+    live view's ops, said as an API caller's are; the pointer's moves left
+    out), a password typed shown by its length only, as an agent's is."""
+    out: list[str] = []
+    typing = _Typing()
+    for line in lines:
+        action = action_of(line)
+        if action is None or action.get("via") != "human":
+            continue
+        if action.get("op") in _PERSON_UNSAID:
+            continue
+        _api(action, typing, out)
     typing.flush(out)
     return out
 

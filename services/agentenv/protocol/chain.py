@@ -40,6 +40,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
+
+from agentenv.protocol.handoffs import Handoff, handoffs_in
+from agentenv.protocol.log import LogLine
 
 __all__ = [
     "ALGORITHM",
@@ -335,7 +339,31 @@ def recording_check(read: Callable[[str], bytes | None], manifest: Mapping[str, 
     if manifest.get("scope") is None and isinstance(start, int) and isinstance(end, int):
         whole = range(start, end + 1)
     _walk(found, name, chain_name, chain_data, by_seq, first, last, whole)
+    _handoffs_match(found, name, raws, manifest.get("handoffs"))
     return found
+
+
+def _handoffs_match(found: Check, name: str, raws: Sequence[bytes], listed: Any) -> None:
+    """The manifest's ``handoffs`` are what the slice's lines say
+    (:func:`~agentenv.protocol.handoffs.handoffs_in`); a manifest made
+    before them lists none and is not checked."""
+    if listed is None:
+        return
+    lines: list[LogLine] = []
+    for raw in raws:
+        value = _object(raw)
+        if value is not None and _seq(value) is not None and isinstance(value.get("at"), str):
+            lines.append(value)  # type: ignore[arg-type]
+    try:
+        claimed = [Handoff.model_validate(h) for h in listed]
+    except (TypeError, ValidationError):
+        found.problems.append("the manifest's handoffs are not a list of handoffs")
+        return
+    if claimed != handoffs_in(lines):
+        found.problems.append(
+            f"the manifest's handoffs are not what {name} says: a person's entries "
+            "or an agent's request were changed, added or taken away"
+        )
 
 
 def _walk(

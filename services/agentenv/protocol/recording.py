@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, StrictBool, field_validator
 
 from agentenv.protocol import Inbound
 from agentenv.protocol.chain import CHAIN_FILE
+from agentenv.protocol.handoffs import Handoff
 
 __all__ = [
     "REASONS",
@@ -282,6 +283,9 @@ class BrowserRecordingManifest(BaseModel):
     har: HarEntry | None = None
     #: Its video, when the start asked (:class:`VideoEntry`).
     video: VideoEntry | None = None
+    #: When a person stepped in, asked or not (:mod:`agentenv.protocol.handoffs`),
+    #: read from the log slice; ``agentenv verify`` reads them again.
+    handoffs: list[Handoff] = Field(default_factory=list)
     #: The hash chain across the log slice (:mod:`agentenv.protocol.chain`):
     #: what its run's first line chains from, and its last line's hash.
     chain_first: str | None = None

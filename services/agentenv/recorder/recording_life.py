@@ -26,6 +26,7 @@ from agentenv.log.reader import LogReader
 from agentenv.log.redact import redact_text
 from agentenv.metrics import RecorderCounts
 from agentenv.protocol.chain import CHAIN_FILE
+from agentenv.protocol.handoffs import handoffs_in
 from agentenv.protocol.log import LogLine, action_of, agent_act, scope_of
 from agentenv.protocol.recording import (
     BrowserRecordingManifest,
@@ -357,6 +358,7 @@ class Recording:
                 limits_hit=self.limits_hit,
                 scope=self.scope,
                 gaps=self.gaps,
+                handoffs=handoffs_in(x for _, x in kept),
                 downloads=downloads,
                 har=har,
                 video=video,
