@@ -19,14 +19,19 @@ While one person drives, a second person of the scope only watches.
 from __future__ import annotations
 
 import base64
+import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
+from agentenv.harness.hardening import writable_by_the_computer
 from tests.support.container import CONTROL, Computer, computer
 from tests.support.timing import deadline, wait_for
 
@@ -57,12 +62,24 @@ OTHER = "<!doctype html><title>second tab</title><p>another page"
 
 
 @pytest.fixture(scope="module")
-def pc(image: str) -> Iterator[Computer]:
+def recordings(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the computer's recordings upload (a ``file://`` grant): a host
+    folder mounted at its own path."""
+    folder = tmp_path_factory.mktemp("live-person")
+    folder.chmod(0o755)
+    writable_by_the_computer(folder / "recordings")
+    return folder / "recordings"
+
+
+@pytest.fixture(scope="module")
+def pc(image: str, recordings: Path) -> Iterator[Computer]:
     with computer(
         image,
         users=USERS,
         scopes={"alice": "shop", "carol": "shop", "dora": "shop"},
         humans=frozenset({"carol", "dora"}),
+        env={"AGENTENV_UPLOAD_ROOTS": str(recordings)},
+        shared=recordings,
     ) as running:
         running.serve_folder(PORT, "/tmp/form", {"signin.html": FORM, "other.html": OTHER})
         yield running
@@ -193,10 +210,16 @@ def _metric(pc: Computer, name: str) -> float:
     raise AssertionError(f"{name} not in /metrics")
 
 
-def test_an_agent_asks_for_a_person_who_hands_back(pc: Computer) -> None:
+def test_an_agent_asks_for_a_person_who_hands_back(pc: Computer, recordings: Path) -> None:
+    """On the record: the recording's manifest lists the handoff (who asked,
+    why, the person's entries, the word), and agentenv verify reads it again."""
     from playwright.sync_api import sync_playwright
 
     _, before = pc.log()
+    started = pc.recording(
+        "start",
+        {"request_id": "handoff-1", "scope": "shop", "upload": {"url": f"file://{recordings}"}},
+    )
     # Bounded: no person answers in time, and the agent is told so.
     timed_out = requests.post(
         f"{pc.app}/v1/browser/request_human",
@@ -236,6 +259,8 @@ def test_an_agent_asks_for_a_person_who_hands_back(pc: Computer) -> None:
             banner = page.locator("#reason")
             wait_for(lambda: "type the code on the card" in banner.inner_text(), "the banner", 30)
             assert "alice asks for a person" in banner.inner_text()
+            # The person acts before handing back: an entry of the handoff's.
+            assert _live_input(pc, "carol", {"kind": "key", "keys": "Escape"}) == 200
             page.locator("#done").click()
             answer = asked.result(timeout=deadline(60))
             browser.close()
@@ -254,6 +279,35 @@ def test_an_agent_asks_for_a_person_who_hands_back(pc: Computer) -> None:
     assert [(a["via"], a["who"], a["args"]) for a in words] == [
         ("human", "carol", {"word": "done"})
     ], words
+
+    # The recording lists each handoff, as verify reads them again from its log.
+    pc.recording("end", {"recording_id": started["recording_id"], "reason": "completed"})
+    folder = recordings / started["recording_id"]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    seq_of = {
+        (x["action"].get("op"), x["action"].get("args", {}).get("reason")): x["seq"]
+        for x in lines
+        if "action" in x
+    }
+    timed_out, answered = manifest["handoffs"]
+    assert (timed_out["reason"], timed_out["answer"], timed_out["entries"]) == (
+        "nobody is there",
+        None,
+        [],
+    )
+    assert timed_out["request"] == seq_of[("request_human", "nobody is there")]
+    pressed = [x["seq"] for x in lines if x.get("action", {}).get("op") == "input/key"]
+    assert answered["request"] == seq_of[("request_human", "type the code on the card")]
+    assert (answered["agent"], answered["word"], answered["people"]) == ("alice", "done", ["carol"])
+    assert answered["entries"] == pressed and answered["answer"] == seq_of[("human/answer", None)]
+    key = requests.get(pc.app + "/card", timeout=deadline(30)).json()["attestation"]["key"]
+    done = subprocess.run(
+        [sys.executable, "-m", "agentenv", "verify", str(folder), "--key", key],
+        capture_output=True,
+        text=True,
+        timeout=deadline(120),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_the_mcp_tool_waits_for_the_persons_word(pc: Computer) -> None:
