@@ -18,6 +18,7 @@ While one person drives, a second person of the scope only watches.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import shutil
@@ -28,10 +29,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import requests
 
 from agentenv.harness.hardening import writable_by_the_computer
+from tests.support.cdp import RawCdp, browser_ws_url
 from tests.support.container import CONTROL, Computer, computer
 from tests.support.timing import deadline, wait_for
 
@@ -405,3 +408,71 @@ def test_one_person_drives_at_a_time(pc: Computer) -> None:
     assert answer.status_code == 409
     assert "carol has control of this view" in answer.json()["error"]["message"]
     assert _live_input(pc, "carol", {"kind": "move", "x": 7, "y": 7}) == 200
+
+
+def test_an_agents_acting_commands_wait_while_a_person_drives(pc: Computer) -> None:
+    """alice's acting CDP command and op wait while carol holds the scope,
+    her reads go on, and both run once carol hands back."""
+    _, before = pc.log()
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        alice = pc.headers("alice")
+        url = browser_ws_url(pc.relay, f"token={pc.token('alice')}")
+        async with (
+            aiohttp.ClientSession() as http,
+            http.ws_connect(url) as acting_ws,
+            http.ws_connect(url) as reading_ws,
+        ):
+            actor, reader = RawCdp(acting_ws), RawCdp(reading_ws)
+            targets = (await reader.call("Target.getTargets"))["result"]["targetInfos"]
+            tab = next(t["targetId"] for t in targets if t["type"] == "page")
+            attach = {"targetId": tab, "flatten": True}
+            session = (await actor.call("Target.attachToTarget", attach))["result"]["sessionId"]
+            asked = loop.run_in_executor(
+                None,
+                lambda: requests.post(
+                    f"{pc.app}/v1/browser/request_human",
+                    json={"reason": "hold on", "timeout_s": 90},
+                    headers=alice,
+                    timeout=deadline(120),
+                ),
+            )
+            await asyncio.to_thread(
+                wait_for, lambda: _metric(pc, "agentenv_human_requests_waiting") == 1, "asked", 30
+            )
+            # carol's input: she holds the scope.
+            assert (
+                await asyncio.to_thread(_live_input, pc, "carol", {"kind": "key", "keys": "Shift"})
+                == 200
+            )
+            evaluate = {"expression": "1 + 1", "returnByValue": True}
+            held = asyncio.create_task(actor.call("Runtime.evaluate", evaluate, sessionId=session))
+            op = loop.run_in_executor(
+                None,
+                lambda: requests.post(
+                    f"{pc.app}/v1/browser/input/key",
+                    json={"keys": "Shift"},
+                    headers=alice,
+                    timeout=deadline(120),
+                ),
+            )
+            # Her reads go on meanwhile, on another connection.
+            assert "result" in await reader.call("Target.getTargets")
+            await asyncio.sleep(1.5)
+            assert not held.done() and not op.done(), "an agent acted while a person drove"
+            answered = {"kind": "answer", "word": "done"}
+            assert await asyncio.to_thread(_live_input, pc, "carol", answered) == 200
+            done = await asyncio.wait_for(held, deadline(30))
+            assert done["result"]["result"]["value"] == 2, done
+            assert (await asyncio.wait_for(op, deadline(30))).status_code == 200
+            assert (await asyncio.wait_for(asked, deadline(30))).status_code == 200
+
+    asyncio.run(asyncio.wait_for(run(), deadline(180)))
+    # On the record in order: carol's input and word come before alice's held acts.
+    lines = pc.settled_log(before)
+    acted = [(x["seq"], x["action"]) for x in lines if "action" in x]
+    word = next(s for s, a in acted if a.get("op") == "human/answer")
+    evaluated = next(s for s, a in acted if a.get("method") == "Runtime.evaluate")
+    pressed = [s for s, a in acted if a.get("op") == "input/key" and a.get("who") == "alice"]
+    assert evaluated > word and pressed and pressed[0] > word, (word, evaluated, pressed)

@@ -23,6 +23,11 @@ Who may do what:
 - **One controller at a time.** A person's input holds the scope's view for
   :data:`HOLD_S` seconds after it (:func:`take_control`); another person's
   input meanwhile is 409, naming who holds it and for how long: they watch.
+- **The agents wait.** Meanwhile the scope's agents' acting commands and
+  ops wait for the person to hand back (``AgentEnv.holdScope`` tells the
+  relay; :func:`agentenv.app.acting.acting` holds the ops), at most
+  :data:`~agentenv.protocol.control.HELD_WAIT_S`, then are refused (409, rule
+  ``person-has-control``); their reads go on (relay/person_holds.py says why).
   Handing back (``answer``) lets go at once.
 - A live input names no scope of its own (the view's ``?scope=`` does, and a
   person's token is held to its own scope): ``scope`` in the body is refused.
@@ -55,6 +60,7 @@ from agentenv.app.live_page import live_page
 from agentenv.app.optable import OPS, Handler
 from agentenv.http import error_response, read_json
 from agentenv.protocol.browser import HumanAnswer
+from agentenv.protocol.control import Done, HoldScope
 from agentenv.relay_link import BrowserError
 
 __all__ = ["HOLD_S", "LIVE_INPUT_LIMIT", "LIVE_OPS", "add_live_routes", "live_op", "take_control"]
@@ -181,11 +187,14 @@ async def live_input(request: web.Request) -> web.Response:
     browser.controller = take_control(browser.controller, identity.user, time.monotonic())
     handler = _LIVE[op][1]
     try:
+        # The relay holds the scope's agents' acting commands meanwhile.
+        await browser.link.control(HoldScope(who=identity.user, seconds=HOLD_S), Done)
         await handler(browser, body, person)
+        if op == "human/answer" and browser.controller and browser.controller[0] == identity.user:
+            browser.controller = None  # handed back: the agents act again
+            await browser.link.control(HoldScope(who=identity.user, seconds=0), Done)
     except BrowserError as exc:
         raise failure(exc) from None
-    if op == "human/answer" and browser.controller and browser.controller[0] == identity.user:
-        browser.controller = None  # handed back
     return web.json_response({"ok": True, "op": op})
 
 

@@ -82,6 +82,7 @@ __all__ = [
     "AGENT_METHODS",
     "CONTROL_METHODS",
     "CONTROL_RESULTS",
+    "HELD_WAIT_S",
     "OTHER_SCOPE",
     "AuthFailed",
     "BeginAction",
@@ -97,6 +98,7 @@ __all__ = [
     "FillCredential",
     "Filled",
     "GuardMark",
+    "HoldScope",
     "Identified",
     "ListCredentials",
     "ListScopes",
@@ -236,6 +238,20 @@ class ResetScope(ControlParams):
 
 class ListScopes(ControlParams):
     pass
+
+
+#: The longest an agent's acting command or op waits behind a person
+#: holding its scope (relay/person_holds.py, app/acting.py).
+HELD_WAIT_S = 120.0
+
+
+class HoldScope(ControlParams):
+    """``AgentEnv.holdScope``: a person holds the link's scope for
+    ``seconds`` more (0: they let go); its agents' acting commands wait
+    meanwhile (relay/person_holds.py)."""
+
+    who: Annotated[str, Field(min_length=1, max_length=64)]
+    seconds: Annotated[float, Field(ge=0, le=3600)]
 
 
 class SetCredential(ControlParams):
@@ -398,6 +414,7 @@ CONTROL_METHODS: dict[str, type[ControlParams]] = {
     "AgentEnv.closeScope": CloseScope,
     "AgentEnv.resetScope": ResetScope,
     "AgentEnv.scopes": ListScopes,
+    "AgentEnv.holdScope": HoldScope,
     "AgentEnv.setCredential": SetCredential,
     "AgentEnv.listCredentials": ListCredentials,
     "AgentEnv.clearCredentials": ClearCredentials,
@@ -423,6 +440,7 @@ CONTROL_RESULTS: dict[type[ControlParams], type[ControlResult]] = {
     CloseScope: Done,
     ResetScope: Done,
     ListScopes: OpenedScopes,
+    HoldScope: Done,
     SetCredential: Done,
     ListCredentials: Credentials,
     ClearCredentials: ClearedCredentials,

@@ -27,6 +27,7 @@ from agentenv.protocol.control import (
     EndAction,
     FillCredential,
     Filled,
+    HoldScope,
     Identified,
     ListCredentials,
     ListScopes,
@@ -91,6 +92,7 @@ class Control:
             CloseScope: self._close_scope,
             ResetScope: self._reset_scope,
             ListScopes: self._scopes,
+            HoldScope: self._hold_scope,
             SetCredential: self._set_credential,
             ListCredentials: self._credentials,
             ClearCredentials: self._clear_credentials,
@@ -200,6 +202,11 @@ class Control:
             for s in self.watcher.keeper.openings.open.values()
         ]
         return OpenedScopes(scopes=listed, max_scopes=self.watcher.keeper.openings.max_scopes)
+
+    async def _hold_scope(self, params: HoldScope) -> Done:
+        """A person holds the link's scope (relay/person_holds.py)."""
+        self.watcher.holds.hold(self._vault_scope(), params.who, params.seconds)
+        return Done()
 
     # -- the credential vault (relay/vault.py) ---------------------------------
     # Each acts in the link's scope (the app's link for the op's scope). A

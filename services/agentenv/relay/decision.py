@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentenv.relay.core import Kind, Step
+from agentenv.relay.person_holds import RULE as PERSON_RULE
 
 __all__ = [
     "BAD_REQUEST",
@@ -38,10 +39,11 @@ __all__ = [
     "Refuse",
     "Send",
     "decide",
+    "person_refusal",
 ]
 
 #: HTTP statuses of a refused HTTP command.
-BAD_REQUEST, FORBIDDEN, NOT_FOUND, TOO_MANY, UNAVAILABLE = 400, 403, 404, 429, 503
+BAD_REQUEST, FORBIDDEN, NOT_FOUND, CONFLICT, TOO_MANY, UNAVAILABLE = 400, 403, 404, 409, 429, 503
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +63,8 @@ class Refuse:
     #: computer's own command refused off the record.
     logged: bool
     #: What an HTTP command answers: 400 not a command, 403 the guard's,
-    #: 404 another scope's target (as one that does not exist), 429 the
+    #: 404 another scope's target (as one that does not exist), 409 a
+    #: person holds the scope (relay/person_holds.py), 429 the
     #: sender's share of the log spent, 503 the log full.
     status: int
 
@@ -122,6 +125,21 @@ def decide(step: Step, own: bool, room: tuple[bool, str] | None) -> Decision:
     if step.kind is Kind.REWRITE and verdict is not None:
         return Send(verdict.as_entry())
     return Send()
+
+
+def person_refusal(step: Step, who: str, left_s: float, waited_s: float) -> Refuse:
+    """An agent's acting command that waited ``waited_s`` behind a person
+    still holding its scope (``who``, ``left_s`` more): refused, on the record
+    (relay/person_holds.py)."""
+    why = (
+        f"{step.method}: a person ({who}) has control of this scope for {left_s:.0f} s more "
+        f"(the live view); acting commands wait for them to hand back, at most "
+        f"{waited_s:.0f} s, and this one waited that long: ask with request_human, or send "
+        "it again once they are done (reading commands go on meanwhile)"
+    )
+    return Refuse(
+        _error(step, -32000, why), why, {"rule": PERSON_RULE, "action": "refused"}, True, CONFLICT
+    )
 
 
 def _error(step: Step, code: int, text: str) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from agentenv.relay.known import Gone, InContext, Known, Lost, PageOfTab, Target
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.once import once
 from agentenv.relay.oom import OomWatch, read_oom_kills
+from agentenv.relay.person_holds import PersonHolds
 from agentenv.relay.probes import Probes
 from agentenv.relay.quotas import Quotas
 from agentenv.relay.relay_errors import UpstreamError, WatcherError
@@ -110,6 +111,8 @@ class Watcher:
         self.probes = Probes(self)
         #: Each scope's credentials, in this process's memory only (vault.py).
         self.vault = Vault()
+        #: Scopes a person drives now: their agents' acting commands wait.
+        self.holds = PersonHolds()
         #: The scopes' contexts, opened, reset and closed, and the warm pool.
         self.keeper = ScopeKeeper(self)
         self.known.warm = self.keeper.warm
