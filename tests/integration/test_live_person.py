@@ -443,7 +443,7 @@ def test_an_agents_acting_commands_wait_while_a_person_drives(pc: Computer) -> N
             )
             # carol's input: she holds the scope.
             assert (
-                await asyncio.to_thread(_live_input, pc, "carol", {"kind": "key", "keys": "Shift"})
+                await asyncio.to_thread(_live_input, pc, "carol", {"kind": "key", "keys": "Escape"})
                 == 200
             )
             evaluate = {"expression": "1 + 1", "returnByValue": True}
@@ -452,7 +452,7 @@ def test_an_agents_acting_commands_wait_while_a_person_drives(pc: Computer) -> N
                 None,
                 lambda: requests.post(
                     f"{pc.app}/v1/browser/input/key",
-                    json={"keys": "Shift"},
+                    json={"keys": "Escape"},
                     headers=alice,
                     timeout=deadline(120),
                 ),
