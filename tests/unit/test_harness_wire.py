@@ -22,7 +22,7 @@ from agentenv.app.app_server import RECORDING_OPS
 from agentenv.app.optable import DATA_OPS, OPS, PROFILE_OPS, SCOPE_OPS
 from agentenv.harness import attest
 from agentenv.harness.batch import Batch
-from agentenv.harness.computer import Computer
+from agentenv.harness.computer import Computer, ComputerError
 from agentenv.harness.harness_errors import StepFailed
 from agentenv.harness.run_store import RunStore, StoreOptions
 from agentenv.harness.runner import EXIT_INFRA, Run
@@ -37,6 +37,7 @@ from agentenv.protocol.browser import (
     LocalStorageClear,
     LocalStorageSet,
     Navigate,
+    RequestHuman,
     ScopeOnly,
     TabRef,
     TabsOpen,
@@ -70,6 +71,7 @@ CARD = Card(
                 "local_storage/set",
                 "local_storage/clear",
                 "data/get",
+                "request_human",
             ],
             params=["scope"],
         ),
@@ -88,11 +90,17 @@ class Wire(Computer):
         self._card = CARD
         self.answers = answers
         self.sent: list[tuple[str, bytes]] = []
+        self.waited: list[float] = []
 
-    def _request(self, path: str, body: Any = None, raw: bytes | None = None) -> tuple[bytes, str]:
+    def _request(
+        self, path: str, body: Any = None, raw: bytes | None = None, wait_s: float = 180
+    ) -> tuple[bytes, str]:
         assert raw is None
+        self.waited.append(wait_s)
         self.sent.append((path, json.dumps(body or {}).encode()))  # what _request writes
         found = self.answers.get(path, {})
+        if isinstance(found, ComputerError):
+            raise found
         if isinstance(found, bytes):
             return found, "application/gzip"
         return json.dumps(found).encode(), "application/json"
@@ -425,3 +433,33 @@ def test_a_task_whose_worker_raised_is_infrastructure_with_its_cause(tmp_path: P
     assert "OSError: [Errno 28] No space left on device" in results[1]["failures"][0]
     assert "bad: infrastructure (the harness failed running it" in said.getvalue()
     assert "1 done, 0 failed, 1 infrastructure, 0 not run" in said.getvalue()
+
+
+def test_wait_for_human_asks_in_the_agents_scope_and_a_persons_word_decides(
+    tmp_path: Path,
+) -> None:
+    """``request_human`` as its model dumps it, awaited past its own timeout;
+    ``done`` passes with who said it, ``cannot`` and no answer fail the task
+    (not infrastructure)."""
+    step = {"env_id": "shop", "type": "wait_for_human", "reason": "solve the code", "timeout_s": 90}
+    said = {"word": "done", "who": "carol", "note": None}
+    computer = Wire({"/v1/browser/request_human": said})
+    run, parsed = _run(tmp_path, [step], computer)
+    assert run._do(parsed[0]) == said
+    ((path, body),) = computer.bodies()
+    assert path == "/v1/browser/request_human"
+    assert body == request_dump(RequestHuman(reason="solve the code", timeout_s=90))
+    assert computer.waited == [120.0]  # its timeout and the slack: never cut short
+
+    computer.answers["/v1/browser/request_human"] = {**said, "word": "cannot", "note": "no code"}
+    with pytest.raises(StepFailed) as failed:
+        run._do(parsed[0])
+    assert str(failed.value) == "carol (a person) answered cannot: no code"
+    assert not failed.value.infrastructure
+    # No person in time: the computer's 504, the task's failure all the same.
+    late = "/v1/browser/request_human: no person answered within 90 s: the request is withdrawn"
+    computer.answers["/v1/browser/request_human"] = ComputerError(late, 504)
+    with pytest.raises(StepFailed) as failed:
+        run._do(parsed[0])
+    assert "no person answered within 90 s" in str(failed.value)
+    assert not failed.value.infrastructure

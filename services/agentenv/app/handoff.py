@@ -18,9 +18,12 @@ timeout_s?}``, answered when a person hands back through the live view.
 - **The person's word**: ``done`` (handed back, the task can go on) or
   ``cannot`` (they could not either); both answer the agent's call with
   ``{word, who, note}`` (``note`` null when none): the agent decides what ``cannot`` means for it.
-- The request takes no control away: the agent's other calls go on while it
-  waits (holding an agent's acts while a person drives is not built; one
-  person at a time is: app/live_doors.py).
+- The request takes no control away by itself: the agent's other calls go
+  on while it waits, until a person's input holds the scope (their acting
+  calls then wait: relay/person_holds.py, app/acting.py; one person at a
+  time: app/live_doors.py). ``request_human`` itself is never held. The
+  harness asks the same way with its ``wait_for_human`` step
+  (harness/human_steps.py).
 - ``/metrics``' ``agentenv_human_requests_waiting`` counts scopes whose agent
   waits (:meth:`agentenv.app.op_browser.Browsers.waiting`); the live view
   shows the reason and the two words to a person of the scope.

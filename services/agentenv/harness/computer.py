@@ -97,7 +97,9 @@ class Computer:
     #: local port may later be another computer's): a fleet's key.
     key: str = field(default_factory=lambda: secrets.token_hex(8))
 
-    def _request(self, path: str, body: Any = None, raw: bytes | None = None) -> tuple[bytes, str]:
+    def _request(
+        self, path: str, body: Any = None, raw: bytes | None = None, wait_s: float = 180
+    ) -> tuple[bytes, str]:
         data = raw if raw is not None else json.dumps(body or {}).encode()
         request = urllib.request.Request(self.api + path, data=data, method="POST")
         request.add_header(
@@ -106,7 +108,7 @@ class Computer:
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=180) as answer:
+            with urllib.request.urlopen(request, timeout=wait_s) as answer:
                 return answer.read(), answer.headers.get("Content-Type", "")
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")
@@ -133,13 +135,19 @@ class Computer:
         found = self.card().attestation
         return found.key if found is not None else None
 
-    def op(self, op: str, model: type[BaseModel], /, **fields: Any) -> Any:
-        """A browser/v1 op, its body ``model`` of ``fields`` (:func:`body`)."""
+    def op(
+        self, op: str, model: type[BaseModel], /, *, http_wait_s: float = 180, **fields: Any
+    ) -> Any:
+        """A browser/v1 op, its body ``model`` of ``fields`` (:func:`body`);
+        its answer awaited at most ``http_wait_s`` (an op that waits, as
+        ``request_human`` does, asks for longer)."""
         self.card().require(BROWSER_V1, op)
         if fields.get("scope") is not None:
             self.card().require_param(BROWSER_V1, "scope")
         path = f"/v1/browser/{op}"
-        data, kind = self._request(path, request_dump(body(path, model, fields)))
+        data, kind = self._request(
+            path, request_dump(body(path, model, fields)), wait_s=http_wait_s
+        )
         if op in BINARY and not kind.startswith("application/json"):
             return data
         return read_answer(path, ANSWERS.get(op), data)

@@ -47,6 +47,7 @@ from agentenv.harness.backends import start, stop_all
 from agentenv.harness.browsergym_step import episode_env, episode_result, episode_status
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens, deploy
 from agentenv.harness.harness_errors import StepFailed
+from agentenv.harness.human_steps import wait_for_human
 from agentenv.harness.local_store import LocalStore
 from agentenv.harness.preflight import credential_values
 from agentenv.harness.profile_steps import load_profile, save_profile
@@ -205,6 +206,9 @@ class Run:
             s.BrowserSetLocalStorage: self._browser_set_local_storage,
             s.BrowserClearLocalStorage: self._browser_clear_local_storage,
             s.BrowserSetCredentials: self._browser_set_credentials,
+            s.WaitForHuman: lambda st: wait_for_human(
+                self._computer(st.env_id), self._scope(st), st, self.say
+            ),
             s.BrowserSaveProfile: lambda st: save_profile(self._op, self.store, st, os.environ),
             s.BrowserLoadProfile: lambda st: load_profile(self._op, self.store, st, os.environ),
             s.BrowserOpenTab: self._browser_open_tab,

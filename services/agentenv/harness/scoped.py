@@ -76,8 +76,11 @@ class ScopedComputer(Computer):
             )
         return found
 
-    def op(self, op: str, model: type[BaseModel], /, **fields: Any) -> Any:
-        return super().op(op, model, **{**fields, "scope": self._in(fields.get("scope"))})
+    def op(
+        self, op: str, model: type[BaseModel], /, *, http_wait_s: float = 180, **fields: Any
+    ) -> Any:
+        scoped = {**fields, "scope": self._in(fields.get("scope"))}
+        return super().op(op, model, http_wait_s=http_wait_s, **scoped)
 
     def data_get(self, scope: str | None = None) -> bytes:
         return super().data_get(self._in(scope or None))

@@ -138,6 +138,16 @@ class BrowserSetCredentials(_BrowserStep):
     credentials: list[CredentialFromEnv]
 
 
+class WaitForHuman(_BrowserStep):
+    """``request_human`` in the agent's scope, on the harness's behalf: a
+    person of that scope is asked (the live view shows ``reason``) and the
+    step waits at most ``timeout_s`` for their word (harness/human_steps.py)."""
+
+    type: Literal["wait_for_human"]
+    reason: str = Field(min_length=1, max_length=500)
+    timeout_s: float = Field(300.0, ge=1, le=3600, allow_inf_nan=False)
+
+
 class BrowserSaveProfile(_BrowserStep):
     """``profiles/save``: the scope's sign-in state, sealed with the key in the
     harness's ``AGENTENV_PROFILE_KEY`` and kept in the run's store as ``name``."""
@@ -270,6 +280,7 @@ Step = Annotated[
     | BrowserSetLocalStorage
     | BrowserClearLocalStorage
     | BrowserSetCredentials
+    | WaitForHuman
     | BrowserSaveProfile
     | BrowserLoadProfile
     | BrowserOpenTab
@@ -293,6 +304,7 @@ BROWSER_STEPS = (
     BrowserSetLocalStorage,
     BrowserClearLocalStorage,
     BrowserSetCredentials,
+    WaitForHuman,
     BrowserSaveProfile,
     BrowserLoadProfile,
     BrowserOpenTab,
