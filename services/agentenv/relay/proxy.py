@@ -301,6 +301,18 @@ class _Bridge:
             else self.logbook.log_refusal(state.identity.user, state.number, step.method)
         )
         decision = decide(step, own, room)
+        if not state.identity.control and not isinstance(decision, Refuse):
+            # An agent's act (its fill too) waits while a person drives its scope.
+            held = state.scope.name if state.scope is not None else HOME
+            if (
+                self.watcher.holds.holder(held) is not None
+                and acts(step.method, step.params) == ACTING
+            ):
+                refused = await self._behind_person(step, held)
+                if refused is not None:
+                    self.logbook.end_refused(self._entry(step), refused.why, refused.guard)
+                    await self._answer(refused.answer)
+                    return
         if isinstance(decision, AgentEnvCommand):
             await self._control_command(step)
             return
@@ -312,17 +324,6 @@ class _Bridge:
         if isinstance(decision, Own):
             await self._own(step)
             return
-        if not state.identity.control:
-            held = state.scope.name if state.scope is not None else HOME
-            if (
-                self.watcher.holds.holder(held) is not None
-                and acts(step.method, step.params) == ACTING
-            ):
-                refused = await self._behind_person(step, held)
-                if refused is not None:
-                    self.logbook.end_refused(self._entry(step), refused.why, refused.guard)
-                    await self._answer(refused.answer)
-                    return
         if isinstance(decision, Answered):
             entry = self._entry(step)
             try:
