@@ -16,13 +16,14 @@ from agentenv.app.caller import Caller
 from agentenv.app.op_browser import Browser
 from agentenv.log.argpaths import typed_paths
 from agentenv.protocol.control import HELD_WAIT_S
+from agentenv.protocol.handoffs import REQUEST_OP
 from agentenv.protocol.log import AGENT_VIAS
 from agentenv.relay_link import ActionContext
 
 __all__ = ["ASKS_FOR_A_PERSON", "acting", "behind_person", "reading"]
 
 #: Agents' ops never held behind a person: asking for one.
-ASKS_FOR_A_PERSON = frozenset({"request_human"})
+ASKS_FOR_A_PERSON = frozenset({REQUEST_OP})
 #: How often a held op looks again whether the person let go.
 _LOOK_S = 0.05
 

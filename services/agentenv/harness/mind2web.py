@@ -66,7 +66,7 @@ def export(
     trajectory.mkdir(parents=True, exist_ok=True)
     history: list[dict[str, Any]] = []
     shown: list[FrameEntry] = []  # each step's picture
-    for _, frame, step in _steps(manifest, lines, handoffs_in(found)):
+    for frame, step in _steps(manifest, lines, handoffs_in(found)):
         name = f"{len(history):04d}.jpg"
         source = recording_folder / frame.file
         if source.exists():
@@ -105,11 +105,11 @@ def export(
 
 def _steps(
     manifest: BrowserRecordingManifest, lines: dict[int, LogLine], handoffs: list[Handoff]
-) -> list[tuple[tuple[int, int], FrameEntry, dict[str, Any]]]:
+) -> list[tuple[FrameEntry, dict[str, Any]]]:
     """The history's steps before the answer, in the log's order: one an
     action frame (the agent's burst it follows), and one a handoff (a
     person's span, pictured by the first action frame after it, else the
-    recording's last), each with its order, picture and fields."""
+    recording's last), each with its picture and fields."""
     frames = [f for f in manifest.frames if f.kind == "action" and not f.error]
     steps: list[tuple[tuple[int, int], FrameEntry, dict[str, Any]]] = []
     for frame in frames:
@@ -130,7 +130,7 @@ def _steps(
             continue
         steps.append(((min(seqs), 1), picture, _person_step(handoff, lines)))
     steps.sort(key=lambda x: x[0])
-    return steps
+    return [(frame, fields) for _, frame, fields in steps]
 
 
 def _person_step(handoff: Handoff, lines: dict[int, LogLine]) -> dict[str, Any]:

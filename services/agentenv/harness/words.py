@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from agentenv.protocol.handoffs import ANSWER_OP
 from agentenv.protocol.log import ActionBody, LogLine, action_of, agent_act
 
 __all__ = ["MASK", "SCRIPT_SHOWN", "describe", "person_words", "step_words", "words"]
@@ -295,7 +296,7 @@ def words(lines: Iterable[LogLine]) -> list[str]:
 
 
 #: A person's ops that are no step: the pointer resting, and the word handing back.
-_PERSON_UNSAID = ("input/move", "human/answer")
+_PERSON_UNSAID = ("input/move", ANSWER_OP)
 
 
 def person_words(lines: Iterable[LogLine]) -> list[str]:

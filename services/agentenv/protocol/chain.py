@@ -313,6 +313,7 @@ def recording_check(read: Callable[[str], bytes | None], manifest: Mapping[str, 
         return found
     # The slice: each line by seq, in seq order.
     by_seq: dict[int, tuple[int, str | None, str]] = {}  # line number, prev, hash
+    lines: list[LogLine] = []  # each log line, parsed once (the handoffs read them)
     before: int | None = None
     for index, raw in enumerate(raws, 1):
         value = _object(raw)
@@ -321,6 +322,8 @@ def recording_check(read: Callable[[str], bytes | None], manifest: Mapping[str, 
         if value is None or seq is None:
             problems.append(f"{name} line {index}: not a log line (changed, or torn)")
             continue
+        if isinstance(value.get("at"), str):
+            lines.append(value)  # type: ignore[arg-type]
         body = value.get("break")
         if isinstance(body, dict):
             found.breaks.append(f"{name} line {index}: {_break_words(seq, body)}")
@@ -339,21 +342,16 @@ def recording_check(read: Callable[[str], bytes | None], manifest: Mapping[str, 
     if manifest.get("scope") is None and isinstance(start, int) and isinstance(end, int):
         whole = range(start, end + 1)
     _walk(found, name, chain_name, chain_data, by_seq, first, last, whole)
-    _handoffs_match(found, name, raws, manifest.get("handoffs"))
+    _handoffs_match(found, name, lines, manifest.get("handoffs"))
     return found
 
 
-def _handoffs_match(found: Check, name: str, raws: Sequence[bytes], listed: Any) -> None:
+def _handoffs_match(found: Check, name: str, lines: list[LogLine], listed: Any) -> None:
     """The manifest's ``handoffs`` are what the slice's lines say
     (:func:`~agentenv.protocol.handoffs.handoffs_in`); a manifest made
     before them lists none and is not checked."""
     if listed is None:
         return
-    lines: list[LogLine] = []
-    for raw in raws:
-        value = _object(raw)
-        if value is not None and _seq(value) is not None and isinstance(value.get("at"), str):
-            lines.append(value)  # type: ignore[arg-type]
     try:
         claimed = [Handoff.model_validate(h) for h in listed]
     except (TypeError, ValidationError):

@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 
 from agentenv.protocol.log import AGENT_VIAS, LogLine
 
-__all__ = ["HUMAN", "Handoff", "handoffs_in", "human_entries"]
+__all__ = ["ANSWER_OP", "HUMAN", "REQUEST_OP", "Handoff", "handoffs_in", "human_entries"]
 
 #: The ``via`` of a person's acts through the live view.
 HUMAN = "human"
