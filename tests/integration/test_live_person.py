@@ -145,10 +145,12 @@ def test_a_person_signs_in_through_the_view_on_the_record(pc: Computer) -> None:
         screen = page.locator("#screen")
         wait_for(lambda: int(screen.get_attribute("data-frames") or 0) >= 2, "frames", 30)
 
+        # The frame's pixels, read while it shows (the tab's size does not change).
+        width, height = page.evaluate("[screen.naturalWidth, screen.naturalHeight]")
+
         def click_at(x: float, y: float) -> None:
             box = screen.bounding_box()
             assert box is not None
-            width, height = page.evaluate("[screen.naturalWidth, screen.naturalHeight]")
             page.mouse.click(
                 box["x"] + x * box["width"] / width, box["y"] + y * box["height"] / height
             )
@@ -156,7 +158,16 @@ def test_a_person_signs_in_through_the_view_on_the_record(pc: Computer) -> None:
         def settled() -> bool:
             return bool(page.evaluate("queue.length === 0 && !sending && text === ''"))
 
+        # A frame that fails to decode does not replace the last picture: a
+        # click still lands on its pixels.
+        page.route(
+            "**/live/frame*",
+            lambda route: route.fulfill(status=200, content_type="image/jpeg", body=b"no picture"),
+        )
+        wait_for(lambda: screen.get_attribute("data-undecoded") is not None, "a bad frame", 30)
+        assert page.evaluate("[screen.naturalWidth, screen.naturalHeight]") == [width, height]
         click_at(240, 60)  # the name field
+        page.unroute("**/live/frame*")
         page.keyboard.type(NAME)
         page.keyboard.press("Tab")  # to the password field, as a person would
         page.keyboard.type(PASSWORD)

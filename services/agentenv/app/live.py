@@ -62,6 +62,8 @@ class Live:
                 data = await capture(link, tab, "jpeg", QUALITY, fast=True)
             except (BrowserError, CdpError) as exc:
                 raise OpError(503, f"cannot capture the active tab now ({exc}); retrying") from None
+            if not data:  # Chromium answers an empty picture while a tab is not painted yet
+                raise OpError(503, "the active tab has no picture yet; retrying")
             self.captures += 1
             self._last = (time.monotonic(), data)
             return data

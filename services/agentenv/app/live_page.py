@@ -76,7 +76,7 @@ const status = document.getElementById("status");
 const bar = document.getElementById("tabs");
 const asking = document.getElementById("request");
 const every = 1000 / __FPS__;
-let frames = 0, sent = 0, refused = 0;
+let frames = 0, sent = 0, refused = 0, undecoded = 0;
 
 async function said(answer) {
   let message = answer.status + "";
@@ -87,6 +87,14 @@ async function once() {
   const answer = await fetch("/live/frame" + scoped, {headers, cache: "no-store"});
   if (!answer.ok) { status.textContent = await said(answer); return; }
   const url = URL.createObjectURL(await answer.blob());
+  // A frame shows only once it decodes: one that cannot would leave a broken
+  // picture, a box of another size, where a click lands on no pixel.
+  try { const next = new Image(); next.src = url; await next.decode(); } catch (e) {
+    URL.revokeObjectURL(url);
+    undecoded += 1; screen.dataset.undecoded = String(undecoded);
+    status.textContent = "a frame did not decode; showing the last one";
+    return;
+  }
   await new Promise((done) => {
     screen.onload = screen.onerror = () => { URL.revokeObjectURL(url); done(); };
     screen.src = url;
