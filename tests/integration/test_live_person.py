@@ -314,6 +314,10 @@ def test_an_agent_asks_for_a_person_who_hands_back(pc: Computer, recordings: Pat
     assert answered["request"] == seq_of[("request_human", "type the code on the card")]
     assert (answered["agent"], answered["word"], answered["people"]) == ("alice", "done", ["carol"])
     assert answered["entries"] == pressed and answered["answer"] == seq_of[("human/answer", None)]
+    # The person's burst has a frame of its own, and no agent's frame claims it.
+    kinds = {seq: f["kind"] for f in manifest["frames"] for seq in f["after"]}
+    assert [kinds.get(seq) for seq in pressed] == ["person"], manifest["frames"]
+    assert kinds.get(answered["request"]) == "action"
     key = requests.get(pc.app + "/card", timeout=deadline(30)).json()["attestation"]["key"]
     done = subprocess.run(
         [sys.executable, "-m", "agentenv", "verify", str(folder), "--key", key],

@@ -13,7 +13,7 @@ from agentenv.harness.mind2web import PERSON_STEP, export
 from agentenv.protocol.chain import chain_run, line_hash, recording_check
 from agentenv.protocol.handoffs import Handoff, handoffs_in, human_entries
 from agentenv.protocol.log import ActionLine, LogLine
-from agentenv.protocol.recording import BrowserRecordingManifest, FrameEntry, LogEntry
+from agentenv.protocol.recording import BrowserRecordingManifest, FrameEntry, FrameKind, LogEntry
 
 AT = "2026-12-06T00:00:00.000Z"
 PASSWORD = {"withheld": "password", "length": 11}
@@ -87,7 +87,20 @@ def test_a_request_no_one_answered_ends_at_the_next() -> None:
     assert (second.reason, second.entries, second.word) == ("second", [4], "cannot")
 
 
-def _recording(tmp_path: Path, lines: list[LogLine]) -> tuple[Path, BrowserRecordingManifest]:
+#: The frames of SESSION's recording when the recorder did not frame a
+#: person's bursts (before ``kind: person``).
+AGENT_FRAMES: list[tuple[FrameKind, list[int]]] = [
+    ("first", []),
+    ("action", [1, 2]),
+    ("action", [8]),
+    ("action", [10]),
+    ("last", []),
+]
+
+
+def _recording(
+    tmp_path: Path, lines: list[LogLine], kinds: list[tuple[FrameKind, list[int]]] = AGENT_FRAMES
+) -> tuple[Path, BrowserRecordingManifest]:
     """A recording folder of ``lines``: its slice, chain and frames."""
     folder = tmp_path / "rec"
     (folder / "frames").mkdir(parents=True)
@@ -119,9 +132,7 @@ def _recording(tmp_path: Path, lines: list[LogLine]) -> tuple[Path, BrowserRecor
             file=f"frames/{i:04d}-{kind}.jpg",
             type="jpeg",
         )
-        for i, (kind, after) in enumerate(
-            [("first", []), ("action", [1, 2]), ("action", [8]), ("action", [10]), ("last", [])]
-        )
+        for i, (kind, after) in enumerate(kinds)
     ]
     for frame in frames:
         (folder / frame.file).write_bytes(b"\xff\xd8" + bytes([frame.index]))
@@ -202,6 +213,25 @@ def test_the_export_marks_a_persons_steps_where_they_happened(tmp_path: Path) ->
     assert "withheld" not in (out / "result.json").read_text()
 
 
+def test_a_persons_step_is_pictured_by_the_persons_own_frame(tmp_path: Path) -> None:
+    kinds: list[tuple[FrameKind, list[int]]] = [
+        ("first", []),
+        ("action", [1, 2]),
+        ("person", [3, 4, 5, 6]),  # carol's burst; her answer (7) is no act on the page
+        ("action", [8]),
+        ("person", [9]),  # dora's
+        ("action", [10]),
+        ("last", []),
+    ]
+    folder, manifest = _recording(tmp_path, SESSION, kinds)
+    out = export(manifest, folder, tmp_path / "out", "Sign in", "t-1", "signed in")
+    steps = json.loads((out / "result.json").read_text())["action_history"]
+    # The same steps as without the person's frames; a person's frame is no agent's step.
+    assert [s.get("by") for s in steps] == [None, "human", None, "human", None, None]
+    pictures = [(out / "trajectory" / s["screenshot"]).read_bytes() for s in steps]
+    assert pictures == [b"\xff\xd8" + bytes([i]) for i in (1, 2, 3, 4, 5, 6)]
+
+
 def test_a_tasks_results_line_counts_a_persons_entries(tmp_path: Path) -> None:
     folder, _ = _recording(tmp_path, SESSION)
     found = evidence(folder, "ed25519:k")
@@ -213,3 +243,22 @@ def test_a_tasks_results_line_counts_a_persons_entries(tmp_path: Path) -> None:
     other = {**found, "human_entries": 1}
     metadata["recordings"]["rec2"] = {"name": "s", "evidence": other, "problems": []}
     assert results_fields(metadata)["human_entries"] == 7
+
+
+def test_the_viewer_says_what_a_person_did_before_their_frame(tmp_path: Path) -> None:
+    from agentenv.harness.viewer import frame_items, log_items
+
+    kinds: list[tuple[FrameKind, list[int]]] = [("first", []), ("person", [3, 4, 5, 6])]
+    _, manifest = _recording(tmp_path, SESSION, kinds)
+    items = frame_items(manifest, SESSION)
+    assert items[1]["kind"] == "person" and items[1]["who"] == ["carol"]
+    assert items[1]["words"] == [
+        "press the mouse at (40, 60)",
+        "release the mouse at (40, 60)",
+        "type •••• (11 characters)",
+    ]
+    listed = [(x["seq"], x["who"]) for x in log_items(SESSION, items, {})]
+    # The person's steps are listed with the agent's; the pointer's move (3) and
+    # the answer (no act on the page, 7) are not.
+    people = [(4, "carol"), (5, "carol"), (6, "carol"), (9, "dora")]
+    assert listed == sorted([(1, "alice"), (2, "alice"), (8, "alice"), (10, "alice"), *people])

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from agentenv.log.lines import line
-from agentenv.protocol.log import LogLine, is_agent_act
+from agentenv.protocol.log import LogLine, is_agent_act, person_act
 from agentenv.protocol.recording import End, Grant, Start, frame_file, rebuild
 from agentenv.recorder.bursts import Bursts, FrameDue
 from agentenv.recorder.grants import GrantError, uploader
@@ -71,6 +71,35 @@ def test_a_burst_still_settling_is_flushed_at_the_end() -> None:
     assert b.due(0.1) is None
     assert b.flush() == FrameDue([7], "T1")
     assert b.flush() is None
+
+
+def test_a_persons_acts_make_bursts_of_their_own() -> None:
+    def human(seq: int, **over: Any) -> LogLine:
+        return act(seq, via="human", who="carol", op="input/down", **over)
+
+    assert person_act(human(1)) is not None and not is_agent_act(human(1))
+    assert person_act(act(1)) is None  # an agent's
+    assert person_act(human(1, acts="reading")) is None
+    assert person_act(human(1, within=3)) is None
+    b = Bursts()
+    b.seen(human(1), 0.0)
+    b.seen(human(2, tab="T2"), 0.2)
+    assert b.due(0.6) is None and b.wait_s(0.6) == pytest.approx(0.1)
+    assert b.due(0.75) == FrameDue([1, 2], "T2", "person")
+    # The agent acts again while the person's burst still settles: that burst
+    # is due at once, on its own; the agent's settles as usual.
+    b.seen(human(3), 1.0)
+    b.seen(act(4), 1.1)
+    assert b.wait_s(1.1) == 0.0
+    assert b.due(1.1) == FrameDue([3], "T1", "person")
+    assert b.due(1.2) is None
+    assert b.due(1.6) == FrameDue([4], "T1", "action")
+    # At the end, both still waiting come out in order.
+    b.seen(act(5), 2.0)
+    b.seen(human(6), 2.1)
+    assert b.flush() == FrameDue([5], "T1", "action")
+    assert b.flush() == FrameDue([6], "T1", "person")
+    assert b.flush() is None and not b.waiting
 
 
 def test_rebuild_from_the_upload() -> None:

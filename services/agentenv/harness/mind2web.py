@@ -13,7 +13,8 @@ and ``<out>/<task_id>/trajectory/NNNN.jpg``: one step per action frame, its
 :mod:`agentenv.protocol.handoffs`) is a step of its own where it happened,
 marked: its ``action`` begins ``A PERSON STEPPED IN`` (who asked and why,
 what the person did in words, the word they handed back with), its ``by``
-is ``human``; its picture is the first action frame after it. WebJudge
+is ``human``; its picture is the last frame of the person's own bursts
+(``kind: person``), else the first frame after the span. WebJudge
 reads the words, so a person's work is never taken for the agent's; a
 grader that excludes it drops the steps whose ``by`` is ``human``.
 A step's ``screenshot`` is the image's name relative to
@@ -108,8 +109,9 @@ def _steps(
 ) -> list[tuple[FrameEntry, dict[str, Any]]]:
     """The history's steps before the answer, in the log's order: one an
     action frame (the agent's burst it follows), and one a handoff (a
-    person's span, pictured by the first action frame after it, else the
-    recording's last), each with its picture and fields."""
+    person's span, pictured by the last frame of the person's own bursts,
+    else the first frame after the span, else the recording's last), each
+    with its picture and fields."""
     frames = [f for f in manifest.frames if f.kind == "action" and not f.error]
     steps: list[tuple[tuple[int, int], FrameEntry, dict[str, Any]]] = []
     for frame in frames:
@@ -124,8 +126,10 @@ def _steps(
     pictures = [f for f in manifest.frames if not f.error]
     for handoff in handoffs:
         seqs = [s for s in (handoff.request, *handoff.entries, handoff.answer) if s is not None]
+        own = set(handoff.entries)
+        person = [f for f in pictures if f.kind == "person" and own.intersection(f.after)]
         after = next((f for f in pictures if min(f.after, default=0) > max(seqs)), None)
-        picture = after or (pictures[-1] if pictures else None)
+        picture = (person[-1] if person else after) or (pictures[-1] if pictures else None)
         if picture is None:
             continue
         steps.append(((min(seqs), 1), picture, _person_step(handoff, lines)))

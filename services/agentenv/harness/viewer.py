@@ -1,7 +1,8 @@
 """``agentenv view RECORDING``: one self-contained HTML file to look at a recording.
 
 The frames on a timeline, each with what the agent did before it in the
-words of :mod:`.words` (typing folded into words), the tab events since the
+words of :mod:`.words` (typing folded into words; a ``person`` frame, what a
+person did through the live view), the tab events since the
 previous frame with their causes, who acted, and times; the video, when the
 recording has one, with the log beside it: choosing a frame or a log entry
 seeks the video there, and playing marks the frame and the entry reached. Arrow keys (or
@@ -26,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from agentenv.harness.store import download_recording, safe_name
-from agentenv.harness.words import step_words
-from agentenv.protocol.log import LogLine, TabBody, agent_act, read_lines, tab_of
+from agentenv.harness.words import person_words, step_words
+from agentenv.protocol.log import LogLine, TabBody, agent_act, person_act, read_lines, tab_of
 from agentenv.protocol.recording import BrowserRecordingManifest
 
 __all__ = ["LOG_SHOWN", "frame_items", "log_items", "render", "script_json", "view"]
@@ -72,7 +73,7 @@ def frame_items(
         else:
             boundary = previous
         entries = [by_seq[s] for s in frame.after if s in by_seq]
-        acts = [a for e in entries if (a := agent_act(e)) is not None]
+        acts = [a for e in entries if (a := agent_act(e) or person_act(e)) is not None]
         if frame.at:  # the tab events that happened before the frame was taken
             events = [_event(tab) for _s, at, tab in tab_lines if previous_at < at <= frame.at]
             previous_at = frame.at
@@ -87,7 +88,7 @@ def frame_items(
                 "url": frame.url or "",
                 "file": None if frame.error else frame.file,
                 "error": frame.error,
-                "words": step_words(entries),
+                "words": person_words(entries) if frame.kind == "person" else step_words(entries),
                 "who": sorted({a["who"] for a in acts if a.get("who")}),
                 "entries": len(entries),
                 "events": events,
@@ -107,14 +108,17 @@ def log_items(
     timed = [(item["at"], i) for i, item in enumerate(items) if item["at"]]
     frame_ats = [at for at, _ in timed]
     for line in lines:
-        act, tab = agent_act(line), tab_of(line)
+        act, tab, said = agent_act(line), tab_of(line), []
+        if act is None and (person := person_act(line)) is not None:
+            said = person_words([line])  # a person's step, said (the pointer's moves are not)
+            act = person if said else None
         if act is None and tab is None:
             continue
         if len(out) == LOG_SHOWN:
             break
         at = str(line.get("at") or "")
         if act is not None:
-            said = step_words([line])
+            said = said or step_words([line])
             text = "; ".join(said) or str(act.get("method") or act.get("tool") or act.get("op"))
         else:
             assert tab is not None

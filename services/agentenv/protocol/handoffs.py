@@ -27,12 +27,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agentenv.protocol.log import AGENT_VIAS, LogLine
+from agentenv.protocol.log import AGENT_VIAS, PERSON_VIA, LogLine
 
 __all__ = ["ANSWER_OP", "HUMAN", "REQUEST_OP", "Handoff", "handoffs_in", "human_entries"]
 
 #: The ``via`` of a person's acts through the live view.
-HUMAN = "human"
+HUMAN = PERSON_VIA
 #: An agent asks for a person; a person answers.
 REQUEST_OP, ANSWER_OP = "request_human", "human/answer"
 

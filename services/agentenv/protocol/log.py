@@ -26,6 +26,7 @@ __all__ = [
     "ACTING",
     "AGENT_VIAS",
     "LINE_KINDS",
+    "PERSON_VIA",
     "READING",
     "WHERE_METHODS",
     "ActionBody",
@@ -50,6 +51,7 @@ __all__ = [
     "is_agent_act",
     "page_bytes",
     "parse_line",
+    "person_act",
     "read_lines",
     "says_where",
     "scope_of",
@@ -69,6 +71,8 @@ LINE_KINDS: tuple[LineKind, ...] = ("action", "tab", "reset", "outcome", "lost",
 #: The ways in an agent acts through (``agentenv`` is the computer's own;
 #: ``human``, a person's acts through the live view, are no agent's).
 AGENT_VIAS = ("cdp", "mcp", "api")
+#: The ``via`` of a person's acts through the live view.
+PERSON_VIA = "human"
 #: CDP commands that say where an agent acts, with every ``Input.*``: moving
 #: between pages and tabs (a client's set-up, scripts and emulation, which it
 #: may send to every tab, do not). The video follows them, and a tool call's
@@ -275,6 +279,18 @@ def agent_act(line: LogLine | dict[str, Any]) -> ActionBody | None:
     if action.get("who") == "agentenv" or action.get("within") is not None:
         return None
     return cast(ActionBody, action) if action.get("via") in AGENT_VIAS else None
+
+
+def person_act(line: LogLine | dict[str, Any]) -> ActionBody | None:
+    """The action of a log line that is a person's own act through the live
+    view (``via: human``, acting, not within another call), else None. A
+    recording frames these as it frames an agent's (``kind: person``)."""
+    action = line.get("action")
+    if not isinstance(action, dict) or action.get("acts") != "acting":
+        return None
+    if action.get("within") is not None or action.get("via") != PERSON_VIA:
+        return None
+    return cast(ActionBody, action)
 
 
 def says_where(method: str) -> bool:

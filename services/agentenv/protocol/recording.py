@@ -170,7 +170,9 @@ class EndAll(Inbound):
     scope: Annotated[str, Field(min_length=1, max_length=256)] | None = None
 
 
-FrameKind = Literal["first", "action", "last"]
+#: ``action``: after an agent's burst; ``person``: after a person's, through
+#: the live view.
+FrameKind = Literal["first", "action", "person", "last"]
 ImageType = Literal["jpeg", "png"]
 
 

@@ -27,7 +27,7 @@ from agentenv.log.redact import redact_text
 from agentenv.metrics import RecorderCounts
 from agentenv.protocol.chain import CHAIN_FILE
 from agentenv.protocol.handoffs import handoffs_in
-from agentenv.protocol.log import LogLine, action_of, agent_act, scope_of
+from agentenv.protocol.log import LogLine, action_of, agent_act, person_act, scope_of
 from agentenv.protocol.recording import (
     BrowserRecordingManifest,
     FrameEntry,
@@ -139,9 +139,9 @@ class Recording:
         if self.scope is not None and scope_of(line) != self.scope:
             return
         self.bursts.seen(line, time.monotonic())
-        if self.bursts.pending:
+        if self.bursts.waiting:
             self._wake.set()
-        video, acted = self.video, agent_act(line)
+        video, acted = self.video, agent_act(line) or person_act(line)
         if video is not None and acted is not None and moves_video(acted):
             tab = acted.get("tab")
             if isinstance(tab, str) and tab != video.tab:
@@ -205,7 +205,7 @@ class Recording:
                 await asyncio.wait_for(self._wake.wait(), wait if wait is not None else 1.0)
             due: FrameDue | None = self.bursts.due(time.monotonic())
             if due is not None and not self._ending:
-                await self.take("action", due.after, due.tab)
+                await self.take(due.kind, due.after, due.tab)
 
     async def _limit(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -282,9 +282,9 @@ class Recording:
                     await asyncio.wait_for(self._loop, _LOOP_END_S)
             if self._timer is not None and self._timer is not asyncio.current_task():
                 self._timer.cancel()
-            settling = self.bursts.flush()
-            if settling is not None:  # a burst still settling: its frame before the last
-                await self.take("action", settling.after, settling.tab)
+            while (settling := self.bursts.flush()) is not None:
+                # A burst still settling: its frame before the last.
+                await self.take(settling.kind, settling.after, settling.tab)
             await self.take("last", [], self.last_tab)
             async with self.link.action(
                 via="agentenv",
