@@ -472,15 +472,24 @@ def test_an_agents_acting_commands_wait_while_a_person_drives(pc: Computer) -> N
                     timeout=deadline(120),
                 ),
             )
+            # The relay's HTTP commands that act wait too.
+            opened = loop.run_in_executor(
+                None,
+                lambda: requests.put(
+                    f"{pc.relay}/json/new?about:blank", headers=alice, timeout=deadline(120)
+                ),
+            )
             # Her reads go on meanwhile, on another connection.
             assert "result" in await reader.call("Target.getTargets")
             await asyncio.sleep(1.5)
             assert not held.done() and not op.done(), "an agent acted while a person drove"
+            assert not opened.done(), "/json/new opened a tab while a person drove"
             answered = {"kind": "answer", "word": "done"}
             assert await asyncio.to_thread(_live_input, pc, "carol", answered) == 200
             done = await asyncio.wait_for(held, deadline(30))
             assert done["result"]["result"]["value"] == 2, done
             assert (await asyncio.wait_for(op, deadline(30))).status_code == 200
+            assert (await asyncio.wait_for(opened, deadline(30))).status_code == 200
             assert (await asyncio.wait_for(asked, deadline(30))).status_code == 200
 
     asyncio.run(asyncio.wait_for(run(), deadline(180)))
@@ -491,3 +500,5 @@ def test_an_agents_acting_commands_wait_while_a_person_drives(pc: Computer) -> N
     evaluated = next(s for s, a in acted if a.get("method") == "Runtime.evaluate")
     pressed = [s for s, a in acted if a.get("op") == "input/key" and a.get("who") == "alice"]
     assert evaluated > word and pressed and pressed[0] > word, (word, evaluated, pressed)
+    created = [s for s, a in acted if a.get("method") == "Target.createTarget"]
+    assert created and created[0] > word, (word, created)

@@ -27,7 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentenv.relay.core import Kind, Step
-from agentenv.relay.person_holds import RULE as PERSON_RULE
+
+#: The guard's rule of an agent's acting command refused after waiting its
+#: bound behind a person (relay/person_holds.py).
+PERSON_RULE = "person-has-control"
 
 __all__ = [
     "BAD_REQUEST",

@@ -25,6 +25,7 @@ from agentenv.http import error_response
 from agentenv.relay import core, discovery
 from agentenv.relay.core import Step
 from agentenv.relay.decision import BAD_REQUEST, NOT_FOUND, Refuse, Send, decide
+from agentenv.relay.person_holds import behind_person
 from agentenv.relay.relay_errors import RelayError, UpstreamError
 from agentenv.relay.relay_requests import (
     TARGET_ID,
@@ -38,6 +39,7 @@ from agentenv.relay.relay_requests import (
     upstream_json,
     watcher_key,
 )
+from agentenv.relay.vault import HOME
 
 __all__ = ["json_activate", "json_close", "json_new", "json_new_get", "new_tab_url"]
 
@@ -83,6 +85,10 @@ async def _read(request: web.Request, method: str, params: dict[str, Any]) -> tu
     decision = decide(step, False, room)
     if isinstance(decision, Refuse) and not decision.logged:
         raise RelayError(decision.why, decision.status)
+    if not identity.control and not isinstance(decision, Refuse):
+        # An agent's act waits while a person drives its scope, as over CDP.
+        held = scope.name if scope is not None else HOME
+        decision = await behind_person(watcher.holds, step, held) or decision
     entry = logbook.begin_command(
         identity,
         state.number,

@@ -25,13 +25,17 @@ import time
 from collections.abc import Callable
 
 from agentenv.protocol.control import HELD_WAIT_S
+from agentenv.protocol.log import ACTING
+from agentenv.relay.commands import acts
+from agentenv.relay.core import Step
+from agentenv.relay.decision import PERSON_RULE, Refuse, person_refusal
 
-__all__ = ["RULE", "WAIT_S", "PersonHolds"]
+__all__ = ["RULE", "WAIT_S", "PersonHolds", "behind_person"]
 
 #: The longest an agent's acting command waits behind a person.
 WAIT_S = HELD_WAIT_S
 #: The guard's rule of a command refused after that.
-RULE = "person-has-control"
+RULE = PERSON_RULE
 
 
 class PersonHolds:
@@ -75,3 +79,18 @@ class PersonHolds:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), timeout=min(left, held[1]))
         return None
+
+
+async def behind_person(holds: PersonHolds, step: Step, scope: str) -> Refuse | None:
+    """An agent's command in ``scope``: when it acts and a person holds the
+    scope, wait until they let go (None) or the bound passes (the refusal,
+    on the record as the command's entry). Reading commands never wait. The
+    CDP proxy and the relay's HTTP commands (``/json/new``, ``close``,
+    ``activate``) both ask this."""
+    if holds.holder(scope) is None or acts(step.method, step.params) != ACTING:
+        return None
+    began = time.monotonic()
+    still = await holds.wait(scope)
+    if still is None:
+        return None
+    return person_refusal(step, still[0], still[1], time.monotonic() - began)

@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import logging
 import re
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,11 +53,12 @@ from agentenv.relay.commands import acts
 from agentenv.relay.connection import InLog
 from agentenv.relay.control_commands import Control
 from agentenv.relay.core import ClientState, Kind, Pending, Step
-from agentenv.relay.decision import AgentEnvCommand, Answered, Own, Refuse, decide, person_refusal
+from agentenv.relay.decision import AgentEnvCommand, Answered, Own, Refuse, decide
 from agentenv.relay.filling import fill
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, COUNTED, InFlight, Meter
 from agentenv.relay.metered import MeteredReader
+from agentenv.relay.person_holds import behind_person
 from agentenv.relay.relay_errors import ControlRefused, RelayError
 from agentenv.relay.to_client import FAIR_TURN, ToClient
 from agentenv.relay.tokens import Granted
@@ -304,15 +304,11 @@ class _Bridge:
         if not state.identity.control and not isinstance(decision, Refuse):
             # An agent's act (its fill too) waits while a person drives its scope.
             held = state.scope.name if state.scope is not None else HOME
-            if (
-                self.watcher.holds.holder(held) is not None
-                and acts(step.method, step.params) == ACTING
-            ):
-                refused = await self._behind_person(step, held)
-                if refused is not None:
-                    self.logbook.end_refused(self._entry(step), refused.why, refused.guard)
-                    await self._answer(refused.answer)
-                    return
+            refused = await behind_person(self.watcher.holds, step, held)
+            if refused is not None:
+                self.logbook.end_refused(self._entry(step), refused.why, refused.guard)
+                await self._answer(refused.answer)
+                return
         if isinstance(decision, AgentEnvCommand):
             await self._control_command(step)
             return
@@ -352,15 +348,6 @@ class _Bridge:
         await self._send(step, Pending(entry, step.method, params, step.tab, acting))
         if decision.guarded is not None:
             self.logbook.guarded(entry, decision.guarded)  # sent as the guard rewrote it
-
-    async def _behind_person(self, step: Step, scope: str) -> Refuse | None:
-        """Wait while a person holds ``scope`` (relay/person_holds.py): None
-        once they let go; the refusal when they still hold it at the bound."""
-        began = time.monotonic()
-        still = await self.watcher.holds.wait(scope)
-        if still is None:
-            return None
-        return person_refusal(step, still[0], still[1], time.monotonic() - began)
 
     async def _kept(self, step: Step) -> None:
         """An ANSWER step: the relay's own commands that carry it out in the
