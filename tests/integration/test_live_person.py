@@ -140,7 +140,9 @@ def test_a_person_signs_in_through_the_view_on_the_record(pc: Computer) -> None:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=shutil.which("chromium"))
         # A view smaller than the frame: the clicks are scaled back to its pixels.
-        page = browser.new_page(viewport={"width": 900, "height": 700})
+        context = browser.new_context(viewport={"width": 900, "height": 700})
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=pc.app)
+        page = context.new_page()
         page.goto(f"{pc.app}/live?token={pc.token('carol')}")
         screen = page.locator("#screen")
         wait_for(lambda: int(screen.get_attribute("data-frames") or 0) >= 2, "frames", 30)
@@ -179,6 +181,17 @@ def test_a_person_signs_in_through_the_view_on_the_record(pc: Computer) -> None:
         )
         assert page.evaluate("Number(screen.dataset.refused || 0)") == 0
 
+        # A paste from the person's own clipboard is typed as text.
+        page.evaluate("navigator.clipboard.writeText('pasted words')")
+        page.locator("#keys").focus()
+        page.keyboard.press("Control+V")
+        # Text an input method composes (as Chromium's IME sends it) once composed.
+        ime = context.new_cdp_session(page)
+        composing = {"text": "にほ", "selectionStart": 2, "selectionEnd": 2}
+        ime.send("Input.imeSetComposition", composing)
+        ime.send("Input.insertText", {"text": "日本"})
+        wait_for(settled, "the paste and the composed text to be sent", timeout_s=30)
+
         # The tab bar: the second tab, by its button.
         wait_for(lambda: page.locator("#tabs button").count() == 2, "the tab bar", timeout_s=30)
         page.locator("#tabs button", has_text="second tab").click()
@@ -205,7 +218,8 @@ def test_a_person_signs_in_through_the_view_on_the_record(pc: Computer) -> None:
         assert op in ops, (op, ops)
     assert not [a for a in acted if a.get("who") == "alice" and a.get("op", "").startswith("input")]
     typed = [a["args"]["text"] for a in people if a["op"] == "input/type"]
-    assert NAME in typed, typed  # a name is no secret
+    assert NAME in typed and "pasted words" in typed, typed  # a name is no secret
+    assert "日本" in typed and not [t for t in typed if "にほ" in str(t)], typed
     assert any(isinstance(t, dict) and t.get("withheld") for t in typed), typed
     press = next(a for a in people if a["op"] == "input/down")
     # The picture's pixel, scaled back from the smaller view (within a pixel's rounding).

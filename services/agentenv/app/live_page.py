@@ -16,11 +16,17 @@ a person's token, their pointer, keys, text and paste sent as inputs.
   and the record is no stream of moves); printable keys gathered into
   ``text`` (sent after 300 ms of no typing, or before any other input);
   named keys and shortcuts as ``key`` (``ctrl+a``, ``shift+Tab``,
-  ``Enter``); a paste as ``text``; a click on a tab's button as ``tab``;
+  ``Enter``); a paste as ``text``; text an input method composed (IME:
+  Japanese, Chinese, accents) as ``text`` once composed; a click on a
+  tab's button as ``tab``;
   the person's word to an agent that asked for one (``request_human``,
   shown above the picture with its reason, as text) as ``answer``.
 - Inputs are sent one at a time, in order (a queue); a move waiting in the
   queue is replaced by a later one.
+- The keyboard goes to a hidden ``<textarea id="keys">`` over the picture,
+  focused by a click on it: an image cannot be edited, so an input method
+  would never compose there. Its text is never kept: keys are sent as they
+  come, a composition when it ends.
 - The token comes as ``?token=``; the page drops it from its address bar
   and sends it as a header.
 """
@@ -52,7 +58,9 @@ _PAGE = """<!doctype html>
  #screen { display: block; max-width: 100vw; max-height: calc(100vh - 52px); margin: 0 auto;
    user-select: none; }
  #screen.drives { cursor: crosshair; }
- #screen:focus { outline: 2px solid #4af; }
+ #screen.focused { outline: 2px solid #4af; }
+ #keys { position: fixed; left: 0; top: 0; width: 1px; height: 1px; opacity: 0; border: 0;
+   padding: 0; resize: none; overflow: hidden; pointer-events: none; }
  #status { height: 24px; line-height: 24px; padding: 0 8px; }
  #request { padding: 4px 8px; background: #553; }
 </style></head>
@@ -61,6 +69,8 @@ _PAGE = """<!doctype html>
 <div id="request" hidden><span id="reason"></span>
  <button id="done">done: hand back</button> <button id="cannot">cannot</button></div>
 <img id="screen" alt="the active tab" draggable="false">
+<textarea id="keys" aria-label="the keyboard, to the watched tab" autocomplete="off"
+ autocapitalize="off" spellcheck="false" hidden></textarea>
 <div id="status">connecting…</div>
 <script>
 "use strict";
@@ -72,6 +82,7 @@ const scoped = scope ? "?scope=" + encodeURIComponent(scope) : "";
 if (token) history.replaceState(null, "", location.pathname + scoped);  // not in the address bar
 const headers = token ? {Authorization: "Bearer " + token} : {};
 const screen = document.getElementById("screen");
+const keys = document.getElementById("keys");
 const status = document.getElementById("status");
 const bar = document.getElementById("tabs");
 const asking = document.getElementById("request");
@@ -132,7 +143,7 @@ async function tabs() {
     if (tab.active) button.className = "active";
     button.disabled = !DRIVES;
     button.addEventListener("click", () => {
-      flushText(); send({kind: "tab", id: tab.id}); screen.focus();
+      flushText(); send({kind: "tab", id: tab.id}); keys.focus();
     });
     return button;
   }));
@@ -195,14 +206,19 @@ for (const word of ["done", "cannot"]) {
   const button = document.getElementById(word);
   button.disabled = !DRIVES;
   button.addEventListener("click", () => {
-    flushText(); send({kind: "answer", word}); asking.hidden = true; screen.focus();
+    flushText(); send({kind: "answer", word}); asking.hidden = true; keys.focus();
   });
 }
 if (DRIVES) {
-  screen.tabIndex = 0;
+  keys.hidden = false;
   screen.classList.add("drives");
+  keys.addEventListener("focus", () => screen.classList.add("focused"));
+  keys.addEventListener("blur", () => screen.classList.remove("focused"));
   screen.addEventListener("mousedown", (e) => {
-    e.preventDefault(); screen.focus(); clearTimeout(resting); flushText();
+    e.preventDefault();
+    // The input method's window shows where the person clicked.
+    keys.style.left = e.clientX + "px"; keys.style.top = e.clientY + "px";
+    keys.focus(); clearTimeout(resting); flushText();
     held = true;
     send({kind: "down", ...point(e), button: button(e), clicks: clicks(e)});
   });
@@ -226,8 +242,8 @@ if (DRIVES) {
     send({kind: "wheel", ...point(e), dx: Math.round(e.deltaX), dy: Math.round(e.deltaY)});
   }, {passive: false});
   screen.addEventListener("contextmenu", (e) => e.preventDefault());
-  screen.addEventListener("keydown", (e) => {
-    if (e.isComposing) return;
+  keys.addEventListener("keydown", (e) => {
+    if (e.isComposing || e.keyCode === 229) return;  // the input method's: sent when composed
     const mods = (e.ctrlKey ? "ctrl+" : "") + (e.altKey ? "alt+" : "") + (e.metaKey ? "meta+" : "");
     if (mods && (e.key === "v" || e.key === "V")) return;  // a paste: the paste event sends it
     if (!mods && e.key.length === 1) {
@@ -243,7 +259,12 @@ if (DRIVES) {
     e.preventDefault(); flushText();
     send({kind: "key", keys: mods + (e.shiftKey ? "shift+" : "") + name});
   });
-  screen.addEventListener("paste", (e) => {
+  keys.addEventListener("compositionend", (e) => {
+    keys.value = "";
+    if (e.data) { flushText(); send({kind: "text", text: e.data}); }
+  });
+  keys.addEventListener("input", (e) => { if (!e.isComposing) keys.value = ""; });
+  keys.addEventListener("paste", (e) => {
     e.preventDefault();
     const pasted = e.clipboardData ? e.clipboardData.getData("text/plain") : "";
     if (pasted) { flushText(); send({kind: "text", text: pasted}); }
