@@ -63,6 +63,9 @@ class Identity:
     control: bool = False
     #: A person (``role=human`` in ``AGENTENV_USERS``): the live view is their door.
     human: bool = False
+    #: A person of a scope opened on demand (``scopes/open {person}``): that
+    #: scope (a fixed user's scope comes from ``AGENTENV_USERS``).
+    scope: str | None = None
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -114,9 +117,13 @@ def _identify(
             if _matches(token, known) and found is None:
                 found = Identity(name, human=name in settings.humans)
         if settings.max_scopes:
-            scope = opened_of(settings.scopes_file).scope_of(token)
+            opened = opened_of(settings.scopes_file)
+            scope = opened.scope_of(token)
             if scope is not None and found is None:
                 found = Identity(scope)
+            person = opened.person_of(token)
+            if person is not None and found is None:
+                found = Identity(person[1], human=True, scope=person[0])
         if found is not None:
             return found
         if settings.tokens_required or (

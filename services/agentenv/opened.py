@@ -12,6 +12,12 @@ restarts knows every open scope. A relay that restarts closes the scopes it
 finds there (it cannot know their contexts again: relay/watcher.py). A
 token is 256 random bits: its digest finds it as well as the token would,
 and is worth nothing to a reader of the file.
+
+A scope may be opened with a person (``scopes/open {person}``, issue 44): a
+second token, minted the same way, whose holder is a person of role human
+in that scope alone, named ``<person>@<scope>`` (``@`` is in no scope's
+name, so no opened scope's agent is ever mistaken for one). Its digest is
+kept beside the scope's; closing the scope revokes both.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ __all__ = [
     "digest",
     "mint_token",
     "opened_of",
+    "person_user",
 ]
 
 log = logging.getLogger("agentenv.opened")
@@ -68,12 +75,20 @@ def digest(token: str) -> str:
 class OpenedScope:
     """One scope opened on demand: its name, its token's digest, when it
     opened (seconds since the epoch), and whether it is being closed (its
-    token revoked, its name not yet free)."""
+    token revoked, its name not yet free); its person's user name
+    (``<person>@<scope>``) and token's digest, if it was opened with one."""
 
     name: str
     digest: str
     opened: float
     closing: bool = False
+    person: str | None = None
+    person_digest: str | None = None
+
+
+def person_user(person: str, scope: str) -> str:
+    """The user name of ``person`` in the opened scope ``scope``."""
+    return f"{person}@{scope}"
 
 
 class Opened:
@@ -104,12 +119,36 @@ class Opened:
                 found = scope.name
         return found
 
+    def person_of(self, token: str) -> tuple[str, str] | None:
+        """The open scope whose person's token ``token`` is, and the person's
+        user name (None: none, or the scope is being closed), compared in
+        constant time against every one."""
+        self._reload()
+        mine = digest(token)
+        found: tuple[str, str] | None = None
+        for scope in self._scopes.values():
+            if scope.person is None or scope.person_digest is None:
+                continue
+            if hmac.compare_digest(mine, scope.person_digest) and not scope.closing:
+                found = (scope.name, scope.person)
+        return found
+
     def write(self, scopes: Mapping[str, OpenedScope]) -> None:
         """Replace the file with ``scopes`` (the relay's): written whole to a
         file of its own, then renamed over, so a reader never sees half."""
         body = {
             "scopes": [
-                {"name": s.name, "sha256": s.digest, "opened": s.opened, "closing": s.closing}
+                {
+                    "name": s.name,
+                    "sha256": s.digest,
+                    "opened": s.opened,
+                    "closing": s.closing,
+                    **(
+                        {"person": s.person, "person_sha256": s.person_digest}
+                        if s.person is not None
+                        else {}
+                    ),
+                }
                 for s in scopes.values()
             ]
         }
@@ -141,7 +180,12 @@ class Opened:
             body = json.loads(self.path.read_text())
             return {
                 str(s["name"]): OpenedScope(
-                    str(s["name"]), str(s["sha256"]), float(s["opened"]), bool(s.get("closing"))
+                    str(s["name"]),
+                    str(s["sha256"]),
+                    float(s["opened"]),
+                    bool(s.get("closing")),
+                    str(s["person"]) if s.get("person") else None,
+                    str(s["person_sha256"]) if s.get("person") else None,
                 )
                 for s in body["scopes"]
             }

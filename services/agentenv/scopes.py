@@ -187,6 +187,8 @@ class Scopes:
         fixed = self.by_user.get(identity.user)
         if fixed is not None:
             return fixed
+        if identity.scope is not None:  # a person of an opened scope: it, else none
+            return identity.scope
         if identity.user in self.opened():
             return identity.user
         # A caller who is no user (the control token's own Playwright MCP, a
@@ -203,7 +205,7 @@ class Scopes:
         whose token was checked earlier (an op's body, an MCP call)."""
         if identity.control or not self.on_demand or identity.user in self.by_user:
             return False
-        return not self.still_open(identity.user)
+        return not self.still_open(identity.scope or identity.user)
 
     def users_of(self, scope: str | None) -> list[str]:
         """The users who act in ``scope``; for None (no isolation), every

@@ -14,6 +14,9 @@ request is refused, ``/metrics`` counts the waiting one, and carol hands back
 with ``done`` in the view, which answers the agent's call; both are entries.
 A hostile page's title and URL show in the view as text, never as markup.
 While one person drives, a second person of the scope only watches.
+A scope opened on demand with a person (``scopes/open {person}``) gives
+them a token of their own, for that scope's live view alone, revoked with
+the scope.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ def pc(image: str, recordings: Path) -> Iterator[Computer]:
         users=USERS,
         scopes={"alice": "shop", "carol": "shop", "dora": "shop"},
         humans=frozenset({"carol", "dora"}),
-        env={"AGENTENV_UPLOAD_ROOTS": str(recordings)},
+        env={"AGENTENV_UPLOAD_ROOTS": str(recordings), "AGENTENV_MAX_SCOPES": "2"},
         shared=recordings,
     ) as running:
         running.serve_folder(PORT, "/tmp/form", {"signin.html": FORM, "other.html": OTHER})
@@ -516,3 +519,46 @@ def test_an_agents_acting_commands_wait_while_a_person_drives(pc: Computer) -> N
     assert evaluated > word and pressed and pressed[0] > word, (word, evaluated, pressed)
     created = [s for s, a in acted if a.get("method") == "Target.createTarget"]
     assert created and created[0] > word, (word, created)
+
+
+def test_a_scope_opened_with_a_person_is_theirs_to_step_into(pc: Computer) -> None:
+    _, before = pc.log()
+    opened = pc.op("scopes/open", {"person": "erin"})
+    scope, person = opened["scope"], opened["person_token"]
+    assert person and person != opened["token"]
+    assert opened["live_url"] == f"{pc.app}/live", opened["live_url"]
+    erin = {"Authorization": f"Bearer {person}"}
+    page = requests.get(f"{opened['live_url']}?token={person}", timeout=deadline(30))
+    assert page.status_code == 200 and "const DRIVES = true;" in page.text
+    frame = requests.get(f"{pc.app}/live/frame", headers=erin, timeout=deadline(30))
+    assert frame.status_code == 200 and frame.content[:2] == b"\xff\xd8"
+    key = {"kind": "key", "keys": "Escape"}
+    drove = requests.post(f"{pc.app}/live/input", json=key, headers=erin, timeout=deadline(30))
+    assert drove.status_code == 200, drove.text
+    # Her scope's view only, and no other door.
+    other = requests.post(
+        f"{pc.app}/live/input?scope=shop", json=key, headers=erin, timeout=deadline(30)
+    )
+    assert other.status_code == 403
+    for refused in (
+        requests.get(f"{pc.relay}/json/list", headers=erin, timeout=deadline(30)),
+        requests.post(f"{pc.app}/v1/browser/tabs/list", json={}, headers=erin, timeout=30),
+        requests.post(f"{pc.app}/mcp", json={}, headers=erin, timeout=deadline(30)),
+    ):
+        assert refused.status_code == 403, refused.url
+        assert person not in refused.text
+    listed = pc.op("scopes/list")["scopes"]
+    assert [s["person"] for s in listed if s["scope"] == scope] == [f"erin@{scope}"]
+    lines, _ = pc.log(before)
+    hers = [x["action"] for x in lines if x.get("action", {}).get("via") == "human"]
+    assert [(a["who"], a.get("scope"), a["op"]) for a in hers] == [
+        (f"erin@{scope}", scope, "input/key")
+    ], hers
+    # Closing the scope revokes her token with the agent's.
+    pc.op("scopes/close", {"scope": scope})
+    gone = requests.post(f"{pc.app}/live/input", json=key, headers=erin, timeout=deadline(30))
+    assert gone.status_code == 401 and person not in gone.text
+    # Nothing the computer wrote holds either token (its entries are there).
+    written = pc.all_log_bytes()
+    assert f"erin@{scope}".encode() in written
+    assert person.encode() not in written and opened["token"].encode() not in written

@@ -243,3 +243,40 @@ def test_a_closed_scopes_agent_acts_in_no_scope_never_the_home_one(tmp_path: Pat
     # No scope may be opened: nothing is ever closed.
     plain = Scopes.of(load({"AGENTENV_USERS": "alice:a-token,bob:b-token"}))
     assert not plain.closed(Identity("t1"))
+
+
+def test_a_scope_opened_with_a_person_gives_them_a_token_of_their_own(tmp_path: Path) -> None:
+    """``scopes/open {person}``: the person's token is a person's (the live
+    view only) in that scope alone, named ``<person>@<scope>``; closing the
+    scope revokes it with the agent's."""
+    settings = _settings(tmp_path, AGENTENV_USERS="alice:alice-token,carol@t9:c-token")
+    openings = Openings.of(2, ["alice", "carol@t9"], ["alice"])
+    for bad in ("", "a b", "agentenv", "x" * 65, "carol@x"):
+        with pytest.raises(ScopeRefused) as refused:
+            openings.check_person(bad)
+        assert "person's name" in refused.value.message, bad
+    _, token = openings.add(openings.admit("t1"))
+    person = openings.add_person("t1", "carol")
+    assert person.startswith("scope-") and person != token
+    openings.add(openings.admit("t9"))
+    with pytest.raises(ScopeRefused) as taken:  # a fixed user's name
+        openings.add_person("t9", "carol")
+    assert taken.value.status == 400 and "AGENTENV_USERS" in taken.value.message
+    writer = Opened(settings.scopes_file)
+    writer.write({"t1": openings.get("t1")})
+    assert person not in settings.scopes_file.read_text()
+    assert identify(settings, token, None) == Identity("t1")
+    with pytest.raises(AccessDenied) as elsewhere:  # the relay's, the ops', /mcp
+        identify(settings, person, None)
+    assert "live view only" in elsewhere.value.message
+    carol = identify(settings, person, None, live=True)
+    assert carol == Identity("carol@t1", human=True, scope="t1")
+    scopes = Scopes.of(settings)
+    assert scopes.name_for(carol) == "t1" and not scopes.closed(carol)
+    # Closing: her token goes with the agent's.
+    writer.write({"t1": openings.closing("t1")})
+    assert openings.get("t1").person == "carol@t1"
+    with pytest.raises(AccessDenied) as revoked:
+        identify(settings, person, None, live=True)
+    assert revoked.value.status == 401
+    assert scopes.closed(carol)

@@ -134,7 +134,7 @@ async def scope_op(request: web.Request, name: str, who: Caller) -> web.Response
             async with acting(home, who, name, ask):
                 # Past AGENTENV_MAX_SCOPES it waits in the relay's queue first.
                 made = await link.control(
-                    OpenScope(name=ask.name),
+                    OpenScope(name=ask.name, person=ask.person),
                     ScopeMade,
                     deadline_s=SCOPE_DEADLINE_S + app[settings_key].queue_wait_s,
                 )
@@ -146,7 +146,14 @@ async def scope_op(request: web.Request, name: str, who: Caller) -> web.Response
                     408, "the caller went away while this scope opened: it was closed again"
                 )
             cdp, mcp = urls(request)
-            opened = ScopeOpened(scope=made.scope, token=made.token, cdp_url=cdp, mcp_url=mcp)
+            opened = ScopeOpened(
+                scope=made.scope,
+                token=made.token,
+                cdp_url=cdp,
+                mcp_url=mcp,
+                person_token=made.person_token,
+                live_url=mcp.removesuffix("/mcp") + "/live" if made.person_token else None,
+            )
             return answer(name, opened)
         ref: ScopeRef = parse(ScopeRef, body)
         async with acting(home, who, name, ref):

@@ -279,9 +279,12 @@ class InputKey(Scoped):
 
 class ScopesOpen(Inbound):
     """``scopes/open`` (control token): a scope opened on demand, under
-    ``name`` (a scope's name as ``AGENTENV_USERS`` takes one), or one made up."""
+    ``name`` (a scope's name as ``AGENTENV_USERS`` takes one), or one made up;
+    with ``person``, a person of role human in it too (their token opens the
+    scope's live view, and no other door), named ``<person>@<scope>``."""
 
     name: ScopeName | None = None
+    person: ScopeName | None = None
 
 
 class ScopeRef(Inbound):
@@ -299,6 +302,10 @@ class ScopeOpened(BaseModel):
     token: str
     cdp_url: str
     mcp_url: str
+    #: With ``person``: their token (given here once) and the live view's
+    #: address, where they step in (the token goes as ``?token=``).
+    person_token: str | None = None
+    live_url: str | None = None
 
 
 class ScopeState(BaseModel):
@@ -309,6 +316,8 @@ class ScopeState(BaseModel):
     opened: float
     #: Its token is revoked and its close is under way.
     closing: bool = False
+    #: Its person's user name (``<person>@<scope>``), if opened with one.
+    person: str | None = None
 
 
 class ScopeList(BaseModel):

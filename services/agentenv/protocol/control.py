@@ -219,9 +219,11 @@ ScopeName = Annotated[str, Field(min_length=1, max_length=256)]
 
 
 class OpenScope(ControlParams):
-    """``AgentEnv.openScope``: a scope opened on demand (``name``: made up if none)."""
+    """``AgentEnv.openScope``: a scope opened on demand (``name``: made up if
+    none), with a person of role human in it when ``person`` names one."""
 
     name: ScopeName | None = None
+    person: ScopeName | None = None
 
 
 class RevokeScope(ControlParams):
@@ -357,10 +359,12 @@ class Open(ControlResult):
 
 
 class ScopeMade(ControlResult):
-    """``AgentEnv.openScope``: the scope's name and its token (sent once, here)."""
+    """``AgentEnv.openScope``: the scope's name and its token, and its
+    person's when one was asked for (sent once, here)."""
 
     scope: str
     token: str
+    person_token: str | None = None
 
 
 class ScopeListed(ControlResult):
@@ -370,6 +374,7 @@ class ScopeListed(ControlResult):
     scope: str
     opened: float
     closing: bool = False
+    person: str | None = None
 
 
 class OpenedScopes(ControlResult):

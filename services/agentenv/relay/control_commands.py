@@ -168,10 +168,12 @@ class Control:
 
     async def _open_scope(self, params: OpenScope) -> ScopeMade:
         try:
-            name, token = await self.watcher.keeper.open_scope(params.name)
+            name, token, person_token = await self.watcher.keeper.open_scope(
+                params.name, params.person
+            )
         except RelayError as exc:
             raise ControlRefused(f"{exc.status}: {exc.message}") from None
-        return ScopeMade(scope=name, token=token)
+        return ScopeMade(scope=name, token=token, person_token=person_token)
 
     async def _revoke_scope(self, params: RevokeScope) -> Done:
         try:
@@ -198,7 +200,7 @@ class Control:
 
     async def _scopes(self, params: ListScopes) -> OpenedScopes:
         listed = [
-            ScopeListed(scope=s.name, opened=s.opened, closing=s.closing)
+            ScopeListed(scope=s.name, opened=s.opened, closing=s.closing, person=s.person)
             for s in self.watcher.keeper.openings.open.values()
         ]
         return OpenedScopes(scopes=listed, max_scopes=self.watcher.keeper.openings.max_scopes)

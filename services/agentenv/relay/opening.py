@@ -12,6 +12,7 @@ is the one place that says so (a queue wraps it there).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import secrets
 import time
@@ -19,7 +20,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from agentenv.access import DEFAULT_USER
-from agentenv.opened import OpenedScope, digest, mint_token
+from agentenv.opened import OpenedScope, digest, mint_token, person_user
 from agentenv.relay.relay_errors import RelayError
 from agentenv.settings import AGENTENV_USER, scope_folder
 
@@ -116,6 +117,27 @@ class Openings:
         self.closed.pop(name, None)
         return scope, token
 
+    def check_person(self, person: str) -> None:
+        """:class:`ScopeRefused` unless ``person`` may name a scope's person."""
+        if not _NAME.match(person) or person in _KEPT:
+            raise ScopeRefused(
+                "person: a person's name is 1 to 64 letters, digits, '.', '_' or '-' "
+                f"(not {AGENTENV_USER!r} or {DEFAULT_USER!r})"
+            )
+
+    def add_person(self, name: str, person: str) -> str:
+        """The open scope ``name`` gets a person (``scopes/open {person}``):
+        their token, minted now; a person it had before loses theirs."""
+        self.check_person(person)
+        user = person_user(person, name)
+        if user in self.fixed:
+            raise ScopeRefused(f"person: {user!r} is a user of AGENTENV_USERS: pick another")
+        token = mint_token()
+        self.open[name] = dataclasses.replace(
+            self.get(name), person=user, person_digest=digest(token)
+        )
+        return token
+
     def get(self, name: str) -> OpenedScope:
         """The open scope ``name``; :class:`ScopeRefused` (404) if none is
         (a fixed scope is not one: it cannot be closed)."""
@@ -137,7 +159,7 @@ class Openings:
         """``name`` is being closed: its token no longer admits anyone, its
         name is not yet free."""
         found = self.get(name)
-        closing = OpenedScope(found.name, found.digest, found.opened, closing=True)
+        closing = dataclasses.replace(found, closing=True)
         self.open[name] = closing
         return closing
 

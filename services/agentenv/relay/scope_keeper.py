@@ -176,10 +176,15 @@ class ScopeKeeper:
         if self.watcher.after_reset is not None:
             await self.watcher.after_reset()
 
-    async def open_scope(self, asked: str | None) -> tuple[str, str]:
+    async def open_scope(
+        self, asked: str | None, person: str | None = None
+    ) -> tuple[str, str, str | None]:
         """``scopes/open``: a scope opened on demand, its context made with one
-        blank tab before it is handed out; its name and its token."""
+        blank tab before it is handed out; its name, its token, and its
+        person's token when ``person`` names one."""
         self.openings.admit(asked, cap=False)  # a bad name is refused before any wait
+        if person is not None:
+            self.openings.check_person(person)
         try:
             place = await self.scope_gate.take(asked or "")
         except Full as full:
@@ -192,6 +197,7 @@ class ScopeKeeper:
             raise
         self._places[name] = place
         try:
+            person_token = None if person is None else self.openings.add_person(name, person)
             self._write_opened()
             await self.take_context(name)
         except RelayError:
@@ -199,7 +205,7 @@ class ScopeKeeper:
             with contextlib.suppress(RelayError):
                 self._write_opened()
             raise
-        return name, token
+        return name, token, person_token
 
     def _removed(self, name: str) -> None:
         """``name`` is no longer open: its place goes to the next waiting."""
