@@ -72,6 +72,8 @@ CARD = Card(
                 "local_storage/clear",
                 "data/get",
                 "request_human",
+                "scopes/open",
+                "scopes/close",
             ],
             params=["scope"],
         ),
@@ -463,3 +465,64 @@ def test_wait_for_human_asks_in_the_agents_scope_and_a_persons_word_decides(
         run._do(parsed[0])
     assert "no person answered within 90 s" in str(failed.value)
     assert not failed.value.infrastructure
+
+
+def test_a_task_that_waits_for_a_person_opens_its_scope_with_one(tmp_path: Path) -> None:
+    """On scopes: ``scopes/open {person}``, and while the step waits, the
+    live view's address with the person's token in a 0600 file of the
+    task's folder (removed after), never printed."""
+    import os
+    import stat
+
+    from agentenv.harness.human_steps import ADDRESS_FILE, wait_for_human
+    from agentenv.harness.scoped import asks_for_person, close_for, open_for
+    from agentenv.harness.steps import WaitForHuman
+
+    person_token = "scope-" + "p" * 43
+    seen: list[tuple[str, int]] = []
+
+    class Host(Wire):
+        def _request(
+            self, path: str, body: Any = None, raw: bytes | None = None, wait_s: float = 180
+        ) -> tuple[bytes, str]:
+            if path.endswith("/request_human"):
+                file = tmp_path / ADDRESS_FILE
+                seen.append((file.read_text(), stat.S_IMODE(os.stat(file).st_mode)))
+            return super()._request(path, body, raw, wait_s)
+
+    host = Host(
+        {
+            "/v1/browser/scopes/open": {
+                "scope": "s1",
+                "token": "scope-" + "a" * 43,
+                "cdp_url": "ws://computer.test:9222/devtools/browser",
+                "mcp_url": "http://computer.test/mcp",
+                "person_token": person_token,
+                "live_url": "http://computer.test/live",
+            },
+            "/v1/browser/request_human": {"word": "done", "who": "person@s1", "note": None},
+        }
+    )
+    step = WaitForHuman(type="wait_for_human", env_id="shop", reason="the code", timeout_s=60)
+    task = Task.model_validate(
+        {"envs": {"shop": {"versions": {1: {"browsers": ["main"]}}}}, "steps": [step]}
+    )
+    assert asks_for_person(task) and not asks_for_person(task.model_copy(update={"steps": []}))
+    scoped = open_for(host, ["main"], person=True)
+    assert host.bodies()[0] == ("/v1/browser/scopes/open", {"person": "person"})
+    scoped._request = host._request  # type: ignore[method-assign]  # the same computer
+    said = io.StringIO()
+    waits = task.steps[0]
+    assert isinstance(waits, WaitForHuman)
+    answered = wait_for_human(scoped, None, waits, lambda x: print(x, file=said), tmp_path)
+    assert answered["who"] == "person@s1"
+    assert seen == [(f"http://computer.test/live?token={person_token}\n", 0o600)]
+    assert not (tmp_path / ADDRESS_FILE).exists()
+    assert str(tmp_path / ADDRESS_FILE) in said.getvalue()
+    assert person_token not in said.getvalue()
+    assert host.bodies()[1] == (
+        "/v1/browser/request_human",
+        {"scope": "s1", "reason": "the code", "timeout_s": 60.0},
+    )
+    close_for(scoped)
+    assert not scoped.people

@@ -74,6 +74,7 @@ from agentenv.harness.scheduling import (
 )
 from agentenv.harness.scoped import (
     Attempt,
+    asks_for_person,
     close_for,
     computer_name,
     open_for,
@@ -260,6 +261,7 @@ class Batch:
                 attempts[-1]["out"] = str(self.out / f"{planned.name}.attempt-{number - 1}")
             folder.mkdir(parents=True, exist_ok=True)
             attempt = Attempt(f"{planned.name}#{number}-{secrets.token_hex(3)}", number, avoid)
+            attempt.people = asks_for_person(planned.task)
             tried = time.monotonic()
             run, status = self._run(planned, folder, functools.partial(self._place, attempt))
             broke = self._let_go(attempt, run)
@@ -328,7 +330,7 @@ class Batch:
                     continue  # it failed to start: placed again
                 host = self.hosts[key]
             try:
-                scoped = open_for(host, agents)
+                scoped = open_for(host, agents, attempt.people)
             except ComputerError:
                 with self._room:
                     self.schedule.end(key, attempt.id)

@@ -207,7 +207,7 @@ class Run:
             s.BrowserClearLocalStorage: self._browser_clear_local_storage,
             s.BrowserSetCredentials: self._browser_set_credentials,
             s.WaitForHuman: lambda st: wait_for_human(
-                self._computer(st.env_id), self._scope(st), st, self.say
+                self._computer(st.env_id), self._scope(st), st, self.say, self.out
             ),
             s.BrowserSaveProfile: lambda st: save_profile(self._op, self.store, st, os.environ),
             s.BrowserLoadProfile: lambda st: load_profile(self._op, self.store, st, os.environ),

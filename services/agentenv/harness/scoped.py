@@ -11,6 +11,11 @@ never in the computer's home scope nor another task's. :func:`close_for`
 closes them (``scopes/close``: the scope's recordings ended, its contexts
 disposed, its token revoked). The minted tokens are held in memory only.
 
+A task with a ``wait_for_human`` step (:func:`asks_for_person`) has its
+scopes opened with a person (``scopes/open {person: "person"}``): the live
+view's address with that person's token is what the step hands a person
+(:mod:`.human_steps`), revoked with the scope.
+
 The answer's ``cdp_url`` is not used: the computer names the relay's port
 in it as it was told (``AGENTENV_PUBLISHED_RELAY_PORT``), while the harness
 published it on a port the engine chose at run time and knows it
@@ -30,11 +35,17 @@ from pydantic import BaseModel
 from agentenv.harness.computer import Computer, ComputerError
 from agentenv.harness.fleet import Sample, samples
 from agentenv.harness.scheduling import whole
+from agentenv.harness.steps import Task, WaitForHuman
 from agentenv.protocol.browser import ScopeOpened, ScopeRef, ScopesOpen
 
+#: The name of the person a task's scope is opened with (user ``person@<scope>``).
+PERSON = "person"
+
 __all__ = [
+    "PERSON",
     "Attempt",
     "ScopedComputer",
+    "asks_for_person",
     "close_for",
     "computer_name",
     "open_for",
@@ -57,6 +68,8 @@ class ScopedComputer(Computer):
     #: Agent name -> the scope opened for it.
     scopes: dict[str, str] = field(default_factory=dict)
     host: Computer | None = field(default=None, repr=False)
+    #: Agent name -> the live view's address with its scope's person's token.
+    people: dict[str, str] = field(default_factory=dict, repr=False)
 
     def _in(self, scope: str | None) -> str:
         if scope is None:
@@ -90,21 +103,37 @@ class ScopedComputer(Computer):
             fields = {**fields, "scope": self._in(fields.get("scope"))}
         return super().recording(op, model, **fields)
 
+    def live_address(self, scope: str | None) -> str | None:
+        """Where a person steps into the scope of the agent ``scope`` names
+        (the only one when None), with their token; None: none was opened."""
+        wanted = self._in(scope)
+        return next((self.people.get(a) for a, s in self.scopes.items() if s == wanted), None)
+
     def stop(self) -> None:
         """Nothing: the batch closes the task's scopes and gives the computer back."""
 
 
-def open_for(host: Computer, agents: list[str]) -> ScopedComputer:
+def asks_for_person(task: Task) -> bool:
+    """Whether ``task`` waits for a person (its scopes then have one)."""
+    return any(isinstance(step, WaitForHuman) for step in task.steps)
+
+
+def open_for(host: Computer, agents: list[str], person: bool = False) -> ScopedComputer:
     """A scope opened on ``host`` for each of ``agents`` (``agent`` when
-    none); those opened already are closed again when one fails."""
+    none), with a person in it when ``person``; those opened already are
+    closed again when one fails."""
     scoped = ScopedComputer(
         host.api, host.cdp, host.token, host.container, {}, host.card(), host.key, host=host
     )
     try:
         for agent in agents or ["agent"]:
-            opened: ScopeOpened = host.op("scopes/open", ScopesOpen)
+            opened: ScopeOpened = host.op(
+                "scopes/open", ScopesOpen, person=PERSON if person else None
+            )
             scoped.scopes[agent] = opened.scope
             scoped.agents[agent] = opened.token
+            if opened.live_url and opened.person_token:
+                scoped.people[agent] = f"{opened.live_url}?token={opened.person_token}"
     except BaseException:
         close_for(scoped)
         raise
@@ -123,6 +152,7 @@ def close_for(scoped: ScopedComputer) -> list[str]:
             problems.append(f"scope {scope} ({agent}) did not close: {exc}")
     with contextlib.suppress(Exception):
         scoped.agents.clear()  # the tokens are revoked: nothing to keep
+        scoped.people.clear()
     return problems
 
 
@@ -134,6 +164,8 @@ class Attempt:
     number: int
     avoid: frozenset[str]
     leases: list[tuple[str, ScopedComputer]] = field(default_factory=list)
+    #: Its scopes are opened with a person (:func:`asks_for_person`).
+    people: bool = False
     #: The name of each computer it ran on, by key (kept: a broken one is gone after).
     names: dict[str, str] = field(default_factory=dict)
 
