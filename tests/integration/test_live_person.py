@@ -562,3 +562,50 @@ def test_a_scope_opened_with_a_person_is_theirs_to_step_into(pc: Computer) -> No
     written = pc.all_log_bytes()
     assert f"erin@{scope}".encode() in written
     assert person.encode() not in written and opened["token"].encode() not in written
+
+
+def test_an_agent_asks_for_a_person_with_a_cdp_command(pc: Computer) -> None:
+    """``AgentEnv.requestHuman`` on alice's own browser connection: the live
+    view shows it, carol hands back, and the command answers her word; the
+    connection's other commands go on meanwhile; the entry is alice's,
+    ``via: cdp``."""
+    _, before = pc.log()
+
+    async def run() -> dict[str, Any]:
+        url = browser_ws_url(pc.relay, f"token={pc.token('alice')}")
+        async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+            ask = {"reason": "read the code on the card", "timeout_s": 90}
+            await ws.send_json({"id": 1, "method": "AgentEnv.requestHuman", "params": ask})
+            await asyncio.to_thread(
+                wait_for, lambda: _metric(pc, "agentenv_human_requests_waiting") == 1, "asked", 30
+            )
+            # The same connection's other commands are answered meanwhile.
+            await ws.send_json({"id": 2, "method": "Target.getTargets"})
+            first = await ws.receive_json(timeout=deadline(30))
+            while "id" not in first:
+                first = await ws.receive_json(timeout=deadline(30))
+            assert first["id"] == 2 and "result" in first, first
+            answered = {"kind": "answer", "word": "done", "note": "it said 4411"}
+            assert await asyncio.to_thread(_live_input, pc, "carol", answered) == 200
+            while True:
+                message = await ws.receive_json(timeout=deadline(30))
+                if message.get("id") == 1:
+                    return dict(message)
+
+    said = asyncio.run(asyncio.wait_for(run(), deadline(120)))
+    assert said.get("result") == {"word": "done", "who": "carol", "note": "it said 4411"}, said
+    assert _metric(pc, "agentenv_human_requests_waiting") == 0
+    lines = pc.settled_log(before)
+    asked = [x["action"] for x in lines if x.get("action", {}).get("op") == "request_human"]
+    assert [(a["via"], a["who"], a["args"]["reason"], a["ok"]) for a in asked] == [
+        ("cdp", "alice", "read the code on the card", True)
+    ], asked
+
+    # A bad ask is refused with the params' words, on the record.
+    async def bad() -> dict[str, Any]:
+        url = browser_ws_url(pc.relay, f"token={pc.token('alice')}")
+        async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+            return await RawCdp(ws).call("AgentEnv.requestHuman", {"reason": ""})
+
+    refused = asyncio.run(asyncio.wait_for(bad(), deadline(60)))
+    assert refused["error"]["code"] == -32602 and "reason" in refused["error"]["message"]

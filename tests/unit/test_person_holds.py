@@ -107,3 +107,36 @@ def test_an_agents_op_waits_behind_the_person_then_is_refused() -> None:
             raise AssertionError("an op behind a person past the bound was not refused")
 
     asyncio.run(run())
+
+
+def test_an_agent_asks_for_a_person_over_cdp_and_is_never_held() -> None:
+    """``AgentEnv.requestHuman``: an agent's own, on any of its sessions; the
+    control token's is unknown; the ask is never held behind a person; the
+    app writes it as the agent's, ``via: cdp``, for the relay alone."""
+    from agentenv.app.caller import caller_of
+    from agentenv.protocol.control import AskHuman
+    from agentenv.relay.person_holds import behind_person as relay_behind
+
+    ask = {"id": 3, "method": "AgentEnv.requestHuman", "params": {"reason": "the code"}}
+    agent = ClientState(7, Identity("alice"), scope=Scope("shop", "CTX-SHOP", set()))
+    step = core.receive(agent, json.dumps(ask), DOWNLOADS)
+    assert step.kind is Kind.CONTROL and step.code == 0, step
+    assert step.control == AskHuman(reason="the code", timeout_s=300.0)
+    for bad in ({}, {"reason": ""}, {"reason": "x", "timeout_s": 0}, {"reason": "x", "tab": "T"}):
+        refused = core.receive(agent, json.dumps({**ask, "params": bad}), DOWNLOADS)
+        assert refused.code == -32602 and refused.control is None, bad
+    control = ClientState(1, Identity("agentenv", control=True))
+    assert core.receive(control, json.dumps(ask), DOWNLOADS).code == -32601
+
+    async def run() -> None:
+        holds = PersonHolds()
+        holds.hold("shop", "carol", 60)
+        assert await asyncio.wait_for(relay_behind(holds, step, "shop"), 1) is None
+
+    asyncio.run(run())
+    control_id = Identity("agentenv", control=True)
+    assert caller_of(control_id, "alice", None, users=True, relayed=True).via == "cdp"
+    assert caller_of(control_id, "alice", None, users=True, relayed=True).who == "alice"
+    # Anyone else's AgentEnv-Via changes nothing.
+    assert caller_of(Identity("alice"), None, None, users=True, relayed=True).via == "api"
+    assert caller_of(control_id, None, None, users=True, relayed=True).via == "agentenv"

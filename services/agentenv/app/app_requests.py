@@ -101,7 +101,8 @@ def acting_caller(request: web.Request, identity: Identity) -> Caller:
     except toolcall.ToolCallError as exc:
         raise OpError(400, str(exc)) from None
     users = request.app[settings_key].tokens_required
-    return caller_of(identity, role, tool, users=users)
+    relayed = request.headers.get("AgentEnv-Via") == "cdp"
+    return caller_of(identity, role, tool, users=users, relayed=relayed)
 
 
 def op_scope(request: web.Request, identity: Identity, asked: str | None) -> str | None:

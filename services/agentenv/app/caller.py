@@ -11,6 +11,10 @@
   caller, ``default`` without one.
 - A person (a user of ``role=human``, who acts through the live view only)
   is ``via: human``, ``who``: their user; no header changes that.
+- The relay, asking for an agent's ``AgentEnv.requestHuman``
+  (relay/asking.py), calls with the control token, the agent as the role
+  and ``AgentEnv-Via: cdp``: ``via: cdp``, ``who``: the agent. Another
+  caller's ``AgentEnv-Via`` changes nothing.
 """
 
 from __future__ import annotations
@@ -42,12 +46,21 @@ class Caller:
 
 
 def caller_of(
-    identity: Identity, role: str | None, tool: ToolCall | None, *, users: bool
+    identity: Identity,
+    role: str | None,
+    tool: ToolCall | None,
+    *,
+    users: bool,
+    relayed: bool = False,
 ) -> Caller:
-    """The caller of a call made as ``identity`` with these headers."""
+    """The caller of a call made as ``identity`` with these headers;
+    ``relayed``: the relay asks for an agent's CDP command (``AgentEnv-Via:
+    cdp``), taken from the control token naming a role alone."""
     if identity.human:
         return Caller("human", identity.user)
     agent: Via = "mcp" if tool is not None else "api"
+    if identity.control and relayed and role is not None and tool is None:
+        return Caller("cdp", role)
     if identity.control:
         if role is None:
             return (

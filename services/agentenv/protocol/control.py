@@ -49,6 +49,10 @@ params do not fit with a CDP error naming the field.
   (:mod:`agentenv.relay.filling`). The one ``AgentEnv.*`` command an agent's
   own connection may send too (on the tab's session, ``tab`` left out: the
   relay fills the tab of that session, in the agent's scope).
+- ``AgentEnv.requestHuman {reason, timeout_s?}`` → ``{word, who, note}``:
+  an agent's own only (any of its sessions): it asks a person to step in,
+  as the ``request_human`` op does, and is answered when they hand back
+  (:mod:`agentenv.relay.asking`).
 """
 
 from __future__ import annotations
@@ -80,10 +84,12 @@ from agentenv.protocol.credentials import (
 
 __all__ = [
     "AGENT_METHODS",
+    "AGENT_MODELS",
     "CONTROL_METHODS",
     "CONTROL_RESULTS",
     "HELD_WAIT_S",
     "OTHER_SCOPE",
+    "AskHuman",
     "AuthFailed",
     "BeginAction",
     "Begun",
@@ -124,7 +130,7 @@ __all__ = [
 ]
 
 #: How an action came in (docs/spec.md section 1, ``via``).
-Via = Literal["mcp", "api", "human", "agentenv"]
+Via = Literal["mcp", "api", "human", "agentenv", "cdp"]
 #: A name in the log: who acted, a role, a tool, a call id.
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
@@ -302,6 +308,14 @@ class FillCredential(ControlParams):
     tab: Name | None = None
 
 
+class AskHuman(ControlParams):
+    """``AgentEnv.requestHuman``: an agent asks a person to step in, and waits
+    (at most ``timeout_s``) for their word (the ``request_human`` op's)."""
+
+    reason: str = Field(min_length=1, max_length=500)
+    timeout_s: float = Field(300.0, ge=1, le=3600, allow_inf_nan=False)
+
+
 class ControlResult(BaseModel):
     """What an ``AgentEnv.*`` command answers (extra fields are not taken)."""
 
@@ -426,8 +440,13 @@ CONTROL_METHODS: dict[str, type[ControlParams]] = {
     "AgentEnv.fillCredential": FillCredential,
 }
 
-#: The ``AgentEnv.*`` commands an agent's own connection may send too.
-AGENT_METHODS = frozenset({"AgentEnv.fillCredential"})
+#: The ``AgentEnv.*`` commands an agent's own connection may send, and their
+#: params (``requestHuman`` is an agent's alone).
+AGENT_MODELS: dict[str, type[ControlParams]] = {
+    "AgentEnv.fillCredential": FillCredential,
+    "AgentEnv.requestHuman": AskHuman,
+}
+AGENT_METHODS = frozenset(AGENT_MODELS)
 
 #: Each method's result model.
 CONTROL_RESULTS: dict[type[ControlParams], type[ControlResult]] = {

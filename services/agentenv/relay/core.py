@@ -51,7 +51,13 @@ import orjson
 from pydantic import ValidationError
 
 from agentenv.protocol import MAX_DEPTH, problems, too_deep
-from agentenv.protocol.control import AGENT_METHODS, CONTROL_METHODS, ControlParams, FillCredential
+from agentenv.protocol.control import (
+    AGENT_METHODS,
+    AGENT_MODELS,
+    CONTROL_METHODS,
+    ControlParams,
+    FillCredential,
+)
 from agentenv.relay import guard, ids, password, scope_rule, traces, world_rule
 from agentenv.relay.connection import (
     BROWSER_TARGET,
@@ -476,14 +482,18 @@ def _control(state: ClientState, step: Step) -> Step:
 
 
 def _agent_control(state: ClientState, step: Step) -> Step:
-    """``AgentEnv.fillCredential`` from an agent: on a tab's session only (the
-    relay fills that tab, in the agent's scope), never naming a tab."""
+    """An agent's ``AgentEnv.*`` command: ``requestHuman`` on any of its
+    sessions; ``fillCredential`` on a tab's session only (the relay fills
+    that tab, in the agent's scope), never naming a tab."""
     step.kind = Kind.CONTROL
     try:
-        parsed = FillCredential.model_validate(step.params or {})
+        parsed = AGENT_MODELS[step.method].model_validate(step.params or {})
     except ValidationError as exc:
         step.code = -32602
         step.error = f"{step.method}: {'; '.join(problems(exc, 'params'))}"
+        return step
+    if not isinstance(parsed, FillCredential):
+        step.control = parsed
         return step
     if parsed.tab is not None:
         step.code = -32602

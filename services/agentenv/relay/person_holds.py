@@ -36,6 +36,8 @@ __all__ = ["RULE", "WAIT_S", "PersonHolds", "behind_person"]
 WAIT_S = HELD_WAIT_S
 #: The guard's rule of a command refused after that.
 RULE = PERSON_RULE
+#: An agent's command asking for a person (relay/asking.py).
+ASKS = "AgentEnv.requestHuman"
 
 
 class PersonHolds:
@@ -88,6 +90,8 @@ async def behind_person(holds: PersonHolds, step: Step, scope: str) -> Refuse | 
     CDP proxy and the relay's HTTP commands (``/json/new``, ``close``,
     ``activate``) both ask this."""
     if holds.holder(scope) is None or acts(step.method, step.params) != ACTING:
+        return None
+    if step.method == ASKS:  # asking for a person is never held (as the op is not)
         return None
     began = time.monotonic()
     still = await holds.wait(scope)

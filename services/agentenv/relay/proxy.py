@@ -43,10 +43,18 @@ import orjson
 from aiohttp import WebSocketError, WSCloseCode, WSMsgType, web
 
 from agentenv.log.cdp_params import redact_params
-from agentenv.protocol.control import ControlResult, FillCredential, Filled, OpenScope, ScopeMade
+from agentenv.protocol.control import (
+    AskHuman,
+    ControlResult,
+    FillCredential,
+    Filled,
+    OpenScope,
+    ScopeMade,
+)
 from agentenv.protocol.credentials import WITHHELD
 from agentenv.protocol.log import ACTING
 from agentenv.relay import core, elements, password
+from agentenv.relay.asking import ask_human
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.causes import TAB_METHODS
 from agentenv.relay.commands import acts
@@ -443,8 +451,11 @@ class _Bridge:
                 self.logbook.end_command(self._entry(step), False, step.error)
             await self._answer(step.error_answer())
             return
+        if isinstance(step.control, AskHuman):  # an agent's; waits beside its others
+            self.watcher.spawn(self._ask_human(step))
+            return
         if not self.state.identity.control:
-            await self._agent_fill(step)  # the one an agent may send (core._agent_control)
+            await self._agent_fill(step)  # core._agent_control
             return
         if isinstance(step.control, OpenScope):
             # It may wait in the scopes' queue for a close, which comes on
@@ -452,6 +463,13 @@ class _Bridge:
             self.watcher.spawn(self._open_scope(step))
             return
         await self._control_run(step)
+
+    async def _ask_human(self, step: Step) -> None:
+        """``AgentEnv.requestHuman``: the app asks a person (relay/asking.py)."""
+        answer, unasked = await ask_human(self.watcher, self.state, step)
+        if unasked is not None:
+            self.logbook.end_command(self._entry(step), False, unasked)
+        await self._answer(answer)
 
     async def _agent_fill(self, step: Step) -> None:
         """``AgentEnv.fillCredential`` on an agent's tab session: an entry like
