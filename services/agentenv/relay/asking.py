@@ -45,6 +45,12 @@ async def ask_human(
     settings, http = watcher.settings, watcher.http
     asked = step.control
     assert isinstance(asked, AskHuman)
+    if settings.control_token is None and settings.tokens_required:
+        why = (
+            f"{step.method} needs AGENTENV_CONTROL_TOKEN set on this computer (the relay "
+            "asks the app with it); call the request_human op with your own token instead"
+        )
+        return _error(step, why), why
     body: dict[str, Any] = {"reason": asked.reason, "timeout_s": asked.timeout_s}
     if state.scope is not None:
         body["scope"] = state.scope.name
