@@ -65,6 +65,9 @@ document.getElementById("go").onclick = () => {{
 }};
 </script>"""
 OTHER = "<!doctype html><title>second tab</title><p>another page"
+#: A page that is one link to OTHER: a person's click there sends a request.
+LINK = """<!doctype html><title>a link</title><style>body { margin: 0 }</style>
+<a href="other.html" style="display: block; width: 100vw; height: 100vh">on</a>"""
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +90,8 @@ def pc(image: str, recordings: Path) -> Iterator[Computer]:
         env={"AGENTENV_UPLOAD_ROOTS": str(recordings), "AGENTENV_MAX_SCOPES": "2"},
         shared=recordings,
     ) as running:
-        running.serve_folder(PORT, "/tmp/form", {"signin.html": FORM, "other.html": OTHER})
+        pages = {"signin.html": FORM, "other.html": OTHER, "link.html": LINK}
+        running.serve_folder(PORT, "/tmp/form", pages)
         yield running
 
 
@@ -243,13 +247,22 @@ def _metric(pc: Computer, name: str) -> float:
 
 def test_an_agent_asks_for_a_person_who_hands_back(pc: Computer, recordings: Path) -> None:
     """On the record: the recording's manifest lists the handoff (who asked,
-    why, the person's entries, the word), and agentenv verify reads it again."""
+    why, the person's entries, the word, a frame of their own), its
+    network.har marks the request the person's click sent as theirs, and
+    agentenv verify reads it again."""
     from playwright.sync_api import sync_playwright
 
+    pc.op("navigate", {"url": f"http://127.0.0.1:{PORT}/link.html"}, user="alice")
+    linked = next(t["id"] for t in _tabs(pc) if t["url"].endswith("/link.html"))
     _, before = pc.log()
     started = pc.recording(
         "start",
-        {"request_id": "handoff-1", "scope": "shop", "upload": {"url": f"file://{recordings}"}},
+        {
+            "request_id": "handoff-1",
+            "scope": "shop",
+            "upload": {"url": f"file://{recordings}"},
+            "har": {},
+        },
     )
     # Bounded: no person answers in time, and the agent is told so.
     timed_out = requests.post(
@@ -292,6 +305,13 @@ def test_an_agent_asks_for_a_person_who_hands_back(pc: Computer, recordings: Pat
             assert "alice asks for a person" in banner.inner_text()
             # The person acts before handing back: an entry of the handoff's.
             assert _live_input(pc, "carol", {"kind": "key", "keys": "Escape"}) == 200
+            for kind in ("down", "up"):  # a click on the link
+                assert _live_input(pc, "carol", {"kind": kind, "x": 100, "y": 100}) == 200
+            wait_for(
+                lambda: any(t["id"] == linked and t["title"] == "second tab" for t in _tabs(pc)),
+                "the link to be followed",
+                30,
+            )
             page.locator("#done").click()
             answer = asked.result(timeout=deadline(60))
             browser.close()
@@ -327,14 +347,20 @@ def test_an_agent_asks_for_a_person_who_hands_back(pc: Computer, recordings: Pat
         [],
     )
     assert timed_out["request"] == seq_of[("request_human", "nobody is there")]
-    pressed = [x["seq"] for x in lines if x.get("action", {}).get("op") == "input/key"]
+    people = ("input/key", "input/down", "input/up")
+    pressed = [x["seq"] for x in lines if x.get("action", {}).get("op") in people]
     assert answered["request"] == seq_of[("request_human", "type the code on the card")]
     assert (answered["agent"], answered["word"], answered["people"]) == ("alice", "done", ["carol"])
     assert answered["entries"] == pressed and answered["answer"] == seq_of[("human/answer", None)]
     # The person's burst has a frame of its own, and no agent's frame claims it.
     kinds = {seq: f["kind"] for f in manifest["frames"] for seq in f["after"]}
-    assert [kinds.get(seq) for seq in pressed] == ["person"], manifest["frames"]
+    assert {kinds.get(seq) for seq in pressed} == {"person"}, manifest["frames"]
     assert kinds.get(answered["request"]) == "action"
+    # The request the person's click sent is theirs in network.har.
+    har = json.loads((folder / "network.har").read_text())["log"]["entries"]
+    followed = [e for e in har if e["request"]["url"].endswith("/other.html")]
+    assert followed and all(e.get("_by") == "human" for e in followed), followed
+    assert {e["_who"] for e in followed} == {"carol"}
     key = requests.get(pc.app + "/card", timeout=deadline(30)).json()["attestation"]["key"]
     done = subprocess.run(
         [sys.executable, "-m", "agentenv", "verify", str(folder), "--key", key],

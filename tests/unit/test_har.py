@@ -486,3 +486,36 @@ async def test_a_held_tab_runs_once_network_is_on_and_even_when_it_failed() -> N
     assert har.sessions["F"] == "T-NEW"
     assert ("Runtime.runIfWaitingForDebugger", "F") in link.calls
     assert ("Target.setAutoAttach", "F") not in link.calls
+
+
+def test_a_persons_requests_are_marked_as_theirs() -> None:
+    """At the end, each entry is judged by the latest act on its tab before
+    it started: a person's marks it ``_by: human``; an agent's, or none,
+    leaves it as it was."""
+    import orjson
+
+    from agentenv.recorder.har_people import mark_people
+
+    def act(seq: int, second: int, tab: str, via: str, who: str) -> bytes:
+        action = {"via": via, "who": who, "acts": "acting", "op": "input/down", "tab": tab}
+        at = f"2026-12-07T00:00:{second:02d}.000Z"
+        return orjson.dumps({"seq": seq, "at": at, "action": action})
+
+    lines = [
+        act(1, 10, "T1", "api", "alice"),
+        act(2, 20, "T1", "human", "carol@s1"),
+        act(3, 20, "T2", "human", "carol@s1"),
+        act(4, 30, "T1", "cdp", "alice"),
+        act(5, 35, "T1", "agentenv", "agentenv"),  # the computer's own: no one's segment
+        orjson.dumps({"seq": 6, "at": "2026-12-07T00:00:40.000Z", "tab": {"event": "opened"}}),
+    ]
+
+    def entry(tab: str, second: int) -> dict[str, Any]:
+        return {"pageref": tab, "startedDateTime": f"2026-12-07T00:00:{second:02d}.500Z"}
+
+    entries = [entry("T1", 5), entry("T1", 15), entry("T1", 25), entry("T1", 36), entry("T2", 21)]
+    entries.append(entry("T3", 25))
+    assert mark_people(entries, lines) == 2
+    assert [e.get("_by") for e in entries] == [None, None, "human", None, "human", None]
+    assert entries[2]["_who"] == "carol@s1"
+    assert mark_people([entry("T1", 25)], []) == 0  # no log: nothing said

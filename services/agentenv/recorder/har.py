@@ -67,6 +67,7 @@ import orjson
 from agentenv.protocol.recording import HarEntry
 from agentenv.recorder.grants import Uploader, UploadError
 from agentenv.recorder.har_entry import BODY_CAP, HarRequest, body_bytes, document, entry, texty
+from agentenv.recorder.har_people import mark_people
 from agentenv.recorder.typed import Typed
 from agentenv.relay_link import BrowserError, BrowserLink
 
@@ -160,6 +161,7 @@ class Har:
         self.typed.read(lines or [])
         self._judge(final=True)
         await self._upload_parts(final=True)
+        mark_people(self.done, lines or [])  # the whole file's: the parts are uploaded
         try:
             await self.upload.put("network.har", document(self.done), "application/json")
         except UploadError as exc:
