@@ -65,6 +65,25 @@ document.getElementById("go").onclick = () => {{
 }};
 </script>"""
 OTHER = "<!doctype html><title>second tab</title><p>another page"
+#: What the challenge's canvas draws: a person reads it; an agent's DOM
+#: reading finds no text (told to the person's driver "out of band").
+CODE = "7305"
+CHALLENGE = f"""<!doctype html><title>challenge</title>
+<style>body {{ margin: 0 }} canvas, input, button {{ position: absolute; left: 40px }}
+input, button {{ width: 400px; height: 40px; font-size: 20px }}</style>
+<canvas id=card width=400 height=60 style="top: 20px"></canvas>
+<input id=code style="top: 120px" autocomplete=off>
+<input id=password type=password style="top: 200px" autocomplete=off>
+<button id=go style="top: 280px">go on</button>
+<script>
+const pen = document.getElementById("card").getContext("2d");
+pen.font = "40px sans-serif"; pen.fillText("{CODE}", 10, 45);
+document.getElementById("go").onclick = () => {{
+  const code = document.getElementById("code").value === "{CODE}";
+  const word = btoa(document.getElementById("password").value) === "{SECRET_B64}";
+  document.title = code && word ? "passed" : "still stuck";
+}};
+</script>"""
 #: A page that is one link to OTHER: a person's click there sends a request.
 LINK = """<!doctype html><title>a link</title><style>body { margin: 0 }</style>
 <a href="other.html" style="display: block; width: 100vw; height: 100vh">on</a>"""
@@ -90,7 +109,12 @@ def pc(image: str, recordings: Path) -> Iterator[Computer]:
         env={"AGENTENV_UPLOAD_ROOTS": str(recordings), "AGENTENV_MAX_SCOPES": "2"},
         shared=recordings,
     ) as running:
-        pages = {"signin.html": FORM, "other.html": OTHER, "link.html": LINK}
+        pages = {
+            "signin.html": FORM,
+            "other.html": OTHER,
+            "link.html": LINK,
+            "challenge.html": CHALLENGE,
+        }
         running.serve_folder(PORT, "/tmp/form", pages)
         yield running
 
@@ -635,3 +659,114 @@ def test_an_agent_asks_for_a_person_with_a_cdp_command(pc: Computer) -> None:
 
     refused = asyncio.run(asyncio.wait_for(bad(), deadline(60)))
     assert refused["error"]["code"] == -32602 and "reason" in refused["error"]["message"]
+
+
+def test_a_playwright_agent_stuck_on_a_challenge_gets_a_person(
+    pc: Computer, recordings: Path
+) -> None:
+    """The whole handoff, as issue 44 tells it: a Playwright agent meets a
+    code drawn on a canvas, which its DOM reading cannot get, and asks for a
+    person with ``AgentEnv.requestHuman`` on a CDP session of its own. A
+    person (a second Playwright, driving the live view as a user would)
+    reads the code, types it and a password, and hands back; the agent goes
+    on. On the record: the request (``via: cdp``), the person's entries
+    (``via: human``, the password withheld), the answer, a frame of the
+    person's, and agentenv verify passes."""
+    from playwright.sync_api import sync_playwright
+
+    site = f"http://127.0.0.1:{PORT}/challenge.html"
+    started = pc.recording(
+        "start",
+        {"request_id": "challenge-1", "scope": "shop", "upload": {"url": f"file://{recordings}"}},
+    )
+    _, before = pc.log()
+
+    def agent() -> tuple[dict[str, Any], str, str]:
+        with sync_playwright() as pw:
+            browser = pw.chromium.connect_over_cdp(
+                pc.relay, headers=pc.headers("alice"), timeout=deadline(60) * 1000
+            )
+            page = browser.contexts[0].new_page()
+            page.goto(site, timeout=deadline(60) * 1000)
+            seen = page.locator("body").inner_text()  # what a DOM reader gets: no code
+            assert CODE not in seen and CODE not in page.content()
+            session = browser.new_browser_cdp_session()
+            said = session.send(
+                "AgentEnv.requestHuman", {"reason": "a code is drawn on a card", "timeout_s": 120}
+            )
+            title = page.title()  # the agent goes on
+            page.locator("#go").click()
+            after = page.title()
+            browser.close()
+            return said, title, after
+
+    with ThreadPoolExecutor(1) as pool:
+        agents = pool.submit(agent)
+        wait_for(
+            lambda: _metric(pc, "agentenv_human_requests_waiting") == 1, "the agent to ask", 60
+        )
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=shutil.which("chromium"))
+            page = browser.new_page(viewport={"width": 1000, "height": 800})
+            page.goto(f"{pc.app}/live?token={pc.token('carol')}")
+            screen = page.locator("#screen")
+            wait_for(lambda: "a code is drawn" in page.locator("#reason").inner_text(), "ask", 30)
+            wait_for(
+                lambda: any(t["title"] == "challenge" and t["active"] for t in _tabs(pc)),
+                "the challenge in front",
+                30,
+            )
+            wait_for(lambda: int(screen.get_attribute("data-frames") or 0) >= 2, "frames", 30)
+            width, height = page.evaluate("[screen.naturalWidth, screen.naturalHeight]")
+
+            def click_at(x: float, y: float) -> None:
+                box = screen.bounding_box()
+                assert box is not None
+                page.mouse.click(
+                    box["x"] + x * box["width"] / width, box["y"] + y * box["height"] / height
+                )
+
+            def settled() -> bool:
+                return bool(page.evaluate("queue.length === 0 && !sending && text === ''"))
+
+            click_at(240, 140)  # the code field
+            page.keyboard.type(CODE)  # read off the card, as the person's driver was told
+            click_at(240, 220)  # the password field
+            page.keyboard.type(PASSWORD)
+            wait_for(settled, "the person's typing to be sent", timeout_s=30)
+            page.locator("#done").click()
+            wait_for(settled, "the word to be sent", timeout_s=30)
+            browser.close()
+        said, title, after = agents.result(timeout=deadline(120))
+    assert said == {"word": "done", "who": "carol", "note": None}, said
+    assert (title, after) == ("challenge", "passed")
+
+    pc.recording("end", {"recording_id": started["recording_id"], "reason": "completed"})
+    lines = pc.settled_log(before)
+    acted = [(x["seq"], x["action"]) for x in lines if "action" in x]
+    asked = [s for s, a in acted if a.get("op") == "request_human"]
+    people = [(s, a) for s, a in acted if a.get("via") == "human"]
+    typed = [a["args"]["text"] for _, a in people if a["op"] == "input/type"]
+    assert CODE in typed and any(isinstance(t, dict) and t.get("withheld") for t in typed), typed
+    word = next(s for s, a in people if a["op"] == "human/answer")
+    went_on = [s for s, a in acted if a.get("who") == "alice" and a.get("acts") == "acting"]
+    assert asked and asked[0] < people[0][0] and word < max(went_on), (asked, word)
+    folder = recordings / started["recording_id"]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (handoff,) = manifest["handoffs"]
+    assert (handoff["agent"], handoff["word"], handoff["people"]) == ("alice", "done", ["carol"])
+    assert handoff["request"] == asked[0] and handoff["answer"] == word
+    assert any(f["kind"] == "person" for f in manifest["frames"]), manifest["frames"]
+    key = requests.get(pc.app + "/card", timeout=deadline(30)).json()["attestation"]["key"]
+    done = subprocess.run(
+        [sys.executable, "-m", "agentenv", "verify", str(folder), "--key", key],
+        capture_output=True,
+        text=True,
+        timeout=deadline(120),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = pc.all_log_bytes() + b"".join(
+        p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    )
+    assert b'"who":"carol"' in written  # the person's entries are there
+    assert PASSWORD.encode() not in written and SECRET_B64.encode() not in written
