@@ -222,7 +222,7 @@ def test_agentenv_commands_are_for_the_control_token_only() -> None:
     ("method", "params", "says"),
     [
         ("AgentEnv.nope", {}, "unknown AgentEnv.nope"),
-        ("AgentEnv.beginAction", {"via": "cdp", "who": "a", "op": "x"}, "via"),
+        ("AgentEnv.beginAction", {"via": "pigeon", "who": "a", "op": "x"}, "via"),
         ("AgentEnv.beginAction", {"via": "api", "who": "", "op": "x"}, "who"),
         ("AgentEnv.beginAction", {"via": "api", "who": "a"}, "op or tool"),
         ("AgentEnv.beginAction", {"via": "api", "who": "a\nb", "op": "x"}, "who"),
