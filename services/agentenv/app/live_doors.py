@@ -190,6 +190,9 @@ async def live_input(request: web.Request) -> web.Response:
         # The relay holds the scope's agents' acting commands meanwhile.
         await browser.link.control(HoldScope(who=identity.user, seconds=HOLD_S), Done)
         await handler(browser, body, person)
+        for live in request.app[lives_key].values():
+            if live.browser is browser:
+                live.acted()  # the view's next frame shows it, not a capture from before
         if op == "human/answer" and browser.controller and browser.controller[0] == identity.user:
             browser.controller = None  # handed back: the agents act again
             await browser.link.control(HoldScope(who=identity.user, seconds=0), Done)

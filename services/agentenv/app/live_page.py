@@ -33,14 +33,19 @@ a person's token, their pointer, keys, text and paste sent as inputs.
 
 from __future__ import annotations
 
-from agentenv.app.live import FPS
+from agentenv.app.live import DRIVE_FPS, DRIVING_S, FPS
 
 __all__ = ["live_page"]
 
 
 def live_page(drives: bool) -> str:
     """The page, for a token that may drive (a person's) or only watch."""
-    return _PAGE.replace("__FPS__", str(FPS)).replace("__DRIVES__", "true" if drives else "false")
+    return (
+        _PAGE.replace("__FPS__", str(FPS))
+        .replace("__DRIVE_FPS__", str(DRIVE_FPS))
+        .replace("__DRIVING_MS__", str(int(DRIVING_S * 1000)))
+        .replace("__DRIVES__", "true" if drives else "false")
+    )
 
 
 _PAGE = """<!doctype html>
@@ -87,6 +92,11 @@ const status = document.getElementById("status");
 const bar = document.getElementById("tabs");
 const asking = document.getElementById("request");
 const every = 1000 / __FPS__;
+// While the person acts (and __DRIVING_MS__ ms after), frames come faster,
+// and a frame is fetched as soon as an input is done: they see it sooner.
+const driveEvery = 1000 / __DRIVE_FPS__;
+let acted = -1e9, due = false, wake = null;
+const QUICK = 33;
 let frames = 0, sent = 0, refused = 0, undecoded = 0;
 
 async function said(answer) {
@@ -118,10 +128,18 @@ async function once() {
 async function loop() {
   for (;;) {
     const began = performance.now();
+    due = false;
     if (!document.hidden) {
       try { await once(); } catch (e) { status.textContent = "the computer is not answering"; }
     }
-    await new Promise((r) => setTimeout(r, Math.max(20, every - (performance.now() - began))));
+    // An input done while this frame was fetched: the next one at once (at
+    // most every QUICK ms), else at the driving or the watching pace.
+    const pace = due ? QUICK : performance.now() - acted < __DRIVING_MS__ ? driveEvery : every;
+    const rest = pace - (performance.now() - began);
+    if (rest > 0) {
+      await new Promise((r) => { wake = r; setTimeout(r, Math.max(due ? 0 : 20, rest)); });
+    }
+    wake = null;
   }
 }
 async function tabs() {
@@ -172,7 +190,11 @@ async function pump() {
         method: "POST", cache: "no-store", body: JSON.stringify(input),
         headers: {...headers, "Content-Type": "application/json"},
       });
-      if (answer.ok) { sent += 1; screen.dataset.sent = String(sent); }
+      if (answer.ok) {
+        sent += 1; screen.dataset.sent = String(sent);
+        acted = performance.now(); due = true;  // its effect, in the next frame now
+        if (wake) wake();
+      }
       else {
         refused += 1; screen.dataset.refused = String(refused);
         status.textContent = await said(answer);
