@@ -66,8 +66,10 @@ document.getElementById("go").onclick = () => {{
 </script>"""
 OTHER = "<!doctype html><title>second tab</title><p>another page"
 #: What the challenge's canvas draws: a person reads it; an agent's DOM
-#: reading finds no text (told to the person's driver "out of band").
+#: reading finds no text, nor does the page's source (written as char codes).
+#: The person's driver is told it "out of band".
 CODE = "7305"
+CODE_CHARS = ", ".join(str(ord(c)) for c in CODE)
 CHALLENGE = f"""<!doctype html><title>challenge</title>
 <style>body {{ margin: 0 }} canvas, input, button {{ position: absolute; left: 40px }}
 input, button {{ width: 400px; height: 40px; font-size: 20px }}</style>
@@ -76,10 +78,11 @@ input, button {{ width: 400px; height: 40px; font-size: 20px }}</style>
 <input id=password type=password style="top: 200px" autocomplete=off>
 <button id=go style="top: 280px">go on</button>
 <script>
+const secret = String.fromCharCode({CODE_CHARS});
 const pen = document.getElementById("card").getContext("2d");
-pen.font = "40px sans-serif"; pen.fillText("{CODE}", 10, 45);
+pen.font = "40px sans-serif"; pen.fillText(secret, 10, 45);
 document.getElementById("go").onclick = () => {{
-  const code = document.getElementById("code").value === "{CODE}";
+  const code = document.getElementById("code").value === secret;
   const word = btoa(document.getElementById("password").value) === "{SECRET_B64}";
   document.title = code && word ? "passed" : "still stuck";
 }};
@@ -172,7 +175,6 @@ def test_a_person_signs_in_through_the_view_on_the_record(pc: Computer) -> None:
         browser = pw.chromium.launch(executable_path=shutil.which("chromium"))
         # A view smaller than the frame: the clicks are scaled back to its pixels.
         context = browser.new_context(viewport={"width": 900, "height": 700})
-        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=pc.app)
         page = context.new_page()
         page.goto(f"{pc.app}/live?token={pc.token('carol')}")
         screen = page.locator("#screen")
@@ -212,10 +214,15 @@ def test_a_person_signs_in_through_the_view_on_the_record(pc: Computer) -> None:
         )
         assert page.evaluate("Number(screen.dataset.refused || 0)") == 0
 
-        # A paste from the person's own clipboard is typed as text.
-        page.evaluate("navigator.clipboard.writeText('pasted words')")
-        page.locator("#keys").focus()
-        page.keyboard.press("Control+V")
+        # A paste is typed as text (the paste event a browser fires on Ctrl+V,
+        # with its clipboard's text: the view's address is no secure context,
+        # where a test could fill the clipboard itself), into the name field.
+        click_at(240, 60)
+        page.evaluate(
+            """() => { const data = new DataTransfer(); data.setData("text/plain", "pasted words");
+            keys.dispatchEvent(new ClipboardEvent("paste", {clipboardData: data, bubbles: true,
+            cancelable: true})); }"""
+        )
         # Text an input method composes (as Chromium's IME sends it) once composed.
         ime = context.new_cdp_session(page)
         composing = {"text": "にほ", "selectionStart": 2, "selectionEnd": 2}
@@ -703,8 +710,12 @@ def test_a_playwright_agent_stuck_on_a_challenge_gets_a_person(
     with ThreadPoolExecutor(1) as pool:
         agents = pool.submit(agent)
         wait_for(
-            lambda: _metric(pc, "agentenv_human_requests_waiting") == 1, "the agent to ask", 60
+            lambda: agents.done() or _metric(pc, "agentenv_human_requests_waiting") == 1,
+            "the agent to ask",
+            60,
         )
+        if agents.done():
+            agents.result()  # it failed before asking: say why
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=shutil.which("chromium"))
             page = browser.new_page(viewport={"width": 1000, "height": 800})
