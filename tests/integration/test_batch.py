@@ -177,7 +177,12 @@ def test_online_mind2web_tasks_from_a_jsonl(image: str, tmp_path: Path) -> None:
         assert result["task"] == f"find item {n}" and result["reference_length"] == 3 + n
         assert result["agent_final_answer"] == f"did m2w-{n}"
         history = [s["action"] for s in result["action_history"][:-1]]
-        assert any(f'type "find item {n}"' in h for h in history), history
+        frames = [
+            (f["kind"], f["after"], f.get("error"))
+            for m in (out / f"m2w-{n}").rglob("manifest.json")
+            for f in json.loads(m.read_text())["frames"]
+        ]
+        assert any(f'type "find item {n}"' in h for h in history), (history, frames)
         # Beside it, the recording's evidence (issue 25), as results.jsonl has it.
         attestation = json.loads((export.parent / "attestation.json").read_text())
         assert attestation["verified"] is True, attestation

@@ -99,7 +99,10 @@ AGENT_FRAMES: list[tuple[FrameKind, list[int]]] = [
 
 
 def _recording(
-    tmp_path: Path, lines: list[LogLine], kinds: list[tuple[FrameKind, list[int]]] = AGENT_FRAMES
+    tmp_path: Path,
+    lines: list[LogLine],
+    kinds: list[tuple[FrameKind, list[int]]] = AGENT_FRAMES,
+    failed: frozenset[int] = frozenset(),
 ) -> tuple[Path, BrowserRecordingManifest]:
     """A recording folder of ``lines``: its slice, chain and frames."""
     folder = tmp_path / "rec"
@@ -131,11 +134,13 @@ def _recording(
             at=AT,
             file=f"frames/{i:04d}-{kind}.jpg",
             type="jpeg",
+            error="the capture timed out" if i in failed else None,
         )
         for i, (kind, after) in enumerate(kinds)
     ]
     for frame in frames:
-        (folder / frame.file).write_bytes(b"\xff\xd8" + bytes([frame.index]))
+        if not frame.error:
+            (folder / frame.file).write_bytes(b"\xff\xd8" + bytes([frame.index]))
     manifest = BrowserRecordingManifest(
         recording_id="rec",
         request_id="r",
@@ -262,3 +267,14 @@ def test_the_viewer_says_what_a_person_did_before_their_frame(tmp_path: Path) ->
     # the answer (no act on the page, 7) are not.
     people = [(4, "carol"), (5, "carol"), (6, "carol"), (9, "dora")]
     assert listed == sorted([(1, "alice"), (2, "alice"), (8, "alice"), (10, "alice"), *people])
+
+
+def test_an_action_frame_whose_capture_failed_is_a_step_all_the_same(tmp_path: Path) -> None:
+    folder, manifest = _recording(tmp_path, SESSION, failed=frozenset({2}))
+    out = export(manifest, folder, tmp_path / "out", "Sign in", "t-1", "signed in")
+    steps = json.loads((out / "result.json").read_text())["action_history"]
+    assert [s["action"] for s in steps][2] == "click at (20, 20)"  # frame 2's
+    assert steps[2]["frame_error"] == "the capture timed out"
+    assert all("frame_error" not in s for i, s in enumerate(steps) if i != 2)
+    pictures = [(out / "trajectory" / s["screenshot"]).read_bytes() for s in steps]
+    assert pictures[2] == b"\xff\xd8" + bytes([3])  # the next frame's picture

@@ -9,7 +9,9 @@
 
 and ``<out>/<task_id>/trajectory/NNNN.jpg``: one step per action frame, its
 ``action`` what the agent did in words (:mod:`.words`); the last step is
-``TASK_COMPLETE -> ANSWER: …``. A person's span (a handoff,
+``TASK_COMPLETE -> ANSWER: …``. An action frame whose capture failed is a
+step all the same (what the agent did is in the log), pictured by the next
+frame that has a picture, its ``frame_error`` saying why. A person's span (a handoff,
 :mod:`agentenv.protocol.handoffs`) is a step of its own where it happened,
 marked: its ``action`` begins ``A PERSON STEPPED IN`` (who asked and why,
 what the person did in words, the word they handed back with), its ``by``
@@ -112,18 +114,25 @@ def _steps(
     person's span, pictured by the last frame of the person's own bursts,
     else the first frame after the span, else the recording's last), each
     with its picture and fields."""
-    frames = [f for f in manifest.frames if f.kind == "action" and not f.error]
+    pictures = [f for f in manifest.frames if not f.error]
     steps: list[tuple[tuple[int, int], FrameEntry, dict[str, Any]]] = []
-    for frame in frames:
+    for frame in (f for f in manifest.frames if f.kind == "action"):
         entries = [lines[s] for s in frame.after if s in lines]
         acts = [a for e in entries if (a := agent_act(e)) is not None]
-        fields = {
+        fields: dict[str, Any] = {
             "action": describe(entries),
             "action_status": "success" if all(a.get("ok") for a in acts) else "failed",
             "thought": None,
         }
-        steps.append(((max(frame.after, default=0), 0), frame, fields))
-    pictures = [f for f in manifest.frames if not f.error]
+        picture: FrameEntry | None = frame
+        if frame.error:
+            # Its capture failed: the step stays (what the agent did is in
+            # the log), pictured by the next frame that has one, said so.
+            later = [f for f in pictures if f.index > frame.index]
+            picture = later[0] if later else (pictures[-1] if pictures else None)
+            fields["frame_error"] = frame.error
+        if picture is not None:
+            steps.append(((max(frame.after, default=0), 0), picture, fields))
     for handoff in handoffs:
         seqs = [s for s in (handoff.request, *handoff.entries, handoff.answer) if s is not None]
         own = set(handoff.entries)
