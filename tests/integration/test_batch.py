@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -182,7 +183,9 @@ def test_online_mind2web_tasks_from_a_jsonl(image: str, tmp_path: Path) -> None:
             for m in (out / f"m2w-{n}").rglob("manifest.json")
             for f in json.loads(m.read_text())["frames"]
         ]
-        assert any(f'type "find item {n}"' in h for h in history), (history, frames)
+        # Typing a word is one step; a pause under load may split it in two.
+        typed = "".join(re.findall(r'type "([^"]*)"', " ".join(history)))
+        assert f"find item {n}" in typed, (history, frames)
         # Beside it, the recording's evidence (issue 25), as results.jsonl has it.
         attestation = json.loads((export.parent / "attestation.json").read_text())
         assert attestation["verified"] is True, attestation
