@@ -347,7 +347,12 @@ def test_an_agent_asks_for_a_person_who_hands_back(pc: Computer, recordings: Pat
             answer = asked.result(timeout=deadline(60))
             browser.close()
     assert answer.status_code == 200, answer.text
-    assert answer.json() == {"word": "done", "who": "carol", "note": None}
+    said = answer.json()
+    assert {k: said[k] for k in ("word", "who", "note")} == {
+        "word": "done",
+        "who": "carol",
+        "note": None,
+    }
     assert _metric(pc, "agentenv_human_requests_waiting") == 0
 
     lines, _ = pc.log(before)
@@ -383,6 +388,7 @@ def test_an_agent_asks_for_a_person_who_hands_back(pc: Computer, recordings: Pat
     assert answered["request"] == seq_of[("request_human", "type the code on the card")]
     assert (answered["agent"], answered["word"], answered["people"]) == ("alice", "done", ["carol"])
     assert answered["entries"] == pressed and answered["answer"] == seq_of[("human/answer", None)]
+    assert said["entries"] == pressed  # the agent is told which entries the person made
     # The person's burst has a frame of its own, and no agent's frame claims it.
     kinds = {seq: f["kind"] for f in manifest["frames"] for seq in f["after"]}
     assert {kinds.get(seq) for seq in pressed} == {"person"}, manifest["frames"]
@@ -650,7 +656,12 @@ def test_an_agent_asks_for_a_person_with_a_cdp_command(pc: Computer) -> None:
                     return dict(message)
 
     said = asyncio.run(asyncio.wait_for(run(), deadline(120)))
-    assert said.get("result") == {"word": "done", "who": "carol", "note": "it said 4411"}, said
+    assert said.get("result") == {
+        "word": "done",
+        "who": "carol",
+        "note": "it said 4411",
+        "entries": [],  # the person made none: only their word
+    }, said
     assert _metric(pc, "agentenv_human_requests_waiting") == 0
     lines = pc.settled_log(before)
     asked = [x["action"] for x in lines if x.get("action", {}).get("op") == "request_human"]
@@ -749,17 +760,22 @@ def test_a_playwright_agent_stuck_on_a_challenge_gets_a_person(
             wait_for(settled, "the word to be sent", timeout_s=30)
             browser.close()
         said, title, after = agents.result(timeout=deadline(120))
-    assert said == {"word": "done", "who": "carol", "note": None}, said
+    assert {k: said[k] for k in ("word", "who", "note")} == {
+        "word": "done",
+        "who": "carol",
+        "note": None,
+    }, said
     assert (title, after) == ("challenge", "passed")
 
     pc.recording("end", {"recording_id": started["recording_id"], "reason": "completed"})
     lines = pc.settled_log(before)
     acted = [(x["seq"], x["action"]) for x in lines if "action" in x]
     asked = [s for s, a in acted if a.get("op") == "request_human"]
-    people = [(s, a) for s, a in acted if a.get("via") == "human"]
+    people = [(s, a) for s, a in acted if a.get("via") == "human" and a.get("within") is None]
     typed = [a["args"]["text"] for _, a in people if a["op"] == "input/type"]
     assert CODE in typed and any(isinstance(t, dict) and t.get("withheld") for t in typed), typed
     word = next(s for s, a in people if a["op"] == "human/answer")
+    assert said["entries"] == [s for s, a in people if s < word], said
     went_on = [s for s, a in acted if a.get("who") == "alice" and a.get("acts") == "acting"]
     assert asked and asked[0] < people[0][0] and word < max(went_on), (asked, word)
     folder = recordings / started["recording_id"]

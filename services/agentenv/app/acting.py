@@ -16,7 +16,7 @@ from agentenv.app.caller import Caller
 from agentenv.app.op_browser import Browser
 from agentenv.log.argpaths import typed_paths
 from agentenv.protocol.control import HELD_WAIT_S
-from agentenv.protocol.handoffs import REQUEST_OP
+from agentenv.protocol.handoffs import ANSWER_OP, REQUEST_OP
 from agentenv.protocol.log import AGENT_VIAS
 from agentenv.relay_link import ActionContext
 
@@ -91,6 +91,9 @@ async def acting(
             acts=acts,
         ) as ctx,
     ):
+        waiting = browser.waiting
+        if caller.via == "human" and waiting is not None and waiting.open and op != ANSWER_OP:
+            waiting.entries.append(ctx.entry)  # the person's, for the agent's answer
         yield ctx
 
 

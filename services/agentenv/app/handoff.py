@@ -72,7 +72,7 @@ async def request_human(browser: Browser, body: RequestHuman, caller: Caller) ->
             future.cancel()  # a word sent now finds none waiting
         if browser.waiting is waiting:
             browser.waiting = None
-    return HumanAnswered(word=word, who=who, note=note)
+    return HumanAnswered(word=word, who=who, note=note, entries=list(waiting.entries))
 
 
 async def human_answer(browser: Browser, body: HumanAnswer, caller: Caller) -> OpDone:

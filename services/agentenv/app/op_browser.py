@@ -33,13 +33,15 @@ _op_link: ContextVar[BrowserLink | None] = ContextVar("agentenv_op_link", defaul
 @dataclass
 class Waiting:
     """An agent's request for a person, waiting in one scope (app/handoff.py):
-    ``answer`` takes the person's word, user and note."""
+    ``answer`` takes the person's word, user and note; ``entries`` are the
+    person's acting entries made while it waits (their word's aside)."""
 
     reason: str
     who: str
     since: float
     until: float
     answer: asyncio.Future[tuple[str, str, str | None]]
+    entries: list[int] = field(default_factory=list)
 
     @property
     def open(self) -> bool:

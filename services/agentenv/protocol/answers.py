@@ -54,11 +54,12 @@ class OpDone(BaseModel):
 
 class HumanAnswered(BaseModel):
     """``request_human``: what the person said (``done`` or ``cannot``), who
-    they are, and their note."""
+    they are, their note, and the entries they made meanwhile (``seq``s)."""
 
     word: str
     who: str
     note: str | None = None
+    entries: list[int] = []
 
 
 class TabOpened(BaseModel):

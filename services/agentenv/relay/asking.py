@@ -15,7 +15,7 @@ command refused on the record, saying why).
 
 The command is served beside the connection's others (the agent's client
 goes on meanwhile, as a person's work needs the page), and answered
-``{word, who, note}``; no word within ``timeout_s``, a request already
+``{word, who, note, entries}``; no word within ``timeout_s``, a request already
 waiting in the scope, or anything the op refuses is an error answer
 (-32000) with the op's words.
 """
@@ -78,7 +78,7 @@ async def ask_human(
     except orjson.JSONDecodeError:
         said = None
     if status == 200 and isinstance(said, dict):
-        result = {k: said.get(k) for k in ("word", "who", "note")}
+        result = {k: said.get(k) for k in ("word", "who", "note", "entries")}
         return _answer(step, {"result": result}), None
     message = _message(said) or f"the app server answered {status}"
     return _error(step, f"{step.method}: {message}"), None
