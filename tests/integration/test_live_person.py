@@ -180,18 +180,8 @@ def test_a_person_signs_in_through_the_view_on_the_record(pc: Computer) -> None:
         screen = page.locator("#screen")
         wait_for(lambda: int(screen.get_attribute("data-frames") or 0) >= 2, "frames", 30)
 
-        # The frame's pixels, read while it shows (the tab's size does not change).
-        width, height = page.evaluate("[screen.naturalWidth, screen.naturalHeight]")
-
-        def click_at(x: float, y: float) -> None:
-            box = screen.bounding_box()
-            assert box is not None
-            page.mouse.click(
-                box["x"] + x * box["width"] / width, box["y"] + y * box["height"] / height
-            )
-
-        def settled() -> bool:
-            return bool(page.evaluate("queue.length === 0 && !sending && text === ''"))
+        hands = _Hands(page)
+        click_at, settled = hands.click_at, hands.settled
 
         # A frame that fails to decode does not replace the last picture: a
         # click still lands on its pixels.
@@ -200,7 +190,7 @@ def test_a_person_signs_in_through_the_view_on_the_record(pc: Computer) -> None:
             lambda route: route.fulfill(status=200, content_type="image/jpeg", body=b"no picture"),
         )
         wait_for(lambda: screen.get_attribute("data-undecoded") is not None, "a bad frame", 30)
-        assert page.evaluate("[screen.naturalWidth, screen.naturalHeight]") == [width, height]
+        assert page.evaluate("[screen.naturalWidth, screen.naturalHeight]") == hands.size
         click_at(240, 60)  # the name field
         page.unroute("**/live/frame*")
         page.keyboard.type(NAME)
@@ -266,6 +256,29 @@ def test_a_person_signs_in_through_the_view_on_the_record(pc: Computer) -> None:
     written = pc.all_log_bytes()
     assert b'"via":"human"' in written
     assert PASSWORD.encode() not in written
+
+
+class _Hands:
+    """A person's hands on the live view's picture (a Playwright page that
+    shows frames already): clicks at the frame's pixels, and whether all
+    they did has been sent."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        self.screen = page.locator("#screen")
+        # The frame's pixels, read while it shows (the tab's size does not change).
+        self.size: list[int] = page.evaluate("[screen.naturalWidth, screen.naturalHeight]")
+
+    def click_at(self, x: float, y: float) -> None:
+        box = self.screen.bounding_box()
+        assert box is not None
+        width, height = self.size
+        self.page.mouse.click(
+            box["x"] + x * box["width"] / width, box["y"] + y * box["height"] / height
+        )
+
+    def settled(self) -> bool:
+        return bool(self.page.evaluate("queue.length === 0 && !sending && text === ''"))
 
 
 def _metric(pc: Computer, name: str) -> float:
@@ -739,17 +752,8 @@ def test_a_playwright_agent_stuck_on_a_challenge_gets_a_person(
                 30,
             )
             wait_for(lambda: int(screen.get_attribute("data-frames") or 0) >= 2, "frames", 30)
-            width, height = page.evaluate("[screen.naturalWidth, screen.naturalHeight]")
-
-            def click_at(x: float, y: float) -> None:
-                box = screen.bounding_box()
-                assert box is not None
-                page.mouse.click(
-                    box["x"] + x * box["width"] / width, box["y"] + y * box["height"] / height
-                )
-
-            def settled() -> bool:
-                return bool(page.evaluate("queue.length === 0 && !sending && text === ''"))
+            hands = _Hands(page)
+            click_at, settled = hands.click_at, hands.settled
 
             click_at(240, 140)  # the code field
             page.keyboard.type(CODE)  # read off the card, as the person's driver was told

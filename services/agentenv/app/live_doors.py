@@ -182,7 +182,8 @@ async def live_input(request: web.Request) -> web.Response:
             "token (a user of role=human in AGENTENV_USERS)",
         )
     op, body = live_op(await read_json(request, LIVE_INPUT_LIMIT))
-    browser = browser_for(request, identity, request.query.get("scope"))
+    scope = op_scope(request, identity, request.query.get("scope"))
+    browser = request.app[browsers_key].of(scope)
     person = caller_of(identity, None, None, users=True)
     browser.controller = take_control(browser.controller, identity.user, time.monotonic())
     handler = _LIVE[op][1]
@@ -190,9 +191,9 @@ async def live_input(request: web.Request) -> web.Response:
         # The relay holds the scope's agents' acting commands meanwhile.
         await browser.link.control(HoldScope(who=identity.user, seconds=HOLD_S), Done)
         await handler(browser, body, person)
-        for live in request.app[lives_key].values():
-            if live.browser is browser:
-                live.acted()  # the view's next frame shows it, not a capture from before
+        live = request.app[lives_key].get(scope)
+        if live is not None and live.browser is browser:
+            live.acted()  # the view's next frame shows it, not a capture from before
         if op == "human/answer" and browser.controller and browser.controller[0] == identity.user:
             browser.controller = None  # handed back: the agents act again
             await browser.link.control(HoldScope(who=identity.user, seconds=0), Done)

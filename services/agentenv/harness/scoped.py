@@ -68,7 +68,7 @@ class ScopedComputer(Computer):
     #: Agent name -> the scope opened for it.
     scopes: dict[str, str] = field(default_factory=dict)
     host: Computer | None = field(default=None, repr=False)
-    #: Agent name -> the live view's address with its scope's person's token.
+    #: Scope -> the live view's address with its person's token.
     people: dict[str, str] = field(default_factory=dict, repr=False)
 
     def _in(self, scope: str | None) -> str:
@@ -106,8 +106,7 @@ class ScopedComputer(Computer):
     def live_address(self, scope: str | None) -> str | None:
         """Where a person steps into the scope of the agent ``scope`` names
         (the only one when None), with their token; None: none was opened."""
-        wanted = self._in(scope)
-        return next((self.people.get(a) for a, s in self.scopes.items() if s == wanted), None)
+        return self.people.get(self._in(scope))
 
     def stop(self) -> None:
         """Nothing: the batch closes the task's scopes and gives the computer back."""
@@ -133,7 +132,7 @@ def open_for(host: Computer, agents: list[str], person: bool = False) -> ScopedC
             scoped.scopes[agent] = opened.scope
             scoped.agents[agent] = opened.token
             if opened.live_url and opened.person_token:
-                scoped.people[agent] = f"{opened.live_url}?token={opened.person_token}"
+                scoped.people[opened.scope] = f"{opened.live_url}?token={opened.person_token}"
     except BaseException:
         close_for(scoped)
         raise

@@ -16,11 +16,11 @@ written before the log says who acted.
 from __future__ import annotations
 
 import bisect
-from datetime import datetime
 from typing import Any
 
 import orjson
 
+from agentenv.log.lines import seconds_of
 from agentenv.protocol.log import agent_act, person_act
 
 __all__ = ["mark_people"]
@@ -41,7 +41,7 @@ def mark_people(entries: list[dict[str, Any]], lines: list[bytes]) -> int:
             continue
         person = person_act(line)
         act = agent_act(line) or person
-        tab, at = (act or {}).get("tab"), _seconds(line.get("at"))
+        tab, at = (act or {}).get("tab"), seconds_of(line.get("at"))
         if act is None or not isinstance(tab, str) or at is None:
             continue
         # A person's act: their user; an agent's: None (its segment, unmarked).
@@ -54,7 +54,7 @@ def mark_people(entries: list[dict[str, Any]], lines: list[bytes]) -> int:
     marked = 0
     for entry in entries:
         tab = str(entry.get("pageref"))
-        started = _seconds(entry.get("startedDateTime"))
+        started = seconds_of(entry.get("startedDateTime"))
         if tab not in acts or started is None:
             continue
         index = bisect.bisect_right(times[tab], started) - 1
@@ -63,13 +63,3 @@ def mark_people(entries: list[dict[str, Any]], lines: list[bytes]) -> int:
             entry["_by"], entry["_who"] = "human", who
             marked += 1
     return marked
-
-
-def _seconds(stamp: Any) -> float | None:
-    """An ISO 8601 time (``...Z``) as seconds since the epoch."""
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

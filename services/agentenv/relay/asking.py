@@ -79,7 +79,10 @@ async def ask_human(
         said = None
     if status == 200 and isinstance(said, dict):
         result = {k: said.get(k) for k in ("word", "who", "note", "entries")}
-        return _answer(step, {"result": result}), None
+        reply: dict[str, Any] = {"id": step.call, "result": result}
+        if step.session is not None:
+            reply["sessionId"] = step.session
+        return reply, None
     message = _message(said) or f"the app server answered {status}"
     return _error(step, f"{step.method}: {message}"), None
 
@@ -92,11 +95,5 @@ def _message(said: Any) -> str | None:
 
 
 def _error(step: Step, why: str) -> dict[str, Any]:
-    return _answer(step, {"error": {"code": -32000, "message": why}})
-
-
-def _answer(step: Step, body: dict[str, Any]) -> dict[str, Any]:
-    message: dict[str, Any] = {"id": step.call, **body}
-    if step.session is not None:
-        message["sessionId"] = step.session
-    return message
+    step.code, step.error = -32000, why
+    return step.error_answer()
