@@ -85,7 +85,7 @@ def pair(image: str) -> Iterator[tuple[Computer, Computer]]:
     env = {"AGENTENV_MAX_SCOPES": "2"}
     with computer(image, env=env) as first, computer(image, env=env) as second:
         for pc in (first, second):
-            pc.serve_folder(SITE_PORT, "/tmp/idbsite", {"app.html": APP})
+            pc.serve_folder(SITE_PORT, "/tmp/idbsite", {"app.html": APP, "blank.html": BLANK})
         yield first, second
 
 
@@ -120,6 +120,35 @@ def _who(pc: Computer, user: str, url: str, sign_in: bool = False) -> tuple[str,
     return said, session, cookie
 
 
+#: A page of the site that stores nothing (asking it leaves a scope fresh).
+BLANK = "<!doctype html><title>blank</title>"
+#: The permissions whose state the page is asked for.
+ASKED = ("geolocation", "notifications", "camera")
+
+
+def _permissions(pc: Computer, user: str, url: str, grant: bool = False) -> dict[str, str]:
+    """A page's own view of its permissions in ``user``'s browser (the site's
+    blank page, which stores nothing), after (with ``grant``) Playwright's
+    grants and a clear between them."""
+    origin = url.rsplit("/", 1)[0]
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(browser_url(pc, user), timeout=deadline(30) * 1000)
+        context = browser.contexts[0]
+        if grant:
+            context.grant_permissions(["notifications", "camera"])
+            context.clear_permissions()  # what came before is not kept
+            context.grant_permissions(["geolocation"], origin=origin)
+        page = context.pages[0] if context.pages else context.new_page()
+        page.goto(origin + "/blank.html")
+        states = page.evaluate(
+            "async (names) => Object.fromEntries(await Promise.all(names.map(async n =>"
+            " [n, (await navigator.permissions.query({name: n})).state])))",
+            list(ASKED),
+        )
+        browser.close()
+    return dict(states)
+
+
 def test_a_profile_saved_on_one_computer_signs_in_on_another(
     pair: tuple[Computer, Computer], tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -130,12 +159,15 @@ def test_a_profile_saved_on_one_computer_signs_in_on_another(
     assert said == "signed in as alice@site.test"
     token = session["token"]
     assert token.startswith("tok-") and cookie and cookie.startswith("ck-")
+    granted = _permissions(first, "alice", url, grant=True)
+    assert granted["geolocation"] == "granted" and granted["camera"] != "granted", granted
 
     environ = {KEY_ENV: base64.b64encode(os.urandom(32)).decode()}
     store = FolderStore(tmp_path)
     saving = BrowserSaveProfile(type="browser_save_profile", env_id="e", name="site-login")
     saved = save_profile(_harness_op(first, "alice"), store, saving, environ)
     assert saved["cookies"] >= 1 and saved["origins"] == 1 and saved["databases"] == 1, saved
+    assert saved["permissions"] == 1, saved  # the grant after the clear
 
     # The second computer's Alice: signed out before, the same session after.
     assert _who(second, "alice", url)[0] == "signed out"
@@ -144,8 +176,11 @@ def test_a_profile_saved_on_one_computer_signs_in_on_another(
     with pytest.raises(ComputerError, match="fresh scope only") as refused:
         load_profile(_harness_op(second, "alice"), store, loading, environ)
     assert refused.value.status == 409
+    assert _permissions(second, "bob", url)["geolocation"] == "prompt"
     loaded = load_profile(_harness_op(second, "bob"), store, loading, environ)
     assert loaded["databases"] == 1 and loaded["cookies"] >= 1, loaded
+    assert loaded["permissions"] == 1, loaded
+    assert _permissions(second, "bob", url) == granted  # as the page saw them where saved
     said, again, same_cookie = _who(second, "bob", url)
     assert said == "signed in as alice@site.test"
     assert again == session and same_cookie == cookie
@@ -198,7 +233,8 @@ def test_a_load_that_fails_part_way_leaves_the_scope_as_it_was(
 ) -> None:
     """Bob's scope on the first computer, fresh: a profile whose IndexedDB
     record cannot be written (no key at the store's key path) after its cookie
-    and local storage were, fails whole, and a save then finds nothing. A
+    and local storage were, fails whole, and a save then finds nothing; so
+    does one granting a permission no agent may grant. A
     record JSON cannot carry (a Date) fails a save, naming its store."""
     first, _ = pair
     at = f"http://127.0.0.1:{SITE_PORT}"
@@ -223,8 +259,23 @@ def test_a_load_that_fails_part_way_leaves_the_scope_as_it_was(
     assert "restored nothing" in said["error"]["message"], said
     assert first.op("cookies/get", {"scope": "bob"})["cookies"] == []
     assert first.op("local_storage/get", {"scope": "bob", "origin": at})["items"] == {}
+    # A permission an agent could not grant (the local network), after one it
+    # could and the cookie: the relay refuses it, and the load undoes it all.
+    overreach = {
+        "cookies": bad["cookies"],
+        "permissions": [
+            {"method": "Browser.grantPermissions", "params": {"permissions": ["geolocation"]}},
+            {"method": "Browser.grantPermissions", "params": {"permissions": ["localNetwork"]}},
+        ],
+    }
+    said = first.op(
+        "profiles/load", {"scope": "bob", "name": "over", "profile": overreach}, status=403
+    )
+    assert "restored nothing" in said["error"]["message"], said
+    assert first.op("cookies/get", {"scope": "bob"})["cookies"] == []
     empty = first.op("profiles/save", {"scope": "bob", "name": "empty"})
     assert (empty["cookies"], empty["origins"], empty["databases"]) == (0, 0, 0), empty
+    assert empty["permissions"] == 0, empty  # nothing of the refused load's kept
 
     # Not a profile: another format, an origin that is not one.
     first.op("profiles/load", {"scope": "bob", "name": "x", "profile": {"format": 2}}, status=400)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import base64
 import os
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 
 from agentenv.harness.harness_errors import StepFailed
@@ -29,6 +31,7 @@ from agentenv.harness.store import FolderStore
 from agentenv.protocol.answers import ANSWERS
 from agentenv.protocol.profiles import (
     MAX_PROFILE_ORIGINS,
+    MAX_PROFILE_PERMISSIONS,
     PROFILE_LIMIT,
     OriginState,
     Profile,
@@ -342,3 +345,79 @@ def test_a_save_reads_the_origins_its_own_scope_saw(tmp_path: Path) -> None:
         "https://b.test",
         "http://c.test:81",
     }
+
+
+def _action(scope: str, method: str, params: dict[str, Any], ok: bool = True) -> bytes:
+    body = {"via": "cdp", "who": scope, "method": method, "params": params, "ok": ok}
+    return orjson.dumps({"seq": 1, "at": "t", "action": {**body, "scope": scope}})
+
+
+def test_a_save_keeps_the_permission_commands_still_in_force() -> None:
+    """Chromium cannot list a context's permission overrides: the log's
+    commands that made them are replayed, in order, from the last clear."""
+    from agentenv.app.profile_permissions import permissions_set
+
+    geo = {"origin": "https://a.test", "permissions": ["geolocation"]}
+    mic = {"permission": {"name": "microphone"}, "setting": "denied"}
+    lines = [
+        _action("alice", "Browser.grantPermissions", {"permissions": ["notifications"]}),
+        _action("alice", "Browser.resetPermissions", {}),  # clears what came before
+        _action("alice", "Browser.grantPermissions", geo),
+        _action("bob", "Browser.grantPermissions", {"permissions": ["camera"]}),  # bob's
+        _action("alice", "Browser.setPermission", mic),
+        _action("alice", "Browser.setPermission", {**mic, "setting": "granted"}, ok=False),
+        # A context alice's client made for itself: its storage is not kept either.
+        _action("alice", "Browser.grantPermissions", {**geo, "browserContextId": "C2"}),
+        _action("alice", "Browser.resetPermissions", {"browserContextId": "C2"}),
+        # Her scope's own, named (as Playwright names its default context).
+        _action(
+            "alice", "Browser.grantPermissions", {"permissions": ["midi"], "browserContextId": "C1"}
+        ),
+        b"not a line",
+    ]
+    kept = permissions_set(lines, "alice", "C1")
+    assert [(k.method, k.params) for k in kept] == [
+        ("Browser.grantPermissions", geo),
+        ("Browser.setPermission", mic),
+        ("Browser.grantPermissions", {"permissions": ["midi"]}),  # its context left out
+    ]
+    # One scope: every line. A context not known: only commands naming none.
+    assert [k.params for k in permissions_set(lines, None, None)][:2] == [
+        geo,
+        {"permissions": ["camera"]},
+    ]
+    reset = orjson.dumps({"seq": 9, "at": "t", "reset": {"reason": "data/reset"}})
+    assert permissions_set([*lines, reset], "alice", "C1") == []
+    scope_reset = orjson.dumps(
+        {
+            "seq": 9,
+            "at": "t",
+            "action": {"op": "scopes/reset", "args": {"scope": "alice"}, "ok": True},
+        }
+    )
+    assert permissions_set([*lines, scope_reset], "alice", "C1") == []
+    bobs_reset = _action("bob", "Browser.resetPermissions", {})
+    assert len(permissions_set([*lines, bobs_reset], "alice", "C1")) == 3  # bob's only
+    many = [
+        _action("alice", "Browser.grantPermissions", {"permissions": [f"p{n}"]}) for n in range(300)
+    ]
+    kept = permissions_set(many, "alice", None)
+    assert len(kept) == MAX_PROFILE_PERMISSIONS and kept[-1].params == {"permissions": ["p299"]}
+
+
+def test_a_profile_refuses_a_permission_naming_a_context() -> None:
+    with pytest.raises(ProfileError, match="browserContextId"):
+        read_profile(
+            orjson.dumps(
+                {
+                    "permissions": [
+                        {
+                            "method": "Browser.grantPermissions",
+                            "params": {"permissions": ["camera"], "browserContextId": "X"},
+                        }
+                    ]
+                }
+            )
+        )
+    with pytest.raises(ProfileError):
+        read_profile(orjson.dumps({"permissions": [{"method": "Browser.close", "params": {}}]}))

@@ -11,6 +11,9 @@ Decisions:
   takes it back in its body. The computer never has the key, and the
   document is never written to its disk: it lives in the app server's
   memory for the op's length.
+- Permissions: the settings the scope's clients made, read from the log
+  (:mod:`agentenv.app.profile_permissions`), sent again on load after the
+  storage, each through the relay's rules.
 - Which origins: the scope's open tabs', those whose local storage this
   computer wrote, and every origin the scope's lines of the log saw since
   the last ``data/reset`` (Chromium cannot list the sites that hold storage;
@@ -58,6 +61,7 @@ from agentenv.app.caller import Caller
 from agentenv.app.cookies import all_cookies, settable
 from agentenv.app.local_storage import on_origin, tab_origins
 from agentenv.app.op_browser import Browser
+from agentenv.app.profile_permissions import permissions_set
 from agentenv.app.profile_scripts import CLEAR_ORIGIN, HELD, READ_ORIGIN, WRITE_ORIGIN
 from agentenv.http import BODY_LIMIT, read_json
 from agentenv.log.reader import LogReader
@@ -67,6 +71,7 @@ from agentenv.protocol.profiles import (
     MAX_PROFILE_ORIGINS,
     PROFILE_LIMIT,
     OriginState,
+    PermissionSetting,
     Profile,
     ProfileError,
     ProfileLoaded,
@@ -78,7 +83,7 @@ from agentenv.protocol.profiles import (
 )
 from agentenv.relay_link import BrowserError
 
-__all__ = ["load", "profile_op", "save", "seen_in_scope"]
+__all__ = ["load", "profile_op", "save", "scope_record", "seen_in_scope"]
 
 #: A load's body: the document and the few fields around it.
 _LOAD_LIMIT = PROFILE_LIMIT + 64 * 1024
@@ -97,10 +102,11 @@ async def profile_op(request: web.Request, name: str) -> web.Response:
         browser = browser_for(request, identity, asked.scope)
         # data/reset is every scope's: the home browser keeps its line.
         since = request.app[browser_key].reset_seq
-        seen = await asyncio.get_running_loop().run_in_executor(
-            None, seen_in_scope, request.app[reader_key], since, only
+        context = await _own_context(browser)
+        seen, permissions = await asyncio.get_running_loop().run_in_executor(
+            None, scope_record, request.app[reader_key], since, only, context
         )
-        return answer(name, await save(browser, asked, who, seen))
+        return answer(name, await save(browser, asked, who, seen, permissions))
     body: ProfilesLoad = parse(ProfilesLoad, await read_json(request, _LOAD_LIMIT))
     browser = browser_for(request, identity, body.scope)
     return answer(name, await load(browser, body, who))
@@ -109,15 +115,25 @@ async def profile_op(request: web.Request, name: str) -> web.Response:
 def seen_in_scope(reader: LogReader, after: int, scope: str | None) -> set[str]:
     """The origins the log saw after line ``after``, in ``scope``'s lines
     only (None: every line, a computer of one scope)."""
+    return scope_record(reader, after, scope, None)[0]
+
+
+def scope_record(
+    reader: LogReader, after: int, scope: str | None, context: str | None
+) -> tuple[set[str], list[PermissionSetting]]:
+    """What a save reads of the log after line ``after``, in one pass: the
+    origins ``scope``'s lines saw (None: every line, a computer of one
+    scope), and the permission settings still in force on its ``context``
+    (:func:`~agentenv.app.profile_permissions.permissions_set`)."""
     seen: set[str] = set()
+    permissions: list[PermissionSetting] = []
     first = after + 1
     while True:
         lines = reader.read_range(first, first + _CHUNK - 1)
         if not lines:
-            return seen
-        if scope is not None:
-            lines = [x for x in lines if _in_scope(x, scope)]
-        visited(lines, seen)
+            return seen, permissions
+        permissions_set(lines, scope, context, permissions)
+        visited([x for x in lines if _in_scope(x, scope)] if scope is not None else lines, seen)
         first += _CHUNK
 
 
@@ -140,6 +156,17 @@ def _origins(found: set[str]) -> set[str]:
 def _logged(body: ProfilesSave | ProfilesLoad) -> dict[str, Any]:
     """What the record keeps of a profile op: the scope and the name."""
     return {k: v for k, v in (("scope", body.scope), ("name", body.name)) if v is not None}
+
+
+async def _own_context(browser: Browser) -> str | None:
+    """The scope's own browser context, as the relay answers its clients
+    (the default one): a permission command naming it is the scope's."""
+    with contextlib.suppress(BrowserError):
+        found = (await browser.link.call("Target.getBrowserContexts")).get(
+            "defaultBrowserContextId"
+        )
+        return found if isinstance(found, str) else None
+    return None
 
 
 async def _chromium(browser: Browser) -> int | None:
@@ -175,9 +202,14 @@ async def _read_origin(browser: Browser, at: str, room: int) -> OriginState:
 
 
 async def save(
-    browser: Browser, body: ProfilesSave, caller: Caller, seen: set[str]
+    browser: Browser,
+    body: ProfilesSave,
+    caller: Caller,
+    seen: set[str],
+    permissions: list[PermissionSetting] | None = None,
 ) -> ProfileSaved:
-    """The scope's cookies and its origins' storage, as one bounded document."""
+    """The scope's cookies, its origins' storage and its permission
+    settings, as one bounded document."""
     async with acting(browser, caller, "profiles/save", None, args=_logged(body)):
         origins = sorted(_origins(await tab_origins(browser) | browser.storage_origins | seen))
         if len(origins) > MAX_PROFILE_ORIGINS:
@@ -194,7 +226,12 @@ async def save(
             if not state.empty:
                 states[at] = state
                 used += len(orjson.dumps(state.model_dump(mode="json")))
-        profile = Profile(chromium=await _chromium(browser), cookies=cookies, origins=states)
+        profile = Profile(
+            chromium=await _chromium(browser),
+            cookies=cookies,
+            origins=states,
+            permissions=permissions or [],
+        )
     size = len(profile_bytes(profile))
     try:
         bounded(size)
@@ -206,6 +243,7 @@ async def save(
         cookies=len(cookies),
         origins=len(states),
         databases=sum(len(s.indexeddb) for s in states.values()),
+        permissions=len(profile.permissions),
         bytes=size,
     )
 
@@ -239,16 +277,14 @@ async def load(browser: Browser, body: ProfilesLoad, caller: Caller) -> ProfileL
         raise failure(exc) from None
     try:
         async with acting(browser, caller, "profiles/load", None, args=_logged(body)):
-            if profile.cookies:
-                await browser.link.call(
-                    "Storage.setCookies", {"cookies": [settable(c) for c in profile.cookies]}
-                )
-            for at, state in sorted(profile.origins.items()):
-                written = orjson.dumps(state.model_dump(mode="json")).decode()
-                await on_origin(browser, at, WRITE_ORIGIN, [written])
-                browser.storage_origins.add(at)
+            try:
+                await _restore(browser, profile)
+            except (BrowserError, OpError):
+                # Undone within the op: its commands are on the record (a
+                # later save reads the permissions' reset there).
+                await _empty(browser, sorted(profile.origins))
+                raise
     except (BrowserError, OpError) as exc:
-        await _empty(browser, sorted(profile.origins))
         cause = failure(exc)
         raise OpError(cause.status, f"profiles/load restored nothing: {cause.message}") from None
     return ProfileLoaded(
@@ -256,13 +292,31 @@ async def load(browser: Browser, body: ProfilesLoad, caller: Caller) -> ProfileL
         cookies=len(profile.cookies),
         origins=len(profile.origins),
         databases=sum(len(s.indexeddb) for s in profile.origins.values()),
+        permissions=len(profile.permissions),
     )
+
+
+async def _restore(browser: Browser, profile: Profile) -> None:
+    if profile.cookies:
+        await browser.link.call(
+            "Storage.setCookies", {"cookies": [settable(c) for c in profile.cookies]}
+        )
+    for at, state in sorted(profile.origins.items()):
+        written = orjson.dumps(state.model_dump(mode="json")).decode()
+        await on_origin(browser, at, WRITE_ORIGIN, [written])
+        browser.storage_origins.add(at)
+    # Sent as a client sent them, through the relay's rules: a profile
+    # grants nothing an agent of the scope could not.
+    for setting in profile.permissions:
+        await browser.link.call(setting.method, setting.params)
 
 
 async def _empty(browser: Browser, origins: list[str]) -> None:
     """Undo a load that failed part way, in a scope that was fresh (best effort)."""
     with contextlib.suppress(BrowserError, OpError):
         await browser.link.call("Storage.clearCookies")
+    with contextlib.suppress(BrowserError, OpError):
+        await browser.link.call("Browser.resetPermissions")
     for at in origins:
         with contextlib.suppress(BrowserError, OpError):
             await on_origin(browser, at, CLEAR_ORIGIN, [])

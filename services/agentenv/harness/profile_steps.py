@@ -217,6 +217,7 @@ def save_profile(
         "cookies": saved.cookies,
         "origins": saved.origins,
         "databases": saved.databases,
+        "permissions": saved.permissions,
         "bytes": saved.bytes,
     }
 
@@ -237,6 +238,7 @@ def load_profile(
         "cookies": loaded.cookies,
         "origins": loaded.origins,
         "databases": loaded.databases,
+        "permissions": loaded.permissions,
     }
 
 

@@ -19,10 +19,18 @@ A profile is one JSON document holding a scope's sign-in state:
   scripts, so any Chromium loads it: loading refuses only another
   ``format``, and keeps ``chromium`` to say where a profile came from.
 
+- ``permissions``: the permission settings the scope's clients made
+  (``Browser.grantPermissions`` and ``Browser.setPermission`` that
+  succeeded, in order, since the scope's permissions were last reset), each
+  its command's method and params without a ``browserContextId``. Chromium
+  cannot list a context's permission overrides, but every one was made by a
+  command on the record: a load sends the same commands again, in the same
+  order, into the new scope, through the relay's rules (a profile cannot
+  grant what an agent could not). At most :data:`MAX_PROFILE_PERMISSIONS`.
+
 Not kept: session storage (it belongs to a tab, and a fresh scope has no tab
-of the profile's to give it back to), granted permissions (the relay keeps no
-record of them; a task grants them again with a browser step), HTTP cache,
-service workers, cache storage.
+of the profile's to give it back to), HTTP cache, service workers, cache
+storage.
 
 Bounds: the document is at most :data:`PROFILE_LIMIT` bytes as JSON
 (:func:`bounded`). A save past it fails with 413 and saves nothing; the
@@ -43,12 +51,15 @@ from agentenv.protocol.browser import Scoped, origin_of
 
 __all__ = [
     "MAX_PROFILE_ORIGINS",
+    "MAX_PROFILE_PERMISSIONS",
+    "PERMISSION_METHODS",
     "PROFILE_FORMAT",
     "PROFILE_LIMIT",
     "IndexedDatabase",
     "ObjectIndex",
     "ObjectStore",
     "OriginState",
+    "PermissionSetting",
     "Profile",
     "ProfileError",
     "ProfileLoaded",
@@ -68,6 +79,10 @@ PROFILE_FORMAT = 1
 PROFILE_LIMIT = 16 * 1024 * 1024
 #: The most origins one profile holds (each costs a hidden tab to read).
 MAX_PROFILE_ORIGINS = 200
+#: The most permission commands one profile holds (the latest are kept).
+MAX_PROFILE_PERMISSIONS = 200
+#: The commands that set a permission, as a profile keeps them.
+PERMISSION_METHODS = ("Browser.grantPermissions", "Browser.setPermission")
 
 #: A profile's name: letters, digits, ``.``, ``_`` and ``-``, as a store key
 #: part and a file name take it (no ``/``, no ``..``).
@@ -126,6 +141,21 @@ class OriginState(_Doc):
         return not self.local_storage and not self.indexeddb
 
 
+class PermissionSetting(_Doc):
+    """A permission command a client sent in the scope, to send again on load."""
+
+    method: Literal["Browser.grantPermissions", "Browser.setPermission"]
+    params: dict[str, Any]
+
+    @field_validator("params")
+    @classmethod
+    def _params(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """No context named: a load's command acts in the scope it loads into."""
+        if "browserContextId" in value:
+            raise ValueError("a permission's params name no browserContextId")
+        return value
+
+
 class Profile(_Doc):
     """A scope's sign-in state (the module's docstring says what is in it)."""
 
@@ -133,6 +163,9 @@ class Profile(_Doc):
     chromium: int | None = None
     cookies: list[dict[str, Any]] = Field(default_factory=list)
     origins: dict[str, OriginState] = Field(default_factory=dict, max_length=MAX_PROFILE_ORIGINS)
+    permissions: list[PermissionSetting] = Field(
+        default_factory=list, max_length=MAX_PROFILE_PERMISSIONS
+    )
 
     @field_validator("origins")
     @classmethod
@@ -207,6 +240,7 @@ class ProfileSaved(BaseModel):
     cookies: int
     origins: int
     databases: int
+    permissions: int = 0
     bytes: int
 
 
@@ -215,3 +249,4 @@ class ProfileLoaded(BaseModel):
     cookies: int
     origins: int
     databases: int
+    permissions: int = 0
