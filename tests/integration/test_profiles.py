@@ -29,6 +29,7 @@ from agentenv.harness.preflight import KEY_ENV
 from agentenv.harness.profile_steps import load_profile, save_profile
 from agentenv.harness.steps import BrowserLoadProfile, BrowserSaveProfile
 from agentenv.harness.store import FolderStore
+from agentenv.protocol.profiles import PROFILE_LIMIT
 from tests.security.attacks import browser_url
 from tests.support.container import Computer, computer
 from tests.support.timing import deadline
@@ -295,6 +296,39 @@ def test_a_load_that_fails_part_way_leaves_the_scope_as_it_was(
         bob.close()
     refused = first.op("profiles/save", {"scope": "bob", "name": "dated"}, status=422)
     assert "'auth/visits'" in refused["error"]["message"], refused
+
+
+def test_a_profile_past_its_bound_is_refused_whole(pair: tuple[Computer, Computer]) -> None:
+    """The 16 MiB bound in the built image: a site holding 18 MiB in
+    IndexedDB cannot be saved (413 naming the bound, nothing answered), and
+    a load's body past the bound is refused before it is read whole."""
+    _, second = pair
+    at = f"http://127.0.0.1:{SITE_PORT}"
+    with sync_playwright() as pw:
+        alice = pw.chromium.connect_over_cdp(
+            browser_url(second, "alice"), timeout=deadline(30) * 1000
+        )
+        page = alice.contexts[0].pages[0]
+        page.goto(f"{at}/blank.html")
+        page.evaluate(
+            "new Promise((ok, no) => { const r = indexedDB.open('big', 1);"
+            " r.onupgradeneeded = () => r.result.createObjectStore('s');"
+            " r.onsuccess = () => { const tx = r.result.transaction('s', 'readwrite');"
+            " for (let n = 0; n < 3; n++) tx.objectStore('s').put('x'.repeat(6 << 20), n);"
+            " tx.oncomplete = () => { r.result.close(); ok(); }; tx.onerror = no; }; })"
+        )
+        try:
+            refused = second.op("profiles/save", {"scope": "alice", "name": "big"}, status=413)
+            message = refused["error"]["message"]
+            assert str(PROFILE_LIMIT) in message and "nothing was saved" in message, message
+        finally:
+            page.evaluate(
+                "new Promise(ok => { const r = indexedDB.deleteDatabase('big');"
+                " r.onsuccess = r.onerror = r.onblocked = ok; })"
+            )
+            alice.close()
+    body = {"scope": "bob", "name": "big", "profile": {"cookies": [], "pad": "x" * (17 << 20)}}
+    second.op("profiles/load", body, status=413)
 
 
 def test_agentenv_run_saves_in_one_run_and_loads_in_the_next_through_s3(
