@@ -70,6 +70,7 @@ window.signIn = async (user) => {
   db.close();
   document.cookie = "sid=ck-" + crypto.randomUUID() + "; path=/; max-age=3600";
   localStorage.setItem("last_user", user);
+  sessionStorage.setItem("tab_token", "ss-" + crypto.randomUUID());
   await show();
 };
 const show = async () => {
@@ -121,6 +122,19 @@ def _who(pc: Computer, user: str, url: str, sign_in: bool = False) -> tuple[str,
     return said, session, cookie
 
 
+def _tab_token(pc: Computer, user: str) -> str | None:
+    """The session storage item the site keeps, in ``user``'s tab in front
+    (at the site: the page it shows, or the site's blank page)."""
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(browser_url(pc, user), timeout=deadline(30) * 1000)
+        page = browser.contexts[0].pages[0]
+        if not page.url.startswith(f"http://127.0.0.1:{SITE_PORT}/"):
+            page.goto(f"http://127.0.0.1:{SITE_PORT}/blank.html")
+        found = page.evaluate("sessionStorage.getItem('tab_token')")
+        browser.close()
+    return found if isinstance(found, str) else None
+
+
 #: A page of the site that stores nothing (asking it leaves a scope fresh).
 BLANK = "<!doctype html><title>blank</title>"
 #: The permissions whose state the page is asked for.
@@ -160,6 +174,8 @@ def test_a_profile_saved_on_one_computer_signs_in_on_another(
     assert said == "signed in as alice@site.test"
     token = session["token"]
     assert token.startswith("tok-") and cookie and cookie.startswith("ck-")
+    tab_token = _tab_token(first, "alice")
+    assert tab_token and tab_token.startswith("ss-"), "the tab's session storage holds it"
     granted = _permissions(first, "alice", url, grant=True)
     assert granted["geolocation"] == "granted" and granted["camera"] != "granted", granted
 
@@ -169,6 +185,7 @@ def test_a_profile_saved_on_one_computer_signs_in_on_another(
     saved = save_profile(_harness_op(first, "alice"), store, saving, environ)
     assert saved["cookies"] >= 1 and saved["origins"] == 1 and saved["databases"] == 1, saved
     assert saved["permissions"] == 1, saved  # the grant after the clear
+    assert saved["session_storage"] == 1, saved
 
     # The second computer's Alice: signed out before, the same session after.
     assert _who(second, "alice", url)[0] == "signed out"
@@ -180,11 +197,17 @@ def test_a_profile_saved_on_one_computer_signs_in_on_another(
     assert _permissions(second, "bob", url)["geolocation"] == "prompt"
     loaded = load_profile(_harness_op(second, "bob"), store, loading, environ)
     assert loaded["databases"] == 1 and loaded["cookies"] >= 1, loaded
-    assert loaded["permissions"] == 1, loaded
+    assert loaded["permissions"] == 1 and loaded["session_storage"] == 1, loaded
+    with sync_playwright() as pw:  # the tab in front is left blank, with no history
+        bob = pw.chromium.connect_over_cdp(browser_url(second, "bob"), timeout=deadline(30) * 1000)
+        front = bob.contexts[0].pages[0]
+        assert (front.url, front.evaluate("history.length")) == ("about:blank", 1)
+        bob.close()
     assert _permissions(second, "bob", url) == granted  # as the page saw them where saved
     said, again, same_cookie = _who(second, "bob", url)
     assert said == "signed in as alice@site.test"
     assert again == session and same_cookie == cookie
+    assert _tab_token(second, "bob") == tab_token  # the front tab's, once it visits the site
     local = second.op("local_storage/get", {"scope": "bob", "origin": url.rsplit("/", 1)[0]})
     assert local["items"] == {"last_user": "alice@site.test"}
     visits = (
@@ -225,7 +248,7 @@ def test_a_profile_saved_on_one_computer_signs_in_on_another(
         "this test's output": (printed.out + printed.err).encode(),
     }
     for where, haystack in haystacks.items():
-        for secret in (token, cookie):
+        for secret in (token, cookie, tab_token):
             assert secret.encode() not in haystack, f"{secret[:4]}… found in {where}"
 
 

@@ -421,3 +421,12 @@ def test_a_profile_refuses_a_permission_naming_a_context() -> None:
         )
     with pytest.raises(ProfileError):
         read_profile(orjson.dumps({"permissions": [{"method": "Browser.close", "params": {}}]}))
+
+
+def test_a_profiles_session_storage_is_kept_by_origin() -> None:
+    kept = read_profile(orjson.dumps({"session_storage": {"https://a.test": {"k": "v"}}}))
+    assert kept.session_storage == {"https://a.test": {"k": "v"}}
+    bads: list[dict[str, Any]] = [{"https://a.test/path": {}}, {"https://a.test": {"k": 1}}]
+    for bad in bads:
+        with pytest.raises(ProfileError):
+            read_profile(orjson.dumps({"session_storage": bad}))

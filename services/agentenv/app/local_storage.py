@@ -27,6 +27,8 @@ __all__ = [
     "local_storage_set",
     "on_origin",
     "origin",
+    "run_on",
+    "served_blank",
     "tab_origins",
 ]
 
@@ -79,61 +81,78 @@ async def on_origin(
         tab = str(created["targetId"])
         try:
             session = await link.session(tab)
-            await link.call(
-                "Fetch.enable", {"patterns": [{"urlPattern": f"{at}/*"}]}, session=session
-            )
-            with link.events("Fetch.requestPaused", session) as paused:
-                navigate = asyncio.create_task(
-                    link.call("Page.navigate", {"url": f"{at}/"}, session=session)
-                )
-                try:
-                    request = await asyncio.wait_for(paused.get(), 10)
-                except TimeoutError:
-                    navigate.cancel()
-                    raise OpError(
-                        502,
-                        f"the page at {at} did not load within 10 s: give the origin as "
-                        "the browser shows it (the scheme it ends on, no default port)",
-                    ) from None
-                await link.call(
-                    "Fetch.fulfillRequest",
-                    {
-                        "requestId": request["requestId"],
-                        "responseCode": 200,
-                        "responseHeaders": [{"name": "Content-Type", "value": "text/html"}],
-                        "body": _BLANK_PAGE,
-                    },
-                    session=session,
-                )
-                await navigate
-            if arguments is None:
-                result = await link.call(
-                    "Runtime.evaluate",
-                    {"expression": expression, "returnByValue": True, "awaitPromise": True},
-                    session=session,
-                )
-            else:
-                window = await link.call(
-                    "Runtime.evaluate", {"expression": "globalThis"}, session=session
-                )
-                result = await link.call(
-                    "Runtime.callFunctionOn",
-                    {
-                        "functionDeclaration": expression,
-                        "objectId": window["result"]["objectId"],
-                        "arguments": [{"value": a} for a in arguments],
-                        "returnByValue": True,
-                        "awaitPromise": True,
-                    },
-                    session=session,
-                )
-            if "exceptionDetails" in result:
-                detail = result["exceptionDetails"].get("text", "an exception")
-                raise OpError(502, f"the page at {at} refused local storage: {detail}")
-            return result.get("result", {}).get("value")
+            await served_blank(browser, session, at)
+            return await run_on(browser, session, at, expression, arguments)
         finally:
             with contextlib.suppress(BrowserError):
                 await browser.close(tab)
+
+
+async def served_blank(browser: Browser, session: str, at: str) -> None:
+    """The tab of ``session`` navigated to origin ``at``, whose page is
+    answered blank (no request reaches the network)."""
+    link = browser.link
+    await link.call("Fetch.enable", {"patterns": [{"urlPattern": f"{at}/*"}]}, session=session)
+    try:
+        with link.events("Fetch.requestPaused", session) as paused:
+            navigate = asyncio.create_task(
+                link.call("Page.navigate", {"url": f"{at}/"}, session=session)
+            )
+            try:
+                request = await asyncio.wait_for(paused.get(), 10)
+            except TimeoutError:
+                navigate.cancel()
+                raise OpError(
+                    502,
+                    f"the page at {at} did not load within 10 s: give the origin as "
+                    "the browser shows it (the scheme it ends on, no default port)",
+                ) from None
+            await link.call(
+                "Fetch.fulfillRequest",
+                {
+                    "requestId": request["requestId"],
+                    "responseCode": 200,
+                    "responseHeaders": [{"name": "Content-Type", "value": "text/html"}],
+                    "body": _BLANK_PAGE,
+                },
+                session=session,
+            )
+            await navigate
+    finally:
+        with contextlib.suppress(BrowserError):
+            await link.call("Fetch.disable", {}, session=session)
+
+
+async def run_on(
+    browser: Browser, session: str, at: str, expression: str, arguments: list[Any] | None
+) -> Any:
+    """``expression``'s value in the page of ``session`` (at ``at``); with
+    ``arguments``, it is a function called with them (the log withholds a
+    call's string arguments)."""
+    link = browser.link
+    if arguments is None:
+        result = await link.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+            session=session,
+        )
+    else:
+        window = await link.call("Runtime.evaluate", {"expression": "globalThis"}, session=session)
+        result = await link.call(
+            "Runtime.callFunctionOn",
+            {
+                "functionDeclaration": expression,
+                "objectId": window["result"]["objectId"],
+                "arguments": [{"value": a} for a in arguments],
+                "returnByValue": True,
+                "awaitPromise": True,
+            },
+            session=session,
+        )
+    if "exceptionDetails" in result:
+        detail = result["exceptionDetails"].get("text", "an exception")
+        raise OpError(502, f"the page at {at} refused its storage: {detail}")
+    return result.get("result", {}).get("value")
 
 
 async def local_storage_get(

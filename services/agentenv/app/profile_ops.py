@@ -11,6 +11,8 @@ Decisions:
   takes it back in its body. The computer never has the key, and the
   document is never written to its disk: it lives in the app server's
   memory for the op's length.
+- Session storage: the scope's open tabs', given back to the tab in front
+  of the scope a load fills (:mod:`agentenv.app.session_storage`).
 - Permissions: the settings the scope's clients made, read from the log
   (:mod:`agentenv.app.profile_permissions`), sent again on load after the
   storage, each through the relay's rules.
@@ -63,6 +65,7 @@ from agentenv.app.local_storage import on_origin, tab_origins
 from agentenv.app.op_browser import Browser
 from agentenv.app.profile_permissions import permissions_set
 from agentenv.app.profile_scripts import CLEAR_ORIGIN, HELD, READ_ORIGIN, WRITE_ORIGIN
+from agentenv.app.session_storage import give_to_front, replace_front, tabs_session_storage
 from agentenv.http import BODY_LIMIT, read_json
 from agentenv.log.reader import LogReader
 from agentenv.protocol.browser import origin_of
@@ -219,7 +222,8 @@ async def save(
                 f"({MAX_PROFILE_ORIGINS}): save a profile from a scope used for one sign-in",
             )
         cookies = await all_cookies(browser)
-        used = len(orjson.dumps(cookies))
+        sessions = await tabs_session_storage(browser)
+        used = len(orjson.dumps(cookies)) + len(orjson.dumps(sessions))
         states: dict[str, OriginState] = {}
         for at in origins:
             state = await _read_origin(browser, at, max(PROFILE_LIMIT - used, 0))
@@ -231,6 +235,7 @@ async def save(
             cookies=cookies,
             origins=states,
             permissions=permissions or [],
+            session_storage=sessions,
         )
     size = len(profile_bytes(profile))
     try:
@@ -244,6 +249,7 @@ async def save(
         origins=len(states),
         databases=sum(len(s.indexeddb) for s in states.values()),
         permissions=len(profile.permissions),
+        session_storage=len(sessions),
         bytes=size,
     )
 
@@ -283,6 +289,8 @@ async def load(browser: Browser, body: ProfilesLoad, caller: Caller) -> ProfileL
                 # Undone within the op: its commands are on the record (a
                 # later save reads the permissions' reset there).
                 await _empty(browser, sorted(profile.origins))
+                if profile.session_storage:
+                    await replace_front(browser)
                 raise
     except (BrowserError, OpError) as exc:
         cause = failure(exc)
@@ -293,6 +301,7 @@ async def load(browser: Browser, body: ProfilesLoad, caller: Caller) -> ProfileL
         origins=len(profile.origins),
         databases=sum(len(s.indexeddb) for s in profile.origins.values()),
         permissions=len(profile.permissions),
+        session_storage=len(profile.session_storage),
     )
 
 
@@ -309,6 +318,7 @@ async def _restore(browser: Browser, profile: Profile) -> None:
     # grants nothing an agent of the scope could not.
     for setting in profile.permissions:
         await browser.link.call(setting.method, setting.params)
+    await give_to_front(browser, profile.session_storage)  # last: it navigates
 
 
 async def _empty(browser: Browser, origins: list[str]) -> None:

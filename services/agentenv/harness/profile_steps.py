@@ -218,6 +218,7 @@ def save_profile(
         "origins": saved.origins,
         "databases": saved.databases,
         "permissions": saved.permissions,
+        "session_storage": saved.session_storage,
         "bytes": saved.bytes,
     }
 
@@ -239,6 +240,7 @@ def load_profile(
         "origins": loaded.origins,
         "databases": loaded.databases,
         "permissions": loaded.permissions,
+        "session_storage": loaded.session_storage,
     }
 
 

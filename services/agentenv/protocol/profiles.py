@@ -28,9 +28,14 @@ A profile is one JSON document holding a scope's sign-in state:
   order, into the new scope, through the relay's rules (a profile cannot
   grant what an agent could not). At most :data:`MAX_PROFILE_PERMISSIONS`.
 
-Not kept: session storage (it belongs to a tab, and a fresh scope has no tab
-of the profile's to give it back to), HTTP cache, service workers, cache
-storage.
+- ``session_storage``: per origin, the session storage items of the
+  scope's open tabs that show a page of it (a tab holds one per origin it
+  visited, and only the one it shows can be read; of two tabs of one origin,
+  the one listed first). A load gives them to the scope's tab in front, the
+  one its agent starts in: that tab visits each origin served blank, is
+  given the items, and is left blank with no history.
+
+Not kept: HTTP cache, service workers, cache storage.
 
 Bounds: the document is at most :data:`PROFILE_LIMIT` bytes as JSON
 (:func:`bounded`). A save past it fails with 413 and saves nothing; the
@@ -166,10 +171,13 @@ class Profile(_Doc):
     permissions: list[PermissionSetting] = Field(
         default_factory=list, max_length=MAX_PROFILE_PERMISSIONS
     )
+    session_storage: dict[str, dict[str, str]] = Field(
+        default_factory=dict, max_length=MAX_PROFILE_ORIGINS
+    )
 
-    @field_validator("origins")
+    @field_validator("origins", "session_storage")
     @classmethod
-    def _origins(cls, value: dict[str, OriginState]) -> dict[str, OriginState]:
+    def _origins(cls, value: dict[str, Any]) -> dict[str, Any]:
         """Each key an origin as the browser writes it (``scheme://host[:port]``,
         nothing more): a load opens a tab there."""
         for at in value:
@@ -241,6 +249,8 @@ class ProfileSaved(BaseModel):
     origins: int
     databases: int
     permissions: int = 0
+    #: Origins whose session storage was kept.
+    session_storage: int = 0
     bytes: int
 
 
@@ -250,3 +260,4 @@ class ProfileLoaded(BaseModel):
     origins: int
     databases: int
     permissions: int = 0
+    session_storage: int = 0
