@@ -388,6 +388,8 @@ def test_a_run_with_an_s3_store_from_the_aws_environment(
                 {"type": "deploy_env", "env_id": "blank"},
                 {"type": "browser_open_tab", "env_id": "blank", "url": "about:blank"},
                 {"id": "start", "type": "start_browser_recording", "env_id": "blank", "name": "r"},
+                # The agent is not given the harness's store credentials.
+                {"id": "agent", "type": "run_agent", "env_id": "blank", "command": ["env"]},
                 {"id": "end", "type": "end_browser_recording", "env_id": "blank", "name": "r"},
             ],
         }
@@ -420,6 +422,9 @@ def test_a_run_with_an_s3_store_from_the_aws_environment(
         meta = json.loads((run / "metadata.json").read_text())
         recording = meta["steps"]["start"]["recording_id"]
         assert meta["store"] == "s3://team-recordings/bench/2026"
+        agents_env = Path(meta["steps"]["agent"]["output"]).read_text()
+        assert "AWS_DEFAULT_REGION=us-east-1" in agents_env  # it ran, with what it may see
+        assert "AWS_ACCESS_KEY_ID" not in agents_env  # (the secret: every file, below)
         keys = [
             o["Key"] for o in bucket.list_objects_v2(Bucket="team-recordings").get("Contents", [])
         ]

@@ -6,6 +6,7 @@ step's record or the run's metadata."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,51 @@ def test_no_agent_is_given_a_credentials_variable_or_the_profile_key(
         assert f"{name}=" not in seen, name
     for value in (PASSWORD, SECRET, "pw-another-task-7f1e", "profile-key-3b8d"):
         assert value not in seen
+
+
+def test_no_agent_is_given_the_harness_aws_credentials_unless_its_step_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's store on S3 is reached with the harness's AWS variables: an
+    agent given them could read or delete every task's recordings. They are
+    withheld and the SDK's files pointed at nothing, unless the step's
+    ``pass_env`` (or the run's ``AGENTENV_PASS_ENV``) names them."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA-harness-store-4c2e")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "store-secret-9d1a")
+    monkeypatch.setenv("AWS_PROFILE", "harness")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")  # not a credential: passed on
+    monkeypatch.setenv("AGENTENV_PROFILE_KEY", "profile-key-3b8d")
+    monkeypatch.delenv("AGENTENV_PASS_ENV", raising=False)
+    envs = {"shop": {"versions": {1: {"browsers": ["main"]}}}}
+
+    def seen(agent: dict[str, Any]) -> dict[str, str]:
+        task = Task.model_validate({"envs": envs, "steps": [agent]})
+        run = Run(task, tmp_path, run_id="r1", stores=Stores(tmp_path))
+        done = run._do(task.steps[0])
+        assert done is not None
+        lines = Path(done["output"]).read_text().splitlines()
+        return dict(line.split("=", 1) for line in lines if "=" in line)
+
+    plain = seen({"type": "run_agent", "command": ["env"]})
+    assert "AWS_ACCESS_KEY_ID" not in plain and "AWS_SECRET_ACCESS_KEY" not in plain
+    assert "AWS_PROFILE" not in plain and plain["AWS_REGION"] == "eu-west-1"
+    assert plain["AWS_SHARED_CREDENTIALS_FILE"] == plain["AWS_CONFIG_FILE"] == os.devnull
+    asked = seen(
+        {
+            "type": "run_agent",
+            "command": ["env"],
+            "pass_env": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AGENTENV_PROFILE_KEY"],
+        }
+    )
+    assert asked["AWS_SECRET_ACCESS_KEY"] == "store-secret-9d1a"
+    assert "AGENTENV_PROFILE_KEY" not in asked  # never passed, even when asked
+    assert "AWS_PROFILE" not in asked  # only what it named
+    monkeypatch.setenv("AGENTENV_PASS_ENV", "AWS_PROFILE, AWS_CONFIG_FILE")
+    run_wide = seen({"type": "run_agent", "command": ["env"]})
+    assert run_wide["AWS_PROFILE"] == "harness" and "AWS_CONFIG_FILE" not in run_wide
+    assert "AWS_SECRET_ACCESS_KEY" not in run_wide
+    own = seen({"type": "run_agent", "command": ["env"], "env": {"AWS_PROFILE": "agents"}})
+    assert own["AWS_PROFILE"] == "agents"  # a value the step gives is its own
 
 
 def test_a_credential_is_read_from_a_file_the_task_names(

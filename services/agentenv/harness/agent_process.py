@@ -14,9 +14,18 @@ The rest is the harness's own environment less what no agent may see
 variable a ``browser_set_credentials`` step names, of its own task and of
 every other task this process runs (a batch's tasks are registered before
 the first starts). The names come from the tasks, not from a pattern: a
-variable the agent needs (its model's API key) is passed on. What stays
-possible (an agent running as the harness's own OS user can read the
-harness's process): docs/limits.md."""
+variable the agent needs (its model's API key) is passed on.
+
+The harness's own cloud credentials (:data:`AMBIENT`: the AWS variables
+the run's store on S3 is reached with) are withheld too, and the AWS SDK's
+credential files pointed at nothing (:data:`NO_FILES`): an agent given them
+could read, change or delete every task's recordings in the store, another
+agent's among them. An agent that needs AWS itself (a model on Bedrock) is
+given what it names: a step's ``pass_env`` (or ``AGENTENV_PASS_ENV``, for
+every agent of the run, comma-separated), or a value in the step's ``env``.
+The profiles' key and the credential steps' variables are never passed.
+What stays possible (an agent running as the harness's own OS user can
+read the harness's process and files): docs/limits.md."""
 
 from __future__ import annotations
 
@@ -36,7 +45,16 @@ from agentenv.harness.loopback import Loopback, LoopbackError
 from agentenv.harness.preflight import KEY_ENV
 from agentenv.harness.steps import BrowserSetCredentials, Task
 
-__all__ = ["agent_addresses", "default_agent", "run_process", "withheld", "withhold"]
+__all__ = [
+    "AMBIENT",
+    "NO_FILES",
+    "PASS_ENV",
+    "agent_addresses",
+    "default_agent",
+    "run_process",
+    "withheld",
+    "withhold",
+]
 
 #: How often the run looks at the agent and at a cancel.
 POLL_S = 0.2
@@ -44,6 +62,33 @@ POLL_S = 0.2
 #: The variables no agent's process is given (:func:`withhold` adds a task's).
 _WITHHELD: set[str] = {KEY_ENV}
 _WITHHELD_LOCK = threading.Lock()
+
+#: The harness's own AWS credentials and where the SDK finds them: not an
+#: agent's unless its step passes them on.
+AMBIENT = frozenset(
+    {
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_SECURITY_TOKEN",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_CONFIG_FILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_ROLE_ARN",
+        "AWS_ROLE_SESSION_NAME",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+    }
+)
+#: The SDK's credential files, for an agent not given AWS: none (else it
+#: would read the harness's user's ``~/.aws``).
+NO_FILES = {"AWS_SHARED_CREDENTIALS_FILE": os.devnull, "AWS_CONFIG_FILE": os.devnull}
+#: Names passed on to every agent of the run (comma-separated).
+PASS_ENV = "AGENTENV_PASS_ENV"
 
 
 def withhold(tasks: Iterable[Task]) -> None:
@@ -62,14 +107,25 @@ def withhold(tasks: Iterable[Task]) -> None:
         _WITHHELD.update(names)
 
 
-def withheld(env: dict[str, str], task: Task) -> dict[str, str]:
+def withheld(
+    env: dict[str, str], task: Task, given: Iterable[str] = (), harness_env: str = ""
+) -> dict[str, str]:
     """``env`` (an agent of ``task``'s, changed in place) without the
-    withheld variables, ``task``'s own among them."""
+    withheld variables, ``task``'s own among them, and without the harness's
+    AWS credentials (:data:`AMBIENT`) but those in ``given`` (the step's
+    ``pass_env`` and ``env`` names) or in ``harness_env`` (the run's
+    :data:`PASS_ENV`)."""
     withhold([task])
     with _WITHHELD_LOCK:
         names = set(_WITHHELD)
     for name in names:
         env.pop(name, None)
+    passed = set(given) | {n.strip() for n in harness_env.split(",") if n.strip()}
+    for name in AMBIENT - passed:
+        env.pop(name, None)
+    for name, nowhere in NO_FILES.items():
+        if name not in passed:
+            env[name] = nowhere
     return env
 
 

@@ -42,7 +42,7 @@ from pydantic import BaseModel
 from agentenv.browsergym_episode import driver_python
 from agentenv.harness import attest, exports
 from agentenv.harness import steps as s
-from agentenv.harness.agent_process import agent_addresses, run_process, withheld
+from agentenv.harness.agent_process import PASS_ENV, agent_addresses, run_process, withheld
 from agentenv.harness.backends import start, stop_all
 from agentenv.harness.browsergym_step import episode_env, episode_result, episode_status
 from agentenv.harness.computer import Computer, ComputerError, agent_tokens, deploy
@@ -492,7 +492,7 @@ class Run:
     def _run_agent(self, step: s.RunAgent) -> dict[str, Any]:
         answer_file = self.out / f"agent-answer-{uuid.uuid4().hex[:6]}.txt"
         env = dict(os.environ, **step.env, AGENTENV_ANSWER_FILE=str(answer_file))
-        with self._agent_env(step.env_id, env):
+        with self._agent_env(step, env):
             return self._run(step, env, answer_file)
 
     def _run_browsergym(self, step: s.RunBrowsergym) -> dict[str, Any]:
@@ -505,7 +505,7 @@ class Run:
         python = driver_python(step.python)
         command = [python, "-m", "agentenv.browsergym_episode", "--", *agent]
         log = self.out / f"browsergym-{step.id or uuid.uuid4().hex[:6]}.log"
-        with self._agent_env(step.env_id, env):
+        with self._agent_env(step, env):
             status = run_process(command, env, log, step.timeout_s, self.cancelled)
         found = episode_result(result_file, python, log, status)
         self.reward = float(found["reward"] or 0.0)
@@ -513,10 +513,11 @@ class Run:
         return {"exit_status": 0, "output": str(log), **found}
 
     @contextlib.contextmanager
-    def _agent_env(self, env_id: str | None, env: dict[str, str]) -> Iterator[None]:
+    def _agent_env(self, step: s.RunAgent | s.RunBrowsergym, env: dict[str, str]) -> Iterator[None]:
         """``env`` given the computer's addresses and the agent's token (a
         loopback door's address too, open while the agent runs), less the withheld."""
-        withheld(env, self.task)
+        withheld(env, self.task, [*step.pass_env, *step.env], os.environ.get(PASS_ENV, ""))
+        env_id = step.env_id
         computer = self._computer(env_id) if env_id else next(iter(self.computers.values()), None)
         if computer is None:
             yield

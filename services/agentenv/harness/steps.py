@@ -211,10 +211,17 @@ class EndBrowserRecording(_BrowserStep):
     fail_task_on_error: bool = True
 
 
+#: A variable name an agent's step may ask to be passed on.
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=200)]
+
+
 class RunAgent(_Step):
     type: Literal["run_agent"]
     command: list[str] | str
     env: dict[str, str] = Field(default_factory=dict)
+    #: The harness's AWS variables this agent is given (withheld by default:
+    #: :mod:`agentenv.harness.agent_process`).
+    pass_env: list[EnvName] = Field(default_factory=list)
     timeout_s: float = Field(600, gt=0)
     env_id: str | None = None
     browser: str | None = None
@@ -237,6 +244,7 @@ class RunBrowsergym(_Step):
     #: ``AGENTENV_BROWSERGYM_PYTHON``, else the harness's own.
     python: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    pass_env: list[EnvName] = Field(default_factory=list)
     timeout_s: float = Field(600, gt=0)
     env_id: str | None = None
     browser: str | None = None
