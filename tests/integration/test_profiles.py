@@ -71,6 +71,7 @@ window.signIn = async (user) => {
   document.cookie = "sid=ck-" + crypto.randomUUID() + "; path=/; max-age=3600";
   localStorage.setItem("last_user", user);
   sessionStorage.setItem("tab_token", "ss-" + crypto.randomUUID());
+  sessionStorage.setItem("user:kk-" + crypto.randomUUID(), "1");  // a secret in a key
   await show();
 };
 const show = async () => {
@@ -122,17 +123,21 @@ def _who(pc: Computer, user: str, url: str, sign_in: bool = False) -> tuple[str,
     return said, session, cookie
 
 
-def _tab_token(pc: Computer, user: str) -> str | None:
-    """The session storage item the site keeps, in ``user``'s tab in front
-    (at the site: the page it shows, or the site's blank page)."""
+def _tab_token(pc: Computer, user: str) -> tuple[str | None, str | None]:
+    """The session storage the site keeps, in ``user``'s tab in front (at
+    the site: the page it shows, or the site's blank page): the token's
+    value, and the key that holds a secret."""
     with sync_playwright() as pw:
         browser = pw.chromium.connect_over_cdp(browser_url(pc, user), timeout=deadline(30) * 1000)
         page = browser.contexts[0].pages[0]
         if not page.url.startswith(f"http://127.0.0.1:{SITE_PORT}/"):
             page.goto(f"http://127.0.0.1:{SITE_PORT}/blank.html")
-        found = page.evaluate("sessionStorage.getItem('tab_token')")
+        found = page.evaluate(
+            "[sessionStorage.getItem('tab_token'),"
+            " Object.keys(sessionStorage).find(k => k.startsWith('user:')) || null]"
+        )
         browser.close()
-    return found if isinstance(found, str) else None
+    return found[0], found[1]
 
 
 #: A page of the site that stores nothing (asking it leaves a scope fresh).
@@ -174,8 +179,9 @@ def test_a_profile_saved_on_one_computer_signs_in_on_another(
     assert said == "signed in as alice@site.test"
     token = session["token"]
     assert token.startswith("tok-") and cookie and cookie.startswith("ck-")
-    tab_token = _tab_token(first, "alice")
+    tab_token, secret_key = _tab_token(first, "alice")
     assert tab_token and tab_token.startswith("ss-"), "the tab's session storage holds it"
+    assert secret_key and secret_key.startswith("user:kk-"), "and a key holding a secret"
     granted = _permissions(first, "alice", url, grant=True)
     assert granted["geolocation"] == "granted" and granted["camera"] != "granted", granted
 
@@ -198,16 +204,17 @@ def test_a_profile_saved_on_one_computer_signs_in_on_another(
     loaded = load_profile(_harness_op(second, "bob"), store, loading, environ)
     assert loaded["databases"] == 1 and loaded["cookies"] >= 1, loaded
     assert loaded["permissions"] == 1 and loaded["session_storage"] == 1, loaded
-    with sync_playwright() as pw:  # the tab in front is left blank, with no history
+    with sync_playwright() as pw:  # the tab in front shows what it showed, with no history
         bob = pw.chromium.connect_over_cdp(browser_url(second, "bob"), timeout=deadline(30) * 1000)
         front = bob.contexts[0].pages[0]
-        assert (front.url, front.evaluate("history.length")) == ("about:blank", 1)
+        shown = (front.url, front.evaluate("history.length"))
+        assert shown == (f"http://127.0.0.1:{SITE_PORT}/blank.html", 1), shown
         bob.close()
     assert _permissions(second, "bob", url) == granted  # as the page saw them where saved
     said, again, same_cookie = _who(second, "bob", url)
     assert said == "signed in as alice@site.test"
     assert again == session and same_cookie == cookie
-    assert _tab_token(second, "bob") == tab_token  # the front tab's, once it visits the site
+    assert _tab_token(second, "bob") == (tab_token, secret_key)  # the front tab's
     local = second.op("local_storage/get", {"scope": "bob", "origin": url.rsplit("/", 1)[0]})
     assert local["items"] == {"last_user": "alice@site.test"}
     visits = (
@@ -248,7 +255,7 @@ def test_a_profile_saved_on_one_computer_signs_in_on_another(
         "this test's output": (printed.out + printed.err).encode(),
     }
     for where, haystack in haystacks.items():
-        for secret in (token, cookie, tab_token):
+        for secret in (token, cookie, tab_token, secret_key.split(":", 1)[1]):
             assert secret.encode() not in haystack, f"{secret[:4]}… found in {where}"
 
 
@@ -297,6 +304,25 @@ def test_a_load_that_fails_part_way_leaves_the_scope_as_it_was(
     )
     assert "restored nothing" in said["error"]["message"], said
     assert first.op("cookies/get", {"scope": "bob"})["cookies"] == []
+    # A tab in front holding session storage of the profile's origin: a load
+    # overwrites nothing (409), and what it wrote before is undone.
+    with sync_playwright() as pw:
+        bob = pw.chromium.connect_over_cdp(browser_url(first, "bob"), timeout=deadline(30) * 1000)
+        front = bob.contexts[0].pages[0]
+        front.goto(f"{at}/blank.html")
+        front.evaluate("sessionStorage.setItem('mine', 'kept')")
+        bob.close()
+    clash = {"cookies": bad["cookies"], "session_storage": {at: {"theirs": "no"}}}
+    said = first.op("profiles/load", {"scope": "bob", "name": "c", "profile": clash}, status=409)
+    assert "already holds session storage" in said["error"]["message"], said
+    assert first.op("cookies/get", {"scope": "bob"})["cookies"] == []
+    with sync_playwright() as pw:
+        bob = pw.chromium.connect_over_cdp(browser_url(first, "bob"), timeout=deadline(30) * 1000)
+        front = bob.contexts[0].pages[0]
+        assert front.url == f"{at}/blank.html", front.url  # back where it was
+        held = front.evaluate("JSON.stringify(Object.entries(sessionStorage))")
+        assert held == '[["mine","kept"]]', held
+        bob.close()
     empty = first.op("profiles/save", {"scope": "bob", "name": "empty"})
     assert (empty["cookies"], empty["origins"], empty["databases"]) == (0, 0, 0), empty
     assert empty["permissions"] == 0, empty  # nothing of the refused load's kept

@@ -106,7 +106,7 @@ async def restore(browser: Browser, saved: BrowserState, caller: Caller) -> Data
                     {"cookies": [settable(c.model_dump()) for c in saved.cookies]},
                 )
             for at, items in saved.local_storage.items():
-                await on_origin(browser, at, WRITE_ALL, [items])
+                await on_origin(browser, at, WRITE_ALL, [orjson.dumps(items).decode()])
                 browser.storage_origins.add(at)
             for tab in sorted(saved.tabs, key=lambda t: t.active):  # the active one last: in front
                 created = await link.call("Target.createTarget", {"url": tab.url or "about:blank"})
@@ -144,7 +144,7 @@ async def _put_back(
             before = orjson.loads(items) if isinstance(items, str) else {}
             await on_origin(browser, at, "localStorage.clear()")
             if before:
-                await on_origin(browser, at, WRITE_ALL, [before])
+                await on_origin(browser, at, WRITE_ALL, [orjson.dumps(before).decode()])
     except (BrowserError, OpError) as exc:
         log.error("data/add: could not put the browser back as it was: %s", exc)
 

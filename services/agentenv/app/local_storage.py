@@ -32,18 +32,22 @@ __all__ = [
     "tab_origins",
 ]
 
-_BLANK_PAGE = base64.b64encode(b"<!doctype html><title>agentenv</title>").decode()
+#: The page an origin is served as: nothing to load (no favicon either).
+_BLANK_PAGE = base64.b64encode(
+    b'<!doctype html><title>agentenv</title><link rel=icon href="data:,">'
+).decode()
 #: Evaluated on an origin: its items as a JSON string.
 READ_ALL = "JSON.stringify(Object.fromEntries(Object.entries(localStorage)))"
 
 
 #: The function that writes its argument's items into the origin's local
-#: storage. The items go as a ``Runtime.callFunctionOn`` argument, whose
-#: strings the log withholds: in the expression they were written in clear
-#: (a restored session's tokens).
+#: storage. The items go as one JSON string, a ``Runtime.callFunctionOn``
+#: argument, whose strings the log withholds: in the expression they were
+#: written in clear (a restored session's tokens), and as an object the
+#: log would keep its keys (which may name a site's API key).
 WRITE_ALL = (
-    "function (items) { for (const [k, v] of Object.entries(items)) localStorage.setItem(k, v);"
-    " return localStorage.length; }"
+    "function (json) { for (const [k, v] of Object.entries(JSON.parse(json)))"
+    " localStorage.setItem(k, v); return localStorage.length; }"
 )
 
 
@@ -81,6 +85,10 @@ async def on_origin(
         tab = str(created["targetId"])
         try:
             session = await link.session(tab)
+            await link.call(
+                "Fetch.enable", {"patterns": [{"urlPattern": f"{at}/*"}]}, session=session
+            )
+            # Every request stays caught until the tab closes: none reaches the site.
             await served_blank(browser, session, at)
             return await run_on(browser, session, at, expression, arguments)
         finally:
@@ -90,37 +98,34 @@ async def on_origin(
 
 async def served_blank(browser: Browser, session: str, at: str) -> None:
     """The tab of ``session`` navigated to origin ``at``, whose page is
-    answered blank (no request reaches the network)."""
+    answered blank. The caller has ``Fetch`` catch the origin's requests
+    (and keeps it on while the tab is there: a request let go would reach
+    the site, with the scope's cookies)."""
     link = browser.link
-    await link.call("Fetch.enable", {"patterns": [{"urlPattern": f"{at}/*"}]}, session=session)
-    try:
-        with link.events("Fetch.requestPaused", session) as paused:
-            navigate = asyncio.create_task(
-                link.call("Page.navigate", {"url": f"{at}/"}, session=session)
-            )
-            try:
-                request = await asyncio.wait_for(paused.get(), 10)
-            except TimeoutError:
-                navigate.cancel()
-                raise OpError(
-                    502,
-                    f"the page at {at} did not load within 10 s: give the origin as "
-                    "the browser shows it (the scheme it ends on, no default port)",
-                ) from None
-            await link.call(
-                "Fetch.fulfillRequest",
-                {
-                    "requestId": request["requestId"],
-                    "responseCode": 200,
-                    "responseHeaders": [{"name": "Content-Type", "value": "text/html"}],
-                    "body": _BLANK_PAGE,
-                },
-                session=session,
-            )
-            await navigate
-    finally:
-        with contextlib.suppress(BrowserError):
-            await link.call("Fetch.disable", {}, session=session)
+    with link.events("Fetch.requestPaused", session) as paused:
+        navigate = asyncio.create_task(
+            link.call("Page.navigate", {"url": f"{at}/"}, session=session)
+        )
+        try:
+            request = await asyncio.wait_for(paused.get(), 10)
+        except TimeoutError:
+            navigate.cancel()
+            raise OpError(
+                502,
+                f"the page at {at} did not load within 10 s: give the origin as "
+                "the browser shows it (the scheme it ends on, no default port)",
+            ) from None
+        await link.call(
+            "Fetch.fulfillRequest",
+            {
+                "requestId": request["requestId"],
+                "responseCode": 200,
+                "responseHeaders": [{"name": "Content-Type", "value": "text/html"}],
+                "body": _BLANK_PAGE,
+            },
+            session=session,
+        )
+        await navigate
 
 
 async def run_on(
@@ -166,7 +171,7 @@ async def local_storage_get(
 
 async def local_storage_set(browser: Browser, body: LocalStorageSet, caller: Caller) -> OpDone:
     async with acting(browser, caller, "local_storage/set", body):
-        await on_origin(browser, body.origin, WRITE_ALL, [body.items])
+        await on_origin(browser, body.origin, WRITE_ALL, [orjson.dumps(body.items).decode()])
     browser.storage_origins.add(body.origin)
     return OpDone()
 

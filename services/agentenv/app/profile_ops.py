@@ -65,13 +65,14 @@ from agentenv.app.local_storage import on_origin, tab_origins
 from agentenv.app.op_browser import Browser
 from agentenv.app.profile_permissions import permissions_set
 from agentenv.app.profile_scripts import CLEAR_ORIGIN, HELD, READ_ORIGIN, WRITE_ORIGIN
-from agentenv.app.session_storage import give_to_front, replace_front, tabs_session_storage
+from agentenv.app.session_storage import give_to_front, tabs_session_storage
 from agentenv.http import BODY_LIMIT, read_json
 from agentenv.log.reader import LogReader
 from agentenv.protocol.browser import origin_of
 from agentenv.protocol.log import parse_line, scope_of
 from agentenv.protocol.profiles import (
     MAX_PROFILE_ORIGINS,
+    MAX_PROFILE_PERMISSIONS,
     PROFILE_LIMIT,
     OriginState,
     PermissionSetting,
@@ -106,9 +107,22 @@ async def profile_op(request: web.Request, name: str) -> web.Response:
         # data/reset is every scope's: the home browser keeps its line.
         since = request.app[browser_key].reset_seq
         context = await _own_context(browser)
+        if context is None and only is not None:
+            raise OpError(
+                502,
+                f"profiles/save could not learn scope {only!r}'s browser context from the "
+                "relay (Target.getBrowserContexts): try again; nothing was saved",
+            )
         seen, permissions = await asyncio.get_running_loop().run_in_executor(
             None, scope_record, request.app[reader_key], since, only, context
         )
+        if len(permissions) > MAX_PROFILE_PERMISSIONS:
+            raise OpError(
+                413,
+                f"the scope holds more than {MAX_PROFILE_PERMISSIONS} permission settings, "
+                "more than a profile keeps: clear them (Browser.resetPermissions) and grant "
+                "what the sign-in needs; nothing was saved",
+            )
         return answer(name, await save(browser, asked, who, seen, permissions))
     body: ProfilesLoad = parse(ProfilesLoad, await read_json(request, _LOAD_LIMIT))
     browser = browser_for(request, identity, body.scope)
@@ -288,9 +302,7 @@ async def load(browser: Browser, body: ProfilesLoad, caller: Caller) -> ProfileL
             except (BrowserError, OpError):
                 # Undone within the op: its commands are on the record (a
                 # later save reads the permissions' reset there).
-                await _empty(browser, sorted(profile.origins))
-                if profile.session_storage:
-                    await replace_front(browser)
+                await _empty(browser, profile)
                 raise
     except (BrowserError, OpError) as exc:
         cause = failure(exc)
@@ -321,12 +333,14 @@ async def _restore(browser: Browser, profile: Profile) -> None:
     await give_to_front(browser, profile.session_storage)  # last: it navigates
 
 
-async def _empty(browser: Browser, origins: list[str]) -> None:
-    """Undo a load that failed part way, in a scope that was fresh (best effort)."""
+async def _empty(browser: Browser, profile: Profile) -> None:
+    """Undo a load that failed part way, in a scope that was fresh (best
+    effort). Its session storage undoes itself (:func:`give_to_front`)."""
     with contextlib.suppress(BrowserError, OpError):
         await browser.link.call("Storage.clearCookies")
-    with contextlib.suppress(BrowserError, OpError):
-        await browser.link.call("Browser.resetPermissions")
-    for at in origins:
+    if profile.permissions:  # the scope's others too: freshness does not see them
+        with contextlib.suppress(BrowserError, OpError):
+            await browser.link.call("Browser.resetPermissions")
+    for at in sorted(profile.origins):
         with contextlib.suppress(BrowserError, OpError):
             await on_origin(browser, at, CLEAR_ORIGIN, [])

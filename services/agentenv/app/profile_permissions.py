@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from pydantic import ValidationError
+
 from agentenv.protocol.log import action_of, parse_line, scope_of
 from agentenv.protocol.profiles import (
     MAX_PROFILE_PERMISSIONS,
@@ -43,9 +45,10 @@ def permissions_set(
 ) -> list[PermissionSetting]:
     """The permission commands of ``scope``'s lines (None: every line, a
     computer of one scope) on its ``context`` still in force at their end,
-    oldest first, added to ``kept``: at most
-    :data:`MAX_PROFILE_PERMISSIONS`, the latest. A line this cannot read is
-    passed over."""
+    oldest first, added to ``kept`` (past :data:`MAX_PROFILE_PERMISSIONS`,
+    only the latest one more than it: the save refuses so many). A line this
+    cannot read is passed over, and so is a command whose params the log
+    cut or withheld (it cannot be sent again as it was)."""
     kept = [] if kept is None else kept
     for raw in lines:
         try:
@@ -74,6 +77,10 @@ def permissions_set(
             kept.clear()
         elif method in PERMISSION_METHODS:
             sent = {k: v for k, v in params.items() if k != "browserContextId"}
-            kept.append(PermissionSetting.model_validate({"method": method, "params": sent}))
-    del kept[:-MAX_PROFILE_PERMISSIONS]
+            try:
+                kept.append(PermissionSetting.model_validate({"method": method, "params": sent}))
+            except ValidationError:
+                continue  # params the log cut (past its bound) or withheld
+            if len(kept) > 2 * (MAX_PROFILE_PERMISSIONS + 1):
+                del kept[: -(MAX_PROFILE_PERMISSIONS + 1)]  # enough to say there are too many
     return kept

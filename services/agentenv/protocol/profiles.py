@@ -49,7 +49,15 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agentenv.protocol import problems
 from agentenv.protocol.browser import Scoped, origin_of
@@ -152,13 +160,35 @@ class PermissionSetting(_Doc):
     method: Literal["Browser.grantPermissions", "Browser.setPermission"]
     params: dict[str, Any]
 
-    @field_validator("params")
-    @classmethod
-    def _params(cls, value: dict[str, Any]) -> dict[str, Any]:
-        """No context named: a load's command acts in the scope it loads into."""
-        if "browserContextId" in value:
+    @model_validator(mode="after")
+    def _params(self) -> PermissionSetting:
+        """The command's own params and no others: no context named (a load's
+        command acts in the scope it loads into), nothing a log line cut."""
+        params = self.params
+        if "browserContextId" in params:
             raise ValueError("a permission's params name no browserContextId")
-        return value
+        for key in ("origin", "embeddedOrigin"):
+            if key in params and not isinstance(params[key], str):
+                raise ValueError(f"a permission's {key} is a string")
+        if self.method == "Browser.grantPermissions":
+            names = params.get("permissions")
+            if set(params) - {"permissions", "origin"} or not (
+                isinstance(names, list) and names and all(isinstance(n, str) for n in names)
+            ):
+                raise ValueError("Browser.grantPermissions takes permissions (names) and origin")
+        else:
+            wanted = params.get("permission")
+            if (
+                set(params) - {"permission", "setting", "origin", "embeddedOrigin"}
+                or params.get("setting") not in ("granted", "denied", "prompt")
+                or not isinstance(wanted, dict)
+                or not isinstance(wanted.get("name"), str)
+            ):
+                raise ValueError(
+                    "Browser.setPermission takes permission {name, ...}, setting "
+                    "(granted, denied or prompt), origin and embeddedOrigin"
+                )
+        return self
 
 
 class Profile(_Doc):
