@@ -65,7 +65,9 @@ def _left_over() -> list[object]:
     (another backend's, which the swarm itself removes with its service)."""
     import docker
 
-    found = docker.from_env().containers.list(all=True, filters={"label": "io.agentenv.harness=1"})
+    found = docker.from_env().containers.list(
+        all=True, filters={"label": "io.agentenv.harness=1"}, ignore_removed=True
+    )
     return [c for c in found if "com.docker.swarm.service.name" not in c.labels]
 
 

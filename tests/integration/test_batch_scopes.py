@@ -149,7 +149,9 @@ def test_eight_tasks_on_two_computers_two_scopes_each(image: str, tmp_path: Path
 def _computers(image: str) -> list[Any]:
     """The computers of ``image`` the harness started, stopped or not (the
     engine is shared: other images' are not this test's)."""
-    found = docker.from_env().containers.list(all=True, filters={"label": "io.agentenv.harness=1"})
+    found = docker.from_env().containers.list(
+        all=True, filters={"label": "io.agentenv.harness=1"}, ignore_removed=True
+    )
     return [c for c in found if image in c.image.tags]
 
 

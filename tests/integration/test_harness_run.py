@@ -337,7 +337,9 @@ def test_deploy_env_starts_and_stops_a_computer(image: str, tmp_path: Path, stor
         "s3://agentenv-" if store == "local" else "file://"
     )
     client = docker.from_env()
-    left = client.containers.list(all=True, filters={"label": "io.agentenv.harness=1"})
+    left = client.containers.list(
+        all=True, filters={"label": "io.agentenv.harness=1"}, ignore_removed=True
+    )
     assert left == [], "teardown must remove the computer it started"
 
 
