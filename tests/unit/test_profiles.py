@@ -321,7 +321,7 @@ def test_run_profile_with_no_key_is_refused_before_anything_deploys(
 
 
 def test_a_save_reads_the_origins_its_own_scope_saw(tmp_path: Path) -> None:
-    from agentenv.app.profile_ops import seen_in_scope
+    from agentenv.app.profile_ops import scope_record
     from agentenv.log.reader import LogReader
     from agentenv.log.writer import LogWriter
 
@@ -337,10 +337,10 @@ def test_a_save_reads_the_origins_its_own_scope_saw(tmp_path: Path) -> None:
     )
     writer.close()
     reader = LogReader(tmp_path / "log.jsonl")
-    assert seen_in_scope(reader, 0, "alice") == {"https://a.test", "http://c.test:81"}
-    assert seen_in_scope(reader, 1, "alice") == {"http://c.test:81"}
-    assert seen_in_scope(reader, 0, "carol") == set()
-    assert seen_in_scope(reader, 0, None) == {
+    assert scope_record(reader, 0, "alice", None)[0] == {"https://a.test", "http://c.test:81"}
+    assert scope_record(reader, 1, "alice", None)[0] == {"http://c.test:81"}
+    assert scope_record(reader, 0, "carol", None)[0] == set()
+    assert scope_record(reader, 0, None, None)[0] == {
         "https://a.test",
         "https://b.test",
         "http://c.test:81",

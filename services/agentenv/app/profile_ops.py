@@ -87,7 +87,7 @@ from agentenv.protocol.profiles import (
 )
 from agentenv.relay_link import BrowserError
 
-__all__ = ["load", "profile_op", "save", "scope_record", "seen_in_scope"]
+__all__ = ["load", "profile_op", "save", "scope_record"]
 
 #: A load's body: the document and the few fields around it.
 _LOAD_LIMIT = PROFILE_LIMIT + 64 * 1024
@@ -127,12 +127,6 @@ async def profile_op(request: web.Request, name: str) -> web.Response:
     body: ProfilesLoad = parse(ProfilesLoad, await read_json(request, _LOAD_LIMIT))
     browser = browser_for(request, identity, body.scope)
     return answer(name, await load(browser, body, who))
-
-
-def seen_in_scope(reader: LogReader, after: int, scope: str | None) -> set[str]:
-    """The origins the log saw after line ``after``, in ``scope``'s lines
-    only (None: every line, a computer of one scope)."""
-    return scope_record(reader, after, scope, None)[0]
 
 
 def scope_record(
@@ -223,7 +217,7 @@ async def save(
     body: ProfilesSave,
     caller: Caller,
     seen: set[str],
-    permissions: list[PermissionSetting] | None = None,
+    permissions: list[PermissionSetting],
 ) -> ProfileSaved:
     """The scope's cookies, its origins' storage and its permission
     settings, as one bounded document."""
@@ -248,7 +242,7 @@ async def save(
             chromium=await _chromium(browser),
             cookies=cookies,
             origins=states,
-            permissions=permissions or [],
+            permissions=permissions,
             session_storage=sessions,
         )
     size = len(profile_bytes(profile))

@@ -26,14 +26,16 @@ A profile is one JSON document holding a scope's sign-in state:
   cannot list a context's permission overrides, but every one was made by a
   command on the record: a load sends the same commands again, in the same
   order, into the new scope, through the relay's rules (a profile cannot
-  grant what an agent could not). At most :data:`MAX_PROFILE_PERMISSIONS`.
+  grant what an agent could not). At most :data:`MAX_PROFILE_PERMISSIONS`:
+  a save past it fails with 413, none is dropped in silence.
 
 - ``session_storage``: per origin, the session storage items of the
   scope's open tabs that show a page of it (a tab holds one per origin it
   visited, and only the one it shows can be read; of two tabs of one origin,
   the one listed first). A load gives them to the scope's tab in front, the
   one its agent starts in: that tab visits each origin served blank, is
-  given the items, and is left blank with no history.
+  given the items, and goes back to the page it showed, with one entry of
+  history (:mod:`agentenv.app.session_storage`).
 
 Not kept: HTTP cache, service workers, cache storage.
 
@@ -92,7 +94,7 @@ PROFILE_FORMAT = 1
 PROFILE_LIMIT = 16 * 1024 * 1024
 #: The most origins one profile holds (each costs a hidden tab to read).
 MAX_PROFILE_ORIGINS = 200
-#: The most permission commands one profile holds (the latest are kept).
+#: The most permission commands one profile holds (a save past it fails).
 MAX_PROFILE_PERMISSIONS = 200
 #: The commands that set a permission, as a profile keeps them.
 PERMISSION_METHODS = ("Browser.grantPermissions", "Browser.setPermission")
