@@ -206,6 +206,9 @@ class Settings:
     #: the memory budget holds (about 90 MiB each; harness/hardening.py). Past
     #: it a new session is refused (503) until one ends or idles out.
     mcp_sessions: int = 4
+    #: ``/playwright`` servers at once (Node processes of about 60 MiB): 503
+    #: past it, and 429 past a caller's share (app/playwright_door.py).
+    playwright_servers: int = 4
     #: MCP transport sessions (``Mcp-Session-Id``) one caller may have open at
     #: once: past it a new one is refused (429), and other callers' go on.
     mcp_transports_per_caller: int = 16
@@ -484,6 +487,7 @@ _PARSED: dict[str, Callable[[Mapping[str, str], str, Any], Any]] = {
     "mcp_sessions_per_caller": _positive,
     "mcp_sessions": _positive,
     "mcp_transports_per_caller": _positive,
+    "playwright_servers": _positive,
     "mcp_unused_s": _seconds,
     "trace_max_s": _seconds,
     "trace_max_bytes": _positive,

@@ -92,7 +92,7 @@ async def recorder(tmp_path: Path) -> AsyncIterator[Client]:
 
 UNKNOWN_PATH = {
     "relay": "/json/version, /json/list, /json, /json/protocol, /json/new?<url>",
-    "app": "/card, /healthz, /readyz, /mcp, /live, /metrics, /v1/browser/tabs/list",
+    "app": "/card, /healthz, /readyz, /mcp, /live, /playwright, /metrics, /v1/browser/tabs/list",
     "recorder": "/start, /end, /end_all, /healthz, /metrics",
 }
 

@@ -69,6 +69,12 @@ from agentenv.app.op_browser import Browser, Browsers
 from agentenv.app.optable import DATA_OPS, OPS, PROFILE_OPS, SCOPE_OPS, all_ops
 from agentenv.app.peers import control_headers, recorder_call, recorder_url, relay_url
 from agentenv.app.pixels import Image
+from agentenv.app.playwright_door import (
+    PlaywrightServers,
+    playwright_door,
+    playwright_share,
+    servers_key,
+)
 from agentenv.app.profile_ops import profile_op
 from agentenv.app.scope_ops import scope_op
 from agentenv.http import (
@@ -136,7 +142,7 @@ async def _checks(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 def _paths() -> str:
     ops = ", ".join(f"/v1/browser/{op}" for op in all_ops())
-    return f"/card, /healthz, /readyz, /mcp, /live, /metrics, {ops}"
+    return f"/card, /healthz, /readyz, /mcp, /live, /playwright, /metrics, {ops}"
 
 
 @dataclass(frozen=True)
@@ -228,6 +234,9 @@ async def card(request: web.Request) -> web.Response:
                 limits={
                     "mcp_sessions": settings.mcp_sessions,
                     "mcp_sessions_per_caller": settings.mcp_share,
+                    # /playwright's servers: the computer's, and one caller's share.
+                    "playwright_servers": settings.playwright_servers,
+                    "playwright_servers_per_caller": playwright_share(settings),
                     # Scopes opened on demand at once (scopes/open; 0: none).
                     "max_scopes": settings.max_scopes,
                 },
@@ -445,6 +454,8 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_post("/v1/browser/{op:.+}", browser_op)
     app.router.add_post("/v1/browser-recording/{op}", recording_op)
     app.router.add_get("/metrics", metrics)
+    app[servers_key] = PlaywrightServers()
+    app.router.add_get("/playwright", playwright_door)
     add_live_routes(app)
 
     # /mcp: the mcp SDK's streamable HTTP app, mounted through aiohttp-asgi

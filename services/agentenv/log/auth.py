@@ -4,7 +4,8 @@ many are written (docs/spec.md section 1, ``auth``). No I/O.
 A request refused for its token (401: none, or one no user holds) at any of
 the computer's doors is a :class:`Failure`: when, from which address, at
 which door (``cdp``: the relay, its WebSocket upgrades and discovery; ``op``:
-the app server's ops, recording ops and ``/metrics``; ``mcp``; ``live``),
+the app server's ops, recording ops and ``/metrics``; ``mcp``; ``live``;
+``playwright``),
 the path, why, and the names the request claimed (``?user=``,
 ``AgentEnv-Role``). Never the token, nor a prefix, a length or a hash of
 it: a wrong token is often a near miss of a real one (a typo, a rotated
@@ -46,8 +47,8 @@ __all__ = [
     "path_shape",
 ]
 
-Door = Literal["cdp", "op", "mcp", "live"]
-DOORS: tuple[Door, ...] = ("cdp", "op", "mcp", "live")
+Door = Literal["cdp", "op", "mcp", "live", "playwright"]
+DOORS: tuple[Door, ...] = ("cdp", "op", "mcp", "live", "playwright")
 Why = Literal["no token", "unknown token"]
 
 #: Failures written one by one from one address in a minute.
@@ -126,11 +127,14 @@ def claimed(
 
 
 def door_of_app_path(path: str) -> Door:
-    """The app server's door a path is (``/mcp``, ``/live``; the rest are ops)."""
+    """The app server's door a path is (``/mcp``, ``/live``, ``/playwright``; the rest
+    are ops)."""
     if path == "/mcp" or path.startswith("/mcp/"):
         return "mcp"
     if path == "/live" or path.startswith("/live/"):
         return "live"
+    if path == "/playwright":
+        return "playwright"
     return "op"
 
 

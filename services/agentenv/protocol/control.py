@@ -211,7 +211,7 @@ class AuthFailed(ControlParams):
     """``AgentEnv.authFailed``: one request the app server refused for its
     token (never the token: :mod:`agentenv.log.auth`)."""
 
-    door: Literal["op", "mcp", "live"]
+    door: Literal["op", "mcp", "live", "playwright"]
     source: Annotated[str, Field(max_length=64)] | None = None
     path: Annotated[str, Field(max_length=2000)]
     why: Literal["no token", "unknown token"]
