@@ -1,8 +1,8 @@
 """``python -m bench [NAME ...]``: log, log-filed, relay, mcp, recorder, viewer, live,
 live-input, container, ready, swarm-grow, fleet, batch-scopes, scope-memory, density,
-a-core, fairness, video, har, verify, simulate, miniwob (default: every one, in that
-order). Each is the module of its name (``log-filed``: ``bench.log_filed``), whose
-``run()`` returns the figures it prints."""
+a-core, fairness, video, har, verify, simulate, miniwob, playwright-files (default:
+every one, in that order). Each is the module of its name (``log-filed``:
+``bench.log_filed``), whose ``run()`` returns the figures it prints."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ NAMES = (
     "verify",
     "simulate",
     "miniwob",
+    "playwright-files",
 )
 
 

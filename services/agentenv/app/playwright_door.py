@@ -263,6 +263,15 @@ async def _pump_client(
             await client.send_str(orjson.dumps(result.answer()).decode())
 
 
+def _lifecycle(data: str) -> bool:
+    """Whether a message of the server's may make, adopt or dispose of an
+    object: an event, whose method (``__create__``, ``__adopt__``,
+    ``__dispose__``) follows its guid. Answers and a stream's chunks are
+    never read, only carried. One the server wrote otherwise is not learnt,
+    and its object is then refused, never let through."""
+    return data.startswith('{"guid":') and '"method":"__' in data[:512]
+
+
 async def _pump_server(
     upstream: aiohttp.ClientWebSocketResponse,
     client: web.WebSocketResponse,
@@ -271,10 +280,11 @@ async def _pump_server(
     async for message in upstream:
         if message.type != aiohttp.WSMsgType.TEXT:
             return
-        with contextlib.suppress(orjson.JSONDecodeError):
-            parsed = orjson.loads(message.data)
-            if isinstance(parsed, dict):
-                rules.learn(parsed)
+        if _lifecycle(message.data):
+            with contextlib.suppress(orjson.JSONDecodeError):
+                parsed = orjson.loads(message.data)
+                if isinstance(parsed, dict):
+                    rules.learn(parsed)
         await client.send_str(message.data)
 
 
