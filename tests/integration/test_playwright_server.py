@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import uuid
 import zipfile
@@ -345,3 +346,45 @@ async def test_scope_walls_and_tokens(c: Computer) -> None:
     assert not any(c.token(u).encode() in logged for u in ("alice", "bob"))
     assert c.control is not None and c.control.encode() not in logged
     assert c.control not in command_lines
+
+
+@pytest.fixture(scope="module")
+def small(image: str) -> Iterator[Computer]:
+    """A computer whose scopes may each hold 20 MB of downloads."""
+    with computer(image, env={"AGENTENV_SCOPE_DOWNLOAD_BYTES": str(20 * 1024 * 1024)}) as running:
+        yield running
+
+
+def test_uploads_count_against_the_scopes_downloads_share(small: Computer, tmp_path: Path) -> None:
+    """A connection's uploads past the share are refused; two connections'
+    uploads that pass it together end a connection; nothing is left behind."""
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(24 * 1024 * 1024))
+    half = tmp_path / "half.bin"
+    half.write_bytes(os.urandom(14 * 1024 * 1024))
+    page_of_input = "<input type=file id=f>"
+    with sync_playwright() as pw:
+        first = pw.chromium.connect(
+            _endpoint(small), headers=small.headers("alice"), timeout=deadline(60) * 1000
+        )
+        page = first.new_context().new_page()
+        page.set_content(page_of_input)
+        page.set_input_files("#f", half)  # under the share: taken
+        with pytest.raises(Exception, match="uploaded") as refused:
+            page.set_input_files("#f", big)
+        assert "set_input_files by path may take 20971520" in str(refused.value)
+        second = pw.chromium.connect(
+            _endpoint(small), headers=small.headers("alice"), timeout=deadline(60) * 1000
+        )
+        other = second.new_context().new_page()
+        other.set_content(page_of_input)
+        other.set_input_files("#f", half)  # 28 MB held together: one connection ends
+
+        def ended() -> bool | None:
+            return True if not (first.is_connected() and second.is_connected()) else None
+
+        wait_for(ended, "a connection to end past the scope's share", timeout_s=30)
+        for browser in (first, second):
+            if browser.is_connected():
+                browser.close()
+    _gone(small, "alice")

@@ -128,10 +128,14 @@ def test_allowed_calls_go_on_as_they_came() -> None:
 
 def test_paths_the_server_ignores_are_dropped_before_it_reads_them() -> None:
     rules = _rules()
-    video = _call("browser@1", "newContext", {"recordVideo": {"dir": "/etc", "size": {"width": 8}}})
+    video = _call(
+        "browser@1",
+        "newContext",
+        {"recordVideo": {"dir": "/etc", "size": {"width": 8, "height": 6}}},
+    )
     got = rules.check(video)
     assert isinstance(got, SendOn)
-    assert got.message["params"]["recordVideo"] == {"size": {"width": 8}}
+    assert got.message["params"]["recordVideo"] == {"size": {"width": 8, "height": 6}}
     har = _call("tracing@1", "harStart", {"options": {"harPath": "/x", "content": "omit"}})
     got = rules.check(har)
     assert isinstance(got, SendOn) and got.message["params"]["options"] == {"content": "omit"}
@@ -251,3 +255,56 @@ def test_a_failed_token_at_playwright_is_recorded_at_its_own_door() -> None:
 
     assert door_of_app_path("/playwright") == "playwright" and "playwright" in DOORS
     assert door_of_app_path("/playwrightx") == "op"
+
+
+@pytest.mark.parametrize(
+    ("guid", "method", "params", "why"),
+    [
+        (
+            "browser@1",
+            "newContext",
+            {"recordVideo": {"size": {"width": 8000, "height": 8000}}},
+            "at most 1920x1080",
+        ),
+        ("browser@1", "newContext", {"recordVideo": {"fps": 1000}}, "from 1 to 30"),
+        (
+            "page@1",
+            "screencastStart",
+            {"size": {"width": 4000, "height": 100}},
+            "at most 1920x1080",
+        ),
+        (
+            "browser@1",
+            "newContext",
+            {"clientCertificates": [{"origin": "https://a.test"}]},
+            "clientCertificates",
+        ),
+        ("browser@1", "newContext", {"proxy": {"server": "socks5://127.0.0.1:1"}}, "proxy"),
+        ("page@1", "__abort__", "x", "params must be an object"),
+        ("page@1", "__waitInfo__", [1], "params must be an object"),
+    ],
+)
+def test_what_costs_the_computer_or_carries_traffic_is_refused(
+    guid: str, method: str, params: Any, why: str
+) -> None:
+    got = _rules().check({"id": 3, "guid": guid, "method": method, "params": params})
+    assert isinstance(got, RefuseCall) and why in got.why, got
+
+
+def test_params_left_out_go_on_as_an_empty_object() -> None:
+    """``__abort__`` with ``params: null`` once crashed Playwright's server."""
+    got = _rules().check({"id": 3, "guid": "page@1", "method": "__abort__", "params": None})
+    assert isinstance(got, SendOn) and got.message["params"] == {}, got
+
+
+def test_a_connection_is_initialized_once() -> None:
+    rules = PlaywrightRules()
+    first = _call("", "initialize", {"sdkLanguage": "python"})
+    assert isinstance(rules.check(first), SendOn)
+    again = rules.check(_call("", "initialize", {"sdkLanguage": "python"}))
+    assert isinstance(again, RefuseCall) and "once" in again.why
+
+
+def test_a_video_of_the_largest_size_goes_on() -> None:
+    video = {"recordVideo": {"size": {"width": 1920, "height": 1080}, "fps": 30}}
+    assert isinstance(_rules().check(_call("browser@1", "newContext", video)), SendOn)

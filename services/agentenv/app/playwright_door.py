@@ -38,6 +38,7 @@ import secrets
 import shutil
 import signal
 import sys
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,7 @@ from agentenv.access import AccessDenied, bearer_token
 from agentenv.app.app_errors import OpError
 from agentenv.app.app_requests import acting_caller, caller, scopes_key, settings_key
 from agentenv.app.playwright_rules import PlaywrightRules, RefuseCall, SendOn
+from agentenv.downloads import SERVER_FOLDER, folder_bytes, scope_share
 from agentenv.settings import Settings
 
 __all__ = ["PlaywrightServers", "playwright_door", "playwright_share", "servers_key"]
@@ -62,6 +64,8 @@ log = logging.getLogger("agentenv.app.playwright")
 START_S = 60.0
 #: How long connecting to the started server may take.
 CONNECT_S = 10.0
+#: How often the scope's downloads folder is measured against its share.
+WATCH_S = 2.0
 #: How long a server is given to end before it is killed.
 STOP_S = 5.0
 #: A client's message: a file of up to 50 MB goes in one ``setInputFiles``,
@@ -153,7 +157,10 @@ def _ffmpeg(package: Path, browsers: Path) -> None:
 class _Server:
     process: asyncio.subprocess.Process
     endpoint: str
+    #: Its temporary folder, in the scope's downloads folder (uploads, videos).
     folder: Path
+    #: Its own: home, working folder, traces, ffmpeg (the computer's user's alone).
+    private: Path
 
     async def stop(self) -> None:
         process = self.process
@@ -168,20 +175,31 @@ class _Server:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(process.wait(), STOP_S)
         shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(self.private, ignore_errors=True)
 
 
 async def _start(
     settings: Settings, downloads: Path, token: str | None, user: str | None
 ) -> _Server:
-    """Playwright's server for one connection, in a fresh folder of the
-    scope's downloads folder; raises :class:`OpError` if it cannot start."""
+    """Playwright's server for one connection; raises :class:`OpError` if it
+    cannot start.
+
+    Two folders: its temporary folder (``TMPDIR``: its artifacts, which hold
+    uploads and videos) is a fresh one in the scope's downloads folder,
+    where Chromium reads an upload and the relay lets
+    ``DOM.setFileInputFiles`` name it; everything else it keeps (its home,
+    working folder, traces, and the ffmpeg it runs) is in a folder of the
+    computer's user's alone, which Chromium's user can neither read nor
+    swap for a link."""
     node, package = _driver()
-    folder = downloads / f".playwright-{secrets.token_hex(8)}"
+    folder = downloads / f"{SERVER_FOLDER}{secrets.token_hex(8)}"
+    private = Path(tempfile.mkdtemp(prefix="agentenv-playwright-"))
     try:
         folder.mkdir(mode=0o750)
-        (folder / "traces").mkdir(mode=0o750)
-        _ffmpeg(package, folder / "browsers")
+        (private / "traces").mkdir(mode=0o700)
+        _ffmpeg(package, private / "browsers")
     except OSError as exc:
+        shutil.rmtree(private, ignore_errors=True)
         raise OpError(
             503,
             f"the scope's downloads folder takes no Playwright server now ({exc.strerror}): "
@@ -189,13 +207,13 @@ async def _start(
         ) from None
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(folder),
+        "HOME": str(private),
         "TMPDIR": str(folder),
-        "PLAYWRIGHT_BROWSERS_PATH": str(folder / "browsers"),
+        "PLAYWRIGHT_BROWSERS_PATH": str(private / "browsers"),
         "AGENTENV_PLAYWRIGHT_PACKAGE": str(package),
         "AGENTENV_PLAYWRIGHT_BRIDGE": _beside("agentenv-playwright-bridge"),
         "AGENTENV_PLAYWRIGHT_DOWNLOADS": str(downloads),
-        "AGENTENV_PLAYWRIGHT_TRACES": str(folder / "traces"),
+        "AGENTENV_PLAYWRIGHT_TRACES": str(private / "traces"),
         "AGENTENV_PLAYWRIGHT_RELAY": _relay_url(settings, user),
     }
     if token:
@@ -208,13 +226,14 @@ async def _start(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
             env=env,
-            cwd=str(folder),
+            cwd=str(private),
             start_new_session=True,
         )
     except OSError as exc:
         shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(private, ignore_errors=True)
         raise OpError(503, f"Playwright's server could not start ({exc.strerror})") from None
-    server = _Server(process, "", folder)
+    server = _Server(process, "", folder, private)
     said: dict[str, Any] = {}
     try:
         assert process.stdout is not None
@@ -288,6 +307,25 @@ async def _pump_server(
         await client.send_str(message.data)
 
 
+async def _watch_share(client: web.WebSocketResponse, downloads: Path, share: int) -> None:
+    """End the connection once the scope's downloads folder holds more than
+    its share, its servers' uploads, videos and traces with its downloads
+    (measured every :data:`WATCH_S`): what one scope writes never fills the
+    folder every scope shares."""
+    if not share:
+        await asyncio.Event().wait()  # nothing to hold it to: ends with the others
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(WATCH_S)
+        held = await loop.run_in_executor(None, folder_bytes, downloads)
+        if held > share:
+            log.warning("/playwright ended: the scope's downloads hold %d of %d bytes", held, share)
+            await client.close(
+                code=1008, message=b"the scope's downloads share is used up: close files, retry"
+            )
+            return
+
+
 async def playwright_door(request: web.Request) -> web.StreamResponse:
     """``GET /playwright``, a WebSocket: Playwright's protocol, as the caller."""
     settings = request.app[settings_key]
@@ -338,11 +376,15 @@ async def playwright_door(request: web.Request) -> web.StreamResponse:
                     502, "Playwright's server did not take the connection; retry"
                 ) from None
             await client.prepare(request)
+            share = scope_share(settings)
             rules = PlaywrightRules()
+            if share:
+                rules.upload_bytes = min(rules.upload_bytes, share)
             async with upstream:
                 tasks = [
                     asyncio.create_task(_pump_client(client, upstream, rules)),
                     asyncio.create_task(_pump_server(upstream, client, rules)),
+                    asyncio.create_task(_watch_share(client, downloads, share)),
                 ]
                 try:
                     await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)

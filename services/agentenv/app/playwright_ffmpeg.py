@@ -16,6 +16,7 @@ not read are taken as Playwright's defaults.
 from __future__ import annotations
 
 import re
+import resource
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -116,7 +117,13 @@ def record(want: Asked) -> int:
     return written
 
 
+#: The memory it may take (RLIMIT_DATA): a 1920x1080 video's frames and
+#: encoder need a fraction of it (app/playwright_rules.py bounds the size).
+MEMORY_BYTES = 1 << 30
+
+
 def main() -> None:
+    resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_BYTES, MEMORY_BYTES))
     try:
         want = asked(sys.argv[1:])
     except ValueError as exc:
@@ -124,7 +131,7 @@ def main() -> None:
         raise SystemExit(2) from None
     try:
         record(want)
-    except (av.FFmpegError, OSError) as exc:
+    except (av.FFmpegError, OSError, MemoryError) as exc:
         print(f"agentenv-playwright-ffmpeg: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
 

@@ -38,6 +38,8 @@ __all__ = [
     "ALLOWED",
     "REFUSED",
     "UPLOAD_BYTES",
+    "VIDEO_FPS",
+    "VIDEO_PIXELS",
     "Drop",
     "PlaywrightRules",
     "RefuseCall",
@@ -368,6 +370,10 @@ _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")
 #: given to ``set_input_files`` by path, written in the scope's downloads
 #: folder for Chromium to read. Past it a write is refused.
 UPLOAD_BYTES = 256 * 1024 * 1024
+#: The largest video or screencast a client may ask for: each frame is
+#: decoded and encoded on the computer.
+VIDEO_PIXELS = (1920, 1080)
+VIDEO_FPS = 30
 #: Files one ``createTempFiles`` may name.
 _TEMP_FILES = 1000
 
@@ -418,6 +424,7 @@ class PlaywrightRules:
     parents: dict[str, str] = field(default_factory=dict)
     uploaded: int = 0
     upload_bytes: int = UPLOAD_BYTES
+    initialized: bool = False
 
     # -- the server's messages -------------------------------------------------
 
@@ -469,6 +476,13 @@ class PlaywrightRules:
         if not isinstance(guid, str) or not isinstance(method, str):
             return RefuseCall(call_id, "a call names a guid and a method", "?")
         kind = self.types.get(guid)
+        params = message.get("params")
+        if params is None:
+            # Sent on as an empty object: the server reads a field of it.
+            params = {}
+            message = {**message, "params": params}
+        if not isinstance(params, Mapping):
+            return RefuseCall(call_id, "params must be an object", f"{kind or '?'}.{method[:64]}")
         if method in _ANY_OBJECT:
             # Playwright's own bookkeeping of a call (a wait's log, an abort),
             # answered by no one: it goes on for a live object, else nowhere.
@@ -480,11 +494,10 @@ class PlaywrightRules:
         why = REFUSED.get(named) or REFUSED.get(kind)
         if why is not None or method not in ALLOWED.get(kind, frozenset()):
             return RefuseCall(call_id, why or "it is not one this computer serves", named)
-        params = message.get("params")
-        if params is None:
-            params = {}
-        if not isinstance(params, Mapping):
-            return RefuseCall(call_id, "params must be an object", named)
+        if named == "Root.initialize":
+            if self.initialized:
+                return RefuseCall(call_id, "a connection is initialized once", named)
+            self.initialized = True
         refused = self._params(named, params)
         if refused is not None:
             return RefuseCall(call_id, refused, named)
@@ -515,6 +528,23 @@ class PlaywrightRules:
             return (
                 "mode 'entries' names files on the computer: a remote client asks for the archive"
             )
+        if named == "Browser.newContext":
+            for key in ("clientCertificates", "proxy"):
+                if params.get(key):
+                    return (
+                        f"{key}: Playwright's server would carry the context's traffic "
+                        "itself, past the browser's walls; a context of the browser's "
+                        "own network is what this computer serves"
+                    )
+            video = params.get("recordVideo")
+            if isinstance(video, Mapping):
+                too_big = _too_big(video.get("size"), video.get("fps"))
+                if too_big:
+                    return f"recordVideo: {too_big}"
+        if named == "Page.screencastStart":
+            too_big = _too_big(params.get("size"), params.get("fps"))
+            if too_big:
+                return too_big
         if named == "BrowserContext.createTempFiles":
             items = params.get("items")
             if not isinstance(items, list) or len(items) > _TEMP_FILES:
@@ -530,6 +560,20 @@ class PlaywrightRules:
                 )
             self.uploaded += size
         return None
+
+
+def _too_big(size: object, fps: object) -> str | None:
+    """Why a video's ``size`` or ``fps`` is refused, or None."""
+    most_w, most_h = VIDEO_PIXELS
+    if isinstance(size, Mapping):
+        width, height = size.get("width"), size.get("height")
+        if not all(
+            isinstance(v, int) and 0 < v <= m for v, m in ((width, most_w), (height, most_h))
+        ):
+            return f"a video's size is at most {most_w}x{most_h} pixels"
+    if fps is not None and not (isinstance(fps, int) and 0 < fps <= VIDEO_FPS):
+        return f"a video's fps is a whole number from 1 to {VIDEO_FPS}"
+    return None
 
 
 #: Params that name a path on the computer, which Playwright's server

@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from agentenv.downloads import folder_bytes, scope_share
 from agentenv.relay.relay_errors import WatcherError
 from agentenv.relay.watching import Watching
 from agentenv.scopes import Scope
@@ -40,12 +41,14 @@ log = logging.getLogger("agentenv.relay.scope_downloads")
 def _make_folder(folder: Path) -> None:
     """A scope's downloads folder, which Chromium (group downloads) writes in.
     Anything else by its name (a download another scope named so, from a
-    context of its own, before the folder was made) goes first."""
+    context of its own, before the folder was made) goes first. Sticky, so
+    Chromium's user cannot rename or remove what the computer's user made
+    in it (a ``/playwright`` server's folder, app/playwright_door.py)."""
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
         folder.unlink()
     folder.mkdir(exist_ok=True)
     with contextlib.suppress(OSError):  # one made before, by Chromium or by hand
-        os.chmod(folder, 0o2770)
+        os.chmod(folder, 0o3770)
 
 
 def empty_folder(folder: Path) -> int:
@@ -62,18 +65,6 @@ def empty_folder(folder: Path) -> int:
                     os.unlink(entry.path)
                 removed += 1
     return removed
-
-
-def _folder_bytes(folder: Path) -> int:
-    """The bytes of the files in ``folder`` (a download under way, its
-    ``.crdownload``, is counted by its progress instead)."""
-    total = 0
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(folder):
-            with contextlib.suppress(OSError):
-                if entry.is_file(follow_symlinks=False) and not entry.name.endswith(".crdownload"):
-                    total += entry.stat(follow_symlinks=False).st_size
-    return total
 
 
 def _frame_ids(tree: Any) -> set[str]:
@@ -265,16 +256,7 @@ class Downloads:
         log.warning("watcher: could not cancel download %s", guid[:64])
 
     def share(self) -> int:
-        if self.settings.scope_download_bytes:
-            return self.settings.scope_download_bytes
-        try:
-            found = os.statvfs(self.settings.downloads_dir)
-        except OSError:
-            return 0
-        # Every scope that may be open at once, opened on demand too: a share
-        # does not shrink under a scope's downloads as others open.
-        scopes = max(1, self.settings.scope_capacity)
-        return found.f_blocks * found.f_frsize // scopes
+        return scope_share(self.settings)
 
     def _held_by(self, scope: str) -> int:
         """The bytes ``scope``'s downloads folder holds, as last measured: a
@@ -289,5 +271,5 @@ class Downloads:
 
     async def _measure(self, scope: str) -> None:
         folder = self.settings.downloads_for(scope)
-        total = await asyncio.get_running_loop().run_in_executor(None, _folder_bytes, folder)
+        total = await asyncio.get_running_loop().run_in_executor(None, folder_bytes, folder)
         self._held[scope] = (time.monotonic(), total)
