@@ -206,9 +206,9 @@ class Settings:
     #: the memory budget holds (about 90 MiB each; harness/hardening.py). Past
     #: it a new session is refused (503) until one ends or idles out.
     mcp_sessions: int = 4
-    #: ``/playwright`` servers at once (Node processes of about 60 MiB): 503
-    #: past it, and 429 past a caller's share (app/playwright_door.py).
-    playwright_servers: int = 4
+    #: ``/playwright`` servers at once (about 120 MiB each, harness/hardening.py):
+    #: 503 past it, and 429 past a caller's share (app/playwright_door.py).
+    playwright_servers: int = 2
     #: MCP transport sessions (``Mcp-Session-Id``) one caller may have open at
     #: once: past it a new one is refused (429), and other callers' go on.
     mcp_transports_per_caller: int = 16

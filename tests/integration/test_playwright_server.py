@@ -299,11 +299,16 @@ def test_who_may_connect_and_how_many(c: Computer) -> None:
 
     wait_for(lambda: refused(c.log(before)[0]), "the refusals at /playwright on the record")
 
+    card = requests.get(c.app + "/card", timeout=10).json()
+    share = card["extensions"]["browser/v1"]["limits"]["playwright_servers_per_caller"]
+    assert share >= 1
+
     async def crowd() -> int:
-        # Two users and no opened scopes: alice may have 4 // 2 servers.
+        # Alice holds her share of the servers; one more is refused.
         async with aiohttp.ClientSession() as session:
             held = [
-                await session.ws_connect(_endpoint(c), headers=c.headers("alice")) for _ in range(2)
+                await session.ws_connect(_endpoint(c), headers=c.headers("alice"))
+                for _ in range(share)
             ]
             try:
                 await session.ws_connect(_endpoint(c), headers=c.headers("alice"))
@@ -350,8 +355,13 @@ async def test_scope_walls_and_tokens(c: Computer) -> None:
 
 @pytest.fixture(scope="module")
 def small(image: str) -> Iterator[Computer]:
-    """A computer whose scopes may each hold 20 MB of downloads."""
-    with computer(image, env={"AGENTENV_SCOPE_DOWNLOAD_BYTES": str(20 * 1024 * 1024)}) as running:
+    """A computer whose scopes may each hold 20 MB of downloads (and a
+    caller two /playwright servers)."""
+    env = {
+        "AGENTENV_SCOPE_DOWNLOAD_BYTES": str(20 * 1024 * 1024),
+        "AGENTENV_PLAYWRIGHT_SERVERS": "4",
+    }
+    with computer(image, env=env) as running:
         yield running
 
 

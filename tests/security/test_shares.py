@@ -212,4 +212,11 @@ def test_playwright_mcps_stay_within_the_memory_budget_whatever_the_users(image:
         limits = requests.get(pc.app + "/card", timeout=deadline(30)).json()
         limits = limits["extensions"]["browser/v1"].get("limits", {})
         # max_scopes: none may be opened on demand here (AGENTENV_MAX_SCOPES unset).
-        assert limits == {"mcp_sessions": 2, "mcp_sessions_per_caller": 1, "max_scopes": 0}, limits
+        assert limits == {
+            "mcp_sessions": 2,
+            "mcp_sessions_per_caller": 1,
+            "max_scopes": 0,
+            # /playwright's servers: 2, and each of the two users' share 1.
+            "playwright_servers": 2,
+            "playwright_servers_per_caller": 1,
+        }, limits

@@ -336,6 +336,28 @@ def test_the_playwright_mcps_fit_the_memory_budget_whatever_the_users() -> None:
     assert Settings(mcp_sessions_per_caller=1).mcp_share == 1
 
 
+def test_the_playwright_servers_fit_the_memory_budget() -> None:
+    """``/playwright``'s servers (116 MiB each, measured) have their share of
+    the budget, and an idle computer with every MCP, every warm scope and
+    every server fits what the budget leaves Chromium and the programs."""
+    from agentenv.app.playwright_door import playwright_share
+    from agentenv.harness.hardening import (
+        LEFT_FOR_PROGRAMS_MB,
+        MCP_SHARE_MB,
+        PLAYWRIGHT_SERVER_MB,
+        PLAYWRIGHT_SERVERS_SHARE_MB,
+        WARM_SHARE_MB,
+    )
+    from agentenv.settings import Settings
+
+    defaults = Settings()
+    assert defaults.playwright_servers * PLAYWRIGHT_SERVER_MB <= PLAYWRIGHT_SERVERS_SHARE_MB
+    shares = MCP_SHARE_MB + WARM_SHARE_MB + PLAYWRIGHT_SERVERS_SHARE_MB
+    assert 254 + shares <= LEFT_FOR_PROGRAMS_MB
+    assert playwright_share(Settings(users={"alice": "a", "bob": "b"})) == 1
+    assert playwright_share(defaults) == defaults.playwright_servers
+
+
 def test_the_warm_scopes_fit_the_memory_budget() -> None:
     """Warm scopes are counted in the memory budget as the Playwright MCPs
     are: the most a computer may keep, at a scope's measured cost, fit their

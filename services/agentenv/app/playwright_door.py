@@ -94,7 +94,7 @@ class PlaywrightServers:
             return OpError(
                 503,
                 f"this computer runs {total} /playwright servers, as many as it is set to "
-                f"(AGENTENV_PLAYWRIGHT_SERVERS={settings.playwright_servers}, about 60 MiB "
+                f"(AGENTENV_PLAYWRIGHT_SERVERS={settings.playwright_servers}, about 120 MiB "
                 "each): retry when one ends, or use connect_over_cdp on port 9222, which "
                 "needs none",
             )

@@ -42,6 +42,9 @@ of which the Playwright MCPs           384 MiB   a new MCP session is refused
 and the warm scopes                    128 MiB   none past 4 (the setting is
 (``AGENTENV_WARM_SCOPES``, 2, about              refused at start)
 30 MiB each)
+and the ``/playwright`` servers        240 MiB   a new connection is refused
+(``AGENTENV_PLAYWRIGHT_SERVERS``, 2,             (503; one caller's share past
+about 120 MiB each)                              its own: 429)
 =====================================  ========  ==============================
 
 Past the container's limit the kernel kills the process with the highest
@@ -73,6 +76,8 @@ __all__ = [
     "OOM_SCORE_ADJ",
     "PIDS",
     "PLAYWRIGHT_MCP_MB",
+    "PLAYWRIGHT_SERVERS_SHARE_MB",
+    "PLAYWRIGHT_SERVER_MB",
     "RELAY_MEMORY_MB",
     "RENDERER_HEAP_MB",
     "RENDERER_MEMORY_MB",
@@ -122,6 +127,12 @@ PLAYWRIGHT_MCP_MB = 96
 #: What of LEFT_FOR_PROGRAMS_MB every Playwright MCP together may take
 #: (``AGENTENV_MCP_SESSIONS`` of them); the rest is Chromium's and the servers'.
 MCP_SHARE_MB = 400
+#: One ``/playwright`` server (its Node process and the bridge to the relay),
+#: PSS: 116 MiB each with a context and a page open (2026-12-07, in the image).
+PLAYWRIGHT_SERVER_MB = 120
+#: What of LEFT_FOR_PROGRAMS_MB the ``/playwright`` servers together may take
+#: (``AGENTENV_PLAYWRIGHT_SERVERS`` of them).
+PLAYWRIGHT_SERVERS_SHARE_MB = 240
 #: What of LEFT_FOR_PROGRAMS_MB warm scopes together may take (each about
 #: ``settings.WARM_SCOPE_MB``, at most ``settings.WARM_SCOPES_MAX``, of them:
 #: ``AGENTENV_WARM_SCOPES``); a unit test holds the sum.
