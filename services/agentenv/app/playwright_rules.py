@@ -46,6 +46,16 @@ __all__ = [
     "SendOn",
 ]
 
+_JS_HANDLE = frozenset(
+    {
+        "dispose",
+        "evaluateExpression",
+        "evaluateExpressionHandle",
+        "getProperty",
+        "getPropertyList",
+        "jsonValue",
+    }
+)
 #: Every type's methods a client may call. Types absent here are refused
 #: whole (BrowserType, LocalUtils, Electron, Android, DebugController,
 #: SocksSupport, JsonPipe, Playwright's ``newRequest``).
@@ -210,17 +220,10 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "webmcpTools",
         }
     ),
-    "JSHandle": frozenset(
-        {
-            "dispose",
-            "evaluateExpression",
-            "evaluateExpressionHandle",
-            "getProperty",
-            "getPropertyList",
-            "jsonValue",
-        }
-    ),
-    "ElementHandle": frozenset(
+    "JSHandle": _JS_HANDLE,
+    # An element handle is a JS handle too (the protocol's EXTENDS).
+    "ElementHandle": _JS_HANDLE
+    | frozenset(
         {
             "boundingBox",
             "check",
@@ -228,16 +231,11 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "contentFrame",
             "dblclick",
             "dispatchEvent",
-            "dispose",
             "evalOnSelector",
             "evalOnSelectorAll",
-            "evaluateExpression",
-            "evaluateExpressionHandle",
             "fill",
             "focus",
             "getAttribute",
-            "getProperty",
-            "getPropertyList",
             "hover",
             "innerHTML",
             "innerText",
@@ -248,7 +246,6 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "isEnabled",
             "isHidden",
             "isVisible",
-            "jsonValue",
             "ownerFrame",
             "press",
             "querySelector",
