@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -174,6 +175,39 @@ def test_the_protocol_table_classifies_every_command_of_the_shipped_chromium(
     assert COMMANDS - shipped == set(), f"the table lists commands Chromium {chromium} lacks"
     assert all(classify(m).rule != "unclassified" for m in shipped)
     assert card["versions"]["protocol_table"] == CHROMIUM
+
+
+def test_a_plain_docker_run_gives_back_a_blob_download(image: str) -> None:
+    """``docker run`` with no mounts of the compose file's: Chromium stages a
+    Blob download in ``/tmp`` and renames it into the downloads folder, on the
+    same file system, so the file keeps the group it was made with. Chromium's
+    primary group is downloads (launch/chromium.sh), so the app reads it:
+    ``downloads/get`` gives back its bytes."""
+    content = f"plain run {uuid.uuid4().hex}"
+    with computer(image, hardened=False) as plain:
+        with sync_playwright() as pw:
+            browser = pw.chromium.connect_over_cdp(
+                plain.relay, headers=plain.headers("alice"), timeout=deadline(30) * 1000
+            )
+            page = browser.contexts[0].new_page()
+            with page.expect_download(timeout=deadline(30) * 1000) as fetched:
+                page.evaluate(
+                    "text => { const a = document.createElement('a');"
+                    " a.href = URL.createObjectURL(new Blob([text])); a.download = 'plain.txt';"
+                    " document.body.append(a); a.click(); }",
+                    content,
+                )
+            assert fetched.value.failure() is None
+            page.close()
+            browser.close()
+        listed = plain.op("downloads/list", {}, user="alice")
+        done = [d for d in listed if d["bytes"] == len(content) and not d["partial"]]
+        assert len(done) == 1, listed
+        got = plain.op("downloads/get", {"name": done[0]["name"]}, user="alice")
+        assert got == content.encode()
+        # The folder is not a file system of its own here: the rename case.
+        mounts = plain.exec("cat", "/proc/mounts")
+        assert " /var/lib/agentenv/downloads " not in mounts, mounts
 
 
 def test_programs_run_as_their_users(pc: Computer) -> None:

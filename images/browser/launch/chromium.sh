@@ -42,7 +42,14 @@ if [ "${1:-}" != --as-user ]; then
     # The log file is written by this (root's) shell; Chromium cannot reach it.
     exec > >(tee -a "$AGENTENV_LOG_DIR/chromium.log") 2>&1
     if [ "$(id -u)" = 0 ] && [ -n "$user" ] && [ "$user" != root ]; then
-        exec setpriv --reuid="$user" --regid="$user" --init-groups --reset-env \
+        # Its primary group is downloads (system.sh), so that a file it makes
+        # has that group wherever it makes it: a Blob or data: download is
+        # staged in /tmp and renamed into the downloads folder, and a rename
+        # keeps the group it was made with (the folder's setgid bit acts only
+        # on files made in it). Its own folders (profile, /tmp's) are 0700.
+        group="$user"
+        if getent group downloads >/dev/null; then group=downloads; fi
+        exec setpriv --reuid="$user" --regid="$group" --init-groups --reset-env \
             env PATH=/usr/bin:/bin AGENTENV_LOG_DIR="$AGENTENV_LOG_DIR" \
             AGENTENV_PROFILE_DIR="$AGENTENV_PROFILE_DIR" AGENTENV_DOWNLOADS_DIR="$downloads" \
             AGENTENV_CHROMIUM_PORT="$port" AGENTENV_CHROMIUM="$binary" \

@@ -36,7 +36,7 @@ from agentenv.access import (
 )
 from agentenv.admission import Admission, Full, Gate
 from agentenv.http import BODY_LIMIT, auth_middleware, error_middleware, error_response
-from agentenv.log.auth import Failure
+from agentenv.log.auth import AuthRecord, Failure
 from agentenv.log.writer import LogWriter
 from agentenv.metrics import CONTENT_TYPE, RelayCounts, render
 from agentenv.page_ports import open_to_pages
@@ -315,7 +315,7 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
         counts=counts,
     )
     app[logbook_key] = logbook
-    auth = app[auth_key] = AuthLog(writer)
+    auth = app[auth_key] = AuthLog(writer, AuthRecord(window_s=settings.auth_window_s))
     watcher = Watcher(settings, app[client_key], logbook)
     app[watcher_key] = watcher
     scopes = watcher.keeper.scope_gate
