@@ -162,6 +162,48 @@ def test_python_playwright_connects_and_gets_its_files_back(c: Computer, tmp_pat
     _gone(c, "alice")
 
 
+def test_the_control_token_connects_and_gets_its_download_back(c: Computer, tmp_path: Path) -> None:
+    """The control token's server works in the downloads folder's root (it is
+    in no scope): save_as of a download and set_input_files work, and its
+    folder goes with it. (Its CDP is the computer's own, off the record
+    outside an action, as on the relay's own door.)"""
+    content = f"the harness's report {uuid.uuid4().hex}"
+    upload = f"the harness's upload {uuid.uuid4().hex}"
+    (tmp_path / "upload.txt").write_text(upload)
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect(
+            _endpoint(c), headers=c.headers(), timeout=deadline(60) * 1000
+        )
+        context = browser.new_context()
+        context.set_default_timeout(deadline(15) * 1000)
+        page = context.new_page()
+        page.goto(SITE + "/")
+        with page.expect_download() as fetched:
+            page.evaluate(
+                "text => { const a = document.createElement('a');"
+                " a.href = URL.createObjectURL(new Blob([text])); a.download = 'control.txt';"
+                " document.body.append(a); a.click(); }",
+                content,
+            )
+        fetched.value.save_as(tmp_path / "download.txt")
+        page.evaluate(
+            "() => { const i = document.createElement('input'); i.type = 'file';"
+            " i.id = 'upload'; document.body.append(i); }"
+        )
+        page.set_input_files("#upload", tmp_path / "upload.txt")
+        uploaded = page.evaluate("() => document.getElementById('upload').files[0].text()")
+        context.close()
+        browser.close()
+    assert (tmp_path / "download.txt").read_text() == content
+    assert uploaded == upload
+
+    def gone() -> bool | None:
+        listed = c.exec("ls", "-A", FOLDER, user="agentenv").split()
+        return True if not [n for n in listed if n.startswith(".playwright-")] else None
+
+    wait_for(gone, "the control token's /playwright folder to go", timeout_s=30)
+
+
 def test_node_playwright_connects_and_gets_its_files_back(
     c: Computer, node22: str, tmp_path: Path
 ) -> None:
