@@ -42,6 +42,7 @@ import requests
 from playwright.async_api import async_playwright
 
 from tests.security.attacks import Agent, agent, clean, guarded
+from tests.support import installs
 from tests.support.container import SITE, TLS_SITE, Computer, computer
 from tests.support.installs import installed
 from tests.support.mcp import ref, ref_argument, text
@@ -96,9 +97,7 @@ def node() -> str:
 @pytest.fixture(scope="module")
 def browser_use_python() -> str:
     """The python of build/clients/browser-use, with browser-use installed."""
-    done = installed("browser-use")
-    if done.returncode != 0:
-        pytest.fail(f"scripts/test-clients.sh browser-use failed:\n{done.stderr[-3000:]}")
+    installs.require("browser-use")
     return str(BROWSER_USE_PYTHON)
 
 
@@ -477,7 +476,7 @@ async def test_puppeteer_accept_insecure_certs_is_kept_to_its_scope(c: Computer,
         assert again.startswith("net::ERR_CERT_AUTHORITY_INVALID|"), again
 
 
-NODE22 = ROOT / "build/clients/node22"
+NODE22 = installs.NODE22
 PLAYWRIGHT_NODE = ROOT / "tests/clients/playwright_session.mjs"
 PLAYWRIGHT_NODE_SESSIONS = ROOT / "tests/clients/playwright_cdp_sessions.mjs"
 
@@ -485,10 +484,7 @@ PLAYWRIGHT_NODE_SESSIONS = ROOT / "tests/clients/playwright_cdp_sessions.mjs"
 @pytest.fixture(scope="module")
 def node22() -> str:
     """Node 22 from npm (build/clients/node22), with Puppeteer 25 and Playwright."""
-    done = installed("node22")
-    if done.returncode != 0:
-        pytest.fail(f"scripts/test-clients.sh node22 failed:\n{done.stderr[-3000:]}")
-    return str(NODE22 / "node_modules/.bin/node")
+    return installs.node22()
 
 
 def test_puppeteer_25_on_node_22(c: Computer, node22: str) -> None:
@@ -669,9 +665,7 @@ def test_browser_use_cdp_url_with_a_token(c: Computer, browser_use_python: str) 
 @pytest.fixture(scope="module")
 def selenium_python() -> str:
     """The python of build/clients/selenium, and Debian's chromedriver."""
-    done = installed("selenium")
-    if done.returncode != 0:
-        pytest.fail(f"scripts/test-clients.sh selenium failed:\n{done.stderr[-3000:]}")
+    installs.require("selenium")
     return str(SELENIUM_PYTHON)
 
 

@@ -16,6 +16,7 @@ token reaches a command line or the log.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -29,17 +30,17 @@ import aiohttp
 import av
 import pytest
 import requests
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import Page, sync_playwright
 
 from tests.security.attacks import agent
+from tests.support import installs
 from tests.support.container import SITE, Computer, computer
-from tests.support.installs import installed
 from tests.support.stack import ROOT
 from tests.support.timing import deadline, wait_for
 
 pytestmark = pytest.mark.container
 
-NODE22 = ROOT / "build/clients/node22"
+NODE22 = installs.NODE22
 NODE_SESSION = ROOT / "tests/clients/playwright_server_session.mjs"
 FOLDER = "/var/lib/agentenv/downloads"
 
@@ -53,10 +54,8 @@ def c(image: str) -> Iterator[Computer]:
 
 @pytest.fixture(scope="module")
 def node22() -> str:
-    done = installed("node22")
-    if done.returncode != 0:
-        pytest.fail(f"scripts/test-clients.sh node22 failed:\n{done.stderr[-3000:]}")
-    return str(NODE22 / "node_modules/.bin/node")
+    """Node 22 from npm (build/clients/node22), with Puppeteer 25 and Playwright."""
+    return installs.node22()
 
 
 def _endpoint(c: Computer) -> str:
@@ -105,6 +104,27 @@ def _check_files(out: Path, content: str, uploaded: str, upload: str) -> None:
         assert stream.codec_context.name == "vp9" and shown > 0, (stream, shown)
 
 
+def _download_and_upload(page: Page, content: str, folder: Path) -> str:
+    """On the test site: a Blob of ``content`` downloaded and saved as
+    ``folder``/download.txt, then ``folder``/upload.txt set on a file input;
+    what the page reads of the file it got."""
+    page.goto(SITE + "/")
+    with page.expect_download() as fetched:
+        page.evaluate(
+            "text => { const a = document.createElement('a');"
+            " a.href = URL.createObjectURL(new Blob([text])); a.download = 'report.txt';"
+            " document.body.append(a); a.click(); }",
+            content,
+        )
+    fetched.value.save_as(folder / "download.txt")
+    page.evaluate(
+        "() => { const i = document.createElement('input'); i.type = 'file';"
+        " i.id = 'upload'; document.body.append(i); }"
+    )
+    page.set_input_files("#upload", folder / "upload.txt")
+    return str(page.evaluate("() => document.getElementById('upload').files[0].text()"))
+
+
 def test_python_playwright_connects_and_gets_its_files_back(c: Computer, tmp_path: Path) -> None:
     """Python Playwright's connect: save_as, a video, a trace with
     screenshots, set_input_files; its CDP on the record as alice."""
@@ -120,21 +140,7 @@ def test_python_playwright_connects_and_gets_its_files_back(c: Computer, tmp_pat
         context.set_default_timeout(deadline(15) * 1000)
         context.tracing.start(screenshots=True, snapshots=True)
         page = context.new_page()
-        page.goto(SITE + "/")
-        with page.expect_download() as fetched:
-            page.evaluate(
-                "text => { const a = document.createElement('a');"
-                " a.href = URL.createObjectURL(new Blob([text])); a.download = 'report.txt';"
-                " document.body.append(a); a.click(); }",
-                content,
-            )
-        fetched.value.save_as(tmp_path / "download.txt")
-        page.evaluate(
-            "() => { const i = document.createElement('input'); i.type = 'file';"
-            " i.id = 'upload'; document.body.append(i); }"
-        )
-        page.set_input_files("#upload", tmp_path / "upload.txt")
-        uploaded = page.evaluate("() => document.getElementById('upload').files[0].text()")
+        uploaded = _download_and_upload(page, content, tmp_path)
         context.tracing.stop(path=tmp_path / "trace.zip")
         video = page.video
         assert video is not None
@@ -177,21 +183,7 @@ def test_the_control_token_connects_and_gets_its_download_back(c: Computer, tmp_
         context = browser.new_context()
         context.set_default_timeout(deadline(15) * 1000)
         page = context.new_page()
-        page.goto(SITE + "/")
-        with page.expect_download() as fetched:
-            page.evaluate(
-                "text => { const a = document.createElement('a');"
-                " a.href = URL.createObjectURL(new Blob([text])); a.download = 'control.txt';"
-                " document.body.append(a); a.click(); }",
-                content,
-            )
-        fetched.value.save_as(tmp_path / "download.txt")
-        page.evaluate(
-            "() => { const i = document.createElement('input'); i.type = 'file';"
-            " i.id = 'upload'; document.body.append(i); }"
-        )
-        page.set_input_files("#upload", tmp_path / "upload.txt")
-        uploaded = page.evaluate("() => document.getElementById('upload').files[0].text()")
+        uploaded = _download_and_upload(page, content, tmp_path)
         context.close()
         browser.close()
     assert (tmp_path / "download.txt").read_text() == content
@@ -433,6 +425,12 @@ def test_uploads_count_against_the_scopes_downloads_share(small: Computer, tmp_p
         other.set_input_files("#f", half)  # 28 MB held together: one connection ends
 
         def ended() -> bool | None:
+            # The sync API reads the server's messages (the close among them)
+            # only inside a call: each page is asked something, which fails
+            # at once on a connection that ended.
+            for tab in (page, other):
+                with contextlib.suppress(Exception):
+                    tab.evaluate("1")
             return True if not (first.is_connected() and second.is_connected()) else None
 
         wait_for(ended, "a connection to end past the scope's share", timeout_s=30)

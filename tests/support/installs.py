@@ -27,3 +27,13 @@ def require(part: str, timeout_s: float = 900) -> None:
     done = installed(part, timeout_s)
     if done.returncode != 0:
         pytest.fail(f"scripts/test-clients.sh {part} failed:\n{done.stderr[-3000:]}")
+
+
+#: Node 22 from npm, with Puppeteer 25 and Playwright for Node.
+NODE22 = ROOT / "build/clients/node22"
+
+
+def node22() -> str:
+    """Node 22's binary (build/clients/node22), installed first if need be."""
+    require("node22")
+    return str(NODE22 / "node_modules/.bin/node")
