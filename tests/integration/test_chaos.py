@@ -69,11 +69,21 @@ def pc(image: str, run_network: Any) -> Iterator[Computer]:
         yield running
 
 
+PROGRAMS = ("chromium", "relay", "app", "recorder")
+
+
 def _pids(pc: Computer) -> dict[str, str]:
-    return {
-        name: pc.exec(*SUPERVISORCTL, "pid", name).strip()
-        for name in ("chromium", "relay", "app", "recorder")
-    }
+    """Each program's pid, once every one is running (bounded): an attack
+    that failed restarts programs, and the next attack starts from a whole
+    computer, so only the attack that did it fails."""
+
+    def running() -> bool:
+        rows = pc.container.get_wrapped_container().exec_run([*SUPERVISORCTL, "status"])
+        states = [line.split()[:2] for line in rows.output.decode(errors="replace").splitlines()]
+        return all([name, "RUNNING"] in states for name in PROGRAMS)
+
+    wait_for(running, "every program of the computer to run", timeout_s=60)
+    return {name: pc.exec(*SUPERVISORCTL, "pid", name).strip() for name in PROGRAMS}
 
 
 def _scenario(pc: Computer) -> None:
