@@ -44,7 +44,6 @@ from playwright.async_api import async_playwright
 from tests.security.attacks import Agent, agent, clean, guarded
 from tests.support import installs
 from tests.support.container import SITE, TLS_SITE, Computer, computer
-from tests.support.installs import installed
 from tests.support.mcp import ref, ref_argument, text
 from tests.support.stack import ROOT
 from tests.support.timing import deadline, wait_for
@@ -81,7 +80,7 @@ def c(image: str) -> Iterator[Computer]:
 @pytest.fixture(scope="module")
 def node() -> str:
     """`node` with puppeteer-core installed in build/clients/node."""
-    done = installed("node")
+    done = installs.installed("node")
     found = shutil.which("node")
     if done.returncode != 0:
         if found is None:
