@@ -16,6 +16,7 @@ from agentenv.log.log_errors import LogLocked
 from agentenv.log.numbering import Numbering, recover
 from agentenv.log.reader import LogIndex, LogReader
 from agentenv.log.writer import LogWriter
+from agentenv.relay.effects import Begin
 from agentenv.relay.relay_errors import ControlRefused
 from tests.support.stack import free_port
 from tests.support.timing import wait_for
@@ -313,10 +314,10 @@ def test_a_tag_an_agent_gives_itself_never_puts_it_inside_anothers_action(
     book = Logbook(LogWriter.open(tmp_path / "l.jsonl"))
     reported = BeginAction(via="mcp", who="bob", tool="browser_click", scope=["mcp-tag-1"])
     action = book.begin_action(1, reported)
-    bobs = book.begin_command(Identity("bob"), 5, "mcp-tag-1", "DOM.getDocument", {}, None)
-    alices = book.begin_command(Identity("alice"), 6, "mcp-tag-1", "DOM.getDocument", {}, None)
-    computer = book.begin_command(
-        Identity("agentenv", control=True), 7, "mcp-tag-1", "DOM.getDocument", {}, None
+    bobs = book.begin(Begin(Identity("bob"), 5, "mcp-tag-1", "DOM.getDocument", {}, None))
+    alices = book.begin(Begin(Identity("alice"), 6, "mcp-tag-1", "DOM.getDocument", {}, None))
+    computer = book.begin(
+        Begin(Identity("agentenv", control=True), 7, "mcp-tag-1", "DOM.getDocument", {}, None)
     )
     assert (book.writer.fields(bobs) or {})["within"] == action
     assert "within" not in (book.writer.fields(alices) or {})
@@ -337,10 +338,10 @@ def test_parameters_a_command_does_not_take_are_logged_by_size(tmp_path: Path) -
     book = Logbook(LogWriter.open(path))
     junk = {f"junk{i}": "x" * 2000 for i in range(2000)}
     params: dict[str, object] = {"url": "https://a.example/", **junk}
-    entry = book.begin_command(Identity("alice"), 7, None, "Page.navigate", params, "T1")
+    entry = book.begin(Begin(Identity("alice"), 7, None, "Page.navigate", params, "T1"))
     book.end_command(entry, True)
-    plain = book.begin_command(
-        Identity("alice"), 7, None, "Page.navigate", {"url": "https://b.example/"}, "T1"
+    plain = book.begin(
+        Begin(Identity("alice"), 7, None, "Page.navigate", {"url": "https://b.example/"}, "T1")
     )
     book.end_command(plain, True)
     lines = [json.loads(x) for x in path.read_text().splitlines()]
@@ -367,14 +368,14 @@ def test_nested_and_list_parameters_are_bounded_like_top_level_ones(tmp_path: Pa
     cookies = [
         {"name": f"c{i}", "domain": "a.example", "path": "/" + "p" * 1990} for i in range(2000)
     ]
-    big = book.begin_command(
-        Identity("alice"), 7, None, "Network.setCookies", {"cookies": cookies}, "T"
+    big = book.begin(
+        Begin(Identity("alice"), 7, None, "Network.setCookies", {"cookies": cookies}, "T")
     )
     book.end_command(big, True)
     deep = {"patterns": [{"urlPattern": "https://a.example/" + "q" * 1990}] * 100}
-    stalled = book.begin_command(Identity("alice"), 7, None, "Fetch.enable", deep, "T")
-    small = book.begin_command(
-        Identity("alice"), 7, None, "Network.setCookies", {"cookies": cookies[:2]}, "T"
+    stalled = book.begin(Begin(Identity("alice"), 7, None, "Fetch.enable", deep, "T"))
+    small = book.begin(
+        Begin(Identity("alice"), 7, None, "Network.setCookies", {"cookies": cookies[:2]}, "T")
     )
     book.end_command(small, True)
     tool = book.begin_action(
@@ -409,7 +410,7 @@ def test_a_users_log_budget_stops_that_user_only(tmp_path: Path) -> None:
 
     def navigate(who: str, n: int) -> None:
         url = f"https://{who}.example/{'p' * 200}/{n}"
-        entry = book.begin_command(Identity(who), 7, None, "Page.navigate", {"url": url}, "T")
+        entry = book.begin(Begin(Identity(who), 7, None, "Page.navigate", {"url": url}, "T"))
         book.end_command(entry, True)
 
     count = 0
@@ -501,7 +502,7 @@ def test_a_pages_tab_lines_count_against_its_scopes_user(tmp_path: Path) -> None
     book.users_of = lambda scope: [scope] if scope else []
     book.causes.known("A", "https://a.example/", context="CA")
     book.causes.known("B", "https://b.example/", context="CB")
-    acted = book.begin_command(Identity("bob"), 8, None, "Input.insertText", {"text": "x"}, "B")
+    acted = book.begin(Begin(Identity("bob"), 8, None, "Input.insertText", {"text": "x"}, "B"))
     book.end_command(acted, True)
     for n in range(400):
         book.navigated("A", f"https://a.example/{'p' * 100}/{n}")
@@ -555,7 +556,7 @@ def test_a_tab_lines_share_in_a_shared_scope(tmp_path: Path) -> None:
     book.causes.known("T", "https://a.example/")
     book.navigated("T", "https://a.example/1")  # no agent acted in it yet
     assert writer.spent.get("scope:", 0) > 0
-    acted = book.begin_command(Identity("bob"), 8, None, "Input.insertText", {"text": "x"}, "T")
+    acted = book.begin(Begin(Identity("bob"), 8, None, "Input.insertText", {"text": "x"}, "T"))
     book.end_command(acted, True)
     before = writer.spent["bob"]
     book.navigated("T", "https://a.example/2")

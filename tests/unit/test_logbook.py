@@ -20,6 +20,7 @@ from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.relay import core, password
 from agentenv.relay.commands import UNUSED_KEPT
 from agentenv.relay.core import ClientState, Kind, Step
+from agentenv.relay.effects import Begin
 from agentenv.relay.logbook import Logbook
 
 DOWNLOADS = "/var/lib/agentenv/downloads"
@@ -46,17 +47,7 @@ class Book:
             message["sessionId"] = session
         step = core.receive(state, json.dumps(message), DOWNLOADS)
         typed = password.withhold_typing(step.method, step.params or {}) if step.typing else None
-        entry = self.book.begin_command(
-            state.identity,
-            state.number,
-            state.tag,
-            step.method,
-            step.params,
-            step.tab,
-            typed,
-            frame_only=step.frame_only,
-            sent=step.sent,
-        )
+        entry = self.book.begin(core.begin_of(state, step, typed))
         return entry, step
 
     def checked(self, state: ClientState, entry: int, step: Step, focus: str) -> None:
@@ -230,6 +221,37 @@ def test_the_computers_commands_inside_an_action_are_its_callers_and_say_within(
             "url": "http://a.test/bob",
             "by": command_by(go, "bob", within=call),
         }
+    ]
+
+
+def test_each_field_a_command_begins_with_reaches_its_entry(tmp_path: Path) -> None:
+    """``Begin`` is unpacked by its fields' order (``Logbook.begin``): each
+    one, given a value no other field could take, shows where it belongs."""
+    b = Book(tmp_path)
+    b.book.causes.known("A", "http://a.test/")
+    b.book.begin_action(1, BeginAction(via="mcp", who="bob", tool="t", scope=["mcp-bob"]))
+    withheld = {"text": {"withheld": "password"}}
+    typed = b.book.begin(
+        Begin(CONTROL, 9, "mcp-bob", "Input.insertText", {"text": "s3"}, "A", withheld, scope="s")
+    )
+    b.answer(typed)
+    line = b.action(typed)
+    assert (line["who"], line["conn"], line["tab"], line["scope"]) == ("bob", 9, "A", "s")
+    assert line["params"] == withheld and "within" in line
+    b.book.navigated("A", "http://a.test/1")
+    # Not sent (refused): on the record, and not what the page acted after.
+    unsent = b.book.begin(Begin(ALICE, 3, None, "Input.insertText", {"text": "x"}, "A", sent=False))
+    b.answer(unsent, False, error="refused")
+    # A frame's navigate claims no navigation of its tab.
+    framed = b.book.begin(
+        Begin(ALICE, 3, None, "Page.navigate", {"url": "http://a.test/2"}, "A", frame_only=True)
+    )
+    b.book.navigated("A", "http://a.test/2")
+    b.answer(framed)
+    assert b.action(unsent)["ok"] is False and b.action(framed)["method"] == "Page.navigate"
+    assert [t["by"] for t in b.tabs()] == [
+        {"kind": "page", "after": typed},
+        {"kind": "page", "after": framed},
     ]
 
 

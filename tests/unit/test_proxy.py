@@ -20,6 +20,7 @@ from aiohttp import WSMsgType
 from agentenv.access import Identity
 from agentenv.log.writer import LogWriter
 from agentenv.relay.core import ClientState, Pending
+from agentenv.relay.effects import Begin
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.proxy import Shared, _Bridge
 
@@ -69,7 +70,7 @@ def _bridge(tmp_path: Path, chromium: Chromium, client: Client) -> tuple[_Bridge
 def _send(bridge: _Bridge, book: Logbook, call: int, method: str, params: dict[str, Any]) -> int:
     """A command the client sent: its entry begun, waiting for its answer."""
     state = bridge.state
-    entry = book.begin_command(state.identity, state.number, None, method, params, None)
+    entry = book.begin(Begin(state.identity, state.number, None, method, params, None))
     state.pending[(None, call)] = Pending(entry, method, params)
     return entry
 

@@ -20,6 +20,7 @@ import pytest
 from agentenv.access import Identity
 from agentenv.log.lines import BROWSER_EXITED
 from agentenv.log.writer import LogWriter
+from agentenv.relay.effects import Begin
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.watcher import Watcher
 from tests.support.fake_chromium import FakeChromium, target_info
@@ -44,7 +45,7 @@ class Watched:
         await self.watcher.call("Browser.getVersion", {}, deadline_s=deadline(5))
 
     def command(self, method: str, params: dict[str, Any], tab: str | None) -> int:
-        return self.book.begin_command(ALICE, 3, None, method, params, tab)
+        return self.book.begin(Begin(ALICE, 3, None, method, params, tab))
 
     def lines(self) -> list[dict[str, Any]]:
         found = [json.loads(x) for x in self.path.read_bytes().splitlines()]

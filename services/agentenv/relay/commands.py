@@ -399,7 +399,7 @@ MethodFacts = tuple[Acts, bool, bool, frozenset[str] | None]
 
 
 class _Learnt(dict[str, MethodFacts]):
-    """What begin_command needs to know of a method, learnt at its first
+    """What Logbook.begin needs to know of a method, learnt at its first
     use: its mark (acting or reading), whether it acts, whether it may open,
     close, move or focus a tab, and the parameter names it takes (None: not
     in the pinned protocol, so every one is kept)."""

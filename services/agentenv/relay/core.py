@@ -75,6 +75,7 @@ from agentenv.relay.downstream import (
     answer_first,
     from_upstream,
 )
+from agentenv.relay.effects import Begin
 from agentenv.scopes import Scope
 
 __all__ = [
@@ -92,6 +93,7 @@ __all__ = [
     "Step",
     "answer_first",
     "auto_attach_filter",
+    "begin_of",
     "from_upstream",
     "receive",
     "tab_page_wanted",
@@ -325,6 +327,24 @@ def receive(
         step.typing = True
         step.point = password.drop_point(method, params)
     return step
+
+
+def begin_of(state: ClientState, step: Step, typed: dict[str, Any] | None = None) -> Begin:
+    """``step``'s entry as the log takes it, for every door (``typed``: its
+    params as written, the text or value withheld)."""
+    return Begin(
+        state.identity,
+        state.number,
+        state.tag,
+        step.method,
+        step.params,
+        step.tab,
+        typed,
+        step.frame_only,
+        state.served(step.session) if step.everywhere or state.page_worker else None,
+        state.scope.name if state.scope is not None else None,
+        step.sent,
+    )
 
 
 def tab_page_wanted(step: Step) -> str | None:

@@ -89,16 +89,7 @@ async def _read(request: web.Request, method: str, params: dict[str, Any]) -> tu
         # An agent's act waits while a person drives its scope, as over CDP.
         held = scope.name if scope is not None else HOME
         decision = await behind_person(watcher.holds, step, held) or decision
-    entry = logbook.begin_command(
-        identity,
-        state.number,
-        state.tag,
-        step.method,
-        step.params,
-        step.tab,
-        scope=scope.name if scope is not None else None,
-        sent=step.sent,
-    )
+    entry = logbook.begin(core.begin_of(state, step))
     if isinstance(decision, Refuse):
         logbook.end_refused(entry, decision.why, decision.guard)
         if decision.status == NOT_FOUND:  # as for a target that does not exist

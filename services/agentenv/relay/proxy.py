@@ -274,20 +274,7 @@ class _Bridge:
             await self.client.send_str(orjson.dumps(message).decode())
 
     def _entry(self, step: Step, typed: dict[str, Any] | None = None) -> int:
-        state = self.state
-        return self.logbook.begin_command(
-            state.identity,
-            state.number,
-            state.tag,
-            step.method,
-            step.params,
-            step.tab,
-            typed,
-            frame_only=step.frame_only,
-            served=state.served(step.session) if step.everywhere or state.page_worker else None,
-            scope=state.scope.name if state.scope is not None else None,
-            sent=step.sent,
-        )
+        return self.logbook.begin(core.begin_of(self.state, step, typed))
 
     async def _command(self, data: str) -> None:
         state = self.state

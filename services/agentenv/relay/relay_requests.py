@@ -21,6 +21,7 @@ from agentenv.metrics import RelayCounts
 from agentenv.relay import discovery
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.connection import ClientState
+from agentenv.relay.effects import Begin
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import InFlight
 from agentenv.relay.proxy import Shared
@@ -207,12 +208,14 @@ def http_entry(
     """An entry for a discovery call that acts, logged as the command it stands for."""
     numbers = request.app[numbers_key]
     tab = params.get("targetId")
-    return request.app[logbook_key].begin_command(
-        identity,
-        next(numbers),
-        request.query.get("tag"),
-        method,
-        params,
-        tab if isinstance(tab, str) else None,
-        scope=scope.name if scope is not None else None,
+    return request.app[logbook_key].begin(
+        Begin(
+            identity,
+            next(numbers),
+            request.query.get("tag"),
+            method,
+            params,
+            tab if isinstance(tab, str) else None,
+            scope=scope.name if scope is not None else None,
+        )
     )

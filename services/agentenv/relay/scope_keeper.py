@@ -25,6 +25,7 @@ import aiohttp
 from agentenv.access import Identity
 from agentenv.admission import Admission, Full, Gate
 from agentenv.opened import REVOKED, opened_of
+from agentenv.relay.effects import Begin
 from agentenv.relay.known import InContext
 from agentenv.relay.once import once
 from agentenv.relay.opening import Openings, ScopeRefused
@@ -234,8 +235,10 @@ class ScopeKeeper:
         # Its first tab on the record as the scope's, as if made now (it was
         # made ahead, on no one's record: no scope held it).
         params = {"url": "about:blank", "browserContextId": warm.context}
-        entry = self.watcher.logbook.begin_command(
-            Identity(AGENTENV_USER, control=True), 0, None, "Target.createTarget", params, None
+        entry = self.watcher.logbook.begin(
+            Begin(
+                Identity(AGENTENV_USER, control=True), 0, None, "Target.createTarget", params, None
+            )
         )
         self.watcher.logbook.created(warm.tab, "about:blank", None, warm.context)
         self.watcher.logbook.end_command(entry, True, None, opened=warm.tab)

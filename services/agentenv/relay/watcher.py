@@ -38,6 +38,7 @@ import orjson
 from agentenv.access import Identity
 from agentenv.calls import Calls
 from agentenv.protocol.urls import tab as is_tab
+from agentenv.relay.effects import Begin
 from agentenv.relay.known import Gone, InContext, Known, Lost, PageOfTab, TargetSeen
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.once import once
@@ -183,8 +184,8 @@ class Watcher:
     async def own_command(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
         """A command of the computer's own on the watcher's connection, on the
         record (conn 0, as ``agentenv``); its answer, None if none came."""
-        entry = self.logbook.begin_command(
-            Identity(AGENTENV_USER, control=True), 0, None, method, params, None
+        entry = self.logbook.begin(
+            Begin(Identity(AGENTENV_USER, control=True), 0, None, method, params, None)
         )
         try:
             answer = await self.call(method, params, deadline_s=10)
