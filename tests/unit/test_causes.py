@@ -333,7 +333,7 @@ def test_a_connection_knows_the_tabs_a_worker_serves() -> None:
     context and origin (the watcher's); a page's session names none."""
     from agentenv.access import Identity
     from agentenv.relay import core
-    from agentenv.relay.connection import ClientState
+    from agentenv.relay.client_state import ClientState
 
     state = ClientState(7, Identity("alice"))
     kinds = {"T": ("page", "http://a.test/"), "W": ("service_worker", "http://a.test:81/sw.js")}

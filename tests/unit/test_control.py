@@ -9,7 +9,7 @@ from typing import Any, cast
 from agentenv.access import Identity
 from agentenv.log.writer import LogWriter
 from agentenv.protocol.control import OTHER_SCOPE, Open, OpenEntries
-from agentenv.relay.connection import ClientState
+from agentenv.relay.client_state import ClientState
 from agentenv.relay.control_commands import Control
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.tokens import Granted

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 
 from agentenv.access import Identity
 from agentenv.app.acting import behind_person
@@ -109,13 +110,15 @@ def test_an_agents_op_waits_behind_the_person_then_is_refused() -> None:
     asyncio.run(run())
 
 
-def test_an_agent_asks_for_a_person_over_cdp_and_is_never_held() -> None:
+def test_an_agent_asks_for_a_person_over_cdp_and_is_never_held(tmp_path: Path) -> None:
     """``AgentEnv.requestHuman``: an agent's own, on any of its sessions; the
     control token's is unknown; the ask is never held behind a person; the
     app writes it as the agent's, ``via: cdp``, for the relay alone."""
     from agentenv.app.caller import caller_of
+    from agentenv.log.writer import LogWriter
     from agentenv.protocol.control import AskHuman
-    from agentenv.relay.person_holds import behind_person as relay_behind
+    from agentenv.relay.connection import Connection, Person, Ready
+    from agentenv.relay.logbook import Logbook
 
     ask = {"id": 3, "method": "AgentEnv.requestHuman", "params": {"reason": "the code"}}
     agent = ClientState(7, Identity("alice"), scope=Scope("shop", "CTX-SHOP", set()))
@@ -128,12 +131,15 @@ def test_an_agent_asks_for_a_person_over_cdp_and_is_never_held() -> None:
     control = ClientState(1, Identity("agentenv", control=True))
     assert core.receive(control, json.dumps(ask), DOWNLOADS).code == -32601
 
-    async def run() -> None:
-        holds = PersonHolds()
-        holds.hold("shop", "carol", 60)
-        assert await asyncio.wait_for(relay_behind(holds, step, "shop"), 1) is None
-
-    asyncio.run(run())
+    holds = PersonHolds()
+    holds.hold("shop", "carol", 60)
+    book = Logbook(LogWriter.open(tmp_path / "browser-t.jsonl"))
+    connection = Connection(agent, DOWNLOADS, book, holds)
+    assert isinstance(connection.client(json.dumps({**ask, "id": 4})), Ready)
+    # Its acting commands are held (the door waits for the person).
+    click = {"type": "mousePressed", "x": 1, "y": 1}
+    press = {"id": 5, "method": "Input.dispatchMouseEvent", "params": click}
+    assert connection.client(json.dumps(press)) == Person("shop")
     control_id = Identity("agentenv", control=True)
     assert caller_of(control_id, "alice", None, users=True, relayed=True).via == "cdp"
     assert caller_of(control_id, "alice", None, users=True, relayed=True).who == "alice"

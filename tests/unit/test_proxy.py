@@ -13,6 +13,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 from aiohttp import WSMsgType
@@ -22,6 +23,7 @@ from agentenv.log.writer import LogWriter
 from agentenv.relay.core import ClientState, Pending
 from agentenv.relay.effects import Begin
 from agentenv.relay.logbook import Logbook
+from agentenv.relay.person_holds import PersonHolds
 from agentenv.relay.proxy import Shared, _Bridge
 
 
@@ -62,7 +64,9 @@ class Client:
 def _bridge(tmp_path: Path, chromium: Chromium, client: Client) -> tuple[_Bridge, Logbook]:
     book = Logbook(LogWriter.open(tmp_path / "log.jsonl"))
     state = ClientState(3, Identity("alice"))
-    shared = Shared(book, cast(Any, None), cast(Any, None))
+    # The watcher's one part a bridge reads at start: who holds a scope.
+    watcher = SimpleNamespace(holds=PersonHolds())
+    shared = Shared(book, cast(Any, watcher), cast(Any, None))
     bridge = _Bridge(cast(Any, client), cast(Any, chromium), state, shared, "/d")
     return bridge, book
 

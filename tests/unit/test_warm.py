@@ -11,7 +11,7 @@ import orjson
 
 from agentenv.access import Identity
 from agentenv.relay import core
-from agentenv.relay.connection import InLog
+from agentenv.relay.client_state import InLog
 from agentenv.relay.core import ClientState, Down, Kind, Pending
 from agentenv.relay.warm import FAILURE_WAIT_MAX_S, FAILURE_WAIT_S, Warm, WarmPool
 from tests.support.known import known

@@ -50,7 +50,7 @@ from agentenv.protocol.control import (
     Written,
 )
 from agentenv.relay.auth_log import AuthLog
-from agentenv.relay.connection import ClientState
+from agentenv.relay.client_state import ClientState
 from agentenv.relay.filling import fill
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.relay_errors import ControlRefused, RelayError

@@ -37,7 +37,7 @@ Client to Chromium:
    first.
 
 Chromium to client is :mod:`agentenv.relay.downstream`; the connection's
-state, which both halves keep, is :mod:`agentenv.relay.connection`. This
+state, which both halves keep, is :mod:`agentenv.relay.client_state`. This
 module names all three parts' public names, so callers read one core.
 """
 
@@ -59,7 +59,7 @@ from agentenv.protocol.control import (
     FillCredential,
 )
 from agentenv.relay import guard, ids, password, scope_rule, traces, world_rule
-from agentenv.relay.connection import (
+from agentenv.relay.client_state import (
     BROWSER_TARGET,
     IGNORE_CERTIFICATES,
     ClientState,

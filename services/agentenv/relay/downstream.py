@@ -25,7 +25,7 @@ import orjson
 
 from agentenv import scopes
 from agentenv.relay import guard, traces
-from agentenv.relay.connection import (
+from agentenv.relay.client_state import (
     BROWSER_TARGET,
     MAX_PAUSED,
     WORKERS,

@@ -18,14 +18,14 @@ from typing import Any
 from urllib.parse import unquote_to_bytes
 
 import aiohttp
-import orjson
 from aiohttp import web
 
 from agentenv.http import error_response
 from agentenv.relay import core, discovery
+from agentenv.relay.connection import Connection
 from agentenv.relay.core import Step
-from agentenv.relay.decision import BAD_REQUEST, NOT_FOUND, Refuse, Send, decide
-from agentenv.relay.person_holds import behind_person
+from agentenv.relay.decision import BAD_REQUEST, NOT_FOUND, Refuse, Send
+from agentenv.relay.needs import settled
 from agentenv.relay.relay_errors import RelayError, UpstreamError
 from agentenv.relay.relay_requests import (
     TARGET_ID,
@@ -39,7 +39,6 @@ from agentenv.relay.relay_requests import (
     upstream_json,
     watcher_key,
 )
-from agentenv.relay.vault import HOME
 
 __all__ = ["json_activate", "json_close", "json_new", "json_new_get", "new_tab_url"]
 
@@ -78,17 +77,10 @@ async def _read(request: web.Request, method: str, params: dict[str, Any]) -> tu
     watcher = request.app[watcher_key]
     scope = await scope_of(request, identity)
     state = client_state(request, identity, request.query.get("tag"), scope)
-    # An agent's command is written: the log's bounds first, as for a CDP client.
-    room = None if identity.control else logbook.log_refusal(identity.user, state.number, method)
-    data = orjson.dumps({"id": 1, "method": method, "params": params}).decode()
-    step = core.receive(state, data, str(settings.downloads_dir), watcher.target)
-    decision = decide(step, False, room)
-    if isinstance(decision, Refuse) and not decision.logged:
+    connection = Connection(state, str(settings.downloads_dir), logbook, watcher.holds)
+    step, decision = await settled(watcher, connection.http(method, params), connection.learn)
+    if isinstance(decision, Refuse) and not decision.logged:  # the log's bound: no entry
         raise RelayError(decision.why, decision.status)
-    if not identity.control and not isinstance(decision, Refuse):
-        # An agent's act waits while a person drives its scope, as over CDP.
-        held = scope.name if scope is not None else HOME
-        decision = await behind_person(watcher.holds, step, held) or decision
     entry = logbook.begin(core.begin_of(state, step))
     if isinstance(decision, Refuse):
         logbook.end_refused(entry, decision.why, decision.guard)

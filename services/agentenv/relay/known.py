@@ -3,7 +3,7 @@
 The watcher hears Chromium (``Target.targetCreated``, ``targetInfoChanged``,
 ``targetDestroyed``, a tab's page found, a tab opened in a context) and
 hands each fact to :meth:`Known.learn`. Every client connection's rules read
-the same :class:`Known` (its :class:`agentenv.relay.connection.ClientState`
+the same :class:`Known` (its :class:`agentenv.relay.client_state.ClientState`
 holds it): a target's type and URL, the tab it belongs to, its browser
 context, a tab-type target's page, and whether a context is a warm one no
 scope was handed. Nothing but :meth:`Known.learn` writes it; the rules read

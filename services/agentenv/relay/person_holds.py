@@ -25,12 +25,9 @@ import time
 from collections.abc import Callable
 
 from agentenv.protocol.control import HELD_WAIT_S
-from agentenv.protocol.log import ACTING
-from agentenv.relay.commands import acts
-from agentenv.relay.core import Step
-from agentenv.relay.decision import PERSON_RULE, Refuse, person_refusal
+from agentenv.relay.decision import PERSON_RULE
 
-__all__ = ["RULE", "WAIT_S", "PersonHolds", "behind_person"]
+__all__ = ["ASKS", "RULE", "WAIT_S", "PersonHolds"]
 
 #: The longest an agent's acting command waits behind a person.
 WAIT_S = HELD_WAIT_S
@@ -81,20 +78,3 @@ class PersonHolds:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), timeout=min(left, held[1]))
         return None
-
-
-async def behind_person(holds: PersonHolds, step: Step, scope: str) -> Refuse | None:
-    """An agent's command in ``scope``: when it acts and a person holds the
-    scope, wait until they let go (None) or the bound passes (the refusal,
-    on the record as the command's entry). Reading commands never wait. The
-    CDP proxy and the relay's HTTP commands (``/json/new``, ``close``,
-    ``activate``) both ask this."""
-    if holds.holder(scope) is None or acts(step.method, step.params) != ACTING:
-        return None
-    if step.method == ASKS:  # asking for a person is never held (as the op is not)
-        return None
-    began = time.monotonic()
-    still = await holds.wait(scope)
-    if still is None:
-        return None
-    return person_refusal(step, still[0], still[1], time.monotonic() - began)

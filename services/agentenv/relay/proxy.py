@@ -57,16 +57,17 @@ from agentenv.relay import core, elements, password
 from agentenv.relay.asking import ask_human
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.causes import TAB_METHODS
+from agentenv.relay.client_state import InLog
 from agentenv.relay.commands import acts
-from agentenv.relay.connection import InLog
+from agentenv.relay.connection import Connection, Ready
 from agentenv.relay.control_commands import Control
 from agentenv.relay.core import ClientState, Kind, Pending, Step
-from agentenv.relay.decision import AgentEnvCommand, Answered, Own, Refuse, decide
+from agentenv.relay.decision import AgentEnvCommand, Answered, Own, Refuse
 from agentenv.relay.filling import fill
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, COUNTED, InFlight, Meter
 from agentenv.relay.metered import MeteredReader
-from agentenv.relay.person_holds import behind_person
+from agentenv.relay.needs import settled
 from agentenv.relay.relay_errors import ControlRefused, RelayError
 from agentenv.relay.to_client import FAIR_TURN, ToClient
 from agentenv.relay.tokens import Granted
@@ -143,6 +144,8 @@ class _Bridge:
             client, upstream, state, logbook, watcher, self.answers, self._over_memory
         )
         self.down.vault = shared.vault
+        #: The rules for this connection's commands.
+        self.connection = Connection(state, downloads, logbook, watcher.holds)
         #: The control token's AgentEnv.* commands.
         self.control = Control(state, logbook, watcher, granted, shared.auth)
 
@@ -277,33 +280,10 @@ class _Bridge:
         return self.logbook.begin(core.begin_of(self.state, step, typed))
 
     async def _command(self, data: str) -> None:
-        state = self.state
-        step = core.receive(state, data, self.downloads, self.watcher.target)
-        tab = core.tab_page_wanted(step)
-        if tab is not None and await self.watcher.page_of_tab(tab) is not None:
-            # Its page found (the watcher learned it): the rules read it again.
-            step = core.receive(state, data, self.downloads, self.watcher.target)
-        if step.hold:  # it names a context while the relay makes its world there
-            await self.watcher.probes.world_made(step.tab, password.CHECK_TIMEOUT_S)
-            core.world_made(state, step)
-        # The computer's own command, outside any action: not on the record.
-        own = state.identity.control and self.logbook.within(state.number, state.tag) is None
-        # An agent's command would be written: not once the log is full, or
-        # this user's share of it is spent (others' is not).
-        room = (
-            None
-            if own or (step.kind is Kind.CONTROL and state.identity.control)
-            else self.logbook.log_refusal(state.identity.user, state.number, step.method)
-        )
-        decision = decide(step, own, room)
-        if not state.identity.control and not isinstance(decision, Refuse):
-            # An agent's act (its fill too) waits while a person drives its scope.
-            held = state.scope.name if state.scope is not None else HOME
-            refused = await behind_person(self.watcher.holds, step, held)
-            if refused is not None:
-                self.logbook.end_refused(self._entry(step), refused.why, refused.guard)
-                await self._answer(refused.answer)
-                return
+        read = self.connection.client(data)
+        if not isinstance(read, Ready):  # the rules must learn something first
+            read = await settled(self.watcher, read, self.connection.learn)
+        step, decision = read
         if isinstance(decision, AgentEnvCommand):
             await self._control_command(step)
             return

@@ -20,7 +20,7 @@ from agentenv.admission import Gate
 from agentenv.metrics import RelayCounts
 from agentenv.relay import discovery
 from agentenv.relay.auth_log import AuthLog
-from agentenv.relay.connection import ClientState
+from agentenv.relay.client_state import ClientState
 from agentenv.relay.effects import Begin
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import InFlight

@@ -44,7 +44,7 @@ from agentenv.process import log_dir
 from agentenv.protocol.urls import canonical_address, loopback
 from agentenv.relay import discovery, guard, scope_rule
 from agentenv.relay.auth_log import AuthLog
-from agentenv.relay.connection import WORKERS
+from agentenv.relay.client_state import WORKERS
 from agentenv.relay.http_commands import json_activate, json_close, json_new, json_new_get
 from agentenv.relay.log_budget import LogBudget
 from agentenv.relay.logbook import Logbook

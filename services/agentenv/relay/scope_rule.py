@@ -16,7 +16,7 @@ from typing import Any
 
 from agentenv import scopes
 from agentenv.relay import guard
-from agentenv.relay.connection import ClientState
+from agentenv.relay.client_state import ClientState
 from agentenv.relay.known import Known
 from agentenv.scopes import Scope
 

@@ -21,7 +21,7 @@ from aiohttp import WSMsgType, web
 
 from agentenv.log.log_errors import LogError
 from agentenv.relay import core, traces
-from agentenv.relay.connection import InLog
+from agentenv.relay.client_state import InLog
 from agentenv.relay.core import ClientState, Down, Pending
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, Meter

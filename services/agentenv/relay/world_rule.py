@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentenv.relay import guard
-from agentenv.relay.connection import ClientState
+from agentenv.relay.client_state import ClientState
 
 __all__ = [
     "after_making",
