@@ -228,6 +228,9 @@ def test_a_browser_sessions_answers_and_events_are_kept_to_the_scope() -> None:
     }
     down = upstream(state, theirs)
     assert down.kind is Down.DETACH and down.session == "X" and down.parent == B
+    # Detached on the session it was attached on (Chromium's session tree).
+    (leave,) = (json.loads(x) for x in down.upstream)
+    assert leave["method"] == "Target.detachFromTarget" and leave["sessionId"] == B
     mine = json.loads(json.dumps(theirs))
     mine["params"]["sessionId"] = "C"
     mine["params"]["targetInfo"].update(targetId="T-ALICE", browserContextId=MINE)

@@ -200,6 +200,12 @@ def test_auto_attach_leaves_another_scopes_targets_and_lets_them_run() -> None:
     }
     down = upstream(state, theirs)
     assert down.kind is Down.DETACH and down.session == "X" and down.resume
+    # Let run, then left: the relay's own commands (negative ids), none on
+    # the client's record.
+    run, leave = (json.loads(x) for x in down.upstream)
+    assert run["method"] == "Runtime.runIfWaitingForDebugger" and run["sessionId"] == "X"
+    assert leave["method"] == "Target.detachFromTarget" and leave["params"] == {"sessionId": "X"}
+    assert run["id"] < 0 and leave["id"] < 0 and {run["id"], leave["id"]} <= state.own
     # Its detach, when Chromium reports it, is the relay's own: never the client's.
     gone = {"method": "Target.detachedFromTarget", "params": {"sessionId": "X"}}
     assert upstream(state, gone).kind is Down.DROP

@@ -238,6 +238,10 @@ def test_a_pause_in_the_world_is_undone_and_never_seen() -> None:
     data = orjson.dumps({"method": "Debugger.paused", "params": paused, "sessionId": "S"})
     down = core.from_upstream(state, data.decode())
     assert down.kind is Down.RESUME and down.session == "S"
+    # The resume is the relay's own (a negative id), on the paused session.
+    assert [orjson.loads(x) for x in down.upstream] == [
+        {"id": state.next_own + 1, "method": "Debugger.resume", "sessionId": "S"}
+    ] and state.next_own + 1 < 0
     # Until the resume lands, the paused frame's return value cannot be set.
     step = send(state, "Debugger.setReturnValue", {"newValue": {"value": "no"}})
     assert step.kind is Kind.BLOCK and step.verdict is not None

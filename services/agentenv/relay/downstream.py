@@ -70,8 +70,9 @@ class Downstream:
     #: ``Target.createBrowserContext`` by a scoped client: the context it made
     #: (its downloads go to the scope's folder).
     made_context: str | None = None
-    #: PASS: the relay's own commands to send to Chromium before the client
-    #: has this message (a new session's certificate setting).
+    #: The relay's own commands to send to Chromium: before the client has
+    #: this message (PASS: a new session's certificate setting), or in its
+    #: place (DETACH: the detach, RESUME: the resume).
     upstream: list[str] = field(default_factory=list)
     #: DROP: a trace of this client's completed; what it gets instead comes
     #: from :func:`agentenv.relay.traces.finish`, run off the event loop.
@@ -397,7 +398,9 @@ def _world_event(state: ClientState, data: str) -> Downstream:
         if state.worlds.paused_in(tab, params):
             state.worlds.resumed(tab)
             state.resumed.add(session)
-            return Downstream(Down.RESUME, session=session)
+            # Undone: the client never saw it.
+            resume = _own_command(state, "Debugger.resume", None, session)
+            return Downstream(Down.RESUME, session=session, upstream=[resume])
         state.worlds.pause_shown(tab, params)
         return _PASS
     if method == "Debugger.resumed":
@@ -496,11 +499,12 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
         state.sessions[session] = SessionInfo(
             target if isinstance(target, str) else None, False, parent=parent
         )
+        waiting = params.get("waitingForDebugger") is True
+        leave = [_own_command(state, "Target.detachFromTarget", {"sessionId": session}, parent)]
+        if waiting:  # it waits for a debugger: let it run before leaving it
+            leave.insert(0, _own_command(state, "Runtime.runIfWaitingForDebugger", None, session))
         return Downstream(
-            Down.DETACH,
-            session=session,
-            parent=parent,
-            resume=params.get("waitingForDebugger") is True,
+            Down.DETACH, session=session, parent=parent, resume=waiting, upstream=leave
         )
     if isinstance(target, str):
         state.visible.add(target)
@@ -520,6 +524,19 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
         state.certificates_told.add(session)
         return Downstream(Down.PASS, upstream=[certificates_command(state, session, True)])
     return _PASS
+
+
+def _own_command(
+    state: ClientState, method: str, params: dict[str, Any] | None, session: str | None
+) -> str:
+    """A command of the relay's own on this connection (a negative id: its
+    answer is dropped, never the client's)."""
+    command: dict[str, Any] = {"id": state.own_id(), "method": method}
+    if params is not None:
+        command["params"] = params
+    if session is not None:
+        command["sessionId"] = session
+    return orjson.dumps(command).decode()
 
 
 def _parent(message: dict[str, Any]) -> str | None:

@@ -98,9 +98,12 @@ class ToClient:
                     finally:
                         self._noted(down)
                     if down.kind is Down.DETACH:
-                        await self._detach(down)
+                        log.info(
+                            "conn %d: detached a session not web content or not in its scope",
+                            state.number,
+                        )
                     elif down.kind is Down.RESUME:
-                        await self._resume(down)
+                        log.info("conn %d: resumed a pause in the relay's own world", state.number)
             elif msg.type is WSMsgType.BINARY:
                 await self._hand_over(msg.data)
             elif msg.type is WSMsgType.ERROR:
@@ -191,35 +194,6 @@ class ToClient:
                 self.logbook.causes.front.loading_changed(tab, started, time.monotonic())
         except LogError as exc:  # a full disk must not cut the agent off
             log.error("conn %d: %s", self.state.number, exc)
-
-    async def _detach(self, down: core.Downstream) -> None:
-        if down.resume:  # it waits for a debugger: let it run before leaving it
-            run: dict[str, Any] = {
-                "id": self.state.own_id(),
-                "method": "Runtime.runIfWaitingForDebugger",
-                "sessionId": down.session,
-            }
-            await self.upstream.send_str(orjson.dumps(run).decode())
-        message: dict[str, Any] = {
-            "id": self.state.own_id(),
-            "method": "Target.detachFromTarget",
-            "params": {"sessionId": down.session},
-        }
-        if down.parent is not None:
-            message["sessionId"] = down.parent
-        log.info(
-            "conn %d: detached a session on a target that is not web content or not in its scope",
-            self.state.number,
-        )
-        await self.upstream.send_str(orjson.dumps(message).decode())
-
-    async def _resume(self, down: core.Downstream) -> None:
-        """Undo a pause in the relay's own world: the client never saw it."""
-        message: dict[str, Any] = {"id": self.state.own_id(), "method": "Debugger.resume"}
-        if down.session is not None:
-            message["sessionId"] = down.session
-        log.info("conn %d: resumed a pause in the relay's own world", self.state.number)
-        await self.upstream.send_str(orjson.dumps(message).decode())
 
     async def _noted_for_tab(self, down: core.Downstream) -> None:
         assert down.opened is not None
