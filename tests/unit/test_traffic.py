@@ -4,8 +4,9 @@
 Puppeteer, Selenium's chromedriver, Stagehand) and Chromium 156 said to each
 other, in the order it passed (recorded with ``tests.support.traffic
 --both`` in front of a plain Chromium). Each recording is replayed through
-the sans-I/O core, the client's commands through :func:`core.receive` and
-Chromium's messages through :func:`core.from_upstream`, with what the
+the relay's sans-I/O rules, one :class:`~agentenv.relay.connection.Connection`
+for each of the client's connections (its commands through ``client``,
+Chromium's messages through ``chromium``), with a real logbook, and what the
 watcher would know of each target (its context and type) learned from
 Chromium's own messages as they pass:
 
@@ -30,9 +31,13 @@ from typing import Any
 import pytest
 
 from agentenv.access import Identity
+from agentenv.log.writer import LogWriter
 from agentenv.relay import core, guard
-from agentenv.relay.core import ClientState, Down, Kind, Pending
+from agentenv.relay.connection import Connection, Looked, Read, Ready, TabPage, WorldDone
+from agentenv.relay.core import ClientState, Down, Pending
+from agentenv.relay.decision import Refuse, Send
 from agentenv.relay.known import InContext, Known, PageOfTab, TargetSeen
+from agentenv.relay.logbook import Logbook
 from agentenv.scopes import Scope
 from tests.support.traffic import load
 
@@ -103,13 +108,17 @@ def _home_context(lines: list[dict[str, Any]]) -> str:
     raise AssertionError("the recording names no browser context")
 
 
-def _state(number: int, scope: Scope, watcher: Watcher) -> ClientState:
-    return ClientState(
-        number,
-        Identity("alice"),
-        scope=scope,
-        known=watcher.known,
-    )
+def _connection(number: int, scope: Scope, watcher: Watcher, book: Logbook) -> Connection:
+    state = ClientState(number, Identity("alice"), scope=scope, known=watcher.known)
+    return Connection(state, DOWNLOADS, book)
+
+
+def _ready(connection: Connection, read: Read) -> Ready:
+    """What the door does for a need: the replay's watcher already knows
+    what Chromium said, and no world is being made."""
+    while not isinstance(read, Ready):
+        read = connection.learn(Looked() if isinstance(read, TabPage) else WorldDone())
+    return read
 
 
 def _send(state: ClientState, step: core.Step) -> None:
@@ -137,24 +146,31 @@ def _unseen(state: ClientState, session: object) -> bool:
 
 
 @pytest.mark.parametrize("client", RECORDED)
-def test_in_its_own_scope_a_client_is_refused_nothing_and_loses_nothing(client: str) -> None:
+def test_in_its_own_scope_a_client_is_refused_nothing_and_loses_nothing(
+    client: str, tmp_path: Path
+) -> None:
     lines = _recording(client)
     scope = Scope("alice", _home_context(lines))
     watcher = Watcher()
-    states: dict[str, ClientState] = {}
+    book = Logbook(LogWriter.open(tmp_path / "browser-t.jsonl"))
+    connections: dict[str, Connection] = {}
     refused: list[tuple[str, Any]] = []
     lost: list[str] = []
     commands = events = 0
     for line in lines:
-        state = states.setdefault(line["path"], _state(len(states) + 1, scope, watcher))
+        path = line["path"]
+        if path not in connections:
+            connections[path] = _connection(len(connections) + 1, scope, watcher, book)
+        connection = connections[path]
+        state = connection.state
         message = line["message"]
         data = _wire(message)
         if _unseen(state, message.get("sessionId")):
             continue  # through the relay the client never had this session
         if line["from"] == "client":
             commands += 1
-            step = core.receive(state, data, DOWNLOADS, watcher.known.target)
-            if step.kind not in (Kind.FORWARD, Kind.REWRITE):
+            step, decision = _ready(connection, connection.client(data))
+            if not isinstance(decision, Send):
                 refused.append((step.method, step.verdict or step.error))
             else:
                 _send(state, step)
@@ -164,7 +180,7 @@ def test_in_its_own_scope_a_client_is_refused_nothing_and_loses_nothing(client: 
         # The relay's own detach of a session it never gave the client.
         detached = (message.get("params") or {}).get("sessionId")
         hidden = message.get("method") == "Target.detachedFromTarget" and _unseen(state, detached)
-        down = core.from_upstream(state, data)
+        down = connection.chromium(data)
         if down.kind is not Down.PASS and not _about_ui_only(message) and not hidden:
             lost.append(data[:200])
         elif down.data is not None:  # an answer kept to the scope: the same targets
@@ -174,11 +190,13 @@ def test_in_its_own_scope_a_client_is_refused_nothing_and_loses_nothing(client: 
     assert refused == [], refused
     assert lost == [], lost
     assert commands > 50 and events > 50, (commands, events)
-    assert all(not s.pending for s in states.values()), "commands left unanswered"
+    assert all(not c.state.pending for c in connections.values()), "commands left unanswered"
 
 
 @pytest.mark.parametrize("client", RECORDED)
-def test_from_another_scope_nothing_of_the_recorded_browser_comes_through(client: str) -> None:
+def test_from_another_scope_nothing_of_the_recorded_browser_comes_through(
+    client: str, tmp_path: Path
+) -> None:
     lines = _recording(client)
     theirs = _home_context(lines)
     scope = Scope("bob", "CTX-BOB-ELSEWHERE")
@@ -188,33 +206,37 @@ def test_from_another_scope_nothing_of_the_recorded_browser_comes_through(client
             watcher.learn(line["message"])
     foreign = {t for t in watcher.known.targets if watcher.known.context_of(t) == theirs}
     assert foreign, "the recording names no target"
-    states: dict[str, ClientState] = {}
+    book = Logbook(LogWriter.open(tmp_path / "browser-t.jsonl"))
+    connections: dict[str, Connection] = {}
     sent: set[tuple[str, str | None, int]] = set()
     passed: list[str] = []
     naming_refused = withheld = 0
     for line in lines:
         path = line["path"]
-        state = states.setdefault(path, _state(len(states) + 1, scope, watcher))
+        if path not in connections:
+            connections[path] = _connection(len(connections) + 1, scope, watcher, book)
+        connection = connections[path]
+        state = connection.state
         message = line["message"]
         data = _wire(message)
         session = message.get("sessionId")
         if _unseen(state, session):
             continue  # a session the client never got
         if line["from"] == "client":
-            step = core.receive(state, data, DOWNLOADS, watcher.known.target)
+            step, decision = _ready(connection, connection.client(data))
             params = step.params or {}
             named = params.get("targetId") in foreign or params.get("browserContextId") == theirs
             if named:
-                assert step.kind is Kind.BLOCK, (step.method, params)
+                assert isinstance(decision, Refuse), (step.method, params)
                 naming_refused += 1
-            if step.kind in (Kind.FORWARD, Kind.REWRITE) and isinstance(message.get("id"), int):
+            if isinstance(decision, Send) and isinstance(message.get("id"), int):
                 sent.add((path, session, message["id"]))
                 _send(state, step)
             continue
         call = message.get("id")
         if isinstance(call, int) and (path, session, call) not in sent:
             continue  # an answer to a command the rules never sent
-        down = core.from_upstream(state, data)
+        down = connection.chromium(data)
         made = down.opened if down.pending is not None else None
         if made is not None:
             # A tab it opened: Chromium made it in its own context (the

@@ -41,7 +41,7 @@ from agentenv.protocol.log import ACTING
 from agentenv.relay import core
 from agentenv.relay.client_state import ClientState
 from agentenv.relay.commands import acts
-from agentenv.relay.core import Kind, Step
+from agentenv.relay.core import Downstream, Kind, Step
 from agentenv.relay.decision import Decision, Refuse, decide, person_refusal
 from agentenv.relay.person_holds import ASKS, PersonHolds
 from agentenv.relay.vault import HOME
@@ -172,6 +172,19 @@ class Connection:
             return self._ready(step, self._decision)
         refused = person_refusal(step, fact.who, fact.left_s, fact.waited_s)
         return self._ready(step, refused)
+
+    # -- Chromium to the client ----------------------------------------------
+
+    def answer_first(self, data: str) -> bool:
+        """Whether ``data`` (Chromium's) is an answer the client may have
+        before the rules read it: they read it right after, before the next
+        message (:func:`agentenv.relay.core.answer_first`)."""
+        return core.answer_first(self.state, data)
+
+    def chromium(self, data: str) -> Downstream:
+        """A message from Chromium: what the client gets, the relay's own
+        commands it calls for, and what the log notes (relay/downstream.py)."""
+        return core.from_upstream(self.state, data)
 
     # -- the rules, in order -------------------------------------------------
 

@@ -140,12 +140,12 @@ class _Bridge:
         self.downloads = downloads
         self.refused_binary = False
         #: Chromium to the client: its loop, and what it says back.
+        #: The rules for this connection's messages, both ways.
+        self.connection = Connection(state, downloads, logbook, watcher.holds)
         self.down = ToClient(
-            client, upstream, state, logbook, watcher, self.answers, self._over_memory
+            client, upstream, self.connection, logbook, watcher, self.answers, self._over_memory
         )
         self.down.vault = shared.vault
-        #: The rules for this connection's commands.
-        self.connection = Connection(state, downloads, logbook, watcher.holds)
         #: The control token's AgentEnv.* commands.
         self.control = Control(state, logbook, watcher, granted, shared.auth)
 

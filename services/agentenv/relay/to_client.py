@@ -1,7 +1,9 @@
 """The Chromium-to-client half of a bridged connection (:mod:`agentenv.relay.proxy`):
-Chromium's messages as the core says (:func:`agentenv.relay.core.from_upstream`),
-answers ending their entries, most of them right after the client has them,
-the relay's own commands sent before a message the client could act on, and
+Chromium's messages as the connection's rules say
+(:meth:`agentenv.relay.connection.Connection.chromium`), answers ending their
+entries, most of them right after the client has them, the relay's own
+commands the rules wrote sent (before a message the client could act on, or
+in place of one it never sees), and
 fair turns for every other connection. A class of its own: the bridge
 (:class:`~agentenv.relay.proxy._Bridge`) hands it what it needs and runs
 :meth:`ToClient.run` beside its client-to-Chromium loop."""
@@ -22,7 +24,8 @@ from aiohttp import WSMsgType, web
 from agentenv.log.log_errors import LogError
 from agentenv.relay import core, traces
 from agentenv.relay.client_state import InLog
-from agentenv.relay.core import ClientState, Down, Pending
+from agentenv.relay.connection import Connection
+from agentenv.relay.core import Down, Pending
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, Meter
 from agentenv.relay.vault import HOME, Vault
@@ -47,7 +50,7 @@ class ToClient:
         self,
         client: web.WebSocketResponse,
         upstream: aiohttp.ClientWebSocketResponse,
-        state: ClientState,
+        connection: Connection,
         logbook: Logbook,
         watcher: Watcher,
         answers: Meter,
@@ -57,7 +60,8 @@ class ToClient:
         self.upstream = upstream
         #: The credential vault (None: no password is withheld).
         self.vault: Vault | None = None
-        self.state = state
+        self.connection = connection
+        self.state = connection.state
         self.logbook = logbook
         self.watcher = watcher
         #: What Chromium answers this client, not yet whole.
@@ -69,7 +73,7 @@ class ToClient:
         self.client_gone = False  # a send to the client failed: it left
 
     async def run(self) -> None:
-        state = self.state
+        state, connection = self.state, self.connection
         turn = 0
         async for msg in self.upstream:
             turn += 1
@@ -81,13 +85,13 @@ class ToClient:
                 # The client has its answer first; its entry is written right
                 # after, before this loop reads Chromium's next message (the
                 # write is off the agent's round trip, not off the record).
-                if core.answer_first(state, data):
+                if connection.answer_first(data):
                     try:
                         await self._hand_over(data)
                     finally:
-                        self._noted(core.from_upstream(state, data))
+                        self._noted(connection.chromium(data))
                 else:
-                    down = core.from_upstream(state, data)
+                    down = connection.chromium(data)
                     for command in down.upstream:  # before the client can act on it
                         await self.upstream.send_str(command)
                     try:
