@@ -30,7 +30,7 @@ from agentenv.log.lines import encode, line
 from agentenv.log.reader import LogReader
 from agentenv.log.writer import LogWriter
 from agentenv.protocol.log import ActionBody
-from agentenv.relay.effects import Begin
+from agentenv.relay.effects import Begin, Ended
 from bench.stats import percentile, table
 
 N = 200_000
@@ -71,7 +71,7 @@ def _writer(folder: Path, chain: bool = True, name: str = "w.jsonl") -> float:
     t = time.perf_counter()
     for method, params in commands:
         seq = book.begin(Begin(alice, 3, None, method, params, tab))
-        book.end_command(seq, True)
+        book.end(Ended(seq, True))
     elapsed = time.perf_counter() - t
     book.writer.close()
     return N / elapsed

@@ -16,7 +16,7 @@ from agentenv.log.log_errors import LogLocked
 from agentenv.log.numbering import Numbering, recover
 from agentenv.log.reader import LogIndex, LogReader
 from agentenv.log.writer import LogWriter
-from agentenv.relay.effects import Begin
+from agentenv.relay.effects import Begin, Ended
 from agentenv.relay.relay_errors import ControlRefused
 from tests.support.stack import free_port
 from tests.support.timing import wait_for
@@ -339,11 +339,11 @@ def test_parameters_a_command_does_not_take_are_logged_by_size(tmp_path: Path) -
     junk = {f"junk{i}": "x" * 2000 for i in range(2000)}
     params: dict[str, object] = {"url": "https://a.example/", **junk}
     entry = book.begin(Begin(Identity("alice"), 7, None, "Page.navigate", params, "T1"))
-    book.end_command(entry, True)
+    book.end(Ended(entry, True))
     plain = book.begin(
         Begin(Identity("alice"), 7, None, "Page.navigate", {"url": "https://b.example/"}, "T1")
     )
-    book.end_command(plain, True)
+    book.end(Ended(plain, True))
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     logged = {x["seq"]: x["action"] for x in lines if "action" in x}
     assert path.stat().st_size < 4096, path.stat().st_size
@@ -371,13 +371,13 @@ def test_nested_and_list_parameters_are_bounded_like_top_level_ones(tmp_path: Pa
     big = book.begin(
         Begin(Identity("alice"), 7, None, "Network.setCookies", {"cookies": cookies}, "T")
     )
-    book.end_command(big, True)
+    book.end(Ended(big, True))
     deep = {"patterns": [{"urlPattern": "https://a.example/" + "q" * 1990}] * 100}
     stalled = book.begin(Begin(Identity("alice"), 7, None, "Fetch.enable", deep, "T"))
     small = book.begin(
         Begin(Identity("alice"), 7, None, "Network.setCookies", {"cookies": cookies[:2]}, "T")
     )
-    book.end_command(small, True)
+    book.end(Ended(small, True))
     tool = book.begin_action(
         1, BeginAction(via="mcp", who="alice", tool="browser_fill_form", args={"fields": cookies})
     )
@@ -411,7 +411,7 @@ def test_a_users_log_budget_stops_that_user_only(tmp_path: Path) -> None:
     def navigate(who: str, n: int) -> None:
         url = f"https://{who}.example/{'p' * 200}/{n}"
         entry = book.begin(Begin(Identity(who), 7, None, "Page.navigate", {"url": url}, "T"))
-        book.end_command(entry, True)
+        book.end(Ended(entry, True))
 
     count = 0
     while book.over_budget("alice") is None:
@@ -503,7 +503,7 @@ def test_a_pages_tab_lines_count_against_its_scopes_user(tmp_path: Path) -> None
     book.causes.known("A", "https://a.example/", context="CA")
     book.causes.known("B", "https://b.example/", context="CB")
     acted = book.begin(Begin(Identity("bob"), 8, None, "Input.insertText", {"text": "x"}, "B"))
-    book.end_command(acted, True)
+    book.end(Ended(acted, True))
     for n in range(400):
         book.navigated("A", f"https://a.example/{'p' * 100}/{n}")
     book.navigated("B", "https://b.example/bob")
@@ -557,7 +557,7 @@ def test_a_tab_lines_share_in_a_shared_scope(tmp_path: Path) -> None:
     book.navigated("T", "https://a.example/1")  # no agent acted in it yet
     assert writer.spent.get("scope:", 0) > 0
     acted = book.begin(Begin(Identity("bob"), 8, None, "Input.insertText", {"text": "x"}, "T"))
-    book.end_command(acted, True)
+    book.end(Ended(acted, True))
     before = writer.spent["bob"]
     book.navigated("T", "https://a.example/2")
     assert writer.spent["bob"] > before

@@ -20,7 +20,7 @@ from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.relay import core, password
 from agentenv.relay.commands import UNUSED_KEPT
 from agentenv.relay.core import ClientState, Kind, Step
-from agentenv.relay.effects import Begin
+from agentenv.relay.effects import Begin, Ended
 from agentenv.relay.logbook import Logbook
 
 DOWNLOADS = "/var/lib/agentenv/downloads"
@@ -60,7 +60,7 @@ class Book:
         self.book.typing_checked(state.number, state.tag, focus == "no", state.identity)
 
     def answer(self, entry: int, ok: bool = True, **more: Any) -> None:
-        self.book.end_command(entry, ok, **more)
+        self.book.end(Ended(entry, ok, **more))
 
     def raw(self) -> bytes:
         return self.path.read_bytes()

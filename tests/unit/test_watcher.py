@@ -20,7 +20,7 @@ import pytest
 from agentenv.access import Identity
 from agentenv.log.lines import BROWSER_EXITED
 from agentenv.log.writer import LogWriter
-from agentenv.relay.effects import Begin
+from agentenv.relay.effects import Begin, Ended
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.watcher import Watcher
 from tests.support.fake_chromium import FakeChromium, target_info
@@ -91,7 +91,7 @@ async def test_chromiums_target_events_are_tab_lines_each_with_its_cause(
     click = watched.command(
         "Input.dispatchMouseEvent", {"type": "mousePressed", "x": 1, "y": 2}, "A"
     )
-    book.end_command(click, True)
+    book.end(Ended(click, True))
     # A popup the click opened, then where it went (a credential in its URL).
     await chromium.event("Target.targetCreated", {"targetInfo": target_info("B", "", opener="A")})
     secret = "https://b.test/cb?code=AUTH-CODE-123&next=1"
@@ -113,12 +113,12 @@ async def test_chromiums_target_events_are_tab_lines_each_with_its_cause(
         "Target.targetInfoChanged", {"targetInfo": target_info("A", "http://a.test/next")}
     )
     await watched.handled()
-    book.end_command(go, True)
+    book.end(Ended(go, True))
     # alice closes the popup.
     close = watched.command("Target.closeTarget", {"targetId": "B"}, "B")
     await chromium.event("Target.targetDestroyed", {"targetId": "B"})
     await watched.handled()
-    book.end_command(close, True)
+    book.end(Ended(close, True))
 
     alice = {"via": "cdp", "who": "alice"}
     assert watched.tabs() == [

@@ -1,11 +1,11 @@
 """What a connection's rules ask the relay to record, as frozen values.
 
-A door reads a client's command (:mod:`agentenv.relay.core`, the decision in
-:mod:`agentenv.relay.decision`) and hands the :class:`~agentenv.relay.logbook.Logbook`
-one :class:`Begin`: everything the entry needs to know of the command, built
-in one place (:func:`agentenv.relay.core.begin_of`) for every door that takes
-commands, and for the computer's own commands (the watcher's, a warm scope's
-first tab). No I/O.
+A door reads a client's command (:mod:`agentenv.relay.connection`) and hands
+the :class:`~agentenv.relay.logbook.Logbook` one :class:`Begin`: everything
+the entry needs to know of the command, built in one place
+(:func:`agentenv.relay.core.begin_of`) for every door that takes commands,
+and for the computer's own commands (the watcher's, a warm scope's first
+tab). Its answer, a refusal, or its loss ends it with one :class:`Ended`. No I/O.
 
 An effect is a :class:`typing.NamedTuple`: immutable, typed, and built at
 C speed. A frozen dataclass of the same eleven fields takes 1.2 µs to build
@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from agentenv.access import Identity
 from agentenv.relay.causes import Served
 
-__all__ = ["Begin"]
+__all__ = ["Begin", "Ended"]
 
 
 class Begin(NamedTuple):
@@ -52,3 +52,19 @@ class Begin(NamedTuple):
     #: by the relay: on the record, but no tab event is its doing, so it is
     #: not the latest acting entry of any tab.
     sent: bool = True
+
+
+class Ended(NamedTuple):
+    """A CDP command's entry, ended (:meth:`Logbook.end`): it is written."""
+
+    #: Its number (:meth:`Logbook.begin`).
+    entry: int
+    #: Chromium answered without an error (False: an error, a refusal, or
+    #: no answer at all).
+    ok: bool
+    #: Why it failed, as the client was told (redacted and cut when written).
+    error: str | None = None
+    #: The guard's rule and action, on a refused command.
+    guard: dict[str, str] | None = None
+    #: ``Target.createTarget``: the tab it opened.
+    opened: str | None = None

@@ -25,6 +25,7 @@ from agentenv.relay import core, discovery
 from agentenv.relay.connection import Connection
 from agentenv.relay.core import Step
 from agentenv.relay.decision import BAD_REQUEST, NOT_FOUND, Refuse, Send
+from agentenv.relay.effects import Ended
 from agentenv.relay.needs import settled
 from agentenv.relay.relay_errors import RelayError, UpstreamError
 from agentenv.relay.relay_requests import (
@@ -90,7 +91,7 @@ async def _read(request: web.Request, method: str, params: dict[str, Any]) -> tu
         raise RelayError(decision.why, decision.status)
     if not isinstance(decision, Send):
         why = f"{method} cannot be sent this way"
-        logbook.end_command(entry, False, why)
+        logbook.end(Ended(entry, False, why))
         raise RelayError(why, BAD_REQUEST)
     if decision.guarded is not None:
         logbook.guarded(entry, decision.guarded)  # sent as the guard rewrote it
@@ -105,9 +106,9 @@ async def json_new(request: web.Request) -> web.Response:
     try:
         opened = await request.app[watcher_key].create_target(step.params or {"url": url})
     except RelayError as exc:
-        logbook.end_command(entry, False, exc.message)
+        logbook.end(Ended(entry, False, exc.message))
         raise
-    logbook.end_command(entry, True, opened=opened)
+    logbook.end(Ended(entry, True, opened=opened))
     listed = await upstream_json(request, "/json/list")
     found = next(
         (t for t in listed if isinstance(t, dict) and t.get("id") == opened),
@@ -131,9 +132,9 @@ async def _json_target_op(request: web.Request, op: str, method: str) -> web.Res
         async with request.app[client_key].get(url) as answer:
             text = await answer.text()
     except (aiohttp.ClientError, OSError, TimeoutError):
-        logbook.end_command(entry, False, "Chromium is not answering")
+        logbook.end(Ended(entry, False, "Chromium is not answering"))
         raise UpstreamError("Chromium is not answering; retry when /readyz says ready") from None
-    logbook.end_command(entry, answer.status == 200, None if answer.status == 200 else text)
+    logbook.end(Ended(entry, answer.status == 200, None if answer.status == 200 else text))
     return web.Response(status=answer.status, text=text, content_type="text/plain")
 
 

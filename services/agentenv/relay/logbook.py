@@ -25,7 +25,7 @@ from agentenv.protocol.control import BeginAction, EndAction
 from agentenv.protocol.log import ACTING, READING, ActionBody, Guard, says_where
 from agentenv.relay.causes import TAB_METHODS, Causes, TabCommand
 from agentenv.relay.commands import ACTING_WITH, METHOD_FACTS, acts, used_params
-from agentenv.relay.effects import Begin
+from agentenv.relay.effects import Begin, Ended
 from agentenv.relay.log_budget import LogBudget, tab_share
 from agentenv.relay.relay_errors import ControlRefused
 from agentenv.settings import Settings
@@ -289,15 +289,9 @@ class Logbook:
         form is not kept until Chromium answers)."""
         self.writer.settle(entry)
 
-    def end_command(
-        self,
-        entry: int,
-        ok: bool,
-        error: str | None = None,
-        guard: dict[str, str] | None = None,
-        opened: str | None = None,
-    ) -> None:
-        """Write a command's entry; ``opened`` is the tab a createTarget opened."""
+    def end(self, command: Ended) -> None:
+        """Write a command's entry (:class:`~agentenv.relay.effects.Ended`)."""
+        entry, ok, error, guard, opened = command
         if guard is None and opened is None and error is None:  # the common case, kept lean
             self.writer.end(entry, ok)
             if entry in self.causes.commands:
@@ -319,7 +313,7 @@ class Logbook:
         the guard's refusal counted by its rule and marked on the entry."""
         if guard is not None:
             self.counts.refused_by(guard["rule"])
-        self.end_command(entry, False, why, guard=guard)
+        self.end(Ended(entry, False, why, guard=guard))
 
     def guarded(self, entry: int, guard: dict[str, str]) -> None:
         """Record what the guard did to a command still in flight (rewritten)."""

@@ -63,6 +63,7 @@ from agentenv.relay.connection import Connection, Ready
 from agentenv.relay.control_commands import Control
 from agentenv.relay.core import ClientState, Kind, Pending, Step
 from agentenv.relay.decision import AgentEnvCommand, Answered, Own, Refuse
+from agentenv.relay.effects import Ended
 from agentenv.relay.filling import fill
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, COUNTED, InFlight, Meter
@@ -300,9 +301,9 @@ class _Bridge:
             try:
                 await self._kept(step)
             except (ConnectionError, RuntimeError, aiohttp.ClientError) as exc:
-                self.logbook.end_command(entry, False, f"could not send to Chromium: {exc}")
+                self.logbook.end(Ended(entry, False, f"could not send to Chromium: {exc}"))
                 raise
-            self.logbook.end_command(entry, True)
+            self.logbook.end(Ended(entry, True))
             return
         typed = password.withhold_typing(step.method, step.params or {}) if step.typing else None
         entry = self._entry(step, typed)
@@ -361,7 +362,7 @@ class _Bridge:
                 step.tab, step.point, describe=bool(self.logbook.recordings)
             )
         except BaseException:
-            self.logbook.end_command(entry, False, "the connection ended during the password check")
+            self.logbook.end(Ended(entry, False, "the connection ended during the password check"))
             raise
         if field is not None:
             self.logbook.target(entry, field)
@@ -375,7 +376,7 @@ class _Bridge:
         try:
             found = await self.watcher.probes.describe(step.tab, point)
         except BaseException:
-            self.logbook.end_command(entry, False, "the connection ended before the press was sent")
+            self.logbook.end(Ended(entry, False, "the connection ended before the press was sent"))
             raise
         if found is not None:
             self.logbook.target(entry, found)
@@ -390,7 +391,7 @@ class _Bridge:
         except (ConnectionError, RuntimeError, aiohttp.ClientError) as exc:
             self.state.pending.pop(key, None)
             if pending is not None and pending.in_log is InLog.LOGGED:
-                self.logbook.end_command(pending.entry, False, f"could not send to Chromium: {exc}")
+                self.logbook.end(Ended(pending.entry, False, f"could not send to Chromium: {exc}"))
             raise
 
     async def _earlier_answered(self, tab: str | None) -> None:
@@ -415,7 +416,7 @@ class _Bridge:
     async def _control_command(self, step: Step) -> None:
         if step.control is None:
             if not self.state.identity.control:  # an agent's bad fill is on the record
-                self.logbook.end_command(self._entry(step), False, step.error)
+                self.logbook.end(Ended(self._entry(step), False, step.error))
             await self._answer(step.error_answer())
             return
         if isinstance(step.control, AskHuman):  # an agent's; waits beside its others
@@ -435,7 +436,7 @@ class _Bridge:
         """``AgentEnv.requestHuman``: the app asks a person (relay/asking.py)."""
         answer, unasked = await ask_human(self.watcher, self.state, step)
         if unasked is not None:
-            self.logbook.end_command(self._entry(step), False, unasked)
+            self.logbook.end(Ended(self._entry(step), False, unasked))
         await self._answer(answer)
 
     async def _agent_fill(self, step: Step) -> None:
@@ -451,11 +452,11 @@ class _Bridge:
         try:
             await fill(self.watcher, scope, step.tab, control.name, control.field)
         except FillRefused as exc:
-            self.logbook.end_command(entry, False, exc.message)
+            self.logbook.end(Ended(entry, False, exc.message))
             step.code, step.error = -32000, f"{step.method}: {exc.message}"
             await self._answer(step.error_answer())
             return
-        self.logbook.end_command(entry, True)
+        self.logbook.end(Ended(entry, True))
         done = Filled(name=control.name, field=control.field, tab=step.tab)
         answer: dict[str, Any] = {"id": step.call, "result": done.model_dump(mode="json")}
         if step.session is not None:

@@ -25,7 +25,7 @@ import aiohttp
 from agentenv.access import Identity
 from agentenv.admission import Admission, Full, Gate
 from agentenv.opened import REVOKED, opened_of
-from agentenv.relay.effects import Begin
+from agentenv.relay.effects import Begin, Ended
 from agentenv.relay.known import InContext
 from agentenv.relay.once import once
 from agentenv.relay.opening import Openings, ScopeRefused
@@ -241,7 +241,7 @@ class ScopeKeeper:
             )
         )
         self.watcher.logbook.created(warm.tab, "about:blank", None, warm.context)
-        self.watcher.logbook.end_command(entry, True, None, opened=warm.tab)
+        self.watcher.logbook.end(Ended(entry, True, None, opened=warm.tab))
         try:
             await self.watcher.downloads.set_for(scope)
         except (WatcherError, TimeoutError, OSError) as exc:

@@ -26,6 +26,7 @@ from agentenv.relay import core, traces
 from agentenv.relay.client_state import InLog
 from agentenv.relay.connection import Connection
 from agentenv.relay.core import Down, Pending
+from agentenv.relay.effects import Ended
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, Meter
 from agentenv.relay.vault import HOME, Vault
@@ -213,14 +214,14 @@ class ToClient:
         if pending.in_log is InLog.UNLOGGED:
             self.logbook.end_unlogged(pending.entry, down.ok, down.opened)
         elif pending.in_log is InLog.LOGGED:
-            self.logbook.end_command(pending.entry, down.ok, down.error, opened=down.opened)
+            self.logbook.end(Ended(pending.entry, down.ok, down.error, opened=down.opened))
 
     def _failed(self, pending: Pending, why: str) -> None:
         """A command Chromium will never answer: its entry ends as failed."""
         if pending.in_log is InLog.UNLOGGED:
             self.logbook.end_unlogged(pending.entry, False)
         elif pending.in_log is InLog.LOGGED:
-            self.logbook.end_command(pending.entry, False, why)
+            self.logbook.end(Ended(pending.entry, False, why))
 
     def _orphaned(self, pending: Pending) -> None:
         self.answered.set()  # it is in flight no more

@@ -38,7 +38,7 @@ import orjson
 from agentenv.access import Identity
 from agentenv.calls import Calls
 from agentenv.protocol.urls import tab as is_tab
-from agentenv.relay.effects import Begin
+from agentenv.relay.effects import Begin, Ended
 from agentenv.relay.known import Gone, InContext, Known, Lost, PageOfTab, TargetSeen
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.once import once
@@ -190,15 +190,17 @@ class Watcher:
         try:
             answer = await self.call(method, params, deadline_s=10)
         except (WatcherError, TimeoutError):
-            self.logbook.end_command(entry, False, "Chromium did not answer")
+            self.logbook.end(Ended(entry, False, "Chromium did not answer"))
             return None
         error = answer.get("error")
         opened = answer.get("result", {}).get("targetId")
-        self.logbook.end_command(
-            entry,
-            error is None,
-            str(error.get("message")) if isinstance(error, dict) else None,
-            opened=opened if isinstance(opened, str) else None,
+        self.logbook.end(
+            Ended(
+                entry,
+                error is None,
+                str(error.get("message")) if isinstance(error, dict) else None,
+                opened=opened if isinstance(opened, str) else None,
+            )
         )
         return answer
 
