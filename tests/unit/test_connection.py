@@ -153,3 +153,16 @@ def test_learning_with_no_need_is_a_mistake_of_the_door(tmp_path: Path) -> None:
     assert isinstance(connection.client(_data(1, "DOM.getDocument", {})), Ready)
     with pytest.raises(AssertionError, match="answers a Need"):
         connection.learn(Looked())
+
+
+def test_a_command_read_is_never_changed_after(tmp_path: Path) -> None:
+    """A rule that reads a command again makes a new Step (``world_made``,
+    a failure where the relay ran it): the one a door holds stays as read."""
+    connection = Connection(ClientState(7, Identity("alice")), DOWNLOADS, _book(tmp_path))
+    read = connection.client(_data(1, "DOM.getDocument", {}))
+    assert isinstance(read, Ready)
+    with pytest.raises(AttributeError):
+        read.step.kind = read.step.kind  # type: ignore[misc]
+    failed = read.step.failed(-32000, "no")
+    assert failed.error_answer() == {"id": 1, "error": {"code": -32000, "message": "no"}}
+    assert read.step.error == "" and read.step.code == 0

@@ -452,7 +452,7 @@ def test_certificate_settings_bound_what_the_relay_keeps_and_sends() -> None:
     assert [json.loads(c)["sessionId"] for c in on.upstream] == ["S"]
     assert state.certificates_told == {"S"}
     again = send(state, method, {"ignore": True})
-    assert again.kind is Kind.ANSWER and again.upstream == []
+    assert again.kind is Kind.ANSWER and again.upstream == ()
     upstream(state, _attached("P2", "T-ALICE-3"))
     assert state.certificates_told == {"S", "P2"}
     handled = send(state, "Security.setOverrideCertificateErrors", {"override": True}, "P2")

@@ -272,7 +272,7 @@ def test_a_held_command_is_read_again_once_the_world_is_made_or_the_wait_ran_out
         step = send(state, "Runtime.evaluate", {"expression": "1", "contextId": 9})
         assert step.hold
         worlds.made(TAB, number)
-        core.world_made(state, step)
+        step = core.world_made(state, step)
         assert not step.hold
         if expected is None:
             assert step.kind is Kind.FORWARD and step.verdict is None, step
@@ -283,7 +283,7 @@ def test_a_held_command_is_read_again_once_the_world_is_made_or_the_wait_ran_out
     state = connection(worlds)
     worlds.begin(TAB)
     step = send(state, "Runtime.evaluate", {"expression": "1", "contextId": 9})
-    core.world_made(state, step)  # the wait ran out: still being made
+    step = core.world_made(state, step)  # the wait ran out: still being made
     assert step.kind is Kind.BLOCK and step.verdict is not None
     assert step.verdict.rule == "relay-world" and "the context" in step.verdict.message
 

@@ -95,5 +95,4 @@ def _message(said: Any) -> str | None:
 
 
 def _error(step: Step, why: str) -> dict[str, Any]:
-    step.code, step.error = -32000, why
-    return step.error_answer()
+    return step.failed(-32000, why).error_answer()

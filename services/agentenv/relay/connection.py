@@ -165,8 +165,7 @@ class Connection:
         if isinstance(fact, Looked):
             return self._read(looked=True)
         if isinstance(fact, WorldDone):
-            core.world_made(self.state, step)
-            return self._decided(step)
+            return self._decided(core.world_made(self.state, step))
         if isinstance(fact, PersonLeft):
             assert self._decision is not None
             return self._ready(step, self._decision)

@@ -44,8 +44,7 @@ module names all three parts' public names, so callers read one core.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from pydantic import ValidationError
@@ -76,7 +75,6 @@ from agentenv.relay.downstream import (
     from_upstream,
 )
 from agentenv.relay.effects import Begin
-from agentenv.scopes import Scope
 
 __all__ = [
     "BROWSER_TARGET",
@@ -119,9 +117,9 @@ class Kind(enum.Enum):
     ANSWER = "answer"
 
 
-@dataclass(slots=True)
-class Step:
-    """What to do with one client message."""
+class Step(NamedTuple):
+    """What to do with one client message: built once, never changed (a
+    rule that reads it again makes a new one, ``_replace``)."""
 
     kind: Kind
     call: int | None = None
@@ -151,7 +149,7 @@ class Step:
     #: (:func:`~agentenv.relay.world_rule.relay_world_verdict`).
     hold: bool = False
     #: ANSWER: the relay's own commands to send to Chromium first (negative ids).
-    upstream: list[str] = field(default_factory=list)
+    upstream: tuple[str, ...] = ()
     #: ANSWER: the result the client gets (``{}`` when None).
     result: dict[str, Any] | None = None
 
@@ -160,6 +158,11 @@ class Step:
         """Whether the client's command itself goes to Chromium (forwarded or
         rewritten): a refused, invalid or relay-answered one causes nothing there."""
         return self.kind is Kind.FORWARD or self.kind is Kind.REWRITE
+
+    def failed(self, code: int, text: str) -> Step:
+        """This command failed where the relay ran it (``AgentEnv.*``): its
+        CDP error is ``code``, ``text`` (:meth:`error_answer`)."""
+        return self._replace(code=code, error=text)
 
     def error_answer(self) -> dict[str, Any]:
         """The CDP error answer for an INVALID, BLOCK or refused CONTROL step."""
@@ -239,19 +242,19 @@ def receive(
     tab = state.tab_of(session, method, params)
     # What is sent is what the rules read, written by the relay: never the
     # client's bytes (keys given twice, odd escapes or number spellings).
-    step = Step(Kind.FORWARD, call, session, method, params, tab)
-    step.data = ids.encode(call, method, params, session)
+    data = ids.encode(call, method, params, session)
+    given = params  # the Step's params, unless a rule sends others
 
     if method.startswith("AgentEnv."):
-        return _control(state, step)
+        return _control(state, Step(Kind.FORWARD, call, session, method, params, tab, data=data))
     wrong = ids.problem(method, params)
     if wrong is not None:
-        step.kind, step.verdict = Kind.BLOCK, _malformed_id(*wrong)
-        return step
+        malformed = _malformed_id(*wrong)
+        return Step(Kind.BLOCK, call, session, method, params, tab, malformed, data=data)
     info = state.sessions.get(session) if session is not None else None
     if info is not None and not info.web:
-        step.kind, step.verdict = Kind.BLOCK, guard.web_target_verdict()
-        return step
+        not_web = guard.web_target_verdict()
+        return Step(Kind.BLOCK, call, session, method, params, tab, not_web, data=data)
     # The browser's own session (or one on the browser target, which has its
     # powers): what is sent there reaches every scope's pages. With one scope
     # there is no other to reach (a client may do what it could on its own
@@ -259,6 +262,7 @@ def receive(
     at_browser = state.at_browser(session)
     browser_level = at_browser and state.scope is not None
     if method == IGNORE_CERTIFICATES and browser_level:
+        step = Step(Kind.FORWARD, call, session, method, params, tab, data=data)
         return _ignore_certificates(state, step, message)
     by_tab = _tab_target(state, method, params)
     if by_tab is not None:
@@ -266,26 +270,38 @@ def receive(
     verdict = guard.check(method, params, downloads, targets, browser_level) or by_tab
     if verdict is None and method == BROWSER_TARGET and not at_browser:
         verdict = _browser_target_verdict()
+    hold = False
     if verdict is None:
-        verdict, step.hold = world_rule.relay_world(state, session, method, params)
+        verdict, hold = world_rule.relay_world(state, session, method, params)
     rewritten = verdict is not None and verdict.action == "rewritten"
+    scoped: dict[str, Any] | None = None
     if state.scope is not None and (verdict is None or rewritten):
         sent = verdict.params if verdict is not None and rewritten else params
         found = scope_rule.in_scope(state.scope, state, browser_level, method, sent)
         if isinstance(found, dict):
-            step.scoped = found  # the scope's context for the default one
+            scoped = found  # the scope's context for the default one
         else:
             verdict = found or verdict
     elif state.scope is None and (verdict is None or rewritten):
         sent = verdict.params if verdict is not None and rewritten else params
         verdict = scope_rule.warm(state, method, sent) or verdict
     if verdict is not None and not (verdict.action == "rewritten" and verdict.params is not None):
-        step.kind, step.verdict = Kind.BLOCK, verdict
-        if state.scope is not None and not scope_rule.shown(state.scope, state, step.tab):
+        if state.scope is not None and not scope_rule.shown(state.scope, state, tab):
             # A refusal naming another scope's tab is logged with no tab: its
             # line would carry that tab's URL to this scope's log readers.
-            step.tab = None
-        return step
+            tab = None
+        return Step(
+            Kind.BLOCK,
+            call,
+            session,
+            method,
+            given,
+            tab,
+            verdict,
+            data=data,
+            scoped=scoped,
+            hold=hold,
+        )
     if session is not None and info is None:
         return _invalid(
             -32001,
@@ -294,9 +310,29 @@ def receive(
             message,
         )
     if state.scope is not None and method in traces.METHODS:
-        traced = _trace(state, state.scope, step, message)
-        if traced is not None:
-            return traced
+        done = traces.command(
+            state.traces,
+            state.number,
+            state.identity.user,
+            state.scope.name,
+            session,
+            tab,
+            call,
+            method,
+            given,
+        )
+        if done is not None:
+            if done.error is not None:
+                return _invalid(*done.error, message)
+            if done.verdict is not None:
+                return Step(Kind.BLOCK, call, session, method, given, tab, done.verdict, data=data)
+            if done.result is not None:
+                return Step(
+                    Kind.ANSWER, call, session, method, given, tab, data=data, result=done.result
+                )
+            if done.params is not None:  # the trace's params kept to its tab
+                given = done.params
+                data = ids.encode(call, method, given, session)
     if (
         method in _CERTIFICATE_SETTINGS
         and session is not None
@@ -309,24 +345,54 @@ def receive(
         state.certificates_told.discard(session)
     if verdict is not None:
         assert verdict.params is not None
-        sent = step.scoped if step.scoped is not None else verdict.params
-        step.kind, step.verdict, step.params = Kind.REWRITE, verdict, sent
-        step.data = ids.encode(call, method, sent, session)
-        return step
-    if step.scoped is not None:  # the scope's context for the default one
-        step.params = step.scoped
-        step.data = ids.encode(call, method, step.scoped, session)
-    step.everywhere = info is not None and info.everywhere
+        sent = scoped if scoped is not None else verdict.params
+        data = ids.encode(call, method, sent, session)
+        return Step(
+            Kind.REWRITE,
+            call,
+            session,
+            method,
+            sent,
+            tab,
+            verdict,
+            data=data,
+            scoped=scoped,
+            hold=hold,
+        )
+    if scoped is not None:  # the scope's context for the default one
+        given = scoped
+        data = ids.encode(call, method, scoped, session)
+    everywhere = info is not None and info.everywhere
+    frame_only = typing = False
+    point = None
     if method == "Page.navigate":
         own = info.own if info is not None else state.page_own
         frame = params.get("frameId") if params else None
-        step.frame_only = not own or (isinstance(frame, str) and frame != step.tab)
+        frame_only = not own or (isinstance(frame, str) and frame != tab)
     if method == "Target.setAutoAttach" and params is not None and params.get("autoAttach"):
-        step.data = ids.encode(call, method, auto_attach_filter(params), session)
+        data = ids.encode(call, method, auto_attach_filter(params), session)
     elif password.is_typing(method, params):
-        step.typing = True
-        step.point = password.drop_point(method, params)
-    return step
+        typing = True
+        point = password.drop_point(method, params)
+    return Step(
+        Kind.FORWARD,
+        call,
+        session,
+        method,
+        given,
+        tab,
+        None,
+        0,
+        "",
+        typing,
+        point,
+        data,
+        None,
+        frame_only,
+        everywhere,
+        scoped,
+        hold,
+    )
 
 
 def begin_of(state: ClientState, step: Step, typed: dict[str, Any] | None = None) -> Begin:
@@ -359,13 +425,13 @@ def tab_page_wanted(step: Step) -> str | None:
     return target if isinstance(target, str) else None
 
 
-def world_made(state: ClientState, step: Step) -> None:
+def world_made(state: ClientState, step: Step) -> Step:
     """``step`` was held (:attr:`Step.hold`) until the relay's world in its
     tab was made, or the wait ran out: the relay-world rule reads it again."""
-    step.hold = False
     verdict = world_rule.after_making(state, step.session, step.tab, step.method, step.params)
     if verdict is not None:
-        step.kind, step.verdict = Kind.BLOCK, verdict
+        return step._replace(kind=Kind.BLOCK, verdict=verdict, hold=False)
+    return step._replace(hold=False)
 
 
 def _browser_target_verdict() -> guard.Verdict:
@@ -375,37 +441,6 @@ def _browser_target_verdict() -> guard.Verdict:
         "session or a session on the browser target (ws://HOST:PORT/devtools/browser), "
         "never from a page's endpoint or session",
     )
-
-
-def _trace(state: ClientState, scope: Scope, step: Step, message: dict[str, Any]) -> Step | None:
-    """The ``trace`` rule (:mod:`agentenv.relay.traces`): one scope's trace
-    at a time, kept to its own tab; its streams served by the relay."""
-    assert step.call is not None
-    done = traces.command(
-        state.traces,
-        state.number,
-        state.identity.user,
-        scope.name,
-        step.session,
-        step.tab,
-        step.call,
-        step.method,
-        step.params,
-    )
-    if done is None:
-        return None
-    if done.error is not None:
-        return _invalid(*done.error, message)
-    if done.verdict is not None:
-        step.kind, step.verdict = Kind.BLOCK, done.verdict
-        return step
-    if done.result is not None:
-        step.kind, step.result = Kind.ANSWER, done.result
-        return step
-    if done.params is not None:
-        step.params = done.params
-        step.data = ids.encode(step.call, step.method, done.params, step.session)
-    return None
 
 
 #: What a client sets about certificate errors on a session of its own.
@@ -424,9 +459,8 @@ def _ignore_certificates(state: ClientState, step: Step, message: dict[str, Any]
     ignore = params.get("ignore")
     if not isinstance(ignore, bool):  # other keys are passed over, as Chromium does
         return _invalid(-32602, f"{IGNORE_CERTIFICATES} takes ignore, a boolean", message)
-    step.kind = Kind.ANSWER
     if ignore == state.ignore_certificates:
-        return step  # nothing changes: nothing is sent
+        return step._replace(kind=Kind.ANSWER)  # nothing changes: nothing is sent
     state.ignore_certificates = ignore
     if ignore:
         told = [
@@ -438,8 +472,8 @@ def _ignore_certificates(state: ClientState, step: Step, message: dict[str, Any]
     else:
         told = [s for s in state.certificates_told if s in state.sessions]
         state.certificates_told.clear()
-    step.upstream = [certificates_command(state, session, ignore) for session in told]
-    return step
+    upstream = tuple(certificates_command(state, session, ignore) for session in told)
+    return step._replace(kind=Kind.ANSWER, upstream=upstream)
 
 
 def _tab_target(
@@ -480,54 +514,42 @@ def _control(state: ClientState, step: Step) -> Step:
     if not state.identity.control and step.method in AGENT_METHODS:
         return _agent_control(state, step)
     if not state.identity.control:
-        step.kind = Kind.BLOCK
-        step.verdict = guard.Verdict(
+        verdict = guard.Verdict(
             "not-allowed",
             "blocked by agentenv guard not-allowed: AgentEnv.* commands need the control "
             "token (AGENTENV_CONTROL_TOKEN); they are the computer's own reports",
         )
-        return step
+        return step._replace(kind=Kind.BLOCK, verdict=verdict)
     model = CONTROL_METHODS.get(step.method)
-    step.kind = Kind.CONTROL
+    step = step._replace(kind=Kind.CONTROL)
     if model is None:
-        step.code = -32601
-        step.error = f"unknown {step.method}; the relay knows {', '.join(CONTROL_METHODS)}"
-        return step
+        known = ", ".join(CONTROL_METHODS)
+        return step.failed(-32601, f"unknown {step.method}; the relay knows {known}")
     try:
-        step.control = model.model_validate(step.params or {})
+        return step._replace(control=model.model_validate(step.params or {}))
     except ValidationError as exc:
-        step.code = -32602
-        step.error = f"{step.method}: {'; '.join(problems(exc, 'params'))}"
-    return step
+        return step.failed(-32602, f"{step.method}: {'; '.join(problems(exc, 'params'))}")
 
 
 def _agent_control(state: ClientState, step: Step) -> Step:
     """An agent's ``AgentEnv.*`` command: ``requestHuman`` on any of its
     sessions; ``fillCredential`` on a tab's session only (the relay fills
     that tab, in the agent's scope), never naming a tab."""
-    step.kind = Kind.CONTROL
+    step = step._replace(kind=Kind.CONTROL)
     try:
         parsed = AGENT_MODELS[step.method].model_validate(step.params or {})
     except ValidationError as exc:
-        step.code = -32602
-        step.error = f"{step.method}: {'; '.join(problems(exc, 'params'))}"
-        return step
-    if not isinstance(parsed, FillCredential):
-        step.control = parsed
-        return step
-    if parsed.tab is not None:
-        step.code = -32602
-        step.error = (
+        return step.failed(-32602, f"{step.method}: {'; '.join(problems(exc, 'params'))}")
+    if isinstance(parsed, FillCredential) and parsed.tab is not None:
+        return step.failed(
+            -32602,
             f"{step.method}: params.tab is not an agent's to name: send the command on the "
-            "session of the tab to fill (its sessionId), without tab"
+            "session of the tab to fill (its sessionId), without tab",
         )
-        return step
-    if step.tab is None:
-        step.code = -32602
-        step.error = (
+    if isinstance(parsed, FillCredential) and step.tab is None:
+        return step.failed(
+            -32602,
             f"{step.method}: send it on the session of the tab to fill (attach to the page "
-            "and use its sessionId), not on the browser's"
+            "and use its sessionId), not on the browser's",
         )
-        return step
-    step.control = parsed
-    return step
+    return step._replace(control=parsed)

@@ -453,8 +453,7 @@ class _Bridge:
             await fill(self.watcher, scope, step.tab, control.name, control.field)
         except FillRefused as exc:
             self.logbook.end(Ended(entry, False, exc.message))
-            step.code, step.error = -32000, f"{step.method}: {exc.message}"
-            await self._answer(step.error_answer())
+            await self._answer(step.failed(-32000, f"{step.method}: {exc.message}").error_answer())
             return
         self.logbook.end(Ended(entry, True))
         done = Filled(name=control.name, field=control.field, tab=step.tab)
@@ -475,8 +474,7 @@ class _Bridge:
         try:
             result = await self.control.run(step.control)
         except ControlRefused as exc:
-            step.code, step.error = -32602, f"{step.method}: {exc}"
-            await self._answer(step.error_answer())
+            await self._answer(step.failed(-32602, f"{step.method}: {exc}").error_answer())
             return None
         await self._answer({"id": step.call, "result": result.model_dump(mode="json")})
         return result
