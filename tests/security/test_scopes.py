@@ -197,6 +197,10 @@ async def test_a_reset_leaves_nothing_of_the_contexts_agents_made(target: Comput
     clean(target, COOKIE)
 
 
+def _bearer(target: Computer, user: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {target.token(user)}"}
+
+
 async def test_a_tab_type_id_reaches_only_its_own_scopes_page(target: Computer) -> None:
     """chromedriver's window handles are tab-type ids, sent for their pages:
     Bob, holding Alice's, reaches nothing; Alice closes her own tab by it."""
@@ -209,6 +213,16 @@ async def test_a_tab_type_id_reaches_only_its_own_scopes_page(target: Computer) 
         assert len(hers) == 1, listed
         theirs = (await bob.call("Target.getTargets", tab_filter))["result"]["targetInfos"]
         assert hers[0] not in {i["targetId"] for i in theirs}
+        # The HTTP commands read the id as the CDP ones do: Bob's reach
+        # nothing (as for an id that does not exist), Alice's her page.
+        for op in ("activate", "close"):
+            url = f"{target.relay}/json/{op}/{hers[0]}"
+            bobs = requests.get(url, headers=_bearer(target, "bob"), timeout=30)
+            assert bobs.status_code == 404, bobs.text
+        activated = requests.get(
+            f"{target.relay}/json/activate/{hers[0]}", headers=_bearer(target, "alice"), timeout=30
+        )
+        assert activated.status_code == 200, activated.text
         for method in ("Target.activateTarget", "Target.closeTarget"):
             answer = await bob.call(method, {"targetId": hers[0]})
             assert answer["error"]["message"] == "No target with given id found", answer
@@ -226,6 +240,16 @@ async def test_a_tab_type_id_reaches_only_its_own_scopes_page(target: Computer) 
         if x.get("action", {}).get("method") == "Target.closeTarget"
     ]
     assert ("bob", "scope") in rules and ("alice", "tab-target") in rules, rules
+    activating = [
+        (
+            x["action"].get("who"),
+            x["action"].get("via"),
+            (x["action"].get("guard") or {}).get("rule"),
+        )
+        for x in lines
+        if x.get("action", {}).get("method") == "Target.activateTarget"
+    ]
+    assert ("alice", "cdp", "tab-target") in activating, activating
     closed_lines = [x["tab"] for x in lines if x.get("tab", {}).get("event") == "closed"]
     assert any(t["id"] == page and (t.get("by") or {}).get("who") == "alice" for t in closed_lines)
     clean(target)

@@ -18,9 +18,11 @@ from agentenv.relay.client_state import ClientState, SessionInfo
 from agentenv.relay.connection import (
     Connection,
     Looked,
+    Need,
     Person,
     PersonLeft,
     PersonStayed,
+    Read,
     Ready,
     TabPage,
     World,
@@ -44,6 +46,12 @@ def _book(tmp_path: Path, name: str = "t") -> Logbook:
     return Logbook(LogWriter.open(tmp_path / f"browser-{name}.jsonl"))
 
 
+def _is(read: Read, need: Need) -> bool:
+    """``read`` is exactly ``need``: NamedTuples of one shape compare equal
+    across types (``World("x") == Person("x")``), so the type is asked too."""
+    return type(read) is type(need) and read == need
+
+
 def _data(call: int, method: str, params: dict[str, Any], session: str | None = None) -> str:
     message: dict[str, Any] = {"id": call, "method": method, "params": params}
     if session is not None:
@@ -58,7 +66,7 @@ def test_a_tab_type_targets_page_is_found_then_the_command_is_read_again(tmp_pat
     state = ClientState(7, Identity("alice"), known=known(kinds=kinds))
     connection = Connection(state, DOWNLOADS, _book(tmp_path))
     close = _data(1, "Target.closeTarget", {"targetId": "TAB-1"})
-    assert connection.client(close) == TabPage("TAB-1")
+    assert _is(connection.client(close), TabPage("TAB-1"))
     state.known.learn(PageOfTab("TAB-1", "PAGE-1"))  # what the watcher found
     read = connection.learn(Looked())
     assert isinstance(read, Ready) and read.decision == Send(
@@ -68,7 +76,7 @@ def test_a_tab_type_targets_page_is_found_then_the_command_is_read_again(tmp_pat
     # Found nothing: refused as before, not asked again.
     other = ClientState(8, Identity("alice"), known=known(kinds=kinds))
     connection = Connection(other, DOWNLOADS, _book(tmp_path, "other"))
-    assert connection.client(close) == TabPage("TAB-1")
+    assert _is(connection.client(close), TabPage("TAB-1"))
     read = connection.learn(Looked())
     assert isinstance(read, Ready) and isinstance(read.decision, Refuse)
     assert read.decision.guard == {"rule": "not-a-web-target", "action": "blocked"}
@@ -81,13 +89,33 @@ def test_a_command_naming_a_context_waits_for_the_relays_world(tmp_path: Path) -
     worlds.begin("TAB1")
     connection = Connection(state, DOWNLOADS, _book(tmp_path))
     evaluate = {"expression": "1", "contextId": 9}
-    assert connection.client(_data(1, "Runtime.evaluate", evaluate, "S")) == World("TAB1")
+    assert _is(connection.client(_data(1, "Runtime.evaluate", evaluate, "S")), World("TAB1"))
     worlds.made("TAB1", 9)
     read = connection.learn(WorldDone())
     assert isinstance(read, Ready) and isinstance(read.decision, Refuse)
     assert read.decision.guard is not None and read.decision.guard["rule"] == "relay-world"
     plain = connection.client(_data(2, "Runtime.evaluate", {"expression": "1"}, "S"))
     assert isinstance(plain, Ready) and plain.decision == Send()
+
+
+def test_a_command_read_again_once_the_world_is_made_then_waits_for_the_person(
+    tmp_path: Path,
+) -> None:
+    """Both waits, in order: what the person's wait decides is the command as
+    read again once the world was made (no longer held)."""
+    worlds = RelayWorlds()
+    holds = PersonHolds()
+    holds.hold("shop", "carol", 60)
+    state = ClientState(7, Identity("alice"), worlds=worlds, scope=SHOP)
+    state.sessions["S"] = SessionInfo("TAB1")
+    worlds.begin("TAB1")
+    connection = Connection(state, DOWNLOADS, _book(tmp_path), holds)
+    evaluate = {"expression": "1", "contextId": 5}
+    assert _is(connection.client(_data(1, "Runtime.evaluate", evaluate, "S")), World("TAB1"))
+    worlds.made("TAB1", 9)  # not the context it names: it goes on
+    assert _is(connection.learn(WorldDone()), Person("shop"))
+    read = connection.learn(PersonLeft())
+    assert isinstance(read, Ready) and read.decision == Send() and not read.step.hold
 
 
 @pytest.mark.parametrize("person", ["left", "stayed"])
@@ -101,7 +129,7 @@ def test_an_agents_act_in_a_scope_a_person_drives_waits_for_them(
     connection = Connection(state, DOWNLOADS, _book(tmp_path), holds)
     # Reading goes on meanwhile; the control token's commands are never held.
     assert isinstance(connection.client(_data(1, "DOM.getDocument", {}, "S")), Ready)
-    assert connection.client(_data(2, "Input.dispatchMouseEvent", PRESS, "S")) == Person("shop")
+    assert _is(connection.client(_data(2, "Input.dispatchMouseEvent", PRESS, "S")), Person("shop"))
     if person == "left":
         read = connection.learn(PersonLeft())
         assert isinstance(read, Ready) and read.decision == Send()

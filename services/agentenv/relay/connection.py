@@ -200,6 +200,7 @@ class Connection:
         return self._decided(step)
 
     def _decided(self, step: Step) -> Read:
+        self._step = step  # as read again (world_made), for what is learned next
         state = self.state
         identity = state.identity
         # The computer's own command, outside any action: off the record

@@ -324,12 +324,13 @@ def receive(
         if done is not None:
             if done.error is not None:
                 return _invalid(*done.error, message)
+            # As the Step it would have been, with the trace rule's word.
+            base = Step(Kind.FORWARD, call, session, method, given, tab, None, data=data)
+            base = base._replace(scoped=scoped, hold=hold) if scoped or hold else base
             if done.verdict is not None:
-                return Step(Kind.BLOCK, call, session, method, given, tab, done.verdict, data=data)
+                return base._replace(kind=Kind.BLOCK, verdict=done.verdict)
             if done.result is not None:
-                return Step(
-                    Kind.ANSWER, call, session, method, given, tab, data=data, result=done.result
-                )
+                return base._replace(kind=Kind.ANSWER, result=done.result)
             if done.params is not None:  # the trace's params kept to its tab
                 given = done.params
                 data = ids.encode(call, method, given, session)
