@@ -417,8 +417,9 @@ def begin_of(state: ClientState, step: Step, typed: dict[str, Any] | None = None
 def tab_page_wanted(step: Step) -> str | None:
     """The tab-type target whose page the rules must know to read ``step``
     again (chromedriver's window handles: :func:`_tab_target`), when it was
-    refused for naming one: the socket layer has the watcher find it
-    (bounded), then reads the message again. Only a refusal pays for this."""
+    refused for naming one: the :class:`~agentenv.relay.connection.Connection`
+    asks its door to have the watcher find it (bounded, a ``TabPage`` need),
+    then reads the message again. Only a refusal pays for this."""
     verdict = step.verdict
     if step.method not in BY_TAB or verdict is None or verdict.rule != "not-a-web-target":
         return None

@@ -8,6 +8,10 @@ that acts in a held scope waits until the person lets go or their hold runs
 out, at most :data:`WAIT_S`; past that it is refused (rule
 ``person-has-control``), saying who holds the scope and for how long.
 Reading commands are not held: an agent may watch what the person does.
+This module keeps who holds what and waits; which command waits is the
+:class:`~agentenv.relay.connection.Connection`'s rule (a ``Person`` need,
+for the CDP and HTTP doors alike), and its refusal is
+:func:`agentenv.relay.decision.person_refusal`.
 
 Why hold rather than refuse at once: a client's own set-up commands act
 too (Playwright attaching to a tab the person opened), and refusing them
