@@ -210,6 +210,18 @@ class ClientState:
         self.own.add(call)
         return call
 
+    def own_command(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> str:
+        """A command of the relay's own on this connection (a negative id:
+        its answer is dropped, never the client's), as sent."""
+        command: dict[str, Any] = {"id": self.own_id(), "method": method}
+        if params is not None:
+            command["params"] = params
+        if session is not None:
+            command["sessionId"] = session
+        return orjson.dumps(command).decode()
+
 
 #: Chromium's browser-wide switch for certificate errors (kept to a scope).
 IGNORE_CERTIFICATES = "Security.setIgnoreCertificateErrors"
@@ -217,10 +229,4 @@ IGNORE_CERTIFICATES = "Security.setIgnoreCertificateErrors"
 
 def certificates_command(state: ClientState, session: str, ignore: bool) -> str:
     """The relay's own ``Security.setIgnoreCertificateErrors`` on ``session``."""
-    command = {
-        "id": state.own_id(),
-        "method": IGNORE_CERTIFICATES,
-        "params": {"ignore": ignore},
-        "sessionId": session,
-    }
-    return orjson.dumps(command).decode()
+    return state.own_command(IGNORE_CERTIFICATES, {"ignore": ignore}, session)

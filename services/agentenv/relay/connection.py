@@ -160,17 +160,17 @@ class Connection:
 
     def learn(self, fact: Fact) -> Read:
         """What the door found for the :data:`Need` it was given."""
-        step = self._step
+        step, decision = self._step, self._decision
         assert step is not None, "learn() answers a Need from client() or http()"
+        self._step = self._decision = None
         if isinstance(fact, Looked):
             return self._read(looked=True)
         if isinstance(fact, WorldDone):
             return self._decided(core.world_made(self.state, step))
         if isinstance(fact, PersonLeft):
-            assert self._decision is not None
-            return self._ready(step, self._decision)
-        refused = person_refusal(step, fact.who, fact.left_s, fact.waited_s)
-        return self._ready(step, refused)
+            assert decision is not None
+            return Ready(step, decision)
+        return Ready(step, person_refusal(step, fact.who, fact.left_s, fact.waited_s))
 
     # -- Chromium to the client ----------------------------------------------
 
@@ -190,17 +190,15 @@ class Connection:
     def _read(self, looked: bool = False) -> Read:
         state = self.state
         step = core.receive(state, self._data, self.downloads, state.known.target)
-        self._step = step
         if not looked:
             tab = core.tab_page_wanted(step)
             if tab is not None and state.known.tab_page(tab) is None:
-                return TabPage(tab)
+                return self._held(step, TabPage(tab))
         if step.hold:  # it names a context while the relay makes its world there
-            return World(step.tab)
+            return self._held(step, World(step.tab))
         return self._decided(step)
 
     def _decided(self, step: Step) -> Read:
-        self._step = step  # as read again (world_made), for what is learned next
         state = self.state
         identity = state.identity
         # The computer's own command, outside any action: off the record
@@ -215,9 +213,8 @@ class Connection:
         else:
             room = self.log.log_refusal(identity.user, state.number, step.method)
         decision = decide(step, own, room)
-        self._decision = decision
         if identity.control or isinstance(decision, Refuse) or self.holds is None:
-            return self._ready(step, decision)
+            return Ready(step, decision)
         # An agent's act (its fill too) waits while a person drives its scope.
         scope = state.scope.name if state.scope is not None else HOME
         if (
@@ -225,9 +222,11 @@ class Connection:
             or step.method == ASKS  # asking for a person is never held
             or acts(step.method, step.params) != ACTING
         ):
-            return self._ready(step, decision)
-        return Person(scope)
+            return Ready(step, decision)
+        return self._held(step, Person(scope), decision)
 
-    def _ready(self, step: Step, decision: Decision) -> Ready:
-        self._step = self._decision = None
-        return Ready(step, decision)
+    def _held(self, step: Step, need: Need, decision: Decision | None = None) -> Need:
+        """``need`` must be met before ``step`` is ready: it is kept (as read
+        now, and as decided so far) for what :meth:`learn` is told."""
+        self._step, self._decision = step, decision
+        return need

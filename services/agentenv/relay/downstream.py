@@ -399,7 +399,7 @@ def _world_event(state: ClientState, data: str) -> Downstream:
             state.worlds.resumed(tab)
             state.resumed.add(session)
             # Undone: the client never saw it.
-            resume = _own_command(state, "Debugger.resume", None, session)
+            resume = state.own_command("Debugger.resume", None, session)
             return Downstream(Down.RESUME, session=session, upstream=[resume])
         state.worlds.pause_shown(tab, params)
         return _PASS
@@ -500,9 +500,9 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
             target if isinstance(target, str) else None, False, parent=parent
         )
         waiting = params.get("waitingForDebugger") is True
-        leave = [_own_command(state, "Target.detachFromTarget", {"sessionId": session}, parent)]
+        leave = [state.own_command("Target.detachFromTarget", {"sessionId": session}, parent)]
         if waiting:  # it waits for a debugger: let it run before leaving it
-            leave.insert(0, _own_command(state, "Runtime.runIfWaitingForDebugger", None, session))
+            leave.insert(0, state.own_command("Runtime.runIfWaitingForDebugger", None, session))
         return Downstream(
             Down.DETACH, session=session, parent=parent, resume=waiting, upstream=leave
         )
@@ -524,19 +524,6 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
         state.certificates_told.add(session)
         return Downstream(Down.PASS, upstream=[certificates_command(state, session, True)])
     return _PASS
-
-
-def _own_command(
-    state: ClientState, method: str, params: dict[str, Any] | None, session: str | None
-) -> str:
-    """A command of the relay's own on this connection (a negative id: its
-    answer is dropped, never the client's)."""
-    command: dict[str, Any] = {"id": state.own_id(), "method": method}
-    if params is not None:
-        command["params"] = params
-    if session is not None:
-        command["sessionId"] = session
-    return orjson.dumps(command).decode()
 
 
 def _parent(message: dict[str, Any]) -> str | None:

@@ -138,11 +138,10 @@ class _Bridge:
         self.logbook = logbook
         self.watcher = watcher
         self.granted = granted
-        self.downloads = downloads
         self.refused_binary = False
-        #: Chromium to the client: its loop, and what it says back.
         #: The rules for this connection's messages, both ways.
         self.connection = Connection(state, downloads, logbook, watcher.holds)
+        #: Chromium to the client: its loop, and what it says back.
         self.down = ToClient(
             client, upstream, self.connection, logbook, watcher, self.answers, self._over_memory
         )
