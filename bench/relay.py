@@ -1,11 +1,14 @@
 """Round trips through the relay vs straight to Chromium, in one run.
 
 Runtime.evaluate("1") and a ~1.5 MB PNG screenshot, each timed direct, through
-a bare forwarding relay (``bench/bare_relay.py``: aiohttp on uvloop in its own
-process, no parsing, no logging: the floor) and through the relay (which
-checks and logs every command), alternating in small blocks so all see the
-same machine. Prints p50, p99 and the differences. Then the guard's own cost per
-command, on the recorded traffic of real clients, beside parsing alone.
+bare forwarding relays (``bench/bare_relay.py``: aiohttp on uvloop in its own
+process, no parsing, no logging; ``bench/bare_picows.py``: the same on picows,
+the floor; ``bench/bare_hybrid.py``: aiohttp's server and picows to Chromium),
+through the relay's rules on picows (``bench/picows_relay.py``: what the relay
+would cost moved there) and through the relay (which checks and logs every
+command), alternating in small blocks so all see the same machine. Prints
+p50, p99 and the differences. Then the guard's own cost per command, on the
+recorded traffic of real clients, beside parsing alone.
 """
 
 from __future__ import annotations
@@ -72,11 +75,11 @@ async def _attach(ws: aiohttp.ClientWebSocketResponse, target: str) -> Client:
 
 
 @contextlib.contextmanager
-def bare_relay(upstream_ws: str, module: str = "bench.bare_relay") -> Iterator[str]:
+def bare_relay(upstream_ws: str, module: str = "bench.bare_relay", *more: str) -> Iterator[str]:
     """A bare relay (``bench.bare_relay``: aiohttp, ``bench.bare_picows``:
     picows) in a process of its own; its ws URL."""
     port = free_port()
-    with _serving([sys.executable, "-m", module, upstream_ws, str(port)], port):
+    with _serving([sys.executable, "-m", module, upstream_ws, str(port), *more], port):
         yield f"ws://127.0.0.1:{port}/"
 
 
@@ -167,12 +170,14 @@ async def _flood(client: Client, n: int = FLOOD) -> float:
 #: The routes a call takes, in the order of each turn: Chromium straight, the
 #: C forwarder (socat), the bare picows and aiohttp relays, and the relay,
 #: quiet (the computer's own connection, nothing logged) and logged.
-ROUTES = ("direct", "c", "picows", "bare", "quiet", "relay")
+ROUTES = ("direct", "c", "picows", "rules", "hybrid", "bare", "quiet", "relay")
 NAMES = {
     "direct": "direct",
     "c": "a forwarder in C (socat: bytes only)",
     "picows": "a bare picows relay (bench/bare_picows.py)",
     "bare": "a bare aiohttp relay (bench/bare_relay.py)",
+    "hybrid": "a bare aiohttp-to-picows relay (bench/bare_hybrid.py)",
+    "rules": "the rules on picows (bench/picows_relay.py)",
     "quiet": "the relay, not logged",
     "relay": "the relay (logged)",
 }
@@ -199,6 +204,11 @@ async def run(small: int = 6000, shots: int = 60) -> str:
                 ("c", processes.enter_context(c_forwarder(browser_ws))),
                 ("picows", processes.enter_context(bare_relay(browser_ws, "bench.bare_picows"))),
                 ("bare", processes.enter_context(bare_relay(browser_ws))),
+                ("hybrid", processes.enter_context(bare_relay(browser_ws, "bench.bare_hybrid"))),
+                (
+                    "rules",
+                    processes.enter_context(bare_relay(browser_ws, "bench.picows_relay", folder)),
+                ),
             ):
                 if url is not None:
                     clients[key] = await _attach(await http.ws_connect(url, max_msg_size=0), target)
@@ -229,7 +239,9 @@ async def run(small: int = 6000, shots: int = 60) -> str:
                     evaluate[key] += await _time(
                         clients[key], "Runtime.evaluate", {"expression": "1"}, 10
                     )
-            heavy = [key for key in ("direct", "picows", "bare", "relay") if key in clients]
+            heavy = [
+                key for key in ("direct", "picows", "rules", "bare", "relay") if key in clients
+            ]
             shots_ms: dict[str, list[float]] = {key: [] for key in heavy}
             for _ in range(shots):
                 for key in heavy:
@@ -276,6 +288,16 @@ def _round_trips(
                 f"{gap:+.3f} ms",
                 f"[goal: within 0.03 ms: {'met' if gap <= 0.03 else 'not met'}]",
                 f"over the bare aiohttp one {added['relay'] - added['bare']:+.3f} ms",
+                "",
+            ]
+        )
+    if "picows" in added and "rules" in added:
+        summary.append(
+            [
+                "the rules on picows over the bare picows relay, p50",
+                f"{added['rules'] - added['picows']:+.3f} ms",
+                f"the relay over the rules on picows {added['relay'] - added['rules']:+.3f} ms",
+                "",
                 "",
             ]
         )
