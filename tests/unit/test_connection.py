@@ -14,7 +14,7 @@ import pytest
 from agentenv.access import Identity
 from agentenv.log.writer import LogWriter
 from agentenv.protocol.control import BeginAction
-from agentenv.relay.client_state import ClientState, SessionInfo
+from agentenv.relay.client_state import ClientState, Pending, SessionInfo
 from agentenv.relay.connection import (
     Connection,
     Looked,
@@ -28,7 +28,9 @@ from agentenv.relay.connection import (
     World,
     WorldDone,
 )
+from agentenv.relay.core import begin_of
 from agentenv.relay.decision import CONFLICT, UNAVAILABLE, Own, Refuse, Send
+from agentenv.relay.downstream import Down, Downstream
 from agentenv.relay.known import PageOfTab
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.person_holds import RULE, PersonHolds
@@ -194,3 +196,47 @@ def test_a_command_read_is_never_changed_after(tmp_path: Path) -> None:
     failed = read.step.failed(-32000, "no")
     assert failed.error_answer() == {"id": 1, "error": {"code": -32000, "message": "no"}}
     assert read.step.error == "" and read.step.code == 0
+
+
+def _opened_tab(tmp_path: Path, params: dict[str, Any]) -> tuple[Connection, Downstream]:
+    """A ``Target.createTarget`` with ``params`` sent and answered TAB-9."""
+    state = ClientState(7, Identity("alice"))
+    book = _book(tmp_path)
+    connection = Connection(state, DOWNLOADS, book)
+    read = connection.client(_data(4, "Target.createTarget", params))
+    assert isinstance(read, Ready) and isinstance(read.decision, Send)
+    entry = book.begin(begin_of(state, read.step, None))
+    state.pending[(None, 4)] = Pending(entry, read.step.method, read.step.params, None, True)
+    answer = json.dumps({"id": 4, "result": {"targetId": "TAB-9"}}, separators=(",", ":"))
+    assert not connection.answer_first(answer)  # a new tab: read before the client has it
+    return connection, connection.chromium(answer)
+
+
+def test_a_tab_type_target_opened_ends_its_entry_once_its_page_is_known(tmp_path: Path) -> None:
+    """``createTarget{forTab}`` (chromedriver's new window) answers with a
+    tab-type target: the rules say its page must be found before the entry
+    ends (``page_of``), and the page found becomes what the entry opened."""
+    connection, down = _opened_tab(tmp_path, {"url": "about:blank", "forTab": True})
+    assert down.kind is Down.PASS and down.page_of == "TAB-9" and down.opened == "TAB-9"
+    assert down.pending is not None and down.ok
+    found = connection.page_found(down, "PAGE-9")
+    assert found.opened == "PAGE-9" and found.page_of is None
+    assert found.pending is down.pending and {"TAB-9", "PAGE-9"} <= connection.state.visible
+    assert down.opened == "TAB-9" and down.page_of == "TAB-9"  # the first, as read
+    # Not found in time: the entry ends naming no tab, none more is shown.
+    connection, down = _opened_tab(tmp_path / "none", {"url": "about:blank", "forTab": True})
+    lost = connection.page_found(down, None)
+    assert lost.opened is None and lost.page_of is None
+    assert connection.state.visible == {"TAB-9"}
+    # A page target: its entry ends at once with it.
+    connection, down = _opened_tab(tmp_path / "page", {"url": "about:blank"})
+    assert down.page_of is None and down.opened == "TAB-9"
+
+
+def test_what_chromium_said_is_never_changed_after(tmp_path: Path) -> None:
+    """A Downstream is made once, as a Step is: a rule that learns more makes
+    a new one (``page_found``)."""
+    _, down = _opened_tab(tmp_path, {"url": "about:blank", "forTab": True})
+    with pytest.raises(AttributeError):
+        down.opened = "PAGE-9"  # type: ignore[misc]
+    assert isinstance(down.upstream, tuple) and isinstance(down.orphans, tuple)

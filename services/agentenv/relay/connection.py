@@ -43,6 +43,7 @@ from agentenv.relay.client_state import ClientState
 from agentenv.relay.commands import acts
 from agentenv.relay.core import Downstream, Kind, Step
 from agentenv.relay.decision import Decision, Refuse, decide, person_refusal
+from agentenv.relay.downstream import page_found
 from agentenv.relay.person_holds import ASKS, PersonHolds
 from agentenv.relay.vault import HOME
 
@@ -184,6 +185,13 @@ class Connection:
         """A message from Chromium: what the client gets, the relay's own
         commands it calls for, and what the log notes (relay/downstream.py)."""
         return core.from_upstream(self.state, data)
+
+    def page_found(self, down: Downstream, page: str | None) -> Downstream:
+        """A ``createTarget{forTab}`` answer (:attr:`Downstream.page_of`)
+        once the door's watcher has looked for the tab's page (None: not
+        found in time): its entry ends naming the page, which the client
+        may see from now on."""
+        return page_found(self.state, down, page)
 
     # -- the rules, in order -------------------------------------------------
 

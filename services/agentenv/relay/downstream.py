@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -36,7 +35,15 @@ from agentenv.relay.client_state import (
 )
 from agentenv.scopes import Scope
 
-__all__ = ["MAX_FRAMES", "READ_FIRST", "Down", "Downstream", "answer_first", "from_upstream"]
+__all__ = [
+    "MAX_FRAMES",
+    "READ_FIRST",
+    "Down",
+    "Downstream",
+    "answer_first",
+    "from_upstream",
+    "page_found",
+]
 
 
 class Down(enum.Enum):
@@ -46,8 +53,11 @@ class Down(enum.Enum):
     RESUME = "resume"  # drop it and resume the session (paused in a relay world)
 
 
-@dataclass(slots=True)
-class Downstream:
+class Downstream(NamedTuple):
+    """What becomes of one message from Chromium. Never changed once made
+    (a NamedTuple, as :class:`agentenv.relay.core.Step`): a rule that learns
+    more later makes a new one (:func:`page_found`)."""
+
     kind: Down
     #: An answer to a client's command: the command, and how it ended.
     pending: Pending | None = None
@@ -59,7 +69,7 @@ class Downstream:
     session: str | None = None
     parent: str | None = None
     #: Commands on a session that just detached: Chromium will not answer them.
-    orphans: list[Pending] = field(default_factory=list)
+    orphans: tuple[Pending, ...] = ()
     #: A tab's main frame started (True) or stopped (False) loading, as a
     #: client with the Page domain on hears it (recordings wait for it).
     loading: tuple[str, bool] | None = None
@@ -73,12 +83,17 @@ class Downstream:
     #: The relay's own commands to send to Chromium: before the client has
     #: this message (PASS: a new session's certificate setting), or in its
     #: place (DETACH: the detach, RESUME: the resume).
-    upstream: list[str] = field(default_factory=list)
+    upstream: tuple[str, ...] = ()
     #: DROP: a trace of this client's completed; what it gets instead comes
     #: from :func:`agentenv.relay.traces.finish`, run off the event loop.
     ending: traces.Ending | None = None
     #: This client's trace started: the relay ends it at its bound.
     traced: traces.Holder | None = None
+    #: ``Target.createTarget{forTab}`` opened this tab-type target: its entry
+    #: ends once the tab's page is known (the door has the watcher find it,
+    #: bounded, then :func:`page_found`), so the tab it opened is tied to it
+    #: as any other. The client has its answer meanwhile.
+    page_of: str | None = None
 
 
 _PASS = Downstream(Down.PASS)
@@ -134,7 +149,7 @@ def from_upstream(state: ClientState, data: str) -> Downstream:
         if canonical == data:
             return _from_chromium(state, data)
         down = _from_chromium(state, canonical)
-        return replace(down, data=canonical) if down.kind is Down.PASS and not down.data else down
+        return down._replace(data=canonical) if down.kind is Down.PASS and not down.data else down
     return _from_chromium(state, data)
 
 
@@ -210,17 +225,33 @@ def _from_chromium(state: ClientState, data: str) -> Downstream:
         return _PASS
     error = message.get("error")
     ok = error is None
-    result = message.get("result") if ok else None
-    out = Downstream(Down.PASS, pending, ok)
+    traced = None
     if pending.method == "Tracing.start" and state.scope is not None and isinstance(call, int):
-        out.traced = state.traces.answered(
+        traced = state.traces.answered(
             state.number, session if isinstance(session, str) else None, call, ok
         )
     if not ok:
-        out.error = str(error.get("message") if isinstance(error, dict) else error)
-    elif isinstance(result, dict) and pending.method in READ_FIRST:
-        _read_result(state, pending, message, result, out)
+        why = str(error.get("message") if isinstance(error, dict) else error)
+        return Downstream(Down.PASS, pending, False, why, traced=traced)
+    result = message.get("result")
+    # Keywords cost a NamedTuple more: most answers have no trace.
+    out = (
+        Downstream(Down.PASS, pending, True)
+        if traced is None
+        else Downstream(Down.PASS, pending, True, traced=traced)
+    )
+    if isinstance(result, dict) and pending.method in READ_FIRST:
+        return _read_result(state, pending, message, result, out)
     return out
+
+
+def page_found(state: ClientState, down: Downstream, page: str | None) -> Downstream:
+    """A ``createTarget{forTab}`` answer (:attr:`Downstream.page_of`) once the
+    watcher has looked for its tab's page: the entry ends naming the page
+    (None: none was found in time), which the client may now see."""
+    if page is not None:
+        state.visible.add(page)
+    return down._replace(opened=page, page_of=None)
 
 
 def _read_result(
@@ -229,37 +260,42 @@ def _read_result(
     message: dict[str, Any],
     result: dict[str, Any],
     out: Downstream,
-) -> None:
+) -> Downstream:
     """What an answer to a :data:`READ_FIRST` command changes."""
     scope = state.scope
     if pending.method == "Target.createTarget":
         opened = result.get("targetId")
-        out.opened = opened if isinstance(opened, str) else None
-        if out.opened is not None:
-            state.visible.add(out.opened)
+        if not isinstance(opened, str):
+            return out
+        state.visible.add(opened)
+        params = pending.params
+        if isinstance(params, dict) and params.get("forTab"):
+            return out._replace(opened=opened, page_of=opened)
+        return out._replace(opened=opened)
     elif pending.method == "Target.getTargets":
         if scope is not None:
             kept = scopes.targets_answer(scope, result)
             state.visible.update(
                 str(i.get("targetId")) for i in kept["targetInfos"] if isinstance(i, dict)
             )
-            out.data = _answer(message, kept)
-        else:
-            out.data = _answer(message, scopes.targets_without(state.known.withheld, result))
+            return out._replace(data=_answer(message, kept))
+        return out._replace(
+            data=_answer(message, scopes.targets_without(state.known.withheld, result))
+        )
     elif pending.method == "Browser.getWindowForTarget":
         window = result.get("windowId")
         if isinstance(window, int):
             state.windows.add(window)
     elif pending.method == "Target.getBrowserContexts":
         if scope is not None:
-            out.data = _answer(message, scopes.contexts_answer(scope, result))
-        else:
-            out.data = _answer(message, scopes.contexts_without(state.known.withheld, result))
+            return out._replace(data=_answer(message, scopes.contexts_answer(scope, result)))
+        withheld = scopes.contexts_without(state.known.withheld, result)
+        return out._replace(data=_answer(message, withheld))
     elif pending.method == "Target.createBrowserContext":
         made = result.get("browserContextId")
         if scope is not None and isinstance(made, str):
             scope.made.add(made)
-            out.made_context = made
+            return out._replace(made_context=made)
     elif pending.method == "Target.attachToTarget":
         new = result.get("sessionId")
         target = pending.params.get("targetId") if isinstance(pending.params, dict) else None
@@ -276,6 +312,7 @@ def _read_result(
             state.sessions[new] = _browser_session(_parent(message))
     else:  # Browser. or Page.setDownloadBehavior
         state.downloads_changed = True
+    return out
 
 
 _LOADING = '{"method":"Page.frameSt'  # frameStartedLoading, frameStoppedLoading
@@ -400,7 +437,7 @@ def _world_event(state: ClientState, data: str) -> Downstream:
             state.resumed.add(session)
             # Undone: the client never saw it.
             resume = state.own_command("Debugger.resume", None, session)
-            return Downstream(Down.RESUME, session=session, upstream=[resume])
+            return Downstream(Down.RESUME, session=session, upstream=(resume,))
         state.worlds.pause_shown(tab, params)
         return _PASS
     if method == "Debugger.resumed":
@@ -478,7 +515,7 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
         orphans = [key for key in state.pending if key[0] in gone]
         if not orphans:
             return _PASS
-        return Downstream(Down.PASS, orphans=[state.pending.pop(key) for key in orphans])
+        return Downstream(Down.PASS, orphans=tuple(state.pending.pop(key) for key in orphans))
     target_info = params.get("targetInfo") or {}
     target = target_info.get("targetId")
     kind, url = target_info.get("type"), target_info.get("url")
@@ -500,9 +537,11 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
             target if isinstance(target, str) else None, False, parent=parent
         )
         waiting = params.get("waitingForDebugger") is True
-        leave = [state.own_command("Target.detachFromTarget", {"sessionId": session}, parent)]
+        detach = state.own_command("Target.detachFromTarget", {"sessionId": session}, parent)
+        leave: tuple[str, ...] = (detach,)
         if waiting:  # it waits for a debugger: let it run before leaving it
-            leave.insert(0, state.own_command("Runtime.runIfWaitingForDebugger", None, session))
+            run = state.own_command("Runtime.runIfWaitingForDebugger", None, session)
+            leave = (run, *leave)
         return Downstream(
             Down.DETACH, session=session, parent=parent, resume=waiting, upstream=leave
         )
@@ -522,7 +561,7 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
     state.sessions[session] = info
     if state.ignore_certificates and info.framed:
         state.certificates_told.add(session)
-        return Downstream(Down.PASS, upstream=[certificates_command(state, session, True)])
+        return Downstream(Down.PASS, upstream=(certificates_command(state, session, True),))
     return _PASS
 
 

@@ -169,19 +169,10 @@ class ToClient:
     def _noted(self, down: core.Downstream) -> None:
         """What an upstream message means for the log: an answer's entry, the
         commands a detach orphaned, a tab loading."""
-        pending = down.pending
         if down.traced is not None:
             self.watcher.spawn(self._trace_bound(down.traced))
-        if (
-            pending is not None
-            and down.opened is not None
-            and pending.method == "Target.createTarget"
-            and isinstance(pending.params, dict)
-            and pending.params.get("forTab")
-        ):
-            # A tab-type target: its entry ends once its page is known, so
-            # the tab it opened is tied to it as any other.
-            self.watcher.spawn(self._noted_for_tab(down))
+        if down.page_of is not None:  # its entry ends once the tab's page is known
+            self.watcher.spawn(self._noted_for_tab(down, down.page_of))
             return
         self._note(down)
 
@@ -200,12 +191,9 @@ class ToClient:
         except LogError as exc:  # a full disk must not cut the agent off
             log.error("conn %d: %s", self.state.number, exc)
 
-    async def _noted_for_tab(self, down: core.Downstream) -> None:
-        assert down.opened is not None
-        down.opened = await self.watcher.page_of_tab(down.opened)
-        if down.opened is not None:
-            self.state.visible.add(down.opened)
-        self._note(down)
+    async def _noted_for_tab(self, down: core.Downstream, tab: str) -> None:
+        page = await self.watcher.page_of_tab(tab)
+        self._note(self.connection.page_found(down, page))
 
     def _answered(self, down: core.Downstream) -> None:
         pending = down.pending
