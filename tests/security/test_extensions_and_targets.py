@@ -144,10 +144,14 @@ async def test_the_browsers_own_ui_cannot_be_attached(with_ui: Computer) -> None
     listed = requests.get(f"{target.relay}/json/list?token={token}", timeout=10).json()
     assert all(not t["url"].startswith("chrome://") for t in listed), listed
     url = f"ws://{target.relay_address}/devtools/page/{ui}?token={token}"
+    before = attempt(target)
     async with aiohttp.ClientSession() as http:
         with pytest.raises(aiohttp.WSServerHandshakeError) as handshake:
             await http.ws_connect(url)
     assert handshake.value.status == 403
+    # On the record as the attach it stands for, naming the page it asked for.
+    refused = guarded(target, before, "Target.attachToTarget", "not-a-web-target")
+    assert refused["tab"] == ui and refused["ok"] is False
     clean(target)
 
 

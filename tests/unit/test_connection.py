@@ -240,3 +240,43 @@ def test_what_chromium_said_is_never_changed_after(tmp_path: Path) -> None:
     with pytest.raises(AttributeError):
         down.opened = "PAGE-9"  # type: ignore[misc]
     assert isinstance(down.upstream, tuple) and isinstance(down.orphans, tuple)
+
+
+LISTED = [
+    {"id": "T-SHOP", "type": "page", "url": "https://shop.test/"},
+    {"id": "T-OTHER", "type": "page", "url": "https://other.test/"},
+    {"id": "T-UI", "type": "page", "url": "chrome://settings/"},
+]
+
+
+def test_a_page_endpoint_is_judged_by_the_connections_rules(tmp_path: Path) -> None:
+    """``/devtools/page/<id>`` is decided before the upgrade by the
+    Connection that then serves it: another scope's or an unlisted page is
+    404 and off the record; a page that is not web content is 403, on the
+    record under the connection's own number."""
+    contexts = {"T-SHOP": "CTX-SHOP", "T-OTHER": "CTX-OTHER", "T-UI": "CTX-SHOP"}
+    state = ClientState(12, Identity("alice"), "run-3", scope=SHOP, known=known(contexts))
+    book = _book(tmp_path)
+    connection = Connection(state, DOWNLOADS, book)
+    assert connection.page("T-SHOP", LISTED) is None
+    for target in ("T-OTHER", "T-NONE"):
+        refused = connection.page(target, LISTED)
+        assert refused is not None
+        _, refusal = refused
+        assert (refusal.status, refusal.logged, refusal.guard) == (404, False, None)
+        assert refusal.why.startswith(f"no page '{target}'")
+    assert connection.page("T-SHOP", "not a list") is not None  # Chromium said nothing readable
+    refused = connection.page("T-UI", LISTED)
+    assert refused is not None
+    step, refusal = refused
+    assert (refusal.status, refusal.logged) == (403, True)
+    assert refusal.guard is not None and refusal.guard["rule"] == "not-a-web-target"
+    book.end_refused(book.begin(begin_of(state, step)), refusal.why, refusal.guard)
+    (line,) = [json.loads(x) for x in (tmp_path / "browser-t.jsonl").read_text().splitlines()]
+    assert (line["action"]["conn"], line["action"]["method"], line["action"]["tab"]) == (
+        12,
+        "Target.attachToTarget",
+        "T-UI",
+    )
+    assert line["action"]["ok"] is False and line["action"]["scope"] == "shop"
+    assert line["action"]["guard"]["rule"] == "not-a-web-target"

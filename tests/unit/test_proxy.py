@@ -20,6 +20,7 @@ from aiohttp import WSMsgType
 
 from agentenv.access import Identity
 from agentenv.log.writer import LogWriter
+from agentenv.relay.connection import Connection
 from agentenv.relay.core import ClientState, Pending
 from agentenv.relay.effects import Begin
 from agentenv.relay.logbook import Logbook
@@ -67,7 +68,8 @@ def _bridge(tmp_path: Path, chromium: Chromium, client: Client) -> tuple[_Bridge
     # The watcher's one part a bridge reads at start: who holds a scope.
     watcher = SimpleNamespace(holds=PersonHolds())
     shared = Shared(book, cast(Any, watcher), cast(Any, None))
-    bridge = _Bridge(cast(Any, client), cast(Any, chromium), state, shared, "/d")
+    connection = Connection(state, "/d", book, watcher.holds)
+    bridge = _Bridge(cast(Any, client), cast(Any, chromium), connection, shared)
     return bridge, book
 
 

@@ -42,9 +42,10 @@ from agentenv.relay import core
 from agentenv.relay.client_state import ClientState
 from agentenv.relay.commands import acts
 from agentenv.relay.core import Downstream, Kind, Step
-from agentenv.relay.decision import Decision, Refuse, decide, person_refusal
+from agentenv.relay.decision import Decision, Refuse, decide, page_refusal, person_refusal
 from agentenv.relay.downstream import page_found
 from agentenv.relay.person_holds import ASKS, PersonHolds
+from agentenv.relay.scope_rule import page_endpoint
 from agentenv.relay.vault import HOME
 
 __all__ = [
@@ -158,6 +159,20 @@ class Connection:
         data = orjson.dumps({"id": 1, "method": method, "params": params}).decode()
         self._data, self._http = data, True
         return self._read()
+
+    def page(self, target: str, listed: object) -> tuple[Step, Refuse] | None:
+        """Whether this connection, asked for at ``/devtools/page/<target>``,
+        may open it, by Chromium's own ``/json/list`` (``listed``): None,
+        or its refusal (:func:`~agentenv.relay.decision.page_refusal`) with
+        the attach it stands for, which the door writes when it is on the
+        record and answers with its status, before any WebSocket upgrade."""
+        verdict = page_endpoint(self.state.known, self.state.scope, listed, target)
+        if verdict is None:
+            return None
+        attach = Step(
+            Kind.BLOCK, None, None, "Target.attachToTarget", {"targetId": target}, target, verdict
+        )
+        return attach, page_refusal(attach)
 
     def learn(self, fact: Fact) -> Read:
         """What the door found for the :data:`Need` it was given."""

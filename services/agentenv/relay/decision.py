@@ -42,6 +42,7 @@ __all__ = [
     "Refuse",
     "Send",
     "decide",
+    "page_refusal",
     "person_refusal",
 ]
 
@@ -128,6 +129,19 @@ def decide(step: Step, own: bool, room: tuple[bool, str] | None) -> Decision:
     if step.kind is Kind.REWRITE and verdict is not None:
         return Send(verdict.as_entry())
     return Send()
+
+
+def page_refusal(step: Step) -> Refuse:
+    """``/devtools/page/<id>`` refused (``step``: a BLOCK of the attach it
+    stands for, with :func:`agentenv.relay.scope_rule.page_endpoint`'s
+    verdict). Not listed or not the link's scope's: 404 as a page that does
+    not exist, off the record (its entry would name what the link may not
+    know). Not web content: 403, on the record, the control token's too."""
+    verdict = step.verdict
+    assert verdict is not None
+    if verdict.rule == "scope":
+        return Refuse(step.error_answer(), verdict.message, None, False, NOT_FOUND)
+    return Refuse(step.error_answer(), verdict.message, verdict.as_entry(), True, FORBIDDEN)
 
 
 def person_refusal(step: Step, who: str, left_s: float, waited_s: float) -> Refuse:

@@ -61,7 +61,7 @@ from agentenv.relay.client_state import InLog
 from agentenv.relay.commands import acts
 from agentenv.relay.connection import Connection, Ready
 from agentenv.relay.control_commands import Control
-from agentenv.relay.core import ClientState, Kind, Pending, Step
+from agentenv.relay.core import Kind, Pending, Step
 from agentenv.relay.decision import AgentEnvCommand, Answered, Own, Refuse
 from agentenv.relay.effects import Ended
 from agentenv.relay.filling import fill
@@ -119,11 +119,11 @@ class _Bridge:
         self,
         client: web.WebSocketResponse,
         upstream: aiohttp.ClientWebSocketResponse,
-        state: ClientState,
+        connection: Connection,
         shared: Shared,
-        downloads: str,
     ) -> None:
         logbook, watcher, granted = shared.logbook, shared.watcher, shared.granted
+        state = connection.state
         self.client = client
         self.inflight = shared.inflight or InFlight(0, 0)
         who = state.identity.user
@@ -140,7 +140,7 @@ class _Bridge:
         self.granted = granted
         self.refused_binary = False
         #: The rules for this connection's messages, both ways.
-        self.connection = Connection(state, downloads, logbook, watcher.holds)
+        self.connection = connection
         #: Chromium to the client: its loop, and what it says back.
         self.down = ToClient(
             client, upstream, self.connection, logbook, watcher, self.answers, self._over_memory
@@ -482,15 +482,16 @@ class _Bridge:
 async def bridge(
     client: web.WebSocketResponse,
     upstream: aiohttp.ClientWebSocketResponse,
-    state: ClientState,
+    connection: Connection,
     shared: Shared,
-    downloads: str,
     reads: Any = None,
 ) -> None:
     """Move messages until either side ends; settle what is in flight; close.
-    ``reading`` bounds what an agent's connection has read and not handed on
-    (``reads``: the client side's aiohttp protocol)."""
-    b = _Bridge(client, upstream, state, shared, downloads)
+    ``connection`` holds the client's rules (the door made it, to judge the
+    page endpoint first). ``reading`` bounds what an agent's connection has
+    read and not handed on (``reads``: the client side's aiohttp protocol)."""
+    state = connection.state
+    b = _Bridge(client, upstream, connection, shared)
     try:
         await _bridged(b, shared.reading, reads)
     finally:  # after the closes, which read on (or a cancel): nothing it held is kept

@@ -21,7 +21,6 @@ from agentenv.metrics import RelayCounts
 from agentenv.relay import discovery
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.client_state import ClientState
-from agentenv.relay.effects import Begin
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import InFlight
 from agentenv.relay.proxy import Shared
@@ -40,7 +39,6 @@ __all__ = [
     "controls_key",
     "gate_key",
     "granted_key",
-    "http_entry",
     "identity_of",
     "in_scopes_key",
     "inflight_key",
@@ -195,27 +193,4 @@ def client_state(
         worlds=watcher.worlds,
         traces=watcher.traces,
         scope=scope,
-    )
-
-
-def http_entry(
-    request: web.Request,
-    identity: Identity,
-    method: str,
-    params: dict[str, Any],
-    scope: Scope | None = None,
-) -> int:
-    """An entry for a discovery call that acts, logged as the command it stands for."""
-    numbers = request.app[numbers_key]
-    tab = params.get("targetId")
-    return request.app[logbook_key].begin(
-        Begin(
-            identity,
-            next(numbers),
-            request.query.get("tag"),
-            method,
-            params,
-            tab if isinstance(tab, str) else None,
-            scope=scope.name if scope is not None else None,
-        )
     )

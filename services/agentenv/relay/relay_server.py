@@ -42,9 +42,10 @@ from agentenv.metrics import CONTENT_TYPE, RelayCounts, render
 from agentenv.page_ports import open_to_pages
 from agentenv.process import log_dir
 from agentenv.protocol.urls import canonical_address, loopback
-from agentenv.relay import discovery, guard, scope_rule
+from agentenv.relay import core, discovery, guard, scope_rule
 from agentenv.relay.auth_log import AuthLog
 from agentenv.relay.client_state import WORKERS
+from agentenv.relay.connection import Connection
 from agentenv.relay.http_commands import json_activate, json_close, json_new, json_new_get
 from agentenv.relay.log_budget import LogBudget
 from agentenv.relay.logbook import Logbook
@@ -62,7 +63,6 @@ from agentenv.relay.relay_requests import (
     gate_key,
     granted_key,
     host_key,
-    http_entry,
     identity_of,
     in_scopes_key,
     inflight_key,
@@ -80,7 +80,6 @@ from agentenv.relay.relay_requests import (
 )
 from agentenv.relay.tokens import Granted
 from agentenv.relay.watcher import Watcher
-from agentenv.scopes import Scope
 from agentenv.settings import Settings
 
 __all__ = ["make_app", "settings_key"]
@@ -131,7 +130,7 @@ async def json_protocol(request: web.Request) -> web.Response:
 
 
 async def _upstream_ws_url(
-    request: web.Request, kind: str, target: str, identity: Identity, scope: Scope | None
+    request: web.Request, kind: str, target: str, connection: Connection
 ) -> str:
     settings = request.app[settings_key]
     if kind == "browser":
@@ -145,16 +144,16 @@ async def _upstream_ws_url(
         return url
     if not TARGET_ID.match(target):
         raise RelayError("no such page: ids are letters, digits and dashes (/json/list)", 404)
-    # A page endpoint reaches web pages only: Chromium's own list says what it is.
-    listed = await upstream_json(request, "/json/list")
-    verdict = scope_rule.page_endpoint(request.app[watcher_key].known, scope, listed, target)
-    if verdict is not None and verdict.rule == "scope":
-        raise RelayError(verdict.message, 404)
-    if verdict is not None:
-        logbook = request.app[logbook_key]
-        entry = http_entry(request, identity, "Target.attachToTarget", {"targetId": target}, scope)
-        logbook.end_refused(entry, verdict.message, verdict.as_entry())
-        raise RelayError(verdict.message, 403)
+    # A page endpoint reaches its scope's web pages only: Chromium's own
+    # list says what it is, the connection's rules decide.
+    refused = connection.page(target, await upstream_json(request, "/json/list"))
+    if refused is not None:
+        step, refusal = refused
+        if refusal.logged:
+            logbook = request.app[logbook_key]
+            entry = logbook.begin(core.begin_of(connection.state, step))
+            logbook.end_refused(entry, refusal.why, refusal.guard)
+        raise RelayError(refusal.why, refusal.status)
     return f"ws://{settings.chromium_host}:{settings.chromium_port}/devtools/page/{target}"
 
 
@@ -202,7 +201,18 @@ async def _bridge(
     kind = request.match_info.get("kind", "browser")
     target = request.match_info.get("id", "")
     scope = await scope_of(request, identity)
-    url = await _upstream_ws_url(request, kind, target, identity, scope)
+    granted = request.app[granted_key].get(token_of(request))
+    tag = (
+        granted.tag
+        if granted is not None
+        else request.headers.get("AgentEnv-Tag") or request.query.get("tag")
+    )
+    watcher = request.app[watcher_key]
+    page = watcher.tab_of(target) if kind == "page" else None
+    state = client_state(request, identity, tag, scope, page, page is None or page == target)
+    downloads = str(settings.downloads_for(scope.name if scope is not None else None))
+    connection = Connection(state, downloads, request.app[logbook_key], watcher.holds)
+    url = await _upstream_ws_url(request, kind, target, connection)
     try:
         upstream = await request.app[client_key].ws_connect(
             url,
@@ -221,15 +231,6 @@ async def _bridge(
         return _error(502, f"Chromium refused the connection ({exc.status})")
     except (aiohttp.ClientError, OSError, TimeoutError):
         return _error(503, "Chromium is not answering; retry when /readyz says ready")
-    granted = request.app[granted_key].get(token_of(request))
-    tag = (
-        granted.tag
-        if granted is not None
-        else request.headers.get("AgentEnv-Tag") or request.query.get("tag")
-    )
-    watcher = request.app[watcher_key]
-    page = watcher.tab_of(target) if kind == "page" else None
-    state = client_state(request, identity, tag, scope, page, page is None or page == target)
     known = watcher.target(target) if kind == "page" else None
     if known is not None and known[0] in WORKERS:
         # A worker's own endpoint: what it runs reaches the pages it serves.
@@ -262,14 +263,7 @@ async def _bridge(
     else:
         counts.own += 1
     try:
-        await bridge(
-            client,
-            upstream,
-            state,
-            request.app[shared_key],
-            str(settings.downloads_for(scope.name if scope is not None else None)),
-            request.protocol,
-        )
+        await bridge(client, upstream, connection, request.app[shared_key], request.protocol)
     finally:
         sockets.discard(client)
         if agent:
