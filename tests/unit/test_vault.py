@@ -6,18 +6,23 @@ protocol/credentials.py, relay/core.py)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import SecretStr, ValidationError
 
 from agentenv.access import Identity
+from agentenv.log.writer import LogWriter
 from agentenv.protocol import problems
 from agentenv.protocol.control import CONTROL_METHODS, FillCredential, SetCredential
 from agentenv.protocol.credentials import REVEAL, CredentialsSet
 from agentenv.relay import core
+from agentenv.relay.connection import Connection
 from agentenv.relay.core import ClientState, Kind, SessionInfo
+from agentenv.relay.logbook import Logbook
 from agentenv.relay.vault import HOME, WITHHELD_TEXT, Credential, FillRefused, Vault, refusal
+from agentenv.scopes import Scope
 from agentenv.totp import code, hotp, secret_bytes
 
 PASSWORD = "correct horse battery staple"
@@ -260,3 +265,27 @@ def test_a_filled_password_is_withheld_from_its_scopes_agents_until_cleared() ->
     assert vault.scrub("alice", answer) == answer
     vault.drop_all()
     assert vault.scrub("alice", json.dumps('p<"é>&q')) == json.dumps('p<"é>&q')
+
+
+def test_what_a_connection_shows_its_client_withholds_its_scopes_filled_password(
+    tmp_path: Path,
+) -> None:
+    """The rule is the Connection's (``shown``), read by the socket loop for
+    every text message to the client: an agent of the scope the password was
+    filled in gets it withheld; another scope's agent and the control token
+    get the message as it is."""
+    vault = Vault()
+    vault.filled("shop", _credential(), "password")
+    answer = json.dumps({"id": 3, "result": {"result": {"type": "string", "value": PASSWORD}}})
+    book = Logbook(LogWriter.open(tmp_path / "browser-t.jsonl"))
+    shop, other = Scope("shop", "CTX-SHOP", set()), Scope("other", "CTX-OTHER", set())
+    agent = Connection(ClientState(1, Identity("alice"), scope=shop), "/d", book, None, vault)
+    shown = agent.shown(answer)
+    assert PASSWORD not in shown and json.loads(shown)["result"]["result"]["value"] == WITHHELD_TEXT
+    elsewhere = Connection(ClientState(2, Identity("bob"), scope=other), "/d", book, None, vault)
+    assert elsewhere.shown(answer) == answer
+    control = ClientState(3, Identity("agentenv", control=True), scope=shop)
+    assert Connection(control, "/d", book, None, vault).shown(answer) == answer
+    assert Connection(ClientState(4, Identity("alice"), scope=shop), "/d", book).shown(answer) == (
+        answer
+    )

@@ -46,7 +46,7 @@ from agentenv.relay.decision import Decision, Refuse, decide, page_refusal, pers
 from agentenv.relay.downstream import page_found
 from agentenv.relay.person_holds import ASKS, PersonHolds
 from agentenv.relay.scope_rule import page_endpoint
-from agentenv.relay.vault import HOME
+from agentenv.relay.vault import HOME, Vault
 
 __all__ = [
     "Connection",
@@ -129,7 +129,17 @@ class Connection:
     """One client's commands, one at a time (a door reads the next only once
     this one is :class:`Ready`)."""
 
-    __slots__ = ("_data", "_decision", "_http", "_step", "downloads", "holds", "log", "state")
+    __slots__ = (
+        "_data",
+        "_decision",
+        "_http",
+        "_step",
+        "downloads",
+        "holds",
+        "log",
+        "state",
+        "vault",
+    )
 
     def __init__(
         self,
@@ -137,8 +147,11 @@ class Connection:
         downloads: str,
         log: LogRoom,
         holds: PersonHolds | None = None,
+        vault: Vault | None = None,
     ) -> None:
         self.state = state
+        #: The credential vault (None: no password is withheld).
+        self.vault = vault
         self.downloads = downloads
         self.log = log
         self.holds = holds
@@ -200,6 +213,17 @@ class Connection:
         """A message from Chromium: what the client gets, the relay's own
         commands it calls for, and what the log notes (relay/downstream.py)."""
         return core.from_upstream(self.state, data)
+
+    def shown(self, data: str) -> str:
+        """What this client gets of ``data``, a text message on its way to
+        it: a password the vault filled in an agent's scope is never read
+        back to it (relay/vault.py); the control token's links get it as it
+        is."""
+        vault = self.vault
+        if vault is None or self.state.identity.control:
+            return data
+        scope = self.state.scope
+        return vault.scrub(scope.name if scope is not None else HOME, data)
 
     def page_found(self, down: Downstream, page: str | None) -> Downstream:
         """A ``createTarget{forTab}`` answer (:attr:`Downstream.page_of`)

@@ -145,7 +145,6 @@ class _Bridge:
         self.down = ToClient(
             client, upstream, self.connection, logbook, watcher, self.answers, self._over_memory
         )
-        self.down.vault = shared.vault
         #: The control token's AgentEnv.* commands.
         self.control = Control(state, logbook, watcher, granted, shared.auth)
 

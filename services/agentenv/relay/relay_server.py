@@ -211,7 +211,8 @@ async def _bridge(
     page = watcher.tab_of(target) if kind == "page" else None
     state = client_state(request, identity, tag, scope, page, page is None or page == target)
     downloads = str(settings.downloads_for(scope.name if scope is not None else None))
-    connection = Connection(state, downloads, request.app[logbook_key], watcher.holds)
+    logbook, vault = request.app[logbook_key], request.app[shared_key].vault
+    connection = Connection(state, downloads, logbook, watcher.holds, vault)
     url = await _upstream_ws_url(request, kind, target, connection)
     try:
         upstream = await request.app[client_key].ws_connect(

@@ -29,7 +29,6 @@ from agentenv.relay.core import Down, Pending
 from agentenv.relay.effects import Ended
 from agentenv.relay.logbook import Logbook
 from agentenv.relay.memory import AT_LIMIT, Meter
-from agentenv.relay.vault import HOME, Vault
 from agentenv.relay.watcher import Watcher
 
 __all__ = ["FAIR_TURN", "ToClient"]
@@ -59,8 +58,6 @@ class ToClient:
     ) -> None:
         self.client = client
         self.upstream = upstream
-        #: The credential vault (None: no password is withheld).
-        self.vault: Vault | None = None
         self.connection = connection
         self.state = connection.state
         self.logbook = logbook
@@ -153,10 +150,8 @@ class ToClient:
         goes on reading Chromium's answers so their entries end as answered."""
         if self.client_gone or self.client.closed:
             return
-        if isinstance(data, str) and self.vault is not None and not self.state.identity.control:
-            # A password the vault filled in this scope is not read back (vault.py).
-            scope = self.state.scope
-            data = self.vault.scrub(scope.name if scope is not None else HOME, data)
+        if isinstance(data, str):
+            data = self.connection.shown(data)  # no password the vault filled
         try:
             if isinstance(data, str):
                 await self.client.send_str(data)
