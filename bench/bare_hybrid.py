@@ -8,10 +8,11 @@ the relay's Chromium link to picows could save.
 from __future__ import annotations
 
 import asyncio
-import sys
 
 from aiohttp import web
 from picows import WSFrame, WSListener, WSMsgType, WSTransport, ws_connect
+
+from bench.bare_relay import serve
 
 MAX_FRAME = 1 << 30
 
@@ -52,10 +53,7 @@ def make_app(upstream: str) -> web.Application:
 
 
 def main() -> None:
-    import uvloop
-
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    web.run_app(make_app(sys.argv[1]), host="127.0.0.1", port=int(sys.argv[2]), print=None)
+    serve(make_app)
 
 
 if __name__ == "__main__":

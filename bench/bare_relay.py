@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 
 import aiohttp
 from aiohttp import web
@@ -39,11 +40,17 @@ def make_app(upstream: str) -> web.Application:
     return app
 
 
-def main() -> None:
+def serve(make: Callable[[str], web.Application]) -> None:
+    """``make(UPSTREAM_WS_URL)``'s app on uvloop at 127.0.0.1:PORT (the
+    command line's), until the bench ends it."""
     import uvloop
 
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    web.run_app(make_app(sys.argv[1]), host="127.0.0.1", port=int(sys.argv[2]), print=None)
+    web.run_app(make(sys.argv[1]), host="127.0.0.1", port=int(sys.argv[2]), print=None)
+
+
+def main() -> None:
+    serve(make_app)
 
 
 if __name__ == "__main__":
