@@ -15,7 +15,16 @@ refuse, answers and events. A need (a tab's page, the relay's world, a
 person) is met at once, as if the wait had found it; password checks,
 recordings' descriptions, memory meters and the HTTP door are not here.
 
-    python -m bench.picows_relay UPSTREAM_WS_URL PORT LOG_FOLDER
+    python -m bench.picows_relay UPSTREAM_WS_URL PORT LOG_FOLDER [MODE]
+
+MODE splits what the relay's own work costs into its parts:
+
+- ``logged`` (the default): as above;
+- ``rules``: the ``Connection`` reads and decides both halves, with no
+  entries;
+- ``parse``: each command is parsed and written again as the relay writes
+  what Chromium gets (``ids.encode``), no rule read; Chromium's messages go
+  as they came. Any relay that sends only what it checked pays this.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ from picows import (
 from agentenv.access import Identity
 from agentenv.log.writer import LogWriter
 from agentenv.protocol.log import ACTING
-from agentenv.relay import core
+from agentenv.relay import core, ids
 from agentenv.relay.client_state import InLog
 from agentenv.relay.commands import acts
 from agentenv.relay.connection import Connection, Looked, Ready, TabPage, WorldDone
@@ -52,6 +61,7 @@ from agentenv.relay.known import Known, TargetSeen
 from agentenv.relay.logbook import Logbook
 
 MAX_FRAME = 1 << 30
+MODES = ("logged", "rules", "parse")
 DOWNLOADS = "/tmp/agentenv-bench-downloads"
 
 
@@ -65,6 +75,9 @@ class _Upstream(WSListener):
         if frame.msg_type != WSMsgType.TEXT:
             return
         bridge = self.bridge
+        if bridge.mode == "parse":
+            bridge.client.send(WSMsgType.TEXT, frame.get_payload_as_memoryview())
+            return
         client, connection = bridge.client, bridge.connection
         data = frame.get_payload_as_utf8_text()
         if connection.answer_first(data):
@@ -78,7 +91,7 @@ class _Upstream(WSListener):
                 out = down.data if down.data is not None else data
                 client.send(WSMsgType.TEXT, out.encode())
         pending = down.pending
-        if pending is not None and pending.in_log is InLog.LOGGED:
+        if pending is not None and pending.in_log is InLog.LOGGED and bridge.logged:
             bridge.book.end(Ended(pending.entry, down.ok, down.error, opened=down.opened))
 
     def on_ws_disconnected(self, transport: WSTransport) -> None:
@@ -88,9 +101,11 @@ class _Upstream(WSListener):
 class _Client(WSListener):
     """The client's half: each message read and decided, begun, sent on."""
 
-    def __init__(self, upstream: str, number: int, book: Logbook, known: Known) -> None:
+    def __init__(self, upstream: str, number: int, book: Logbook, known: Known, mode: str) -> None:
         self.url = upstream
         self.book = book
+        self.mode = mode
+        self.logged = mode == "logged"
         self.state = ClientState(number, Identity("alice"), known=known)
         self.connection = Connection(self.state, DOWNLOADS, book)
         self.up: WSTransport | None = None
@@ -128,26 +143,33 @@ class _Client(WSListener):
             transport.disconnect()
 
     def _command(self, data: str) -> None:
+        if self.mode == "parse":
+            message = orjson.loads(data)
+            params, session = message.get("params"), message.get("sessionId")
+            again = ids.encode(message["id"], message["method"], params, session)
+            assert self.up is not None
+            self.up.send(WSMsgType.TEXT, again.encode())
+            return
         connection, state = self.connection, self.state
         read = connection.client(data)
         while not isinstance(read, Ready):  # met at once (see the docstring)
             read = connection.learn(Looked() if isinstance(read, TabPage) else WorldDone())
         step, decision = read
         if isinstance(decision, Refuse):
-            if decision.logged:
+            if decision.logged and self.logged:
                 entry = self.book.begin(core.begin_of(state, step, None))
                 self.book.end_refused(entry, decision.why, decision.guard)
             self.client.send(WSMsgType.TEXT, orjson.dumps(decision.answer))
             return
         if not isinstance(decision, Send):
             raise NotImplementedError(f"the bench's relay carries out Send and Refuse: {decision}")
-        entry = self.book.begin(core.begin_of(state, step, None))
+        entry = self.book.begin(core.begin_of(state, step, None)) if self.logged else 0
         acting = acts(step.method, step.params) == ACTING
         key = (step.session, step.call if step.call is not None else -1)
         state.pending[key] = Pending(entry, step.method, step.params, step.tab, acting)
         assert self.up is not None
         self.up.send(WSMsgType.TEXT, step.data.encode())
-        if decision.guarded is not None:
+        if decision.guarded is not None and self.logged:
             self.book.guarded(entry, decision.guarded)
 
     def on_ws_disconnected(self, transport: WSTransport) -> None:
@@ -167,13 +189,13 @@ def _known(upstream: str) -> Known:
     return known
 
 
-async def serve(upstream: str, port: int, folder: Path) -> None:
+async def serve(upstream: str, port: int, folder: Path, mode: str) -> None:
     book = Logbook(LogWriter.open(folder / "browser-bench.jsonl"))
     known = _known(upstream)
     numbers = iter(range(1, 1 << 30))
 
     def listener(request: WSUpgradeRequest) -> _Client:
-        return _Client(upstream, next(numbers), book, known)
+        return _Client(upstream, next(numbers), book, known, mode)
 
     server = await ws_create_server(
         listener, "127.0.0.1", port, max_frame_size=MAX_FRAME, websocket_handshake_timeout=10
@@ -184,7 +206,10 @@ async def serve(upstream: str, port: int, folder: Path) -> None:
 def main() -> None:
     import uvloop
 
-    uvloop.run(serve(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])))
+    mode = sys.argv[4] if len(sys.argv) > 4 else "logged"
+    if mode not in MODES:
+        raise SystemExit(f"MODE is one of {', '.join(MODES)}, not {mode!r}")
+    uvloop.run(serve(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), mode))
 
 
 if __name__ == "__main__":

@@ -170,13 +170,15 @@ async def _flood(client: Client, n: int = FLOOD) -> float:
 #: The routes a call takes, in the order of each turn: Chromium straight, the
 #: C forwarder (socat), the bare picows and aiohttp relays, and the relay,
 #: quiet (the computer's own connection, nothing logged) and logged.
-ROUTES = ("direct", "c", "picows", "rules", "hybrid", "bare", "quiet", "relay")
+ROUTES = ("direct", "c", "picows", "parse", "decide", "rules", "hybrid", "bare", "quiet", "relay")
 NAMES = {
     "direct": "direct",
     "c": "a forwarder in C (socat: bytes only)",
     "picows": "a bare picows relay (bench/bare_picows.py)",
     "bare": "a bare aiohttp relay (bench/bare_relay.py)",
     "hybrid": "a bare aiohttp-to-picows relay (bench/bare_hybrid.py)",
+    "parse": "picows, each command parsed and written again (bench/picows_relay.py parse)",
+    "decide": "the rules on picows, no log (bench/picows_relay.py rules)",
     "rules": "the rules on picows (bench/picows_relay.py)",
     "quiet": "the relay, not logged",
     "relay": "the relay (logged)",
@@ -200,16 +202,18 @@ async def run(small: int = 6000, shots: int = 60) -> str:
                 "direct": await _open(http, stack.chromium_http, target),
                 "relay": await _open(http, stack.relay_http, target),
             }
-            for key, url in (
+            served = [
                 ("c", processes.enter_context(c_forwarder(browser_ws))),
                 ("picows", processes.enter_context(bare_relay(browser_ws, "bench.bare_picows"))),
                 ("bare", processes.enter_context(bare_relay(browser_ws))),
                 ("hybrid", processes.enter_context(bare_relay(browser_ws, "bench.bare_hybrid"))),
-                (
-                    "rules",
-                    processes.enter_context(bare_relay(browser_ws, "bench.picows_relay", folder)),
-                ),
-            ):
+            ]
+            for key, mode in (("parse", "parse"), ("decide", "rules"), ("rules", "logged")):
+                logs = Path(folder) / f"picows-{mode}"  # a log has one writer
+                logs.mkdir()
+                relay = bare_relay(browser_ws, "bench.picows_relay", str(logs), mode)
+                served.append((key, processes.enter_context(relay)))
+            for key, url in served:
                 if url is not None:
                     clients[key] = await _attach(await http.ws_connect(url, max_msg_size=0), target)
             # The computer's own connection, outside any action: the same relay
@@ -291,13 +295,15 @@ def _round_trips(
                 "",
             ]
         )
-    if "picows" in added and "rules" in added:
+    if all(key in added for key in ("picows", "parse", "decide", "rules")):
         summary.append(
             [
                 "the rules on picows over the bare picows relay, p50",
                 f"{added['rules'] - added['picows']:+.3f} ms",
+                f"parsing and writing again {added['parse'] - added['picows']:+.3f}, "
+                f"reading and deciding {added['decide'] - added['parse']:+.3f}, "
+                f"the log {added['rules'] - added['decide']:+.3f}",
                 f"the relay over the rules on picows {added['relay'] - added['rules']:+.3f} ms",
-                "",
                 "",
             ]
         )
