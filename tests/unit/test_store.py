@@ -18,7 +18,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from agentenv.harness.local_store import LocalStore, start_local
+from agentenv.harness.local_store import ASKS, LocalStore, start_local
 from agentenv.harness.run_store import open_store
 from agentenv.harness.store import FolderStore, StoreError, grant_seconds, safe_name
 
@@ -239,3 +239,34 @@ def test_an_engine_on_another_machine_is_refused_by_name(docker_host: str, local
     if problem is not None:
         assert "another machine" in problem and "Run agentenv on that machine" in problem
         assert "builder@" not in problem  # a user name in the URL is not repeated
+
+
+class _Computer:
+    """A computer's container as the docker SDK shows it: what its curl says."""
+
+    def __init__(self, *answers: tuple[int, bytes]) -> None:
+        self.answers = list(answers)
+        self.asked = 0
+
+    def exec_run(self, command: list[str], user: str) -> tuple[int, bytes]:
+        assert user == "agentenv" and command[0] == "/usr/bin/curl"
+        self.asked += 1
+        return self.answers.pop(0)
+
+
+def test_a_reach_check_whose_answer_was_lost_is_asked_again(
+    store: LocalStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """curl succeeded but the engine brought no output back (seen under load):
+    asked again, at most ASKS times; a real failure is told at once."""
+    monkeypatch.setattr(store, "container", object())  # a store in a container
+    monkeypatch.setattr("agentenv.harness.local_store.time.sleep", lambda _: None)
+    lost_once = _Computer((0, b""), (0, b"403"))
+    assert store.unreachable_from(lost_once) is None and lost_once.asked == 2
+    always_lost = _Computer(*[(0, b"")] * ASKS)
+    problem = store.unreachable_from(always_lost)
+    assert problem is not None and "curl exit 0, answer ''" in problem
+    assert always_lost.asked == ASKS
+    refused = _Computer((6, b"000"))  # could not resolve the store's name
+    problem = store.unreachable_from(refused)
+    assert problem is not None and "curl exit 6" in problem and refused.asked == 1
