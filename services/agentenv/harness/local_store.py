@@ -67,7 +67,7 @@ class LocalStore(S3Store):
                 return f"cannot ask the computer whether it reaches the run's store: {exc}"
             if code == 0 and said.strip() == b"403":  # the store refusing an unsigned request
                 return None
-            if not (code == 0 and not said.strip()) or asked == ASKS:
+            if code != 0 or said.strip() or asked == ASKS:
                 break
             # curl succeeded yet nothing came back: the engine lost the exec's
             # output (seen under load in a fresh-clone CI run), not the network.

@@ -540,8 +540,7 @@ def _session_event(state: ClientState, message: dict[str, Any]) -> Downstream:
         detach = state.own_command("Target.detachFromTarget", {"sessionId": session}, parent)
         leave: tuple[str, ...] = (detach,)
         if waiting:  # it waits for a debugger: let it run before leaving it
-            run = state.own_command("Runtime.runIfWaitingForDebugger", None, session)
-            leave = (run, *leave)
+            leave = (state.own_command("Runtime.runIfWaitingForDebugger", None, session), detach)
         return Downstream(
             Down.DETACH, session=session, parent=parent, resume=waiting, upstream=leave
         )

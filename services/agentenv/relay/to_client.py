@@ -150,11 +150,9 @@ class ToClient:
         goes on reading Chromium's answers so their entries end as answered."""
         if self.client_gone or self.client.closed:
             return
-        if isinstance(data, str):
-            data = self.connection.shown(data)  # no password the vault filled
         try:
-            if isinstance(data, str):
-                await self.client.send_str(data)
+            if isinstance(data, str):  # no password the vault filled
+                await self.client.send_str(self.connection.shown(data))
             else:
                 await self.client.send_bytes(data)
         except (ConnectionError, aiohttp.ClientError) as exc:
