@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentenv.log.auth import WINDOW_S
+from agentenv.log.auth import PER_SOURCE, WINDOW_S
 from agentenv.user_entries import (
     AGENTENV_USER,
     SettingsError,
@@ -191,6 +191,10 @@ class Settings:
     #: by one in it, the rest counted in lines written once it ends
     #: (agentenv/log/auth.py).
     auth_window_s: float = WINDOW_S
+    #: Failed authentications written one by one from one address in a
+    #: window. Behind a proxy every client has the proxy's address: raise it
+    #: there so one client's failures do not hide another's.
+    auth_per_source: int = PER_SOURCE
     #: How long one agent may hold the browser's one trace (seconds), on a
     #: computer of two scopes or more: the relay ends it then.
     trace_max_s: float = 300.0
@@ -418,6 +422,7 @@ _PARSED: dict[str, Callable[[Mapping[str, str], str, Any], Any]] = {
     "mcp_unused_s": _seconds,
     "trace_max_s": _seconds,
     "auth_window_s": _seconds,
+    "auth_per_source": _positive,
     "trace_max_bytes": _positive,
     "log_level": _level,
 }

@@ -310,7 +310,9 @@ async def _log_ctx(app: web.Application) -> AsyncIterator[None]:
         counts=counts,
     )
     app[logbook_key] = logbook
-    auth = app[auth_key] = AuthLog(writer, AuthRecord(window_s=settings.auth_window_s))
+    auth = app[auth_key] = AuthLog(
+        writer, AuthRecord(window_s=settings.auth_window_s, per_source=settings.auth_per_source)
+    )
     watcher = Watcher(settings, app[client_key], logbook)
     app[watcher_key] = watcher
     scopes = watcher.keeper.scope_gate
