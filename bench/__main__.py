@@ -1,6 +1,6 @@
-"""``python -m bench [NAME ...]``: log, log-filed, relay, mcp, recorder, viewer, live,
-live-input, container, ready, swarm-grow, fleet, batch-scopes, scope-memory, density,
-a-core, fairness, video, har, verify, simulate, miniwob, playwright-files (default:
+"""``python -m bench [NAME ...]``: log, log-filed, relay, socket-memory, mcp, recorder,
+viewer, live, live-input, container, ready, swarm-grow, fleet, batch-scopes, scope-memory,
+density, a-core, fairness, video, har, verify, simulate, miniwob, playwright-files (default:
 every one, in that order). Each is the module of its name (``log-filed``:
 ``bench.log_filed``), whose ``run()`` returns the figures it prints."""
 
@@ -16,6 +16,7 @@ NAMES = (
     "log",
     "log-filed",
     "relay",
+    "socket-memory",
     "mcp",
     "recorder",
     "viewer",

@@ -1,9 +1,11 @@
-"""The hand-over the relay's move to picows rests on (docs/decisions.md,
-"The relay's sockets move to picows"): aiohttp serves the request and runs
-every check, then gives the client's socket to a picows server protocol,
-which reads the request head again and sends the 101 itself. Checked on the
-pinned aiohttp and picows, on asyncio's loop and on uvloop, so an upgrade of
-either that breaks it shows here first."""
+"""The hand-over a move of the relay to picows would rest on
+(docs/decisions.md, "The relay's sockets stay on aiohttp": the move was
+built and dropped for picows's read buffer, and is the plan again once
+picows frees it): aiohttp serves the request and runs every check, then
+gives the client's socket to a picows server protocol, which reads the
+request head again and sends the 101 itself. Checked on the pinned aiohttp
+and picows, on asyncio's loop and on uvloop, so an upgrade of either that
+breaks it shows here first."""
 
 from __future__ import annotations
 
