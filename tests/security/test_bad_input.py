@@ -573,6 +573,42 @@ async def test_big_messages_in_flight_are_bounded_per_user(image: str) -> None:
         assert b"inflight-marker" not in pc.all_log_bytes()
 
 
+async def test_a_message_of_many_small_values_is_refused_unparsed(target: Computer) -> None:
+    """8 MiB of ``[],[],…`` is 2.8 million lists once parsed, about 200 MiB,
+    and took the relay's loop seconds that every agent waited through: a
+    message counts for what it holds once read (relay/memory.py held_bytes),
+    so this one is past Alice's 64 MiB share and refused at once, unparsed,
+    answered with its id, on the record by its size; the same shape, small,
+    is read and sent on; Bob's commands go on."""
+    before = attempt(target)
+    async with agent(target, "alice") as alice, agent(target, "bob") as bob:
+        pad = "[" + ",".join(["[]"] * (8 * 1024 * 1024 // 3)) + "]"
+        big = await alice.call("Runtime.evaluate", {"expression": "'many'.length", "pad": pad})
+        message = big["error"]["message"]
+        assert "guard memory" in message and "once read" in message, message[:300]
+        assert "AGENTENV_USER_INFLIGHT_BYTES" in message, message[:300]
+        small = "[" + ",".join(["[]"] * 30000) + "]"  # 90 KB: about 6 MB once read
+        read = await alice.call("Runtime.evaluate", {"expression": "'few'.length", "pad": small})
+        assert read["result"]["result"]["value"] == 3, read
+        assert "result" in await bob.call("Browser.getVersion")
+    lines, _ = target.log(before)
+    refused = [
+        x["action"]
+        for x in lines
+        if (x.get("action", {}).get("guard") or {}).get("rule") == "memory"
+        and x["action"].get("who") == "alice"
+    ]
+    assert len(refused) == 1 and refused[0]["method"] == "Runtime.evaluate", refused
+    assert refused[0]["bytes"] > 8 * 1024 * 1024 and refused[0]["ok"] is False, refused
+    sent = [
+        x["action"]
+        for x in lines
+        if x.get("action", {}).get("method") == "Runtime.evaluate"
+        and "'few'" in str(x["action"].get("params"))
+    ]
+    assert sent and sent[0]["ok"] is True, sent
+
+
 _CACHE = """(async () => {
   const cache = await caches.open('mine');
   await cache.put('/x', new Response('y'.repeat(1024 * 1024)));

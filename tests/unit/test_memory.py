@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from agentenv.relay.memory import COUNTED, STEP, InFlight, Meter
+import tracemalloc
+
+import orjson
+import pytest
+
+from agentenv.relay.memory import COUNTED, OBJECT_BYTES, STEP, InFlight, Meter, held_bytes
 
 
 def test_a_users_big_messages_are_bounded_and_others_are_not() -> None:
@@ -59,3 +64,43 @@ def test_a_message_handed_on_lets_go_of_its_own_bytes_only() -> None:
     assert meter.held >= 31 * mib and reading.held["alice"] == meter.held
     meter.handed_on(b"x" * 31 * mib)
     assert meter.held == 0 and reading.held == {}
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "{}",
+        "[]",
+        "0",
+        "1.5",
+        '"ab"',
+        '{"a":1}',
+        '{"a":"b","c":"d"}',
+        '{"k":"v","n":[1,2]}',
+        '[{"a":{"b":[]}}]',
+        '{"abcdefgh":{"abcdefgh":{}}}',
+        '"' + "x" * 100 + '"',
+        "null",
+    ],
+)
+def test_what_a_message_holds_is_never_less_than_its_parse_keeps(unit: str) -> None:
+    """A message of many small values holds far more than its length once
+    parsed (``[],[],…``: 20 times or more): held_bytes is at least what
+    orjson's parse keeps, measured, for each shape."""
+    text = "[" + ",".join([unit] * (256 * 1024 // (len(unit) + 1))) + "]"
+    tracemalloc.start()
+    try:
+        parsed = orjson.loads(text)
+        kept, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert parsed  # it was read, and is still held
+    assert held_bytes(text) >= kept, (unit, held_bytes(text), kept)
+
+
+def test_a_long_string_holds_about_its_length() -> None:
+    """A 30 MiB string (an evaluate's argument, a page's HTML) is not
+    counted as more than it holds: its length and a few values."""
+    params = {"expression": "x" * (30 << 20)}
+    text = orjson.dumps({"id": 1, "method": "Runtime.evaluate", "params": params}).decode()
+    assert held_bytes(text) < len(text) + 10 * OBJECT_BYTES

@@ -66,7 +66,7 @@ from agentenv.relay.decision import AgentEnvCommand, Answered, Own, Refuse
 from agentenv.relay.effects import Ended
 from agentenv.relay.filling import fill
 from agentenv.relay.logbook import Logbook
-from agentenv.relay.memory import AT_LIMIT, COUNTED, InFlight, Meter
+from agentenv.relay.memory import AT_LIMIT, COUNTED, SCANNED, InFlight, Meter, held_bytes
 from agentenv.relay.metered import MeteredReader
 from agentenv.relay.needs import settled
 from agentenv.relay.relay_errors import ControlRefused, RelayError
@@ -162,18 +162,25 @@ class _Bridge:
                 await asyncio.sleep(0)
             if msg.type is WSMsgType.TEXT:
                 data: str = msg.data
-                size = len(data)
-                if size < COUNTED or not bounded:
+                if len(data) < SCANNED or not bounded:
                     await self._command(data)
                     continue
-                why = self.inflight.take(who, size)
+                held = held_bytes(data)  # as text and parsed
+                if held < COUNTED:
+                    await self._command(data)
+                    continue
+                why = self.inflight.take(who, held)
                 if why is not None:
-                    await self._refuse_memory(data, why)
+                    await self._refuse_memory(data, why, held)
                     continue
                 try:
                     await self._command(data)
                 finally:
-                    self.inflight.give(who, size)
+                    self.inflight.give(who, held)
+                # A big one's reading took the loop a while: the others'
+                # commands run before this sender's next.
+                turn = 0
+                await asyncio.sleep(0)
             elif msg.type is WSMsgType.BINARY:
                 self.refused_binary = True
                 code, reason = BINARY_REFUSED
@@ -186,10 +193,15 @@ class _Bridge:
                     self._too_big(msg.data)
                 break
 
-    async def _refuse_memory(self, data: str, why: str) -> None:
+    async def _refuse_memory(self, data: str, why: str, held: int) -> None:
         """A big message past the bytes in flight: answered at once, its text
         dropped unparsed, on the record by its size (rule ``memory``)."""
         state = self.state
+        if held > 2 * len(data):  # its values, not its length, are what it holds
+            why = (
+                f"{why} (this message's {len(data)} bytes hold about {held} once read: "
+                "a value each costs the relay an object; send fewer values at once)"
+            )
         head = data[:300]
         call = _ID.search(head)
         session = _SESSION.search(head) or _SESSION.search(data[-300:])
