@@ -10,7 +10,8 @@
   anchor), then while Alice pipelines ``Runtime.evaluate`` on her own page
   as fast as the relay takes them (past her log share, refused), then while
   she sends 4 MB messages of unused parameters back to back, then 8 MiB
-  messages of many small values (``[],[],…``: 200 MiB once parsed).
+  messages of many small values (``[],[],…``: 200 MiB once parsed), then
+  while she asks Chromium for 2 million empty arrays by value (6 MB).
 
 ``AGENTENV_BENCH_FAIRNESS`` names the floods to run (``commands,big,values``,
 the default) and skips the peak when set.
@@ -42,6 +43,7 @@ FLOODS = {
     "commands": "Alice pipelining commands",
     "big": "Alice sending 4 MB messages",
     "values": "Alice sending 8 MiB of small values",
+    "answers": "Alice asking for 6 MB of small values",
 }
 
 
@@ -160,6 +162,10 @@ async def _flood(url: str, kind: str, seconds: float) -> None:
                     )
                 await asyncio.sleep(0)
             await reader
+        elif kind == "answers":
+            many = {"expression": "Array(2e6).fill([])", "returnByValue": True}
+            while time.monotonic() < end:
+                await alice.call("Runtime.evaluate", many, session)
         else:
             params: dict[str, Any] = {f"u{i}": "p" * 2048 for i in range(2000)}
             if kind == "values":

@@ -337,6 +337,32 @@ def test_big_answers_are_not_parsed_when_nothing_waits() -> None:
     )
 
 
+def test_a_big_answer_ends_its_entry_from_its_ends_without_being_parsed() -> None:
+    """An answer of 64 KiB or more to a command whose result no rule reads
+    is matched by the id at its head and the session at its tail, as
+    Chromium writes them (checked on the shipped Chromium): 30 MB of
+    ``[],[],…`` parsed was 900 MiB of lists. What lies between its ends is
+    not read: here it is no JSON at all, and the entry still ends, its
+    session's and no other's."""
+    state = agent()
+    state.pending[("S", 7)] = Pending(21, "Runtime.evaluate", {"expression": "many"})
+    state.pending[(None, 7)] = Pending(22, "Runtime.evaluate", {"expression": "mine"})
+    body = "[" + "[],x" * 30000  # not JSON: a parse would refuse it
+    down = core.from_upstream(state, '{"id":7,"result":{"v":' + body + '}},"sessionId":"S"}')
+    assert down.kind is Down.PASS and down.ok and down.pending is not None
+    assert down.pending.entry == 21 and list(state.pending) == [(None, 7)]
+    down = core.from_upstream(state, '{"id":7,"result":{"v":' + body + "}}")  # no session
+    assert down.pending is not None and down.pending.entry == 22 and not state.pending
+    # Big, to a command whose result the rules read: parsed as before.
+    state.pending[(None, 8)] = Pending(23, "Target.getTargets", {})
+    infos = [{"targetId": f"T{n}", "type": "page", "url": "about:blank"} for n in range(2000)]
+    listing = orjson.dumps({"id": 8, "result": {"targetInfos": infos}}).decode()
+    assert len(listing) >= 64 * 1024
+    down = core.from_upstream(state, listing)
+    assert down.pending is not None and down.pending.entry == 23
+    assert down.data is not None  # read, and written again (warm contexts left out)
+
+
 def test_a_detach_ends_the_commands_still_waiting_on_its_session() -> None:
     state = agent()
     state.sessions["S"] = SessionInfo("T")

@@ -7,7 +7,8 @@ who is calling and, with the action log, records what they did.
 The connection's rules, without I/O:
 
 - :mod:`.core` — what the relay does with each message of one connection:
-  client to Chromium there, Chromium to client in :mod:`.downstream`, the
+  client to Chromium there, Chromium to client in :mod:`.downstream` (over
+  :mod:`.chromium_text`: how Chromium writes its messages), the
   connection's state in :mod:`.connection`;
 - :mod:`.guard` and :mod:`.commands` (over :mod:`.pinned`) — what an agent's
   command may do: every command of the shipped Chromium, classified;

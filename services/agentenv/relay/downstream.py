@@ -12,18 +12,23 @@ entries. An answer is handed to the client before it is read
 (:func:`answer_first`) unless reading it changes how the relay treats what
 comes next (a new session, a new tab, the downloads folder): reading it is
 then off the agent's round trip.
+
+A big answer (:data:`~agentenv.relay.memory.SCANNED` bytes or more) to a
+command whose result no rule reads is never parsed: its id is read from its
+head and its session from its tail, as Chromium writes them
+(``{"id":N,"result":`` … ``,"sessionId":"S"}``). An agent could ask Chromium
+for 30 MB of ``[],[],…`` by value: parsed, 900 MiB of lists and seconds of
+the relay's loop that every agent waited through.
 """
 
 from __future__ import annotations
 
 import enum
-import json
 from typing import Any, NamedTuple
-
-import orjson
 
 from agentenv import scopes
 from agentenv.relay import guard, traces
+from agentenv.relay.chromium_text import answer, answer_ends, canonical, event, loads
 from agentenv.relay.client_state import (
     BROWSER_TARGET,
     MAX_PAUSED,
@@ -33,6 +38,7 @@ from agentenv.relay.client_state import (
     SessionInfo,
     certificates_command,
 )
+from agentenv.relay.memory import SCANNED
 from agentenv.scopes import Scope
 
 __all__ = [
@@ -143,40 +149,14 @@ def from_upstream(state: ClientState, data: str) -> Downstream:
     read it as they read Chromium's own: none slips past them by its shape.
     What is not a JSON object reaches no client."""
     if not data.startswith(('{"method":"', '{"id":')):
-        canonical = _canonical(data)
-        if canonical is None:
+        written = canonical(data)
+        if written is None:
             return Downstream(Down.DROP)
-        if canonical == data:
+        if written == data:
             return _from_chromium(state, data)
-        down = _from_chromium(state, canonical)
-        return down._replace(data=canonical) if down.kind is Down.PASS and not down.data else down
+        down = _from_chromium(state, written)
+        return down._replace(data=written) if down.kind is Down.PASS and not down.data else down
     return _from_chromium(state, data)
-
-
-def _loads(data: str) -> Any:
-    """A message of Chromium's, parsed; None if it is not JSON. Chromium
-    writes a renderer's lone surrogates as ``\\ud800`` escapes, which orjson
-    refuses: the standard parser takes them (rarely needed, so tried second)."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        try:
-            return json.loads(data)
-        except ValueError:
-            return None
-
-
-def _canonical(data: str) -> str | None:
-    """``data`` written as Chromium writes it (``method``, else ``id``, first;
-    no spaces); None when it is not a JSON object."""
-    message = _loads(data)
-    if not isinstance(message, dict):
-        return None
-    for first in ("method", "id"):
-        if first in message:
-            rest = {k: v for k, v in message.items() if k != first}
-            return orjson.dumps({first: message[first], **rest}).decode()
-    return data  # neither an event nor an answer (an error with no id): as it came
 
 
 def _from_chromium(state: ClientState, data: str) -> Downstream:
@@ -184,7 +164,7 @@ def _from_chromium(state: ClientState, data: str) -> Downstream:
         if data.startswith('{"method":"Target.attachedToTarget"') or data.startswith(
             '{"method":"Target.detachedFromTarget"'
         ):
-            message = _loads(data)
+            message = loads(data)
             if not isinstance(message, dict):
                 return Downstream(Down.DROP)  # a rule's event it cannot read: not passed on
             return _session_event(state, message)
@@ -208,7 +188,11 @@ def _from_chromium(state: ClientState, data: str) -> Downstream:
         return _PASS
     if not state.pending and not state.own:
         return _PASS  # nothing awaits an answer: do not parse it (screenshots are MBs)
-    message = _loads(data)
+    if len(data) >= SCANNED:
+        big = _big_answer(state, data)
+        if big is not None:
+            return big
+    message = loads(data)
     if not isinstance(message, dict):
         return _PASS
     call: Any = message.get("id")
@@ -245,6 +229,21 @@ def _from_chromium(state: ClientState, data: str) -> Downstream:
     return out
 
 
+def _big_answer(state: ClientState, data: str) -> Downstream | None:
+    """A big result for a command whose result no rule reads: its entry
+    ends, nothing of it parsed. None: it is read as any other."""
+    key = answer_ends(data)
+    if key is None:
+        return None
+    pending = state.pending.get(key)
+    if pending is None:
+        return _PASS  # as a parsed one would: no command of this client's awaits it
+    if pending.method in READ_FIRST or pending.method == "Tracing.start":
+        return None
+    del state.pending[key]
+    return Downstream(Down.PASS, pending, True)
+
+
 def page_found(state: ClientState, down: Downstream, page: str | None) -> Downstream:
     """A ``createTarget{forTab}`` answer (:attr:`Downstream.page_of`) once the
     watcher has looked for its tab's page: the entry ends naming the page
@@ -278,9 +277,9 @@ def _read_result(
             state.visible.update(
                 str(i.get("targetId")) for i in kept["targetInfos"] if isinstance(i, dict)
             )
-            return out._replace(data=_answer(message, kept))
+            return out._replace(data=answer(message, kept))
         return out._replace(
-            data=_answer(message, scopes.targets_without(state.known.withheld, result))
+            data=answer(message, scopes.targets_without(state.known.withheld, result))
         )
     elif pending.method == "Browser.getWindowForTarget":
         window = result.get("windowId")
@@ -288,9 +287,9 @@ def _read_result(
             state.windows.add(window)
     elif pending.method == "Target.getBrowserContexts":
         if scope is not None:
-            return out._replace(data=_answer(message, scopes.contexts_answer(scope, result)))
+            return out._replace(data=answer(message, scopes.contexts_answer(scope, result)))
         withheld = scopes.contexts_without(state.known.withheld, result)
-        return out._replace(data=_answer(message, withheld))
+        return out._replace(data=answer(message, withheld))
     elif pending.method == "Target.createBrowserContext":
         made = result.get("browserContextId")
         if scope is not None and isinstance(made, str):
@@ -326,25 +325,9 @@ _SCOPED_EVENTS = (
 )
 
 
-def _answer(answer: dict[str, Any], result: dict[str, Any]) -> str:
-    """Chromium's answer to a client's command, with ``result`` in place of its own."""
-    return orjson.dumps({**answer, "result": result}).decode()
-
-
-def _event(data: str) -> tuple[str, dict[str, Any], str | None] | None:
-    """An event's method, params and session, or None if it is not one."""
-    message = _loads(data)
-    if not isinstance(message, dict):
-        return None
-    method, params, session = message.get("method"), message.get("params"), message.get("sessionId")
-    if not isinstance(method, str) or not isinstance(params, dict):
-        return None
-    return method, params, session if isinstance(session, str) else None
-
-
 def _scoped_event(state: ClientState, scope: Scope, data: str) -> Downstream:
     """Target and download events, kept to the client's scope."""
-    found = _event(data)
+    found = event(data)
     if found is None:
         return Downstream(Down.DROP)  # unreadable: it may be another scope's
     method, params, _ = found
@@ -396,7 +379,7 @@ _TARGET_EVENTS = (
 
 def _unwithheld_event(state: ClientState, data: str) -> Downstream:
     """A target event, not passed on if its target is a warm context's."""
-    found = _event(data)
+    found = event(data)
     if found is None:
         return _PASS
     _, params, _ = found
@@ -426,7 +409,7 @@ _WORLD_EVENTS = (
 def _world_event(state: ClientState, data: str) -> Downstream:
     """An event that may be about a relay world: dropped if it is, and a
     pause in one undone (:mod:`agentenv.relay.worlds`)."""
-    found = _event(data)
+    found = event(data)
     if found is None:
         return _PASS
     method, params, session = found
@@ -454,7 +437,7 @@ def _loading_event(state: ClientState, data: str) -> Downstream:
     started = data.startswith('{"method":"Page.frameStartedLoading"')
     if not started and not data.startswith('{"method":"Page.frameStoppedLoading"'):
         return _PASS
-    message = _loads(data)
+    message = loads(data)
     if not isinstance(message, dict):
         return _PASS
     session = message.get("sessionId")
@@ -477,7 +460,7 @@ def _paused_event(state: ClientState, data: str) -> Downstream:
     tab): the tab it is for, by its frame, kept for the ``Fetch.*`` command
     that answers it (its entry names the tab). On a session, the session
     names the tab already."""
-    message = _loads(data)
+    message = loads(data)
     if not isinstance(message, dict) or not state.at_browser(_parent(message)):
         return _PASS
     params = message.get("params") or {}
