@@ -13,8 +13,9 @@
   messages of many small values (``[],[],…``: 200 MiB once parsed), then
   while she asks Chromium for 2 million empty arrays by value (6 MB).
 
-``AGENTENV_BENCH_FAIRNESS`` names the floods to run (``commands,big,values``,
-the default) and skips the peak when set.
+``AGENTENV_BENCH_FAIRNESS`` names the floods to run (``commands,big,values,
+answers``, the default) and skips the peak when set;
+``AGENTENV_BENCH_FAIRNESS_CALLS`` is Bob's calls each time (2,000).
 
 Needs a Docker engine and the image (make image).
 """
@@ -38,7 +39,7 @@ from tests.security.attacks import frame, raw_socket
 
 MIB = 1024 * 1024
 AGENTS = 8
-CALLS = 2000
+CALLS = int(os.environ.get("AGENTENV_BENCH_FAIRNESS_CALLS", "2000"))
 FLOODS = {
     "commands": "Alice pipelining commands",
     "big": "Alice sending 4 MB messages",
@@ -169,7 +170,7 @@ async def _flood(url: str, kind: str, seconds: float) -> None:
         else:
             params: dict[str, Any] = {f"u{i}": "p" * 2048 for i in range(2000)}
             if kind == "values":
-                params = {"pad": "[" + ",".join(["[]"] * (8 * MIB // 3)) + "]"}
+                params = {"pad": [[]] * (8 * MIB // 3)}  # sent as [[],[],…]
             params["expression"] = "1"
             while time.monotonic() < end:
                 await alice.call("Runtime.evaluate", params, session)

@@ -574,22 +574,28 @@ async def test_big_messages_in_flight_are_bounded_per_user(image: str) -> None:
 
 
 async def test_a_message_of_many_small_values_is_refused_unparsed(target: Computer) -> None:
-    """8 MiB of ``[],[],…`` is 2.8 million lists once parsed, about 200 MiB,
-    and took the relay's loop seconds that every agent waited through: a
-    message counts for what it holds once read (relay/memory.py held_bytes),
-    so this one is past Alice's 64 MiB share and refused at once, unparsed,
-    answered with its id, on the record by its size; the same shape, small,
-    is read and sent on; Bob's commands go on."""
+    """8 MiB of ``[],[],…`` is 2.8 million lists once parsed: the relay died
+    writing it again (SIGSEGV in orjson under its memory limit), and every
+    agent's connection with it. A message counts for what it holds once
+    read (relay/memory.py held_bytes), so this one is past Alice's 64 MiB
+    share and refused at once, unparsed, answered with its id, on the record
+    by its size; the same shape, small, is read and sent on; a 10 MiB
+    string full of commas and brackets (a CSV, a script) is read as the
+    string it is; Bob's commands go on throughout."""
     before = attempt(target)
     async with agent(target, "alice") as alice, agent(target, "bob") as bob:
-        pad = "[" + ",".join(["[]"] * (8 * 1024 * 1024 // 3)) + "]"
+        pad: list[list[None]] = [[]] * (8 * 1024 * 1024 // 3)  # sent as [[],[],…]
         big = await alice.call("Runtime.evaluate", {"expression": "'many'.length", "pad": pad})
         message = big["error"]["message"]
         assert "guard memory" in message and "once read" in message, message[:300]
         assert "AGENTENV_USER_INFLIGHT_BYTES" in message, message[:300]
-        small = "[" + ",".join(["[]"] * 30000) + "]"  # 90 KB: about 6 MB once read
+        assert "result" in await bob.call("Browser.getVersion")
+        small: list[list[None]] = [[]] * 30000  # 90 KB: about 6 MB once read
         read = await alice.call("Runtime.evaluate", {"expression": "'few'.length", "pad": small})
         assert read["result"]["result"]["value"] == 3, read
+        csv = "a,b,[c]{d}," * (1024 * 1024)
+        text = await alice.call("Runtime.evaluate", {"expression": f"'{csv}'.length"})
+        assert text["result"]["result"]["value"] == len(csv), str(text)[:300]
         assert "result" in await bob.call("Browser.getVersion")
     lines, _ = target.log(before)
     refused = [

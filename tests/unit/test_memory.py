@@ -7,7 +7,16 @@ import tracemalloc
 import orjson
 import pytest
 
-from agentenv.relay.memory import COUNTED, OBJECT_BYTES, STEP, InFlight, Meter, held_bytes
+from agentenv.relay.memory import (
+    COUNTED,
+    OBJECT_BYTES,
+    STEP,
+    STRINGS_SKIPPED,
+    VALUE_BYTES,
+    InFlight,
+    Meter,
+    held_bytes,
+)
 
 
 def test_a_users_big_messages_are_bounded_and_others_are_not() -> None:
@@ -98,9 +107,33 @@ def test_what_a_message_holds_is_never_less_than_its_parse_keeps(unit: str) -> N
     assert held_bytes(text) >= kept, (unit, held_bytes(text), kept)
 
 
-def test_a_long_string_holds_about_its_length() -> None:
-    """A 30 MiB string (an evaluate's argument, a page's HTML) is not
-    counted as more than it holds: its length and a few values."""
-    params = {"expression": "x" * (30 << 20)}
-    text = orjson.dumps({"id": 1, "method": "Runtime.evaluate", "params": params}).decode()
-    assert held_bytes(text) < len(text) + 10 * OBJECT_BYTES
+@pytest.mark.parametrize(
+    "text",
+    [
+        "y" * (30 << 20),  # an evaluate's argument
+        "a,b,[c]{d}," * (3 << 20),  # a CSV or a script: commas and brackets
+        'var a = "x", b = [1, {c: "d"}];\n' * (1 << 20),  # quotes escaped in JSON
+    ],
+    ids=["plain", "commas", "escaped-quotes"],
+)
+def test_a_long_string_holds_about_its_length(text: str) -> None:
+    """A 30 MiB string (an evaluate's argument, a script, a CSV) is not
+    counted as more than it holds: the commas and brackets in it begin no
+    value. Past a bound the string is skipped to count them; under it the
+    first count stands."""
+    message = orjson.dumps({"id": 1, "method": "Runtime.evaluate", "params": {"expression": text}})
+    data = message.decode()
+    assert held_bytes(data, 64 << 20) < len(data) + 10 * OBJECT_BYTES
+    if text.startswith("y"):
+        assert held_bytes(data) < len(data) + 10 * OBJECT_BYTES
+    else:  # no bound: never skipped, counted larger
+        assert held_bytes(data) > 2 * len(data)
+
+
+def test_many_strings_are_counted_whole_past_what_is_skipped() -> None:
+    """A message of more strings than :data:`STRINGS_SKIPPED` is not skipped
+    string by string (microseconds each): every comma counts."""
+    many = orjson.dumps({"pad": ["a,b"] * (STRINGS_SKIPPED + 10)}).decode()
+    few = orjson.dumps({"pad": ["a,b" * 100] * (STRINGS_SKIPPED // 10)}).decode()
+    assert held_bytes(many, 1) >= len(many) + VALUE_BYTES * 2 * STRINGS_SKIPPED
+    assert held_bytes(few, 1) < len(few) + VALUE_BYTES * (STRINGS_SKIPPED // 10 + 5)

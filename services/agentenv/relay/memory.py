@@ -18,12 +18,13 @@ Only messages of :data:`COUNTED` bytes or more count: an ordinary command
 costs nothing here. The control token's own links are not bounded.
 
 A message counts for what reading it holds (:func:`held_bytes`), not for
-its length alone: parsed, each JSON value is a Python object. A 30 MiB
-message of ``[],[],…`` became 900 MiB of lists and took the relay's loop
-2 s to parse, every agent's commands waiting behind it, where a 30 MiB
-string parses in 29 ms into 30 MiB. Such a message is now refused unparsed
-(past the user's share), and one that is parsed lets the others' commands
-run before the sender's next (``proxy``).
+its length alone: parsed, each JSON value is a Python object. 8 MiB of
+``[],[],…`` is 2.8 million lists: the relay died writing it again (SIGSEGV
+in orjson, under the relay's memory limit), and every agent's connection
+with it; 30 MiB of it took 2 s to parse, where a 30 MiB string parses in
+29 ms into 30 MiB. Such a message is now refused unparsed (past the user's
+share), and one that is parsed lets the others' commands run before the
+sender's next (``proxy``).
 
 A message is also held while it is being read, before it is whole: one
 user's sixteen connections could each hold 32 MiB of a message they never
@@ -41,6 +42,7 @@ cannot have Chromium write half a gigabyte into the relay either.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -79,16 +81,53 @@ VALUE_BYTES = 96
 OBJECT_BYTES = 256
 
 
-def held_bytes(data: str) -> int:
+#: Strings a message may have for :func:`held_bytes` to skip their text
+#: (each costs a few microseconds to skip); past it every comma and bracket
+#: counts, an estimate only larger.
+STRINGS_SKIPPED = 20_000
+#: The rest of a JSON string after its opening quote, to its closing one.
+_STRING_REST = re.compile(r'(?:[^"\\]++|\\.)*+"')
+
+
+def held_bytes(data: str, bound: int = 0) -> int:
     """About the most bytes ``data``, a message's text, keeps once parsed:
     its length (its strings' characters) and what each value it begins
-    keeps (:data:`VALUE_BYTES`, :data:`OBJECT_BYTES`; a comma or bracket
-    inside a string counts too, so the estimate is only larger). A message
-    that is mostly one string counts about its length, as before. Three
-    scans at C speed, about 11 ms each for 30 MiB: only messages of
-    :data:`SCANNED` bytes or more are read."""
+    keeps (:data:`VALUE_BYTES` a comma or ``[``, :data:`OBJECT_BYTES` a
+    ``{``). Commas and brackets inside strings begin no value: a message of
+    at most :data:`STRINGS_SKIPPED` strings is counted outside them (a
+    script or a CSV text of 30 MiB counts about its length); one of more is
+    counted whole, only larger (quotes escaped in a string are not counted
+    as strings). Scans at C speed, about 11 ms for 30 MiB each; strings are
+    skipped (5 to 12 ms a MiB of them) only when the first count is past
+    ``bound``, the most the message may hold (0: none, never skipped): only
+    messages of :data:`SCANNED` bytes or more are read."""
     values = data.count(",") + data.count("[")
-    return len(data) + VALUE_BYTES * values + OBJECT_BYTES * data.count("{")
+    objects = data.count("{")
+    held = len(data) + VALUE_BYTES * values + OBJECT_BYTES * objects
+    if held < COUNTED or not bound or held <= bound:
+        return held  # small, or within the bound however counted
+    if data.count('"') - data.count('\\"') > 2 * STRINGS_SKIPPED:
+        return held  # too many strings to skip: only larger
+    values, objects = _outside_strings(data)
+    return len(data) + VALUE_BYTES * values + OBJECT_BYTES * objects
+
+
+def _outside_strings(data: str) -> tuple[int, int]:
+    """The commas and ``[`` (values), and the ``{`` (objects), of ``data``
+    outside its JSON strings."""
+    values = objects = start = 0
+    find, count = data.find, data.count
+    while True:
+        quote = find('"', start)
+        end = len(data) if quote < 0 else quote
+        values += count(",", start, end) + count("[", start, end)
+        objects += count("{", start, end)
+        if quote < 0:
+            return values, objects
+        rest = _STRING_REST.match(data, quote + 1)
+        if rest is None:  # a string never closed: the rest is its text (no JSON)
+            return values, objects
+        start = rest.end()
 
 
 @dataclass
@@ -120,6 +159,12 @@ class InFlight:
         self.held[who] = mine + size
         self.everyone += size
         return None
+
+    @property
+    def bound(self) -> int:
+        """The most one message may hold here (0: no bound)."""
+        bounds = [b for b in (self.per_user, self.total) if b]
+        return min(bounds) if bounds else 0
 
     def give(self, who: str, size: int) -> None:
         """Let go of ``size`` bytes ``who`` held."""

@@ -165,7 +165,7 @@ class _Bridge:
                 if len(data) < SCANNED or not bounded:
                     await self._command(data)
                     continue
-                held = held_bytes(data)  # as text and parsed
+                held = held_bytes(data, self.inflight.bound)  # as text and parsed
                 if held < COUNTED:
                     await self._command(data)
                     continue
