@@ -584,17 +584,20 @@ async def test_a_message_of_many_small_values_is_refused_unparsed(target: Comput
     string it is; Bob's commands go on throughout."""
     before = attempt(target)
     async with agent(target, "alice") as alice, agent(target, "bob") as bob:
+        _, session = await alice.page("about:blank")
         pad: list[list[None]] = [[]] * (8 * 1024 * 1024 // 3)  # sent as [[],[],…]
-        big = await alice.call("Runtime.evaluate", {"expression": "'many'.length", "pad": pad})
+        many = {"expression": "'many'.length", "pad": pad}
+        big = await alice.call("Runtime.evaluate", many, session)
         message = big["error"]["message"]
         assert "guard memory" in message and "once read" in message, message[:300]
         assert "AGENTENV_USER_INFLIGHT_BYTES" in message, message[:300]
         assert "result" in await bob.call("Browser.getVersion")
         small: list[list[None]] = [[]] * 30000  # 90 KB: about 6 MB once read
-        read = await alice.call("Runtime.evaluate", {"expression": "'few'.length", "pad": small})
+        few = {"expression": "'few'.length", "pad": small}
+        read = await alice.call("Runtime.evaluate", few, session)
         assert read["result"]["result"]["value"] == 3, read
         csv = "a,b,[c]{d}," * (1024 * 1024)
-        text = await alice.call("Runtime.evaluate", {"expression": f"'{csv}'.length"})
+        text = await alice.call("Runtime.evaluate", {"expression": f"'{csv}'.length"}, session)
         assert text["result"]["result"]["value"] == len(csv), str(text)[:300]
         assert "result" in await bob.call("Browser.getVersion")
     lines, _ = target.log(before)
