@@ -168,9 +168,11 @@ async def _flood(url: str, kind: str, seconds: float) -> None:
             while time.monotonic() < end:
                 await alice.call("Runtime.evaluate", many, session)
         else:
-            params: dict[str, Any] = {f"u{i}": "p" * 2048 for i in range(2000)}
-            if kind == "values":
-                params = {"pad": [[]] * (8 * MIB // 3)}  # sent as [[],[],…]
+            params: dict[str, Any] = (
+                {"pad": [[]] * (8 * MIB // 3)}  # sent as [[],[],…]
+                if kind == "values"
+                else {f"u{i}": "p" * 2048 for i in range(2000)}
+            )
             params["expression"] = "1"
             while time.monotonic() < end:
                 await alice.call("Runtime.evaluate", params, session)

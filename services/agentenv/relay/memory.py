@@ -48,8 +48,10 @@ from dataclasses import dataclass, field
 __all__ = [
     "AT_LIMIT",
     "COUNTED",
+    "OBJECT_BYTES",
     "SCANNED",
     "STEP",
+    "STRINGS_SKIPPED",
     "VALUE_BYTES",
     "InFlight",
     "Meter",
@@ -79,8 +81,6 @@ SCANNED = 64 * 1024
 #: (tests/unit/test_memory.py holds the estimate against the parse).
 VALUE_BYTES = 96
 OBJECT_BYTES = 256
-
-
 #: Strings a message may have for :func:`held_bytes` to skip their text
 #: (each costs a few microseconds to skip); past it every comma and bracket
 #: counts, an estimate only larger.
@@ -101,14 +101,15 @@ def held_bytes(data: str, bound: int = 0) -> int:
     skipped (5 to 12 ms a MiB of them) only when the first count is past
     ``bound``, the most the message may hold (0: none, never skipped): only
     messages of :data:`SCANNED` bytes or more are read."""
-    values = data.count(",") + data.count("[")
-    objects = data.count("{")
-    held = len(data) + VALUE_BYTES * values + OBJECT_BYTES * objects
+    held = _held(data, data.count(",") + data.count("["), data.count("{"))
     if held < COUNTED or not bound or held <= bound:
         return held  # small, or within the bound however counted
     if data.count('"') - data.count('\\"') > 2 * STRINGS_SKIPPED:
         return held  # too many strings to skip: only larger
-    values, objects = _outside_strings(data)
+    return _held(data, *_outside_strings(data))
+
+
+def _held(data: str, values: int, objects: int) -> int:
     return len(data) + VALUE_BYTES * values + OBJECT_BYTES * objects
 
 
